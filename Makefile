@@ -1,0 +1,34 @@
+# Everything installs into .venv inside the repo; nothing is needed on the machine but python3.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install test lint demo bench bench-peers clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+lint: install
+	$(BIN)/ruff check src tests benchmarks examples
+	$(BIN)/ruff format --check src tests benchmarks examples
+
+test: install lint
+	$(BIN)/python -m pytest
+
+demo: install
+	$(BIN)/python examples/run_demo.py
+
+bench: install
+	$(BIN)/python benchmarks/run.py
+
+bench-peers: install
+	$(BIN)/python benchmarks/peers.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .agentv/results

@@ -1,0 +1,49 @@
+"""``EvalCase``: one loaded, resolved test case, ready for prompt building."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from agentv.evalfile.schema import EvaluatorSpec
+from agentv.messages import GuidelineFile, Message
+
+
+@dataclass(frozen=True, slots=True)
+class EvaluatorConfig:
+    """An evaluator of a case with its file references resolved."""
+
+    name: str
+    spec: EvaluatorSpec
+    cwd: Path | None = None  # code evaluators: where the script runs
+    prompt_text: str | None = None  # llm_judge: custom prompt (from a file or inline)
+    prompt_path: Path | None = None
+
+    @property
+    def type(self) -> str:
+        return self.spec.type
+
+
+@dataclass(frozen=True, slots=True)
+class EvalCase:
+    """One eval case after loading: messages with their segments, files read, evaluators."""
+
+    id: str
+    dataset: str
+    eval_file: Path
+    outcome: str
+    input_messages: tuple[Message, ...]
+    expected_messages: tuple[Message, ...] = ()
+    reference_answer: str = ""
+    guideline_files: tuple[GuidelineFile, ...] = ()
+    input_files: tuple[Path, ...] = ()  # non-guideline attachments, absolute, de-duplicated
+    guideline_patterns: tuple[str, ...] = ()
+    evaluators: tuple[EvaluatorConfig, ...] = ()
+    default_evaluator: str = "llm_judge"
+    conversation_id: str | None = None
+    target: str | None = None  # execution.target: run this case on that target
+
+    @property
+    def guideline_paths(self) -> list[Path]:
+        """Absolute paths of the guideline files, in order of first reference."""
+        return [g.resolved for g in self.guideline_files]

@@ -1,0 +1,1 @@
+"""Thin typer commands; each calls one library function."""

@@ -1,0 +1,1 @@
+"""`agentv eval` (not built yet)."""

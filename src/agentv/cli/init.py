@@ -1,0 +1,1 @@
+"""`agentv init` (not built yet)."""

@@ -1,0 +1,1 @@
+"""`agentv render` (not built yet)."""

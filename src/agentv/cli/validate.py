@@ -1,0 +1,1 @@
+"""`agentv validate` (not built yet)."""

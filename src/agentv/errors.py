@@ -1,0 +1,120 @@
+"""Errors and diagnostics.
+
+Every error a user can cause is an ``AgentVError`` whose message is written for the user:
+what is wrong, where, and what to do. Nothing below ever shows a traceback to a user.
+
+    AgentVError
+      InputError            a file the user wrote is wrong (eval, targets, config)
+      ConfigError           targets.yaml / settings cannot be used as given
+      ProviderError         a target failed to answer; carries the target name
+        ProviderHTTPError   the API answered with an error status
+        ProviderTimeout     no answer in time
+        AgentProcessError   an agent or command exited badly
+      EvaluatorError        an evaluator could not grade (recorded, never fatal)
+
+``Diagnostic`` is one problem found in a file, with its location; loaders collect them all
+instead of stopping at the first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+Severity = Literal["error", "warning"]
+
+
+@dataclass(slots=True)
+class Diagnostic:
+    """One problem in a user's file."""
+
+    file: Path | None
+    message: str
+    severity: Severity = "error"
+    line: int | None = None  # 1-based
+    column: int | None = None  # 1-based
+    hint: str | None = None
+    location: str | None = None  # e.g. evalcases[2].input_messages[0].role
+
+    def where(self) -> str:
+        """``file:line:column`` (as much of it as is known)."""
+        parts = [str(self.file) if self.file else "<input>"]
+        if self.line is not None:
+            parts.append(str(self.line))
+            if self.column is not None:
+                parts.append(str(self.column))
+        return ":".join(parts)
+
+    def format(self) -> str:
+        """One line ``file:line:col: severity: message`` plus an indented hint line."""
+        text = f"{self.where()}: {self.severity}: {self.message}"
+        if self.hint:
+            text += f"\n    hint: {self.hint}"
+        return text
+
+
+class AgentVError(Exception):
+    """Base of every error agentv raises on purpose."""
+
+
+class InputError(AgentVError):
+    """A user's file cannot be used; ``diagnostics`` says every reason found."""
+
+    def __init__(self, message: str, diagnostics: list[Diagnostic] | None = None) -> None:
+        super().__init__(message)
+        self.diagnostics: list[Diagnostic] = diagnostics or []
+
+    def __str__(self) -> str:
+        if not self.diagnostics:
+            return self.args[0]
+        return "\n".join(d.format() for d in self.diagnostics)
+
+
+class ConfigError(AgentVError):
+    """Settings (targets, CLI options) that cannot be used as given."""
+
+
+class ProviderError(AgentVError):
+    """A target failed to produce an answer. The message never contains a secret."""
+
+    def __init__(
+        self,
+        target: str,
+        message: str,
+        *,
+        status: int | None = None,
+        retryable: bool = False,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.target = target
+        self.status = status
+        self.retryable = retryable
+        self.retry_after = retry_after
+
+
+class ProviderHTTPError(ProviderError):
+    """The API answered with an error status."""
+
+
+class ProviderTimeout(ProviderError):
+    """The target did not answer in time (always retryable per case)."""
+
+    def __init__(self, target: str, message: str) -> None:
+        super().__init__(target, message, retryable=True)
+
+
+class AgentProcessError(ProviderError):
+    """A command-line agent failed: exit code and the tail of its stderr."""
+
+    def __init__(
+        self, target: str, message: str, *, exit_code: int | None = None, stderr_tail: str = ""
+    ) -> None:
+        super().__init__(target, message)
+        self.exit_code = exit_code
+        self.stderr_tail = stderr_tail
+
+
+class EvaluatorError(AgentVError):
+    """An evaluator could not grade an answer; recorded on the result, never fatal."""

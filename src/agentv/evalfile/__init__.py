@@ -1,0 +1,1 @@
+"""Step 1 of the data flow: eval YAML files become ``EvalCase`` objects."""

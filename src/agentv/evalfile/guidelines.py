@@ -1,0 +1,131 @@
+"""Which attached files are guidelines (instructions for the system prompt).
+
+Patterns come from the nearest ``.agentv/config.yaml`` (``$schema: agentv-config-v2``,
+key ``guideline_patterns``) between the eval file's folder and the repository root. With
+no config the four default patterns apply; an explicit empty list means "none". A file is a
+guideline when its resolved path, relative to the repository root and written with ``/``,
+matches a pattern with globstar semantics (``**`` spans zero or more folders; wildcards do
+not match dot-files, as in micromatch).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from wcmatch import glob
+
+from agentv.errors import Diagnostic, InputError
+from agentv.yamlio import load_yaml
+
+CONFIG_SCHEMA = "agentv-config-v2"
+DEFAULT_GUIDELINE_PATTERNS: tuple[str, ...] = (
+    "**/*.instructions.md",
+    "**/instructions/**",
+    "**/*.prompt.md",
+    "**/prompts/**",
+)
+_GLOB_FLAGS = glob.GLOBSTAR | glob.NEGATE
+
+
+def is_guideline(relative_posix: str, patterns: tuple[str, ...]) -> bool:
+    """Whether a repository-relative ``/`` path matches any guideline pattern."""
+    if not patterns or relative_posix.startswith("../"):
+        return False
+    return glob.globmatch(relative_posix, list(patterns), flags=_GLOB_FLAGS)
+
+
+@dataclass(frozen=True, slots=True)
+class GuidelineConfig:
+    """The patterns in force for one eval file, and where they came from."""
+
+    patterns: tuple[str, ...]
+    source: Path | None  # None: the defaults
+
+
+def parse_config(path: Path) -> tuple[GuidelineConfig | None, list[Diagnostic]]:
+    """Read one ``.agentv/config.yaml``; returns (config or None when unusable, diagnostics)."""
+    diags: list[Diagnostic] = []
+    try:
+        src = load_yaml(path)
+    except InputError as exc:
+        return None, exc.diagnostics
+    data = src.data
+    if not isinstance(data, dict):
+        diags.append(
+            src.diagnostic(
+                (),
+                "config file must be a YAML mapping",
+                hint=f"start it with `$schema: {CONFIG_SCHEMA}`",
+            )
+        )
+        return None, diags
+    schema = data.get("$schema")
+    if schema != CONFIG_SCHEMA:
+        msg = "missing `$schema`" if schema is None else f"`$schema` is {schema!r}"
+        diags.append(
+            src.diagnostic(
+                ("$schema",),
+                f"{msg}; expected {CONFIG_SCHEMA!r}",
+                hint=f"add `$schema: {CONFIG_SCHEMA}` at the top",
+            )
+        )
+        return None, diags
+    for key in data:
+        if key not in ("$schema", "guideline_patterns"):
+            diags.append(
+                src.diagnostic(
+                    (key,),
+                    f"unknown key {key!r} in config",
+                    hint="the config file knows `$schema` and `guideline_patterns`; remove this key",
+                    severity="warning",
+                    at_key=True,
+                )
+            )
+    if "guideline_patterns" not in data or data["guideline_patterns"] is None:
+        return GuidelineConfig(DEFAULT_GUIDELINE_PATTERNS, path), diags
+    patterns = data["guideline_patterns"]
+    if not isinstance(patterns, list) or not all(
+        isinstance(p, str) and p.strip() for p in patterns
+    ):
+        diags.append(
+            src.diagnostic(
+                ("guideline_patterns",),
+                "`guideline_patterns` must be a list of glob strings",
+                hint='for example: guideline_patterns: ["**/*.instructions.md"]',
+            )
+        )
+        return None, diags
+    return GuidelineConfig(tuple(p.strip() for p in patterns), path), diags
+
+
+@dataclass
+class GuidelineResolver:
+    """Finds and caches the guideline config for each folder during a run."""
+
+    _by_dir: dict[tuple[Path, Path], tuple[GuidelineConfig, list[Diagnostic]]] = field(
+        default_factory=dict
+    )
+
+    def for_eval_dir(
+        self, eval_dir: Path, repo_root: Path
+    ) -> tuple[GuidelineConfig, list[Diagnostic]]:
+        """The nearest valid config from ``eval_dir`` up to ``repo_root``, else the defaults."""
+        key = (eval_dir, repo_root)
+        hit = self._by_dir.get(key)
+        if hit is not None:
+            return hit
+        diags: list[Diagnostic] = []
+        result = GuidelineConfig(DEFAULT_GUIDELINE_PATTERNS, None)
+        for folder in (eval_dir, *eval_dir.parents):
+            cfg_path = folder / ".agentv" / "config.yaml"
+            if cfg_path.is_file():
+                cfg, found = parse_config(cfg_path)
+                diags.extend(found)
+                if cfg is not None:
+                    result = cfg
+                    break
+            if folder == repo_root:
+                break
+        self._by_dir[key] = (result, diags)
+        return result, diags

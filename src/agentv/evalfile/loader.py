@@ -1,0 +1,677 @@
+"""Load an eval file (``$schema: agentv-eval-v2``) into ``EvalCase`` objects.
+
+Every problem is collected as a ``Diagnostic`` with its file, line and column. A problem
+in one case skips that case only (the others still run); a file that cannot be used at all
+(bad YAML, wrong ``$schema``, no ``evalcases`` list) raises ``InputError``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from agentv.cases import EvalCase, EvaluatorConfig
+from agentv.errors import Diagnostic, InputError
+from agentv.evalfile import schema as sc
+from agentv.evalfile.files import FileStore, find_repo_root, is_within, search_roots
+from agentv.evalfile.guidelines import GuidelineResolver, is_guideline
+from agentv.messages import (
+    FileSegment,
+    GuidelineFile,
+    GuidelineRef,
+    Message,
+    Segment,
+    TextSegment,
+    ToolCall,
+)
+from agentv.yamlio import PathKey, YamlSource, load_yaml
+
+_CASE_ADAPTER = sc.RawEvalCase
+
+
+@dataclass
+class LoadContext:
+    """What is shared by every file loaded in one run: file cache, configs, options."""
+
+    store: FileStore = field(default_factory=FileStore)
+    guidelines: GuidelineResolver = field(default_factory=GuidelineResolver)
+    allow_outside_root: bool = False
+
+    @property
+    def cwd(self) -> Path:
+        return self.store.cwd
+
+
+@dataclass
+class LoadedEvalFile:
+    """The usable cases of one eval file and every diagnostic found on the way."""
+
+    path: Path
+    dataset: str
+    target: str | None
+    cases: list[EvalCase]
+    diagnostics: list[Diagnostic]
+    repo_root: Path
+    total_cases: int = 0  # entries in `evalcases` (before filtering and skipping)
+
+    @property
+    def errors(self) -> list[Diagnostic]:
+        return [d for d in self.diagnostics if d.severity == "error"]
+
+    @property
+    def warnings(self) -> list[Diagnostic]:
+        return [d for d in self.diagnostics if d.severity == "warning"]
+
+
+def load_eval_file(
+    path: Path | str,
+    *,
+    eval_id: str | None = None,
+    context: LoadContext | None = None,
+) -> LoadedEvalFile:
+    """Load one eval file. Raises ``InputError`` when the file as a whole is unusable."""
+    ctx = context or LoadContext()
+    path = Path(path).resolve()
+    src = load_yaml(path)
+    data = src.data
+    if not isinstance(data, dict):
+        raise InputError(
+            f"{path}: not an eval file",
+            [src.diagnostic((), "an eval file must be a YAML mapping", hint=_SCHEMA_HINT)],
+        )
+    header_diags = _check_header(src, data)
+    if any(d.severity == "error" for d in header_diags):
+        raise InputError(f"{path}: not a usable eval file", header_diags)
+
+    repo_root = find_repo_root(path.parent, ctx.cwd)
+    roots = search_roots(path.parent, repo_root, ctx.cwd)
+    config, config_diags = ctx.guidelines.for_eval_dir(path.parent, repo_root)
+    dataset = (data.get("dataset") or "").strip() or path.stem or "eval"
+    file_default = data.get("evaluator") or "llm_judge"
+    builder = _CaseBuilder(
+        src=src,
+        ctx=ctx,
+        roots=roots,
+        repo_root=repo_root,
+        patterns=config.patterns,
+        dataset=dataset,
+        default_evaluator=file_default,
+    )
+    cases: list[EvalCase] = []
+    diags = header_diags + config_diags
+    entries = data["evalcases"]
+    for index, entry in enumerate(entries):
+        if eval_id is not None and (not isinstance(entry, dict) or entry.get("id") != eval_id):
+            continue
+        case, case_diags = builder.build(index, entry)
+        diags.extend(case_diags)
+        if case is not None:
+            cases.append(case)
+    target = data.get("target")
+    return LoadedEvalFile(
+        path=path,
+        dataset=dataset,
+        target=target.strip() if isinstance(target, str) and target.strip() else None,
+        cases=cases,
+        diagnostics=diags,
+        repo_root=repo_root,
+        total_cases=len(entries),
+    )
+
+
+_SCHEMA_HINT = (
+    f"start the file with `$schema: {sc.EVAL_SCHEMA}` and list the cases under `evalcases:`"
+)
+
+
+def _check_header(src: YamlSource, data: dict[str, Any]) -> list[Diagnostic]:
+    diags: list[Diagnostic] = []
+    schema = data.get("$schema")
+    if schema is None:
+        diags.append(
+            src.diagnostic(
+                (), "missing `$schema`", hint=f"add `$schema: {sc.EVAL_SCHEMA}` at the top"
+            )
+        )
+    elif schema != sc.EVAL_SCHEMA:
+        diags.append(
+            src.diagnostic(
+                ("$schema",),
+                f"`$schema` is {schema!r}, expected {sc.EVAL_SCHEMA!r}",
+                hint=f"set `$schema: {sc.EVAL_SCHEMA}`",
+            )
+        )
+    if not isinstance(data.get("evalcases"), list):
+        what = "missing" if "evalcases" not in data else "not a list"
+        diags.append(
+            src.diagnostic(
+                ("evalcases",),
+                f"`evalcases` is {what}",
+                hint="list the cases under `evalcases:`, each starting with `- id: ...`",
+            )
+        )
+    for key, value in data.items():
+        if key in sc.HEADER_KEYS:
+            if (
+                key in ("description", "target", "dataset")
+                and value is not None
+                and not isinstance(value, str)
+            ):
+                diags.append(src.diagnostic((key,), f"`{key}` must be a string"))
+            if key == "evaluator" and value not in (None, "llm_judge", "code"):
+                diags.append(
+                    src.diagnostic(
+                        (key,),
+                        f"unknown default evaluator {value!r}",
+                        hint="valid choices: llm_judge, code",
+                    )
+                )
+            continue
+        diags.append(_unknown_key(src, (key,), key, sc.HEADER_KEYS))
+    return diags
+
+
+def _unknown_key(
+    src: YamlSource, key: PathKey, name: str, allowed: tuple[str, ...] | list[str]
+) -> Diagnostic:
+    close = difflib.get_close_matches(str(name), list(allowed), n=1)
+    hint = f"did you mean {close[0]!r}?" if close else f"valid keys here: {', '.join(allowed)}"
+    return src.diagnostic(key, f"unknown key {name!r}", hint=hint, at_key=True)
+
+
+class _CaseBuilder:
+    """Turns one raw case mapping into an ``EvalCase`` (or diagnostics)."""
+
+    def __init__(
+        self,
+        *,
+        src: YamlSource,
+        ctx: LoadContext,
+        roots: list[Path],
+        repo_root: Path,
+        patterns: tuple[str, ...],
+        dataset: str,
+        default_evaluator: str,
+    ) -> None:
+        self.src = src
+        self.ctx = ctx
+        self.roots = roots
+        self.repo_root = repo_root
+        self.patterns = patterns
+        self.dataset = dataset
+        self.default_evaluator = default_evaluator
+        self._classified: dict[Path, bool] = {}
+
+    def build(self, index: int, entry: Any) -> tuple[EvalCase | None, list[Diagnostic]]:
+        base: PathKey = ("evalcases", index)
+        if not isinstance(entry, dict):
+            return None, [
+                self.src.diagnostic(
+                    base,
+                    "an eval case must be a mapping",
+                    hint="start each case with `- id: ...` followed by `outcome` and `input_messages`",
+                )
+            ]
+        try:
+            raw = _CASE_ADAPTER.model_validate(entry)
+        except ValidationError as exc:
+            return None, _translate(self.src, exc, entry, base)
+        diags: list[Diagnostic] = []
+        guideline_files: dict[Path, GuidelineFile] = {}
+        input_files: dict[Path, None] = {}
+        messages = []
+        for i, msg in enumerate(raw.input_messages):
+            loaded = self._message(
+                msg, (*base, "input_messages", i), diags, guideline_files, input_files, True
+            )
+            messages.append(loaded)
+        expected = []
+        for i, msg in enumerate(raw.expected_messages or []):
+            expected.append(
+                self._message(msg, (*base, "expected_messages", i), diags, None, None, False)
+            )
+        diags.extend(self._check_tool_pairing(raw, base))
+        evaluators = self._evaluators(raw, base, diags)
+        if any(d.severity == "error" for d in diags):
+            return None, diags
+        case = EvalCase(
+            id=raw.id,
+            dataset=self.dataset,
+            eval_file=self.src.path,
+            outcome=raw.outcome,
+            input_messages=tuple(messages),
+            expected_messages=tuple(expected),
+            reference_answer=_reference_answer(expected),
+            guideline_files=tuple(guideline_files.values()),
+            input_files=tuple(input_files),
+            guideline_patterns=self.patterns,
+            evaluators=tuple(evaluators),
+            default_evaluator=raw.evaluator or self.default_evaluator,
+            conversation_id=raw.conversation_id,
+            target=raw.execution.target if raw.execution and raw.execution.target else None,
+        )
+        return case, diags
+
+    def _message(
+        self,
+        msg: sc.RawMessage,
+        key: PathKey,
+        diags: list[Diagnostic],
+        guidelines: dict[Path, GuidelineFile] | None,
+        input_files: dict[Path, None] | None,
+        classify: bool,
+    ) -> Message:
+        segments: list[Segment] = []
+        if isinstance(msg.content, str):
+            segments.append(TextSegment(msg.content))
+        else:
+            for j, block in enumerate(msg.content):
+                if isinstance(block, sc.TextBlock):
+                    segments.append(TextSegment(block.value))
+                    continue
+                seg = self._file(block.value, (*key, "content", j, "value"), diags, classify)
+                if seg is None:
+                    continue
+                segments.append(seg)
+                if isinstance(seg, GuidelineRef):
+                    if guidelines is not None and seg.resolved not in guidelines:
+                        guidelines[seg.resolved] = GuidelineFile(
+                            seg.path, seg.resolved, self.ctx.store.text(seg.resolved)
+                        )
+                elif input_files is not None:
+                    input_files.setdefault(seg.resolved, None)
+        tool_calls: tuple[ToolCall, ...] = ()
+        if msg.tool_calls:
+            calls = []
+            for k, call in enumerate(msg.tool_calls):
+                args = call.arguments
+                if isinstance(args, str):
+                    try:
+                        args = json.loads(args) if args.strip() else {}
+                    except json.JSONDecodeError as exc:
+                        diags.append(
+                            self.src.diagnostic(
+                                (*key, "tool_calls", k, "arguments"),
+                                f"tool call arguments are not valid JSON: {exc.msg}",
+                                hint="write the arguments as a YAML mapping instead of a string",
+                            )
+                        )
+                        args = {}
+                    if not isinstance(args, dict):
+                        diags.append(
+                            self.src.diagnostic(
+                                (*key, "tool_calls", k, "arguments"),
+                                "tool call arguments must be a JSON object",
+                            )
+                        )
+                        args = {}
+                calls.append(ToolCall(call.id, call.name, args))
+            tool_calls = tuple(calls)
+            if msg.role != "assistant":
+                diags.append(
+                    self.src.diagnostic(
+                        (*key, "tool_calls"),
+                        f"`tool_calls` is only allowed on assistant messages, not on {msg.role!r}",
+                        hint="move the tool calls to the assistant turn that made them",
+                    )
+                )
+        if msg.tool_call_id is not None and msg.role != "tool":
+            diags.append(
+                self.src.diagnostic(
+                    (*key, "tool_call_id"),
+                    "`tool_call_id` is only allowed on tool messages",
+                    hint="set it on the `role: tool` message that answers the call",
+                )
+            )
+        return Message(
+            role=msg.role,
+            segments=tuple(segments),
+            tool_calls=tool_calls,
+            tool_call_id=msg.tool_call_id,
+            name=msg.name,
+        )
+
+    def _file(
+        self, raw: str, key: PathKey, diags: list[Diagnostic], classify: bool
+    ) -> Segment | None:
+        res = self.ctx.store.resolve(raw, self.roots)
+        if res.resolved is None:
+            tried = "\n".join(f"      {p}" for p in res.tried)
+            diags.append(
+                self.src.diagnostic(
+                    key,
+                    f"referenced file not found: {raw}",
+                    hint=f"create the file or fix the path; looked in:\n{tried}",
+                )
+            )
+            return None
+        path = res.resolved
+        if not self.ctx.allow_outside_root and not is_within(path, self.repo_root):
+            diags.append(
+                self.src.diagnostic(
+                    key,
+                    f"referenced file {raw} resolves outside the repository root ({path})",
+                    hint=f"keep attachments inside {self.repo_root}, or pass --allow-outside-root "
+                    "if you trust this eval file",
+                )
+            )
+            return None
+        if not path.is_file():
+            diags.append(
+                self.src.diagnostic(key, f"referenced path is a folder, not a file: {raw}")
+            )
+            return None
+        if classify and self._is_guideline(path):
+            return GuidelineRef(path=raw, resolved=path)
+        try:
+            text = self.ctx.store.text(path)
+        except OSError as exc:
+            diags.append(
+                self.src.diagnostic(
+                    key, f"cannot read referenced file {raw}: {exc.strerror or exc}"
+                )
+            )
+            return None
+        return FileSegment(path=raw, resolved=path, text=text)
+
+    def _is_guideline(self, path: Path) -> bool:
+        hit = self._classified.get(path)
+        if hit is None:
+            try:
+                rel = path.relative_to(self.repo_root).as_posix()
+            except ValueError:
+                rel = "../" + path.as_posix()  # outside the root: never a guideline
+            hit = is_guideline(rel, self.patterns)
+            self._classified[path] = hit
+        return hit
+
+    def _check_tool_pairing(self, raw: sc.RawEvalCase, base: PathKey) -> list[Diagnostic]:
+        diags: list[Diagnostic] = []
+        call_ids: set[str] = set()
+        for i, msg in enumerate(raw.input_messages):
+            if msg.tool_calls:
+                call_ids.update(c.id for c in msg.tool_calls)
+            if msg.role == "tool" and (
+                msg.tool_call_id is None or msg.tool_call_id not in call_ids
+            ):
+                why = (
+                    "has no `tool_call_id`"
+                    if msg.tool_call_id is None
+                    else f"answers call {msg.tool_call_id!r}, which no earlier assistant message made"
+                )
+                diags.append(
+                    self.src.diagnostic(
+                        (*base, "input_messages", i),
+                        f"tool message {why}; it will be sent to LM APIs as a user turn starting with @[Tool]:",
+                        hint="add `tool_calls` with a matching `id` to the assistant message before it "
+                        "and set `tool_call_id` here",
+                        severity="warning",
+                    )
+                )
+        return diags
+
+    def _evaluators(
+        self, raw: sc.RawEvalCase, base: PathKey, diags: list[Diagnostic]
+    ) -> list[EvaluatorConfig]:
+        specs = None
+        key: PathKey = (*base, "evaluators")
+        if raw.execution is not None and raw.execution.evaluators is not None:
+            specs = raw.execution.evaluators
+            key = (*base, "execution", "evaluators")
+        elif raw.evaluators is not None:
+            specs = raw.evaluators
+        out: list[EvaluatorConfig] = []
+        seen: set[str] = set()
+        for k, spec in enumerate(specs or []):
+            name = spec.name or spec.type
+            if name in seen:
+                name = f"{name}_{k + 1}"
+            seen.add(name)
+            cwd = prompt_path = None
+            prompt_text = None
+            if isinstance(spec, sc.CodeSpec) and spec.cwd:
+                res = self.ctx.store.resolve(spec.cwd, [self.src.path.parent])
+                if res.resolved is None or not res.resolved.is_dir():
+                    diags.append(
+                        self.src.diagnostic(
+                            (*key, k, "cwd"),
+                            f"code evaluator folder not found: {spec.cwd}",
+                            hint=f"`cwd` is relative to the eval file's folder ({self.src.path.parent})",
+                        )
+                    )
+                else:
+                    cwd = res.resolved
+            elif isinstance(spec, sc.CodeSpec):
+                cwd = self.src.path.parent
+            if isinstance(spec, sc.LlmJudgeSpec) and spec.prompt:
+                prompt_text, prompt_path = self._judge_prompt(
+                    spec.prompt, (*key, k, "prompt"), diags
+                )
+            out.append(
+                EvaluatorConfig(
+                    name, spec, cwd=cwd, prompt_text=prompt_text, prompt_path=prompt_path
+                )
+            )
+        return out
+
+    def _judge_prompt(
+        self, prompt: str, key: PathKey, diags: list[Diagnostic]
+    ) -> tuple[str, Path | None]:
+        looks_like_path = "\n" not in prompt and prompt.strip().lower().endswith(
+            (".md", ".txt", ".prompt")
+        )
+        if "\n" in prompt:
+            return prompt, None
+        res = self.ctx.store.resolve(prompt.strip(), self.roots)
+        if res.resolved is not None and res.resolved.is_file():
+            return self.ctx.store.text(res.resolved), res.resolved
+        if looks_like_path:
+            diags.append(
+                self.src.diagnostic(
+                    key,
+                    f"judge prompt file not found: {prompt}",
+                    hint="fix the path, or write the prompt inline as a multi-line string",
+                )
+            )
+        return prompt, None
+
+
+def _reference_answer(expected: list[Message]) -> str:
+    """The first expected message's content: a string as written, blocks joined by a space."""
+    if not expected:
+        return ""
+    first = expected[0]
+    if len(first.segments) == 1 and isinstance(first.segments[0], TextSegment):
+        return first.segments[0].value
+    parts = []
+    for seg in first.segments:
+        if isinstance(seg, TextSegment):
+            parts.append(seg.value)
+        elif isinstance(seg, FileSegment):
+            parts.append(seg.text)
+    return " ".join(parts)
+
+
+# --- pydantic errors, told the user's way ---------------------------------------------
+
+_TYPE_WORDS = {
+    "string_type": "text (a string)",
+    "list_type": "a list",
+    "dict_type": "a mapping",
+    "model_type": "a mapping",
+    "model_attributes_type": "a mapping",
+    "int_type": "a whole number",
+    "float_type": "a number",
+    "bool_type": "true or false",
+}
+
+
+def _data_path(entry: Any, loc: tuple[Any, ...]) -> tuple[PathKey, Any, Any]:
+    """Map a pydantic ``loc`` onto the user's data, skipping union-branch labels.
+
+    Returns (path, value at path or None, parent container).
+    """
+    node = entry
+    parent = None
+    path: list[str | int] = []
+    missing = False
+    for part in loc:
+        if missing:
+            path.append(part)
+            continue
+        if isinstance(node, dict) and isinstance(part, str):
+            if part in node:
+                parent, node = node, node[part]
+                path.append(part)
+            elif part in _UNION_LABELS or "[" in part:
+                continue
+            else:
+                path.append(part)
+                parent, node, missing = node, None, True
+        elif isinstance(node, list) and isinstance(part, int):
+            parent, node = node, node[part] if 0 <= part < len(node) else None
+            path.append(part)
+        else:
+            continue  # a union branch label such as 'str' or 'text'
+    return tuple(path), node, parent
+
+
+_UNION_LABELS = {"str", "text", "file", *sc.EVALUATOR_TYPES}
+
+
+def _allowed_keys(path: PathKey, parent: Any) -> tuple[str, ...]:
+    names: list[str | int] = list(path[:-1])
+    if len(names) == 0:
+        return sc.CASE_KEYS
+    last = names[-1]
+    before = names[-2] if len(names) >= 2 else None
+    kind = parent.get("type") if isinstance(parent, dict) else None
+    if isinstance(last, int) and before in ("input_messages", "expected_messages"):
+        model = sc.RawMessage
+    elif isinstance(last, int) and before == "content":
+        model = sc.FileBlock if kind == "file" else sc.TextBlock
+    elif isinstance(last, int) and before == "tool_calls":
+        model = sc.RawToolCall
+    elif isinstance(last, int) and before == "evaluators":
+        model = _SPEC_BY_TYPE.get(kind, sc.LlmJudgeSpec)
+    elif last == "execution":
+        model = sc.RawExecution
+    else:
+        return ()
+    return tuple((f.alias or n) for n, f in model.model_fields.items())
+
+
+_SPEC_BY_TYPE: dict[Any, type] = {
+    "llm_judge": sc.LlmJudgeSpec,
+    "code": sc.CodeSpec,
+    "contains": sc.ContainsSpec,
+    "icontains": sc.ContainsSpec,
+    "equals": sc.EqualsSpec,
+    "regex": sc.RegexSpec,
+    "is_json": sc.IsJsonSpec,
+}
+
+
+def _translate(
+    src: YamlSource, exc: ValidationError, entry: dict[str, Any], base: PathKey
+) -> list[Diagnostic]:
+    out: list[Diagnostic] = []
+    seen: set[tuple[PathKey, str]] = set()
+    case_id = entry.get("id") if isinstance(entry.get("id"), str) else None
+    prefix = f"case {case_id!r}: " if case_id else ""
+    for err in exc.errors():
+        path, value, parent = _data_path(entry, err["loc"])
+        field_name = next((p for p in reversed(path) if isinstance(p, str)), "value")
+        etype = err["type"]
+        loc = err["loc"]
+        if "content" in loc:
+            ci = loc.index("content")
+            cpath, cval, _ = _data_path(entry, loc[: ci + 1])
+            branch = loc[ci + 1] if len(loc) > ci + 1 else None
+            if isinstance(cval, list) and branch == "str":
+                continue  # the string form was not meant; the list's own errors follow
+        if "content" in loc and not isinstance(cval, (str, list)):
+            # one message, not one per accepted form
+            message = "`content` must be a string or a list of {type: text|file, value: ...} blocks"
+            hint = (
+                "write `content: some text`, or blocks such as `- {type: file, value: src/app.py}`"
+            )
+            at_key = False
+            path = cpath
+        elif etype == "extra_forbidden":
+            allowed = _allowed_keys(path, parent)
+            d = _unknown_key(src, (*base, *path), str(path[-1]), allowed)
+            d.message = prefix + d.message
+            if (tuple(path), d.message) not in seen:
+                seen.add((tuple(path), d.message))
+                out.append(d)
+            continue
+        elif etype == "missing":
+            message, hint, at_key = (
+                f"missing required key `{field_name}`",
+                _MISSING_HINTS.get(field_name),
+                False,
+            )
+            path = path[:-1]
+        elif etype == "literal_error":
+            choices = [
+                c.strip(" '") for c in err["ctx"]["expected"].replace(" or ", ", ").split(",")
+            ]
+            close = difflib.get_close_matches(str(value), choices, n=1)
+            what = "role" if field_name == "role" else f"`{field_name}` value"
+            message = f"invalid {what} {value!r}"
+            hint = (
+                f"did you mean {close[0]!r}? " if close else ""
+            ) + f"valid choices: {', '.join(choices)}"
+            at_key = False
+        elif etype == "union_tag_invalid":
+            tag = err["ctx"]["tag"]
+            choices = [c.strip(" '") for c in err["ctx"]["expected_tags"].split(",")]
+            close = difflib.get_close_matches(str(tag), choices, n=1)
+            kind = "evaluator type" if "evaluators" in path else "content block type"
+            message = f"unknown {kind} {tag!r}"
+            hint = (
+                f"did you mean {close[0]!r}? " if close else ""
+            ) + f"valid choices: {', '.join(choices)}"
+            path = (*path, "type")
+            at_key = False
+        elif etype == "union_tag_not_found":
+            message, hint, at_key = (
+                "this block has no `type`",
+                "add `type: text` or `type: file`",
+                False,
+            )
+            if "evaluators" in path:
+                hint = f"add `type:` with one of: {', '.join(sc.EVALUATOR_TYPES)}"
+        elif etype in ("string_too_short", "value_error", "too_short"):
+            message, hint, at_key = f"`{field_name}` must not be empty", None, False
+        elif etype in _TYPE_WORDS:
+            message = f"`{field_name}` must be {_TYPE_WORDS[etype]}"
+            hint = None
+            if "content" in path and isinstance(value, str):
+                message = "content list items must be mappings like {type: text, value: ...}"
+                hint = "write `- {type: text, value: your text}` instead of a bare string"
+            at_key = False
+        else:
+            message, hint, at_key = f"`{field_name}`: {err['msg']}", None, False
+        key = (*base, *path)
+        if (key, message) in seen:
+            continue
+        seen.add((key, message))
+        out.append(src.diagnostic(key, prefix + message, hint=hint, at_key=at_key))
+    return out
+
+
+_MISSING_HINTS = {
+    "id": "give every case a unique `id: some-name`",
+    "outcome": "describe what a good answer achieves in `outcome:`",
+    "input_messages": "add `input_messages:` with at least one `- role: user` turn",
+    "role": "add `role:` (system, user, assistant or tool)",
+    "value": "add `value:` (the text, or the file path)",
+    "script": "add `script:` with the command to run",
+}

@@ -1,0 +1,153 @@
+"""The eval file format (``$schema: agentv-eval-v2``) exactly as users write it.
+
+These pydantic models forbid unknown keys so that a typo is reported (with a "did you
+mean") instead of being silently ignored. The loader turns them into ``EvalCase`` objects.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+EVAL_SCHEMA = "agentv-eval-v2"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TextBlock(_Strict):
+    """``{type: text, value: ...}``"""
+
+    type: Literal["text"]
+    value: str
+
+
+class FileBlock(_Strict):
+    """``{type: file, value: PATH}``: PATH relative to the eval file's folder or its parents."""
+
+    type: Literal["file"]
+    value: Annotated[str, Field(min_length=1)]
+
+
+ContentBlock = Annotated[TextBlock | FileBlock, Field(discriminator="type")]
+
+
+class RawToolCall(_Strict):
+    """A tool call on an assistant message. ``arguments`` may be a mapping or a JSON string."""
+
+    id: Annotated[str, Field(min_length=1)]
+    name: Annotated[str, Field(min_length=1)]
+    arguments: dict[str, Any] | str = Field(default_factory=dict)
+
+
+class RawMessage(_Strict):
+    """One conversation turn."""
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str | list[ContentBlock] = ""
+    tool_calls: list[RawToolCall] | None = None
+    tool_call_id: str | None = None
+    name: str | None = None
+
+
+class _EvaluatorBase(_Strict):
+    name: str | None = None
+
+
+class LlmJudgeSpec(_EvaluatorBase):
+    """Grades with a language model; ``prompt`` is a file path or inline text."""
+
+    type: Literal["llm_judge"]
+    prompt: str | None = None
+    model: str | None = None
+
+
+class CodeSpec(_EvaluatorBase):
+    """Runs ``script`` as a shell command; the payload arrives on stdin as JSON."""
+
+    type: Literal["code"]
+    script: Annotated[str, Field(min_length=1)]
+    cwd: str | None = None
+    timeout_seconds: float | None = None
+
+
+class ContainsSpec(_EvaluatorBase):
+    """Passes when the answer contains ``value`` (``icontains``: ignoring case)."""
+
+    type: Literal["contains", "icontains"]
+    value: str
+
+
+class EqualsSpec(_EvaluatorBase):
+    """Passes when the answer (trimmed) equals ``value`` (trimmed)."""
+
+    type: Literal["equals"]
+    value: str
+
+
+class RegexSpec(_EvaluatorBase):
+    """Passes when the regular expression ``value`` matches somewhere in the answer."""
+
+    type: Literal["regex"]
+    value: str
+    flags: str | None = None
+
+
+class IsJsonSpec(_EvaluatorBase):
+    """Passes when the answer is JSON (and, with ``schema``, valid against that JSON Schema)."""
+
+    type: Literal["is_json"]
+    schema_: dict[str, Any] | str | None = Field(default=None, alias="schema")
+
+
+EvaluatorSpec = Annotated[
+    LlmJudgeSpec | CodeSpec | ContainsSpec | EqualsSpec | RegexSpec | IsJsonSpec,
+    Field(discriminator="type"),
+]
+EVALUATOR_TYPES = ("llm_judge", "code", "contains", "icontains", "equals", "regex", "is_json")
+
+
+class RawExecution(_Strict):
+    """Per-case execution settings."""
+
+    target: str | None = None
+    evaluators: list[EvaluatorSpec] | None = None
+
+
+class RawEvalCase(_Strict):
+    """One eval case."""
+
+    id: Annotated[str, Field(min_length=1)]
+    outcome: Annotated[str, Field(min_length=1)]
+    input_messages: list[RawMessage]
+    expected_messages: list[RawMessage] | None = None
+    conversation_id: str | None = None
+    evaluator: Literal["llm_judge", "code"] | None = None
+    execution: RawExecution | None = None
+    evaluators: list[EvaluatorSpec] | None = None
+    note: str | None = None
+    description: str | None = None
+
+    @field_validator("id", "outcome")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be blank")
+        return value
+
+
+class RawEvalFileHeader(_Strict):
+    """Top-level keys other than the cases (checked separately, case by case)."""
+
+    schema_: Literal["agentv-eval-v2"] = Field(alias="$schema")
+    description: str | None = None
+    target: str | None = None
+    dataset: str | None = None
+    evaluator: Literal["llm_judge", "code"] | None = None
+    evalcases: list[Any]
+
+
+CASE_KEYS = tuple((f.alias or name) for name, f in RawEvalCase.model_fields.items())
+HEADER_KEYS = tuple((f.alias or name) for name, f in RawEvalFileHeader.model_fields.items())

@@ -1,0 +1,106 @@
+"""The provider contract: ``await provider.invoke(request) -> response``.
+
+A provider is built once per target per run from the target's resolved settings and reused
+for every case (one SDK client per target). LM API providers send the chat prompt; agent
+providers send the agent-mode question and point at files (prompt-rules section 6).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+from agentv.messages import ChatMessage
+
+
+@dataclass(slots=True)
+class ProviderRequest:
+    """What the orchestrator (or a judge) asks a target."""
+
+    question: str
+    guidelines: str = ""
+    chat_prompt: list[ChatMessage] | None = None
+    input_files: list[Path] = field(default_factory=list)  # attachments, absolute
+    guideline_paths: list[Path] = field(default_factory=list)  # guideline files, absolute
+    guideline_patterns: tuple[str, ...] = ()
+    eval_id: str = ""
+    attempt: int = 0
+    system_prompt: str | None = None  # overrides the target's configured system prompt
+    model: str | None = None  # overrides the target's model (a judge's `model`)
+    temperature: float | None = None
+    max_output_tokens: int | None = None
+    timeout: float | None = None  # seconds for this call; None: the target's own
+
+
+@dataclass(slots=True)
+class Usage:
+    """Token counts as the API reported them."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    total_tokens: int | None = None
+
+    def to_dict(self) -> dict[str, int | None]:
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "total_tokens": self.total_tokens,
+        }
+
+
+@dataclass(slots=True)
+class ProviderResponse:
+    """A target's answer and what it took to get it."""
+
+    text: str
+    reasoning: str | None = None
+    usage: Usage | None = None
+    latency_ms: float | None = None
+    raw: Any = None  # the API's response as JSON-able data
+    sent: dict[str, Any] = field(default_factory=dict)  # exactly what was sent (no secrets)
+
+
+class ProviderSettings(BaseModel):
+    """Base of each provider's ``targets.yaml`` fields (snake_case, camelCase aliases accepted)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+
+class Provider(ABC):
+    """A target that answers requests. Subclasses set ``kind`` and ``Settings``."""
+
+    kind: ClassVar[str]
+    Settings: ClassVar[type[ProviderSettings]] = ProviderSettings
+    #: agent providers read files from disk and get the agent-mode question
+    is_agent: ClassVar[bool] = False
+    supports_batch: ClassVar[bool] = False
+
+    def __init__(self, name: str, settings: ProviderSettings) -> None:
+        self.name = name
+        self.settings = settings
+
+    @property
+    def id(self) -> str:
+        return f"{self.kind}:{self.name}"
+
+    @abstractmethod
+    async def invoke(self, request: ProviderRequest) -> ProviderResponse:
+        """Answer one request. Raise ``ProviderError`` (never a bare SDK error) on failure."""
+
+    async def invoke_batch(self, requests: list[ProviderRequest]) -> list[ProviderResponse]:
+        """Answer many requests in one dispatch (only when ``supports_batch``)."""
+        raise NotImplementedError(f"{self.kind} targets do not support batching")
+
+    def preview(self, request: ProviderRequest) -> dict[str, Any]:
+        """The provider-specific payload ``invoke`` would send, secrets redacted (for render)."""
+        return {}
+
+    async def healthcheck(self) -> None:
+        """Check once, before the first case, that the target can work; raise ``ProviderError``."""
+
+    async def aclose(self) -> None:
+        """Release clients, sessions and temporary folders."""

@@ -1,0 +1,63 @@
+"""A target that answers without any network: for dry runs, demos, tests and benchmarks."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Any
+
+from pydantic import Field
+
+from agentv.messages import chat_to_dicts
+from agentv.prompts import sent_messages
+from agentv.providers.base import Provider, ProviderRequest, ProviderResponse, ProviderSettings
+
+DEFAULT_RESPONSE = (
+    '{"answer":"Mock provider response. Configure targets.yaml to supply a custom value."}'
+)
+DRY_RUN_RESPONSE = '{"answer":"Mock dry-run response"}'
+
+
+class MockSettings(ProviderSettings):
+    """``provider: mock`` fields."""
+
+    response: str = DEFAULT_RESPONSE
+    delay_ms: float = Field(default=0, ge=0, alias="delayMs")
+    delay_min_ms: float = Field(default=0, ge=0, alias="delayMinMs")
+    delay_max_ms: float = Field(default=0, ge=0, alias="delayMaxMs")
+    system_prompt: str | None = Field(default=None, alias="systemPrompt")
+
+
+class MockProvider(Provider):
+    """Returns ``response`` after an optional delay; behaves like an LM API target."""
+
+    kind = "mock"
+    Settings = MockSettings
+    settings: MockSettings
+
+    def _delay(self) -> float:
+        s = self.settings
+        if s.delay_min_ms > 0 or s.delay_max_ms > 0:
+            low = s.delay_min_ms
+            return random.uniform(low, max(low, s.delay_max_ms)) / 1000
+        return s.delay_ms / 1000
+
+    def preview(self, request: ProviderRequest) -> dict[str, Any]:
+        messages = sent_messages(
+            request.chat_prompt,
+            question=request.question,
+            guidelines=request.guidelines,
+            system_prompt=request.system_prompt or self.settings.system_prompt,
+        )
+        return {"messages": chat_to_dicts(messages)}
+
+    async def invoke(self, request: ProviderRequest) -> ProviderResponse:
+        delay = self._delay()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        return ProviderResponse(
+            text=self.settings.response,
+            raw={"response": self.settings.response},
+            sent=self.preview(request),
+            latency_ms=delay * 1000,
+        )

@@ -1,0 +1,167 @@
+"""Reading YAML files fast, and finding where a value stands in them when reporting errors.
+
+Loading uses libyaml's C loader (``CSafeLoader``) into plain Python values; that is the
+fast path every run takes. Line numbers are only needed when something is wrong, so the
+node tree that carries them is composed lazily, once per file, by ``YamlSource.locate``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from agentv.errors import Diagnostic, InputError
+
+try:  # libyaml is bundled with PyYAML's wheels; the pure-Python loader is the fallback.
+    _Loader: type = yaml.CSafeLoader
+except AttributeError:  # pragma: no cover - depends on the PyYAML build
+    _Loader = yaml.SafeLoader
+
+PathKey = tuple[str | int, ...]
+
+
+def read_text(path: Path) -> str:
+    """Read a text file as UTF-8 with CRLF normalised to LF (a lone CR is kept)."""
+    data = path.read_bytes().decode("utf-8", errors="replace")
+    return data.replace("\r\n", "\n") if "\r\n" in data else data
+
+
+@dataclass
+class YamlSource:
+    """A parsed YAML file: its data, and the means to locate a value in it."""
+
+    path: Path
+    text: str
+    data: Any
+    _root: yaml.Node | None = field(default=None, repr=False)
+    _composed: bool = field(default=False, repr=False)
+
+    def locate(self, key: PathKey) -> tuple[int | None, int | None]:
+        """1-based (line, column) of the value at ``key``, or of its nearest ancestor.
+
+        ``key`` is a path of mapping keys and list indexes, like ``("evalcases", 2, "id")``.
+        A mapping key that does not exist in the file resolves to its parent mapping.
+        """
+        if not self._composed:
+            self._composed = True
+            try:
+                self._root = yaml.compose(self.text, Loader=_Loader)
+            except yaml.YAMLError:
+                self._root = None
+        node = self._root
+        if node is None:
+            return None, None
+        best = node
+        for part in key:
+            nxt = None
+            if isinstance(node, yaml.MappingNode) and isinstance(part, str):
+                for k, v in node.value:
+                    if isinstance(k, yaml.ScalarNode) and k.value == part:
+                        nxt = v
+                        break
+            elif (
+                isinstance(node, yaml.SequenceNode)
+                and isinstance(part, int)
+                and 0 <= part < len(node.value)
+            ):
+                nxt = node.value[part]
+            if nxt is None:
+                break
+            node = best = nxt
+        return best.start_mark.line + 1, best.start_mark.column + 1
+
+    def locate_key(self, key: PathKey) -> tuple[int | None, int | None]:
+        """Like ``locate`` but points at the mapping *key* of the last part (for unknown keys)."""
+        if not key or not isinstance(key[-1], str):
+            return self.locate(key)
+        self.locate(())  # make sure the tree is composed
+        node = self._root
+        for part in key[:-1]:
+            if isinstance(node, yaml.MappingNode) and isinstance(part, str):
+                node = next((v for k, v in node.value if getattr(k, "value", None) == part), None)
+            elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
+                node = node.value[part] if 0 <= part < len(node.value) else None
+            else:
+                node = None
+            if node is None:
+                return self.locate(key)
+        if isinstance(node, yaml.MappingNode):
+            for k, _v in node.value:
+                if getattr(k, "value", None) == key[-1]:
+                    return k.start_mark.line + 1, k.start_mark.column + 1
+        return self.locate(key)
+
+    def diagnostic(
+        self,
+        key: PathKey,
+        message: str,
+        *,
+        hint: str | None = None,
+        severity: str = "error",
+        at_key: bool = False,
+    ) -> Diagnostic:
+        """A diagnostic located at ``key`` in this file."""
+        line, col = self.locate_key(key) if at_key else self.locate(key)
+        return Diagnostic(
+            file=self.path,
+            message=message,
+            severity=severity,  # type: ignore[arg-type]
+            line=line,
+            column=col,
+            hint=hint,
+            location=format_key(key) or None,
+        )
+
+
+def format_key(key: PathKey) -> str:
+    """``("evalcases", 2, "id")`` -> ``evalcases[2].id``."""
+    out = ""
+    for part in key:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def load_yaml(path: Path) -> YamlSource:
+    """Parse a YAML file; a missing file or a syntax error raises ``InputError`` with a location."""
+    try:
+        text = read_text(path)
+    except FileNotFoundError:
+        raise InputError(
+            f"{path}: file not found",
+            [Diagnostic(path, "file not found", hint="check the path you passed")],
+        ) from None
+    except IsADirectoryError:
+        raise InputError(
+            f"{path}: is a folder",
+            [Diagnostic(path, "expected a YAML file but this is a folder")],
+        ) from None
+    try:
+        data = yaml.load(text, Loader=_Loader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        problem = exc.problem or str(exc)
+        if exc.context:
+            problem = f"{exc.context}, {problem}"
+        raise InputError(
+            f"{path}: invalid YAML",
+            [
+                Diagnostic(
+                    path,
+                    f"invalid YAML: {problem}",
+                    line=mark.line + 1 if mark else None,
+                    column=mark.column + 1 if mark else None,
+                    hint="fix the YAML syntax at this position (indentation, quotes, colons)",
+                )
+            ],
+        ) from None
+    except yaml.YAMLError as exc:
+        raise InputError(
+            f"{path}: invalid YAML", [Diagnostic(path, f"invalid YAML: {exc}")]
+        ) from None
+    return YamlSource(path=path, text=text, data=data)

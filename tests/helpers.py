@@ -1,0 +1,13 @@
+"""Small helpers shared by tests (import with ``from helpers import ...``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def write(root: Path, rel: str, text: str) -> Path:
+    """Write ``text`` to ``root/rel`` (creating folders) and return the path."""
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
