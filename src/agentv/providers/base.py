@@ -10,11 +10,15 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
 from agentv.messages import ChatMessage
+
+if TYPE_CHECKING:
+    from agentv.cases import EvalCase
+    from agentv.prompts import Mode, PromptInputs
 
 
 @dataclass(slots=True)
@@ -34,6 +38,23 @@ class ProviderRequest:
     temperature: float | None = None
     max_output_tokens: int | None = None
     timeout: float | None = None  # seconds for this call; None: the target's own
+
+
+def request_for_case(
+    case: EvalCase, inputs: PromptInputs, *, attempt: int = 0, timeout: float | None = None
+) -> ProviderRequest:
+    """The request a candidate target gets for one case."""
+    return ProviderRequest(
+        question=inputs.question,
+        guidelines=inputs.guidelines,
+        chat_prompt=inputs.chat_prompt,
+        input_files=inputs.input_files,
+        guideline_paths=inputs.guideline_paths,
+        guideline_patterns=case.guideline_patterns,
+        eval_id=case.id,
+        attempt=attempt,
+        timeout=timeout,
+    )
 
 
 @dataclass(slots=True)
@@ -86,6 +107,17 @@ class Provider(ABC):
     @property
     def id(self) -> str:
         return f"{self.kind}:{self.name}"
+
+    @property
+    def mode(self) -> Mode:
+        """Which rendering of the question this target gets (prompt-rules section 1)."""
+        return "agent" if self.is_agent else "lm"
+
+    @property
+    def system_prompt(self) -> str | None:
+        """The target's configured ``system_prompt`` (prompt-rules sections 5.1 and 6)."""
+        value = getattr(self.settings, "system_prompt", None)
+        return value if isinstance(value, str) and value.strip() else None
 
     @abstractmethod
     async def invoke(self, request: ProviderRequest) -> ProviderResponse:
