@@ -1,0 +1,273 @@
+"""Before a run: which eval files, which cases, and which target each case runs on.
+
+Target precedence for a case: ``--target`` (when given and not ``default``), else the
+case's ``execution.target``, else the eval file's ``target``, else ``default``. Each target
+is built once per run (one SDK client, one healthcheck) and shared by every case using it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from wcmatch import glob
+
+from agentv.cases import EvalCase
+from agentv.errors import ConfigError, Diagnostic, InputError
+from agentv.evalfile.files import FileStore
+from agentv.evalfile.loader import LoadContext, LoadedEvalFile, load_eval_file
+from agentv.providers.base import Provider
+from agentv.providers.mock import DRY_RUN_RESPONSE, MockProvider, MockSettings
+from agentv.targets import (
+    TargetDefinition,
+    TargetsFile,
+    create_provider,
+    discover_targets_file,
+    load_targets_file,
+)
+
+DEFAULT_TARGET = "default"
+_YAML_SUFFIXES = (".yaml", ".yml")
+
+
+def expand_eval_paths(args: list[str], cwd: Path) -> list[Path]:
+    """Files, folders (searched recursively) or globs -> sorted, de-duplicated eval files."""
+    found: dict[Path, None] = {}
+    unmatched: list[str] = []
+    for arg in (a.strip() for a in args):
+        if not arg:
+            continue
+        path = (cwd / arg) if not os.path.isabs(arg) else Path(arg)
+        if path.is_file():
+            found.setdefault(path.resolve(), None)
+            continue
+        if path.is_dir():
+            matches = [
+                p
+                for p in sorted(path.rglob("*"))
+                if p.suffix.lower() in _YAML_SUFFIXES
+                and p.is_file()
+                and not any(part.startswith(".") for part in p.relative_to(path).parts)
+                and _declares_eval_schema(p)
+            ]
+        else:
+            pattern = arg.replace("\\", "/")
+            matches = [
+                Path(p) if os.path.isabs(p) else cwd / p
+                for p in glob.glob(pattern, flags=glob.GLOBSTAR | glob.DOTGLOB, root_dir=cwd)
+                if p.lower().endswith(_YAML_SUFFIXES)
+            ]
+            matches = [m for m in matches if m.is_file()]
+        if not matches:
+            unmatched.append(arg)
+        for m in matches:
+            found.setdefault(m.resolve(), None)
+    if unmatched:
+        raise ConfigError(
+            f"no eval files matched: {', '.join(unmatched)}. "
+            'Give YAML files, folders or globs (e.g. "evals/**/*.yaml").'
+        )
+    if not found:
+        raise ConfigError("no eval paths given. Usage: agentv eval EVAL_FILE_OR_GLOB...")
+    return sorted(found)
+
+
+def _declares_eval_schema(path: Path) -> bool:
+    try:
+        with path.open("r", encoding="utf-8", errors="replace") as fh:
+            head = fh.read(4096)
+    except OSError:
+        return False
+    return "agentv-eval-v2" in head
+
+
+@dataclass
+class RunTarget:
+    """A target as used in this run."""
+
+    name: str  # the name written to results (`<name>-dry-run` in a dry run)
+    kind: str
+    provider: Provider
+    workers: int | None = None
+    batching: bool = False
+    judge_name: str | None = None
+    targets_file: Path | None = None
+    judge: Provider | None = None
+
+    @property
+    def label(self) -> str:
+        kind = (
+            "mock (dry-run)"
+            if self.name.endswith("-dry-run") and self.kind == "mock"
+            else self.kind
+        )
+        return f"{self.name} [provider={kind}]"
+
+
+@dataclass
+class DryRun:
+    """``--dry-run``: every target is replaced by a mock answering without any network."""
+
+    delay_ms: float = 0
+    delay_min_ms: float = 0
+    delay_max_ms: float = 0
+    response: str = DRY_RUN_RESPONSE
+
+
+@dataclass
+class TargetRegistry:
+    """Finds targets files, builds each target's provider once, and resolves judges."""
+
+    cwd: Path
+    targets_path: Path | None = None
+    dry_run: DryRun | None = None
+    _files: dict[Path, TargetsFile] = field(default_factory=dict)
+    _targets: dict[tuple[Path | None, str], RunTarget] = field(default_factory=dict)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+    def _targets_file(self, eval_file: Path, repo_root: Path) -> TargetsFile | None:
+        try:
+            path = discover_targets_file(eval_file, repo_root, self.cwd, self.targets_path)
+        except ConfigError:
+            if self.dry_run is not None:
+                return None  # a dry run needs no real target
+            raise
+        path = path.resolve()
+        loaded = self._files.get(path)
+        if loaded is None:
+            loaded = load_targets_file(path)
+            self._files[path] = loaded
+            self.diagnostics.extend(loaded.diagnostics)
+        return loaded
+
+    def target(self, eval_file: Path, repo_root: Path, name: str) -> RunTarget:
+        """The run target called ``name`` for cases of ``eval_file``."""
+        tfile = self._targets_file(eval_file, repo_root)
+        key = (tfile.path if tfile else None, name)
+        hit = self._targets.get(key)
+        if hit is not None:
+            return hit
+        definition = tfile.get(name) if tfile is not None else None
+        if self.dry_run is not None:
+            run_target = self._dry_run_target(name, definition)
+        else:
+            assert definition is not None and tfile is not None
+            try:
+                provider = create_provider(definition)
+            except (ConfigError, InputError) as exc:
+                raise ConfigError(f"cannot use target {name!r} from {tfile.path}: {exc}") from None
+            run_target = RunTarget(
+                name=name,
+                kind=definition.kind,
+                provider=provider,
+                workers=definition.workers,
+                batching=definition.provider_batching,
+                judge_name=definition.judge_target,
+                targets_file=tfile.path,
+            )
+        self._targets[key] = run_target
+        return run_target
+
+    def _dry_run_target(self, name: str, definition: TargetDefinition | None) -> RunTarget:
+        assert self.dry_run is not None
+        dr = self.dry_run
+        settings = MockSettings(
+            response=dr.response,
+            delay_ms=dr.delay_ms,
+            delay_min_ms=dr.delay_min_ms,
+            delay_max_ms=dr.delay_max_ms,
+        )
+        mock = MockProvider(f"{name}-dry-run", settings)
+        return RunTarget(
+            name=f"{name}-dry-run",
+            kind="mock",
+            provider=mock,
+            workers=definition.workers if definition else None,
+            judge=mock,  # a dry run never calls a real judge either
+        )
+
+    def judge(self, run_target: RunTarget) -> Provider:
+        """The judge for cases on ``run_target``: its ``judge_target``, else the target itself."""
+        if run_target.judge is not None:
+            return run_target.judge
+        judge = run_target.provider
+        if run_target.judge_name and run_target.targets_file is not None:
+            tfile = self._files[run_target.targets_file]
+            definition = tfile.targets.get(run_target.judge_name)
+            if definition is None:
+                raise ConfigError(
+                    f"target {run_target.name!r} names judge_target {run_target.judge_name!r}, "
+                    f"which is not in {tfile.path}; available targets: {', '.join(tfile.targets)}"
+                )
+            key = (tfile.path, definition.name)
+            existing = self._targets.get(key)
+            judge = existing.provider if existing else create_provider(definition)
+            if existing is None:
+                self._targets[key] = RunTarget(
+                    name=definition.name,
+                    kind=definition.kind,
+                    provider=judge,
+                    workers=definition.workers,
+                    targets_file=tfile.path,
+                )
+        run_target.judge = judge
+        return judge
+
+    def all_targets(self) -> list[RunTarget]:
+        return list(self._targets.values())
+
+    async def aclose(self) -> None:
+        """Close every provider built in this run."""
+        seen: set[int] = set()
+        for t in self._targets.values():
+            for p in (t.provider, t.judge):
+                if p is not None and id(p) not in seen:
+                    seen.add(id(p))
+                    await p.aclose()
+
+
+@dataclass(slots=True)
+class CaseJob:
+    """One case and the target it runs on."""
+
+    case: EvalCase
+    target: RunTarget
+
+
+@dataclass
+class Plan:
+    """Everything a run will do, decided before the first request."""
+
+    files: list[LoadedEvalFile]
+    jobs: list[CaseJob]
+    diagnostics: list[Diagnostic]
+
+
+def plan_run(
+    eval_files: list[Path],
+    registry: TargetRegistry,
+    *,
+    cli_target: str | None = None,
+    eval_id: str | None = None,
+    context: LoadContext | None = None,
+) -> Plan:
+    """Load every eval file and pick each case's target. Bad cases are skipped (diagnostics)."""
+    ctx = context or LoadContext(store=FileStore(cwd=registry.cwd))
+    files: list[LoadedEvalFile] = []
+    jobs: list[CaseJob] = []
+    diags: list[Diagnostic] = []
+    override = cli_target if cli_target and cli_target != DEFAULT_TARGET else None
+    for path in eval_files:
+        try:
+            loaded = load_eval_file(path, eval_id=eval_id, context=ctx)
+        except InputError as exc:  # this file only: the others still run
+            diags.extend(exc.diagnostics or [Diagnostic(path, str(exc))])
+            continue
+        files.append(loaded)
+        diags.extend(loaded.diagnostics)
+        for case in loaded.cases:
+            name = override or case.target or loaded.target or DEFAULT_TARGET
+            jobs.append(CaseJob(case, registry.target(loaded.path, loaded.repo_root, name)))
+    diags.extend(registry.diagnostics)
+    return Plan(files=files, jobs=jobs, diagnostics=diags)
