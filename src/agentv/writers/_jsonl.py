@@ -1,0 +1,91 @@
+"""JSON Lines: one compact JSON object per line, each line on disk when written."""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from agentv.writers._base import ResultsFileError, open_results_file, write_all
+
+_OPTIONS = orjson.OPT_APPEND_NEWLINE
+
+
+def _default(obj: Any) -> Any:
+    """Values JSON has no type for: the nearest JSON shape, else their text."""
+    if isinstance(obj, Path):
+        return str(obj)
+    if isinstance(obj, set | frozenset):
+        return sorted(obj, key=str)
+    if isinstance(obj, bytes | bytearray):
+        return bytes(obj).decode("utf-8", errors="replace")
+    model_dump = getattr(obj, "model_dump", None)  # pydantic models
+    if callable(model_dump):
+        return model_dump(mode="json")
+    return str(obj)
+
+
+def _plain(value: Any) -> Any:
+    """A copy ``json`` can write as strict JSON (string keys, no NaN or infinity)."""
+    if isinstance(value, Mapping):
+        return {k if isinstance(k, str) else str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None  # what orjson writes for them too
+    if value is None or isinstance(value, str | int | float):
+        return value
+    return _plain(_default(value))
+
+
+def dumps_line(record: Mapping[str, Any]) -> bytes:
+    """``record`` as one compact JSON line (UTF-8, ending in ``\\n``)."""
+    try:
+        return orjson.dumps(record, default=_default, option=_OPTIONS)
+    except orjson.JSONEncodeError:
+        # orjson refuses a few valid Python values (integers over 64 bits, non-string
+        # keys); the standard library writes them, more slowly.
+        text = json.dumps(_plain(record), ensure_ascii=False, separators=(",", ":"))
+        return (text + "\n").encode("utf-8")
+
+
+class JsonlWriter:
+    """Writes each result as one JSON line, straight to the file (no buffering)."""
+
+    format = "jsonl"
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._handle = open_results_file(path)
+        self._lock = threading.Lock()  # workers on other threads may write too
+
+    def write(self, record: dict[str, Any]) -> None:
+        """Append one record as a single line in a single write."""
+        line = dumps_line(record)
+        with self._lock:
+            if self._handle is None:
+                raise ResultsFileError(f"Cannot write to closed JSONL writer ({self.path})")
+            write_all(self._handle, line, self.path)
+
+    def close(self) -> None:
+        """Close the file (again is fine)."""
+        with self._lock:
+            if self._handle is not None:
+                self._handle.close()
+                self._handle = None
+
+    @property
+    def closed(self) -> bool:
+        """Whether ``close`` was called."""
+        return self._handle is None
+
+    def __enter__(self) -> JsonlWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

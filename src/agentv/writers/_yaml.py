@@ -1,0 +1,100 @@
+"""YAML results: one document per result, block style, readable multi-line strings."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from agentv.writers._base import ResultsFileError, open_results_file, write_all
+
+
+class _ResultDumper(yaml.SafeDumper):
+    """Block style, sequences indented under their key, multi-line text as ``|`` blocks."""
+
+    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
+        # PyYAML writes a list flush with its key by default; indent it as people do.
+        super().increase_indent(flow, False)
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    if "\n" in value or "\r" in value:
+        value = value.replace("\r\n", "\n")
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|")
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value)
+
+
+def _represent_other(dumper: yaml.SafeDumper, value: Any) -> yaml.Node:
+    """Values YAML has no tag for: the nearest plain shape, else their text."""
+    if isinstance(value, Path):
+        return _represent_str(dumper, str(value))
+    if isinstance(value, tuple):
+        return dumper.represent_list(list(value))
+    if isinstance(value, set | frozenset):
+        return dumper.represent_list(sorted(value, key=str))
+    model_dump = getattr(value, "model_dump", None)  # pydantic models
+    if callable(model_dump):
+        return dumper.represent_data(model_dump(mode="json"))
+    return _represent_str(dumper, str(value))
+
+
+_ResultDumper.add_representer(str, _represent_str)
+# SafeDumper has its own tags for these (``!!set``); results stay plain lists.
+for _kind in (set, frozenset, tuple):
+    _ResultDumper.add_representer(_kind, _represent_other)
+_ResultDumper.add_multi_representer(object, _represent_other)
+
+
+def dumps_document(record: dict[str, Any]) -> str:
+    """``record`` as the body of one YAML document (no ``---`` line), ending in a newline."""
+    return yaml.dump(
+        record,
+        Dumper=_ResultDumper,
+        default_flow_style=False,
+        sort_keys=False,
+        allow_unicode=True,
+        indent=2,
+        width=float("inf"),  # never wrap: long answers stay on one line or in a block
+    )
+
+
+class YamlWriter:
+    """Writes each result as its own YAML document, straight to the file."""
+
+    format = "yaml"
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._handle = open_results_file(path)
+        self._lock = threading.Lock()
+        self._first = True
+
+    def write(self, record: dict[str, Any]) -> None:
+        """Append one record as a document (``---`` then the body) in a single write."""
+        body = dumps_document(record)
+        with self._lock:
+            if self._handle is None:
+                raise ResultsFileError(f"Cannot write to closed YAML writer ({self.path})")
+            separator = "---\n" if self._first else "\n---\n"
+            write_all(self._handle, (separator + body).encode("utf-8"), self.path)
+            self._first = False
+
+    def close(self) -> None:
+        """Close the file (again is fine)."""
+        with self._lock:
+            if self._handle is not None:
+                self._handle.close()
+                self._handle = None
+
+    @property
+    def closed(self) -> bool:
+        """Whether ``close`` was called."""
+        return self._handle is None
+
+    def __enter__(self) -> YamlWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
