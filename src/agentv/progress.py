@@ -1,0 +1,306 @@
+"""What a person sees while a run goes: a live display on a terminal, plain lines elsewhere.
+
+    progress = make_progress()              # live on a TTY, line mode in CI and pipes
+    progress.start(total)
+    progress.case_started(key, label)       # label: "<eval_id> | <target> [provider=<kind>]"
+    progress.case_finished(key, label, ok=True, score=0.75, error=None)
+    progress.note("Codex CLI logs: ...")    # printed above the live display
+    progress.finish()
+
+The per-case calls run for every case of every run (tens of thousands a second in the
+benchmark), so they only update counters; the live display is redrawn by rich's own
+refresh thread at a fixed rate, never per call.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from itertools import islice
+from typing import Protocol, TextIO, runtime_checkable
+
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.progress_bar import ProgressBar
+from rich.table import Table
+from rich.text import Text
+
+REFRESH_PER_SECOND = 8
+RUNNING_SHOWN = 5
+
+
+@runtime_checkable
+class Progress(Protocol):
+    """Receives run events; implementations decide what, if anything, to show."""
+
+    def start(self, total: int) -> None:
+        """The run begins with ``total`` cases."""
+        ...
+
+    def case_started(self, key: str, label: str) -> None:
+        """Case ``key`` (unique per run) is now running."""
+        ...
+
+    def case_finished(
+        self, key: str, label: str, *, ok: bool, score: float | None, error: str | None
+    ) -> None:
+        """Case ``key`` ended; ``ok`` is false when it failed (``error`` says why)."""
+        ...
+
+    def note(self, text: str) -> None:
+        """Show a line above the progress (log file paths, warnings)."""
+        ...
+
+    def finish(self) -> None:
+        """The run is over; leave the terminal clean for the summary."""
+        ...
+
+
+def _first_line(text: str) -> str:
+    """The first non-blank line, marked when more follows (line mode is one line per case)."""
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    if not lines:
+        return ""
+    return lines[0].strip() + (" …" if len(lines) > 1 else "")
+
+
+def _clock(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}"
+
+
+class _Counters:
+    """The run's counts, shared by every kind of display."""
+
+    def __init__(self) -> None:
+        self.total = 0
+        self.done = 0
+        self.errors = 0
+        self.started_at: float | None = None
+
+    def start(self, total: int) -> None:
+        """Reset the counts for a run of ``total`` cases."""
+        self.total = total
+        self.done = 0
+        self.errors = 0
+        self.started_at = time.monotonic()
+
+    def elapsed(self) -> float:
+        """Seconds since ``start``."""
+        return 0.0 if self.started_at is None else time.monotonic() - self.started_at
+
+
+class LineProgress(_Counters):
+    """One plain line per finished case (CI logs, pipes); nothing when ``quiet``.
+
+    Lines go to the stream with plain ``write`` calls (no markup parsing) and are flushed
+    at once, so a CI log shows each case as it ends.
+    """
+
+    def __init__(self, stream: TextIO, *, quiet: bool = False) -> None:
+        super().__init__()
+        self.stream = stream
+        self.quiet = quiet
+        self._ok_mark, self._fail_mark = "✓", "✗"
+        try:
+            "✓✗".encode(getattr(stream, "encoding", None) or "utf-8")
+        except (UnicodeEncodeError, LookupError):
+            self._ok_mark, self._fail_mark = "+", "x"  # e.g. an ASCII-only CI console
+
+    def case_started(self, key: str, label: str) -> None:
+        """Nothing is shown for a started case."""
+
+    def case_finished(
+        self, key: str, label: str, *, ok: bool, score: float | None, error: str | None
+    ) -> None:
+        """Count the case and, unless quiet, print its line."""
+        self.done += 1
+        if not ok:
+            self.errors += 1
+        if self.quiet:
+            return
+        if ok:
+            tail = f"score={score:.3f}" if score is not None else "completed"
+            line = f"{self._ok_mark} {label} {tail}\n"
+        else:
+            reason = _first_line(error) if error else ""
+            line = f"{self._fail_mark} {label} failed" + (f": {reason}\n" if reason else "\n")
+        self.stream.write(line)
+        self.stream.flush()
+
+    def note(self, text: str) -> None:
+        """Print ``text`` as it is (also when quiet: notes are not per case)."""
+        self.stream.write(text if text.endswith("\n") else text + "\n")
+        self.stream.flush()
+
+    def finish(self) -> None:
+        """Flush the stream."""
+        self.stream.flush()
+
+
+class LiveProgress(_Counters):
+    """A rich live display: done/total, a bar, errors, elapsed, ETA and the running cases."""
+
+    def __init__(
+        self,
+        console: Console,
+        *,
+        refresh_per_second: float = REFRESH_PER_SECOND,
+        running_shown: int = RUNNING_SHOWN,
+    ) -> None:
+        super().__init__()
+        self.console = console
+        self.running_shown = running_shown
+        self._refresh_per_second = refresh_per_second
+        self._running: dict[str, tuple[str, float]] = {}  # key -> (label, started), oldest first
+        self._score_sum = 0.0
+        self._scored = 0
+        self._last_error: str | None = None
+        # The refresh thread reads what the per-case calls change.
+        self._lock = threading.Lock()
+        self._live: Live | None = None
+
+    def start(self, total: int) -> None:
+        """Reset the counts and start drawing."""
+        super().start(total)
+        self._live = Live(
+            _View(self),
+            console=self.console,
+            refresh_per_second=self._refresh_per_second,
+            transient=True,  # the summary replaces the display
+        )
+        self._live.start(refresh=True)
+
+    def case_started(self, key: str, label: str) -> None:
+        """Add the case to the running list (shown at the next refresh)."""
+        with self._lock:
+            self._running[key] = (label, time.monotonic())
+
+    def case_finished(
+        self, key: str, label: str, *, ok: bool, score: float | None, error: str | None
+    ) -> None:
+        """Count the case; shown at the next refresh."""
+        with self._lock:
+            self._running.pop(key, None)
+            self.done += 1
+            if not ok:
+                self.errors += 1
+                self._last_error = f"{label}: {_first_line(error)}" if error else label
+            if score is not None:
+                self._score_sum += score
+                self._scored += 1
+
+    def note(self, text: str) -> None:
+        """Print ``text`` above the display, verbatim (no markup, no wrapping)."""
+        self.console.print(Text(text.rstrip("\n")), soft_wrap=True, highlight=False)
+
+    def finish(self) -> None:
+        """Remove the display and print one closing line."""
+        if self._live is None:
+            return
+        self._live.stop()
+        self._live = None
+        line = f"Finished {self.done}/{self.total} eval cases in {_clock(self.elapsed())}"
+        if self.errors:
+            line += f" ({self.errors} failed)"
+        self.console.print(Text(line), soft_wrap=True, highlight=False)
+
+    def render(self) -> RenderableType:
+        """The display as it is now (called by rich's refresh thread)."""
+        with self._lock:
+            done, total, errors = self.done, self.total, self.errors
+            running_count = len(self._running)
+            running = list(islice(self._running.values(), self.running_shown))
+            mean = self._score_sum / self._scored if self._scored else None
+            last_error = self._last_error
+        elapsed = self.elapsed()
+        now = time.monotonic()
+
+        status = Text(f" {done}/{total}")
+        if total:
+            status.append(f" {100 * done // total}%")
+        if errors:
+            status.append(f"  errors {errors}", style="red")
+        if mean is not None:
+            status.append(f"  mean {mean:.3f}")
+        status.append(f"  elapsed {_clock(elapsed)}")
+        if done and total > done:
+            status.append(f"  ETA {_clock(elapsed / done * (total - done))}")
+        elif not done:
+            status.append("  ETA --:--")
+
+        header = Table.grid(padding=(0, 1))
+        header.add_column(no_wrap=True)
+        header.add_column(no_wrap=True)
+        header.add_column(no_wrap=True, overflow="ellipsis")
+        header.add_row(
+            Text("Running evals", style="bold"),
+            ProgressBar(total=max(total, 1), completed=done, width=30),
+            status,
+        )
+
+        rows: list[RenderableType] = [header]
+        for label, since in running:
+            line = Text("  ↻ ", style="cyan")
+            line.append(label)
+            line.append(f"  {now - since:.1f}s", style="dim")
+            line.no_wrap = True
+            line.overflow = "ellipsis"
+            rows.append(line)
+        if running_count > len(running):
+            rows.append(Text(f"  … and {running_count - len(running)} more running", style="dim"))
+        if last_error:
+            line = Text("  last failure: ", style="red")
+            line.append(last_error)
+            line.no_wrap = True
+            line.overflow = "ellipsis"
+            rows.append(line)
+        return Group(*rows)
+
+
+class _View:
+    """Hands rich a fresh rendering of the progress at every refresh."""
+
+    def __init__(self, progress: LiveProgress) -> None:
+        self._progress = progress
+
+    def __rich__(self) -> RenderableType:
+        return self._progress.render()
+
+
+def _is_terminal(stream: TextIO) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # no isatty, or a closed stream
+        return False
+
+
+def make_progress(
+    stream: TextIO | None = None,
+    *,
+    interactive: bool | None = None,
+    quiet: bool = False,
+    console: Console | None = None,
+) -> LineProgress | LiveProgress:
+    """The right display for ``stream`` (default: standard output).
+
+    Interactive (a live display) when the stream is a terminal and ``CI`` is unset or empty;
+    ``interactive`` forces the choice. ``quiet`` prints nothing per case (benchmarks).
+    ``console`` lets the live display share the caller's rich console.
+    """
+    stream = stream if stream is not None else sys.stdout
+    if interactive is None:
+        interactive = (
+            _is_terminal(stream)
+            and not os.environ.get("CI")
+            and os.environ.get("TERM", "").lower() != "dumb"
+        )
+    if quiet or not interactive:
+        return LineProgress(stream, quiet=quiet)
+    if console is None:
+        console = Console(file=stream, force_terminal=True, highlight=False)
+    return LiveProgress(console)

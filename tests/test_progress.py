@@ -1,0 +1,177 @@
+"""Progress: exact lines for CI and pipes, a live display on terminals."""
+
+from __future__ import annotations
+
+import io
+import time
+
+import pytest
+from rich.console import Console
+
+from agentv.progress import LineProgress, LiveProgress, Progress, make_progress
+
+
+class FakeTTY(io.StringIO):
+    """A text stream that claims to be a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+class AsciiStream(io.StringIO):
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return "ascii"
+
+
+LABEL = "case-1 | gpt [provider=openai]"
+
+
+def test_line_mode_prints_one_exact_line_per_finished_case() -> None:
+    out = io.StringIO()
+    progress = make_progress(out, interactive=False)
+    assert isinstance(progress, LineProgress) and isinstance(progress, Progress)
+    progress.start(4)
+    progress.case_started("k1", LABEL)
+    assert out.getvalue() == ""  # nothing for started cases
+    progress.case_finished("k1", LABEL, ok=True, score=0.75, error=None)
+    progress.case_finished("k2", "case-2 | t [provider=cli]", ok=True, score=None, error=None)
+    progress.case_finished(
+        "k3", "case-3 | t [provider=cli]", ok=False, score=0.0, error="HTTP 500\nbody: oops"
+    )
+    progress.case_finished("k4", "case-4 | t [provider=cli]", ok=False, score=None, error=None)
+    progress.note("Codex CLI logs: a.log")
+    progress.finish()
+    assert out.getvalue() == (
+        "✓ case-1 | gpt [provider=openai] score=0.750\n"
+        "✓ case-2 | t [provider=cli] completed\n"
+        "✗ case-3 | t [provider=cli] failed: HTTP 500 …\n"
+        "✗ case-4 | t [provider=cli] failed\n"
+        "Codex CLI logs: a.log\n"
+    )
+    assert (progress.done, progress.errors, progress.total) == (4, 2, 4)
+
+
+def test_line_mode_does_not_interpret_markup() -> None:
+    out = io.StringIO()
+    progress = make_progress(out, interactive=False)
+    progress.start(1)
+    progress.case_finished("k", "[bold]x[/bold] | t", ok=False, score=None, error="[red]no")
+    assert out.getvalue() == "✗ [bold]x[/bold] | t failed: [red]no\n"
+
+
+def test_quiet_prints_nothing_per_case_but_still_counts_and_notes() -> None:
+    out = FakeTTY()
+    progress = make_progress(out, quiet=True)
+    assert isinstance(progress, LineProgress)
+    progress.start(2)
+    progress.case_started("a", LABEL)
+    progress.case_finished("a", LABEL, ok=True, score=1.0, error=None)
+    progress.case_finished("b", LABEL, ok=False, score=None, error="x")
+    progress.note("warning: something")
+    progress.finish()
+    assert out.getvalue() == "warning: something\n"
+    assert (progress.done, progress.errors) == (2, 1)
+
+
+def test_ascii_only_streams_get_ascii_marks() -> None:
+    out = AsciiStream()
+    progress = make_progress(out, interactive=False)
+    progress.case_finished("a", "a | t", ok=True, score=1.0, error=None)
+    progress.case_finished("b", "b | t", ok=False, score=None, error="bad")
+    assert out.getvalue() == "+ a | t score=1.000\nx b | t failed: bad\n"
+
+
+def test_mode_follows_the_terminal_and_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.setenv("TERM", "xterm-256color")
+    assert isinstance(make_progress(FakeTTY()), LiveProgress)
+    assert isinstance(make_progress(io.StringIO()), LineProgress)  # a pipe or file
+    monkeypatch.setenv("CI", "true")
+    assert isinstance(make_progress(FakeTTY()), LineProgress)
+    monkeypatch.setenv("CI", "")
+    assert isinstance(make_progress(FakeTTY()), LiveProgress)
+    monkeypatch.setenv("TERM", "dumb")
+    assert isinstance(make_progress(FakeTTY()), LineProgress)
+
+
+def _text(renderable: object) -> str:
+    console = Console(file=io.StringIO(), width=120, color_system=None)
+    console.print(renderable)
+    return console.file.getvalue()  # type: ignore[attr-defined]
+
+
+def test_live_display_shows_counts_running_cases_and_errors() -> None:
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=120, color_system=None)
+    progress = make_progress(out, interactive=True, console=console)
+    assert isinstance(progress, LiveProgress)
+    progress.start(3)
+    try:
+        progress.case_started("k1", "first | gpt [provider=openai]")
+        progress.case_started("k2", "second | gpt [provider=openai]")
+        progress.case_started("k3", "third | gpt [provider=openai]")
+        progress.case_finished(
+            "k1", "first | gpt [provider=openai]", ok=True, score=1.0, error=None
+        )
+        progress.case_finished(
+            "k2", "second | gpt [provider=openai]", ok=False, score=None, error="HTTP 429"
+        )
+        view = _text(progress.render())
+        assert "2/3" in view and "66%" in view
+        assert "errors 1" in view and "mean 1.000" in view
+        assert "third | gpt [provider=openai]" in view  # still running
+        assert "first |" not in view.split("\n", 1)[1].split("last failure")[0]
+        assert "last failure: second | gpt [provider=openai]: HTTP 429" in view
+        assert "elapsed 0:00:0" in view and "ETA" in view
+        progress.note("Codex CLI logs: [x].log")
+        progress.case_finished(
+            "k3", "third | gpt [provider=openai]", ok=True, score=0.5, error=None
+        )
+    finally:
+        progress.finish()
+    progress.finish()  # twice is harmless
+    text = out.getvalue()
+    assert "0/3" in text  # drawn at start, by rich itself
+    assert "Codex CLI logs: [x].log" in text  # printed verbatim above the display
+    assert "Finished 3/3 eval cases in 0:00:0" in text and "(1 failed)" in text
+
+
+def test_running_list_is_capped() -> None:
+    progress = LiveProgress(Console(file=io.StringIO(), force_terminal=True), running_shown=2)
+    progress.start(10)
+    try:
+        for i in range(6):
+            progress.case_started(f"k{i}", f"case-{i}")
+        view = _text(progress.render())
+    finally:
+        progress.finish()
+    assert "case-0" in view and "case-1" in view and "case-2" not in view
+    assert "… and 4 more running" in view
+
+
+def test_per_case_calls_do_not_render() -> None:
+    progress = LiveProgress(Console(file=io.StringIO(), force_terminal=True), refresh_per_second=10)
+    renders = 0
+    original = progress.render
+
+    def counting_render() -> object:
+        nonlocal renders
+        renders += 1
+        return original()
+
+    progress.render = counting_render  # type: ignore[method-assign]
+    n = 20_000
+    progress.start(n)
+    began = time.monotonic()
+    try:
+        for i in range(n):
+            key = f"k{i}"
+            progress.case_started(key, key)
+            progress.case_finished(key, key, ok=True, score=1.0, error=None)
+    finally:
+        spent = time.monotonic() - began
+        progress.finish()
+    assert progress.done == n
+    # Redraws come from rich's timer (10 per second), never one per call.
+    assert renders <= 10 * spent + 5
