@@ -23,10 +23,23 @@ except AttributeError:  # pragma: no cover - depends on the PyYAML build
 PathKey = tuple[str | int, ...]
 
 
-def read_text(path: Path) -> str:
-    """Read a text file as UTF-8 with CRLF normalised to LF (a lone CR is kept)."""
-    data = path.read_bytes().decode("utf-8", errors="replace")
+def read_text(path: Path, *, strict: bool = False) -> str:
+    """Read a text file as UTF-8 with CRLF normalised to LF (a lone CR is kept).
+
+    A leading byte-order mark is dropped (it is not content). With ``strict``, bytes that
+    are not UTF-8 raise ``UnicodeDecodeError``; otherwise they become U+FFFD.
+    """
+    data = path.read_bytes().decode("utf-8", errors="strict" if strict else "replace")
+    if data.startswith("\ufeff"):
+        data = data[1:]
     return data.replace("\r\n", "\n") if "\r\n" in data else data
+
+
+def describe_decode_error(exc: UnicodeDecodeError) -> str:
+    """``not UTF-8 text (byte 0xff on line 3)``: where the first bad byte is."""
+    raw = bytes(exc.object)
+    line = raw[: exc.start].count(b"\n") + 1
+    return f"not UTF-8 text (byte 0x{raw[exc.start : exc.start + 1].hex()} on line {line})"
 
 
 @dataclass
@@ -94,6 +107,41 @@ class YamlSource:
                     return k.start_mark.line + 1, k.start_mark.column + 1
         return self.locate(key)
 
+    def duplicate_keys(self) -> list[Diagnostic]:
+        """A diagnostic for every mapping key written twice (YAML keeps the last silently)."""
+        self.locate(())  # make sure the tree is composed
+        out: list[Diagnostic] = []
+        stack: list[yaml.Node] = [self._root] if self._root is not None else []
+        visited: set[int] = set()  # aliases share nodes: visit each once
+        while stack:
+            node = stack.pop()
+            if id(node) in visited:
+                continue
+            visited.add(id(node))
+            if isinstance(node, yaml.MappingNode):
+                first: dict[str, yaml.Node] = {}
+                for k, v in node.value:
+                    stack.append(v)
+                    if not isinstance(k, yaml.ScalarNode) or k.value == "<<":
+                        continue
+                    if k.value in first:
+                        line = first[k.value].start_mark.line + 1
+                        out.append(
+                            Diagnostic(
+                                self.path,
+                                f"key {k.value!r} is written twice in the same mapping "
+                                f"(first on line {line}); only the last one counts",
+                                line=k.start_mark.line + 1,
+                                column=k.start_mark.column + 1,
+                                hint="remove or merge one of them",
+                            )
+                        )
+                    else:
+                        first[k.value] = k
+            elif isinstance(node, yaml.SequenceNode):
+                stack.extend(node.value)
+        return sorted(out, key=lambda d: (d.line or 0, d.column or 0))
+
     def diagnostic(
         self,
         key: PathKey,
@@ -130,7 +178,19 @@ def format_key(key: PathKey) -> str:
 def load_yaml(path: Path) -> YamlSource:
     """Parse a YAML file; a missing file or a syntax error raises ``InputError`` with a location."""
     try:
-        text = read_text(path)
+        text = read_text(path, strict=True)
+    except UnicodeDecodeError as exc:
+        raise InputError(
+            f"{path}: not UTF-8",
+            [
+                Diagnostic(
+                    path,
+                    describe_decode_error(exc),
+                    line=bytes(exc.object)[: exc.start].count(b"\n") + 1,
+                    hint="save the file with UTF-8 encoding",
+                )
+            ],
+        ) from None
     except FileNotFoundError:
         raise InputError(
             f"{path}: file not found",
@@ -140,6 +200,11 @@ def load_yaml(path: Path) -> YamlSource:
         raise InputError(
             f"{path}: is a folder",
             [Diagnostic(path, "expected a YAML file but this is a folder")],
+        ) from None
+    except OSError as exc:
+        raise InputError(
+            f"{path}: cannot be read",
+            [Diagnostic(path, f"cannot read the file: {exc.strerror or exc}")],
         ) from None
     try:
         data = yaml.load(text, Loader=_Loader)

@@ -96,10 +96,13 @@ class FileStore:
         return res
 
     def text(self, path: Path) -> str:
-        """The file's text (UTF-8, CRLF normalised), read from disk at most once per run."""
+        """The file's text (UTF-8, CRLF normalised), read from disk at most once per run.
+
+        Raises ``OSError`` when unreadable and ``UnicodeDecodeError`` when not UTF-8 text.
+        """
         cached = self._texts.get(path)
         if cached is None:
-            cached = read_text(path)
+            cached = read_text(path, strict=True)
             self.reads += 1
             self._texts[path] = cached
         return cached

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,9 +30,21 @@ from agentv.messages import (
     TextSegment,
     ToolCall,
 )
-from agentv.yamlio import PathKey, YamlSource, load_yaml
+from agentv.yamlio import PathKey, YamlSource, describe_decode_error, format_key, load_yaml
 
 _CASE_ADAPTER = sc.RawEvalCase
+
+ROLE_MARKER_RE = re.compile(r"@\[(?:system|user|assistant|tool)\]:", re.IGNORECASE)
+"""A role marker as written in ``question`` texts (prompt-rules section 4)."""
+
+
+def _enumerate_list(value: Any) -> list[tuple[int, Any]]:
+    return list(enumerate(value)) if isinstance(value, list) else []
+
+
+def block_is_file(block: Any) -> bool:
+    """Whether a raw content block is ``{type: file, ...}``."""
+    return isinstance(block, dict) and block.get("type") == "file"
 
 
 @dataclass
@@ -58,6 +71,7 @@ class LoadedEvalFile:
     diagnostics: list[Diagnostic]
     repo_root: Path
     total_cases: int = 0  # entries in `evalcases` (before filtering and skipping)
+    source: YamlSource | None = None  # the parsed file, to locate values in it
 
     @property
     def errors(self) -> list[Diagnostic]:
@@ -74,25 +88,39 @@ def load_eval_file(
     eval_id: str | None = None,
     context: LoadContext | None = None,
 ) -> LoadedEvalFile:
-    """Load one eval file. Raises ``InputError`` when the file as a whole is unusable."""
+    """Load one eval file. Raises ``InputError`` when the file as a whole is unusable.
+
+    The ``InputError`` carries every problem found, the cases' included, so that a user
+    fixes them in one go.
+    """
+    return load_eval_source(load_yaml(Path(path).resolve()), eval_id=eval_id, context=context)
+
+
+def load_eval_source(
+    src: YamlSource, *, eval_id: str | None = None, context: LoadContext | None = None
+) -> LoadedEvalFile:
+    """``load_eval_file`` for a file already parsed (``validate`` reads each file once)."""
     ctx = context or LoadContext()
-    path = Path(path).resolve()
-    src = load_yaml(path)
+    path = src.path
     data = src.data
     if not isinstance(data, dict):
-        raise InputError(
-            f"{path}: not an eval file",
-            [src.diagnostic((), "an eval file must be a YAML mapping", hint=_SCHEMA_HINT)],
-        )
+        what = "the file is empty" if data is None else "an eval file must be a YAML mapping"
+        raise InputError(f"{path}: not an eval file", [src.diagnostic((), what, hint=_SCHEMA_HINT)])
     header_diags = _check_header(src, data)
-    if any(d.severity == "error" for d in header_diags):
+    file_unusable = any(d.severity == "error" for d in header_diags)
+    entries = data.get("evalcases")
+    if file_unusable and (
+        not isinstance(entries, list) or data.get("$schema") not in (None, sc.EVAL_SCHEMA)
+    ):
+        # Not an eval file, or one without cases: checking its cases would only add noise.
         raise InputError(f"{path}: not a usable eval file", header_diags)
+    assert isinstance(entries, list)
 
     repo_root = find_repo_root(path.parent, ctx.cwd)
     roots = search_roots(path.parent, repo_root, ctx.cwd)
     config, config_diags = ctx.guidelines.for_eval_dir(path.parent, repo_root)
-    dataset = (data.get("dataset") or "").strip() or path.stem or "eval"
-    file_default = data.get("evaluator") or "llm_judge"
+    dataset = _text_or_none(data.get("dataset")) or path.stem or "eval"
+    file_default = data.get("evaluator") if data.get("evaluator") in ("llm_judge", "code") else None
     builder = _CaseBuilder(
         src=src,
         ctx=ctx,
@@ -100,33 +128,61 @@ def load_eval_file(
         repo_root=repo_root,
         patterns=config.patterns,
         dataset=dataset,
-        default_evaluator=file_default,
+        default_evaluator=file_default or "llm_judge",
     )
     cases: list[EvalCase] = []
     diags = header_diags + config_diags
-    entries = data["evalcases"]
+    first_index: dict[str, int] = {}
     for index, entry in enumerate(entries):
-        if eval_id is not None and (not isinstance(entry, dict) or entry.get("id") != eval_id):
+        entry_id = entry.get("id") if isinstance(entry, dict) else None
+        if eval_id is not None and entry_id != eval_id:
             continue
         case, case_diags = builder.build(index, entry)
+        if isinstance(entry_id, str) and entry_id:
+            if entry_id in first_index:
+                case_diags.append(_duplicate_id(src, index, entry_id, first_index[entry_id]))
+            else:
+                first_index[entry_id] = index
         diags.extend(case_diags)
         if case is not None:
             cases.append(case)
-    target = data.get("target")
+    if file_unusable:
+        raise InputError(f"{path}: not a usable eval file", diags)
     return LoadedEvalFile(
         path=path,
         dataset=dataset,
-        target=target.strip() if isinstance(target, str) and target.strip() else None,
+        target=_text_or_none(data.get("target")),
         cases=cases,
         diagnostics=diags,
         repo_root=repo_root,
         total_cases=len(entries),
+        source=src,
+    )
+
+
+def _text_or_none(value: Any) -> str | None:
+    return value.strip() if isinstance(value, str) and value.strip() else None
+
+
+def _duplicate_id(src: YamlSource, index: int, case_id: str, first: int) -> Diagnostic:
+    line, _ = src.locate(("evalcases", first))
+    return src.diagnostic(
+        ("evalcases", index, "id"),
+        f"case id {case_id!r} is used more than once (first on line {line})",
+        hint="give every case its own id: results and --eval-id refer to cases by id",
+        severity="warning",
     )
 
 
 _SCHEMA_HINT = (
     f"start the file with `$schema: {sc.EVAL_SCHEMA}` and list the cases under `evalcases:`"
 )
+
+
+_OTHER_SCHEMAS = {
+    "agentv-targets-v2.2": "a targets file",
+    "agentv-config-v2": "a config file (.agentv/config.yaml)",
+}
 
 
 def _check_header(src: YamlSource, data: dict[str, Any]) -> list[Diagnostic]:
@@ -139,11 +195,14 @@ def _check_header(src: YamlSource, data: dict[str, Any]) -> list[Diagnostic]:
             )
         )
     elif schema != sc.EVAL_SCHEMA:
+        other = _OTHER_SCHEMAS.get(schema) if isinstance(schema, str) else None
         diags.append(
             src.diagnostic(
                 ("$schema",),
                 f"`$schema` is {schema!r}, expected {sc.EVAL_SCHEMA!r}",
-                hint=f"set `$schema: {sc.EVAL_SCHEMA}`",
+                hint=f"this is {other}, not an eval file"
+                if other
+                else f"set `$schema: {sc.EVAL_SCHEMA}`",
             )
         )
     if not isinstance(data.get("evalcases"), list):
@@ -208,6 +267,19 @@ class _CaseBuilder:
         self._classified: dict[Path, bool] = {}
 
     def build(self, index: int, entry: Any) -> tuple[EvalCase | None, list[Diagnostic]]:
+        """The case at ``evalcases[index]``, or None when it has an error; plus diagnostics."""
+        case, diags = self._build(index, entry)
+        if isinstance(entry, dict):
+            diags.extend(self._marker_warnings(entry, ("evalcases", index)))
+        case_id = entry.get("id") if isinstance(entry, dict) else None
+        if isinstance(case_id, str) and case_id.strip():
+            for d in diags:
+                if d.file == self.src.path:
+                    d.message = f"case {case_id!r}: {d.message}"
+        diags.sort(key=lambda d: (d.line or 0, d.column or 0))
+        return case, diags
+
+    def _build(self, index: int, entry: Any) -> tuple[EvalCase | None, list[Diagnostic]]:
         base: PathKey = ("evalcases", index)
         if not isinstance(entry, dict):
             return None, [
@@ -220,8 +292,11 @@ class _CaseBuilder:
         try:
             raw = _CASE_ADAPTER.model_validate(entry)
         except ValidationError as exc:
-            return None, _translate(self.src, exc, entry, base)
-        diags: list[Diagnostic] = []
+            diags = _translate(self.src, exc, entry, base)
+            # Report the missing files too, so that one `validate` shows every problem.
+            self._check_raw_files(entry, base, diags)
+            return None, diags
+        diags = []
         guideline_files: dict[Path, GuidelineFile] = {}
         input_files: dict[Path, None] = {}
         messages = []
@@ -256,6 +331,49 @@ class _CaseBuilder:
             target=raw.execution.target if raw.execution and raw.execution.target else None,
         )
         return case, diags
+
+    def _check_raw_files(
+        self, entry: dict[str, Any], base: PathKey, diags: list[Diagnostic]
+    ) -> None:
+        for field_name in ("input_messages", "expected_messages"):
+            for i, msg in _enumerate_list(entry.get(field_name)):
+                content = msg.get("content") if isinstance(msg, dict) else None
+                for j, block in _enumerate_list(content):
+                    value = block.get("value") if isinstance(block, dict) else None
+                    if block_is_file(block) and isinstance(value, str) and value:
+                        key = (*base, field_name, i, "content", j, "value")
+                        self._file(value, key, diags, classify=False)
+
+    def _marker_warnings(self, entry: dict[str, Any], base: PathKey) -> list[Diagnostic]:
+        """Warn about ``@[Role]:`` written inside content: it can pass for a real turn."""
+        out: list[Diagnostic] = []
+        for field_name in ("input_messages", "expected_messages"):
+            for i, msg in _enumerate_list(entry.get(field_name)):
+                if not isinstance(msg, dict):
+                    continue
+                content = msg.get("content")
+                texts: list[tuple[PathKey, Any]] = [((*base, field_name, i, "content"), content)]
+                for j, block in _enumerate_list(content):
+                    if isinstance(block, dict) and block.get("type") == "text":
+                        texts.append(
+                            ((*base, field_name, i, "content", j, "value"), block.get("value"))
+                        )
+                    else:
+                        texts.append(((*base, field_name, i, "content", j), block))
+                for key, text in texts:
+                    found = ROLE_MARKER_RE.search(text) if isinstance(text, str) else None
+                    if found:
+                        out.append(
+                            self.src.diagnostic(
+                                key,
+                                f"content contains the role marker {found.group(0)!r}",
+                                hint="agentv writes role markers itself; one inside content can "
+                                "pass for a real turn (prompt injection). Rephrase it unless the "
+                                "case tests exactly that",
+                                severity="warning",
+                            )
+                        )
+        return out
 
     def _message(
         self,
@@ -339,45 +457,67 @@ class _CaseBuilder:
     def _file(
         self, raw: str, key: PathKey, diags: list[Diagnostic], classify: bool
     ) -> Segment | None:
+        found = self._read_reference(raw, key, diags, "referenced file")
+        if found is None:
+            return None
+        path, text = found
+        if classify and self._is_guideline(path):
+            return GuidelineRef(path=raw, resolved=path)
+        return FileSegment(path=raw, resolved=path, text=text)
+
+    def _read_reference(
+        self, raw: str, key: PathKey, diags: list[Diagnostic], what: str, *, must_exist: bool = True
+    ) -> tuple[Path, str] | None:
+        """Resolve, check and read a file reference; problems become diagnostics."""
         res = self.ctx.store.resolve(raw, self.roots)
         if res.resolved is None:
-            tried = "\n".join(f"      {p}" for p in res.tried)
-            diags.append(
-                self.src.diagnostic(
-                    key,
-                    f"referenced file not found: {raw}",
-                    hint=f"create the file or fix the path; looked in:\n{tried}",
+            if must_exist:
+                tried = "\n".join(f"      {p}" for p in res.tried)
+                diags.append(
+                    self.src.diagnostic(
+                        key,
+                        f"{what} not found: {raw}",
+                        hint=f"create the file or fix the path; looked in:\n{tried}",
+                    )
                 )
-            )
             return None
         path = res.resolved
         if not self.ctx.allow_outside_root and not is_within(path, self.repo_root):
             diags.append(
                 self.src.diagnostic(
                     key,
-                    f"referenced file {raw} resolves outside the repository root ({path})",
-                    hint=f"keep attachments inside {self.repo_root}, or pass --allow-outside-root "
-                    "if you trust this eval file",
+                    f"{what} {raw} resolves outside the repository root ({path})",
+                    hint=f"keep referenced files inside {self.repo_root}, or pass "
+                    "--allow-outside-root if you trust this eval file",
                 )
             )
             return None
         if not path.is_file():
             diags.append(
-                self.src.diagnostic(key, f"referenced path is a folder, not a file: {raw}")
-            )
-            return None
-        if classify and self._is_guideline(path):
-            return GuidelineRef(path=raw, resolved=path)
-        try:
-            text = self.ctx.store.text(path)
-        except OSError as exc:
-            diags.append(
                 self.src.diagnostic(
-                    key, f"cannot read referenced file {raw}: {exc.strerror or exc}"
+                    key, f"{what} {raw} is a folder, not a file", hint="point at a file"
                 )
             )
             return None
-        return FileSegment(path=raw, resolved=path, text=text)
+        try:
+            return path, self.ctx.store.text(path)
+        except UnicodeDecodeError as exc:
+            diags.append(
+                self.src.diagnostic(
+                    key,
+                    f"{what} {raw} is {describe_decode_error(exc)}",
+                    hint="reference text files only, saved as UTF-8",
+                )
+            )
+        except OSError as exc:
+            diags.append(
+                self.src.diagnostic(
+                    key,
+                    f"cannot read {what} {raw}: {exc.strerror or exc}",
+                    hint="check the file's permissions",
+                )
+            )
+        return None
 
     def _is_guideline(self, path: Path) -> bool:
         hit = self._classified.get(path)
@@ -462,23 +602,18 @@ class _CaseBuilder:
     def _judge_prompt(
         self, prompt: str, key: PathKey, diags: list[Diagnostic]
     ) -> tuple[str, Path | None]:
-        looks_like_path = "\n" not in prompt and prompt.strip().lower().endswith(
-            (".md", ".txt", ".prompt")
-        )
+        """A judge prompt is a file when one resolves, else inline text (as the original)."""
         if "\n" in prompt:
             return prompt, None
-        res = self.ctx.store.resolve(prompt.strip(), self.roots)
-        if res.resolved is not None and res.resolved.is_file():
-            return self.ctx.store.text(res.resolved), res.resolved
-        if looks_like_path:
-            diags.append(
-                self.src.diagnostic(
-                    key,
-                    f"judge prompt file not found: {prompt}",
-                    hint="fix the path, or write the prompt inline as a multi-line string",
-                )
-            )
-        return prompt, None
+        # A single line ending like a file name was meant as a file: say so when it is missing.
+        looks_like_path = prompt.strip().lower().endswith((".md", ".txt", ".prompt"))
+        found = self._read_reference(
+            prompt.strip(), key, diags, "judge prompt file", must_exist=looks_like_path
+        )
+        if found is None:
+            return prompt, None
+        path, text = found
+        return text, path
 
 
 def _reference_answer(expected: list[Message]) -> str:
@@ -582,8 +717,9 @@ def _translate(
 ) -> list[Diagnostic]:
     out: list[Diagnostic] = []
     seen: set[tuple[PathKey, str]] = set()
-    case_id = entry.get("id") if isinstance(entry.get("id"), str) else None
-    prefix = f"case {case_id!r}: " if case_id else ""
+    # A misspelt required key gives both "unknown key" and "missing key": keep the first.
+    suggested: set[tuple[PathKey, str]] = set()
+    missing: list[tuple[PathKey, str, str]] = []
     for err in exc.errors():
         path, value, parent = _data_path(entry, err["loc"])
         field_name = next((p for p in reversed(path) if isinstance(p, str)), "value")
@@ -606,7 +742,9 @@ def _translate(
         elif etype == "extra_forbidden":
             allowed = _allowed_keys(path, parent)
             d = _unknown_key(src, (*base, *path), str(path[-1]), allowed)
-            d.message = prefix + d.message
+            close = difflib.get_close_matches(str(path[-1]), list(allowed), n=1)
+            if close:
+                suggested.add((tuple(path[:-1]), close[0]))
             if (tuple(path), d.message) not in seen:
                 seen.add((tuple(path), d.message))
                 out.append(d)
@@ -618,6 +756,7 @@ def _translate(
                 False,
             )
             path = path[:-1]
+            missing.append((tuple(path), field_name, message))
         elif etype == "literal_error":
             choices = [
                 c.strip(" '") for c in err["ctx"]["expected"].replace(" or ", ", ").split(",")
@@ -652,7 +791,9 @@ def _translate(
             message, hint, at_key = f"`{field_name}` must not be empty", None, False
         elif etype in _TYPE_WORDS:
             message = f"`{field_name}` must be {_TYPE_WORDS[etype]}"
-            hint = None
+            hint = _TYPE_HINTS.get((field_name, etype))
+            if etype == "string_type" and isinstance(value, int | float | bool):
+                hint = f'put the value in quotes: {field_name}: "{value}"'
             if "content" in path and isinstance(value, str):
                 message = "content list items must be mappings like {type: text, value: ...}"
                 hint = "write `- {type: text, value: your text}` instead of a bare string"
@@ -663,9 +804,21 @@ def _translate(
         if (key, message) in seen:
             continue
         seen.add((key, message))
-        out.append(src.diagnostic(key, prefix + message, hint=hint, at_key=at_key))
-    return out
+        out.append(src.diagnostic(key, message, hint=hint, at_key=at_key))
+    redundant = {
+        (format_key((*base, *where)), msg)
+        for where, name, msg in missing
+        if (where, name) in suggested
+    }
+    return [d for d in out if (d.location, d.message) not in redundant]
 
+
+_TYPE_HINTS = {
+    ("input_messages", "list_type"): "list the turns: `- role: user` then `content: ...`",
+    ("expected_messages", "list_type"): "list the turns: `- role: assistant` then `content: ...`",
+    ("tool_calls", "list_type"): "list the calls: `- {id: call_1, name: tool, arguments: {}}`",
+    ("evaluators", "list_type"): "list the evaluators: `- {type: contains, value: ...}`",
+}
 
 _MISSING_HINTS = {
     "id": "give every case a unique `id: some-name`",

@@ -1,0 +1,316 @@
+"""Checking eval, targets and config files without running anything (``agentv validate``).
+
+Each YAML file is recognised by its ``$schema``: ``agentv-eval-v2`` (eval file),
+``agentv-targets-v2.2`` (targets file) or ``agentv-config-v2`` (``.agentv/config.yaml``).
+Every problem in a file is reported at once, each with its line and column, what is wrong
+and how to fix it. Errors make a file invalid; warnings (an unpaired tool message, a role
+marker inside content) do not.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from agentv.errors import Diagnostic, InputError
+from agentv.evalfile.guidelines import CONFIG_SCHEMA, parse_config
+from agentv.evalfile.loader import LoadContext, load_eval_source
+from agentv.evalfile.schema import EVAL_SCHEMA
+from agentv.targets import TARGETS_SCHEMA, validate_targets_file
+from agentv.yamlio import YamlSource, load_yaml
+
+FileKind = Literal["eval", "targets", "config"]
+SCHEMAS: dict[str, FileKind] = {
+    EVAL_SCHEMA: "eval",
+    TARGETS_SCHEMA: "targets",
+    CONFIG_SCHEMA: "config",
+}
+YAML_SUFFIXES = (".yaml", ".yml")
+#: Folders never searched: dependencies. Dot-folders are skipped too, except for the two
+#: files agentv itself reads from `.agentv/`.
+SKIPPED_FOLDERS = frozenset({"node_modules"})
+AGENTV_FILES = ("config.yaml", "targets.yaml")
+
+
+@dataclass
+class FileReport:
+    """What ``validate`` found in one file."""
+
+    path: Path
+    kind: FileKind | None = None
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    entries: int | None = None  # cases, targets or patterns found in the file
+    skipped: int = 0  # eval files: cases that have errors
+
+    @property
+    def errors(self) -> list[Diagnostic]:
+        return [d for d in self.diagnostics if d.severity == "error"]
+
+    @property
+    def warnings(self) -> list[Diagnostic]:
+        return [d for d in self.diagnostics if d.severity == "warning"]
+
+    @property
+    def valid(self) -> bool:
+        """No errors (warnings alone keep a file valid)."""
+        return not self.errors
+
+    def describe(self) -> str:
+        """``eval file, 4 cases`` and the like."""
+        if self.kind is None:
+            return ""
+        noun = {"eval": "case", "targets": "target", "config": "guideline pattern"}[self.kind]
+        text = f"{self.kind} file"
+        if self.entries is not None:
+            text += f", {self.entries} {noun}{'' if self.entries == 1 else 's'}"
+        if self.skipped:
+            text += f", {self.skipped} with errors"
+        return text
+
+
+def find_yaml_files(paths: Iterable[Path]) -> tuple[list[Path], list[FileReport]]:
+    """The YAML files named by ``paths`` (folders searched recursively), plus a report for
+    each path that cannot be used (missing, or a file that is not YAML)."""
+    found: dict[Path, None] = {}
+    problems: list[FileReport] = []
+    for given in paths:
+        path = Path(given)
+        if not path.exists():
+            problems.append(
+                FileReport(
+                    path.absolute(),
+                    diagnostics=[
+                        Diagnostic(path, "path not found", hint="check the spelling of the path")
+                    ],
+                )
+            )
+        elif path.is_dir():
+            for file in _walk(path.resolve(), problems):
+                found.setdefault(file, None)
+        elif path.suffix.lower() in YAML_SUFFIXES:
+            found.setdefault(path.resolve(), None)
+        else:
+            problems.append(
+                FileReport(
+                    path.resolve(),
+                    diagnostics=[
+                        Diagnostic(
+                            path.resolve(),
+                            "not a YAML file",
+                            hint="agentv files end in .yaml or .yml",
+                        )
+                    ],
+                )
+            )
+    return list(found), problems
+
+
+def _walk(folder: Path, problems: list[FileReport]) -> list[Path]:
+    def unreadable(exc: OSError) -> None:
+        where = Path(exc.filename or folder)
+        problems.append(
+            FileReport(
+                where,
+                diagnostics=[
+                    Diagnostic(
+                        where,
+                        f"cannot read this folder: {exc.strerror or exc}",
+                        hint="check its permissions",
+                    )
+                ],
+            )
+        )
+
+    out: list[Path] = []
+    for current, dirs, files in os.walk(folder, onerror=unreadable):
+        here = Path(current)
+        kept = []
+        for name in sorted(dirs):
+            if name == ".agentv":
+                out.extend(here / name / f for f in AGENTV_FILES if (here / name / f).is_file())
+            elif not name.startswith(".") and name not in SKIPPED_FOLDERS:
+                kept.append(name)
+        dirs[:] = kept
+        out.extend(here / f for f in sorted(files) if f.lower().endswith(YAML_SUFFIXES))
+    return out
+
+
+def validate_paths(paths: Sequence[Path], *, allow_outside_root: bool = False) -> list[FileReport]:
+    """Validate every YAML file under ``paths``; one report per file, in a stable order.
+
+    A problem found in another file while checking one (a broken ``.agentv/config.yaml``
+    an eval file relies on) is reported under that other file.
+    """
+    files, problems = find_yaml_files(paths)
+    context = LoadContext(allow_outside_root=allow_outside_root)
+    reports: dict[Path, FileReport] = {r.path: r for r in problems}
+    for path in files:
+        own, others = validate_file(path, context)
+        _merge(reports, own)
+        for diag in others:
+            assert diag.file is not None
+            other = FileReport(Path(diag.file), kind=None, diagnostics=[diag])
+            _merge(reports, other)
+    return list(reports.values())
+
+
+def _merge(reports: dict[Path, FileReport], report: FileReport) -> None:
+    existing = reports.setdefault(report.path, FileReport(report.path))
+    existing.kind = existing.kind or report.kind
+    existing.skipped = existing.skipped or report.skipped
+    if existing.entries is None:
+        existing.entries = report.entries
+    seen = {(d.line, d.column, d.message) for d in existing.diagnostics}
+    for diag in report.diagnostics:
+        if (diag.line, diag.column, diag.message) not in seen:
+            seen.add((diag.line, diag.column, diag.message))
+            existing.diagnostics.append(diag)
+    existing.diagnostics.sort(key=lambda d: (d.line or 0, d.column or 0))
+
+
+def validate_file(
+    path: Path, context: LoadContext | None = None
+) -> tuple[FileReport, list[Diagnostic]]:
+    """Check one file: its report, and diagnostics that belong to other files."""
+    context = context or LoadContext()
+    report = FileReport(path)
+    try:
+        src = load_yaml(path)
+    except InputError as exc:
+        report.diagnostics = exc.diagnostics
+        return report, []
+    data = src.data
+    schema = data.get("$schema") if isinstance(data, dict) else None
+    kind = SCHEMAS.get(schema) if isinstance(schema, str) else None
+    if kind is None:
+        report.diagnostics = [_schema_problem(src, schema)]
+        return report, []
+    report.kind = kind
+    diags = src.duplicate_keys()
+    others: list[Diagnostic] = []
+    try:
+        if kind == "eval":
+            found, report.entries, report.skipped = _check_eval(src, context)
+        elif kind == "targets":
+            found, report.entries = _check_targets(src)
+        else:
+            found, report.entries = _check_config(src)
+    except Exception as exc:  # a bug in a checker must not hide the other files' results
+        found = [
+            Diagnostic(
+                path,
+                f"internal error while checking this file: {type(exc).__name__}: {exc}",
+                hint="this is a bug in agentv; please report it with the file",
+            )
+        ]
+    for diag in found:
+        if diag.file is not None and Path(diag.file) != path:
+            others.append(diag)
+        else:
+            diags.append(diag)
+    report.diagnostics = sorted(diags, key=lambda d: (d.line or 0, d.column or 0))
+    return report, others
+
+
+def _schema_problem(src: YamlSource, schema: object) -> Diagnostic:
+    known = ", ".join(f"{name} ({kind} file)" for name, kind in SCHEMAS.items())
+    if not isinstance(src.data, dict):
+        what = "the file is empty" if src.data is None else "the file is not a YAML mapping"
+        return src.diagnostic((), f"{what}, so it has no `$schema`", hint=f"known schemas: {known}")
+    if schema is None:
+        return src.diagnostic(
+            (), "missing `$schema`", hint=f"add `$schema: ...` at the top; known schemas: {known}"
+        )
+    return src.diagnostic(
+        ("$schema",), f"unknown `$schema` {schema!r}", hint=f"known schemas: {known}"
+    )
+
+
+def _check_eval(src: YamlSource, context: LoadContext) -> tuple[list[Diagnostic], int, int]:
+    """(diagnostics, number of cases, number of cases with errors)."""
+    entries = src.data.get("evalcases") if isinstance(src.data, dict) else None
+    total = len(entries) if isinstance(entries, list) else 0
+    try:
+        loaded = load_eval_source(src, context=context)
+    except InputError as exc:
+        bad = {case_index(d) for d in exc.diagnostics if d.severity == "error"}
+        return exc.diagnostics, total, len(bad - {None})
+    return loaded.diagnostics, total, total - len(loaded.cases)
+
+
+def case_index(diag: Diagnostic) -> int | None:
+    """The index of the case a diagnostic is about, from its location ``evalcases[3]...``."""
+    loc = diag.location or ""
+    if loc.startswith("evalcases["):
+        return int(loc[len("evalcases[") : loc.index("]")])
+    return None
+
+
+def _check_targets(src: YamlSource) -> tuple[list[Diagnostic], int | None]:
+    targets_list = src.data.get("targets") if isinstance(src.data, dict) else None
+    count = len(targets_list) if isinstance(targets_list, list) else None
+    try:
+        # the targets module is the authority on its own format
+        return validate_targets_file(src.path), count
+    except NotImplementedError:
+        return [
+            Diagnostic(
+                src.path,
+                "targets files cannot be checked by this build of agentv yet",
+                severity="warning",
+                hint="only the `$schema` was checked",
+            )
+        ], count
+
+
+def _check_config(src: YamlSource) -> tuple[list[Diagnostic], int | None]:
+    config, diags = parse_config(src.path)
+    patterns = src.data.get("guideline_patterns") if isinstance(src.data, dict) else None
+    if config is not None and isinstance(patterns, list) and not patterns:
+        diags.append(
+            src.diagnostic(
+                ("guideline_patterns",),
+                "`guideline_patterns` is empty: no attached file will be treated as a guideline",
+                hint="remove the key to use the default patterns, or keep it if that is meant",
+                severity="warning",
+            )
+        )
+    return diags, len(config.patterns) if config is not None else None
+
+
+# --- presenting diagnostics -----------------------------------------------------------
+
+
+def display_path(path: Path | str | None, cwd: Path | None = None) -> str:
+    """``path`` relative to the working directory when it lies inside it, else absolute."""
+    if path is None:
+        return "<input>"
+    path = Path(path)
+    base = (cwd or Path.cwd()).resolve()
+    try:
+        return path.resolve().relative_to(base).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def where(diag: Diagnostic, cwd: Path | None = None) -> str:
+    """``file:line:column`` of a diagnostic, the file shown as by ``display_path``."""
+    text = display_path(diag.file, cwd)
+    if diag.line is not None:
+        text += f":{diag.line}"
+        if diag.column is not None:
+            text += f":{diag.column}"
+    elif diag.location:
+        text += f" [{diag.location}]"
+    return text
+
+
+def hint_lines(diag: Diagnostic) -> list[str]:
+    """The hint as printable lines: ``hint: ...`` then its continuation lines, indented."""
+    if not diag.hint:
+        return []
+    first, *rest = diag.hint.splitlines()
+    return [f"hint: {first}", *(f"  {line.strip()}" for line in rest)]
