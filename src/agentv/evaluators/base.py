@@ -1,0 +1,157 @@
+"""What every evaluator shares: its input (``EvaluationContext``), its verdict
+(``EvaluatorScore``) and the aggregate of a case (``CaseGrade``).
+
+Failures are data: an evaluator that cannot grade returns an ``EvaluatorScore`` with
+``error`` set and score 0, so one broken evaluator never stops a run and a broken judge is
+never mistaken for a bad answer.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+if TYPE_CHECKING:
+    from agentv.cases import EvalCase, EvaluatorConfig
+    from agentv.prompts import PromptInputs
+    from agentv.providers.base import Provider, Usage
+
+
+@dataclass(slots=True)
+class EvaluatorScore:
+    """One evaluator's verdict on one answer."""
+
+    name: str
+    type: str
+    score: float
+    hits: list[str]
+    misses: list[str]
+    reasoning: str | None = None
+    raw_request: dict[str, Any] | None = None  # what the evaluator sent (judge prompt, script)
+    error: str | None = None  # set when the evaluator could not grade
+    expected_aspect_count: int = 1
+    usage: Usage | None = None  # llm_judge: the judge call's token counts
+    latency_ms: float | None = None  # llm_judge: the judge call's duration
+
+    def to_dict(self) -> dict[str, Any]:
+        """The result-file form (``evaluator_results`` entries); absent values are omitted."""
+        out: dict[str, Any] = {
+            "name": self.name,
+            "type": self.type,
+            "score": self.score,
+            "hits": self.hits,
+            "misses": self.misses,
+        }
+        if self.reasoning:
+            out["reasoning"] = self.reasoning
+        if self.raw_request is not None:
+            out["evaluator_raw_request"] = self.raw_request
+        if self.usage is not None:
+            out["usage"] = self.usage.to_dict()
+        if self.latency_ms is not None:
+            out["latency_ms"] = round(self.latency_ms, 3)
+        if self.error is not None:
+            out["error"] = self.error
+        return out
+
+
+@dataclass(slots=True)
+class CaseGrade:
+    """The grade of one case: one evaluator's verdict, or the aggregate of a list."""
+
+    score: float
+    hits: list[str]
+    misses: list[str]
+    reasoning: str | None
+    expected_aspect_count: int
+    #: every entry, in list order, when the case has an evaluator list
+    evaluator_results: list[EvaluatorScore] | None
+    #: the default evaluator's request record, when the case has no evaluator list
+    evaluator_raw_request: dict[str, Any] | None
+    #: an ``llm_judge`` could not produce a verdict (the summary counts these)
+    judge_failed: bool
+    #: the default evaluator (no list) failed; with a list, failures stay on their entries
+    error: str | None = None
+    #: token counts of the judge calls made for this case, summed (None without any)
+    usage: Usage | None = None
+
+
+@dataclass(slots=True)
+class EvaluationContext:
+    """Everything an evaluator may look at for one case."""
+
+    case: EvalCase
+    #: built for the candidate's mode: ``inputs.question`` is exactly what the candidate got
+    inputs: PromptInputs
+    candidate: str  # the candidate's answer text
+    target_name: str
+    judge: Provider | None  # used by llm_judge: the target's judge_target, or the target
+    timeout: float | None = None  # seconds; limit for code evaluators (``--agent-timeout``)
+    attempt: int = 0
+
+
+class Evaluator(Protocol):
+    """Grades one answer. Never raises for a grading problem: returns ``failed(...)``."""
+
+    type: ClassVar[str]
+
+    async def evaluate(self, ctx: EvaluationContext, config: EvaluatorConfig) -> EvaluatorScore:
+        """The verdict of ``config`` on ``ctx.candidate``."""
+        ...
+
+
+def failed(
+    config: EvaluatorConfig,
+    reason: str,
+    *,
+    raw_request: dict[str, Any] | None = None,
+    usage: Usage | None = None,
+    latency_ms: float | None = None,
+) -> EvaluatorScore:
+    """The entry of an evaluator that could not grade: score 0 and the reason in misses."""
+    return EvaluatorScore(
+        name=config.name,
+        type=config.type,
+        score=0.0,
+        hits=[],
+        misses=[f"Evaluator '{config.name}' failed: {reason}"],
+        raw_request=raw_request,
+        error=reason,
+        usage=usage,
+        latency_ms=latency_ms,
+    )
+
+
+def as_score(value: object) -> float | None:
+    """A finite number (or numeric string) clamped into [0, 1]; None when it is not one."""
+    if isinstance(value, bool):  # JSON true/false is not a score
+        return None
+    if isinstance(value, int | float):
+        number = float(value)
+    elif isinstance(value, str):
+        try:
+            number = float(value.strip())
+        except ValueError:
+            return None
+    else:
+        return None
+    if not math.isfinite(number):
+        return None
+    return min(1.0, max(0.0, number))
+
+
+def text_list(value: object, limit: int | None = None) -> list[str]:
+    """The non-blank strings of a JSON list (a lone string counts as a list of one)."""
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list):
+        return []
+    out = [item.strip() for item in value if isinstance(item, str) and item.strip()]
+    return out if limit is None else out[:limit]
+
+
+def excerpt(text: str, limit: int = 200) -> str:
+    """The start of ``text`` for an error message, marked when cut."""
+    text = text.strip()
+    return text if len(text) <= limit else text[:limit] + "…"

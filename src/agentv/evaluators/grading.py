@@ -1,0 +1,92 @@
+"""Grading one case: run its evaluators and aggregate their verdicts (reference 9.1, 9.4).
+
+A case with an evaluator list runs each evaluator in list order; the grade is their mean,
+with hits, misses and reasonings concatenated in order. A case without a list runs its
+default evaluator (``llm_judge``; a ``code`` default has no script to run, so it falls back
+to ``llm_judge`` as in the original) and reports that evaluator's request record.
+"""
+
+from __future__ import annotations
+
+from agentv.cases import EvaluatorConfig
+from agentv.evalfile.schema import LlmJudgeSpec
+from agentv.evaluators.base import CaseGrade, EvaluationContext, EvaluatorScore, failed
+from agentv.evaluators.registry import get_evaluator
+from agentv.providers.base import Usage
+
+DEFAULT_JUDGE = EvaluatorConfig(name="llm_judge", spec=LlmJudgeSpec(type="llm_judge"))
+
+
+async def run_evaluator(ctx: EvaluationContext, config: EvaluatorConfig) -> EvaluatorScore:
+    """One evaluator's verdict. Never raises (except cancellation): failures are entries."""
+    try:
+        return await get_evaluator(config.type).evaluate(ctx, config)
+    except Exception as exc:  # a bug or an unexpected error: recorded, never fatal
+        return failed(config, str(exc) or type(exc).__name__)
+
+
+def _judge_failed(score: EvaluatorScore) -> bool:
+    return score.type == "llm_judge" and score.error is not None
+
+
+def _sum_usage(scores: list[EvaluatorScore]) -> Usage | None:
+    found = [s.usage for s in scores if s.usage is not None]
+    if not found:
+        return None
+    total = Usage()
+    for field in ("input_tokens", "output_tokens", "total_tokens"):
+        values = [getattr(u, field) for u in found if getattr(u, field) is not None]
+        setattr(total, field, sum(values) if values else None)
+    return total
+
+
+def aggregate(scores: list[EvaluatorScore]) -> CaseGrade:
+    """The grade of a case with an evaluator list (``evaluator_results`` set)."""
+    hits: list[str] = []
+    misses: list[str] = []
+    reasons: list[str] = []
+    total = 0.0
+    aspects = 0
+    for s in scores:
+        total += s.score
+        hits.extend(s.hits)
+        misses.extend(s.misses)
+        aspects += s.expected_aspect_count
+        if s.reasoning and s.reasoning.strip():
+            reasons.append(f"{s.name}: {s.reasoning}")
+    return CaseGrade(
+        score=total / len(scores) if scores else 0.0,
+        hits=hits,
+        misses=misses,
+        reasoning=" | ".join(reasons) if reasons else None,
+        expected_aspect_count=aspects,
+        evaluator_results=scores,
+        evaluator_raw_request=None,
+        judge_failed=any(_judge_failed(s) for s in scores),
+        usage=_sum_usage(scores),
+    )
+
+
+def _single(score: EvaluatorScore) -> CaseGrade:
+    return CaseGrade(
+        score=score.score,
+        hits=score.hits,
+        misses=score.misses,
+        reasoning=score.reasoning,
+        expected_aspect_count=score.expected_aspect_count,
+        evaluator_results=None,
+        evaluator_raw_request=score.raw_request,
+        judge_failed=_judge_failed(score),
+        error=score.error,
+        usage=score.usage,
+    )
+
+
+async def grade_case(ctx: EvaluationContext) -> CaseGrade:
+    """Grade ``ctx.candidate`` with the case's evaluators. Never raises for a grading problem:
+    every evaluator failure is recorded on its entry (or on the grade, for the default)."""
+    configs = ctx.case.evaluators
+    if not configs:
+        return _single(await run_evaluator(ctx, DEFAULT_JUDGE))
+    # in list order, one at a time, as the original: a case's judge calls don't pile up
+    return aggregate([await run_evaluator(ctx, config) for config in configs])

@@ -1,0 +1,312 @@
+"""The ``llm_judge`` evaluator: a language model grades the answer (reference 9.2).
+
+The judge gets two messages: a system prompt describing the JSON verdict it must give, and
+a user prompt with ``[[ ## ... ## ]]`` sections. The ``question`` section holds exactly the
+question the candidate got (prompt-rules section 7); guideline text is not copied in.
+
+A custom prompt (the evaluator's ``prompt``) with at least one ``{{ variable }}`` or
+``${variable}`` becomes the user prompt after substitution; without any variable it
+replaces the system prompt. The judge's reply is parsed tolerantly (code fences, prose
+around the JSON); a reply without a usable verdict is a judge failure, not a score.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from agentv.errors import ProviderError
+from agentv.evalfile.schema import LlmJudgeSpec
+from agentv.evaluators.base import (
+    EvaluationContext,
+    EvaluatorScore,
+    as_score,
+    excerpt,
+    failed,
+    text_list,
+)
+from agentv.messages import FileSegment, GuidelineRef, Message, TextSegment
+from agentv.providers.base import ProviderRequest
+
+if TYPE_CHECKING:
+    from agentv.cases import EvalCase, EvaluatorConfig
+
+_REFERENCE_LINE = (
+    "Use the reference_answer as a gold standard for a high-quality response. The "
+    "candidate_answer does not need to match it verbatim, but should capture the key points "
+    "and follow the same spirit."
+)
+
+
+def _system_prompt(with_reference: bool) -> str:
+    lines = [
+        "You are an expert evaluator. Your goal is to grade the candidate_answer based on how "
+        "well it achieves the expected_outcome for the original task.",
+        "",
+    ]
+    if with_reference:
+        lines += [_REFERENCE_LINE, ""]
+    lines += [
+        "Be concise and focused in your evaluation. Provide succinct, specific feedback rather "
+        "than verbose explanations.",
+        "",
+        "You must respond with a single JSON object matching this schema:",
+        "",
+        "{",
+        '  "score": <number between 0.0 and 1.0>,',
+        '  "hits": [<array of strings, max 4 items, brief specific achievements>],',
+        '  "misses": [<array of strings, max 4 items, brief specific failures or omissions, '
+        "empty if none>],",
+        '  "reasoning": "<string, concise explanation for the score, 1-2 sentences max>"',
+        "}",
+    ]
+    return "\n".join(lines)
+
+
+#: the default judge system prompt, without and with a reference answer
+SYSTEM_PROMPT = _system_prompt(False)
+SYSTEM_PROMPT_WITH_REFERENCE = _system_prompt(True)
+
+MAX_ITEMS = 4  # hits and misses kept from a judge's verdict, each
+
+
+def default_user_prompt(outcome: str, question: str, reference_answer: str, candidate: str) -> str:
+    """The ``[[ ## section ## ]]`` user prompt; the reference section only when non-blank."""
+    lines = ["[[ ## expected_outcome ## ]]", outcome.strip(), "", "[[ ## question ## ]]"]
+    lines += [question.strip(), ""]
+    if reference_answer.strip():
+        lines += ["[[ ## reference_answer ## ]]", reference_answer.strip(), ""]
+    lines += ["[[ ## candidate_answer ## ]]", candidate.strip()]
+    return "\n".join(lines)
+
+
+# --- custom prompt variables ------------------------------------------------------------------
+
+# `{{ name }}` is what the documentation promised, `${name}` is what the original ran.
+_VARIABLE = re.compile(r"\{\{\s*(\w+)\s*\}\}|\$\{\s*(\w+)\s*\}")
+
+
+def has_variables(template: str) -> bool:
+    """True when the text has at least one ``{{ name }}`` or ``${name}`` token."""
+    return _VARIABLE.search(template) is not None
+
+
+def substitute(template: str, values: dict[str, str]) -> str:
+    """Replace known ``{{ name }}`` / ``${name}`` tokens; unknown names are left as written."""
+
+    def replace(match: re.Match[str]) -> str:
+        name = match.group(1) or match.group(2)
+        value = values.get(name)
+        return match.group(0) if value is None else value
+
+    return _VARIABLE.sub(replace, template)
+
+
+def _segment_dict(seg: TextSegment | FileSegment | GuidelineRef) -> dict[str, str]:
+    match seg:
+        case TextSegment():
+            return {"type": "text", "value": seg.value}
+        case FileSegment():
+            return {"type": "file", "path": seg.path, "text": seg.text}
+        case GuidelineRef():
+            # the guideline's text is not copied into the judge prompt (prompt-rules 7)
+            return {"type": "guideline", "path": seg.path}
+    raise TypeError(f"unknown segment {seg!r}")  # pragma: no cover
+
+
+def messages_json(messages: Sequence[Message]) -> str:
+    """The conversation as 2-space JSON: ``[{role, content: [segments]}, ...]``."""
+    out: list[dict[str, Any]] = []
+    for msg in messages:
+        item: dict[str, Any] = {
+            "role": msg.role,
+            "content": [_segment_dict(s) for s in msg.segments],
+        }
+        if msg.tool_calls:
+            item["tool_calls"] = [c.to_dict() for c in msg.tool_calls]
+        if msg.tool_call_id is not None:
+            item["tool_call_id"] = msg.tool_call_id
+        out.append(item)
+    return json.dumps(out, indent=2, ensure_ascii=False)
+
+
+def template_values(case: EvalCase, question: str, candidate: str) -> dict[str, str]:
+    """The values a custom judge prompt can use."""
+    return {
+        "question": question,
+        "expected_outcome": case.outcome,
+        "reference_answer": case.reference_answer,
+        "candidate_answer": candidate,
+        "input_messages": messages_json(case.input_messages),
+        "output_messages": messages_json(case.expected_messages),
+    }
+
+
+def judge_prompts(ctx: EvaluationContext, config: EvaluatorConfig) -> tuple[str, str]:
+    """(system prompt, user prompt) for one judge call."""
+    case = ctx.case
+    question = ctx.inputs.question
+    with_reference = bool(case.reference_answer.strip())
+    system = SYSTEM_PROMPT_WITH_REFERENCE if with_reference else SYSTEM_PROMPT
+    custom = config.prompt_text
+    if custom and custom.strip():
+        if has_variables(custom):
+            return system, substitute(custom, template_values(case, question, ctx.candidate))
+        system = custom
+    user = default_user_prompt(case.outcome, question, case.reference_answer, ctx.candidate)
+    return system, user
+
+
+# --- the judge's reply --------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Verdict:
+    """A judge's parsed verdict."""
+
+    score: float
+    hits: list[str]
+    misses: list[str]
+    reasoning: str | None
+
+
+_FENCED = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\n?(.*?)```", re.DOTALL)
+
+
+def _candidates(text: str) -> Iterator[str]:
+    yield text
+    for match in _FENCED.finditer(text):
+        yield match.group(1)
+    first, last = text.find("{"), text.rfind("}")
+    if 0 <= first < last:
+        yield text[first : last + 1]
+
+
+def parse_verdict(text: str) -> Verdict | None:
+    """The verdict in a judge's reply, or None when there is no usable one.
+
+    Tried in order: the whole reply, the inside of each code fence, the text from the first
+    ``{`` to the last ``}``, then the JSON object starting at each ``{``. The first JSON
+    object with a numeric ``score`` wins; the score is clamped into [0, 1] and hits/misses
+    keep at most 4 non-blank strings.
+    """
+    text = text.strip()
+    if not text:
+        return None
+    for candidate in _candidates(text):
+        try:
+            verdict = _verdict(json.loads(candidate))
+        except ValueError:
+            continue
+        if verdict is not None:
+            return verdict
+    # prose with braces around the object: decode from each opening brace in turn
+    start = text.find("{")
+    for _ in range(_MAX_OPENINGS):
+        if start < 0:
+            break
+        try:
+            verdict = _verdict(_DECODER.raw_decode(text, start)[0])
+        except ValueError:
+            verdict = None
+        if verdict is not None:
+            return verdict
+        start = text.find("{", start + 1)
+    return None
+
+
+_DECODER = json.JSONDecoder()
+_MAX_OPENINGS = 50
+
+
+def _verdict(data: object) -> Verdict | None:
+    if not isinstance(data, dict):
+        return None
+    score = as_score(data.get("score"))
+    if score is None:
+        return None
+    reasoning = data.get("reasoning")
+    return Verdict(
+        score=score,
+        hits=text_list(data.get("hits"), MAX_ITEMS),
+        misses=text_list(data.get("misses"), MAX_ITEMS),
+        reasoning=reasoning.strip() if isinstance(reasoning, str) and reasoning.strip() else None,
+    )
+
+
+# --- the evaluator ---------------------------------------------------------------------------
+
+_REQUEST_IDS = uuid.UUID("5d1f7f3e-6a3c-4a57-9a7e-3f0b2f4e8c11")
+
+
+class LlmJudgeEvaluator:
+    """Asks the judge target for a JSON verdict and records exactly what was asked."""
+
+    type: ClassVar[str] = "llm_judge"
+
+    async def evaluate(self, ctx: EvaluationContext, config: EvaluatorConfig) -> EvaluatorScore:
+        judge = ctx.judge
+        if judge is None:
+            return failed(
+                config,
+                "no judge target available for LLM grading; set `judge_target` on the "
+                "target in targets.yaml",
+            )
+        spec = config.spec
+        model = spec.model if isinstance(spec, LlmJudgeSpec) else None
+        system, user = judge_prompts(ctx, config)
+        raw: dict[str, Any] = {
+            # derived from the request, so identical requests get identical records
+            "id": str(uuid.uuid5(_REQUEST_IDS, f"{judge.id}\0{system}\0{user}\0{model}")),
+            "provider": judge.id,
+            "prompt": user,
+            "system_prompt": system,
+            "target": ctx.target_name,
+        }
+        if model:
+            raw["model"] = model
+        request = ProviderRequest(
+            question=user,
+            system_prompt=system,
+            model=model,
+            eval_id=ctx.case.id,
+            attempt=ctx.attempt,
+        )
+        started = time.perf_counter()
+        try:
+            response = await judge.invoke(request)
+        except ProviderError as exc:
+            return failed(config, f"judge target '{exc.target}' failed: {exc}", raw_request=raw)
+        except Exception as exc:
+            return failed(
+                config, f"judge call failed: {exc or type(exc).__name__}", raw_request=raw
+            )
+        latency = response.latency_ms
+        if latency is None:
+            latency = (time.perf_counter() - started) * 1000
+        verdict = parse_verdict(response.text or "")
+        if verdict is None:
+            reply = excerpt(response.text or "")
+            reason = (
+                f"judge reply has no JSON verdict with a numeric score: {reply!r}"
+                if reply
+                else "judge returned an empty reply"
+            )
+            return failed(config, reason, raw_request=raw, usage=response.usage, latency_ms=latency)
+        return EvaluatorScore(
+            name=config.name,
+            type=config.type,
+            score=verdict.score,
+            hits=verdict.hits,
+            misses=verdict.misses,
+            reasoning=verdict.reasoning or response.reasoning,
+            raw_request=raw,
+            expected_aspect_count=max(len(verdict.hits) + len(verdict.misses), 1),
+            usage=response.usage,
+            latency_ms=latency,
+        )
