@@ -19,7 +19,13 @@ class _ResultDumper(yaml.SafeDumper):
         super().increase_indent(flow, False)
 
 
+# Unicode line breaks YAML would fold into spaces unless escaped in double quotes.
+_UNICODE_BREAKS = ("\x85", "\u2028", "\u2029")
+
+
 def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    if any(ch in value for ch in _UNICODE_BREAKS):
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style='"')
     if "\n" in value or "\r" in value:
         value = value.replace("\r\n", "\n")
         return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|")
