@@ -1,0 +1,235 @@
+"""Anthropic messages API: ``provider: anthropic``, through the official async SDK.
+
+The wire shape differs from chat completions in four ways, each handled here:
+the system message goes to the top-level ``system`` field; turns must alternate, so
+consecutive turns of the same role are merged into one; tool calls are ``tool_use`` blocks
+and their results ``tool_result`` blocks inside a user turn; and a final assistant turn is
+a *prefill* the model continues from. The API also requires ``max_tokens``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from pydantic import Field, model_validator
+
+from agentv.messages import ChatMessage
+from agentv.providers.base import ProviderRequest, Usage
+from agentv.providers.llm import (
+    Answer,
+    CallFailure,
+    LLMProvider,
+    LLMSettings,
+    Payload,
+    aliases,
+    api_message,
+    resolve_api_key,
+    retry_after_seconds,
+    safe_url,
+    tool_fallback_text,
+    with_question_turn,
+)
+from agentv.providers.registry import require_sdk
+
+#: Sent when the target sets no ``max_output_tokens`` (the API has no default of its own).
+DEFAULT_MAX_TOKENS = 4096
+#: Room left for the answer above the thinking budget when no limit is configured.
+_ANSWER_ROOM = 4096
+
+
+class AnthropicSettings(LLMSettings):
+    """``provider: anthropic`` fields."""
+
+    model: str = Field(min_length=1, validation_alias=aliases("model", "deployment", "variant"))
+    base_url: str | None = Field(
+        default=None, validation_alias=aliases("base_url", "baseUrl", "baseURL")
+    )
+    api_key: str | None = Field(
+        default=None, repr=False, validation_alias=aliases("api_key", "apiKey")
+    )
+    #: tokens of extended thinking; the API's minimum is 1024
+    thinking_budget: int | None = Field(
+        default=None, ge=1024, validation_alias=aliases("thinking_budget", "thinkingBudget")
+    )
+
+    @model_validator(mode="after")
+    def _room_for_answer(self) -> AnthropicSettings:
+        if (
+            self.thinking_budget is not None
+            and self.max_output_tokens is not None
+            and self.max_output_tokens <= self.thinking_budget
+        ):
+            raise ValueError(
+                "max_output_tokens must be greater than thinking_budget "
+                "(the thinking tokens count towards it)"
+            )
+        return self
+
+
+def _text_blocks(text: str) -> list[dict[str, Any]]:
+    # The API rejects empty text blocks, so blank text is not sent as one.
+    return [{"type": "text", "text": text}] if text.strip() else []
+
+
+def to_anthropic_request(
+    messages: list[ChatMessage], question: str
+) -> tuple[str | None, list[dict[str, Any]], bool]:
+    """``(system, messages, added_user_turn)`` for the messages API.
+
+    ``added_user_turn`` is True when the chat prompt had no user turn and one holding the
+    ``question`` was put first, because the API needs one (prompt-rules section 6).
+    """
+    system = "\n\n".join(m.content for m in messages if m.role == "system" and m.content)
+    turns: list[dict[str, Any]] = []
+    called: set[str] = set()
+
+    def add(role: str, blocks: list[dict[str, Any]]) -> None:
+        if not blocks:
+            return
+        if turns and turns[-1]["role"] == role:
+            turns[-1]["content"].extend(blocks)  # the API wants roles to alternate
+        else:
+            turns.append({"role": role, "content": list(blocks)})
+
+    for msg in messages:
+        match msg.role:
+            case "system":
+                continue
+            case "user":
+                add("user", _text_blocks(msg.content))
+            case "assistant":
+                blocks = _text_blocks(msg.content)
+                blocks += [
+                    {"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments}
+                    for c in msg.tool_calls
+                ]
+                called.update(c.id for c in msg.tool_calls)
+                add("assistant", blocks)
+            case "tool":
+                if msg.tool_call_id is not None and msg.tool_call_id in called:
+                    block = {
+                        "type": "tool_result",
+                        "tool_use_id": msg.tool_call_id,
+                        "content": msg.content,
+                    }
+                    add("user", [block])
+                else:
+                    add("user", _text_blocks(tool_fallback_text(msg)))
+
+    added = not any(t["role"] == "user" for t in turns)
+    if added:
+        turns.insert(0, {"role": "user", "content": [{"type": "text", "text": question}]})
+
+    if turns and turns[-1]["role"] == "assistant":
+        # A final assistant turn is a prefill; the API rejects one ending in whitespace.
+        last = turns[-1]["content"][-1]
+        if last["type"] == "text":
+            last["text"] = last["text"].rstrip()
+    for turn in turns:
+        blocks = turn["content"]
+        if len(blocks) == 1 and blocks[0]["type"] == "text":
+            turn["content"] = blocks[0]["text"]  # the plain form, easier to read in logs
+    return system or None, turns, added
+
+
+def from_anthropic_message(message: Any) -> Answer:
+    """Text (all text blocks), reasoning (thinking blocks), usage and raw JSON."""
+    texts: list[str] = []
+    thoughts: list[str] = []
+    for block in message.content or []:
+        kind = getattr(block, "type", None)
+        if kind == "text":
+            texts.append(block.text)
+        elif kind == "thinking":
+            thoughts.append(block.thinking)
+    usage = None
+    if message.usage is not None:
+        inp, out = message.usage.input_tokens, message.usage.output_tokens
+        total = inp + out if inp is not None and out is not None else None
+        usage = Usage(inp, out, total)
+    return Answer(
+        text="".join(texts),
+        reasoning="\n\n".join(thoughts) if thoughts else None,
+        usage=usage,
+        raw=message.model_dump(mode="json", exclude_unset=True),
+    )
+
+
+class AnthropicProvider(LLMProvider):
+    """Claude models through ``anthropic.AsyncAnthropic``."""
+
+    kind = "anthropic"
+    vendor: ClassVar[str] = "Anthropic"
+    Settings = AnthropicSettings
+    settings: AnthropicSettings
+
+    def __init__(self, name: str, settings: AnthropicSettings) -> None:  # type: ignore[override]
+        super().__init__(name, settings)
+        self._sdk: Any = require_sdk("anthropic", target=name, kind=self.kind)
+        key = resolve_api_key(
+            self, settings.api_key, ("ANTHROPIC_API_KEY",), custom_url=bool(settings.base_url)
+        )
+        self._url = safe_url(settings.base_url) or "https://api.anthropic.com"
+        self._client: Any = self._sdk.AsyncAnthropic(
+            api_key=key,
+            base_url=settings.base_url or None,
+            max_retries=0,  # the retry settings of the target apply, not the SDK's
+        )
+
+    def max_tokens_for(self, request: ProviderRequest) -> int:
+        configured = super().max_tokens_for(request)
+        if configured is not None:
+            return configured
+        budget = self.settings.thinking_budget
+        return budget + _ANSWER_ROOM if budget else DEFAULT_MAX_TOKENS
+
+    def build_payload(self, request: ProviderRequest, messages: list[ChatMessage]) -> Payload:
+        system, turns, added = to_anthropic_request(messages, request.question)
+        body: dict[str, Any] = {
+            "model": self.model_for(request),
+            "max_tokens": self.max_tokens_for(request),
+        }
+        if system is not None:
+            body["system"] = system
+        body["messages"] = turns
+        temperature = self.temperature_for(request)
+        if temperature is not None:
+            body["temperature"] = temperature
+        if self.settings.thinking_budget:
+            body["thinking"] = {"type": "enabled", "budget_tokens": self.settings.thinking_budget}
+        return Payload(
+            messages=with_question_turn(messages, request.question) if added else messages,
+            request=body,
+            added_user_turn=added,
+        )
+
+    async def call(self, payload: Payload, timeout: float) -> Answer:
+        # An explicit timeout also keeps the SDK from refusing large max_tokens unstreamed;
+        # it sits just above ours, so ours is the one that fires.
+        kwargs = dict(payload.request)
+        if "temperature" in kwargs:
+            # Recent SDKs dropped the `temperature` argument; the field still goes in the
+            # body, and the API (or gateway) decides whether the model accepts it.
+            kwargs["extra_body"] = {"temperature": kwargs.pop("temperature")}
+        message = await self._client.messages.create(**kwargs, timeout=timeout + 1)
+        return from_anthropic_message(message)
+
+    def translate_error(self, exc: BaseException) -> CallFailure | None:
+        sdk = self._sdk
+        if isinstance(exc, sdk.APITimeoutError):
+            return CallFailure("the request timed out", timeout=True)
+        if isinstance(exc, sdk.APIStatusError):
+            return CallFailure(
+                api_message(exc.body, exc.message),
+                status=exc.status_code,
+                retry_after=retry_after_seconds(exc.response.headers),
+            )
+        if isinstance(exc, sdk.APIConnectionError):
+            cause = exc.__cause__ or exc
+            return CallFailure(f"cannot reach {self._url}: {type(cause).__name__}", connection=True)
+        if isinstance(exc, sdk.AnthropicError):
+            return CallFailure(str(exc))
+        return None
+
+    async def aclose(self) -> None:
+        await self._client.close()

@@ -1,0 +1,252 @@
+"""Google Gemini API: ``provider: gemini`` (aliases ``google``, ``google-gemini``), through
+the official ``google-genai`` async client.
+
+Wire differences handled here: the system message goes to ``systemInstruction``; the
+assistant role is called ``model``; tool calls are ``functionCall`` parts and their results
+``functionResponse`` parts (paired by id and by function name) in a user turn; consecutive
+turns of the same role are merged. The payload is built in the API's own JSON form
+(camelCase), which the SDK accepts as it is, so a preview shows what goes on the wire.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from pydantic import Field
+
+from agentv.messages import ChatMessage
+from agentv.providers.base import ProviderRequest, Usage
+from agentv.providers.llm import (
+    Answer,
+    CallFailure,
+    LLMProvider,
+    LLMSettings,
+    Payload,
+    aliases,
+    resolve_api_key,
+    retry_after_seconds,
+    safe_url,
+    tool_fallback_text,
+    with_question_turn,
+)
+from agentv.providers.registry import require_sdk
+
+DEFAULT_MODEL = "gemini-2.5-flash"
+#: The API version in the URL path; v1beta carries system instructions and function calling.
+DEFAULT_API_VERSION = "v1beta"
+GEMINI_API_URL = "https://generativelanguage.googleapis.com"
+
+
+class GeminiSettings(LLMSettings):
+    """``provider: gemini`` fields."""
+
+    model: str = Field(
+        default=DEFAULT_MODEL,
+        min_length=1,
+        validation_alias=aliases("model", "deployment", "variant"),
+    )
+    base_url: str | None = Field(
+        default=None, validation_alias=aliases("base_url", "baseUrl", "baseURL")
+    )
+    api_key: str | None = Field(
+        default=None, repr=False, validation_alias=aliases("api_key", "apiKey")
+    )
+    api_version: str = Field(
+        default=DEFAULT_API_VERSION,
+        min_length=1,
+        validation_alias=aliases("api_version", "apiVersion"),
+    )
+
+
+def _text_parts(text: str) -> list[dict[str, Any]]:
+    # Blank text parts are rejected by the API.
+    return [{"text": text}] if text.strip() else []
+
+
+def to_gemini_request(
+    messages: list[ChatMessage], question: str
+) -> tuple[str | None, list[dict[str, Any]], bool]:
+    """``(system_instruction, contents, added_user_turn)`` in the API's JSON form.
+
+    ``added_user_turn`` is True when the chat prompt had no user turn and one holding the
+    ``question`` was put first, because the API needs one (prompt-rules section 6).
+    """
+    system = "\n\n".join(m.content for m in messages if m.role == "system" and m.content)
+    contents: list[dict[str, Any]] = []
+    calls: dict[str, str] = {}  # call id -> function name (Gemini pairs results by name)
+
+    def add(role: str, parts: list[dict[str, Any]]) -> None:
+        if not parts:
+            return
+        if contents and contents[-1]["role"] == role:
+            contents[-1]["parts"].extend(parts)
+        else:
+            contents.append({"role": role, "parts": list(parts)})
+
+    for msg in messages:
+        match msg.role:
+            case "system":
+                continue
+            case "user":
+                add("user", _text_parts(msg.content))
+            case "assistant":
+                parts = _text_parts(msg.content)
+                for call in msg.tool_calls:
+                    parts.append(
+                        {"functionCall": {"id": call.id, "name": call.name, "args": call.arguments}}
+                    )
+                    calls[call.id] = call.name
+                add("model", parts)
+            case "tool":
+                if msg.tool_call_id is not None and msg.tool_call_id in calls:
+                    response = {
+                        "id": msg.tool_call_id,
+                        "name": calls[msg.tool_call_id],
+                        # "output" is the key the API documents for a function's result.
+                        "response": {"output": msg.content},
+                    }
+                    add("user", [{"functionResponse": response}])
+                else:
+                    add("user", _text_parts(tool_fallback_text(msg)))
+
+    added = not any(c["role"] == "user" for c in contents)
+    if added:
+        contents.insert(0, {"role": "user", "parts": [{"text": question}]})
+    return system or None, contents, added
+
+
+def from_gemini_response(response: Any) -> Answer:
+    """Text (non-thought parts), reasoning (thought parts), usage and raw JSON."""
+    raw = response.model_dump(
+        mode="json", by_alias=True, exclude_none=True, exclude={"sdk_http_response"}
+    )
+    candidates = response.candidates or []
+    if not candidates:
+        feedback = getattr(response, "prompt_feedback", None)
+        reason = getattr(feedback, "block_reason", None)
+        raise ValueError(
+            f"the API returned no candidate (prompt blocked: {reason})"
+            if reason
+            else "the API returned no candidate"
+        )
+    texts: list[str] = []
+    thoughts: list[str] = []
+    content = candidates[0].content
+    for part in (content.parts if content else None) or []:
+        if part.text is None:
+            continue
+        (thoughts if part.thought else texts).append(part.text)
+    usage = None
+    meta = response.usage_metadata
+    if meta is not None:
+        usage = Usage(meta.prompt_token_count, meta.candidates_token_count, meta.total_token_count)
+    return Answer(
+        text="".join(texts),
+        reasoning="\n\n".join(thoughts) if thoughts else None,
+        usage=usage,
+        raw=raw,
+    )
+
+
+class GeminiProvider(LLMProvider):
+    """Gemini models through ``google.genai.Client(...).aio``."""
+
+    kind = "gemini"
+    vendor: ClassVar[str] = "Gemini"
+    Settings = GeminiSettings
+    settings: GeminiSettings
+
+    def __init__(self, name: str, settings: GeminiSettings) -> None:  # type: ignore[override]
+        super().__init__(name, settings)
+        genai: Any = require_sdk("google.genai", target=name, kind=self.kind)
+        self._types: Any = genai.types
+        self._errors: Any = genai.errors
+        key = resolve_api_key(
+            self,
+            settings.api_key,
+            ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+            custom_url=bool(settings.base_url),
+        )
+        self._url = safe_url(settings.base_url) or GEMINI_API_URL
+        options = self._types.HttpOptions(
+            base_url=settings.base_url or None,
+            api_version=settings.api_version,
+            # attempts=1: no SDK retries (and no hidden retry on connection errors either);
+            # the retry settings of the target apply.
+            retry_options=self._types.HttpRetryOptions(attempts=1),
+        )
+        self._client: Any = genai.Client(api_key=key, vertexai=False, http_options=options).aio
+
+    def build_payload(self, request: ProviderRequest, messages: list[ChatMessage]) -> Payload:
+        system, contents, added = to_gemini_request(messages, request.question)
+        body: dict[str, Any] = {"model": self.model_for(request), "contents": contents}
+        if system is not None:
+            body["systemInstruction"] = {"parts": [{"text": system}]}
+        config: dict[str, Any] = {}
+        temperature = self.temperature_for(request)
+        if temperature is not None:
+            config["temperature"] = temperature
+        max_tokens = self.max_tokens_for(request)
+        if max_tokens is not None:
+            config["maxOutputTokens"] = max_tokens
+        if config:
+            body["generationConfig"] = config
+        return Payload(
+            messages=with_question_turn(messages, request.question) if added else messages,
+            request=body,
+            added_user_turn=added,
+        )
+
+    async def call(self, payload: Payload, timeout: float) -> Answer:
+        types = self._types
+        body = payload.request
+        config = dict(body.get("generationConfig", {}))
+        if "systemInstruction" in body:
+            config["systemInstruction"] = body["systemInstruction"]
+        generate_config = types.GenerateContentConfig.model_validate(config)
+        # The SDK's own timeout (milliseconds) sits just above ours, so ours fires first.
+        generate_config.http_options = types.HttpOptions(timeout=int((timeout + 1) * 1000))
+        response = await self._client.models.generate_content(
+            model=body["model"],
+            contents=[types.Content.model_validate(c) for c in body["contents"]],
+            config=generate_config,
+        )
+        return from_gemini_response(response)
+
+    def translate_error(self, exc: BaseException) -> CallFailure | None:
+        if isinstance(exc, self._errors.APIError):
+            message = exc.message or exc.status or str(exc)
+            headers = getattr(getattr(exc, "response", None), "headers", None)
+            return CallFailure(
+                " ".join(str(message).split()),
+                status=exc.code if isinstance(exc.code, int) else None,
+                retry_after=retry_after_seconds(headers),
+            )
+        if _is_connection_error(exc):
+            return CallFailure(f"cannot reach {self._url}: {type(exc).__name__}", connection=True)
+        return None
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+def _is_connection_error(exc: BaseException) -> bool:
+    """aiohttp's or httpx's transport errors (the SDK uses whichever is installed)."""
+    if isinstance(exc, ConnectionError):
+        return True
+    for module in type(exc).__mro__:
+        name = f"{module.__module__}.{module.__qualname__}"
+        if name in _TRANSPORT_ERRORS:
+            return True
+    return False
+
+
+_TRANSPORT_ERRORS = frozenset(
+    {
+        "aiohttp.client_exceptions.ClientConnectionError",
+        "httpx.TransportError",
+        "httpx2.TransportError",
+        "httpx._exceptions.TransportError",
+        "httpx2._exceptions.TransportError",
+    }
+)

@@ -1,0 +1,401 @@
+"""What every LM API provider shares: common settings, the retry loop, error wording.
+
+A vendor adapter (``openai.py``, ``anthropic.py``, ``gemini.py``) only says how to build
+its payload from the messages of prompt-rules section 6, how to call its SDK, how to read
+the answer, and how its SDK's exceptions map onto ``ProviderError``. This module does the
+rest, the same way for every vendor:
+
+- the messages to send (``sent_messages``: chat prompt first, the default system message only
+  when there is none, the legacy two-message form without a chat prompt);
+- retries with exponential backoff and jitter on the configured status codes and on
+  connection errors, honouring ``Retry-After``; never on 400/401/403/404. The SDKs' own
+  retries are turned off by each adapter so that these settings mean what they say;
+- a per-request timeout;
+- one-line errors naming the target, the HTTP status and the API's message, never the key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import os
+import random
+import time
+from abc import abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+from urllib.parse import urlsplit, urlunsplit
+
+from pydantic import AliasChoices, Field, field_validator
+
+from agentv.errors import ConfigError, ProviderError, ProviderHTTPError, ProviderTimeout
+from agentv.messages import ChatMessage, chat_to_dicts
+from agentv.prompts import sent_messages
+from agentv.providers.base import (
+    Provider,
+    ProviderRequest,
+    ProviderResponse,
+    ProviderSettings,
+    Usage,
+)
+
+#: The original's defaults (reference section 7.6).
+DEFAULT_RETRY_STATUS_CODES: tuple[int, ...] = (500, 408, 429, 502, 503, 504)
+#: Client errors that a retry cannot fix, whatever ``retry_status_codes`` says.
+NEVER_RETRY: frozenset[int] = frozenset({400, 401, 403, 404})
+#: Per-request timeout when neither the target nor the request sets one (the SDKs' default).
+DEFAULT_TIMEOUT_SECONDS = 600.0
+#: Longest API message kept in an error line.
+_MAX_MESSAGE = 300
+
+
+def aliases(*names: str) -> AliasChoices:
+    """The spellings a ``targets.yaml`` key may take (snake_case first)."""
+    return AliasChoices(*names)
+
+
+class LLMSettings(ProviderSettings):
+    """Fields every LM API target accepts (reference sections 7.4 to 7.6)."""
+
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_output_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        validation_alias=aliases("max_output_tokens", "maxOutputTokens", "maxTokens", "max_tokens"),
+    )
+    system_prompt: str | None = Field(
+        default=None, validation_alias=aliases("system_prompt", "systemPrompt")
+    )
+    max_retries: int = Field(default=3, ge=0, validation_alias=aliases("max_retries", "maxRetries"))
+    retry_initial_delay_ms: float = Field(
+        default=1000,
+        ge=0,
+        validation_alias=aliases("retry_initial_delay_ms", "retryInitialDelayMs"),
+    )
+    retry_max_delay_ms: float = Field(
+        default=60000, ge=0, validation_alias=aliases("retry_max_delay_ms", "retryMaxDelayMs")
+    )
+    retry_backoff_factor: float = Field(
+        default=2, ge=1, validation_alias=aliases("retry_backoff_factor", "retryBackoffFactor")
+    )
+    retry_status_codes: tuple[int, ...] = Field(
+        default=DEFAULT_RETRY_STATUS_CODES,
+        validation_alias=aliases("retry_status_codes", "retryStatusCodes"),
+    )
+    timeout_seconds: float | None = Field(
+        default=None, gt=0, validation_alias=aliases("timeout_seconds", "timeoutSeconds")
+    )
+
+    @field_validator("retry_status_codes")
+    @classmethod
+    def _http_codes(cls, codes: tuple[int, ...]) -> tuple[int, ...]:
+        bad = [c for c in codes if not 100 <= c <= 599]
+        if bad:
+            raise ValueError(f"not HTTP status codes: {', '.join(map(str, bad))}")
+        return codes
+
+
+@dataclass(slots=True)
+class Payload:
+    """What an adapter will send for one request.
+
+    ``messages`` is the provider-neutral view after section 6 (what results show as
+    ``chat_prompt``); ``request`` is the vendor payload, JSON-ready and free of secrets.
+    """
+
+    messages: list[ChatMessage]
+    request: dict[str, Any]
+    added_user_turn: bool = False
+
+    def sent(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"messages": chat_to_dicts(self.messages), "request": self.request}
+        if self.added_user_turn:
+            # prompt-rules section 6: the API needs a user turn and the chat prompt had none
+            out["added_user_turn"] = True
+        return out
+
+
+@dataclass(slots=True)
+class Answer:
+    """What an adapter read from a successful response."""
+
+    text: str
+    reasoning: str | None = None
+    usage: Usage | None = None
+    raw: Any = None
+
+
+@dataclass(slots=True)
+class CallFailure:
+    """A vendor error after translation: what to say, and whether a retry may help."""
+
+    message: str
+    status: int | None = None
+    retry_after: float | None = None
+    connection: bool = False  # no HTTP answer at all (refused, reset, DNS)
+    timeout: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class LLMProvider(Provider):
+    """Base of the LM API providers. Subclasses implement the four vendor hooks."""
+
+    Settings: ClassVar[type[ProviderSettings]] = LLMSettings
+    settings: LLMSettings
+    #: the vendor's name as users know it, for messages
+    vendor: ClassVar[str] = "LM API"
+
+    # --- vendor hooks ------------------------------------------------------------------
+
+    @abstractmethod
+    def build_payload(self, request: ProviderRequest, messages: list[ChatMessage]) -> Payload:
+        """The vendor payload for ``messages`` (already past prompt-rules section 6)."""
+
+    @abstractmethod
+    async def call(self, payload: Payload, timeout: float) -> Answer:
+        """Send ``payload`` once through the SDK; let SDK exceptions propagate."""
+
+    @abstractmethod
+    def translate_error(self, exc: BaseException) -> CallFailure | None:
+        """Turn one of the SDK's exceptions into a ``CallFailure`` (None: not an API error)."""
+
+    # --- shared behaviour --------------------------------------------------------------
+
+    def model_for(self, request: ProviderRequest) -> str:
+        """The model to ask: the request's (a judge's ``model``) or the target's."""
+        return request.model or str(getattr(self.settings, "model", "") or "")
+
+    def temperature_for(self, request: ProviderRequest) -> float | None:
+        return request.temperature if request.temperature is not None else self.settings.temperature
+
+    def max_tokens_for(self, request: ProviderRequest) -> int | None:
+        if request.max_output_tokens is not None:
+            return request.max_output_tokens
+        return self.settings.max_output_tokens
+
+    def timeout_for(self, request: ProviderRequest) -> float:
+        return request.timeout or self.settings.timeout_seconds or DEFAULT_TIMEOUT_SECONDS
+
+    def messages_for(self, request: ProviderRequest) -> list[ChatMessage]:
+        """Prompt-rules section 6; a request's system prompt (a judge's) wins over the target's."""
+        return sent_messages(
+            request.chat_prompt,
+            question=request.question,
+            guidelines=request.guidelines,
+            system_prompt=request.system_prompt or self.system_prompt,
+        )
+
+    def preview(self, request: ProviderRequest) -> dict[str, Any]:
+        """The neutral messages and the vendor payload ``invoke`` would send; nothing is called."""
+        return self.build_payload(request, self.messages_for(request)).sent()
+
+    async def invoke(self, request: ProviderRequest) -> ProviderResponse:
+        payload = self.build_payload(request, self.messages_for(request))
+        timeout = self.timeout_for(request)
+        started = time.perf_counter()
+        answer = await self._with_retries(payload, timeout)
+        return ProviderResponse(
+            text=answer.text,
+            reasoning=answer.reasoning,
+            usage=answer.usage,
+            latency_ms=(time.perf_counter() - started) * 1000,
+            raw=answer.raw,
+            sent=payload.sent(),
+        )
+
+    async def _with_retries(self, payload: Payload, timeout: float) -> Answer:
+        s = self.settings
+        attempts = s.max_retries + 1
+        for attempt in range(attempts):
+            try:
+                async with asyncio.timeout(timeout):
+                    return await self.call(payload, timeout)
+            except ProviderError:
+                raise
+            except Exception as exc:
+                failure = self._failure(exc, timeout)
+                last = attempt == attempts - 1
+                if failure.timeout:
+                    # Timeouts are retried per case by the run (--max-retries), not here:
+                    # retrying a hung request inside the provider would multiply the wait.
+                    raise ProviderTimeout(self.name, self._line(failure)) from None
+                if last or not self._retryable(failure):
+                    raise self._error(failure, attempt + 1) from None
+                await asyncio.sleep(self._delay(attempt, failure.retry_after))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _failure(self, exc: BaseException, timeout: float) -> CallFailure:
+        if isinstance(exc, TimeoutError):
+            return CallFailure(f"no answer within {timeout:g} s", timeout=True)
+        failure = self.translate_error(exc)
+        if failure is None:
+            # A bug or an unexpected response shape: say what it was, keep it one line.
+            failure = CallFailure(f"{type(exc).__name__}: {_one_line(str(exc))}")
+        return failure
+
+    def _retryable(self, failure: CallFailure) -> bool:
+        if failure.status is None:
+            return failure.connection
+        if failure.status in NEVER_RETRY:
+            return False
+        return failure.status in self.settings.retry_status_codes
+
+    def _delay(self, attempt: int, retry_after: float | None) -> float:
+        """Seconds to wait before retry ``attempt + 1``: the server's word, else backoff."""
+        if retry_after is not None and retry_after >= 0:
+            return retry_after
+        s = self.settings
+        base = min(s.retry_max_delay_ms, s.retry_initial_delay_ms * s.retry_backoff_factor**attempt)
+        return base / 1000 * random.uniform(0.75, 1.25)
+
+    def _line(self, failure: CallFailure) -> str:
+        text = f"target {self.name!r} ({self.kind}): "
+        if failure.status is not None:
+            text += f"HTTP {failure.status}: "
+        text += failure.message
+        return self._scrub(text)
+
+    def _error(self, failure: CallFailure, attempts: int) -> ProviderError:
+        text = self._line(failure)
+        if attempts > 1:
+            text += f" (gave up after {attempts} attempts)"
+        if failure.status is not None:
+            return ProviderHTTPError(
+                self.name,
+                text,
+                status=failure.status,
+                retryable=failure.status not in NEVER_RETRY,
+                retry_after=failure.retry_after,
+            )
+        return ProviderError(self.name, text, retryable=failure.connection)
+
+    def _scrub(self, text: str) -> str:
+        """Remove the API key from a message, in case an API or SDK echoed it."""
+        key = getattr(self.settings, "api_key", None)
+        if isinstance(key, str) and len(key) >= 4 and key in text:
+            text = text.replace(key, "***")
+        return text
+
+
+# --- helpers for adapters -------------------------------------------------------------------
+
+
+def _one_line(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= _MAX_MESSAGE else text[: _MAX_MESSAGE - 1] + "…"
+
+
+def api_message(body: Any, fallback: str = "") -> str:
+    """The human message inside an API error body (OpenAI, Anthropic and Google shapes)."""
+    node = body
+    for _ in range(3):
+        if isinstance(node, Mapping):
+            inner = node.get("error")
+            if isinstance(inner, (Mapping, str)):
+                node = inner
+                continue
+            for key in ("message", "detail", "error_description"):
+                value = node.get(key)
+                if isinstance(value, str) and value.strip():
+                    return _one_line(value)
+            break
+        if isinstance(node, str) and node.strip():
+            return _one_line(node)
+        break
+    if isinstance(body, (bytes, bytearray)):
+        body = body.decode("utf-8", errors="replace")
+    if isinstance(body, str) and body.strip():
+        return _one_line(body)
+    return _one_line(fallback) or "no error message"
+
+
+def retry_after_seconds(headers: Mapping[str, str] | Any) -> float | None:
+    """``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date) from response headers."""
+    if headers is None:
+        return None
+    getter = getattr(headers, "get", None)
+    if getter is None:
+        return None
+    value = getter("retry-after-ms")
+    if value is not None:
+        try:
+            return max(0.0, float(value) / 1000)
+        except ValueError:
+            pass
+    value = getter("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    parsed = email.utils.parsedate_tz(value)
+    if parsed is None:
+        return None
+    return max(0.0, email.utils.mktime_tz(parsed) - time.time())
+
+
+def tool_fallback_text(message: ChatMessage) -> str:
+    """The user-turn text of a tool result that answers no earlier call (prompt-rules 5.4).
+
+    APIs pair a result with its call by id (Gemini by name too); a result without a call
+    cannot be sent natively, so it goes as a user turn that says what it is.
+    """
+    return f"@[Tool]:\n{message.content}"
+
+
+def with_question_turn(messages: list[ChatMessage], question: str) -> list[ChatMessage]:
+    """``messages`` with a user turn holding ``question`` first after the system message:
+    the neutral record of the turn added for APIs that need one (prompt-rules section 6)."""
+    at = 1 if messages and messages[0].role == "system" else 0
+    return [*messages[:at], ChatMessage("user", question), *messages[at:]]
+
+
+def json_text(value: Any) -> str:
+    """Compact JSON (tool call arguments as OpenAI wants them)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def safe_url(url: str | None) -> str:
+    """``url`` without credentials or query (both may hold secrets), for messages."""
+    if not url:
+        return ""
+    parts = urlsplit(str(url))
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+def resolve_api_key(
+    provider: Provider,
+    configured: str | None,
+    env_names: tuple[str, ...],
+    *,
+    custom_url: bool,
+    placeholder: str | None = None,
+) -> str:
+    """The key to use: the target's, else (for the vendor's own endpoint only) the vendor's
+    usual environment variable.
+
+    A target pointing at a custom URL (gateway, proxy, local server) never picks up a vendor
+    key from the environment on its own: that key would go to a third party. A local server
+    that needs no key gets ``placeholder``.
+    """
+    if configured and configured.strip():
+        return configured.strip()
+    if not custom_url:
+        for name in env_names:
+            value = os.environ.get(name, "").strip()
+            if value:
+                return value
+    if placeholder is not None:
+        return placeholder
+    example = env_names[0] if env_names else "API_KEY"
+    raise ConfigError(
+        f"target {provider.name!r} ({provider.kind}) has no API key; add "
+        f"`api_key: ${{{{ {example} }}}}` to it in targets.yaml and set {example} "
+        "in the environment or in .env"
+    )

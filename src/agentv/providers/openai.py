@@ -1,0 +1,256 @@
+"""OpenAI chat completions: ``provider: openai`` (OpenAI and any compatible server such as
+vLLM, Ollama or LM Studio) and ``provider: azure`` (Azure OpenAI deployments).
+
+Both send the same wire format through the official ``openai`` async SDK; they differ only
+in how the client is built (base URL and bearer key vs. Azure endpoint, deployment path,
+``api-version`` and ``api-key`` header).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from pydantic import Field, field_validator
+
+from agentv.messages import ChatMessage
+from agentv.providers.base import ProviderRequest, Usage
+from agentv.providers.llm import (
+    Answer,
+    CallFailure,
+    LLMProvider,
+    LLMSettings,
+    Payload,
+    aliases,
+    api_message,
+    json_text,
+    resolve_api_key,
+    retry_after_seconds,
+    safe_url,
+    tool_fallback_text,
+)
+from agentv.providers.registry import require_sdk
+
+if TYPE_CHECKING:
+    import openai
+
+AZURE_DEFAULT_API_VERSION = "2024-10-01-preview"
+
+MaxTokensParam = Literal["max_completion_tokens", "max_tokens"]
+
+
+class OpenAISettings(LLMSettings):
+    """``provider: openai`` fields."""
+
+    model: str = Field(min_length=1)
+    base_url: str | None = Field(
+        default=None, validation_alias=aliases("base_url", "baseUrl", "baseURL")
+    )
+    api_key: str | None = Field(
+        default=None, repr=False, validation_alias=aliases("api_key", "apiKey")
+    )
+    organization: str | None = None
+    #: OpenAI's current name for the output limit; older compatible servers want max_tokens.
+    max_tokens_param: MaxTokensParam = Field(
+        default="max_completion_tokens",
+        validation_alias=aliases("max_tokens_param", "maxTokensParam"),
+    )
+
+
+class AzureOpenAISettings(LLMSettings):
+    """``provider: azure`` fields; ``model`` is the deployment name."""
+
+    endpoint: str = Field(
+        min_length=1,
+        validation_alias=aliases("endpoint", "resource", "resourceName", "resource_name"),
+    )
+    api_key: str | None = Field(
+        default=None, repr=False, validation_alias=aliases("api_key", "apiKey")
+    )
+    model: str = Field(
+        min_length=1,
+        validation_alias=aliases("model", "deployment", "deploymentName", "deployment_name"),
+    )
+    api_version: str = Field(
+        default=AZURE_DEFAULT_API_VERSION,
+        validation_alias=aliases("api_version", "version", "apiVersion"),
+    )
+    max_tokens_param: MaxTokensParam = Field(
+        default="max_completion_tokens",
+        validation_alias=aliases("max_tokens_param", "maxTokensParam"),
+    )
+
+    @field_validator("api_version", mode="before")
+    @classmethod
+    def _strip_prefix(cls, value: Any) -> Any:
+        # Users paste `api-version=2024-...` from a URL; the original accepted that too.
+        if isinstance(value, str):
+            value = re.sub(r"(?i)^\s*api[-_]?version\s*=\s*", "", value).strip()
+            return value or AZURE_DEFAULT_API_VERSION
+        return value
+
+    @property
+    def endpoint_url(self) -> str:
+        """A bare resource name means ``https://<name>.openai.azure.com``."""
+        endpoint = self.endpoint.strip()
+        if "://" in endpoint:
+            return endpoint.rstrip("/")
+        return f"https://{endpoint}.openai.azure.com"
+
+
+def to_openai_messages(messages: list[ChatMessage]) -> list[dict[str, Any]]:
+    """Chat messages in the chat-completions form, tool calls native (prompt-rules 5.4)."""
+    out: list[dict[str, Any]] = []
+    called: set[str] = set()
+    for msg in messages:
+        if msg.role == "tool":
+            if msg.tool_call_id is not None and msg.tool_call_id in called:
+                out.append(
+                    {"role": "tool", "tool_call_id": msg.tool_call_id, "content": msg.content}
+                )
+            else:
+                out.append({"role": "user", "content": tool_fallback_text(msg)})
+            continue
+        item: dict[str, Any] = {"role": msg.role, "content": msg.content}
+        if msg.name is not None:
+            item["name"] = msg.name
+        if msg.role == "assistant" and msg.tool_calls:
+            # The API wants null, not "", next to tool calls when there is no text.
+            item["content"] = msg.content or None
+            item["tool_calls"] = [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": json_text(call.arguments)},
+                }
+                for call in msg.tool_calls
+            ]
+            called.update(call.id for call in msg.tool_calls)
+        out.append(item)
+    return out
+
+
+def from_openai_completion(completion: Any) -> Answer:
+    """Text, reasoning (when a compatible server returns it), usage and raw JSON."""
+    raw = completion.model_dump(mode="json", exclude_unset=True)
+    choices = completion.choices or []
+    if not choices:
+        raise ValueError("the API answered without any choice")
+    message = choices[0].message
+    extra = message.model_extra or {}
+    # vLLM and DeepSeek return `reasoning_content`; Ollama and OpenRouter `reasoning`.
+    reasoning = extra.get("reasoning_content") or extra.get("reasoning")
+    usage = None
+    if completion.usage is not None:
+        u = completion.usage
+        usage = Usage(u.prompt_tokens, u.completion_tokens, u.total_tokens)
+    return Answer(
+        text=message.content or "",
+        reasoning=reasoning if isinstance(reasoning, str) else None,
+        usage=usage,
+        raw=raw,
+    )
+
+
+class _ChatCompletionsProvider(LLMProvider):
+    """The chat-completions mapping shared by OpenAI and Azure."""
+
+    settings: OpenAISettings | AzureOpenAISettings  # type: ignore[assignment]
+    _client: Any
+    _sdk: Any
+    _url: str
+
+    def build_payload(self, request: ProviderRequest, messages: list[ChatMessage]) -> Payload:
+        body: dict[str, Any] = {
+            "model": self.model_for(request),
+            "messages": to_openai_messages(messages),
+        }
+        temperature = self.temperature_for(request)
+        if temperature is not None:
+            body["temperature"] = temperature
+        max_tokens = self.max_tokens_for(request)
+        if max_tokens is not None:
+            body[self.settings.max_tokens_param] = max_tokens
+        return Payload(messages=messages, request=body)
+
+    async def call(self, payload: Payload, timeout: float) -> Answer:
+        # The SDK's own timeout sits just above ours, so ours is the one that fires.
+        completion = await self._client.chat.completions.create(
+            **payload.request, timeout=timeout + 1
+        )
+        return from_openai_completion(completion)
+
+    def translate_error(self, exc: BaseException) -> CallFailure | None:
+        sdk: openai = self._sdk  # type: ignore[valid-type]
+        if isinstance(exc, sdk.APITimeoutError):
+            return CallFailure("the request timed out", timeout=True)
+        if isinstance(exc, sdk.APIStatusError):
+            return CallFailure(
+                api_message(exc.body, exc.message),
+                status=exc.status_code,
+                retry_after=retry_after_seconds(exc.response.headers),
+            )
+        if isinstance(exc, sdk.APIConnectionError):
+            cause = exc.__cause__ or exc
+            return CallFailure(
+                f"cannot reach {self._url or 'the API'}: {type(cause).__name__}",
+                connection=True,
+            )
+        if isinstance(exc, sdk.OpenAIError):
+            return CallFailure(str(exc))
+        return None
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+
+class OpenAIProvider(_ChatCompletionsProvider):
+    """OpenAI, or any server that speaks its chat-completions API (set ``base_url``)."""
+
+    kind = "openai"
+    vendor: ClassVar[str] = "OpenAI"
+    Settings = OpenAISettings
+    settings: OpenAISettings
+
+    def __init__(self, name: str, settings: OpenAISettings) -> None:  # type: ignore[override]
+        super().__init__(name, settings)
+        self._sdk = require_sdk("openai", target=name, kind=self.kind)
+        custom = bool(settings.base_url)
+        # Local OpenAI-compatible servers usually need no key; the SDK insists on one.
+        key = resolve_api_key(
+            self,
+            settings.api_key,
+            ("OPENAI_API_KEY",),
+            custom_url=custom,
+            placeholder="EMPTY" if custom else None,
+        )
+        self._url = safe_url(settings.base_url) or "https://api.openai.com/v1"
+        self._client = self._sdk.AsyncOpenAI(
+            api_key=key,
+            base_url=settings.base_url or None,
+            organization=settings.organization or None,
+            max_retries=0,  # the retry settings of the target apply, not the SDK's
+        )
+
+
+class AzureOpenAIProvider(_ChatCompletionsProvider):
+    """An Azure OpenAI deployment (``model`` is the deployment name)."""
+
+    kind = "azure"
+    vendor: ClassVar[str] = "Azure OpenAI"
+    Settings = AzureOpenAISettings
+    settings: AzureOpenAISettings
+
+    def __init__(self, name: str, settings: AzureOpenAISettings) -> None:  # type: ignore[override]
+        super().__init__(name, settings)
+        self._sdk = require_sdk("openai", target=name, kind=self.kind)
+        key = resolve_api_key(self, settings.api_key, ("AZURE_OPENAI_API_KEY",), custom_url=False)
+        self._url = safe_url(settings.endpoint_url)
+        # With `azure_endpoint` and no fixed deployment the SDK routes each call to
+        # /openai/deployments/<model>/chat/completions, so a judge's `model` picks the deployment.
+        self._client = self._sdk.AsyncAzureOpenAI(
+            azure_endpoint=settings.endpoint_url,
+            api_key=key,
+            api_version=settings.api_version,
+            max_retries=0,
+        )

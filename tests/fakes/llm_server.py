@@ -1,0 +1,394 @@
+"""A loopback fake of four LM APIs, for tests and benchmarks.
+
+It speaks just enough of each wire format for the official SDKs to be happy:
+
+- OpenAI chat completions: ``POST .../chat/completions``
+- Azure OpenAI: ``POST /openai/deployments/<deployment>/chat/completions?api-version=...``
+- Anthropic messages: ``POST .../v1/messages``
+- Gemini: ``POST .../models/<model>:generateContent``
+
+Every request is recorded (method, path, query, headers, JSON body). Faults can be scripted
+for the next requests: an error status (with ``Retry-After`` if wanted, in the vendor's error
+body format) or a hang. A fixed ``delay_ms`` is added to every answer, so benchmarks can use
+it as a stand-in for a real API. It serves many concurrent requests (aiohttp).
+
+In a test::
+
+    with FakeLLMServer() as server:
+        server.script(Fault.rate_limited(retry_after=0.2))
+        ...  # point an SDK at server.url
+        assert server.requests[-1].body["messages"][0]["role"] == "system"
+
+As a process (prints its URL on the first line, then serves until interrupted)::
+
+    python tests/fakes/llm_server.py --port 8765 --delay-ms 100
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import itertools
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+DEFAULT_REPLY = "Hello from the fake LLM."
+
+
+@dataclass(slots=True)
+class RecordedRequest:
+    """One request as the server received it."""
+
+    method: str
+    path: str
+    query: dict[str, str]
+    headers: dict[str, str]  # keys lower-cased
+    body: Any  # parsed JSON, or None when the body was not JSON
+    raw: bytes
+    received_at: float  # time.monotonic()
+
+    @property
+    def api(self) -> str:
+        """Which wire format the request used: openai, azure, anthropic, gemini or unknown."""
+        return _api_of(self.path)
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    """How to answer one scripted request instead of succeeding."""
+
+    status: int = 500
+    message: str = "The fake server was told to fail."
+    retry_after: float | None = None  # seconds, sent as the Retry-After header
+    hang: bool = False  # never answer (until the server stops)
+
+    @classmethod
+    def rate_limited(cls, retry_after: float | None = None) -> Fault:
+        return cls(429, "Rate limit reached. Please retry later.", retry_after)
+
+    @classmethod
+    def server_error(cls) -> Fault:
+        return cls(500, "The server had an error while processing your request.")
+
+    @classmethod
+    def bad_request(cls, message: str = "Invalid request: messages is malformed.") -> Fault:
+        return cls(400, message)
+
+    @classmethod
+    def hanging(cls) -> Fault:
+        return cls(hang=True)
+
+
+Reply = str | Callable[[RecordedRequest], str]
+
+
+@dataclass
+class FakeLLMServer:
+    """The fake server; ``start()`` runs it on a background thread (or use ``with``)."""
+
+    host: str = "127.0.0.1"
+    port: int = 0  # 0: a free port chosen by the OS
+    delay_ms: float = 0.0
+    reply: Reply = DEFAULT_REPLY
+    reasoning: str | None = None  # returned as thinking/thought/reasoning_content when set
+    record: bool = True  # benchmarks may turn recording off
+    requests: list[RecordedRequest] = field(default_factory=list)
+    _faults: deque[Fault] = field(default_factory=deque, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _ids: itertools.count = field(default_factory=itertools.count, repr=False)
+    _loop: asyncio.AbstractEventLoop | None = field(default=None, repr=False)
+    _thread: threading.Thread | None = field(default=None, repr=False)
+    _runner: web.AppRunner | None = field(default=None, repr=False)
+    _closing: asyncio.Event | None = field(default=None, repr=False)
+
+    # --- control -------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        """Base URL, e.g. ``http://127.0.0.1:53211`` (no trailing slash)."""
+        return f"http://{self.host}:{self.port}"
+
+    def script(self, *faults: Fault) -> None:
+        """Answer the next ``len(faults)`` requests with these faults, in order."""
+        with self._lock:
+            self._faults.extend(faults)
+
+    def reset(self) -> None:
+        """Forget recorded requests and pending faults."""
+        with self._lock:
+            self.requests.clear()
+            self._faults.clear()
+
+    def start(self) -> FakeLLMServer:
+        """Start serving on a daemon thread; returns once the port is bound."""
+        ready = threading.Event()
+        failure: list[BaseException] = []
+
+        def run() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            try:
+                loop.run_until_complete(self._start_async())
+            except BaseException as exc:  # reported to the starting thread
+                failure.append(exc)
+                ready.set()
+                loop.close()
+                return
+            ready.set()
+            loop.run_forever()
+            loop.run_until_complete(self._stop_async())
+            loop.close()
+
+        self._thread = threading.Thread(target=run, name="fake-llm-server", daemon=True)
+        self._thread.start()
+        ready.wait(10)
+        if failure:
+            raise failure[0]
+        return self
+
+    def stop(self) -> None:
+        """Stop serving (hanging requests are released first)."""
+        if self._loop is None or self._thread is None:
+            return
+        loop = self._loop
+        if self._closing is not None:
+            loop.call_soon_threadsafe(self._closing.set)
+        loop.call_soon_threadsafe(loop.stop)
+        self._thread.join(10)
+        self._loop = self._thread = None
+
+    def __enter__(self) -> FakeLLMServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # --- serving -------------------------------------------------------------------------
+
+    async def _start_async(self) -> None:
+        self._closing = asyncio.Event()
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port, backlog=1024)
+        await site.start()
+        if self.port == 0:
+            server = site._server
+            assert server is not None
+            self.port = server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+    async def _stop_async(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    def _next_fault(self) -> Fault | None:
+        with self._lock:
+            return self._faults.popleft() if self._faults else None
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        raw = await request.read()
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = None
+        rec = RecordedRequest(
+            method=request.method,
+            path=request.path,
+            query=dict(request.query),
+            headers={k.lower(): v for k, v in request.headers.items()},
+            body=body,
+            raw=raw,
+            received_at=time.monotonic(),
+        )
+        if self.record:
+            with self._lock:
+                self.requests.append(rec)
+        fault = self._next_fault()
+        if fault is not None and fault.hang:
+            assert self._closing is not None
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._closing.wait(), timeout=3600)
+            return web.Response(status=503)
+        if self.delay_ms > 0:
+            await asyncio.sleep(self.delay_ms / 1000)
+        api = rec.api
+        if api == "unknown" or request.method != "POST":
+            return _error_response("openai", 404, f"No fake route for {request.path}", None)
+        if fault is not None:
+            return _error_response(api, fault.status, fault.message, fault.retry_after)
+        text = self.reply(rec) if callable(self.reply) else self.reply
+        n = next(self._ids)
+        payload = _SUCCESS[api](rec, text, self.reasoning, n)
+        return web.json_response(payload)
+
+
+# --- wire formats ------------------------------------------------------------------------
+
+
+def _api_of(path: str) -> str:
+    if path.endswith("/chat/completions"):
+        return "azure" if "/openai/deployments/" in path else "openai"
+    if path.endswith("/messages"):
+        return "anthropic"
+    if ":generateContent" in path:
+        return "gemini"
+    return "unknown"
+
+
+def _words(value: Any) -> int:
+    """A deterministic stand-in for a token count: whitespace-separated words in all strings."""
+    if isinstance(value, str):
+        return len(value.split())
+    if isinstance(value, dict):
+        return sum(_words(v) for v in value.values())
+    if isinstance(value, list):
+        return sum(_words(v) for v in value)
+    return 0
+
+
+def _openai_success(rec: RecordedRequest, text: str, reasoning: str | None, n: int) -> Any:
+    body = rec.body or {}
+    message: dict[str, Any] = {"role": "assistant", "content": text}
+    if reasoning is not None:
+        message["reasoning_content"] = reasoning  # what vLLM and DeepSeek return
+    prompt, completion = _words(body.get("messages")), _words(text)
+    return {
+        "id": f"chatcmpl-fake-{n}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": body.get("model", "fake-model"),
+        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+        "usage": {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        },
+    }
+
+
+def _anthropic_success(rec: RecordedRequest, text: str, reasoning: str | None, n: int) -> Any:
+    body = rec.body or {}
+    content: list[dict[str, Any]] = []
+    if reasoning is not None and body.get("thinking"):
+        content.append({"type": "thinking", "thinking": reasoning, "signature": "fake-signature"})
+    content.append({"type": "text", "text": text})
+    return {
+        "id": f"msg_fake_{n}",
+        "type": "message",
+        "role": "assistant",
+        "model": body.get("model", "fake-model"),
+        "content": content,
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": _words(body.get("messages")) + _words(body.get("system")),
+            "output_tokens": _words(text),
+        },
+    }
+
+
+def _gemini_success(rec: RecordedRequest, text: str, reasoning: str | None, n: int) -> Any:
+    body = rec.body or {}
+    model = rec.path.rsplit("/", 1)[-1].split(":", 1)[0]
+    parts: list[dict[str, Any]] = []
+    if reasoning is not None:
+        parts.append({"text": reasoning, "thought": True})
+    parts.append({"text": text})
+    prompt = _words(body.get("contents")) + _words(body.get("systemInstruction"))
+    return {
+        "candidates": [
+            {"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}
+        ],
+        "usageMetadata": {
+            "promptTokenCount": prompt,
+            "candidatesTokenCount": _words(text),
+            "totalTokenCount": prompt + _words(text),
+        },
+        "modelVersion": model,
+        "responseId": f"fake-{n}",
+    }
+
+
+_SUCCESS: dict[str, Callable[[RecordedRequest, str, str | None, int], Any]] = {
+    "openai": _openai_success,
+    "azure": _openai_success,
+    "anthropic": _anthropic_success,
+    "gemini": _gemini_success,
+}
+
+_ANTHROPIC_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    429: "rate_limit_error",
+    529: "overloaded_error",
+}
+_GOOGLE_STATUS = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    429: "RESOURCE_EXHAUSTED",
+    503: "UNAVAILABLE",
+}
+
+
+def _error_response(api: str, status: int, message: str, retry_after: float | None) -> web.Response:
+    if api == "anthropic":
+        body: Any = {
+            "type": "error",
+            "error": {"type": _ANTHROPIC_TYPES.get(status, "api_error"), "message": message},
+        }
+    elif api == "gemini":
+        body = {
+            "error": {
+                "code": status,
+                "message": message,
+                "status": _GOOGLE_STATUS.get(status, "INTERNAL"),
+            }
+        }
+    else:
+        body = {"error": {"message": message, "type": "fake_error", "param": None, "code": None}}
+    headers = {}
+    if retry_after is not None:
+        headers["Retry-After"] = f"{retry_after:g}"
+    return web.json_response(body, status=status, headers=headers)
+
+
+# --- standalone process -------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Serve until interrupted; the first line printed is the base URL."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    parser.add_argument("--delay-ms", type=float, default=0.0, help="added to every answer")
+    parser.add_argument("--reply", default=DEFAULT_REPLY, help="the text every answer holds")
+    args = parser.parse_args(argv)
+    server = FakeLLMServer(
+        host=args.host, port=args.port, delay_ms=args.delay_ms, reply=args.reply, record=False
+    )
+    server.start()
+    print(server.url, flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,108 @@
+"""Fixtures for provider tests: the loopback fake LM server, providers pointed at it, and
+requests built from real eval YAML (loader -> prompt builder -> request)."""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentv.evalfile.loader import load_eval_file
+from agentv.prompts import build_prompt_inputs
+from agentv.providers.base import Provider, ProviderRequest, request_for_case
+from agentv.providers.registry import provider_class
+from fakes import FakeLLMServer
+from helpers import write
+
+#: A distinct fake key per provider, to check each reaches (only) its auth header.
+KEYS = {
+    "openai": "sk-test-openai-5f2c",
+    "azure": "az-test-key-77d1",
+    "anthropic": "sk-ant-test-91ab",
+    "gemini": "gm-test-key-0c3e",
+}
+MODELS = {
+    "openai": "gpt-test",
+    "azure": "my-deployment",
+    "anthropic": "claude-test",
+    "gemini": "gemini-test",
+}
+LM_KINDS = ("openai", "azure", "anthropic", "gemini")
+
+#: Tiny retry delays so retry tests take milliseconds.
+FAST_RETRIES = {"retry_initial_delay_ms": 1, "retry_max_delay_ms": 5}
+
+
+@pytest.fixture
+def llm_server() -> Iterator[FakeLLMServer]:
+    with FakeLLMServer() as server:
+        yield server
+
+
+def provider_fields(kind: str, server: FakeLLMServer, **extra: Any) -> dict[str, Any]:
+    """targets.yaml fields pointing a provider of ``kind`` at the fake server."""
+    fields: dict[str, Any] = {"api_key": KEYS[kind], "model": MODELS[kind]}
+    if kind == "openai":
+        fields["base_url"] = f"{server.url}/v1"
+    elif kind == "azure":
+        fields["endpoint"] = server.url
+    else:
+        fields["base_url"] = server.url
+    fields.update(FAST_RETRIES)
+    fields.update(extra)
+    return fields
+
+
+MakeProvider = Callable[..., Provider]
+
+
+@pytest.fixture
+async def make_provider(llm_server: FakeLLMServer) -> AsyncIterator[MakeProvider]:
+    """``make_provider(kind, **fields)``: a provider of that kind aimed at ``llm_server``."""
+    made: list[Provider] = []
+
+    def factory(kind: str, name: str = "t", **extra: Any) -> Provider:
+        cls = provider_class(kind)
+        settings = cls.Settings.model_validate(provider_fields(kind, llm_server, **extra))
+        provider = cls(name, settings)
+        made.append(provider)
+        return provider
+
+    yield factory
+    for provider in made:
+        await provider.aclose()
+
+
+EvalRequest = Callable[..., ProviderRequest]
+
+
+@pytest.fixture
+def eval_request(repo: Path) -> EvalRequest:
+    """``eval_request(input_messages_yaml, files={}, system_prompt=None)``: the request a
+    candidate target gets for a one-case eval file, built the way a run builds it."""
+    counter = iter(range(1000))
+
+    def build(
+        input_messages: str,
+        files: dict[str, str] | None = None,
+        system_prompt: str | None = None,
+    ) -> ProviderRequest:
+        for rel, text in (files or {}).items():
+            write(repo, rel, text)
+        body = textwrap.indent(textwrap.dedent(input_messages).strip("\n"), " " * 6)
+        path = write(
+            repo,
+            f"evals/case{next(counter)}.yaml",
+            "$schema: agentv-eval-v2\nevalcases:\n  - id: the-case\n    outcome: a good answer\n"
+            f"    input_messages:\n{body}\n",
+        )
+        loaded = load_eval_file(path)
+        assert not loaded.errors, [d.format() for d in loaded.errors]
+        case = loaded.cases[0]
+        inputs = build_prompt_inputs(case, "lm", system_prompt)
+        return request_for_case(case, inputs)
+
+    return build

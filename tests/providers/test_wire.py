@@ -1,0 +1,590 @@
+"""What reaches each LM API, byte for byte: the real SDK clients against the loopback fake.
+
+Every scenario of seeds 002/003 (and prompt-rules section 6) is run through all four
+providers. Requests are built from real eval YAML (loader -> prompt builder -> request),
+except the seed 003 scenarios that are stated as requests.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from agentv.messages import ChatMessage
+from agentv.providers.anthropic import DEFAULT_MAX_TOKENS
+from agentv.providers.base import ProviderRequest
+from agentv.providers.gemini import GeminiProvider, GeminiSettings
+from conftest import KEYS, LM_KINDS, MODELS, EvalRequest, MakeProvider
+from fakes import FakeLLMServer, RecordedRequest
+
+Turn = tuple[str, str]  # (neutral role, text)
+
+
+def expected_body(kind: str, system: str | None, turns: list[Turn]) -> dict[str, Any]:
+    """The JSON body each API must receive for a text-only conversation."""
+    if kind in ("openai", "azure"):
+        messages = [{"role": "system", "content": system}] if system is not None else []
+        messages += [{"role": role, "content": text} for role, text in turns]
+        return {"model": MODELS[kind], "messages": messages}
+    if kind == "anthropic":
+        body: dict[str, Any] = {"model": MODELS[kind], "max_tokens": DEFAULT_MAX_TOKENS}
+        if system is not None:
+            body["system"] = system
+        body["messages"] = [{"role": role, "content": text} for role, text in turns]
+        return body
+    assert kind == "gemini"
+    contents = [
+        {"role": "model" if role == "assistant" else "user", "parts": [{"text": text}]}
+        for role, text in turns
+    ]
+    body = {"contents": contents, "generationConfig": {}}
+    if system is not None:
+        body["systemInstruction"] = {"parts": [{"text": system}]}
+    return body
+
+
+def auth_key(kind: str, rec: RecordedRequest) -> str | None:
+    """The key as found in the header that vendor's SDK authenticates with."""
+    h = rec.headers
+    if kind == "openai":
+        return h.get("authorization", "").removeprefix("Bearer ")
+    if kind == "azure":
+        return h.get("api-key")
+    if kind == "anthropic":
+        # Depending on the SDK version: x-api-key, or a bearer Authorization header.
+        return h.get("x-api-key") or h.get("authorization", "").removeprefix("Bearer ")
+    return h.get("x-goog-api-key")
+
+
+def check_request_line(kind: str, rec: RecordedRequest) -> None:
+    """The path (and query) each API is called on."""
+    if kind == "openai":
+        assert rec.path == "/v1/chat/completions"
+    elif kind == "azure":
+        assert rec.path == f"/openai/deployments/{MODELS['azure']}/chat/completions"
+        assert rec.query == {"api-version": "2024-10-01-preview"}
+    elif kind == "anthropic":
+        assert rec.path == "/v1/messages"
+    else:
+        assert rec.path == f"/v1beta/models/{MODELS['gemini']}:generateContent"
+
+
+@dataclass
+class Scenario:
+    id: str
+    input_messages: str  # YAML
+    system: str | None  # the system content every provider must send
+    turns: list[Turn]  # the other turns, in order
+    files: dict[str, str] = field(default_factory=dict)
+    # Anthropic and Gemini need a user turn; when there is none the question is added
+    needs_user_turn: bool = False
+    target_system_prompt: str | None = None
+
+
+SCENARIOS = [
+    Scenario(
+        "single system and user message",
+        """
+        - role: system
+          content: You are a helpful assistant.
+        - role: user
+          content: Hello, world!
+        """,
+        "You are a helpful assistant.",
+        [("user", "Hello, world!")],
+    ),
+    Scenario(
+        "multi-turn with assistant response: default system message added",
+        """
+        - role: user
+          content: Debug this code
+        - role: assistant
+          content: I can help with that
+        - role: user
+          content: Thanks, here's the code
+        """,
+        "You are a careful assistant.",
+        [
+            ("user", "Debug this code"),
+            ("assistant", "I can help with that"),
+            ("user", "Thanks, here's the code"),
+        ],
+    ),
+    Scenario(
+        "system message with guidelines",
+        """
+        - role: user
+          content:
+            - {type: text, value: Review this code}
+            - {type: file, value: ./guidelines.instructions.md}
+        """,
+        "You are a careful assistant.\n\n[[ ## Guidelines ## ]]\n\nAlways be concise",
+        [("user", "Review this code\n<Attached: ./guidelines.instructions.md>")],
+        files={"guidelines.instructions.md": "Always be concise\n"},
+    ),
+    Scenario(
+        "embedded non-guideline file",
+        """
+        - role: user
+          content:
+            - {type: text, value: "Review this:"}
+            - {type: file, value: ./code.js}
+        """,
+        "You are a careful assistant.",
+        [("user", "Review this:\n=== ./code.js ===\nconsole.log('test')")],
+        files={"code.js": "console.log('test')\n"},
+    ),
+    Scenario(
+        "extract guideline from user message",
+        """
+        - role: user
+          content:
+            - {type: file, value: python.instructions.md}
+            - {type: text, value: Write a function}
+        """,
+        "You are a careful assistant.\n\n[[ ## Guidelines ## ]]\n\nUse type hints.",
+        [("user", "<Attached: python.instructions.md>\nWrite a function")],
+        files={"python.instructions.md": "Use type hints.\n"},
+    ),
+    Scenario(
+        "multiple guideline files",
+        """
+        - role: user
+          content:
+            - {type: file, value: python.instructions.md}
+            - {type: file, value: security.instructions.md}
+        """,
+        "You are a careful assistant.\n\n[[ ## Guidelines ## ]]\n\n"
+        "=== python.instructions.md ===\nUse type hints.\n\n"
+        "=== security.instructions.md ===\nNever log secrets.",
+        [("user", "<Attached: python.instructions.md>\n<Attached: security.instructions.md>")],
+        files={
+            "python.instructions.md": "Use type hints.\n",
+            "security.instructions.md": "Never log secrets.\n",
+        },
+    ),
+    Scenario(
+        "message with only guideline files",
+        """
+        - role: system
+          content: System context
+        - role: user
+          content:
+            - {type: file, value: guidelines.instructions.md}
+        """,
+        "System context\n\n[[ ## Guidelines ## ]]\n\nBe brief.",
+        [],
+        files={"guidelines.instructions.md": "Be brief.\n"},
+        needs_user_turn=True,
+    ),
+    Scenario(
+        "explicit system message replaces the configured system prompt",
+        """
+        - role: system
+          content: Custom system context
+        - role: user
+          content:
+            - {type: text, value: Hello}
+            - {type: file, value: concise.instructions.md}
+        """,
+        "Custom system context\n\n[[ ## Guidelines ## ]]\n\nBe concise",
+        [("user", "Hello\n<Attached: concise.instructions.md>")],
+        files={"concise.instructions.md": "Be concise\n"},
+        target_system_prompt="Default prompt",
+    ),
+    Scenario(
+        "configured system prompt when the conversation has none",
+        """
+        - role: user
+          content: Hello
+        - role: assistant
+          content: Hi there
+        - role: user
+          content: Help me
+        """,
+        "You review code for a bank.",
+        [("user", "Hello"), ("assistant", "Hi there"), ("user", "Help me")],
+        target_system_prompt="You review code for a bank.",
+    ),
+]
+
+
+@pytest.mark.parametrize("kind", LM_KINDS)
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.id)
+async def test_scenario_on_the_wire(
+    kind: str,
+    scenario: Scenario,
+    llm_server: FakeLLMServer,
+    make_provider: MakeProvider,
+    eval_request: EvalRequest,
+) -> None:
+    extra = (
+        {"system_prompt": scenario.target_system_prompt} if scenario.target_system_prompt else {}
+    )
+    provider = make_provider(kind, **extra)
+    request = eval_request(
+        scenario.input_messages, scenario.files, system_prompt=provider.system_prompt
+    )
+    response = await provider.invoke(request)
+
+    assert len(llm_server.requests) == 1
+    rec = llm_server.requests[0]
+    check_request_line(kind, rec)
+    assert auth_key(kind, rec) == KEYS[kind]
+
+    turns = list(scenario.turns)
+    added = scenario.needs_user_turn and kind in ("anthropic", "gemini")
+    if added:
+        turns.insert(0, ("user", request.question))
+    assert rec.body == expected_body(kind, scenario.system, turns)
+
+    # Nothing sent carries a role marker; the key never travels in the body.
+    wire = rec.raw.decode()
+    assert "@[" not in wire
+    assert KEYS[kind] not in wire
+
+    # `sent` records the neutral messages (what results show) and the payload as sent.
+    neutral = [{"role": "system", "content": scenario.system}] if scenario.system else []
+    neutral += [{"role": r, "content": t} for r, t in turns]
+    assert response.sent["messages"] == neutral
+    assert response.sent.get("added_user_turn", False) is added
+    assert response.text == "Hello from the fake LLM."
+
+
+def _same_as_wire(kind: str, rec: RecordedRequest, payload: dict[str, Any]) -> bool:
+    """A provider's recorded payload equals the body on the wire (Gemini: model in the URL)."""
+    if kind == "gemini":
+        payload = {k: v for k, v in payload.items() if k != "model"}
+        payload.setdefault("generationConfig", {})
+    return rec.body == payload
+
+
+@pytest.mark.parametrize("kind", LM_KINDS)
+async def test_preview_and_sent_payload_are_what_goes_on_the_wire(
+    kind: str, llm_server: FakeLLMServer, make_provider: MakeProvider, eval_request: EvalRequest
+) -> None:
+    provider = make_provider(kind, temperature=0.2, max_output_tokens=300)
+    request = eval_request(
+        """
+        - role: system
+          content: Be exact.
+        - role: user
+          content: What is 2+2?
+        - role: assistant
+          content: "4"
+        - role: user
+          content: And 3+3?
+        """
+    )
+    preview = provider.preview(request)
+    assert llm_server.requests == []  # preview calls nothing
+    response = await provider.invoke(request)
+    assert response.sent == preview
+    assert _same_as_wire(kind, llm_server.requests[0], preview["request"])
+
+
+# --- seed 003: requests stated directly ------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", LM_KINDS)
+async def test_chat_prompt_system_message_sent_as_is_and_guidelines_ignored(
+    kind: str, llm_server: FakeLLMServer, make_provider: MakeProvider
+) -> None:
+    provider = make_provider(kind, system_prompt="Configured prompt")
+    request = ProviderRequest(
+        question="@[System]:\nSystem with guidelines already merged\n\n@[User]:\nHello",
+        chat_prompt=[
+            ChatMessage("system", "System with guidelines already merged"),
+            ChatMessage("user", "Hello"),
+        ],
+        guidelines="Old guideline 1\nOld guideline 2",
+    )
+    await provider.invoke(request)
+    body = llm_server.requests[0].body
+    assert body == expected_body(kind, "System with guidelines already merged", [("user", "Hello")])
+    assert "Old guideline" not in llm_server.requests[0].raw.decode()
+
+
+@pytest.mark.parametrize("kind", LM_KINDS)
+async def test_legacy_request_without_chat_prompt(
+    kind: str, llm_server: FakeLLMServer, make_provider: MakeProvider
+) -> None:
+    provider = make_provider(kind)
+    request = ProviderRequest(question="What is the capital of France?", chat_prompt=None)
+    response = await provider.invoke(request)
+    assert llm_server.requests[0].body == expected_body(
+        kind, "You are a careful assistant.", [("user", "What is the capital of France?")]
+    )
+    assert response.sent["messages"] == [
+        {"role": "system", "content": "You are a careful assistant."},
+        {"role": "user", "content": "What is the capital of France?"},
+    ]
+
+
+@pytest.mark.parametrize("kind", LM_KINDS)
+async def test_legacy_request_with_guidelines_and_a_judge_system_prompt(
+    kind: str, llm_server: FakeLLMServer, make_provider: MakeProvider
+) -> None:
+    # A judge's request: its system prompt wins over the target's configured one.
+    provider = make_provider(kind, system_prompt="Target prompt")
+    request = ProviderRequest(
+        question="Grade this answer.",
+        guidelines="Be strict.",
+        system_prompt="You are a grader.",
+    )
+    await provider.invoke(request)
+    assert llm_server.requests[0].body == expected_body(
+        kind,
+        "You are a grader.\n\n[[ ## Guidelines ## ]]\n\nBe strict.",
+        [("user", "Grade this answer.")],
+    )
+
+
+@pytest.mark.parametrize("kind", LM_KINDS)
+async def test_request_overrides_model_temperature_and_max_tokens(
+    kind: str, llm_server: FakeLLMServer, make_provider: MakeProvider
+) -> None:
+    provider = make_provider(kind, temperature=0.7, max_output_tokens=100)
+    await provider.invoke(ProviderRequest(question="hi"))
+    await provider.invoke(
+        ProviderRequest(question="hi", model="judge-model", temperature=0.0, max_output_tokens=9)
+    )
+    target, judge = (r for r in llm_server.requests)
+    if kind in ("openai", "azure"):
+        assert (target.body["temperature"], target.body["max_completion_tokens"]) == (0.7, 100)
+        assert (judge.body["temperature"], judge.body["max_completion_tokens"]) == (0.0, 9)
+        assert judge.body["model"] == "judge-model"
+        if kind == "azure":  # the deployment is chosen by the path
+            assert judge.path == "/openai/deployments/judge-model/chat/completions"
+    elif kind == "anthropic":
+        assert (target.body["temperature"], target.body["max_tokens"]) == (0.7, 100)
+        assert (judge.body["temperature"], judge.body["max_tokens"]) == (0.0, 9)
+        assert judge.body["model"] == "judge-model"
+    else:
+        assert target.body["generationConfig"] == {"temperature": 0.7, "maxOutputTokens": 100}
+        assert judge.body["generationConfig"] == {"temperature": 0.0, "maxOutputTokens": 9}
+        assert judge.path == "/v1beta/models/judge-model:generateContent"
+
+
+async def test_openai_compatible_server_may_want_max_tokens(
+    llm_server: FakeLLMServer, make_provider: MakeProvider
+) -> None:
+    provider = make_provider("openai", max_output_tokens=50, max_tokens_param="max_tokens")
+    await provider.invoke(ProviderRequest(question="hi"))
+    body = llm_server.requests[0].body
+    assert body["max_tokens"] == 50
+    assert "max_completion_tokens" not in body
+
+
+# --- tool calls (prompt-rules 5.4) -------------------------------------------------------------
+
+TOOL_CONVERSATION = """
+- role: user
+  content: What is the weather in Paris?
+- role: assistant
+  content: Let me check.
+  tool_calls:
+    - id: call_1
+      name: get_weather
+      arguments: {city: Paris}
+- role: tool
+  tool_call_id: call_1
+  name: get_weather
+  content: '{"temp_c": 21}'
+- role: user
+  content: And is that warm?
+"""
+
+
+async def test_tool_calls_openai_native(
+    llm_server: FakeLLMServer, make_provider: MakeProvider, eval_request: EvalRequest
+) -> None:
+    await make_provider("openai").invoke(eval_request(TOOL_CONVERSATION))
+    assert llm_server.requests[0].body["messages"] == [
+        {"role": "system", "content": "You are a careful assistant."},
+        {"role": "user", "content": "What is the weather in Paris?"},
+        {
+            "role": "assistant",
+            "content": "Let me check.",
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": '{"temp_c": 21}'},
+        {"role": "user", "content": "And is that warm?"},
+    ]
+
+
+async def test_tool_calls_anthropic_native(
+    llm_server: FakeLLMServer, make_provider: MakeProvider, eval_request: EvalRequest
+) -> None:
+    await make_provider("anthropic").invoke(eval_request(TOOL_CONVERSATION))
+    body = llm_server.requests[0].body
+    assert body["system"] == "You are a careful assistant."
+    # The tool result and the next user text are one user turn: roles must alternate.
+    assert body["messages"] == [
+        {"role": "user", "content": "What is the weather in Paris?"},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "Let me check."},
+                {
+                    "type": "tool_use",
+                    "id": "call_1",
+                    "name": "get_weather",
+                    "input": {"city": "Paris"},
+                },
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "call_1", "content": '{"temp_c": 21}'},
+                {"type": "text", "text": "And is that warm?"},
+            ],
+        },
+    ]
+
+
+async def test_tool_calls_gemini_native(
+    llm_server: FakeLLMServer, make_provider: MakeProvider, eval_request: EvalRequest
+) -> None:
+    await make_provider("gemini").invoke(eval_request(TOOL_CONVERSATION))
+    body = llm_server.requests[0].body
+    assert body["systemInstruction"] == {"parts": [{"text": "You are a careful assistant."}]}
+    assert body["contents"] == [
+        {"role": "user", "parts": [{"text": "What is the weather in Paris?"}]},
+        {
+            "role": "model",
+            "parts": [
+                {"text": "Let me check."},
+                {
+                    "functionCall": {
+                        "id": "call_1",
+                        "name": "get_weather",
+                        "args": {"city": "Paris"},
+                    }
+                },
+            ],
+        },
+        {
+            "role": "user",
+            "parts": [
+                {
+                    "functionResponse": {
+                        "id": "call_1",
+                        "name": "get_weather",
+                        "response": {"output": '{"temp_c": 21}'},
+                    }
+                },
+                {"text": "And is that warm?"},
+            ],
+        },
+    ]
+
+
+UNPAIRED_TOOL = """
+- role: user
+  content: Summarise the log.
+- role: tool
+  content: disk full at 03:00
+"""
+
+
+@pytest.mark.parametrize("kind", LM_KINDS)
+async def test_unpaired_tool_message_goes_as_a_marked_user_turn(
+    kind: str, llm_server: FakeLLMServer, make_provider: MakeProvider, eval_request: EvalRequest
+) -> None:
+    await make_provider(kind).invoke(eval_request(UNPAIRED_TOOL))
+    body = llm_server.requests[0].body
+    fallback = "@[Tool]:\ndisk full at 03:00"
+    if kind in ("openai", "azure"):
+        assert body["messages"][1:] == [
+            {"role": "user", "content": "Summarise the log."},
+            {"role": "user", "content": fallback},
+        ]
+    elif kind == "anthropic":
+        assert body["messages"] == [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "Summarise the log."},
+                    {"type": "text", "text": fallback},
+                ],
+            }
+        ]
+    else:
+        assert body["contents"] == [
+            {"role": "user", "parts": [{"text": "Summarise the log."}, {"text": fallback}]}
+        ]
+    # The only marker on the wire is that fallback's.
+    assert json.dumps(body).count("@[") == 1
+
+
+# --- vendor-specific shapes ---------------------------------------------------------------------
+
+
+async def test_anthropic_merges_same_role_turns_and_sends_a_prefill(
+    llm_server: FakeLLMServer, make_provider: MakeProvider, eval_request: EvalRequest
+) -> None:
+    request = eval_request(
+        """
+        - role: user
+          content: First part.
+        - role: user
+          content: Second part.
+        - role: assistant
+          content: "The answer is "
+        """
+    )
+    await make_provider("anthropic").invoke(request)
+    assert llm_server.requests[0].body["messages"] == [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "First part."},
+                {"type": "text", "text": "Second part."},
+            ],
+        },
+        # the final assistant turn is the prefill; the API refuses trailing whitespace there
+        {"role": "assistant", "content": "The answer is"},
+    ]
+
+
+async def test_anthropic_thinking_budget_is_sent_and_reasoning_returned(
+    llm_server: FakeLLMServer, make_provider: MakeProvider
+) -> None:
+    llm_server.reasoning = "Let me think step by step."
+    response = await make_provider("anthropic", thinking_budget=2048).invoke(
+        ProviderRequest(question="hi")
+    )
+    body = llm_server.requests[0].body
+    assert body["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+    assert body["max_tokens"] > 2048  # room for the answer above the budget
+    assert response.reasoning == "Let me think step by step."
+    assert response.text == "Hello from the fake LLM."
+
+
+async def test_gemini_default_model_and_assistant_role(
+    llm_server: FakeLLMServer, eval_request: EvalRequest
+) -> None:
+    settings = GeminiSettings.model_validate(
+        {"api_key": KEYS["gemini"], "base_url": llm_server.url}
+    )
+    gemini = GeminiProvider("g", settings)  # no `model`: the default one
+    try:
+        await gemini.invoke(
+            eval_request("- {role: user, content: Hi}\n- {role: assistant, content: Yo}")
+        )
+    finally:
+        await gemini.aclose()
+    rec = llm_server.requests[0]
+    assert rec.path == "/v1beta/models/gemini-2.5-flash:generateContent"
+    assert [c["role"] for c in rec.body["contents"]] == ["user", "model"]
