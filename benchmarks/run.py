@@ -1,0 +1,529 @@
+"""``make bench``: time whole ``agentv`` processes on synthetic suites and check the goals.
+
+Scenarios (issue "Speed"):
+
+- S1 overhead: 2,000 and 10,000 cases on the instant ``mock`` target, 50 workers;
+- S2 concurrency: 2,000 cases on the loopback fake OpenAI server answering after 100 ms;
+- S3 scale: 100,000 cases on the instant target (memory must stay flat);
+- S4 start-up: ``agentv --version`` and a 1-case run.
+
+Every run is checked before its figures count: exit code 0, one result line per case with
+the expected ids, every score 1.0 from the one ``contains`` evaluator, and for S2 exactly one
+request per case at the fake server. Figures are medians over ``--reps`` runs. The table is
+printed and written, with every single run, to ``benchmarks/results/latest.json``.
+
+Usage::
+
+    python benchmarks/run.py [--reps 3] [--only S1,S2] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from gen_suite import ANSWER, HTTP_TARGET, MOCK_TARGET, Suite, generate_suite
+from measure import (
+    REPO_ROOT,
+    Measurement,
+    load_fake_server_module,
+    log_tail,
+    max_in_flight,
+    measure,
+    summarize,
+)
+
+BENCH_DIR = Path(__file__).resolve().parent
+DEFAULT_WORK = BENCH_DIR / ".work"
+DEFAULT_OUTPUT = BENCH_DIR / "results" / "latest.json"
+SCENARIOS = ("S1", "S2", "S3", "S4")
+
+FULL_SIZES = {"S1": (2000, 10000), "S2": (2000,), "S3": (100000,)}
+QUICK_SIZES = {"S1": (200, 1000), "S2": (200,), "S3": (5000,)}
+
+
+@dataclass(frozen=True)
+class Goal:
+    """A target figure from the issue, bound to one row of the table."""
+
+    row: str  # the row key, e.g. "S1/10000"
+    metric: str  # a key of the row's figures
+    op: str  # ">=" or "<="
+    limit: float
+    label: str
+
+    def judge(self, rows: dict[str, dict[str, Any]]) -> tuple[float | None, str]:
+        """The measured value and PASS / FAIL (or n/a when the row was not run or failed)."""
+        row = rows.get(self.row)
+        if row is None or not row.get("ok") or row.get(self.metric) is None:
+            return None, "n/a"
+        value = float(row[self.metric])
+        passed = value >= self.limit if self.op == ">=" else value <= self.limit
+        return value, "PASS" if passed else "FAIL"
+
+
+GOALS = (
+    Goal("S1/10000", "cases_per_s", ">=", 1500, "S1 10,000 cases: >= 1,500 cases/s"),
+    Goal("S1/10000", "max_rss_mb", "<=", 150, "S1 10,000 cases: peak RSS <= 150 MB"),
+    Goal("S2/2000", "efficiency", ">=", 0.8, "S2 2,000 cases, 100 ms: efficiency >= 0.8"),
+    Goal("S3/100000", "max_rss_mb", "<=", 300, "S3 100,000 cases: peak RSS <= 300 MB"),
+    Goal("S4/version", "wall_s", "<=", 0.3, "S4 agentv --version: <= 0.3 s"),
+)
+
+
+class RunCheckError(Exception):
+    """A run that did not do what it should; its figures must not be used."""
+
+
+@dataclass
+class Bench:
+    """Settings and state shared by the scenarios of one benchmark invocation."""
+
+    agentv: Path
+    work: Path
+    reps: int
+    workers: int
+    delay_ms: float
+    timeout_s: float | None
+    keep: bool
+    log: Callable[[str], None] = print
+    env: dict[str, str] = field(default_factory=dict)
+
+    def suite(self, n: int) -> Suite:
+        """The suite of ``n`` cases (generated on first use, then reused)."""
+        folder = self.work / "suites" / f"n{n}"
+        if not (folder / "suite.json").exists():
+            self.log(f"  generating {n:,} cases in {folder}")
+        return generate_suite(folder, n)
+
+    def run_timeout(self, n: int) -> float:
+        """A generous limit for one run: a hung run fails instead of stalling the bench."""
+        return self.timeout_s if self.timeout_s is not None else 120 + n * 0.05
+
+    def eval_argv(self, suite: Suite, target: str, out: Path) -> list[str]:
+        """The ``agentv eval`` command line of one run."""
+        return [
+            str(self.agentv),
+            "eval",
+            str(suite.eval_file),
+            "--target",
+            target,
+            "--workers",
+            str(self.workers),
+            "--out",
+            str(out),
+            "--quiet",
+        ]
+
+
+def child_env() -> dict[str, str]:
+    """The environment of every measured process: ours, minus anything that could reroute
+    loopback traffic or change agentv's output."""
+    env = {k: v for k, v in os.environ.items() if not k.upper().endswith("_PROXY")}
+    env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
+    env["NO_COLOR"] = "1"
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def _load_json_line(line: bytes) -> Any:
+    try:
+        import orjson
+    except ImportError:  # pragma: no cover - orjson is a dev dependency
+        return json.loads(line)
+    return orjson.loads(line)
+
+
+def check_results(path: Path, suite: Suite) -> None:
+    """Raise ``RunCheckError`` unless ``path`` holds one passing record per case of ``suite``.
+
+    Streams the file, so a 100,000-line result costs little memory here.
+    """
+    expected = set(suite.case_ids())
+    seen: set[str] = set()
+    try:
+        handle = path.open("rb")
+    except OSError as exc:
+        raise RunCheckError(f"no results file at {path}: {exc}") from None
+    with handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = _load_json_line(line)
+            except ValueError as exc:
+                raise RunCheckError(f"{path}:{number}: not JSON: {exc}") from None
+            case = rec.get("eval_id")
+            if case not in expected:
+                raise RunCheckError(f"{path}:{number}: unexpected eval_id {case!r}")
+            if case in seen:
+                raise RunCheckError(f"{path}:{number}: eval_id {case!r} written twice")
+            seen.add(case)
+            if "error" in rec:
+                raise RunCheckError(f"{path}:{number}: case {case} failed: {rec['error']}")
+            if rec.get("score") != 1.0:
+                raise RunCheckError(f"{path}:{number}: case {case} scored {rec.get('score')!r}")
+            evals = rec.get("evaluator_results") or []
+            if len(evals) != 1 or evals[0].get("type") != "contains" or evals[0]["score"] != 1.0:
+                raise RunCheckError(
+                    f"{path}:{number}: case {case}: expected one passing contains evaluator, "
+                    f"got {evals!r}"
+                )
+            if suite.needle not in str(rec.get("candidate_answer", "")):
+                raise RunCheckError(f"{path}:{number}: case {case}: answer lacks the needle")
+    if len(seen) != suite.n:
+        raise RunCheckError(f"{path}: {len(seen)} result lines for {suite.n} cases")
+
+
+def run_checked_eval(bench: Bench, suite: Suite, target: str, name: str) -> Measurement:
+    """One measured ``agentv eval`` run, checked; the results file is removed afterwards."""
+    runs = bench.work / "runs"
+    out = runs / f"{name}.jsonl"
+    log = runs / f"{name}.log"
+    out.unlink(missing_ok=True)
+    m = measure(
+        bench.eval_argv(suite, target, out),
+        cwd=suite.folder,
+        log_path=log,
+        env=bench.env,
+        timeout_s=bench.run_timeout(suite.n),
+    )
+    if m.timed_out:
+        raise RunCheckError(f"timed out after {m.wall_s:.0f} s; log {log}:\n{log_tail(log)}")
+    if m.returncode != 0:
+        raise RunCheckError(f"exit code {m.returncode}; log {log}:\n{log_tail(log)}")
+    check_results(out, suite)
+    if not bench.keep:
+        out.unlink(missing_ok=True)
+    return m
+
+
+def _row(key: str, scenario: str, label: str, n: int, runs: Sequence[Measurement]) -> dict:
+    row: dict[str, Any] = {"key": key, "scenario": scenario, "label": label, "n": n, "ok": True}
+    row.update(summarize(runs))
+    if n > 1:
+        row["cases_per_s"] = round(n / row["wall_s"], 1)
+    row["runs"] = [r.to_dict() for r in runs]
+    return row
+
+
+def _failed_row(key: str, scenario: str, label: str, n: int, error: str) -> dict[str, Any]:
+    return {"key": key, "scenario": scenario, "label": label, "n": n, "ok": False, "error": error}
+
+
+def _repeat(bench: Bench, key: str, once: Callable[[int], Measurement]) -> list[Measurement]:
+    runs = []
+    for rep in range(bench.reps):
+        m = once(rep)
+        bench.log(f"  {key} run {rep + 1}/{bench.reps}: {m.wall_s:.2f} s, {m.max_rss_mb:.0f} MB")
+        runs.append(m)
+    return runs
+
+
+def scenario_instant(bench: Bench, scenario: str, n: int, label: str) -> dict[str, Any]:
+    """S1 / S3: ``n`` cases on the instant mock target."""
+    key = f"{scenario}/{n}"
+    try:
+        suite = bench.suite(n)
+        runs = _repeat(
+            bench,
+            key,
+            lambda rep: run_checked_eval(bench, suite, MOCK_TARGET, f"{scenario}-{n}-{rep}"),
+        )
+    except RunCheckError as exc:
+        bench.log(f"  {key} FAILED: {exc}")
+        return _failed_row(key, scenario, label, n, str(exc))
+    return _row(key, scenario, label, n, runs)
+
+
+def scenario_http(bench: Bench, n: int) -> dict[str, Any]:
+    """S2: ``n`` cases on the fake OpenAI server with a fixed latency per call."""
+    key = f"S2/{n}"
+    label = f"S2 concurrency ({bench.delay_ms:g} ms/call)"
+    delay_s = bench.delay_ms / 1000
+    module = load_fake_server_module()
+    server = module.FakeLLMServer(delay_ms=bench.delay_ms, reply=ANSWER, record=True)
+    server.start()
+    windows: list[float] = []
+    peaks: list[int] = []
+    try:
+        suite = generate_suite(bench.work / "suites" / f"n{n}", n, server_url=server.url)
+
+        def once(rep: int) -> Measurement:
+            server.reset()
+            m = run_checked_eval(bench, suite, HTTP_TARGET, f"S2-{n}-{rep}")
+            requests = list(server.requests)
+            if len(requests) != n:
+                raise RunCheckError(f"the fake server got {len(requests)} requests for {n} cases")
+            wrong = [
+                r for r in requests if r.api != "openai" or (r.body or {}).get("model") != "fake"
+            ]
+            if wrong:
+                raise RunCheckError(f"unexpected request {wrong[0].method} {wrong[0].path}")
+            arrivals = [r.received_at for r in requests]
+            windows.append(max(arrivals) + delay_s - min(arrivals))
+            peaks.append(max_in_flight(arrivals, delay_s))
+            return m
+
+        runs = _repeat(bench, key, once)
+    except RunCheckError as exc:
+        bench.log(f"  {key} FAILED: {exc}")
+        return _failed_row(key, "S2", label, n, str(exc))
+    finally:
+        server.stop()
+        # Later scenarios must not find a target pointing at a server that is gone.
+        generate_suite(bench.work / "suites" / f"n{n}", n)
+    row = _row(key, "S2", label, n, runs)
+    ideal = n * delay_s / bench.workers
+    row["ideal_s"] = round(ideal, 3)
+    row["efficiency"] = round(ideal / row["wall_s"], 3)
+    windows.sort()
+    row["server_window_s"] = round(windows[len(windows) // 2], 3)
+    row["efficiency_window"] = round(ideal / row["server_window_s"], 3)
+    row["max_in_flight"] = max(peaks)
+    return row
+
+
+def scenario_startup(bench: Bench) -> list[dict[str, Any]]:
+    """S4: ``agentv --version`` and a 1-case run."""
+    rows = []
+    version_reps = max(bench.reps, 5)  # short runs are noisier; more reps cost little
+    key = "S4/version"
+    log = bench.work / "runs" / "S4-version.log"
+    try:
+        runs = []
+        for _ in range(version_reps):
+            m = measure(
+                [str(bench.agentv), "--version"], cwd=bench.work, log_path=log, env=bench.env
+            )
+            if m.returncode != 0:
+                raise RunCheckError(f"exit code {m.returncode}:\n{log_tail(log)}")
+            if not log.read_text(encoding="utf-8").strip():
+                raise RunCheckError("agentv --version printed nothing")
+            runs.append(m)
+        bench.log(f"  {key}: {summarize(runs)['wall_s']:.3f} s")
+        rows.append(_row(key, "S4", "S4 start-up: agentv --version", 0, runs))
+    except RunCheckError as exc:
+        rows.append(_failed_row(key, "S4", "S4 start-up: agentv --version", 0, str(exc)))
+    rows.append(scenario_instant(bench, "S4", 1, "S4 start-up: 1-case run"))
+    rows[-1]["key"] = "S4/1-case"
+    return rows
+
+
+def _fmt(value: Any, digits: int = 2) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return f"{value:,.{digits}f}"
+
+
+def format_table(rows: Sequence[dict[str, Any]]) -> str:
+    """The results as a Markdown table (readable in a terminal, pastable into the README)."""
+    head = "| scenario | N | wall s (min–max) | cases/s | CPU s | peak RSS MB | efficiency |"
+    lines = [head, "|---|---|---|---|---|---|---|"]
+    for row in rows:
+        if not row["ok"]:
+            reason = row["error"].splitlines()[0]
+            lines.append(f"| {row['label']} | {_fmt(row['n'])} | FAILED: {reason} | | | | |")
+            continue
+        wall = f"{row['wall_s']:.2f} ({row['wall_min_s']:.2f}–{row['wall_max_s']:.2f})"
+        eff = row.get("efficiency")
+        eff_text = "–"
+        if eff is not None:
+            eff_text = f"{eff:.2f} (server window {row['efficiency_window']:.2f})"
+        lines.append(
+            f"| {row['label']} | {_fmt(row['n'])} | {wall} | {_fmt(row.get('cases_per_s'), 0)} "
+            f"| {_fmt(row['cpu_s'])} | {_fmt(row['max_rss_mb'], 0)} | {eff_text} |"
+        )
+    return "\n".join(lines)
+
+
+def judge_goals(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every goal with its measured value and PASS / FAIL / n/a."""
+    by_key = {row["key"]: row for row in rows}
+    out = []
+    for goal in GOALS:
+        value, status = goal.judge(by_key)
+        out.append(
+            {
+                "goal": goal.label,
+                "row": goal.row,
+                "metric": goal.metric,
+                "limit": goal.limit,
+                "value": value,
+                "status": status,
+            }
+        )
+    return out
+
+
+def format_goals(goals: Sequence[dict[str, Any]]) -> str:
+    """The goals as a Markdown table."""
+    lines = ["| goal | measured | status |", "|---|---|---|"]
+    for g in goals:
+        value = "–" if g["value"] is None else f"{g['value']:,.2f}"
+        lines.append(f"| {g['goal']} | {value} | {g['status']} |")
+    return "\n".join(lines)
+
+
+def _git_commit() -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
+
+
+def _agentv_version(agentv: Path) -> str | None:
+    try:
+        out = subprocess.run([str(agentv), "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
+
+
+def find_agentv() -> Path:
+    """``agentv`` next to the running interpreter (the project venv), else on ``PATH``."""
+    beside = Path(sys.executable).parent / "agentv"
+    if beside.exists():
+        return beside
+    found = shutil.which("agentv")
+    if found is None:
+        raise SystemExit("agentv is not installed; run `make install` first")
+    return Path(found)
+
+
+def _sizes(text: str) -> tuple[int, ...]:
+    try:
+        sizes = tuple(int(part.replace("_", "")) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated case counts, got {text!r}"
+        ) from None
+    if not sizes or min(sizes) < 1:
+        raise argparse.ArgumentTypeError("case counts must be at least 1")
+    return sizes
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The command line of ``make bench``."""
+    p = argparse.ArgumentParser(description="Benchmark agentv (issue 'Speed').")
+    p.add_argument("--reps", type=int, default=3, help="runs per scenario; medians are shown")
+    p.add_argument("--only", default=",".join(SCENARIOS), help="scenarios to run, e.g. S1,S4")
+    p.add_argument("--quick", action="store_true", help="small suites, for a quick look")
+    p.add_argument("--s1-sizes", type=_sizes, help="case counts for S1 (default 2000,10000)")
+    p.add_argument("--s2-size", type=_sizes, help="case count for S2 (default 2000)")
+    p.add_argument("--s3-size", type=_sizes, help="case count for S3 (default 100000)")
+    p.add_argument("--workers", type=int, default=50, help="agentv --workers (default 50)")
+    p.add_argument("--delay-ms", type=float, default=100.0, help="fake server latency for S2")
+    p.add_argument("--timeout", type=float, help="seconds before a run counts as hung")
+    p.add_argument("--work", type=Path, default=DEFAULT_WORK, help="suites and run logs")
+    p.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="the JSON figures")
+    p.add_argument("--agentv", type=Path, help="the agentv executable (default: the venv's)")
+    p.add_argument("--keep", action="store_true", help="keep the results files of every run")
+    args = p.parse_args(argv)
+    only = [s.strip().upper() for s in args.only.split(",") if s.strip()]
+    unknown = [s for s in only if s not in SCENARIOS]
+    if unknown:
+        p.error(f"unknown scenario {unknown[0]!r}; valid choices: {', '.join(SCENARIOS)}")
+    if args.reps < 1:
+        p.error("--reps must be at least 1")
+    args.only = only
+    base = QUICK_SIZES if args.quick else FULL_SIZES
+    args.sizes = {
+        "S1": args.s1_sizes or base["S1"],
+        "S2": args.s2_size or base["S2"],
+        "S3": args.s3_size or base["S3"],
+    }
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the selected scenarios, print the tables and write the JSON figures.
+
+    Returns 0 when every run passed its checks (goals may still FAIL), 1 otherwise.
+    """
+    args = parse_args(argv)
+    bench = Bench(
+        agentv=args.agentv or find_agentv(),
+        work=args.work.resolve(),
+        reps=args.reps,
+        workers=args.workers,
+        delay_ms=args.delay_ms,
+        timeout_s=args.timeout,
+        keep=args.keep,
+        env=child_env(),
+    )
+    (bench.work / "runs").mkdir(parents=True, exist_ok=True)
+    started = datetime.now(UTC)
+    meta = {
+        "started": started.isoformat(timespec="seconds"),
+        "agentv_version": _agentv_version(bench.agentv),
+        "git_commit": _git_commit(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "load_average_at_start": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        "reps": args.reps,
+        "workers": args.workers,
+        "quick": args.quick,
+    }
+    # An untimed 1-case run first: byte-compiles agentv and warms the file cache, so the
+    # first measured run is not an outlier.
+    bench.log("warming up")
+    try:
+        run_checked_eval(bench, bench.suite(1), MOCK_TARGET, "warm-up")
+    except RunCheckError as exc:
+        bench.log(f"the warm-up run failed, so nothing can be measured: {exc}")
+        return 1
+
+    rows: list[dict[str, Any]] = []
+    t0 = time.perf_counter()
+    for scenario in args.only:
+        bench.log(f"{scenario}:")
+        if scenario == "S1":
+            for n in args.sizes["S1"]:
+                rows.append(scenario_instant(bench, "S1", n, "S1 overhead (instant target)"))
+        elif scenario == "S2":
+            for n in args.sizes["S2"]:
+                rows.append(scenario_http(bench, n))
+        elif scenario == "S3":
+            for n in args.sizes["S3"]:
+                rows.append(scenario_instant(bench, "S3", n, "S3 scale (instant target)"))
+        else:
+            rows.extend(scenario_startup(bench))
+    goals = judge_goals(rows)
+    meta["duration_s"] = round(time.perf_counter() - t0, 1)
+
+    print()
+    print(format_table(rows))
+    print()
+    print(format_goals(goals))
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    payload = {"meta": meta, "rows": rows, "goals": goals}
+    args.output.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    print(f"\nfigures written to {args.output}")
+    return 0 if all(row["ok"] for row in rows) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
