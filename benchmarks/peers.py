@@ -1,0 +1,498 @@
+"""``make bench-peers``: the same workloads on agentv, AgentV 4.42.4 (TypeScript) and Inspect AI.
+
+Installs the peers into ``benchmarks/.peers/`` (needs npm and PyPI; once), generates each
+tool's equivalent of the synthetic suite, and runs, alternating the tools within every
+repetition so that machine noise hits them alike:
+
+- start-up: ``--version``;
+- S1 overhead: N cases on an instant mock (agentv: the ``mock`` target; AgentV: ``--dry-run``;
+  Inspect: ``mockllm/model`` with preset usage);
+- S2 concurrency: N cases against the loopback fake OpenAI server with 100 ms per call.
+
+Every run is checked (exit code 0, N passing results, and for S2 exactly N requests at the
+server). It prints medians and the peer/agentv ratios of the wall time, and writes them to
+``benchmarks/results/peers.json``.
+
+The peers' suites are the ones their published figures were measured on: 4-message
+conversations and one substring check, without the attached file and guideline file that
+agentv's suite carries, so agentv does slightly more work per case than they do.
+
+Usage::
+
+    python benchmarks/peers.py [--s1-sizes 200,2000] [--s2-sizes 200,2000] [--reps 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from gen_suite import ANSWER, HTTP_TARGET, MOCK_TARGET, generate_suite
+from measure import Measurement, load_fake_server_module, log_tail, measure, summarize
+from run import BENCH_DIR, Bench, RunCheckError, child_env, find_agentv, run_checked_eval
+
+PEERS_DIR = BENCH_DIR / ".peers"
+AGENTV_TS_VERSION = "4.42.4"
+INSPECT_VERSION = "0.3.285"
+INSPECT_TASK = BENCH_DIR / "peers" / "inspect_task.py"
+TOOLS = ("agentv", "agentv-ts", "inspect")
+TOOL_NAMES = {
+    "agentv": "agentv (this project)",
+    "agentv-ts": f"AgentV {AGENTV_TS_VERSION} (TypeScript)",
+    "inspect": f"Inspect AI {INSPECT_VERSION}",
+}
+AGENTV_TS_DRY_RUN_NEEDLE = "dry-run mock"  # AgentV's --dry-run answer contains it
+INSPECT_MOCK_NEEDLE = "Default output"  # inspect_task.MOCK_ANSWER
+HTTP_NEEDLE = "42"  # gen_suite.ANSWER, the fake server's reply
+
+
+# --- installing the peers ------------------------------------------------------------------
+
+
+def agentv_ts_bin() -> Path:
+    """The AgentV CLI installed by npm."""
+    return PEERS_DIR / "agentv" / "node_modules" / ".bin" / "agentv"
+
+
+def inspect_venv() -> Path:
+    """The virtual environment holding Inspect AI."""
+    return PEERS_DIR / "inspect-venv"
+
+
+def _installed_version(argv: list[str]) -> str | None:
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def install_peers(log: Callable[[str], None]) -> None:
+    """Install AgentV from npm and Inspect AI from PyPI, unless the right versions are there."""
+    PEERS_DIR.mkdir(parents=True, exist_ok=True)
+    if _installed_version([str(agentv_ts_bin()), "--version"]) != AGENTV_TS_VERSION:
+        npm = shutil.which("npm")
+        if npm is None:
+            raise SystemExit("npm is needed to install AgentV (TypeScript); install Node.js 20+")
+        log(f"installing agentv@{AGENTV_TS_VERSION} from npm")
+        subprocess.run(
+            [npm, "install", "--prefix", str(PEERS_DIR / "agentv"), f"agentv@{AGENTV_TS_VERSION}"],
+            check=True,
+        )
+    inspect_bin = inspect_venv() / "bin" / "inspect"
+    if _installed_version([str(inspect_bin), "--version"]) != INSPECT_VERSION:
+        log(f"installing inspect-ai=={INSPECT_VERSION} into {inspect_venv()}")
+        subprocess.run([sys.executable, "-m", "venv", str(inspect_venv())], check=True)
+        subprocess.run(
+            [
+                str(inspect_venv() / "bin" / "python"),
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                f"inspect-ai=={INSPECT_VERSION}",
+                "openai",
+                "aiohttp",
+            ],
+            check=True,
+        )
+
+
+# --- the peers' suites ---------------------------------------------------------------------
+
+
+def conversation(i: int) -> list[dict[str, str]]:
+    """The 4-message conversation of case ``i`` (the same turns as agentv's suite)."""
+    number = i % 97
+    return [
+        {"role": "system", "content": "You are a concise assistant. Answer with a short sentence."},
+        {"role": "user", "content": f"Case {i}: remember the number {number}."},
+        {"role": "assistant", "content": f"Noted, the number is {number}."},
+        {"role": "user", "content": f"Case {i}: what is 6 times 7? Also restate the number."},
+    ]
+
+
+def peer_case_id(i: int) -> str:
+    """Case ids of the peers' suites."""
+    return f"case-{i:06d}"
+
+
+def write_agentv_ts_suite(path: Path, n: int, needle: str) -> None:
+    """AgentV 4.x eval YAML: ``tests:`` with ``input`` and one ``contains`` assertion."""
+    q = json.dumps  # a JSON string is a valid YAML double-quoted scalar
+    with path.open("w", encoding="utf-8") as out:
+        out.write("description: synthetic benchmark suite\ntests:\n")
+        for i in range(n):
+            lines = [f"  - id: {peer_case_id(i)}", f"    criteria: {q('Answers 42')}", "    input:"]
+            for m in conversation(i):
+                lines += [f"      - role: {m['role']}", f"        content: {q(m['content'])}"]
+            lines += [
+                f"    expected_output: {q(ANSWER)}",
+                "    assertions:",
+                "      - type: contains",
+                f"        value: {q(needle)}",
+            ]
+            out.write("\n".join(lines) + "\n")
+
+
+def write_agentv_ts_targets(folder: Path, server_url: str | None) -> None:
+    """AgentV 4.x refuses literal keys and models, so they come from the environment."""
+    url = (server_url or "http://127.0.0.1:9").rstrip("/") + "/v1"
+    (folder / ".agentv").mkdir(parents=True, exist_ok=True)
+    (folder / ".agentv" / "targets.yaml").write_text(
+        "targets:\n"
+        "  - name: default\n"
+        "    provider: openai\n"
+        f"    base_url: {url}\n"
+        "    api_key: ${{ OPENAI_API_KEY }}\n"
+        "    model: ${{ FAKE_MODEL }}\n",
+        encoding="utf-8",
+    )
+
+
+def write_inspect_dataset(path: Path, n: int, needle: str) -> None:
+    """JSON lines read by ``inspect_task.py``."""
+    with path.open("w", encoding="utf-8") as out:
+        for i in range(n):
+            record = {"id": peer_case_id(i), "input": conversation(i), "target": needle}
+            out.write(json.dumps(record) + "\n")
+
+
+def _ensure(path: Path, writer: Callable[[Path], None]) -> Path:
+    if not path.exists():
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        writer(tmp)
+        tmp.replace(path)
+    return path
+
+
+# --- the checks ----------------------------------------------------------------------------
+
+
+def check_agentv_ts(out_dir: Path, n: int) -> None:
+    """N lines in ``index.jsonl``, every case ``ok`` with score 1."""
+    index = out_dir / "index.jsonl"
+    if not index.exists():
+        raise RunCheckError(f"AgentV wrote no {index}")
+    ids = set()
+    with index.open(encoding="utf-8") as handle:
+        for line in handle:
+            if not line.strip():
+                continue
+            rec = json.loads(line)
+            if rec.get("execution_status") != "ok" or rec.get("score") != 1:
+                raise RunCheckError(
+                    f"AgentV case {rec.get('test_id')}: status {rec.get('execution_status')}, "
+                    f"score {rec.get('score')}, error {rec.get('error')!r}"
+                )
+            ids.add(rec.get("test_id"))
+    if len(ids) != n:
+        raise RunCheckError(f"AgentV wrote {len(ids)} distinct results for {n} cases")
+
+
+_INSPECT_CHECK = """
+import json, pathlib, sys
+from inspect_ai.log import read_eval_log
+logs = sorted(pathlib.Path(sys.argv[1]).glob("*.eval"))
+log = read_eval_log(str(logs[-1]), header_only=True)
+r = log.results
+print(json.dumps({"status": log.status, "total": r.total_samples if r else 0,
+    "completed": r.completed_samples if r else 0,
+    "accuracy": r.scores[0].metrics["accuracy"].value if r and r.scores else None}))
+"""
+
+
+def check_inspect(log_dir: Path, n: int) -> None:
+    """The run's ``.eval`` log says: success, N samples completed, accuracy 1."""
+    if not list(log_dir.glob("*.eval")):
+        raise RunCheckError(f"Inspect wrote no .eval log into {log_dir}")
+    out = subprocess.run(
+        [str(inspect_venv() / "bin" / "python"), "-c", _INSPECT_CHECK, str(log_dir)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if out.returncode != 0:
+        raise RunCheckError(f"could not read the Inspect log: {out.stderr.strip()[-500:]}")
+    info = json.loads(out.stdout)
+    if info != {"status": "success", "total": n, "completed": n, "accuracy": 1.0}:
+        raise RunCheckError(f"Inspect run: {info} (expected {n} samples, all correct)")
+
+
+# --- running -------------------------------------------------------------------------------
+
+
+@dataclass
+class PeerBench:
+    """Everything the peer runs share."""
+
+    bench: Bench  # agentv's own settings (work folder, workers, environment)
+    work: Path
+    server: Any = None  # the fake OpenAI server (S2 only)
+    log: Callable[[str], None] = print
+
+    def server_url(self) -> str:
+        """The running fake server's base URL."""
+        if self.server is None:
+            raise RuntimeError("the fake server is not running")
+        return str(self.server.url)
+
+
+def _fresh(path: Path) -> Path:
+    shutil.rmtree(path, ignore_errors=True)
+    return path
+
+
+def run_agentv_ts(pb: PeerBench, scenario: str, n: int, rep: int) -> Measurement:
+    """One AgentV (TypeScript) run, checked."""
+    folder = pb.work / "agentv-ts"
+    folder.mkdir(parents=True, exist_ok=True)
+    http = scenario == "S2"
+    write_agentv_ts_targets(folder, pb.server_url() if http else None)
+    needle = HTTP_NEEDLE if http else AGENTV_TS_DRY_RUN_NEEDLE
+    suite = _ensure(
+        folder / f"{'http' if http else 'dry'}{n}.yaml",
+        lambda p: write_agentv_ts_suite(p, n, needle),
+    )
+    out = _fresh(folder / "out")
+    argv = [str(agentv_ts_bin()), "eval", "run", suite.name, "--workers", str(pb.bench.workers)]
+    argv += ["--output", str(out)]
+    if not http:
+        argv.append("--dry-run")
+    env = {**pb.bench.env, "OPENAI_API_KEY": "dummy", "FAKE_MODEL": "fake"}
+    log = pb.work / "logs" / f"agentv-ts-{scenario}-{n}-{rep}.log"
+    m = measure(argv, cwd=folder, log_path=log, env=env, timeout_s=120 + n * 0.2)
+    if m.returncode != 0 or m.timed_out:
+        raise RunCheckError(f"AgentV exit code {m.returncode}; log {log}:\n{log_tail(log)}")
+    check_agentv_ts(out, n)
+    shutil.rmtree(out, ignore_errors=True)
+    return m
+
+
+def run_inspect(pb: PeerBench, scenario: str, n: int, rep: int) -> Measurement:
+    """One Inspect AI run, checked."""
+    folder = pb.work / "inspect"
+    folder.mkdir(parents=True, exist_ok=True)
+    http = scenario == "S2"
+    needle = HTTP_NEEDLE if http else INSPECT_MOCK_NEEDLE
+    data = _ensure(
+        folder / f"{'http' if http else 'mock'}{n}.jsonl",
+        lambda p: write_inspect_dataset(p, n, needle),
+    )
+    shutil.copyfile(INSPECT_TASK, folder / INSPECT_TASK.name)
+    out = _fresh(folder / "logs")
+    argv = [str(inspect_venv() / "bin" / "inspect"), "eval", INSPECT_TASK.name]
+    argv += ["-T", f"data={data.name}", "--log-dir", str(out), "--display", "none"]
+    conc = str(pb.bench.workers)
+    argv += ["--max-connections", conc, "--max-samples", conc]
+    env = dict(pb.bench.env)
+    if http:
+        argv += ["--model", "openai/fake", "--model-base-url", pb.server_url() + "/v1"]
+        argv += ["-M", "responses_api=false"]
+        env["OPENAI_API_KEY"] = "dummy"
+    else:
+        argv += ["-T", "mock=true", "--model", "mockllm/model"]
+    log = pb.work / "logs" / f"inspect-{scenario}-{n}-{rep}.log"
+    m = measure(argv, cwd=folder, log_path=log, env=env, timeout_s=120 + n * 0.3)
+    if m.returncode != 0 or m.timed_out:
+        raise RunCheckError(f"Inspect exit code {m.returncode}; log {log}:\n{log_tail(log)}")
+    check_inspect(out, n)
+    return m
+
+
+def run_ours(pb: PeerBench, scenario: str, n: int, rep: int) -> Measurement:
+    """One agentv run, checked exactly as in ``make bench``."""
+    http = scenario == "S2"
+    folder = pb.bench.work / "suites" / f"n{n}"
+    suite = generate_suite(folder, n, server_url=pb.server_url() if http else None)
+    return run_checked_eval(
+        pb.bench, suite, HTTP_TARGET if http else MOCK_TARGET, f"peers-{scenario}-{n}-{rep}"
+    )
+
+
+RUNNERS: dict[str, Callable[[PeerBench, str, int, int], Measurement]] = {
+    "agentv": run_ours,
+    "agentv-ts": run_agentv_ts,
+    "inspect": run_inspect,
+}
+
+
+def version_argv(tool: str, ours: Path) -> list[str]:
+    """The ``--version`` command of each tool."""
+    return {
+        "agentv": [str(ours), "--version"],
+        "agentv-ts": [str(agentv_ts_bin()), "--version"],
+        "inspect": [str(inspect_venv() / "bin" / "inspect"), "--version"],
+    }[tool]
+
+
+def run_cell(pb: PeerBench, tool: str, scenario: str, n: int, rep: int) -> Measurement:
+    """One checked run of ``tool``; S2 also checks the request count at the server."""
+    if scenario == "version":
+        log = pb.work / "logs" / f"{tool}-version.log"
+        m = measure(
+            version_argv(tool, pb.bench.agentv), cwd=pb.work, log_path=log, env=pb.bench.env
+        )
+        if m.returncode != 0:
+            raise RunCheckError(f"{tool} --version failed:\n{log_tail(log)}")
+        return m
+    if scenario == "S2":
+        pb.server.reset()
+    m = RUNNERS[tool](pb, scenario, n, rep)
+    if scenario == "S2":
+        count = len(pb.server.requests)
+        if count != n:
+            raise RunCheckError(f"{tool}: the fake server got {count} requests for {n} cases")
+    return m
+
+
+def _fmt_row(tool: str, scenario: str, n: int, s: dict[str, Any], ideal: float | None) -> str:
+    wall = f"{s['wall_s']:.2f} ({s['wall_min_s']:.2f}–{s['wall_max_s']:.2f})"
+    rate = f"{n / s['wall_s']:,.0f}" if n > 1 else "–"
+    eff = f"{ideal / s['wall_s']:.2f}" if ideal else "–"
+    return (
+        f"| {TOOL_NAMES[tool]} | {scenario} | {n:,} | {wall} | {rate} | {s['cpu_s']:.2f} "
+        f"| {s['max_rss_mb']:.0f} | {eff} |"
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Install the peers, run the matrix, print medians and ratios, write ``peers.json``."""
+    p = argparse.ArgumentParser(description="agentv against AgentV (TypeScript) and Inspect AI.")
+    p.add_argument("--s1-sizes", default="2000", help="S1 case counts (default 2000)")
+    p.add_argument("--s2-sizes", default="2000", help="S2 case counts (default 2000)")
+    p.add_argument("--reps", type=int, default=3, help="runs per cell; medians are shown")
+    p.add_argument("--tools", default=",".join(TOOLS), help=f"subset of {', '.join(TOOLS)}")
+    p.add_argument("--skip-install", action="store_true", help="use the installed peers as is")
+    p.add_argument("--workers", type=int, default=50)
+    p.add_argument("--delay-ms", type=float, default=100.0)
+    p.add_argument("--output", type=Path, default=BENCH_DIR / "results" / "peers.json")
+    args = p.parse_args(argv)
+    tools = [t.strip() for t in args.tools.split(",") if t.strip()]
+    if unknown := [t for t in tools if t not in TOOLS]:
+        p.error(f"unknown tool {unknown[0]!r}; valid choices: {', '.join(TOOLS)}")
+    s1 = [int(x) for x in args.s1_sizes.split(",") if x.strip()]
+    s2 = [int(x) for x in args.s2_sizes.split(",") if x.strip()]
+
+    if not args.skip_install and any(t != "agentv" for t in tools):
+        install_peers(print)
+    work = PEERS_DIR / "work"
+    bench = Bench(
+        agentv=find_agentv(),
+        work=(BENCH_DIR / ".work").resolve(),
+        reps=args.reps,
+        workers=args.workers,
+        delay_ms=args.delay_ms,
+        timeout_s=None,
+        keep=False,
+        env=child_env(),
+    )
+    (bench.work / "runs").mkdir(parents=True, exist_ok=True)
+    pb = PeerBench(bench=bench, work=work)
+    (work / "logs").mkdir(parents=True, exist_ok=True)
+    delay_s = args.delay_ms / 1000
+    cells = [("version", 0)] + [("S1", n) for n in s1] + [("S2", n) for n in s2]
+
+    module = load_fake_server_module()
+    pb.server = module.FakeLLMServer(delay_ms=args.delay_ms, reply=ANSWER, record=True)
+    pb.server.start()
+    results: dict[tuple[str, str, int], list[Measurement]] = {}
+    failures: dict[tuple[str, str, int], str] = {}
+    started = datetime.now(UTC)
+    t0 = time.perf_counter()
+    try:
+        for scenario, n in cells:
+            reps = max(args.reps, 5) if scenario == "version" else args.reps
+            for rep in range(reps):
+                for tool in tools:  # alternate the tools inside every repetition
+                    key = (tool, scenario, n)
+                    if key in failures:
+                        continue
+                    try:
+                        m = run_cell(pb, tool, scenario, n, rep)
+                    except RunCheckError as exc:
+                        failures[key] = str(exc)
+                        print(f"  {tool} {scenario} {n}: FAILED: {exc}")
+                        continue
+                    results.setdefault(key, []).append(m)
+                    print(f"  {tool} {scenario} N={n} run {rep + 1}: {m.wall_s:.2f} s")
+    finally:
+        pb.server.stop()
+        for n in {*s1, *s2}:  # leave agentv's suites pointing at no server
+            generate_suite(bench.work / "suites" / f"n{n}", n)
+
+    rows: list[dict[str, Any]] = []
+    lines = [
+        "| tool | scenario | N | wall s (min–max) | cases/s | CPU s | peak RSS MB | efficiency |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for scenario, n in cells:
+        for tool in tools:
+            key = (tool, scenario, n)
+            if key in failures:
+                lines.append(f"| {TOOL_NAMES[tool]} | {scenario} | {n:,} | FAILED | | | | |")
+                rows.append({"tool": tool, "scenario": scenario, "n": n, "error": failures[key]})
+                continue
+            s = summarize(results[key])
+            ideal = n * delay_s / args.workers if scenario == "S2" else None
+            lines.append(_fmt_row(tool, scenario, n, s, ideal))
+            row = {"tool": tool, "scenario": scenario, "n": n, **s}
+            if ideal:
+                row["efficiency"] = round(ideal / s["wall_s"], 3)
+            row["runs"] = [r.to_dict() for r in results[key]]
+            rows.append(row)
+    others = [t for t in tools if t != "agentv"]
+    ratio_lines = [
+        "| scenario | N | " + " | ".join(f"{TOOL_NAMES[t]} / agentv" for t in others) + " |"
+    ]
+    ratio_lines.append("|---|---|" + "---|" * len(others))
+    ratios: list[dict[str, Any]] = []
+    if "agentv" in tools:
+        for scenario, n in cells:
+            ours = results.get(("agentv", scenario, n))
+            cells_text = []
+            for tool in others:
+                theirs = results.get((tool, scenario, n))
+                if not ours or not theirs:
+                    cells_text.append("–")
+                    continue
+                ratio = summarize(theirs)["wall_s"] / summarize(ours)["wall_s"]
+                ratios.append({"tool": tool, "scenario": scenario, "n": n, "ratio": ratio})
+                cells_text.append(f"{ratio:.1f}x")
+            ratio_lines.append(f"| {scenario} | {n:,} | " + " | ".join(cells_text) + " |")
+
+    print()
+    print("\n".join(lines))
+    if "agentv" in tools and others:
+        print("\nWall-time ratios (peer / agentv; above 1 means agentv is faster):\n")
+        print("\n".join(ratio_lines))
+    meta = {
+        "started": started.isoformat(timespec="seconds"),
+        "duration_s": round(time.perf_counter() - t0, 1),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "reps": args.reps,
+        "workers": args.workers,
+        "delay_ms": args.delay_ms,
+    }
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    payload = {"meta": meta, "rows": rows, "ratios": ratios}
+    args.output.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    print(f"\nfigures written to {args.output}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
