@@ -35,11 +35,16 @@ def read_text(path: Path, *, strict: bool = False) -> str:
     return data.replace("\r\n", "\n") if "\r\n" in data else data
 
 
-def describe_decode_error(exc: UnicodeDecodeError) -> str:
-    """``not UTF-8 text (byte 0xff on line 3)``: where the first bad byte is."""
-    raw = bytes(exc.object)
-    line = raw[: exc.start].count(b"\n") + 1
-    return f"not UTF-8 text (byte 0x{raw[exc.start : exc.start + 1].hex()} on line {line})"
+def decode_error_line(exc: UnicodeDecodeError) -> int:
+    """The 1-based line of the first byte that is not UTF-8."""
+    return bytes(exc.object)[: exc.start].count(b"\n") + 1
+
+
+def describe_decode_error(exc: UnicodeDecodeError, *, with_line: bool = True) -> str:
+    """``not UTF-8 text (byte 0xff on line 3)``: what the first bad byte is, and where."""
+    byte = bytes(exc.object)[exc.start : exc.start + 1].hex()
+    where = f" on line {decode_error_line(exc)}" if with_line else ""
+    return f"not UTF-8 text (byte 0x{byte}{where})"
 
 
 @dataclass
@@ -164,6 +169,25 @@ class YamlSource:
         )
 
 
+def _syntax_diagnostic(path: Path, exc: yaml.MarkedYAMLError) -> Diagnostic:
+    problem = exc.problem or str(exc)
+    mark = exc.problem_mark or exc.context_mark
+    hint = "fix the YAML syntax at this position (indentation, quotes, colons)"
+    if exc.context_mark is not None and "end of stream" in problem:
+        # The parser only noticed at the end of the file; what is unfinished started here.
+        mark = exc.context_mark
+        hint = "something opened here is never closed (a quote or a bracket)"
+    if exc.context:
+        problem = f"{exc.context}, {problem}"
+    return Diagnostic(
+        path,
+        f"invalid YAML: {problem}",
+        line=mark.line + 1 if mark else None,
+        column=mark.column + 1 if mark else None,
+        hint=hint,
+    )
+
+
 def format_key(key: PathKey) -> str:
     """``("evalcases", 2, "id")`` -> ``evalcases[2].id``."""
     out = ""
@@ -185,8 +209,8 @@ def load_yaml(path: Path) -> YamlSource:
             [
                 Diagnostic(
                     path,
-                    describe_decode_error(exc),
-                    line=bytes(exc.object)[: exc.start].count(b"\n") + 1,
+                    describe_decode_error(exc, with_line=False),
+                    line=decode_error_line(exc),
                     hint="save the file with UTF-8 encoding",
                 )
             ],
@@ -209,22 +233,7 @@ def load_yaml(path: Path) -> YamlSource:
     try:
         data = yaml.load(text, Loader=_Loader)
     except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        problem = exc.problem or str(exc)
-        if exc.context:
-            problem = f"{exc.context}, {problem}"
-        raise InputError(
-            f"{path}: invalid YAML",
-            [
-                Diagnostic(
-                    path,
-                    f"invalid YAML: {problem}",
-                    line=mark.line + 1 if mark else None,
-                    column=mark.column + 1 if mark else None,
-                    hint="fix the YAML syntax at this position (indentation, quotes, colons)",
-                )
-            ],
-        ) from None
+        raise InputError(f"{path}: invalid YAML", [_syntax_diagnostic(path, exc)]) from None
     except yaml.YAMLError as exc:
         raise InputError(
             f"{path}: invalid YAML", [Diagnostic(path, f"invalid YAML: {exc}")]

@@ -205,6 +205,8 @@ def _check_header(src: YamlSource, data: dict[str, Any]) -> list[Diagnostic]:
                 else f"set `$schema: {sc.EVAL_SCHEMA}`",
             )
         )
+        if other:
+            return diags  # its other keys are right for what it is
     if not isinstance(data.get("evalcases"), list):
         what = "missing" if "evalcases" not in data else "not a list"
         diags.append(
@@ -415,7 +417,8 @@ class _CaseBuilder:
                         diags.append(
                             self.src.diagnostic(
                                 (*key, "tool_calls", k, "arguments"),
-                                f"tool call arguments are not valid JSON: {exc.msg}",
+                                f"tool call arguments are not valid JSON: {exc.msg} "
+                                f"at character {exc.pos + 1}",
                                 hint="write the arguments as a YAML mapping instead of a string",
                             )
                         )

@@ -1,0 +1,408 @@
+"""Loading eval files: file resolution, repository root, guideline config, CRLF, caching."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from agentv.errors import InputError
+from agentv.evalfile.files import FileStore, find_repo_root, search_roots
+from agentv.evalfile.guidelines import DEFAULT_GUIDELINE_PATTERNS, is_guideline
+from agentv.evalfile.loader import LoadContext, load_eval_file
+from agentv.messages import FileSegment, GuidelineRef, TextSegment
+from agentv.prompts import build_prompt_inputs
+from helpers import write
+
+HEADER = "$schema: agentv-eval-v2\nevalcases:\n"
+
+
+def one_file_case(value: str, case_id: str = "c") -> str:
+    return f"""  - id: {case_id}
+    outcome: ok
+    input_messages:
+      - role: user
+        content:
+          - type: file
+            value: {value}
+"""
+
+
+def load_one(path: Path, **kwargs: object):
+    loaded = load_eval_file(path, **kwargs)  # type: ignore[arg-type]
+    assert not loaded.errors, [d.format() for d in loaded.errors]
+    (case,) = loaded.cases
+    return case
+
+
+# --- resolution order -------------------------------------------------------------------------
+
+
+def test_resolution_order_eval_folder_then_parents_then_root_then_cwd(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    eval_path = write(repo, "suite/deep/e.yaml", HEADER + one_file_case("data.txt"))
+    candidates = {
+        "suite/deep/data.txt": "from the eval folder",
+        "suite/data.txt": "from the parent",
+        "data.txt": "from the repository root",
+    }
+    for rel, text in candidates.items():
+        write(repo, rel, text)
+    work = repo / "work"
+    write(repo, "work/data.txt", "from the working directory")
+    monkeypatch.chdir(work)
+    for rel, text in candidates.items():
+        seg = load_one(eval_path).input_messages[0].segments[0]
+        assert isinstance(seg, FileSegment)
+        assert seg.text == text
+        assert seg.resolved == (repo / rel).resolve()
+        (repo / rel).unlink()  # next time the next candidate wins
+    seg = load_one(eval_path).input_messages[0].segments[0]
+    assert isinstance(seg, FileSegment) and seg.text == "from the working directory"
+
+
+def test_search_roots_order_and_stop_at_repository_root(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    roots = search_roots(root / "a" / "b", root, tmp_path / "elsewhere")
+    assert roots == [root / "a" / "b", root / "a", root, tmp_path / "elsewhere"]
+
+
+def test_leading_slash_means_relative_to_search_roots(repo: Path) -> None:
+    write(repo, "shared/notes.md", "root-relative")
+    eval_path = write(repo, "suite/e.yaml", HEADER + one_file_case("/shared/notes.md"))
+    seg = load_one(eval_path).input_messages[0].segments[0]
+    assert isinstance(seg, FileSegment)
+    assert seg.text == "root-relative"
+    assert seg.path == "/shared/notes.md"  # shown as written
+
+
+def test_missing_file_lists_every_place_looked_in(repo: Path) -> None:
+    eval_path = write(repo, "suite/e.yaml", HEADER + one_file_case("nope.txt"))
+    loaded = load_eval_file(eval_path)
+    assert loaded.cases == []
+    (diag,) = loaded.errors
+    assert diag.message == "case 'c': referenced file not found: nope.txt"
+    assert (diag.line, diag.column) == (9, 20)
+    assert diag.hint is not None
+    for folder in (repo / "suite", repo):
+        assert str(folder / "nope.txt") in diag.hint
+
+
+# --- repository root ------------------------------------------------------------------------
+
+
+def test_repository_root_is_nearest_folder_with_git(tmp_path: Path) -> None:
+    outer = tmp_path / "outer"
+    (outer / ".git").mkdir(parents=True)
+    inner = outer / "vendor" / "inner"
+    inner.mkdir(parents=True)
+    (inner / ".git").write_text("gitdir: ../../.git/modules/inner\n")  # a submodule: .git file
+    (inner / "x").mkdir()
+    assert find_repo_root(inner / "x", cwd=tmp_path) == inner.resolve()
+    assert find_repo_root(outer / "vendor", cwd=tmp_path) == outer.resolve()
+
+
+def test_repository_root_without_git_is_the_working_directory(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    (work / "evals").mkdir(parents=True)
+    assert find_repo_root(work / "evals", cwd=work) == work.resolve()
+    # outside the working directory: the eval file's own folder, never a wider one
+    other = tmp_path / "other"
+    other.mkdir()
+    assert find_repo_root(other, cwd=work) == other.resolve()
+
+
+# --- guideline config discovery and patterns ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        ("python.instructions.md", True),  # `**` spans zero folders
+        ("docs/team/python.instructions.md", True),
+        ("instructions/style.md", True),
+        ("a/instructions/b/c.md", True),
+        ("review.prompt.md", True),
+        ("prompts/review.md", True),
+        ("src/app.py", False),
+        ("instructions.md", False),
+        (".github/x.instructions.md", False),  # wildcards skip dot-folders (micromatch)
+        ("../outside.instructions.md", False),
+    ],
+)
+def test_default_patterns(path: str, expected: bool) -> None:
+    assert is_guideline(path, DEFAULT_GUIDELINE_PATTERNS) is expected
+
+
+def test_defaults_apply_without_config(repo: Path) -> None:
+    write(repo, "suite/style.instructions.md", "Be brief.")
+    eval_path = write(repo, "suite/e.yaml", HEADER + one_file_case("style.instructions.md"))
+    case = load_one(eval_path)
+    assert isinstance(case.input_messages[0].segments[0], GuidelineRef)
+    assert case.guideline_patterns == DEFAULT_GUIDELINE_PATTERNS
+
+
+def test_nearest_config_wins(repo: Path) -> None:
+    write(
+        repo, ".agentv/config.yaml", '$schema: agentv-config-v2\nguideline_patterns: ["**/*.md"]\n'
+    )
+    write(
+        repo,
+        "suite/.agentv/config.yaml",
+        '$schema: agentv-config-v2\nguideline_patterns: ["**/*.rules.txt"]\n',
+    )
+    write(repo, "suite/a.rules.txt", "rule")
+    write(repo, "suite/b.md", "markdown")
+    eval_path = write(
+        repo,
+        "suite/e.yaml",
+        HEADER + one_file_case("a.rules.txt", "a") + one_file_case("b.md", "b"),
+    )
+    a, b = load_eval_file(eval_path).cases
+    assert isinstance(a.input_messages[0].segments[0], GuidelineRef)
+    assert isinstance(b.input_messages[0].segments[0], FileSegment)
+    # without the nearer config, the root one applies
+    (repo / "suite/.agentv/config.yaml").unlink()
+    a, b = load_eval_file(eval_path).cases
+    assert isinstance(a.input_messages[0].segments[0], FileSegment)
+    assert isinstance(b.input_messages[0].segments[0], GuidelineRef)
+
+
+def test_invalid_config_is_reported_and_skipped(repo: Path) -> None:
+    write(
+        repo, ".agentv/config.yaml", '$schema: agentv-config-v2\nguideline_patterns: ["**/*.md"]\n'
+    )
+    write(repo, "suite/.agentv/config.yaml", "$schema: agentv-config-v1\nguideline_patterns: []\n")
+    write(repo, "suite/b.md", "markdown")
+    eval_path = write(repo, "suite/e.yaml", HEADER + one_file_case("b.md"))
+    loaded = load_eval_file(eval_path)
+    (case,) = loaded.cases
+    assert isinstance(case.input_messages[0].segments[0], GuidelineRef)  # the root config
+    (diag,) = loaded.diagnostics
+    assert diag.file == (repo / "suite/.agentv/config.yaml").resolve()
+    assert diag.message == "`$schema` is 'agentv-config-v1'; expected 'agentv-config-v2'"
+
+
+def test_config_above_repository_root_is_not_used(tmp_path: Path, monkeypatch) -> None:
+    write(tmp_path, ".agentv/config.yaml", "$schema: agentv-config-v2\nguideline_patterns: []\n")
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    monkeypatch.chdir(repo)
+    write(repo, "x.instructions.md", "guide")
+    case = load_one(write(repo, "e.yaml", HEADER + one_file_case("x.instructions.md")))
+    assert isinstance(case.input_messages[0].segments[0], GuidelineRef)  # defaults, not []
+
+
+def test_explicit_empty_pattern_list_means_no_guidelines(repo: Path) -> None:
+    write(repo, ".agentv/config.yaml", "$schema: agentv-config-v2\nguideline_patterns: []\n")
+    write(repo, "style.instructions.md", "Be brief.\n")
+    case = load_one(write(repo, "e.yaml", HEADER + one_file_case("style.instructions.md")))
+    seg = case.input_messages[0].segments[0]
+    assert isinstance(seg, FileSegment)  # an ordinary attachment
+    assert case.guideline_files == ()
+    inputs = build_prompt_inputs(case)
+    assert inputs.guidelines == ""
+    assert inputs.question == '<file path="style.instructions.md">\nBe brief.\n</file>'
+
+
+def test_guideline_classified_by_repository_relative_path(repo: Path) -> None:
+    # The pattern sees `docs/prompts/x.md` (relative to the root), whatever was written.
+    write(repo, "docs/prompts/x.md", "guide")
+    eval_path = write(repo, "docs/evals/e.yaml", HEADER + one_file_case("../prompts/x.md"))
+    case = load_one(eval_path)
+    assert isinstance(case.input_messages[0].segments[0], GuidelineRef)
+    assert case.guideline_files[0].path == "../prompts/x.md"
+
+
+# --- text handling ------------------------------------------------------------------------------
+
+
+def test_crlf_is_normalised_in_eval_files_and_attachments(repo: Path) -> None:
+    (repo / "notes.txt").write_bytes(b"line one\r\nline two\r\nkeep\rthis\r\n")
+    eval_text = (
+        HEADER
+        + one_file_case("notes.txt")
+        + "      - role: user\n        content: |\n          a\n          b\n"
+    )
+    (repo / "e.yaml").write_bytes(eval_text.replace("\n", "\r\n").encode())
+    case = load_one(repo / "e.yaml")
+    seg = case.input_messages[0].segments[0]
+    assert isinstance(seg, FileSegment)
+    assert seg.text == "line one\nline two\nkeep\rthis\n"  # a lone CR is kept
+    text = case.input_messages[1].segments[0]
+    assert isinstance(text, TextSegment) and text.value == "a\nb\n"
+
+
+def test_byte_order_mark_is_not_content(repo: Path) -> None:
+    (repo / "bom.txt").write_bytes(b"\xef\xbb\xbfhello")
+    (repo / "e.yaml").write_bytes(b"\xef\xbb\xbf" + (HEADER + one_file_case("bom.txt")).encode())
+    seg = load_one(repo / "e.yaml").input_messages[0].segments[0]
+    assert isinstance(seg, FileSegment) and seg.text == "hello"
+
+
+def test_file_referenced_by_1000_cases_is_read_once(repo: Path) -> None:
+    write(repo, "shared.txt", "shared attachment")
+    write(repo, "team.instructions.md", "shared guideline")
+    cases = "".join(
+        f"""  - id: case-{i}
+    outcome: ok
+    input_messages:
+      - role: user
+        content:
+          - {{type: file, value: team.instructions.md}}
+          - {{type: file, value: shared.txt}}
+          - {{type: text, value: question {i}}}
+"""
+        for i in range(1000)
+    )
+    eval_path = write(repo, "e.yaml", HEADER + cases)
+    store = FileStore()
+    loaded = load_eval_file(eval_path, context=LoadContext(store=store))
+    assert len(loaded.cases) == 1000
+    assert store.reads == 2
+    assert {c.guideline_files[0].text for c in loaded.cases} == {"shared guideline"}
+    # a second file in the same run reuses the cache too
+    load_eval_file(
+        write(repo, "f.yaml", HEADER + one_file_case("shared.txt")),
+        context=LoadContext(store=store),
+    )
+    assert store.reads == 2
+
+
+# --- security -------------------------------------------------------------------------------------
+
+
+def test_reference_outside_repository_root_is_refused(tmp_path: Path, monkeypatch) -> None:
+    secret = write(tmp_path, "secret/id_rsa", "PRIVATE KEY")
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    monkeypatch.chdir(repo)
+    eval_path = write(
+        repo,
+        "e.yaml",
+        HEADER
+        + one_file_case("../secret/id_rsa", "relative")
+        + one_file_case(str(secret), "absolute"),
+    )
+    loaded = load_eval_file(eval_path)
+    assert loaded.cases == []
+    messages = [d.message for d in loaded.errors]
+    assert messages == [
+        f"case 'relative': referenced file ../secret/id_rsa resolves outside the repository root ({secret})",
+        f"case 'absolute': referenced file {secret} resolves outside the repository root ({secret})",
+    ]
+    assert "--allow-outside-root" in (loaded.errors[0].hint or "")
+    allowed = load_eval_file(eval_path, context=LoadContext(allow_outside_root=True))
+    assert [c.id for c in allowed.cases] == ["relative", "absolute"]
+
+
+def test_symlink_out_of_the_repository_is_refused(tmp_path: Path, monkeypatch) -> None:
+    secret = write(tmp_path, "outside.env", "TOKEN=abc")
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    monkeypatch.chdir(repo)
+    os.symlink(secret, repo / "innocent.txt")
+    loaded = load_eval_file(write(repo, "e.yaml", HEADER + one_file_case("innocent.txt")))
+    assert loaded.cases == []
+    assert "resolves outside the repository root" in loaded.errors[0].message
+
+
+# --- other fields ---------------------------------------------------------------------------------
+
+
+def test_eval_id_filter_dataset_and_reference_answer(repo: Path) -> None:
+    write(repo, "answer.txt", "from a file\n")
+    eval_path = write(
+        repo,
+        "suite/My Evals.yml",
+        HEADER
+        + """  - id: a
+    outcome: ok
+    input_messages: [{role: user, content: hi}]
+    expected_messages:
+      - role: assistant
+        content: "  verbatim  "
+  - id: b
+    outcome: ok
+    input_messages: [{role: user, content: hi}]
+    expected_messages:
+      - role: assistant
+        content:
+          - {type: text, value: see}
+          - {type: file, value: answer.txt}
+""",
+    )
+    loaded = load_eval_file(eval_path)
+    assert loaded.dataset == "My Evals"
+    a, b = loaded.cases
+    assert a.reference_answer == "  verbatim  "
+    assert b.reference_answer == "see from a file\n"
+    only = load_eval_file(eval_path, eval_id="b")
+    assert [c.id for c in only.cases] == ["b"]
+    assert only.total_cases == 2
+
+
+def test_tool_calls_and_results_load(repo: Path) -> None:
+    eval_path = write(
+        repo,
+        "e.yaml",
+        HEADER
+        + """  - id: t
+    outcome: ok
+    execution:
+      target: other
+      evaluators:
+        - {type: contains, value: "4"}
+        - {type: code, script: python3 check.py}
+    input_messages:
+      - role: user
+        content: What is 2+2?
+      - role: assistant
+        content: ""
+        tool_calls:
+          - {id: c1, name: add, arguments: {a: 2, b: 2}}
+          - {id: c2, name: add, arguments: '{"a": 1}'}
+      - role: tool
+        tool_call_id: c1
+        name: add
+        content: "4"
+""",
+    )
+    case = load_one(eval_path)
+    calls = case.input_messages[1].tool_calls
+    assert [(c.id, c.name, c.arguments) for c in calls] == [
+        ("c1", "add", {"a": 2, "b": 2}),
+        ("c2", "add", {"a": 1}),
+    ]
+    tool = case.input_messages[2]
+    assert (tool.role, tool.tool_call_id, tool.name) == ("tool", "c1", "add")
+    assert case.target == "other"
+    assert [e.type for e in case.evaluators] == ["contains", "code"]
+    assert case.evaluators[1].cwd == repo.resolve()  # code evaluators run beside the eval file
+    chat = build_prompt_inputs(case).chat_prompt
+    assert chat[1].tool_calls == calls and chat[2].tool_call_id == "c1"
+
+
+def test_duplicate_case_ids_are_a_warning(repo: Path) -> None:
+    case = "  - {id: same, outcome: ok, input_messages: [{role: user, content: hi}]}\n"
+    loaded = load_eval_file(write(repo, "e.yaml", HEADER + case + case))
+    assert len(loaded.cases) == 2
+    (diag,) = loaded.warnings
+    assert diag.message == "case id 'same' is used more than once (first on line 3)"
+    assert diag.line == 4
+
+
+def test_unusable_file_reports_its_cases_problems_too(repo: Path) -> None:
+    eval_path = write(
+        repo,
+        "e.yaml",
+        "evalcases:\n  - id: a\n    outcome: ok\n    input_messages:\n      - role: usr\n        content: hi\n",
+    )
+    with pytest.raises(InputError) as info:
+        load_eval_file(eval_path)
+    assert [(d.line, d.message) for d in info.value.diagnostics] == [
+        (1, "missing `$schema`"),
+        (5, "case 'a': invalid role 'usr'"),
+    ]

@@ -1,0 +1,594 @@
+"""Every scenario of seeds 002, 003 and 004, with the exact strings of prompt-rules section 9.
+
+Each eval-file scenario is checked twice: through the Python functions (loader, then
+``build_prompt_inputs`` and ``sent_messages``) and through ``agentv render --format json``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from agentv.cases import EvaluatorConfig
+from agentv.cli.app import _register, app
+from agentv.evalfile.loader import load_eval_file
+from agentv.evalfile.schema import LlmJudgeSpec
+from agentv.evaluators.base import EvaluationContext
+from agentv.evaluators.llm_judge import judge_prompts
+from agentv.messages import ChatMessage, Message, TextSegment, chat_to_dicts
+from agentv.prompts import (
+    DEFAULT_SYSTEM_PROMPT,
+    build_prompt_inputs,
+    build_question,
+    sent_messages,
+    uses_role_markers,
+)
+from helpers import write
+
+_register()
+HEADER = "$schema: agentv-eval-v2\nevalcases:\n  - id: case\n    outcome: works\n"
+
+
+def _eval_file(repo: Path, messages_yaml: str, files: dict[str, str] | None = None) -> Path:
+    for rel, text in (files or {}).items():
+        write(repo, rel, text)
+    return write(repo, "evals/case.yaml", HEADER + "    input_messages:\n" + messages_yaml)
+
+
+def views(
+    repo: Path,
+    messages_yaml: str,
+    files: dict[str, str] | None = None,
+    *,
+    mode: str = "lm",
+    system_prompt: str | None = None,
+) -> list[dict[str, Any]]:
+    """The case as the Python functions build it, and as `agentv render --format json` shows it."""
+    path = _eval_file(repo, messages_yaml, files)
+    loaded = load_eval_file(path)
+    assert not loaded.errors, [d.format() for d in loaded.errors]
+    (case,) = loaded.cases
+    inputs = build_prompt_inputs(case, mode, system_prompt)  # type: ignore[arg-type]
+    python_view = {
+        "question": inputs.question,
+        "guidelines": inputs.guidelines,
+        "guideline_paths": [str(p) for p in inputs.guideline_paths],
+        "input_files": [str(p) for p in inputs.input_files],
+        "chat_prompt": chat_to_dicts(inputs.chat_prompt),
+        "sent_messages": chat_to_dicts(
+            sent_messages(
+                inputs.chat_prompt,
+                question=inputs.question,
+                guidelines=inputs.guidelines,
+                system_prompt=system_prompt,
+            )
+        ),
+    }
+    out = [python_view]
+    if system_prompt is None:  # the CLI takes a system prompt only from a target
+        result = CliRunner().invoke(app, ["render", str(path), "--format", "json", "--mode", mode])
+        assert result.exit_code == 0, result.output
+        (cli_view,) = json.loads(result.stdout)
+        out.append({key: cli_view[key] for key in python_view})
+    return out
+
+
+def user(content: str) -> dict[str, str]:
+    return {"role": "user", "content": content}
+
+
+def system(content: str) -> dict[str, str]:
+    return {"role": "system", "content": content}
+
+
+def assistant(content: str) -> dict[str, str]:
+    return {"role": "assistant", "content": content}
+
+
+# --- seed 002: convert input messages to a chat prompt ----------------------------------
+
+
+def test_single_system_and_user_message(repo: Path) -> None:
+    messages = """      - role: system
+        content: You are a helpful assistant.
+      - role: user
+        content: Hello, world!
+"""
+    for view in views(repo, messages):
+        expected = [system("You are a helpful assistant."), user("Hello, world!")]
+        assert view["chat_prompt"] == expected
+        assert view["sent_messages"] == expected  # it has a system message: sent as it is
+
+
+def test_multi_turn_conversation_with_assistant_response(repo: Path) -> None:
+    messages = """      - role: user
+        content: Debug this code
+      - role: assistant
+        content: I can help with that
+      - role: user
+        content: Thanks, here's the code
+"""
+    turns = [
+        user("Debug this code"),
+        assistant("I can help with that"),
+        user("Thanks, here's the code"),
+    ]
+    for view in views(repo, messages):
+        assert view["chat_prompt"] == turns  # no system message in the chat prompt
+        assert view["sent_messages"] == [system(DEFAULT_SYSTEM_PROMPT), *turns]
+
+
+def test_system_message_with_guidelines(repo: Path) -> None:
+    messages = """      - role: user
+        content:
+          - type: text
+            value: Review this code
+          - type: file
+            value: ./guidelines.instructions.md
+"""
+    files = {
+        "evals/guidelines.instructions.md": "Always be concise\n",
+        ".agentv/config.yaml": '$schema: agentv-config-v2\nguideline_patterns: ["**/*.instructions.md"]\n',
+    }
+    for view in views(repo, messages, files):
+        assert view["chat_prompt"] == [
+            system("You are a careful assistant.\n\n[[ ## Guidelines ## ]]\n\nAlways be concise"),
+            user("Review this code\n<Attached: ./guidelines.instructions.md>"),
+        ]
+        assert view["guidelines"] == "Always be concise"
+        assert view["guideline_paths"] == [str(repo / "evals/guidelines.instructions.md")]
+
+
+def test_embedded_non_guideline_file(repo: Path) -> None:
+    messages = """      - role: user
+        content:
+          - type: text
+            value: "Review this:"
+          - type: file
+            value: ./code.js
+"""
+    for view in views(repo, messages, {"evals/code.js": "console.log('test')\n"}):
+        assert view["chat_prompt"] == [
+            user("Review this:\n=== ./code.js ===\nconsole.log('test')"),
+        ]
+        assert view["input_files"] == [str(repo / "evals/code.js")]
+        assert view["guidelines"] == ""
+
+
+# --- seed 002: guideline extraction -------------------------------------------------------
+
+
+def test_extract_guideline_from_user_message(repo: Path) -> None:
+    messages = """      - role: user
+        content:
+          - type: file
+            value: python.instructions.md
+          - type: text
+            value: Write a function
+"""
+    files = {"evals/python.instructions.md": "Use type hints.\n"}
+    for view in views(repo, messages, files):
+        assert view["chat_prompt"] == [
+            system("You are a careful assistant.\n\n[[ ## Guidelines ## ]]\n\nUse type hints."),
+            user("<Attached: python.instructions.md>\nWrite a function"),
+        ]
+        assert view["question"] == "<Attached: python.instructions.md>\nWrite a function"
+
+
+def test_multiple_guideline_files(repo: Path) -> None:
+    messages = """      - role: user
+        content:
+          - type: file
+            value: python.instructions.md
+          - type: file
+            value: security.instructions.md
+"""
+    files = {
+        "evals/python.instructions.md": "Use type hints.\n",
+        "evals/security.instructions.md": "Never log secrets.\n",
+    }
+    for view in views(repo, messages, files):
+        assert view["guidelines"] == (
+            "=== python.instructions.md ===\nUse type hints.\n\n"
+            "=== security.instructions.md ===\nNever log secrets."
+        )
+        assert view["chat_prompt"] == [
+            system(
+                "You are a careful assistant.\n\n[[ ## Guidelines ## ]]\n\n"
+                "=== python.instructions.md ===\nUse type hints.\n\n"
+                "=== security.instructions.md ===\nNever log secrets."
+            ),
+            # kept with both markers: no message has visible content (prompt-rules 5.3)
+            user("<Attached: python.instructions.md>\n<Attached: security.instructions.md>"),
+        ]
+
+
+# --- seed 002: empty-message filtering, system merging ---------------------------------------
+
+
+def test_message_with_only_guideline_files(repo: Path) -> None:
+    messages = """      - role: system
+        content: System context
+      - role: user
+        content:
+          - type: file
+            value: guidelines.instructions.md
+"""
+    files = {"evals/guidelines.instructions.md": "Cite sources.\n"}
+    for view in views(repo, messages, files):
+        assert view["chat_prompt"] == [
+            system("System context\n\n[[ ## Guidelines ## ]]\n\nCite sources."),
+        ]
+
+
+def test_explicit_system_message_in_input(repo: Path) -> None:
+    messages = """      - role: system
+        content:
+          - type: text
+            value: Custom system context
+          - type: file
+            value: concise.instructions.md
+      - role: user
+        content: Hello
+"""
+    files = {"evals/concise.instructions.md": "Be concise\n"}
+    (view,) = views(repo, messages, files, system_prompt="Default prompt")
+    assert view["chat_prompt"] == [
+        system("Custom system context\n\n[[ ## Guidelines ## ]]\n\nBe concise"),
+        user("Hello"),
+    ]
+    assert view["sent_messages"] == view["chat_prompt"]
+
+
+def test_configured_system_prompt_used_without_system_message(repo: Path) -> None:
+    (view,) = views(repo, "      - role: user\n        content: Hello\n", system_prompt="Be brief.")
+    assert view["chat_prompt"] == [system("Be brief."), user("Hello")]
+
+
+# --- seeds 002/003: what providers do with a request (prompt-rules section 6) ---------------
+
+MULTI = [
+    ChatMessage("user", "Hello"),
+    ChatMessage("assistant", "Hi"),
+    ChatMessage("user", "Help me"),
+]
+
+
+def test_chatprompt_provided_in_request() -> None:
+    sent = sent_messages(MULTI, question="[User]: Hello\n[Assistant]: Hi\n[User]: Help me")
+    assert chat_to_dicts(sent)[1:] == chat_to_dicts(MULTI)
+    assert all("[User]" not in m.content for m in sent)
+
+
+def test_chatprompt_not_provided_legacy() -> None:
+    sent = sent_messages(None, question="What is the capital of France?")
+    assert chat_to_dicts(sent) == [
+        system(DEFAULT_SYSTEM_PROMPT),
+        user("What is the capital of France?"),
+    ]
+    configured = sent_messages(
+        None, question="What is the capital of France?", system_prompt="Answer in one word."
+    )
+    assert configured[0].content == "Answer in one word."
+
+
+def test_legacy_request_with_guidelines() -> None:
+    sent = sent_messages(None, question="Q", guidelines="Be concise")
+    assert sent[0].content == f"{DEFAULT_SYSTEM_PROMPT}\n\n[[ ## Guidelines ## ]]\n\nBe concise"
+
+
+def test_system_message_in_chatprompt() -> None:
+    chat = [
+        ChatMessage("system", "You are a code reviewer.\n\n[[ ## Guidelines ## ]]\nBe concise."),
+        ChatMessage("user", "Review this code"),
+    ]
+    assert sent_messages(chat, system_prompt="ignored") == chat
+
+
+def test_no_system_message_in_chatprompt() -> None:
+    assert chat_to_dicts(sent_messages(MULTI)) == [
+        system("You are a careful assistant."),
+        user("Hello"),
+        assistant("Hi"),
+        user("Help me"),
+    ]
+
+
+def test_both_chatprompt_and_guidelines_provided() -> None:
+    chat = [
+        ChatMessage("system", "System with guidelines already merged"),
+        ChatMessage("user", "Hello"),
+    ]
+    sent = sent_messages(chat, guidelines="Old guideline 1\nOld guideline 2")
+    assert chat_to_dicts(sent) == [system("System with guidelines already merged"), user("Hello")]
+
+
+def test_azure_provider_inherits_fix() -> None:
+    # Every LM API provider sends `sent_messages(...)`; a chat prompt without a system
+    # message gets the default one first and keeps its turns as they are.
+    chat = [ChatMessage("user", "Hello"), ChatMessage("assistant", "Hi")]
+    assert chat_to_dicts(sent_messages(chat)) == [
+        system(DEFAULT_SYSTEM_PROMPT),
+        user("Hello"),
+        assistant("Hi"),
+    ]
+
+
+def test_vscode_with_multi_turn_eval(repo: Path) -> None:
+    messages = """      - role: user
+        content: Hello
+      - role: assistant
+        content: Hi
+      - role: user
+        content: Help
+"""
+    # Agent targets get the question (with markers) in agent mode, not the chat prompt.
+    for view in views(repo, messages, mode="agent"):
+        assert view["question"] == "@[User]:\nHello\n\n@[Assistant]:\nHi\n\n@[User]:\nHelp"
+
+
+def test_orchestrator_populates_chatprompt(repo: Path) -> None:
+    messages = """      - role: user
+        content: Hello
+      - role: assistant
+        content: Hi there
+"""
+    for view in views(repo, messages):
+        assert view["question"] == "@[User]:\nHello\n\n@[Assistant]:\nHi there"
+        assert view["chat_prompt"] == [user("Hello"), assistant("Hi there")]
+        assert view["guidelines"] == ""
+
+
+# --- seed 000: system messages anywhere, markers for logging only ---------------------------
+
+
+def test_multiple_system_messages_anywhere(repo: Path) -> None:
+    messages = """      - role: system
+        content: First rule.
+      - role: user
+        content: Hello
+      - role: system
+        content: Second rule.
+      - role: user
+        content: Go on
+"""
+    for view in views(repo, messages):
+        assert view["chat_prompt"] == [
+            system("First rule.\n\nSecond rule."),
+            user("Hello"),
+            user("Go on"),
+        ]
+        # the question keeps each system turn where it was written
+        assert view["question"] == (
+            "@[System]:\nFirst rule.\n\n@[User]:\nHello\n\n"
+            "@[System]:\nSecond rule.\n\n@[User]:\nGo on"
+        )
+
+
+def test_role_markers_for_logging_only(repo: Path) -> None:
+    messages = """      - role: user
+        content: Hello
+      - role: assistant
+        content: Hi
+      - role: user
+        content: Bye
+"""
+    for view in views(repo, messages):
+        assert "@[" in view["question"]
+        assert all("@[" not in m["content"] for m in view["sent_messages"])
+
+
+# --- seed 004: message formatting ---------------------------------------------------------------
+
+
+def test_two_message_conversation_uses_role_markers(repo: Path) -> None:
+    messages = """      - role: system
+        content: You are a tutor.
+      - role: user
+        content:
+          - type: text
+            value: Explain recursion.
+          - type: file
+            value: style.instructions.md
+"""
+    files = {"evals/style.instructions.md": "Use short sentences.\n"}
+    for view in views(repo, messages, files):
+        assert view["question"] == (
+            "@[System]:\nYou are a tutor.\n\n"
+            "@[User]:\nExplain recursion.\n<Attached: style.instructions.md>"
+        )
+        assert view["guidelines"] == "Use short sentences."
+        assert "Use short sentences." not in view["question"]
+
+
+def test_single_visible_message_stays_flat(repo: Path) -> None:
+    messages = """      - role: user
+        content:
+          - type: text
+            value: Summarise the policy.
+          - type: file
+            value: policy.instructions.md
+"""
+    files = {"evals/policy.instructions.md": "Refunds within 30 days.\n"}
+    for view in views(repo, messages, files):
+        assert view["question"] == "Summarise the policy.\n<Attached: policy.instructions.md>"
+
+
+def test_system_file_attachment_with_user_message(repo: Path) -> None:
+    messages = """      - role: system
+        content:
+          - type: file
+            value: rules.instructions.md
+          - type: file
+            value: context.md
+      - role: user
+        content: What changed?
+"""
+    files = {
+        "evals/rules.instructions.md": "Answer in English.\n",
+        "evals/context.md": "Release 2.0 notes.\n",
+    }
+    for view in views(repo, messages, files):
+        assert view["guidelines"] == "Answer in English."
+        assert view["question"] == (
+            "@[System]:\n<Attached: rules.instructions.md>\n"
+            '<file path="context.md">\nRelease 2.0 notes.\n</file>\n\n'
+            "@[User]:\nWhat changed?"
+        )
+        assert view["chat_prompt"][0] == system(
+            "=== context.md ===\nRelease 2.0 notes.\n\n[[ ## Guidelines ## ]]\n\nAnswer in English."
+        )
+
+
+MULTI_TURN_WITH_FILE = """      - role: user
+        content:
+          - type: text
+            value: This fails.
+          - type: file
+            value: app.py
+      - role: assistant
+        content: Which input?
+      - role: user
+        content: An empty list.
+"""
+
+
+def test_multi_turn_conversation_with_non_user_messages(repo: Path) -> None:
+    files = {"evals/app.py": "print(1 / 0)\n"}
+    lm = views(repo, MULTI_TURN_WITH_FILE, files)
+    agent = views(repo, MULTI_TURN_WITH_FILE, files, mode="agent")
+    for view in lm:
+        assert view["question"] == (
+            '@[User]:\nThis fails.\n<file path="app.py">\nprint(1 / 0)\n</file>\n\n'
+            "@[Assistant]:\nWhich input?\n\n@[User]:\nAn empty list."
+        )
+    for view in agent:
+        assert view["question"] == (
+            '@[User]:\nThis fails.\n<file: path="app.py">\n\n'
+            "@[Assistant]:\nWhich input?\n\n@[User]:\nAn empty list."
+        )
+
+
+def test_multi_turn_with_file_references_and_guidelines(repo: Path) -> None:
+    messages = """      - role: user
+        content:
+          - type: file
+            value: review.instructions.md
+          - type: text
+            value: Review app.py.
+          - type: file
+            value: app.py
+      - role: assistant
+        content: Looks fine.
+      - role: user
+        content:
+          - type: text
+            value: Check again with the guideline.
+          - type: file
+            value: review.instructions.md
+"""
+    files = {"evals/app.py": "x = 1\n", "evals/review.instructions.md": "Look for bugs.\n"}
+    for view in views(repo, messages, files):
+        assert view["guidelines"] == "Look for bugs."  # read once, listed once
+        assert view["question"] == (
+            "@[User]:\n<Attached: review.instructions.md>\nReview app.py.\n"
+            '<file path="app.py">\nx = 1\n</file>\n\n'
+            "@[Assistant]:\nLooks fine.\n\n"
+            "@[User]:\nCheck again with the guideline.\n<Attached: review.instructions.md>"
+        )
+        assert view["chat_prompt"][1] == user(
+            "<Attached: review.instructions.md>\nReview app.py.\n=== app.py ===\nx = 1"
+        )
+
+
+# --- seed 004: role-marker decision -----------------------------------------------------------
+
+
+def _msg(role: str, *texts: str) -> Message:
+    return Message(role, tuple(TextSegment(t) for t in texts))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("messages", "expected"),
+    [
+        ([_msg("user", "Hi")], False),
+        ([_msg("system", "  "), _msg("user", "Hi")], False),  # one visible message
+        ([_msg("system", "Be nice"), _msg("user", "Hi")], True),  # two visible
+        ([_msg("user", "Hi"), _msg("assistant", "")], True),  # an assistant turn
+        ([_msg("tool", "42")], True),  # a tool turn
+        ([_msg("user", "A"), _msg("user", "B")], True),
+        ([], False),
+    ],
+)
+def test_detecting_when_role_markers_are_needed(messages: list[Message], expected: bool) -> None:
+    assert uses_role_markers(messages) is expected
+    question = build_question(messages)
+    assert ("@[" in question) is expected
+
+
+def test_preserving_message_order() -> None:
+    messages = [
+        _msg("user", "first"),
+        _msg("assistant", "second"),
+        _msg("system", "third"),
+        _msg("user", "last"),
+    ]
+    question = build_question(messages)
+    assert [line for line in question.splitlines() if line.startswith("@[")] == [
+        "@[User]:",
+        "@[Assistant]:",
+        "@[System]:",
+        "@[User]:",
+    ]
+    assert question.endswith("@[User]:\nlast")
+
+
+# --- seed 004: evaluator prompt formatting --------------------------------------------------
+
+
+def _judge_user_prompt(repo: Path, messages_yaml: str, mode: str = "lm") -> tuple[str, str]:
+    path = _eval_file(repo, messages_yaml)
+    (case,) = load_eval_file(path).cases
+    inputs = build_prompt_inputs(case, mode)  # type: ignore[arg-type]
+    ctx = EvaluationContext(
+        case=case, inputs=inputs, candidate="An answer.", target_name="t", judge=None
+    )
+    judge = EvaluatorConfig("judge", LlmJudgeSpec(type="llm_judge"))
+    return inputs.question, judge_prompts(ctx, judge)[1]
+
+
+def test_multi_turn_conversation_evaluation(repo: Path) -> None:
+    _, prompt = _judge_user_prompt(
+        repo,
+        "      - role: user\n        content: Hello\n"
+        "      - role: assistant\n        content: Hi\n"
+        "      - role: user\n        content: Help\n",
+    )
+    assert (
+        "[[ ## question ## ]]\n@[User]:\nHello\n\n@[Assistant]:\nHi\n\n@[User]:\nHelp\n" in prompt
+    )
+
+
+def test_single_turn_conversation_evaluation(repo: Path) -> None:
+    _, prompt = _judge_user_prompt(repo, "      - role: user\n        content: What is 2+2?\n")
+    assert "[[ ## question ## ]]\nWhat is 2+2?\n" in prompt
+    assert "@[" not in prompt
+
+
+def test_evaluator_receives_same_context_as_candidate(repo: Path) -> None:
+    write(repo, "evals/g.instructions.md", "Secret guideline text.\n")
+    question, prompt = _judge_user_prompt(
+        repo,
+        "      - role: user\n        content:\n"
+        "          - {type: file, value: g.instructions.md}\n"
+        "          - {type: text, value: Do it}\n"
+        "      - role: assistant\n        content: Done\n",
+        mode="agent",
+    )
+    assert f"[[ ## question ## ]]\n{question}\n" in prompt
+    assert "<Attached: g.instructions.md>" in prompt
+    assert "Secret guideline text." not in prompt  # guidelines are not duplicated
