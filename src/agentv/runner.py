@@ -127,10 +127,10 @@ def run_eval_command(
 
 
 def _prepare(opts: EvalOptions, cwd: Path, err: TextIO) -> tuple[Plan, TargetRegistry, RunSettings]:
-    from agentv.env import load_env_files
+    from agentv.env import load_env_file
 
     files = expand_eval_paths(opts.paths, cwd)
-    load_env_files(find_repo_root(files[0].parent, cwd), cwd)
+    load_env_file(find_repo_root(files[0].parent, cwd), cwd)
     dry = (
         DryRun(opts.dry_run_delay, opts.dry_run_delay_min, opts.dry_run_delay_max)
         if opts.dry_run

@@ -53,13 +53,12 @@ def eval_command(
         bool, typer.Option("--cache", help="Reuse answers stored on disk for identical requests.")
     ] = False,
     dump_prompts: Annotated[
-        str | None,
-        typer.Option(
-            "--dump-prompts",
-            is_flag=False,
-            flag_value=".agentv/prompts",
-            help="Write each case's prompt as JSON into this folder (default .agentv/prompts).",
-        ),
+        bool,
+        typer.Option("--dump-prompts", help="Write each case's prompt as JSON (.agentv/prompts)."),
+    ] = False,
+    dump_dir: Annotated[
+        Path | None,
+        typer.Option("--dump-dir", help="Folder for --dump-prompts (implies it)."),
     ] = None,
     threshold: Annotated[
         float | None, typer.Option(help="Exit 1 when the mean score is below this (for CI).")
@@ -88,7 +87,7 @@ def eval_command(
         agent_timeout=agent_timeout,
         max_retries=max_retries,
         cache=cache,
-        dump_prompts=dump_prompts,
+        dump_prompts=str(dump_dir) if dump_dir else (".agentv/prompts" if dump_prompts else None),
         threshold=threshold,
         allow_outside_root=allow_outside_root,
         verbose=verbose,

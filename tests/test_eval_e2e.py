@@ -1,0 +1,339 @@
+"""`agentv eval` end to end: real CLI process, real OpenAI SDK, loopback fake API server."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from fakes.llm_server import FakeLLMServer, RecordedRequest
+from helpers import write
+
+SECRET = "sk-e2e-secret-key-0123456789abcdef"
+JUDGE_VERDICT = {
+    "score": 0.75,
+    "hits": ["names the cause"],
+    "misses": ["no test suggested"],
+    "reasoning": "Mostly right.",
+}
+
+
+def _reply(rec: RecordedRequest) -> str:
+    messages = (rec.body or {}).get("messages", [])
+    system = messages[0]["content"] if messages and messages[0]["role"] == "system" else ""
+    if system.startswith("You are an expert evaluator"):
+        return "Here is my grade:\n```json\n" + json.dumps(JUDGE_VERDICT) + "\n```"
+    return "The KeyError comes from the missing 'user' key. The answer is 42."
+
+
+@pytest.fixture
+def server():
+    with FakeLLMServer(reply=_reply) as srv:
+        yield srv
+
+
+def _targets(repo: Path, url: str, extra: str = "") -> None:
+    write(
+        repo,
+        ".agentv/targets.yaml",
+        f"""$schema: agentv-targets-v2.2
+targets:
+  - name: default
+    provider: openai
+    base_url: {url}/v1
+    api_key: ${{{{ E2E_API_KEY }}}}
+    model: fake-model
+    max_retries: 0
+  - name: broken
+    provider: openai
+    base_url: http://127.0.0.1:9/v1
+    api_key: ${{{{ E2E_API_KEY }}}}
+    model: fake-model
+    max_retries: 0
+{extra}""",
+    )
+
+
+CHECK_SCRIPT = """\
+import json, sys
+payload = json.load(sys.stdin)
+ok = "42" in payload["candidate_answer"]
+print(json.dumps({"score": 1.0 if ok else 0.0,
+                  "hits": ["says 42"] if ok else [],
+                  "misses": [] if ok else ["no 42"],
+                  "reasoning": "question had %d markers" % payload["question"].count("@[")}))
+"""
+
+
+def _suite(repo: Path) -> Path:
+    write(repo, "evals/guides/debug.instructions.md", "Answer in one paragraph.\n")
+    write(repo, "evals/src/app.py", "def handler(event):\n    return event['user']\n")
+    write(repo, "evals/check.py", CHECK_SCRIPT)
+    write(repo, "evals/crash.py", "import sys\nsys.stderr.write('boom: checker crashed')\nsys.exit(3)\n")
+    return write(
+        repo,
+        "evals/debug.yaml",
+        """$schema: agentv-eval-v2
+evalcases:
+  - id: multi-turn
+    outcome: Explains the KeyError and gives the answer 42.
+    input_messages:
+      - role: system
+        content: You are a debugging assistant.
+      - role: user
+        content:
+          - type: text
+            value: My handler crashes.
+          - type: file
+            value: guides/debug.instructions.md
+          - type: file
+            value: src/app.py
+      - role: assistant
+        content: What error do you see?
+      - role: user
+        content: A KeyError. Why?
+    execution:
+      evaluators:
+        - name: judge
+          type: llm_judge
+        - name: check
+          type: code
+          script: python3 check.py
+  - id: provider-down
+    outcome: Anything.
+    input_messages:
+      - role: user
+        content: Hello?
+    execution:
+      target: broken
+      evaluators:
+        - type: contains
+          value: "42"
+  - id: checker-crash
+    outcome: Anything.
+    input_messages:
+      - role: user
+        content: What is 6 times 7?
+    execution:
+      evaluators:
+        - name: crash
+          type: code
+          script: python3 crash.py
+        - type: contains
+          value: "42"
+""",
+    )
+
+
+def _agentv(
+    repo: Path, *args: str, timeout: float = 120, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, "E2E_API_KEY": SECRET, "CI": "1", **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "agentv", *args],
+        cwd=repo,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def _rows(path: Path) -> dict[str, dict]:
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    return {r["eval_id"]: r for r in rows}
+
+
+def test_end_to_end_results_requests_and_secrets(repo: Path, server: FakeLLMServer) -> None:
+    _targets(repo, server.url)
+    _suite(repo)
+    out = repo / "out.jsonl"
+    proc = _agentv(repo, "eval", "evals/debug.yaml", "--out", str(out), "--dump-prompts")
+    assert proc.returncode == 0, proc.stderr
+    rows = _rows(out)
+    assert set(rows) == {"multi-turn", "provider-down", "checker-crash"}
+
+    good = rows["multi-turn"]
+    assert "error" not in good
+    # judge 0.75 and code 1.0 -> mean
+    assert good["score"] == pytest.approx(0.875)
+    assert [e["name"] for e in good["evaluator_results"]] == ["judge", "check"]
+    assert good["evaluator_results"][1]["reasoning"] == "question had 4 markers"
+    raw = good["raw_request"]
+    assert raw["question"].startswith("@[System]:\nYou are a debugging assistant.\n\n@[User]:\n")
+    assert "<Attached: guides/debug.instructions.md>" in raw["question"]
+    assert raw["question"].endswith("@[User]:\nA KeyError. Why?")
+    assert raw["guidelines"] == "Answer in one paragraph."
+    assert raw["guideline_paths"] == [str(repo / "evals/guides/debug.instructions.md")]
+    assert raw["input_files"] == [str(repo / "evals/src/app.py")]
+    assert good["usage"]["input_tokens"] > 0
+    assert good["latency_ms"] >= 0
+
+    # The chat prompt in the results is exactly what reached the API.
+    candidate_calls = [
+        r for r in server.requests if not r.body["messages"][0]["content"].startswith("You are an expert")
+    ]
+    judge_calls = [r for r in server.requests if r not in candidate_calls]
+    sent = next(r for r in candidate_calls if "debugging" in r.body["messages"][0]["content"])
+    assert [{"role": m["role"], "content": m["content"]} for m in sent.body["messages"]] == raw[
+        "chat_prompt"
+    ]
+    assert [m["role"] for m in raw["chat_prompt"]] == ["system", "user", "assistant", "user"]
+    assert raw["chat_prompt"][0]["content"] == (
+        "You are a debugging assistant.\n\n[[ ## Guidelines ## ]]\n\nAnswer in one paragraph."
+    )
+    assert raw["chat_prompt"][1]["content"] == (
+        "My handler crashes.\n<Attached: guides/debug.instructions.md>\n"
+        "=== src/app.py ===\ndef handler(event):\n    return event['user']"
+    )
+    assert not any("@[" in m["content"] for m in raw["chat_prompt"])
+    # The judge saw the candidate's question, markers included (prompt-rules section 7).
+    assert len(judge_calls) == 1
+    judge_user = judge_calls[0].body["messages"][1]["content"]
+    assert "[[ ## question ## ]]\n" + raw["question"] in judge_user
+    assert "Answer in one paragraph." not in judge_user
+    assert sent.headers["authorization"] == f"Bearer {SECRET}"
+
+    # A provider failure and an evaluator crash are rows, not the end of the run.
+    down = rows["provider-down"]
+    assert down["score"] == 0 and down["error"]
+    assert down["candidate_answer"].startswith("Error occurred: ")
+    crash = rows["checker-crash"]
+    assert "error" not in crash
+    assert crash["score"] == pytest.approx(0.5)
+    crashed = crash["evaluator_results"][0]
+    assert crashed["score"] == 0 and "boom: checker crashed" in crashed["error"]
+
+    # The key is nowhere: results, console output, prompt dumps.
+    dumps = list((repo / ".agentv/prompts").glob("*.json"))
+    assert len(dumps) == 3
+    dumped = json.loads(next(d for d in dumps if "multi-turn" in d.name).read_text())
+    assert dumped["question"] == raw["question"]
+    for text in [out.read_text(), proc.stdout, proc.stderr, *(d.read_text() for d in dumps)]:
+        assert SECRET not in text
+    assert "Results written to:" in proc.stdout
+
+
+def test_cache_second_run_sends_nothing(repo: Path, server: FakeLLMServer) -> None:
+    _targets(repo, server.url)
+    write(
+        repo,
+        "evals/simple.yaml",
+        """$schema: agentv-eval-v2
+evalcases:
+  - id: one
+    outcome: Says 42.
+    input_messages: [{role: user, content: What is 6 times 7?}]
+    execution: {evaluators: [{type: contains, value: "42"}]}
+  - id: two
+    outcome: Says 42.
+    input_messages: [{role: user, content: And 7 times 6?}]
+    execution: {evaluators: [{type: contains, value: "42"}]}
+""",
+    )
+    first = _agentv(repo, "eval", "evals/simple.yaml", "--cache", "--out", "a.jsonl")
+    assert first.returncode == 0, first.stderr
+    assert len(server.requests) == 2
+    second = _agentv(repo, "eval", "evals/simple.yaml", "--cache", "--out", "b.jsonl")
+    assert second.returncode == 0, second.stderr
+    assert len(server.requests) == 2  # nothing new reached the API
+    volatile = ("timestamp", "duration_ms")
+    a, b = _rows(repo / "a.jsonl"), _rows(repo / "b.jsonl")
+    for key in ("one", "two"):
+        assert {k: v for k, v in a[key].items() if k not in volatile} == {
+            k: v for k, v in b[key].items() if k not in volatile
+        }
+
+
+def _many_cases(repo: Path, n: int) -> Path:
+    cases = "\n".join(
+        f"""  - id: case-{i:02d}
+    outcome: Says 42.
+    input_messages: [{{role: user, content: "Question {i}"}}]
+    execution: {{evaluators: [{{type: contains, value: "42"}}]}}"""
+        for i in range(n)
+    )
+    return write(repo, "evals/many.yaml", f"$schema: agentv-eval-v2\nevalcases:\n{cases}\n")
+
+
+def test_workers_run_cases_concurrently(repo: Path) -> None:
+    with FakeLLMServer(reply="42", delay_ms=200) as srv:
+        _targets(repo, srv.url)
+        _many_cases(repo, 20)
+        started = time.monotonic()
+        proc = _agentv(repo, "eval", "evals/many.yaml", "--workers", "10", "--out", "r.jsonl")
+        wall = time.monotonic() - started
+    assert proc.returncode == 0, proc.stderr
+    assert len(_rows(repo / "r.jsonl")) == 20
+    serial = 20 * 0.2
+    # generous: includes interpreter start-up; serial dispatch would need 4 s of latency alone
+    assert wall < serial * 0.5 + 1.5, wall
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_interrupt_keeps_finished_cases(repo: Path, signum: int) -> None:
+    with FakeLLMServer(reply="42", delay_ms=300) as srv:
+        _targets(repo, srv.url)
+        _many_cases(repo, 40)
+        out = repo / "r.jsonl"
+        env = {**os.environ, "E2E_API_KEY": SECRET, "CI": "1"}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "agentv", "eval", "evals/many.yaml", "--workers", "2", "--out", str(out)],
+            cwd=repo,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if out.exists() and len(out.read_text().splitlines()) >= 3:
+                break
+            time.sleep(0.05)
+        proc.send_signal(signum)
+        stdout, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == (130 if signum == signal.SIGINT else 143), stderr
+    text = out.read_text()
+    assert text.endswith("\n")
+    rows = [json.loads(line) for line in text.splitlines()]
+    assert 3 <= len(rows) < 40
+    assert all(r["score"] == 1.0 for r in rows)
+    assert "Interrupted:" in stderr
+    assert str(out) in stderr
+
+
+def test_threshold_sets_exit_code(repo: Path, server: FakeLLMServer) -> None:
+    _targets(repo, server.url)
+    write(
+        repo,
+        "evals/t.yaml",
+        """$schema: agentv-eval-v2
+evalcases:
+  - id: needs-43
+    outcome: Says 43.
+    input_messages: [{role: user, content: Say 43}]
+    execution: {evaluators: [{type: contains, value: "43"}]}
+""",
+    )
+    low = _agentv(repo, "eval", "evals/t.yaml", "--threshold", "0.5", "--out", "a.jsonl")
+    assert low.returncode == 1
+    assert "below the threshold" in low.stderr
+    ok = _agentv(repo, "eval", "evals/t.yaml", "--threshold", "0", "--out", "b.jsonl")
+    assert ok.returncode == 0, ok.stderr
+
+
+def test_init_never_overwrites(repo: Path) -> None:
+    write(repo, ".agentv/targets.yaml", "# mine\n")
+    proc = _agentv(repo, "init")
+    assert proc.returncode == 0, proc.stderr
+    assert (repo / ".agentv/targets.yaml").read_text() == "# mine\n"
+    assert "Kept existing .agentv/targets.yaml" in proc.stdout
+    assert (repo / ".agentv/config.yaml").read_text().startswith("$schema: agentv-config-v2")
+    assert (repo / ".env.example").exists()
+    again = _agentv(repo, "init")
+    assert "Nothing to do" in again.stdout
