@@ -228,6 +228,8 @@ class FakeLLMServer:
         text = self.reply(rec) if callable(self.reply) else self.reply
         n = next(self._ids)
         payload = _SUCCESS[api](rec, text, self.reasoning, n)
+        if api in ("openai", "azure") and isinstance(body, dict) and body.get("stream"):
+            return await _openai_stream(request, payload)
         return web.json_response(payload)
 
 
@@ -341,6 +343,26 @@ _GOOGLE_STATUS = {
     429: "RESOURCE_EXHAUSTED",
     503: "UNAVAILABLE",
 }
+
+
+async def _openai_stream(request: web.Request, payload: dict[str, Any]) -> web.StreamResponse:
+    """A chat completion as server-sent events (``"stream": true``; clients such as the
+    TypeScript AgentV always stream): one content chunk, the finish chunk, then usage."""
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await response.prepare(request)
+    head = {k: payload[k] for k in ("id", "created", "model")}
+    message = payload["choices"][0]["message"]
+    chunks = [
+        {"choices": [{"index": 0, "delta": message, "finish_reason": None}]},
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+        {"choices": [], "usage": payload["usage"]},
+    ]
+    for chunk in chunks:
+        event = {**head, "object": "chat.completion.chunk", **chunk}
+        await response.write(f"data: {json.dumps(event)}\n\n".encode())
+    await response.write(b"data: [DONE]\n\n")
+    await response.write_eof()
+    return response
 
 
 def _error_response(api: str, status: int, message: str, retry_after: float | None) -> web.Response:
