@@ -1,0 +1,1 @@
+"""Agent targets: programs run as child processes (``cli``, ``codex``, ``vscode``)."""

@@ -1,0 +1,444 @@
+"""``provider: cli``: any command line as a target.
+
+The command is a template run by the system shell. Every value substituted into it is
+shell-quoted, so a prompt or a file name can never run as shell code: templates must not
+add quotes of their own around placeholders. The answer is what the command wrote to
+``{OUTPUT_FILE}``, or its standard output when it wrote no such file.
+
+A CLI target gets the LM-mode question in ``{PROMPT}`` (prompt-rules section 6) and, through
+``{CHAT_PROMPT_FILE}``, the chat prompt as a JSON file so the roles of a multi-turn
+conversation survive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import re
+import shlex
+import tempfile
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
+from pydantic_core import PydanticCustomError
+
+from agentv.errors import AgentProcessError, ProviderError, ProviderTimeout
+from agentv.messages import chat_to_dicts
+from agentv.prompts import sent_messages
+from agentv.providers.agents.common import (
+    OptionalText,
+    TimeoutSeconds,
+    combined_timeout,
+    normalise_newlines,
+    redact,
+    safe_label,
+    secret_values,
+    unique_paths,
+)
+from agentv.providers.agents.process import ProcessResult, run_process
+from agentv.providers.base import Provider, ProviderRequest, ProviderResponse, ProviderSettings
+
+PLACEHOLDERS: tuple[str, ...] = (
+    "PROMPT",
+    "GUIDELINES",
+    "EVAL_ID",
+    "ATTEMPT",
+    "FILES",
+    "OUTPUT_FILE",
+    "CHAT_PROMPT_FILE",
+)
+# `${NAME}` is the shell's own expansion, left alone; `{NAME}` is a placeholder.
+_TOKEN = re.compile(r"(?<!\$)\{([A-Z_]+)\}")
+#: a healthcheck must not hang a run; used when neither it nor the target sets a timeout
+DEFAULT_HEALTHCHECK_TIMEOUT_S = 30.0
+_STDERR_IN_MESSAGE = 1500
+
+
+def check_placeholders(template: str) -> str:
+    """``template`` if every ``{UPPER_CASE}`` token in it is a supported placeholder."""
+    for match in _TOKEN.finditer(template):
+        if match.group(1) not in PLACEHOLDERS:
+            raise PydanticCustomError(
+                "placeholder",
+                "includes unsupported placeholder '{token}'. Supported placeholders: {names}",
+                {"token": match.group(0), "names": ", ".join(PLACEHOLDERS)},
+            )
+    return template
+
+
+def _template(value: Any) -> Any:
+    if isinstance(value, str):
+        if not value.strip():
+            raise PydanticCustomError("template", "must be a non-empty command line")
+        check_placeholders(value)
+    return value
+
+
+def uses_placeholder(template: str, name: str) -> bool:
+    """Whether ``{name}`` appears in ``template`` as a placeholder."""
+    return any(m.group(1) == name for m in _TOKEN.finditer(template))
+
+
+def render_template(template: str, values: dict[str, str]) -> str:
+    """Replace each known ``{NAME}`` by its (already shell-quoted) value."""
+    return _TOKEN.sub(lambda m: values.get(m.group(1), m.group(0)), template)
+
+
+def _quote(value: str) -> str:
+    return shlex.quote(value)
+
+
+def render_files(paths: list[Path], files_format: str) -> str:
+    """``{FILES}``: ``files_format`` per file with ``{path}``/``{basename}`` quoted, space-joined."""
+    return " ".join(
+        files_format.replace("{path}", _quote(str(p))).replace("{basename}", _quote(p.name))
+        for p in paths
+    )
+
+
+# --- settings -------------------------------------------------------------------------------
+
+_STRICT = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+
+class HttpHealthcheck(BaseModel):
+    """``healthcheck: {type: http, url: ...}``: a GET that must answer 2xx."""
+
+    model_config = _STRICT
+
+    type: Literal["http"]
+    url: str = Field(min_length=1)
+    timeout_seconds: TimeoutSeconds = Field(
+        default=None, validation_alias=AliasChoices("timeout_seconds", "timeoutSeconds")
+    )
+
+
+class CommandHealthcheck(BaseModel):
+    """``healthcheck: {type: command, command_template: ...}``: a command that must exit 0."""
+
+    model_config = _STRICT
+
+    type: Literal["command"]
+    command_template: str = Field(
+        validation_alias=AliasChoices("command_template", "commandTemplate")
+    )
+    cwd: OptionalText = None
+    timeout_seconds: TimeoutSeconds = Field(
+        default=None, validation_alias=AliasChoices("timeout_seconds", "timeoutSeconds")
+    )
+
+    @field_validator("command_template", mode="before")
+    @classmethod
+    def _check_template(cls, value: Any) -> Any:
+        return _template(value)
+
+
+Healthcheck = Annotated[HttpHealthcheck | CommandHealthcheck, Field(discriminator="type")]
+
+
+class CliSettings(ProviderSettings):
+    """``provider: cli`` fields."""
+
+    command_template: str = Field(
+        validation_alias=AliasChoices("command_template", "commandTemplate")
+    )
+    files_format: str = Field(
+        default="{path}",
+        validation_alias=AliasChoices(
+            "files_format", "filesFormat", "attachments_format", "attachmentsFormat"
+        ),
+    )
+    cwd: OptionalText = None
+    env: dict[str, str] = Field(default_factory=dict)
+    timeout_seconds: TimeoutSeconds = Field(
+        default=None, validation_alias=AliasChoices("timeout_seconds", "timeoutSeconds")
+    )
+    healthcheck: Healthcheck | None = None
+
+    @field_validator("command_template", mode="before")
+    @classmethod
+    def _check_template(cls, value: Any) -> Any:
+        return _template(value)
+
+    @field_validator("files_format", mode="before")
+    @classmethod
+    def _files_format(cls, value: Any) -> Any:
+        if value is None or (isinstance(value, str) and not value.strip()):
+            return "{path}"
+        return value
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env(cls, value: Any) -> Any:
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise PydanticCustomError("env", "must be a mapping of variable names to values")
+        out: dict[Any, Any] = {}
+        for key, item in value.items():
+            # YAML turns `PORT: 8080` into a number; the environment only holds strings.
+            if isinstance(item, bool):
+                item = "true" if item else "false"
+            elif isinstance(item, int | float):
+                item = str(item)
+            out[key] = item
+        return out
+
+    @field_validator("healthcheck", mode="before")
+    @classmethod
+    def _healthcheck(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        if not isinstance(value, dict):
+            raise PydanticCustomError(
+                "healthcheck", "must be a mapping with 'type: http' or 'type: command'"
+            )
+        kind = value.get("type")
+        kind = kind.strip().lower() if isinstance(kind, str) else kind
+        if kind not in ("http", "command"):
+            raise PydanticCustomError("healthcheck", "type must be 'http' or 'command'")
+        return {**value, "type": kind}
+
+
+# --- provider ---------------------------------------------------------------------------------
+
+
+class CliProvider(Provider):
+    """Runs ``command_template`` through the shell once per request."""
+
+    kind = "cli"
+    Settings = CliSettings
+    settings: CliSettings
+    is_agent = False
+
+    def __init__(self, name: str, settings: CliSettings) -> None:
+        super().__init__(name, settings)
+        self._health_lock = asyncio.Lock()
+        self._health_checked = False
+        self._health_error: ProviderError | None = None
+
+    # --- helpers ---
+
+    def _env(self) -> dict[str, str]:
+        return {**os.environ, **self.settings.env}
+
+    def _secrets(self) -> list[str]:
+        return secret_values(self.settings.env)
+
+    def _cwd(self, override: str | None = None) -> Path | None:
+        raw = override or self.settings.cwd
+        if raw is None:
+            return None
+        path = Path(raw).expanduser()
+        if not path.is_dir():
+            raise ProviderError(
+                self.name,
+                f"CLI target '{self.name}': working directory '{path}' does not exist; "
+                "fix `cwd` in targets.yaml",
+            )
+        return path
+
+    def _failure(self, result: ProcessResult, what: str, timeout: float | None) -> ProviderError:
+        secrets = self._secrets()
+        if result.timed_out:
+            suffix = f" after {math.ceil(timeout)}s" if timeout else ""
+            return ProviderTimeout(self.name, f"{what} timed out{suffix}")
+        detail = result.stderr_tail(_STDERR_IN_MESSAGE) or result.stdout_tail(_STDERR_IN_MESSAGE)
+        message = f"{what} {result.describe_exit()}"
+        if detail:
+            message += f": {detail}"
+        return AgentProcessError(
+            self.name,
+            redact(message, secrets),
+            exit_code=result.exit_code,
+            stderr_tail=redact(result.stderr_tail(), secrets),
+        )
+
+    # --- healthcheck ---
+
+    async def healthcheck(self) -> None:
+        """Run the target's ``healthcheck`` once; the outcome (also a failure) is kept."""
+        async with self._health_lock:
+            if not self._health_checked:
+                self._health_error = await self._run_healthcheck()
+                self._health_checked = True
+        if self._health_error is not None:
+            raise self._health_error
+
+    async def _run_healthcheck(self) -> ProviderError | None:
+        check = self.settings.healthcheck
+        if check is None:
+            return None
+        timeout = (
+            check.timeout_seconds or self.settings.timeout_seconds or DEFAULT_HEALTHCHECK_TIMEOUT_S
+        )
+        try:
+            if isinstance(check, HttpHealthcheck):
+                reason = await asyncio.to_thread(_http_check, check.url, timeout)
+            else:
+                reason = await self._command_check(check, timeout)
+        except ProviderError as exc:
+            reason = str(exc)
+        if reason is None:
+            return None
+        return ProviderError(
+            self.name,
+            redact(f"CLI healthcheck failed for '{self.name}': {reason}", self._secrets()),
+        )
+
+    async def _command_check(self, check: CommandHealthcheck, timeout: float) -> str | None:
+        with tempfile.TemporaryDirectory(prefix="agentv-cli-", ignore_cleanup_errors=True) as tmp:
+            chat_file = Path(tmp) / "agentv-healthcheck-chat.json"
+            chat_file.write_text("[]", encoding="utf-8")
+            values = {
+                "PROMPT": _quote(""),
+                "GUIDELINES": _quote(""),
+                "EVAL_ID": _quote("healthcheck"),
+                "ATTEMPT": _quote("0"),
+                "FILES": "",
+                "OUTPUT_FILE": _quote(str(Path(tmp) / "agentv-healthcheck-output.json")),
+                "CHAT_PROMPT_FILE": _quote(str(chat_file)),
+            }
+            command = render_template(check.command_template, values)
+            try:
+                result = await run_process(
+                    command, cwd=self._cwd(check.cwd), env=self._env(), timeout=timeout
+                )
+            except OSError as exc:
+                return f"could not run the healthcheck command: {exc}"
+        if result.ok:
+            return None
+        if result.timed_out:
+            return f"healthcheck command timed out after {math.ceil(timeout)}s"
+        detail = result.stderr_tail(_STDERR_IN_MESSAGE) or result.stdout_tail(_STDERR_IN_MESSAGE)
+        exit_text = f"healthcheck command {result.describe_exit()}"
+        return f"{exit_text}: {detail}" if detail else exit_text
+
+    # --- invoke ---
+
+    def _files(self, request: ProviderRequest) -> list[Path]:
+        # Every file the case refers to: guideline files first, then attachments.
+        return unique_paths(request.guideline_paths, request.input_files)
+
+    def _chat_prompt(self, request: ProviderRequest) -> list[dict[str, Any]]:
+        if request.chat_prompt is not None:
+            return chat_to_dicts(request.chat_prompt)
+        # A request without a chat prompt (API use): the two messages an LM would get.
+        return chat_to_dicts(
+            sent_messages(
+                None,
+                question=request.question,
+                guidelines=request.guidelines,
+                system_prompt=request.system_prompt,
+            )
+        )
+
+    def preview(self, request: ProviderRequest) -> dict[str, Any]:
+        """The command that would run, with placeholder paths for the per-call files."""
+        values = self._values(
+            request,
+            Path(tempfile.gettempdir()) / "agentv-cli-XXXX" / "output.json",
+            Path(tempfile.gettempdir()) / "agentv-cli-XXXX" / "chat_prompt.json",
+        )
+        sent: dict[str, Any] = {
+            "command": render_template(self.settings.command_template, values),
+            "cwd": self.settings.cwd,
+        }
+        if uses_placeholder(self.settings.command_template, "CHAT_PROMPT_FILE"):
+            sent["chat_prompt"] = self._chat_prompt(request)
+        return redact(sent, self._secrets())
+
+    def _values(self, request: ProviderRequest, output: Path, chat: Path) -> dict[str, str]:
+        return {
+            "PROMPT": _quote(request.question),
+            "GUIDELINES": _quote(request.guidelines),
+            "EVAL_ID": _quote(request.eval_id),
+            "ATTEMPT": _quote(str(request.attempt)),
+            "FILES": render_files(self._files(request), self.settings.files_format),
+            "OUTPUT_FILE": _quote(str(output)),
+            "CHAT_PROMPT_FILE": _quote(str(chat)),
+        }
+
+    async def invoke(self, request: ProviderRequest) -> ProviderResponse:
+        """Run the command for one request; the answer is ``{OUTPUT_FILE}`` or stdout."""
+        await self.healthcheck()
+        settings = self.settings
+        cwd = self._cwd()
+        timeout = combined_timeout(settings.timeout_seconds, request.timeout)
+        secrets = self._secrets()
+        uses_chat = uses_placeholder(settings.command_template, "CHAT_PROMPT_FILE")
+        # A private folder per call: the output file cannot exist before the command runs,
+        # and nothing is left behind afterwards.
+        with tempfile.TemporaryDirectory(prefix="agentv-cli-", ignore_cleanup_errors=True) as tmp:
+            label = safe_label(request.eval_id, "unknown")
+            output_file = Path(tmp) / f"agentv-{label}-output.json"
+            chat_file = Path(tmp) / f"agentv-{label}-chat.json"
+            chat_prompt = self._chat_prompt(request) if uses_chat else None
+            if chat_prompt is not None:
+                chat_file.write_text(
+                    json.dumps(chat_prompt, ensure_ascii=False, indent=2), encoding="utf-8"
+                )
+            command = render_template(
+                settings.command_template, self._values(request, output_file, chat_file)
+            )
+            sent: dict[str, Any] = {
+                "command": command,
+                "cwd": str(cwd) if cwd else None,
+                "env": sorted(settings.env),  # names only: values may be credentials
+                "timeout_seconds": timeout,
+                "output_file": str(output_file),
+            }
+            if chat_prompt is not None:
+                sent["chat_prompt_file"] = str(chat_file)
+                sent["chat_prompt"] = chat_prompt
+            try:
+                result = await run_process(command, cwd=cwd, env=self._env(), timeout=timeout)
+            except OSError as exc:
+                raise ProviderError(self.name, f"could not run the CLI command: {exc}") from None
+            if not result.ok:
+                raise self._failure(result, "CLI command", timeout)
+            if output_file.is_file():
+                text = normalise_newlines(output_file.read_bytes().decode("utf-8", "replace"))
+                source = "output_file"
+            else:
+                # A trailing newline from print/echo is not part of the answer.
+                text = normalise_newlines(result.stdout).rstrip("\n")
+                source = "stdout"
+        raw = {
+            "exit_code": result.exit_code,
+            "answer_source": source,
+            "stderr": result.stderr_tail(4000),
+            "stdout_truncated": result.stdout_truncated,
+            "duration_ms": round(result.duration_s * 1000, 1),
+        }
+        return ProviderResponse(
+            text=text,
+            latency_ms=result.duration_s * 1000,
+            raw=redact(raw, secrets),
+            sent=redact(sent, secrets),
+        )
+
+
+def _http_check(url: str, timeout: float) -> str | None:
+    """GET ``url``; None when it answers 2xx, else the reason."""
+    parts = urllib.parse.urlsplit(url)
+    shown = urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
+    if parts.scheme not in ("http", "https"):
+        return f"healthcheck URL must start with http:// or https:// (got {shown!r})"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            status = response.status
+            if 200 <= status < 300:
+                return None
+            return f"GET {shown} answered HTTP {status} {response.reason}"
+    except urllib.error.HTTPError as exc:
+        return f"GET {shown} answered HTTP {exc.code} {exc.reason}"
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        return f"GET {shown} failed: {reason}"

@@ -1,0 +1,580 @@
+"""``provider: codex``: the OpenAI Codex CLI as a target.
+
+Each call runs ``codex --ask-for-approval never exec --json --color never
+--skip-git-repo-check <args...> -`` in a scratch folder (or the target's ``cwd``), with the
+prompt document on stdin: a pre-read block of ``file://`` links to the guideline and input
+files, then the agent-mode question. The answer is the last agent message of the ``--json``
+event stream. Each call's stream is logged under ``.agentv/logs/codex`` unless
+``AGENTV_CODEX_STREAM_LOGS`` is ``false``, ``0`` or ``off``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal, TextIO
+
+from pydantic import AliasChoices, Field, field_validator
+from pydantic_core import PydanticCustomError
+
+from agentv.errors import AgentProcessError, ProviderError, ProviderTimeout
+from agentv.providers.agents.common import (
+    OptionalText,
+    TimeoutSeconds,
+    combined_timeout,
+    preread_document,
+    redact,
+    safe_label,
+    secret_values,
+    unique_paths,
+)
+from agentv.providers.agents.process import ProcessResult, run_process
+from agentv.providers.base import (
+    Provider,
+    ProviderRequest,
+    ProviderResponse,
+    ProviderSettings,
+    Usage,
+)
+
+log = logging.getLogger("agentv.codex")
+
+LOGS_ENV = "AGENTV_CODEX_STREAM_LOGS"
+LOG_FORMAT_ENV = "AGENTV_CODEX_LOG_FORMAT"
+INSTALL_HINT = "npm install -g @openai/codex"
+FIXED_ARGS: tuple[str, ...] = (
+    "--ask-for-approval",
+    "never",
+    "exec",
+    "--json",
+    "--color",
+    "never",
+    "--skip-git-repo-check",
+)
+_ANSWER_ITEMS = ("agent_message", "response", "output")
+_DETAIL_IN_MESSAGE = 1500
+
+LogFormat = Literal["summary", "json"]
+
+
+def _log_format(value: Any) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = value.strip().lower()
+        if not value:
+            return None
+        if value in ("summary", "json"):
+            return value
+    raise PydanticCustomError("log_format", "codex log format must be 'summary' or 'json'")
+
+
+class CodexSettings(ProviderSettings):
+    """``provider: codex`` fields."""
+
+    executable: str = Field(
+        default="codex", validation_alias=AliasChoices("executable", "command", "binary")
+    )
+    args: tuple[str, ...] = Field(default=(), validation_alias=AliasChoices("args", "arguments"))
+    cwd: OptionalText = None
+    timeout_seconds: TimeoutSeconds = Field(
+        default=None, validation_alias=AliasChoices("timeout_seconds", "timeoutSeconds")
+    )
+    log_dir: OptionalText = Field(
+        default=None,
+        validation_alias=AliasChoices("log_dir", "logDir", "log_directory", "logDirectory"),
+    )
+    log_format: LogFormat | None = Field(
+        default=None,
+        validation_alias=AliasChoices(
+            "log_format", "logFormat", "log_output_format", "logOutputFormat"
+        ),
+    )
+
+    @field_validator("executable", mode="before")
+    @classmethod
+    def _executable(cls, value: Any) -> Any:
+        if value is None or (isinstance(value, str) and not value.strip()):
+            return "codex"
+        return value.strip() if isinstance(value, str) else value
+
+    @field_validator("args", mode="before")
+    @classmethod
+    def _args(cls, value: Any) -> Any:
+        if value is None:
+            return ()
+        if not isinstance(value, list | tuple):
+            raise PydanticCustomError(
+                "args", "must be a list of strings, one command-line argument each"
+            )
+        items = []
+        for item in value:
+            if isinstance(item, int | float) and not isinstance(item, bool):
+                item = str(item)
+            if not isinstance(item, str) or not item.strip():
+                raise PydanticCustomError("args", "every argument must be a non-empty string")
+            items.append(item.strip())
+        return tuple(items)
+
+    @field_validator("log_format", mode="before")
+    @classmethod
+    def _format(cls, value: Any) -> Any:
+        return _log_format(value)
+
+
+# --- the executable -------------------------------------------------------------------------
+
+
+def locate_executable(executable: str) -> Path | None:
+    """The Codex executable: a path (relative to the working directory) when the value has a
+    slash, else the first hit on ``PATH``. None when there is no such program."""
+    if "/" in executable or "\\" in executable:
+        path = Path(executable).expanduser().absolute()
+        return path if path.is_file() and os.access(path, os.X_OK) else None
+    found = shutil.which(executable)
+    return Path(found) if found else None
+
+
+def missing_executable_message(executable: str, target: str) -> str:
+    """How to fix a Codex target whose executable cannot be found."""
+    where = "does not exist or is not executable" if "/" in executable else "was not found on PATH"
+    return (
+        f"Codex executable '{executable}' {where}. Install the Codex CLI with "
+        f"`{INSTALL_HINT}`, or set `executable` on target '{target}' in targets.yaml "
+        "to the program's path."
+    )
+
+
+# --- the --json event stream ------------------------------------------------------------------
+
+
+def flatten(value: Any) -> str:
+    """Text of a string, of a list of strings / ``{text}`` parts, or of a ``{text}`` object."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        parts = []
+        for part in value:
+            if isinstance(part, str):
+                text = part
+            elif isinstance(part, dict) and isinstance(part.get("text"), str):
+                text = part["text"]
+            else:
+                continue
+            if text:
+                parts.append(text)
+        return " \n".join(parts)
+    if isinstance(value, dict) and isinstance(value.get("text"), str):
+        return value["text"]
+    return ""
+
+
+def _first(mapping: dict[str, Any], *keys: str) -> Any:
+    for key in keys:
+        if mapping.get(key) is not None:
+            return mapping[key]
+    return None
+
+
+def parse_output(stdout: str) -> Any:
+    """The ``--json`` output: one JSON document, or the list of its JSON Lines events.
+
+    Lines that are not JSON (a stray warning) are skipped rather than failing the call.
+    Raises ``ValueError`` with the reason when nothing usable was printed.
+    """
+    text = stdout.strip()
+    if not text:
+        raise ValueError("Codex CLI produced no output in --json mode")
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    events = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            events.append(json.loads(line))
+        except ValueError:
+            continue
+    if events:
+        return events
+    shown = text[:200] + ("…" if len(text) > 200 else "")
+    raise ValueError(f"Codex CLI emitted invalid JSON: {shown}")
+
+
+def _event_text(event: Any) -> str:
+    if not isinstance(event, dict):
+        return ""
+    item = event.get("item")
+    if (
+        event.get("type") == "item.completed"
+        and isinstance(item, dict)
+        and item.get("type") in _ANSWER_ITEMS
+    ):
+        return flatten(_first(item, "text", "content", "output"))
+    return flatten(_first(event, "output", "content"))
+
+
+def extract_answer(parsed: Any) -> str | None:
+    """The final assistant text: the last event that carries one, scanning backwards."""
+    if isinstance(parsed, list):
+        for event in reversed(parsed):
+            text = _event_text(event)
+            if text.strip():
+                return text
+        return None
+    if not isinstance(parsed, dict):
+        return None
+    text = _event_text(parsed)
+    if text.strip():
+        return text
+    messages = parsed.get("messages")
+    if isinstance(messages, list):
+        for message in reversed(messages):
+            if isinstance(message, dict) and message.get("role") == "assistant":
+                text = flatten(message.get("content"))
+                if text.strip():
+                    return text
+    response = parsed.get("response")
+    if isinstance(response, dict):
+        text = flatten(response.get("content"))
+        if text.strip():
+            return text
+    text = flatten(parsed.get("output"))
+    return text if text.strip() else None
+
+
+def extract_usage(parsed: Any) -> Usage | None:
+    """Token counts of the last ``turn.completed`` event, when it has any."""
+    events = parsed if isinstance(parsed, list) else [parsed]
+    for event in reversed(events):
+        if not isinstance(event, dict) or not isinstance(event.get("usage"), dict):
+            continue
+        usage = event["usage"]
+        given = usage.get("input_tokens")
+        produced = usage.get("output_tokens")
+        given = given if isinstance(given, int) else None
+        produced = produced if isinstance(produced, int) else None
+        total = given + produced if given is not None and produced is not None else None
+        return Usage(input_tokens=given, output_tokens=produced, total_tokens=total)
+    return None
+
+
+def last_error(parsed: Any) -> str | None:
+    """The message of the last error event (``error``, ``turn.failed``, error items)."""
+    events = parsed if isinstance(parsed, list) else [parsed]
+    for event in reversed(events):
+        if not isinstance(event, dict):
+            continue
+        kind = event.get("type")
+        if kind == "error" and isinstance(event.get("message"), str):
+            return event["message"]
+        if kind == "turn.failed" and isinstance(event.get("error"), dict):
+            message = event["error"].get("message")
+            if isinstance(message, str):
+                return message
+    return None
+
+
+# --- stream logs ------------------------------------------------------------------------------
+
+
+def stream_logs_enabled() -> bool:
+    """False when ``AGENTV_CODEX_STREAM_LOGS`` is ``false``, ``0`` or ``off``."""
+    return os.environ.get(LOGS_ENV, "").strip().lower() not in ("false", "0", "off")
+
+
+def summarise_line(stream: str, line: str) -> str:
+    """One stream line in the ``summary`` log format."""
+    try:
+        event = json.loads(line)
+    except ValueError:
+        return line if stream == "stdout" else f"stderr: {line}"
+    if not isinstance(event, dict):
+        return line
+    kind = str(event.get("type") or "event")
+    item = event.get("item") if isinstance(event.get("item"), dict) else None
+    message = _event_text(event)
+    if not message and item is not None:
+        message = flatten(_first(item, "text", "content", "output", "message", "command"))
+    if not message:
+        message = flatten(event.get("message"))
+    if message:
+        return f"{kind}: {message}"
+    if item is not None and item.get("type"):
+        return f"{kind}:{item['type']}"
+    return kind
+
+
+class StreamLog:
+    """Writes one Codex call's stdout/stderr lines to a log file as they arrive."""
+
+    def __init__(self, path: Path, fmt: LogFormat, header: list[str]) -> None:
+        self.path = path
+        self.format = fmt
+        self._started = time.monotonic()
+        self._file: TextIO | None = path.open("a", encoding="utf-8")
+        self._file.write("\n".join(header) + "\n")
+        self._file.flush()
+
+    def _elapsed(self) -> str:
+        seconds = int(time.monotonic() - self._started)
+        hours, rest = divmod(seconds, 3600)
+        minutes, secs = divmod(rest, 60)
+        return f"{hours:02d}:{minutes:02d}:{secs:02d}" if hours else f"{minutes:02d}:{secs:02d}"
+
+    def line(self, stream: str, text: str) -> None:
+        """Record one line (blank lines are skipped)."""
+        if self._file is None or not text.strip():
+            return
+        if self.format == "json":
+            try:
+                message = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+            except ValueError:
+                message = text
+        else:
+            message = summarise_line(stream, text)
+        self._file.write(f"[+{self._elapsed()}] [{stream}] {message}\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+def _iso_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+# --- provider ---------------------------------------------------------------------------------
+
+
+class CodexProvider(Provider):
+    """Runs ``codex exec`` once per request with the prompt document on stdin."""
+
+    kind = "codex"
+    Settings = CodexSettings
+    settings: CodexSettings
+    is_agent = True
+
+    def __init__(self, name: str, settings: CodexSettings) -> None:
+        super().__init__(name, settings)
+        self._executable: Path | None = None
+        #: every stream log written by this target, for the run's closing summary
+        self.log_files: list[Path] = []
+
+    def executable(self) -> Path:
+        """The Codex program (looked up once); ``ProviderError`` saying how to install it."""
+        if self._executable is None:
+            found = locate_executable(self.settings.executable)
+            if found is None:
+                raise ProviderError(
+                    self.name, missing_executable_message(self.settings.executable, self.name)
+                )
+            self._executable = found
+        return self._executable
+
+    async def healthcheck(self) -> None:
+        """Fail before the first case when the Codex executable cannot be found."""
+        self.executable()
+
+    def _log_format(self) -> LogFormat:
+        if self.settings.log_format is not None:
+            return self.settings.log_format
+        try:
+            return _log_format(os.environ.get(LOG_FORMAT_ENV)) or "summary"
+        except PydanticCustomError:
+            raise ProviderError(
+                self.name,
+                f"codex log format must be 'summary' or 'json' ({LOG_FORMAT_ENV}="
+                f"{os.environ.get(LOG_FORMAT_ENV)!r})",
+            ) from None
+
+    def _open_log(self, request: ProviderRequest) -> StreamLog | None:
+        if not stream_logs_enabled():
+            return None
+        fmt = self._log_format()
+        folder = (
+            Path(self.settings.log_dir).expanduser().absolute()
+            if self.settings.log_dir
+            else Path.cwd() / ".agentv" / "logs" / "codex"
+        )
+        stamp = _iso_now()
+        name = (
+            f"{stamp.replace(':', '-').replace('.', '-')}_{safe_label(self.name, 'target')}_"
+            f"{safe_label(request.eval_id, 'codex')}_attempt-{request.attempt + 1}_"
+            f"{uuid.uuid4().hex[:8]}.log"
+        )
+        header = ["# Codex CLI stream log", f"# target: {self.name}"]
+        if request.eval_id:
+            header.append(f"# eval: {request.eval_id}")
+        header += [f"# attempt: {request.attempt + 1}", f"# started: {stamp}"]
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            stream_log = StreamLog(folder / name, fmt, header)
+        except OSError as exc:
+            log.warning("Skipping Codex stream logging (could not create %s): %s", folder, exc)
+            return None
+        self.log_files.append(stream_log.path)
+        return stream_log
+
+    def _argv(self, executable: Path) -> list[str]:
+        return [str(executable), *FIXED_ARGS, *self.settings.args, "-"]
+
+    def _prompt(self, request: ProviderRequest) -> tuple[str, list[Path], list[Path]]:
+        guidelines = unique_paths(request.guideline_paths)
+        inputs = [p for p in unique_paths(request.input_files) if p not in set(guidelines)]
+        prompt = preread_document(request.question, guidelines, inputs, files_label="input")
+        return prompt, guidelines, inputs
+
+    def preview(self, request: ProviderRequest) -> dict[str, Any]:
+        """The prompt document and arguments a call would use."""
+        prompt, _, _ = self._prompt(request)
+        exe = locate_executable(self.settings.executable) or Path(self.settings.executable)
+        return redact(
+            {"prompt": prompt, "argv": self._argv(exe), "cwd": self.settings.cwd},
+            secret_values(),
+        )
+
+    async def invoke(self, request: ProviderRequest) -> ProviderResponse:
+        """Run Codex on one request and return its final agent message."""
+        executable = self.executable()
+        prompt, guidelines, inputs = self._prompt(request)
+        argv = self._argv(executable)
+        timeout = combined_timeout(self.settings.timeout_seconds, request.timeout)
+        cwd = Path(self.settings.cwd).expanduser().absolute() if self.settings.cwd else None
+        if cwd is not None and not cwd.is_dir():
+            raise ProviderError(
+                self.name,
+                f"Codex target '{self.name}': working directory '{cwd}' does not exist; "
+                "fix `cwd` in targets.yaml",
+            )
+        workspace = Path(tempfile.mkdtemp(prefix="agentv-codex-"))
+        stream_log: StreamLog | None = None
+        copied: list[Path] = []
+        prompt_file = workspace / "prompt.md"  # for inspection; the prompt goes on stdin
+        try:
+            prompt_file.write_text(prompt, encoding="utf-8")
+            if cwd is None:  # so that the files are also inside the agent's workspace
+                copied = _copy_files(workspace, [*guidelines, *inputs])
+            stream_log = self._open_log(request)
+            try:
+                result = await run_process(
+                    argv,
+                    cwd=cwd or workspace,
+                    env=dict(os.environ),
+                    stdin=prompt,
+                    timeout=timeout,
+                    on_line=stream_log.line if stream_log else None,
+                )
+            except OSError as exc:
+                raise ProviderError(
+                    self.name,
+                    f"{missing_executable_message(str(executable), self.name)} ({exc})",
+                ) from None
+        finally:
+            if stream_log is not None:
+                stream_log.close()
+            shutil.rmtree(workspace, ignore_errors=True)
+
+        secrets = secret_values()
+        sent = {
+            "prompt": prompt,
+            "argv": argv,
+            "cwd": str(cwd or workspace),
+            "workspace": str(workspace),
+            "prompt_file": str(prompt_file),
+            "workspace_files": [str(p) for p in copied],
+            "guideline_files": [str(p) for p in guidelines],
+            "input_files": [str(p) for p in inputs],
+        }
+        raw: dict[str, Any] = {
+            "exit_code": result.exit_code,
+            "stderr": result.stderr_tail(4000),
+            "log_file": str(stream_log.path) if stream_log else None,
+            "duration_ms": round(result.duration_s * 1000, 1),
+        }
+        if not result.ok:
+            raise self._failure(result, timeout, secrets)
+        try:
+            parsed = parse_output(result.stdout)
+        except ValueError as exc:
+            raise ProviderError(self.name, redact(str(exc), secrets)) from None
+        answer = extract_answer(parsed)
+        if answer is None:
+            message = "Codex CLI JSON response did not include an assistant message"
+            error = last_error(parsed)
+            if error:
+                message += f" (last error: {error})"
+            raise ProviderError(self.name, redact(message, secrets))
+        raw["events"] = len(parsed) if isinstance(parsed, list) else 1
+        return ProviderResponse(
+            text=answer,
+            usage=extract_usage(parsed),
+            latency_ms=result.duration_s * 1000,
+            raw=redact(raw, secrets),
+            sent=redact(sent, secrets),
+        )
+
+    def _failure(
+        self, result: ProcessResult, timeout: float | None, secrets: list[str]
+    ) -> ProviderError:
+        if result.timed_out:
+            suffix = f" after {math.ceil(timeout)}s" if timeout else ""
+            return ProviderTimeout(self.name, f"Codex CLI timed out{suffix}")
+        detail = result.stderr_tail(_DETAIL_IN_MESSAGE) or result.stdout_tail(_DETAIL_IN_MESSAGE)
+        message = f"Codex CLI {result.describe_exit()}"
+        if detail:
+            message += f": {detail}"
+        return AgentProcessError(
+            self.name,
+            redact(message, secrets),
+            exit_code=result.exit_code,
+            stderr_tail=redact(result.stderr_tail(), secrets),
+        )
+
+
+def _copy_files(workspace: Path, files: list[Path]) -> list[Path]:
+    """Copy the case's files into the scratch workspace (by base name, clashes numbered)."""
+    taken = {"prompt.md"}
+    copied = []
+    for source in files:
+        if not source.is_file():
+            continue  # the prompt tells the agent to report a missing file itself
+        stem, suffix = source.stem, source.suffix
+        name, n = source.name, 1
+        while name in taken:
+            n += 1
+            name = f"{stem}-{n}{suffix}"
+        taken.add(name)
+        target = workspace / name
+        try:
+            shutil.copyfile(source, target)
+        except OSError as exc:
+            log.warning("could not copy %s into the Codex workspace: %s", source, exc)
+            continue
+        copied.append(target)
+    return copied
+
+
+__all__ = [
+    "CodexProvider",
+    "CodexSettings",
+    "StreamLog",
+    "extract_answer",
+    "extract_usage",
+    "flatten",
+    "locate_executable",
+    "parse_output",
+]

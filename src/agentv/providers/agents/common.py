@@ -1,0 +1,150 @@
+"""Pieces shared by the agent targets: file lists, the pre-read prompt document, settings
+field types, secret redaction for what is recorded, and file-name-safe labels."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BeforeValidator
+from pydantic_core import PydanticCustomError
+
+USER_QUERY_HEADER = "[[ ## user_query ## ]]"
+
+# --- settings field types ---------------------------------------------------------------
+
+
+def _blank_to_none(value: Any) -> Any:
+    if isinstance(value, str):
+        value = value.strip()
+        return value or None
+    return value
+
+
+def _positive_seconds(value: float | None) -> float | None:
+    if value is not None and not value > 0:
+        raise PydanticCustomError("timeout", "must be greater than zero seconds")
+    return value
+
+
+#: an optional string; blank means "not set"
+OptionalText = Annotated[str | None, BeforeValidator(_blank_to_none)]
+#: ``timeout_seconds``: a positive number of seconds, or not set
+TimeoutSeconds = Annotated[
+    float | None, BeforeValidator(_blank_to_none), AfterValidator(_positive_seconds)
+]
+
+
+def combined_timeout(*values: float | None) -> float | None:
+    """The smallest of the limits that are set (a target's own and the run's), or None."""
+    set_values = [v for v in values if v is not None and v > 0]
+    return min(set_values) if set_values else None
+
+
+# --- files --------------------------------------------------------------------------------
+
+
+def unique_paths(*groups: Iterable[Path | str]) -> list[Path]:
+    """Absolute paths, first-seen order, duplicates dropped."""
+    seen: set[Path] = set()
+    out: list[Path] = []
+    for group in groups:
+        for item in group:
+            path = Path(item).absolute()
+            if path not in seen:
+                seen.add(path)
+                out.append(path)
+    return out
+
+
+def file_uri(path: Path) -> str:
+    """``file://`` URI of an absolute path (percent-encoded, so odd names stay one link)."""
+    return Path(path).absolute().as_uri()
+
+
+def _link(path: Path) -> str:
+    label = path.name.replace("\\", "\\\\").replace("[", "\\[").replace("]", "\\]")
+    return f"* [{label}]({file_uri(path)})"
+
+
+def _file_block(title: str, files: Sequence[Path]) -> list[str]:
+    lines = [title, *(_link(p) for p in files)]
+    lines[-1] += "."
+    return lines
+
+
+def preread_document(
+    question: str,
+    guideline_files: Sequence[Path],
+    other_files: Sequence[Path],
+    *,
+    files_label: str,
+) -> str:
+    """The prompt an agent target receives: which files to read first, then the question.
+
+    ``files_label`` names the non-guideline files (``input`` for Codex, ``attachment`` for
+    VS Code). Without any file the document is just the user-query section.
+    """
+    lines: list[str] = []
+    if guideline_files:
+        lines += _file_block("Read all guideline files:", guideline_files)
+    if other_files:
+        lines += _file_block(f"Read all {files_label} files:", other_files)
+    if lines:
+        lines += [
+            "If any file is missing, fail with ERROR: missing-file <filename> and stop.",
+            "Then apply system_instructions on the user query below.",
+            "",
+        ]
+    lines += [USER_QUERY_HEADER, "", question.strip()]
+    return "\n".join(lines).strip()
+
+
+# --- what gets recorded ---------------------------------------------------------------------
+
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH", re.IGNORECASE)
+_MIN_SECRET_LEN = 6  # shorter values are too likely to be ordinary words
+REDACTED = "***"
+
+
+def secret_values(*envs: Mapping[str, str]) -> list[str]:
+    """Values of credential-looking variables (``*_KEY``, ``*TOKEN*``...) in the process
+    environment and in ``envs``, longest first, for ``redact``."""
+    values: set[str] = set()
+    for env in (os.environ, *envs):
+        for name, value in env.items():
+            if _SECRET_NAME.search(name) and len(value) >= _MIN_SECRET_LEN:
+                values.add(value)
+    return sorted(values, key=len, reverse=True)
+
+
+def redact(value: Any, secrets: Sequence[str]) -> Any:
+    """``value`` (strings, lists, dicts) with every secret replaced by ``***``."""
+    if not secrets:
+        return value
+    if isinstance(value, str):
+        for secret in secrets:
+            if secret in value:
+                value = value.replace(secret, REDACTED)
+        return value
+    if isinstance(value, list | tuple):
+        return [redact(v, secrets) for v in value]
+    if isinstance(value, dict):
+        return {k: redact(v, secrets) for k, v in value.items()}
+    return value
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def safe_label(text: str, fallback: str) -> str:
+    """``text`` usable in a file name: runs of other characters become ``_``."""
+    return _UNSAFE.sub("_", text) or fallback
+
+
+def normalise_newlines(text: str) -> str:
+    """CRLF to LF."""
+    return text.replace("\r\n", "\n")

@@ -1,0 +1,285 @@
+"""One way to run a child process for every agent target (``cli``, ``codex``, ``vscode``).
+
+``run_process`` starts the child in a session of its own, so that a timeout (or the caller
+being cancelled) can kill the whole process group: a shell, the agent it started and
+whatever that agent started in turn. Output is captured with a size cap that keeps the
+tail, since the end of stderr is where a failing program explains itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+#: bytes kept of each of stdout and stderr (the tail survives)
+DEFAULT_MAX_OUTPUT = 10 * 1024 * 1024
+#: how long a terminated process group gets to exit before it is killed outright
+TERMINATE_GRACE_S = 2.0
+#: how long to keep reading after the main process exited (a child may still hold the pipes)
+DRAIN_TIMEOUT_S = 2.0
+
+LineSink = Callable[[str, str], None]  # (stream name "stdout" | "stderr", line without "\n")
+
+_POSIX = os.name == "posix"
+
+
+@dataclass(slots=True)
+class ProcessResult:
+    """How a child process ended and what it printed."""
+
+    command: list[str] | str
+    pid: int
+    exit_code: int | None  # negative: killed by that signal (POSIX)
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+    duration_s: float = 0.0
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+
+    @property
+    def ok(self) -> bool:
+        """Exited on its own with code 0."""
+        return self.exit_code == 0 and not self.timed_out
+
+    def stderr_tail(self, limit: int = 2000) -> str:
+        """The last ``limit`` characters of stderr, stripped."""
+        return _tail(self.stderr.strip(), limit)
+
+    def stdout_tail(self, limit: int = 2000) -> str:
+        """The last ``limit`` characters of stdout, stripped."""
+        return _tail(self.stdout.strip(), limit)
+
+    def describe_exit(self) -> str:
+        """``exited with code 2`` / ``was killed by signal SIGKILL``, for messages."""
+        code = self.exit_code
+        if code is None:
+            return "ended without an exit code"
+        if code < 0 and _POSIX:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = str(-code)
+            return f"was killed by signal {name}"
+        return f"exited with code {code}"
+
+
+def _tail(text: str, limit: int) -> str:
+    return text if len(text) <= limit else "…" + text[-limit:]
+
+
+class _Capture:
+    """Collects one stream: a capped buffer (tail kept) plus optional line callbacks."""
+
+    def __init__(self, name: str, limit: int, on_line: LineSink | None) -> None:
+        self.name = name
+        self.limit = limit
+        self.on_line = on_line
+        self.buffer = bytearray()
+        self.truncated = False
+        self._partial = b""
+
+    def feed(self, chunk: bytes) -> None:
+        self.buffer += chunk
+        overflow = len(self.buffer) - self.limit
+        if overflow > 0:
+            del self.buffer[:overflow]
+            self.truncated = True
+        if self.on_line is not None:
+            data = self._partial + chunk
+            *lines, self._partial = data.split(b"\n")
+            for line in lines:
+                self._emit(line)
+
+    def finish(self) -> None:
+        if self.on_line is not None and self._partial:
+            self._emit(self._partial)
+        self._partial = b""
+
+    def _emit(self, line: bytes) -> None:
+        assert self.on_line is not None
+        text = line.decode("utf-8", errors="replace").rstrip("\r")
+        with contextlib.suppress(Exception):  # a broken log sink must not break the run
+            self.on_line(self.name, text)
+
+    def text(self) -> str:
+        return self.buffer.decode("utf-8", errors="replace")
+
+
+async def _read(stream: asyncio.StreamReader | None, capture: _Capture) -> None:
+    if stream is None:
+        return
+    while chunk := await stream.read(65536):
+        capture.feed(chunk)
+    capture.finish()
+
+
+async def _write(pipe: asyncio.StreamWriter | None, data: bytes | None) -> None:
+    if pipe is None:
+        return
+    try:
+        if data:
+            pipe.write(data)
+            await pipe.drain()
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # the child does not read its input; that is its business
+    finally:
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError, OSError):
+            pipe.close()
+            await pipe.wait_closed()
+
+
+def _signal_group(proc: asyncio.subprocess.Process, sig: int) -> None:
+    """Send ``sig`` to the child's whole process group (POSIX) or to the child itself."""
+    if _POSIX:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, sig)
+    elif proc.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+
+
+async def _exited(proc: asyncio.subprocess.Process) -> int:
+    """Wait for the child itself to exit.
+
+    ``Process.wait()`` also waits until every pipe is closed, which a grandchild that
+    inherited them can delay for as long as it lives; the return code is known earlier.
+    """
+    delay = 0.005
+    while proc.returncode is None:
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.05)
+    return proc.returncode
+
+
+async def _terminate(proc: asyncio.subprocess.Process) -> None:
+    """SIGTERM the group, give it a moment, then SIGKILL whatever is left of it."""
+    _signal_group(proc, signal.SIGTERM)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(_exited(proc), TERMINATE_GRACE_S)
+    # Even when the leader is gone, a child that ignored SIGTERM may remain in the group.
+    _signal_group(proc, signal.SIGKILL)
+    await _exited(proc)
+
+
+def _close_transport(proc: asyncio.subprocess.Process) -> None:
+    # Pipes still held by a process outside the group: stop listening to them, so the
+    # event loop does not keep (and later warn about) the half-open transport.
+    transport = getattr(proc, "_transport", None)
+    if transport is not None:
+        transport.close()
+
+
+async def run_process(
+    command: Sequence[str] | str,
+    *,
+    cwd: Path | str | None = None,
+    env: Mapping[str, str] | None = None,
+    stdin: str | bytes | None = None,
+    timeout: float | None = None,
+    max_output: int = DEFAULT_MAX_OUTPUT,
+    on_line: LineSink | None = None,
+    keep_children: bool = False,
+) -> ProcessResult:
+    """Run ``command`` and wait for it, killing its whole process group on timeout.
+
+    ``command`` is an argument list (run directly, no shell) or a string (run by the
+    system shell; the caller quotes every value it substitutes into it). ``env`` replaces
+    the environment (pass ``os.environ`` merged with extras to inherit it). ``stdin`` is
+    written to the child and then closed; without it the child reads from ``/dev/null``.
+    ``on_line`` receives each complete output line as it arrives (for live logs).
+
+    When the main process has exited, children it left behind are killed if they still
+    hold the output pipes (they would otherwise block the call for as long as they live).
+    With ``keep_children`` (a launcher such as ``code`` may leave an editor running on
+    purpose) output goes through temporary files instead, nothing waits on leftovers and
+    nothing kills them. Cancelling the caller kills the group in every case.
+
+    Raises ``OSError`` when the program cannot be started (not found, not executable) and
+    ``NotADirectoryError`` when ``cwd`` is not a folder.
+    """
+    if cwd is not None and not Path(cwd).is_dir():
+        raise NotADirectoryError(f"working directory {str(cwd)!r} does not exist")
+    if keep_children and on_line is not None:
+        raise ValueError("on_line needs pipes; it cannot be combined with keep_children")
+    data = stdin.encode("utf-8") if isinstance(stdin, str) else stdin
+    with contextlib.ExitStack() as files:
+        if keep_children:
+            out_sink: Any = files.enter_context(tempfile.TemporaryFile())
+            err_sink: Any = files.enter_context(tempfile.TemporaryFile())
+        else:
+            out_sink = err_sink = asyncio.subprocess.PIPE
+        options: dict[str, Any] = {
+            "cwd": str(cwd) if cwd is not None else None,
+            "env": dict(env) if env is not None else None,
+            "stdin": asyncio.subprocess.PIPE if data is not None else asyncio.subprocess.DEVNULL,
+            "stdout": out_sink,
+            "stderr": err_sink,
+        }
+        if _POSIX:
+            options["start_new_session"] = True  # own session and group: killable as one
+        else:  # pragma: no cover - exercised on Windows only
+            options["creationflags"] = 0x00000200  # CREATE_NEW_PROCESS_GROUP
+        started = time.monotonic()
+        if isinstance(command, str):
+            proc = await asyncio.create_subprocess_shell(command, **options)
+        else:
+            proc = await asyncio.create_subprocess_exec(*command, **options)
+
+        out = _Capture("stdout", max_output, on_line)
+        err = _Capture("stderr", max_output, on_line)
+        io_tasks = [
+            asyncio.ensure_future(_read(proc.stdout, out)),
+            asyncio.ensure_future(_read(proc.stderr, err)),
+            asyncio.ensure_future(_write(proc.stdin, data)),
+        ]
+        timed_out = False
+        try:
+            try:
+                await asyncio.wait_for(_exited(proc), timeout)
+            except TimeoutError:
+                timed_out = True
+                await _terminate(proc)
+            _, pending = await asyncio.wait(io_tasks, timeout=DRAIN_TIMEOUT_S)
+            if pending and not keep_children:
+                _signal_group(proc, signal.SIGKILL)
+                _, pending = await asyncio.wait(pending, timeout=DRAIN_TIMEOUT_S)
+            if pending:
+                for task in pending:
+                    task.cancel()
+                await asyncio.gather(*pending, return_exceptions=True)
+                _close_transport(proc)
+            else:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(proc.wait(), DRAIN_TIMEOUT_S)
+        except BaseException:
+            # Cancelled (an outer timeout) or failing: leave nothing running behind us.
+            _signal_group(proc, signal.SIGKILL)
+            for task in io_tasks:
+                task.cancel()
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(proc.wait(), TERMINATE_GRACE_S)
+            raise
+        if keep_children:
+            for sink, capture in ((out_sink, out), (err_sink, err)):
+                sink.seek(0)
+                capture.feed(sink.read())
+    return ProcessResult(
+        command=command if isinstance(command, str) else list(command),
+        pid=proc.pid,
+        exit_code=proc.returncode,
+        stdout=out.text(),
+        stderr=err.text(),
+        timed_out=timed_out,
+        duration_s=time.monotonic() - started,
+        stdout_truncated=out.truncated,
+        stderr_truncated=err.truncated,
+    )
