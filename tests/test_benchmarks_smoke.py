@@ -1,0 +1,188 @@
+"""The benchmark harness (``benchmarks/``) still works: generator, checks, measuring, and a
+tiny ``make bench`` run through the same code path. Figures are not asserted, only that the
+runs succeeded and the figures have the expected shape."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from agentv.evalfile.loader import load_eval_file
+
+BENCH_DIR = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+@pytest.fixture
+def bench(monkeypatch: pytest.MonkeyPatch) -> dict[str, ModuleType]:
+    """The benchmark scripts as modules (they import each other as top-level modules)."""
+    monkeypatch.syspath_prepend(str(BENCH_DIR))
+    for name in ("gen_suite", "measure", "run"):
+        sys.modules.pop(name, None)
+    import gen_suite
+    import measure
+    import run
+
+    yield {"gen_suite": gen_suite, "measure": measure, "run": run}
+    for name in ("gen_suite", "measure", "run"):
+        sys.modules.pop(name, None)
+
+
+def test_generated_suite_loads_with_shared_files_and_one_contains_evaluator(
+    bench: dict[str, ModuleType], tmp_path: Path
+) -> None:
+    gen = bench["gen_suite"]
+    suite = gen.generate_suite(tmp_path / "suite", 5, server_url="http://127.0.0.1:9")
+    loaded = load_eval_file(suite.eval_file)
+
+    assert [d for d in loaded.diagnostics if d.severity == "error"] == []
+    assert [c.id for c in loaded.cases] == suite.case_ids()
+    context = (suite.folder / gen.CONTEXT_FILE).resolve()
+    guideline = (suite.folder / gen.GUIDELINE_FILE).resolve()
+    for case in loaded.cases:
+        assert [m.role for m in case.input_messages] == ["system", "user", "assistant", "user"]
+        assert [p.resolve() for p in case.input_files] == [context]
+        assert [p.resolve() for p in case.guideline_paths] == [guideline]
+        assert [(e.spec.type, e.spec.value) for e in case.evaluators] == [("contains", "42")]
+    targets = suite.targets_file.read_text(encoding="utf-8")
+    assert "provider: mock" in targets
+    assert '"http://127.0.0.1:9/v1"' in targets
+
+
+def test_suite_is_reused_unless_its_size_changes(
+    bench: dict[str, ModuleType], tmp_path: Path
+) -> None:
+    gen = bench["gen_suite"]
+    suite = gen.generate_suite(tmp_path / "s", 3)
+    suite.eval_file.write_text(suite.eval_file.read_text() + "# marker\n")
+    gen.generate_suite(tmp_path / "s", 3)
+    assert suite.eval_file.read_text().endswith("# marker\n")  # reused, not rewritten
+
+    bigger = gen.generate_suite(tmp_path / "s", 4)
+    assert "# marker" not in bigger.eval_file.read_text()
+    assert len(load_eval_file(bigger.eval_file).cases) == 4
+
+
+def _record(case: str, score: float = 1.0, answer: str = "The answer is 42.") -> dict:
+    return {
+        "eval_id": case,
+        "score": score,
+        "candidate_answer": answer,
+        "evaluator_results": [{"name": "c", "type": "contains", "score": score}],
+    }
+
+
+@pytest.mark.parametrize(
+    ("records", "message"),
+    [
+        ([_record("case-000000")], "1 result lines for 2 cases"),
+        ([_record("case-000000"), _record("case-000001", 0.0)], "scored 0.0"),
+        ([_record("case-000000"), _record("case-000000")], "written twice"),
+        ([_record("case-000000"), {**_record("case-000001"), "error": "boom"}], "boom"),
+        ([_record("case-000000"), _record("case-000001", answer="no")], "lacks the needle"),
+        ([_record("case-000000"), _record("case-000009")], "unexpected eval_id"),
+    ],
+)
+def test_result_checks_reject_bad_runs(
+    bench: dict[str, ModuleType], tmp_path: Path, records: list[dict], message: str
+) -> None:
+    run = bench["run"]
+    suite = bench["gen_suite"].generate_suite(tmp_path / "s", 2)
+    out = tmp_path / "out.jsonl"
+    out.write_text("".join(json.dumps(r) + "\n" for r in records))
+    with pytest.raises(run.RunCheckError, match=message):
+        run.check_results(out, suite)
+    out.write_text("".join(json.dumps(_record(c)) + "\n" for c in reversed(suite.case_ids())))
+    run.check_results(out, suite)  # any order, all passing: fine
+
+
+def test_measure_reports_child_rss_and_kills_hung_runs(
+    bench: dict[str, ModuleType], tmp_path: Path
+) -> None:
+    measure = bench["measure"]
+    big = measure.measure(
+        [sys.executable, "-c", "x = bytearray(80 * 1024 * 1024); print(len(x))"],
+        cwd=tmp_path,
+        log_path=tmp_path / "big.log",
+    )
+    assert big.returncode == 0
+    assert big.max_rss_mb >= 80
+    assert (tmp_path / "big.log").read_text().strip() == str(80 * 1024 * 1024)
+
+    hung = measure.measure(
+        [sys.executable, "-c", "import time; time.sleep(60)"],
+        cwd=tmp_path,
+        log_path=tmp_path / "hung.log",
+        timeout_s=0.5,
+    )
+    assert hung.timed_out
+    assert hung.returncode != 0
+    assert hung.wall_s < 30
+
+
+def test_max_in_flight_counts_overlapping_requests(bench: dict[str, ModuleType]) -> None:
+    mif = bench["measure"].max_in_flight
+    assert mif([0.0, 0.01, 0.02, 0.5], 0.1) == 3
+    assert mif([0.0, 0.2, 0.4], 0.1) == 1
+
+
+def test_make_bench_code_path_at_tiny_sizes(
+    bench: dict[str, ModuleType], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = bench["run"]
+    output = tmp_path / "latest.json"
+    argv = ["--only", "S1,S2,S4", "--s1-sizes", "20", "--s2-size", "10", "--delay-ms", "5"]
+    argv += ["--reps", "1", "--workers", "5", "--work", str(tmp_path / "work")]
+    argv += ["--output", str(output)]
+
+    code = run.main(argv)
+
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    data = json.loads(output.read_text())
+    assert [row["key"] for row in data["rows"]] == ["S1/20", "S2/10", "S4/version", "S4/1-case"]
+    for row in data["rows"]:
+        assert row["wall_s"] > 0 and row["max_rss_mb"] > 0 and row["cpu_s"] >= 0
+        assert row["runs"]
+    s1, s2 = data["rows"][0], data["rows"][1]
+    assert s1["cases_per_s"] > 0 and len(s1["runs"]) == 1
+    assert s2["efficiency"] > 0 and s2["max_in_flight"] >= 1
+    assert len(data["rows"][2]["runs"]) == 5  # --version gets at least 5 runs
+    # Goals are tied to the full sizes, so a tiny run judges only the start-up goal.
+    status = {g["row"]: g["status"] for g in data["goals"]}
+    assert status.pop("S4/version") in ("PASS", "FAIL")
+    assert set(status.values()) == {"n/a"}
+    assert len(data["goals"]) == len(run.GOALS)
+    assert "| S1 overhead (instant target) | 20 |" in printed
+    assert data["meta"]["agentv_version"]
+
+
+async def test_fake_server_streams_chat_completions_for_streaming_clients(
+    bench: dict[str, ModuleType],
+) -> None:
+    # The TypeScript AgentV peer always streams; the fake must answer it with SSE.
+    from openai import AsyncOpenAI
+
+    module = bench["measure"].load_fake_server_module()
+    with module.FakeLLMServer(reply="The answer is 42.") as server:
+        client = AsyncOpenAI(base_url=server.url + "/v1", api_key="dummy")
+        stream = await client.chat.completions.create(
+            model="fake",
+            messages=[{"role": "user", "content": "6 times 7?"}],
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        text, finish, usage = "", None, None
+        async for chunk in stream:
+            for choice in chunk.choices:
+                text += choice.delta.content or ""
+                finish = choice.finish_reason or finish
+            usage = chunk.usage or usage
+        await client.close()
+    assert text == "The answer is 42."
+    assert finish == "stop"
+    assert usage is not None and usage.completion_tokens == 4
+    assert server.requests[0].body["stream"] is True
