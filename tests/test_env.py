@@ -1,0 +1,66 @@
+""".env loading: the repository root's file first, else the working directory's; the real
+environment always wins; and targets.yaml substitution sees what was loaded."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agentv.env import find_env_file, load_env_file
+from agentv.targets import create_provider, load_targets_file
+from helpers import write
+
+
+@pytest.fixture(autouse=True)
+def _restore_environ() -> Iterator[None]:
+    saved = dict(os.environ)
+    yield
+    os.environ.clear()
+    os.environ.update(saved)
+
+
+def test_repository_root_env_file_is_loaded(repo: Path) -> None:
+    env_file = write(repo, ".env", "AGENTV_T_ONE=from-root\n# a comment\nAGENTV_T_TWO='quoted'\n")
+    assert load_env_file(repo, repo / "sub") == env_file
+    assert os.environ["AGENTV_T_ONE"] == "from-root"
+    assert os.environ["AGENTV_T_TWO"] == "quoted"
+
+
+def test_the_environment_wins_over_the_file(repo: Path) -> None:
+    write(repo, ".env", "AGENTV_T_ONE=from-file\nAGENTV_T_TWO=from-file\n")
+    os.environ["AGENTV_T_ONE"] = "from-shell"
+    load_env_file(repo)
+    assert os.environ["AGENTV_T_ONE"] == "from-shell"
+    assert os.environ["AGENTV_T_TWO"] == "from-file"
+
+
+def test_only_the_first_file_is_loaded(repo: Path, tmp_path: Path) -> None:
+    cwd = tmp_path / "work"
+    write(cwd, ".env", "AGENTV_T_ONE=from-cwd\nAGENTV_T_CWD_ONLY=yes\n")
+    assert find_env_file(repo, cwd) == cwd / ".env"  # no root file yet: the cwd's
+    write(repo, ".env", "AGENTV_T_ONE=from-root\n")
+    assert load_env_file(repo, cwd) == repo / ".env"
+    assert os.environ["AGENTV_T_ONE"] == "from-root"
+    assert "AGENTV_T_CWD_ONLY" not in os.environ
+
+
+def test_no_env_file(repo: Path) -> None:
+    assert load_env_file(repo, repo) is None
+
+
+def test_a_key_from_env_file_reaches_the_provider(repo: Path) -> None:
+    write(repo, ".env", "AGENTV_T_KEY=sk-from-dotenv\n")
+    path = write(
+        repo,
+        ".agentv/targets.yaml",
+        "$schema: agentv-targets-v2.2\ntargets:\n"
+        "  - name: gpt\n    provider: openai\n    model: m\n"
+        "    base_url: http://127.0.0.1:9/v1\n    api_key: ${{ AGENTV_T_KEY }}\n",
+    )
+    target = load_targets_file(path).get("gpt")
+    load_env_file(repo)
+    provider = create_provider(target)  # reads os.environ
+    assert provider.settings.api_key == "sk-from-dotenv"  # type: ignore[attr-defined]
