@@ -1,0 +1,201 @@
+"""A fast, memory-lean YAML reader for large eval files.
+
+PyYAML's loaders build the whole node graph of a document before turning it into Python
+values; for a 10,000-case eval file that costs seconds and hundreds of megabytes. Here
+libyaml's C parser produces events and values are built directly from them, one list item
+of the streamed key (``evalcases``) at a time, which is handed to a callback and dropped.
+Mapping keys and short strings are interned, since eval files repeat them case after case.
+
+Semantics follow YAML 1.1 as PyYAML's safe loader applies them (implicit typing of plain
+scalars, anchors and aliases, ``<<`` merge keys); duplicate keys are reported.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import yaml
+from yaml import events as ev
+
+try:
+    _Loader: type = yaml.CSafeLoader
+except AttributeError:  # pragma: no cover - PyYAML without libyaml
+    _Loader = yaml.SafeLoader
+
+_STR_TAG = "tag:yaml.org,2002:str"
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+_INTERN_MAX = 256
+_IMPLICIT_FIRST = frozenset(
+    ch for ch in yaml.resolver.Resolver.yaml_implicit_resolvers if ch is not None
+)
+
+
+@dataclass(slots=True)
+class StreamResult:
+    """The document with the streamed list replaced by its length, and what was noticed."""
+
+    data: Any
+    item_lines: list[int] = field(default_factory=list)  # 1-based line of each streamed item
+    duplicate_keys: list[tuple[str, int, int]] = field(default_factory=list)  # key, line, column
+
+
+class _Builder:
+    def __init__(self, loader: Any, result: StreamResult) -> None:
+        self.loader = loader
+        self.anchors: dict[str, Any] = {}
+        self.result = result
+        self.constructors = yaml.constructor.SafeConstructor.yaml_constructors
+
+    def scalar(self, event: ev.ScalarEvent) -> Any:
+        value = event.value
+        tag = event.tag
+        if tag is None or tag == "!":
+            if not event.implicit[0] or not value or value[0] not in _IMPLICIT_FIRST:
+                if value == "" and event.implicit[0]:
+                    return None  # an empty plain scalar is null
+                return sys.intern(value) if len(value) <= _INTERN_MAX else value
+            tag = self.loader.resolve(yaml.ScalarNode, value, event.implicit)
+        if tag == _STR_TAG:
+            return sys.intern(value) if len(value) <= _INTERN_MAX else value
+        if tag == _MERGE_TAG:
+            return _MERGE
+        node = yaml.ScalarNode(tag, value, event.start_mark, event.end_mark, event.style)
+        constructor = self.constructors.get(tag)
+        if constructor is None:
+            raise yaml.constructor.ConstructorError(
+                None,
+                None,
+                f"could not determine a constructor for the tag {tag!r}",
+                event.start_mark,
+            )
+        return constructor(self.loader, node)
+
+    def value(self, event: ev.Event) -> Any:
+        """Build the value that starts with ``event`` (already taken from the parser)."""
+        get = self.loader.get_event
+        if isinstance(event, ev.ScalarEvent):
+            out = self.scalar(event)
+        elif isinstance(event, ev.AliasEvent):
+            try:
+                return self.anchors[event.anchor]
+            except KeyError:
+                raise yaml.composer.ComposerError(
+                    None, None, f"found undefined alias {event.anchor!r}", event.start_mark
+                ) from None
+        elif isinstance(event, ev.SequenceStartEvent):
+            out = []
+            if event.anchor:
+                self.anchors[event.anchor] = out
+            nxt = get()
+            while not isinstance(nxt, ev.SequenceEndEvent):
+                out.append(self.value(nxt))
+                nxt = get()
+            return out
+        elif isinstance(event, ev.MappingStartEvent):
+            out = {}
+            if event.anchor:
+                self.anchors[event.anchor] = out
+            self.mapping_body(out)
+            return out
+        else:  # pragma: no cover - the parser guarantees well-formed event streams
+            raise yaml.YAMLError(f"unexpected YAML event {event!r}")
+        if event.anchor:
+            self.anchors[event.anchor] = out
+        return out
+
+    def mapping_body(
+        self,
+        out: dict[Any, Any],
+        stream_key: str | None = None,
+        on_item: Callable[[int, Any, int], None] | None = None,
+    ) -> None:
+        get = self.loader.get_event
+        merges: list[Any] = []
+        key_event = get()
+        while not isinstance(key_event, ev.MappingEndEvent):
+            key = self.value(key_event)
+            if key is _MERGE:
+                merges.append(self.value(get()))
+                key_event = get()
+                continue
+            if isinstance(key, list):
+                key = tuple(key)
+            if key in out:
+                mark = key_event.start_mark
+                self.result.duplicate_keys.append((str(key), mark.line + 1, mark.column + 1))
+            value_event = get()
+            if (
+                on_item is not None
+                and key == stream_key
+                and isinstance(value_event, ev.SequenceStartEvent)
+            ):
+                out[key] = self.stream_items(on_item)
+            else:
+                out[key] = self.value(value_event)
+            key_event = get()
+        for merged in reversed(merges):
+            for source in merged if isinstance(merged, list) else [merged]:
+                if isinstance(source, dict):
+                    for k, v in source.items():
+                        out.setdefault(k, v)
+
+    def stream_items(self, on_item: Callable[[int, Any, int], None]) -> int:
+        get = self.loader.get_event
+        index = 0
+        nxt = get()
+        while not isinstance(nxt, ev.SequenceEndEvent):
+            line = nxt.start_mark.line + 1
+            self.result.item_lines.append(line)
+            on_item(index, self.value(nxt), line)
+            index += 1
+            nxt = get()
+        return index
+
+
+class _MergeMarker:
+    __slots__ = ()
+
+
+_MERGE = _MergeMarker()
+
+
+def stream_yaml(
+    source: Path | BinaryIO,
+    *,
+    stream_key: str | None = None,
+    on_item: Callable[[int, Any, int], None] | None = None,
+) -> StreamResult:
+    """Parse the first document of ``source``.
+
+    When the top level is a mapping and ``on_item`` is given, each item of the list under
+    ``stream_key`` is built and passed to ``on_item(index, value, line)`` instead of being
+    kept; the key then holds the number of items. Raises ``yaml.YAMLError`` on bad YAML.
+    """
+    if isinstance(source, Path):
+        with source.open("rb") as fh:
+            return stream_yaml(fh, stream_key=stream_key, on_item=on_item)
+    loader = _Loader(source)
+    result = StreamResult(data=None)
+    builder = _Builder(loader, result)
+    try:
+        get = loader.get_event
+        get()  # stream start
+        if isinstance(loader.peek_event(), ev.StreamEndEvent):
+            return result  # empty file
+        get()  # document start
+        first = get()
+        if isinstance(first, ev.MappingStartEvent):
+            data: dict[Any, Any] = {}
+            if first.anchor:
+                builder.anchors[first.anchor] = data
+            builder.mapping_body(data, stream_key, on_item)
+            result.data = data
+        else:
+            result.data = builder.value(first)
+        return result
+    finally:
+        loader.dispose()
