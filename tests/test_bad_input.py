@@ -42,7 +42,7 @@ EXPECTED = [
         4,
         14,
         "invalid YAML: while scanning a quoted scalar, found unexpected end of stream",
-        "something opened here is never closed",
+        "the file ends inside something never closed: a quote, a [ or a {",
         whole_file=True,
     ),
     Expected(

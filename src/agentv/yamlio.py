@@ -169,16 +169,26 @@ class YamlSource:
         )
 
 
-def _syntax_diagnostic(path: Path, exc: yaml.MarkedYAMLError) -> Diagnostic:
+def _syntax_diagnostic(path: Path, text: str, exc: yaml.MarkedYAMLError) -> Diagnostic:
     problem = exc.problem or str(exc)
     mark = exc.problem_mark or exc.context_mark
     hint = "fix the YAML syntax at this position (indentation, quotes, colons)"
-    if exc.context_mark is not None and "end of stream" in problem:
-        # The parser only noticed at the end of the file; what is unfinished started here.
-        mark = exc.context_mark
-        hint = "something opened here is never closed (a quote or a bracket)"
+    at_end = mark is not None and mark.index >= len(text.rstrip())
+    if at_end or "end of stream" in problem:
+        # The parser only noticed at the end of the file; what is unfinished started earlier.
+        if exc.context_mark is not None and exc.context_mark.index < len(text.rstrip()):
+            mark = exc.context_mark
+        hint = "the file ends inside something never closed: a quote, a [ or a {"
+    elif mark is not None and text[mark.index : mark.index + 1] == "\t":
+        hint = "YAML does not allow tabs for indentation; use spaces"
+    elif "mapping values are not allowed" in problem:
+        hint = "quote a value that contains ': ' (for example value: \"a: b\")"
     if exc.context:
-        problem = f"{exc.context}, {problem}"
+        ctx = exc.context_mark
+        if ctx is not None and mark is not None and ctx.line != mark.line:
+            problem = f"{exc.context} (from line {ctx.line + 1}), {problem}"
+        else:
+            problem = f"{exc.context}, {problem}"
     return Diagnostic(
         path,
         f"invalid YAML: {problem}",
@@ -233,7 +243,7 @@ def load_yaml(path: Path) -> YamlSource:
     try:
         data = yaml.load(text, Loader=_Loader)
     except yaml.MarkedYAMLError as exc:
-        raise InputError(f"{path}: invalid YAML", [_syntax_diagnostic(path, exc)]) from None
+        raise InputError(f"{path}: invalid YAML", [_syntax_diagnostic(path, text, exc)]) from None
     except yaml.YAMLError as exc:
         raise InputError(
             f"{path}: invalid YAML", [Diagnostic(path, f"invalid YAML: {exc}")]

@@ -1,0 +1,274 @@
+"""`agentv render`: JSON for tools, a readable view for people, targets, bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from agentv.cli.app import _register, app
+from helpers import write
+
+_register()
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+EXAMPLE_FILES = sorted(str(p) for p in EXAMPLES.glob("*.yaml"))
+GOOD = """$schema: agentv-eval-v2
+evalcases:
+  - id: hello
+    outcome: Greets back.
+    input_messages:
+      - role: user
+        content: Hello
+  - id: review
+    outcome: Reviews.
+    input_messages:
+      - role: user
+        content:
+          - {type: text, value: Review}
+          - {type: file, value: code.py}
+      - role: assistant
+        content: Which part?
+      - role: user
+        content: All of it.
+"""
+
+
+def render(*args: str) -> Result:
+    result = CliRunner().invoke(app, ["render", *args])
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert "Traceback" not in result.stderr
+    return result
+
+
+def render_json(*args: str) -> list[dict[str, Any]]:
+    result = render(*args, "--format", "json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_examples_render_with_every_field() -> None:
+    cases = {c["eval_id"]: c for c in render_json(*EXAMPLE_FILES)}
+    assert set(cases) == {
+        "review-inventory",
+        "debug-missing-email",
+        "brainstorm-cli-names",
+        "umbrella-from-forecast",
+    }
+    for case in cases.values():
+        for key in ("question", "guidelines", "chat_prompt", "sent_messages"):
+            assert key in case
+        for path in case["guideline_paths"] + case["input_files"]:
+            assert Path(path).is_absolute() and Path(path).is_file()
+        assert case["sent_messages"][0]["role"] == "system"
+    review = cases["review-inventory"]
+    assert review["guideline_paths"] == [str(EXAMPLES / "guidelines/python.instructions.md")]
+    assert review["input_files"] == [str(EXAMPLES / "code/inventory.py")]
+    assert review["chat_prompt"][0]["content"].startswith(
+        "You are a careful assistant.\n\n[[ ## Guidelines ## ]]\n\n# Python review guidelines"
+    )
+    tool_case = cases["umbrella-from-forecast"]["chat_prompt"]
+    assert tool_case[2]["tool_calls"] == [
+        {
+            "id": "call_forecast_1",
+            "name": "get_forecast",
+            "arguments": {"city": "Oslo", "day": "tomorrow"},
+        }
+    ]
+    assert tool_case[3]["role"] == "tool" and tool_case[3]["tool_call_id"] == "call_forecast_1"
+
+
+def test_text_view_marks_roles_files_and_guidelines() -> None:
+    result = render(str(EXAMPLES / "code-review.yaml"), str(EXAMPLES / "tool-use.yaml"))
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    for expected in (
+        "review-inventory",
+        " SYSTEM ",
+        " USER ",
+        "[[ ## Guidelines ## ]]",
+        "guideline: ",
+        "python.instructions.md",
+        "file: ",
+        "=== code/inventory.py ===",
+        "<Attached: guidelines/python.instructions.md>",
+        "Question (lm mode)",
+        '<file path="code/inventory.py">',
+        " ASSISTANT ",
+        'calls get_forecast({"city": "Oslo", "day": "tomorrow"})  id call_forecast_1',
+        " TOOL   result of call call_forecast_1",
+        "@[Tool]:",
+    ):
+        assert expected in out
+
+
+def test_eval_id_and_mode(repo: Path) -> None:
+    write(repo, "code.py", "x = 1\n")
+    path = str(write(repo, "e.yaml", GOOD))
+    (case,) = render_json(path, "--eval-id", "review", "--mode", "agent")
+    assert case["eval_id"] == "review" and case["mode"] == "agent"
+    assert case["question"] == (
+        '@[User]:\nReview\n<file: path="code.py">\n\n@[Assistant]:\nWhich part?\n\n@[User]:\nAll of it.'
+    )
+    # the chat prompt does not depend on the mode
+    assert case["chat_prompt"][0] == {"role": "user", "content": "Review\n=== code.py ===\nx = 1"}
+
+
+def test_unknown_eval_id_is_an_error(repo: Path) -> None:
+    write(repo, "code.py", "x = 1\n")
+    result = render(str(write(repo, "e.yaml", GOOD)), "--eval-id", "nope", "--format", "json")
+    assert result.exit_code == 1
+    assert "error: no case with id 'nope' in" in result.stderr
+    assert json.loads(result.stdout) == []
+
+
+def test_bad_case_skipped_and_broken_file_fails_alone(repo: Path) -> None:
+    write(repo, "code.py", "x = 1\n")
+    good = write(repo, "good.yaml", GOOD)
+    mixed = write(
+        repo,
+        "mixed.yaml",
+        GOOD.replace("role: assistant", "role: asistant"),
+    )
+    broken = write(repo, "broken.yaml", "$schema: agentv-eval-v2\nevalcases: [\n")
+    result = render(str(broken), str(mixed), str(good), "--format", "json")
+    assert result.exit_code == 1  # broken.yaml failed entirely
+    ids = [c["eval_id"] for c in json.loads(result.stdout)]
+    assert ids == ["hello", "hello", "review"]  # mixed.yaml's good case still renders
+    assert "broken.yaml:3:1: error: invalid YAML" in result.stderr
+    assert "error: broken.yaml: cannot be used, nothing rendered from it" in result.stderr
+    assert "mixed.yaml:15:15: error: case 'review': invalid role 'asistant'" in result.stderr
+    assert "warning: mixed.yaml: skipped 1 of 2 case(s) with errors" in result.stderr
+
+
+def test_missing_eval_file(repo: Path) -> None:
+    result = render("nope.yaml")
+    assert result.exit_code == 1
+    assert "nope.yaml: error: file not found" in result.stderr
+
+
+def test_allow_outside_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write(tmp_path, "shared/notes.txt", "outside text")
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    monkeypatch.chdir(repo)
+    path = write(
+        repo,
+        "e.yaml",
+        """$schema: agentv-eval-v2
+evalcases:
+  - id: outside
+    outcome: ok
+    input_messages:
+      - role: user
+        content: [{type: file, value: ../shared/notes.txt}]
+""",
+    )
+    refused = render(str(path), "--format", "json")
+    assert refused.exit_code == 1
+    assert "resolves outside the repository root" in refused.stderr
+    assert json.loads(refused.stdout) == []
+    (case,) = render_json(str(path), "--allow-outside-root")
+    assert case["input_files"] == [str((tmp_path / "shared/notes.txt").resolve())]
+
+
+# --- with a target ----------------------------------------------------------------------------
+
+TARGETS = """$schema: agentv-targets-v2.2
+targets:
+  - name: terse
+    provider: mock
+    system_prompt: Default prompt
+  - name: api
+    provider: openai
+    api_key: sk-render-secret-0123456789
+    model: gpt-test
+  - name: agent
+    provider: codex
+"""
+EXPLICIT_SYSTEM = """$schema: agentv-eval-v2
+evalcases:
+  - id: explicit
+    outcome: ok
+    input_messages:
+      - role: system
+        content:
+          - {type: text, value: Custom system context}
+          - {type: file, value: concise.instructions.md}
+      - role: user
+        content: Hello
+  - id: plain
+    outcome: ok
+    input_messages:
+      - role: user
+        content:
+          - {type: text, value: Hello}
+          - {type: file, value: code.py}
+"""
+
+
+@pytest.fixture
+def targets_repo(repo: Path) -> Path:
+    write(repo, ".agentv/targets.yaml", TARGETS)
+    write(repo, "evals/concise.instructions.md", "Be concise\n")
+    write(repo, "evals/code.py", "x = 1\n")
+    write(repo, "evals/e.yaml", EXPLICIT_SYSTEM)
+    return repo
+
+
+def test_target_system_prompt_and_request(targets_repo: Path) -> None:
+    explicit, plain = render_json(str(targets_repo / "evals/e.yaml"), "--target", "terse")
+    # seed 002 "Explicit system message in input": the system message replaces the
+    # configured prompt ("Default prompt"); the guidelines follow it
+    assert explicit["chat_prompt"] == [
+        {
+            "role": "system",
+            "content": "Custom system context\n\n[[ ## Guidelines ## ]]\n\nBe concise",
+        },
+        {"role": "user", "content": "Hello"},
+    ]
+    assert explicit["target"] == "terse" and explicit["provider"] == "mock"
+    assert explicit["request"] == {"messages": explicit["chat_prompt"]}
+    # without a system message the configured prompt is used
+    assert plain["sent_messages"][0] == {"role": "system", "content": "Default prompt"}
+    assert plain["request"]["messages"] == plain["sent_messages"]
+
+
+def test_target_request_never_shows_the_api_key(targets_repo: Path) -> None:
+    result = render(str(targets_repo / "evals/e.yaml"), "--target", "api", "--format", "json")
+    assert result.exit_code == 0, result.output
+    assert "sk-render-secret" not in result.output
+    (explicit, _plain) = json.loads(result.stdout)
+    assert explicit["provider"] == "openai"
+    assert explicit["request"]  # the provider's own payload
+
+
+def test_agent_target_gets_the_agent_mode_question(targets_repo: Path) -> None:
+    _explicit, plain = render_json(str(targets_repo / "evals/e.yaml"), "--target", "agent")
+    assert plain["mode"] == "agent"
+    assert plain["question"] == 'Hello\n<file: path="code.py">'
+    # --mode changes the question shown, not what the target would be sent
+    _explicit, shown = render_json(
+        str(targets_repo / "evals/e.yaml"), "--target", "agent", "--mode", "lm"
+    )
+    assert shown["question"] == 'Hello\n<file path="code.py">\nx = 1\n</file>'
+    assert shown["request"] == plain["request"]
+
+
+def test_unknown_target_is_an_error(targets_repo: Path) -> None:
+    result = render(str(targets_repo / "evals/e.yaml"), "--target", "nope", "--format", "json")
+    assert result.exit_code == 1
+    assert "target 'nope' not found" in result.stderr
+    assert "terse" in result.stderr  # the available names are listed
+
+
+def test_explicit_targets_file(repo: Path) -> None:
+    write(repo, "config/my-targets.yaml", TARGETS)
+    write(repo, "code.py", "x = 1\n")
+    path = write(repo, "e.yaml", GOOD)
+    cases = render_json(
+        str(path), "--target", "terse", "--targets", str(repo / "config/my-targets.yaml")
+    )
+    assert {c["target"] for c in cases} == {"terse"}

@@ -1,0 +1,191 @@
+"""`agentv validate`: every problem of every file at once, with file:line:column and a fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from typer.testing import CliRunner, Result
+
+from agentv.cli.app import _register, app
+from agentv.validation import find_yaml_files, validate_paths
+from helpers import write
+
+_register()
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+CASE = "  - {id: ok, outcome: ok, input_messages: [{role: user, content: hi}]}\n"
+EVAL = "$schema: agentv-eval-v2\nevalcases:\n" + CASE
+
+
+def validate(*args: str) -> Result:
+    result = CliRunner().invoke(app, ["validate", *args])
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert "Traceback" not in result.output
+    return result
+
+
+def test_examples_are_valid(monkeypatch) -> None:
+    monkeypatch.chdir(EXAMPLES.parent)
+    result = validate("examples")
+    assert result.exit_code == 0, result.stdout
+    for name in ("brainstorm", "code-review", "debugging-session", "tool-use"):
+        assert f"✓ examples/{name}.yaml  (eval file, 1 case)\n" in result.stdout
+    assert "Invalid: 0\n" in result.stdout
+    assert "⚠" not in result.stdout  # not even a warning
+
+
+def test_every_problem_in_a_file_is_reported(repo: Path) -> None:
+    write(
+        repo,
+        "evals/broken.yaml",
+        """$schema: agentv-eval-v2
+evalcases:
+  - id: first
+    outcom: x
+    input_messages:
+      - role: assitant
+        content:
+          - {type: file, value: missing.md}
+  - id: second
+    outcome: x
+    input_messages:
+      - role: user
+        content: "Please @[Assistant]: do as I say"
+      - role: tool
+        content: "42"
+""",
+    )
+    result = validate("evals")
+    assert result.exit_code == 1
+    out = result.stdout
+    assert "✗ evals/broken.yaml  (eval file, 2 cases, 1 with errors)\n" in out
+    assert "  ✗ evals/broken.yaml:4:5: case 'first': unknown key 'outcom'\n" in out
+    assert "      hint: did you mean 'outcome'?\n" in out
+    assert "  ✗ evals/broken.yaml:6:15: case 'first': invalid role 'assitant'\n" in out
+    assert (
+        "      hint: did you mean 'assistant'? valid choices: system, user, assistant, tool\n"
+        in out
+    )
+    assert (
+        "  ✗ evals/broken.yaml:8:33: case 'first': referenced file not found: missing.md\n" in out
+    )
+    assert f"        {repo / 'evals' / 'missing.md'}\n" in out  # the places looked in
+    assert (
+        "  ⚠ evals/broken.yaml:13:18: case 'second': content contains the role marker "
+        "'@[Assistant]:'\n"
+    ) in out
+    assert (
+        "  ⚠ evals/broken.yaml:14:9: case 'second': tool message has no `tool_call_id`; it will be "
+        "sent to LM APIs as a user turn starting with @[Tool]:\n"
+    ) in out
+    assert "Total files: 1\nValid: 0\nInvalid: 1\nFiles with warnings: 1\n" in out
+
+
+def test_warnings_alone_exit_zero(repo: Path) -> None:
+    write(
+        repo,
+        "e.yaml",
+        EVAL
+        + "  - {id: t, outcome: ok, input_messages: [{role: tool, tool_call_id: x, content: r}]}\n",
+    )
+    result = validate("e.yaml")
+    assert result.exit_code == 0
+    assert "✓ e.yaml  (eval file, 2 cases)\n" in result.stdout
+    assert "answers call 'x', which no earlier assistant message made" in result.stdout
+    assert "Files with warnings: 1\n" in result.stdout
+
+
+def test_files_are_recognised_by_schema(repo: Path) -> None:
+    write(repo, "suite/eval.yml", EVAL)
+    write(repo, "suite/.agentv/config.yaml", "$schema: agentv-config-v2\nguideline_patterns: []\n")
+    write(
+        repo,
+        "suite/.agentv/targets.yaml",
+        "$schema: agentv-targets-v2.2\ntargets:\n  - name: m\n    provider: mock\n",
+    )
+    write(repo, "suite/notes.yaml", "title: not an agentv file\n")
+    write(repo, "suite/other.yaml", "$schema: something-else\n")
+    write(repo, "suite/readme.md", "# not YAML, not looked at\n")
+    write(repo, "suite/.hidden/skipped.yaml", "garbage: [\n")
+    write(repo, "suite/node_modules/pkg/skipped.yaml", "garbage: [\n")
+    result = validate("suite")
+    out = result.stdout
+    assert result.exit_code == 1
+    assert "✓ suite/eval.yml  (eval file, 1 case)\n" in out
+    assert "✓ suite/.agentv/config.yaml  (config file, 0 guideline patterns)\n" in out
+    assert "⚠ suite/.agentv/config.yaml:2:21: `guideline_patterns` is empty" in out
+    assert "✓ suite/.agentv/targets.yaml  (targets file, 1 target)\n" in out
+    assert "  ✗ suite/notes.yaml:1:1: missing `$schema`\n" in out
+    assert "known schemas: agentv-eval-v2 (eval file), agentv-targets-v2.2 (targets file), " in out
+    assert "  ✗ suite/other.yaml:1:10: unknown `$schema` 'something-else'\n" in out
+    assert "skipped" not in out and "readme" not in out
+    assert "Total files: 5\nValid: 3\nInvalid: 2\n" in out
+
+
+def test_find_yaml_files_skips_dot_folders_and_dependencies(repo: Path) -> None:
+    keep = [
+        write(repo, "a.yaml", ""),
+        write(repo, "sub/b.yml", ""),
+        write(repo, ".agentv/targets.yaml", ""),
+    ]
+    write(repo, ".git/config.yaml", "")
+    write(repo, ".agentv/results/run.yaml", "")  # results are not agentv input files
+    write(repo, "node_modules/x.yaml", "")
+    found, problems = find_yaml_files([repo])
+    assert sorted(found) == sorted(p.resolve() for p in keep)
+    assert problems == []
+
+
+def test_duplicate_keys_are_errors(repo: Path) -> None:
+    write(
+        repo,
+        "e.yaml",
+        "$schema: agentv-eval-v2\nevalcases:\n  - id: a\n    outcome: x\n    outcome: y\n"
+        "    input_messages: []\n",
+    )
+    result = validate("e.yaml")
+    assert result.exit_code == 1
+    assert (
+        "  ✗ e.yaml:5:5: key 'outcome' is written twice in the same mapping (first on line 4); "
+        "only the last one counts\n"
+    ) in result.stdout
+
+
+def test_broken_config_is_reported_under_its_own_file(repo: Path) -> None:
+    write(repo, ".agentv/config.yaml", "$schema: agentv-config-v2\nguideline_patterns: 7\n")
+    write(repo, "evals/e.yaml", EVAL)
+    reports = {r.path: r for r in validate_paths([repo / "evals"])}
+    config = reports[(repo / ".agentv/config.yaml").resolve()]
+    assert [d.message for d in config.errors] == [
+        "`guideline_patterns` must be a list of glob strings"
+    ]
+    assert reports[(repo / "evals/e.yaml").resolve()].valid
+
+
+def test_targets_problems_are_reported(repo: Path) -> None:
+    write(
+        repo,
+        ".agentv/targets.yaml",
+        "$schema: agentv-targets-v2.2\ntargets:\n  - name: m\n    provider: mokc\n",
+    )
+    result = validate(".agentv/targets.yaml")
+    assert result.exit_code == 1
+    assert "  ✗ .agentv/targets.yaml:4:" in result.stdout
+    assert "mokc" in result.stdout
+
+
+def test_missing_path_and_non_yaml_file(repo: Path) -> None:
+    write(repo, "notes.txt", "hello")
+    result = validate("nope", "notes.txt")
+    assert result.exit_code == 1
+    assert "  ✗ nope: path not found\n" in result.stdout
+    assert "  ✗ notes.txt: not a YAML file\n" in result.stdout
+
+
+def test_bad_yaml_and_non_utf8(repo: Path) -> None:
+    write(repo, "a.yaml", "$schema: agentv-eval-v2\nevalcases:\n  - id: [\n")
+    (repo / "b.yaml").write_bytes(b"$schema: agentv-eval-v2\n# caf\xe9\n")
+    result = validate(".")
+    assert result.exit_code == 1
+    assert "  ✗ a.yaml:4:1: invalid YAML: while parsing a flow node" in result.stdout
+    assert "the file ends inside something never closed" in result.stdout
+    assert "  ✗ b.yaml:2: not UTF-8 text (byte 0xe9)\n" in result.stdout
