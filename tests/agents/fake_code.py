@@ -9,7 +9,8 @@ final response file, as the request's instructions say.
 
 Environment: ``FAKE_CODE_STATE`` (a folder for its state and its call log),
 ``FAKE_CODE_OPEN`` (``0``: ``--status`` never shows the workspace, forcing the wake-up),
-``FAKE_CODE_RESPOND`` (``0``: never answer), ``FAKE_CODE_DELAY`` (seconds, default 0.2).
+``FAKE_CODE_RESPOND`` (``0``: never answer), ``FAKE_CODE_DELAY`` (seconds, default 0.2),
+``FAKE_CODE_BROKEN`` (``1``: every chat launch fails).
 """
 
 import json
@@ -71,6 +72,9 @@ def chat(args: list[str]) -> int:
     mode = args[args.index("-m") + 1]
     attachments = [args[i + 1] for i, a in enumerate(args) if a == "-a"]
     message = args[-1]
+    if os.environ.get("FAKE_CODE_BROKEN") == "1":
+        sys.stderr.write("fake code: no running VS Code instance to talk to\n")
+        return 1
     if mode == "wakeup":
         last = opened()[-1]
         (Path(last).parent / ".alive").write_text("", encoding="utf-8")

@@ -507,7 +507,12 @@ class VSCodeProvider(Provider):
             )
         texts = []
         for path in files:
-            texts.append(normalise_newlines(await _read_text(path)))
+            try:
+                texts.append(normalise_newlines(await _read_text(path)))
+            except OSError as exc:
+                raise ProviderError(
+                    self.name, f"could not read the agent's response file {path}: {exc}"
+                ) from None
         return texts
 
     # --- dispatch ---
