@@ -107,7 +107,7 @@ async def test_single_dispatch_wakes_the_workspace_and_reads_the_response(
     assert response.sent["commands"] == [["code", *c] for c in calls]
 
     document = request_file.read_text()
-    assert document == response.sent["request"]
+    assert document == response.sent["request_document"]
     assert document.startswith("[[ ## task ## ]]\n\nRead all guideline files:\n")
     assert "Read all attachment files:\n" in document
     assert "[[ ## system_instructions ## ]]" in document
@@ -158,7 +158,7 @@ async def test_batch_dispatch_answers_every_request_in_order(
     assert listed == [Path(r.sent["request_file"]).name for r in responses]
     assert [r.raw["batch_index"] for r in responses] == [0, 1, 2]
     # batch requests leave unlocking to the orchestrator (and to agentv)
-    assert "rm -f" not in responses[0].sent["request"]
+    assert "rm -f" not in responses[0].sent["request_document"]
     assert not (root / "subagent-1" / LOCK_FILE).exists()
 
 

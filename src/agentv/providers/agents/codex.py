@@ -496,8 +496,6 @@ class CodexProvider(Provider):
             "workspace": str(workspace),
             "prompt_file": str(prompt_file),
             "workspace_files": [str(p) for p in copied],
-            "guideline_files": [str(p) for p in guidelines],
-            "input_files": [str(p) for p in inputs],
         }
         raw: dict[str, Any] = {
             "exit_code": result.exit_code,

@@ -546,7 +546,7 @@ class VSCodeProvider(Provider):
             sent.update(
                 workspace=str(workspace_file(folder)),
                 request_file=str(request_file),
-                request=document,
+                request_document=document,
                 commands=commands,
             )
             await self._focus(folder, commands)
@@ -628,7 +628,7 @@ class VSCodeProvider(Provider):
                     **base_sent,
                     "prompt": prompts[i],
                     "request_file": str(request_files[i]),
-                    "request": documents[i],
+                    "request_document": documents[i],
                 }
                 raw = {"subagent": folder.name, "response_file": str(finals[i]), "batch_index": i}
                 return ProviderResponse(text=text, sent=sent, raw=raw)
