@@ -9,7 +9,7 @@ a *prefill* the model continues from. The API also requires ``max_tokens``.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 from pydantic import Field, model_validator
 
@@ -159,7 +159,6 @@ class AnthropicProvider(LLMProvider):
     """Claude models through ``anthropic.AsyncAnthropic``."""
 
     kind = "anthropic"
-    vendor: ClassVar[str] = "Anthropic"
     Settings = AnthropicSettings
     settings: AnthropicSettings
 

@@ -10,7 +10,7 @@ turns of the same role are merged. The payload is built in the API's own JSON fo
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 from pydantic import Field
 
@@ -152,7 +152,6 @@ class GeminiProvider(LLMProvider):
     """Gemini models through ``google.genai.Client(...).aio``."""
 
     kind = "gemini"
-    vendor: ClassVar[str] = "Gemini"
     Settings = GeminiSettings
     settings: GeminiSettings
 

@@ -24,7 +24,7 @@ import random
 import time
 from abc import abstractmethod
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 from urllib.parse import urlsplit, urlunsplit
 
@@ -136,16 +136,13 @@ class CallFailure:
     retry_after: float | None = None
     connection: bool = False  # no HTTP answer at all (refused, reset, DNS)
     timeout: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class LLMProvider(Provider):
-    """Base of the LM API providers. Subclasses implement the four vendor hooks."""
+    """Base of the LM API providers. Subclasses implement the three vendor hooks."""
 
     Settings: ClassVar[type[ProviderSettings]] = LLMSettings
     settings: LLMSettings
-    #: the vendor's name as users know it, for messages
-    vendor: ClassVar[str] = "LM API"
 
     # --- vendor hooks ------------------------------------------------------------------
 
@@ -195,6 +192,7 @@ class LLMProvider(Provider):
         payload = self.build_payload(request, self.messages_for(request))
         timeout = self.timeout_for(request)
         started = time.perf_counter()
+        # Latency is what the case waited for its answer, retries and their waits included.
         answer = await self._with_retries(payload, timeout)
         return ProviderResponse(
             text=answer.text,

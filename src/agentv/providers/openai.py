@@ -9,7 +9,7 @@ in how the client is built (base URL and bearer key vs. Azure endpoint, deployme
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
@@ -30,9 +30,6 @@ from agentv.providers.llm import (
     tool_fallback_text,
 )
 from agentv.providers.registry import require_sdk
-
-if TYPE_CHECKING:
-    import openai
 
 AZURE_DEFAULT_API_VERSION = "2024-10-01-preview"
 
@@ -181,7 +178,7 @@ class _ChatCompletionsProvider(LLMProvider):
         return from_openai_completion(completion)
 
     def translate_error(self, exc: BaseException) -> CallFailure | None:
-        sdk: openai = self._sdk  # type: ignore[valid-type]
+        sdk = self._sdk
         if isinstance(exc, sdk.APITimeoutError):
             return CallFailure("the request timed out", timeout=True)
         if isinstance(exc, sdk.APIStatusError):
@@ -208,7 +205,6 @@ class OpenAIProvider(_ChatCompletionsProvider):
     """OpenAI, or any server that speaks its chat-completions API (set ``base_url``)."""
 
     kind = "openai"
-    vendor: ClassVar[str] = "OpenAI"
     Settings = OpenAISettings
     settings: OpenAISettings
 
@@ -237,7 +233,6 @@ class AzureOpenAIProvider(_ChatCompletionsProvider):
     """An Azure OpenAI deployment (``model`` is the deployment name)."""
 
     kind = "azure"
-    vendor: ClassVar[str] = "Azure OpenAI"
     Settings = AzureOpenAISettings
     settings: AzureOpenAISettings
 
