@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -18,8 +19,10 @@ from agentv.providers.openai import (
     OpenAISettings,
 )
 from agentv.providers.registry import provider_class
-from conftest import KEYS, LM_KINDS, MakeProvider, provider_fields
+from agentv.targets import create_provider, discover_targets_file, load_targets_file
+from conftest import KEYS, LM_KINDS, EvalRequest, MakeProvider, provider_fields
 from fakes import FakeLLMServer
+from helpers import write
 
 
 def test_provider_modules_import_without_their_sdks() -> None:
@@ -136,3 +139,34 @@ def test_anthropic_output_limit_must_leave_room_above_the_thinking_budget() -> N
         )
         == 4096
     )
+
+
+async def test_from_targets_yaml_to_the_wire(
+    repo: Path, llm_server: FakeLLMServer, eval_request: EvalRequest
+) -> None:
+    write(
+        repo,
+        ".agentv/targets.yaml",
+        "$schema: agentv-targets-v2.2\ntargets:\n"
+        "  - name: gateway\n    provider: openai-compatible\n"
+        "    baseUrl: http://${{ GATEWAY }}/v1\n    apiKey: ${{ GATEWAY_KEY }}\n"
+        "    model: served-model\n    systemPrompt: You are the gateway's model.\n",
+    )
+    eval_file = write(repo, "evals/x.yaml", "")
+    targets = load_targets_file(discover_targets_file(eval_file, repo, repo))
+    env = {"GATEWAY": llm_server.url.removeprefix("http://"), "GATEWAY_KEY": "gw-key-123"}
+    provider = create_provider(targets.get("gateway"), env)
+    try:
+        request = eval_request("- {role: user, content: Hi}", system_prompt=provider.system_prompt)
+        await provider.invoke(request)
+    finally:
+        await provider.aclose()
+    rec = llm_server.requests[0]
+    assert rec.headers["authorization"] == "Bearer gw-key-123"
+    assert rec.body == {
+        "model": "served-model",
+        "messages": [
+            {"role": "system", "content": "You are the gateway's model."},
+            {"role": "user", "content": "Hi"},
+        ],
+    }
