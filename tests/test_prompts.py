@@ -592,3 +592,16 @@ def test_evaluator_receives_same_context_as_candidate(repo: Path) -> None:
     assert f"[[ ## question ## ]]\n{question}\n" in prompt
     assert "<Attached: g.instructions.md>" in prompt
     assert "Secret guideline text." not in prompt  # guidelines are not duplicated
+
+
+def test_blank_turns_are_not_sent(repo: Path) -> None:
+    messages = """      - role: user
+        content: "   "
+      - role: assistant
+        content: ""
+"""
+    for view in views(repo, messages):
+        # nothing visible anywhere: a turn with no marker either has nothing to send
+        assert view["chat_prompt"] == []
+        assert view["sent_messages"] == [system(DEFAULT_SYSTEM_PROMPT)]
+        assert view["question"] == ""

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hypothesis import given, settings
+import yaml
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from agentv.errors import InputError
+from agentv.evalfile.files import FileStore
+from agentv.evalfile.loader import LoadContext, load_eval_file
 from agentv.messages import (
     FileSegment,
     GuidelineFile,
@@ -19,10 +23,13 @@ from agentv.messages import (
 from agentv.prompts import (
     build_chat_prompt,
     build_guidelines,
+    build_prompt_inputs,
     build_question,
     sent_messages,
     uses_role_markers,
 )
+from agentv.validation import validate_paths
+from helpers import write
 
 # Text that cannot spell a marker by itself ("@" left out), with blank and multi-line values.
 text = st.text(alphabet=st.sampled_from("ab xy\n\t.:[]#=<>"), max_size=12)
@@ -127,3 +134,122 @@ def test_prompt_building_properties(
     assert set(map(id, must_keep)) <= set(map(id, origins))
     if must_keep and any(m.visible for m in conversation):
         assert origins[-1] is must_keep[-1]
+
+
+# --- the loader never crashes, whatever the YAML holds ------------------------------------
+
+KEYS = [
+    "id",
+    "outcome",
+    "input_messages",
+    "expected_messages",
+    "role",
+    "content",
+    "type",
+    "value",
+    "tool_calls",
+    "tool_call_id",
+    "name",
+    "arguments",
+    "execution",
+    "evaluators",
+    "script",
+    "cwd",
+    "prompt",
+    "target",
+    "schema",
+    "flags",
+]
+SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 3),
+    st.floats(allow_nan=False, allow_infinity=False, width=16),
+    st.sampled_from(
+        ["user", "assistant", "tool", "system", "text", "file", "llm_judge", "code", "regex"]
+    ),
+    st.sampled_from(["", " ", "a.md", "../x", "/etc/hostname", "{", "@[User]: hi", "(["]),
+)
+yaml_values = st.recursive(
+    SCALARS,
+    lambda children: (
+        st.lists(children, max_size=3)
+        | st.dictionaries(st.sampled_from(KEYS), children, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+# Mostly well-formed pieces with a few wrong ones, so that deep paths are reached too.
+words = st.sampled_from(["hello", "", " ", "a.md", "../x", "@[User]: hi", "c1"])
+block = st.fixed_dictionaries(
+    {"type": st.sampled_from(["text", "file", "text", "txt"]), "value": st.one_of(words, SCALARS)}
+)
+message = st.fixed_dictionaries(
+    {
+        "role": st.sampled_from(["user", "assistant", "tool", "system", "usr"]),
+        "content": st.one_of(words, words, st.lists(block, max_size=3), SCALARS),
+    },
+    optional={
+        "tool_calls": st.lists(
+            st.fixed_dictionaries(
+                {
+                    "id": st.sampled_from(["c1", "c2"]),
+                    "name": words,
+                    "arguments": st.one_of(st.just({"a": 1}), st.just('{"a": 1}'), SCALARS),
+                }
+            ),
+            max_size=2,
+        ),
+        "tool_call_id": st.sampled_from(["c1", "c9"]),
+    },
+)
+near_valid_case = st.fixed_dictionaries(
+    {
+        "id": st.sampled_from(["a", "b", "a"]),
+        "outcome": st.sampled_from(["ok", " "]),
+        "input_messages": st.lists(message, max_size=3),
+    },
+    optional={
+        "expected_messages": st.lists(message, max_size=2),
+        "evaluators": st.lists(
+            st.fixed_dictionaries(
+                {"type": st.sampled_from(["llm_judge", "code", "regex", "is_json", "x"])},
+                optional={"value": SCALARS, "script": SCALARS, "prompt": SCALARS, "cwd": SCALARS},
+            ),
+            max_size=2,
+        ),
+    },
+)
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.lists(st.one_of(yaml_values, near_valid_case), max_size=3),
+    st.sampled_from(["agentv-eval-v2", None, 3]),
+)
+def test_loader_never_crashes(tmp_path: Path, cases: list[object], schema: object) -> None:
+    (tmp_path / ".git").mkdir(exist_ok=True)
+    write(tmp_path, "a.md", "attached")
+    data: dict[str, object] = {"evalcases": cases}
+    if schema is not None:
+        data["$schema"] = schema
+    path = tmp_path / "fuzz.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    context = LoadContext(store=FileStore(cwd=tmp_path))
+    (report,) = validate_paths([path])
+    assert report.path == path.resolve()
+    try:
+        loaded = load_eval_file(path, context=context)
+    except InputError as exc:
+        assert exc.diagnostics and all(d.message for d in exc.diagnostics)
+        event("file refused")
+        return
+    event(f"usable cases: {min(len(loaded.cases), 2)}")
+    for case in loaded.cases:
+        inputs = build_prompt_inputs(case)
+        assert isinstance(inputs.question, str)
+    for diag in loaded.diagnostics:
+        assert diag.message and diag.file is not None

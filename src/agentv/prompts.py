@@ -167,7 +167,7 @@ def build_chat_prompt(
         if any_visible and not msg.visible and not structural:
             continue  # only <Attached: ...> markers or nothing: dropped (5.3)
         content = "\n".join(_chat_part(s) for s in msg.segments)
-        if not content and not structural:
+        if not content.strip() and not structural:
             continue
         out.append(
             ChatMessage(
