@@ -133,6 +133,8 @@ def test_find_yaml_files_skips_dot_folders_and_dependencies(repo: Path) -> None:
     found, problems = find_yaml_files([repo])
     assert sorted(found) == sorted(p.resolve() for p in keep)
     assert problems == []
+    found, _ = find_yaml_files([repo / ".agentv"])  # named explicitly: still only its inputs
+    assert found == [(repo / ".agentv/targets.yaml").resolve()]
 
 
 def test_duplicate_keys_are_errors(repo: Path) -> None:

@@ -124,6 +124,8 @@ def _walk(folder: Path, problems: list[FileReport]) -> list[Path]:
             )
         )
 
+    if folder.name == ".agentv":  # its other content (results, caches) is agentv's output
+        return [folder / f for f in AGENTV_FILES if (folder / f).is_file()]
     out: list[Path] = []
     for current, dirs, files in os.walk(folder, onerror=unreadable):
         here = Path(current)

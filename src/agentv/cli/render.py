@@ -329,5 +329,7 @@ def _print_text(cases: list[dict[str, Any]], out: Console) -> None:
             out.print()
             out.print(Text(f"Request for target {view['target']}", style="bold underline"))
             payload = json.dumps(view["request"], indent=2, ensure_ascii=False, default=str)
-            out.print(Syntax(payload, "json", word_wrap=True, background_color="default"))
+            out.print(
+                Syntax(payload, "json", word_wrap=True, background_color="default"), soft_wrap=False
+            )
         out.print()
