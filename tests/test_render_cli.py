@@ -272,3 +272,17 @@ def test_explicit_targets_file(repo: Path) -> None:
         str(path), "--target", "terse", "--targets", str(repo / "config/my-targets.yaml")
     )
     assert {c["target"] for c in cases} == {"terse"}
+
+
+def test_text_view_with_targets(targets_repo: Path) -> None:
+    path = str(targets_repo / "evals/e.yaml")
+    lm = render(path, "--target", "terse", "--eval-id", "plain")
+    assert lm.exit_code == 0, lm.output
+    assert "target: terse (mock)" in lm.stdout
+    assert "Messages sent to an LM API" in lm.stdout
+    assert "Request for target terse" in lm.stdout
+    assert '"content": "Default prompt"' in lm.stdout
+    agent = render(path, "--target", "agent", "--eval-id", "plain")
+    assert agent.exit_code == 0, agent.output
+    assert "this agent target gets the question" in agent.stdout
+    assert "Question (agent mode)" in agent.stdout

@@ -242,6 +242,7 @@ class _Renderer:
         if provider is not None:
             view["target"] = provider.name
             view["provider"] = provider.kind
+            view["target_mode"] = provider.mode
             view["request"] = provider.preview(request_for_case(case, inputs))
         return view
 
@@ -308,7 +309,11 @@ def _print_text(cases: list[dict[str, Any]], out: Console) -> None:
                     Text(f"{label:>9}: ", style="dim") + Text(display_path(path), style=style)
                 )
         out.print()
-        out.print(Text("Messages sent to an LM API", style="bold underline"))
+        if view.get("target_mode") == "agent":
+            heading = "Messages an LM API would get (this agent target gets the question)"
+        else:
+            heading = "Messages sent to an LM API"
+        out.print(Text(heading, style="bold underline"))
         for msg in view["sent_messages"]:
             header = Text(f" {msg['role'].upper()} ", style=_ROLE_STYLES.get(msg["role"], "bold"))
             if msg.get("tool_call_id"):
