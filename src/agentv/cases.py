@@ -21,6 +21,7 @@ class EvaluatorConfig:
 
     @property
     def type(self) -> str:
+        """The evaluator kind (``llm_judge``, ``code``, ``contains``...)."""
         return self.spec.type
 
 

@@ -24,6 +24,7 @@ class TextSegment:
 
     @property
     def visible(self) -> bool:
+        """Not blank."""
         return bool(self.value.strip())
 
 
@@ -38,6 +39,7 @@ class FileSegment:
 
     @property
     def visible(self) -> bool:
+        """The file's text is not blank."""
         return bool(self.text.strip())
 
 
@@ -51,6 +53,7 @@ class GuidelineRef:
 
     @property
     def visible(self) -> bool:
+        """Never: a guideline's text goes to the system prompt, not into the turn."""
         return False
 
 
@@ -66,6 +69,7 @@ class ToolCall:
     arguments: dict[str, Any]
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON-ready ``{id, name, arguments}``."""
         return {"id": self.id, "name": self.name, "arguments": self.arguments}
 
 

@@ -47,10 +47,12 @@ class FileReport:
 
     @property
     def errors(self) -> list[Diagnostic]:
+        """The diagnostics that make the file invalid."""
         return [d for d in self.diagnostics if d.severity == "error"]
 
     @property
     def warnings(self) -> list[Diagnostic]:
+        """The diagnostics that leave it valid."""
         return [d for d in self.diagnostics if d.severity == "warning"]
 
     @property
@@ -110,6 +112,7 @@ def find_yaml_files(paths: Iterable[Path]) -> tuple[list[Path], list[FileReport]
 
 def _walk(folder: Path, problems: list[FileReport]) -> list[Path]:
     def unreadable(exc: OSError) -> None:
+        """A folder that cannot be opened gets a report of its own."""
         where = Path(exc.filename or folder)
         problems.append(
             FileReport(

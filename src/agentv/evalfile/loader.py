@@ -57,6 +57,7 @@ class LoadContext:
 
     @property
     def cwd(self) -> Path:
+        """The run's working directory (the last place references are looked up in)."""
         return self.store.cwd
 
 
@@ -75,10 +76,12 @@ class LoadedEvalFile:
 
     @property
     def errors(self) -> list[Diagnostic]:
+        """Diagnostics of severity error (each one skipped a case)."""
         return [d for d in self.diagnostics if d.severity == "error"]
 
     @property
     def warnings(self) -> list[Diagnostic]:
+        """Diagnostics of severity warning."""
         return [d for d in self.diagnostics if d.severity == "warning"]
 
 
