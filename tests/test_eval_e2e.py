@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from fakes.llm_server import FakeLLMServer, RecordedRequest
 from helpers import write
 
@@ -74,7 +75,11 @@ def _suite(repo: Path) -> Path:
     write(repo, "evals/guides/debug.instructions.md", "Answer in one paragraph.\n")
     write(repo, "evals/src/app.py", "def handler(event):\n    return event['user']\n")
     write(repo, "evals/check.py", CHECK_SCRIPT)
-    write(repo, "evals/crash.py", "import sys\nsys.stderr.write('boom: checker crashed')\nsys.exit(3)\n")
+    write(
+        repo,
+        "evals/crash.py",
+        "import sys\nsys.stderr.write('boom: checker crashed')\nsys.exit(3)\n",
+    )
     return write(
         repo,
         "evals/debug.yaml",
@@ -176,7 +181,9 @@ def test_end_to_end_results_requests_and_secrets(repo: Path, server: FakeLLMServ
 
     # The chat prompt in the results is exactly what reached the API.
     candidate_calls = [
-        r for r in server.requests if not r.body["messages"][0]["content"].startswith("You are an expert")
+        r
+        for r in server.requests
+        if not r.body["messages"][0]["content"].startswith("You are an expert")
     ]
     judge_calls = [r for r in server.requests if r not in candidate_calls]
     sent = next(r for r in candidate_calls if "debugging" in r.body["messages"][0]["content"])
@@ -283,7 +290,17 @@ def test_interrupt_keeps_finished_cases(repo: Path, signum: int) -> None:
         out = repo / "r.jsonl"
         env = {**os.environ, "E2E_API_KEY": SECRET, "CI": "1"}
         proc = subprocess.Popen(
-            [sys.executable, "-m", "agentv", "eval", "evals/many.yaml", "--workers", "2", "--out", str(out)],
+            [
+                sys.executable,
+                "-m",
+                "agentv",
+                "eval",
+                "evals/many.yaml",
+                "--workers",
+                "2",
+                "--out",
+                str(out),
+            ],
             cwd=repo,
             env=env,
             stdout=subprocess.PIPE,
@@ -296,7 +313,7 @@ def test_interrupt_keeps_finished_cases(repo: Path, signum: int) -> None:
                 break
             time.sleep(0.05)
         proc.send_signal(signum)
-        stdout, stderr = proc.communicate(timeout=30)
+        _stdout, stderr = proc.communicate(timeout=30)
     assert proc.returncode == (130 if signum == signal.SIGINT else 143), stderr
     text = out.read_text()
     assert text.endswith("\n")
