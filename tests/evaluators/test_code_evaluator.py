@@ -243,6 +243,19 @@ async def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
     assert not _alive(grandchild)
 
 
+async def test_background_child_left_behind_does_not_hold_up_grading(tmp_path: Path) -> None:
+    config = code("""sleep 60 & echo $! > bg.pid; echo '{"score": 1}'""", tmp_path)
+    started = time.monotonic()
+    result = await run_evaluator(make_ctx(make_case(tmp_path), "x", timeout=120), config)
+    assert time.monotonic() - started < 20
+    assert (result.score, result.error) == (1.0, None)
+    background = int((tmp_path / "bg.pid").read_text(encoding="utf-8"))
+    deadline = time.monotonic() + 10
+    while _alive(background) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert not _alive(background)
+
+
 async def test_spec_timeout_wins_over_the_run_timeout(tmp_path: Path) -> None:
     config = code("sleep 30", tmp_path, timeout_seconds=0.5)
     result = await run_evaluator(make_ctx(make_case(tmp_path), "x", timeout=600), config)

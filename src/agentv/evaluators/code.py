@@ -14,6 +14,7 @@ cancellation the script's whole process group is killed, grandchildren included.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
     from agentv.cases import EvaluatorConfig
 
 STDERR_TAIL = 500  # characters of stderr kept in a failure's reason
+DRAIN_SECONDS = 1.0  # how long output may stay open after the script exited or was killed
+EXIT_POLL_SECONDS = 0.05
 
 
 def _segments(messages: tuple[Message, ...]) -> list[dict[str, str]]:
@@ -113,12 +116,34 @@ def _kill_group(proc: asyncio.subprocess.Process) -> None:
             os.killpg(proc.pid, signal.SIGKILL)
         else:  # pragma: no cover - not POSIX
             proc.kill()
-    except ProcessLookupError:
+    except (ProcessLookupError, PermissionError):
         pass  # already gone
 
 
 class _TimedOut(Exception):
     pass
+
+
+async def _exit(proc: asyncio.subprocess.Process) -> int:
+    """The script's exit code, as soon as it has exited.
+
+    ``Process.wait()`` is not enough: on Python 3.11 it does not return while a leftover
+    background process still holds the pipes, so the exit is polled.
+    """
+    while proc.returncode is None:
+        await asyncio.sleep(EXIT_POLL_SECONDS)
+    return proc.returncode
+
+
+async def _settle(proc: asyncio.subprocess.Process, io: asyncio.Future[Any]) -> None:
+    """After a kill: reap the process and stop reading (bounded, whatever escaped)."""
+    if not io.done():
+        await asyncio.wait({io}, timeout=DRAIN_SECONDS)
+    io.cancel()
+    with contextlib.suppress(BaseException):
+        await io
+    with contextlib.suppress(BaseException):
+        await asyncio.wait_for(_exit(proc), DRAIN_SECONDS)
 
 
 async def run_script(
@@ -127,6 +152,8 @@ async def run_script(
     """Run ``command`` through the shell; (exit code, stdout, stderr).
 
     Raises ``OSError`` when it cannot start and ``_TimedOut`` after killing it on timeout.
+    A background process the script leaves behind holding its output open is killed once
+    the script has exited, so that it cannot hold the evaluation up.
     """
     proc = await asyncio.create_subprocess_shell(
         command,
@@ -136,18 +163,34 @@ async def run_script(
         cwd=cwd,
         start_new_session=True,  # own process group: a timeout kills grandchildren too
     )
+    io = asyncio.ensure_future(proc.communicate(stdin))
+    exited = asyncio.ensure_future(_exit(proc))
     try:
-        out, err = await asyncio.wait_for(proc.communicate(stdin), timeout)
-    except TimeoutError:
-        _kill_group(proc)
-        await proc.wait()
-        raise _TimedOut from None
+        # Usually the output closes when the script exits; either way, stop on the first.
+        done, _ = await asyncio.wait({io, exited}, timeout=timeout, return_when="FIRST_COMPLETED")
+        if not done:
+            _kill_group(proc)
+            await _settle(proc, io)
+            raise _TimedOut
+        if not io.done():
+            done, _ = await asyncio.wait({io}, timeout=DRAIN_SECONDS)
+            if not done:
+                _kill_group(proc)  # leftovers of the script still hold the pipes
+                done, _ = await asyncio.wait({io}, timeout=DRAIN_SECONDS)
+            if not done:  # pragma: no cover - a descendant that left the process group
+                io.cancel()
+                escaped = "its output was held open by a process that left its process group"
+                return await _exit(proc), "", escaped
+        out, err = io.result()
+    except _TimedOut:
+        raise
     except BaseException:  # cancelled (Ctrl-C, shutdown): leave nothing running
         _kill_group(proc)
-        await proc.wait()
+        await _settle(proc, io)
         raise
-    assert proc.returncode is not None
-    return proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+    finally:
+        exited.cancel()
+    return await _exit(proc), out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
 
 
 def _tail(stderr: str) -> str:
