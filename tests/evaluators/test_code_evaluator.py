@@ -195,14 +195,11 @@ async def test_non_zero_exit_without_stderr_still_fails(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("command", "expected"),
     [
-        (
-            "echo 'all good!'",
-            "printed no JSON object with a numeric `score`: 'all good!' on stdout",
-        ),
-        ("""echo '{"hits": ["no score"]}'""", "printed no JSON object with a numeric `score`"),
-        ("""echo '{"score": "high"}'""", "printed no JSON object with a numeric `score`"),
-        ("true", "printed nothing on stdout"),
-        ("echo 'oops' >&2", "printed nothing on stdout; stderr: oops"),
+        ("echo 'all good!'", "numeric `score` on stdout (it printed 'all good!')"),
+        ("""echo '{"hits": ["no score"]}'""", "did not print a JSON object with a numeric"),
+        ("""echo '{"score": "high"}'""", "did not print a JSON object with a numeric"),
+        ("true", "`true` printed nothing on stdout (expected a JSON object"),
+        ("echo 'oops' >&2", "with a numeric `score`); stderr: oops"),
     ],
 )
 async def test_unparsable_output_is_a_failure(tmp_path: Path, command: str, expected: str) -> None:

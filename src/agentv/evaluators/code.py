@@ -270,8 +270,13 @@ class CodeEvaluator:
         data = parse_output(stdout)
         if data is None:
             shown = excerpt(stdout)
-            what = f"no JSON object with a numeric `score`: {shown!r}" if shown else "nothing"
-            reason = f"`{spec.script}` printed {what} on stdout"
+            reason = (
+                f"`{spec.script}` did not print a JSON object with a numeric `score` on stdout"
+                f" (it printed {shown!r})"
+                if shown
+                else f"`{spec.script}` printed nothing on stdout"
+                " (expected a JSON object with a numeric `score`)"
+            )
             return failed(config, _with_stderr(reason, stderr), raw_request=raw)
         hits = text_list(data.get("hits"))
         misses = text_list(data.get("misses"))
