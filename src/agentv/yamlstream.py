@@ -29,6 +29,7 @@ except AttributeError:  # pragma: no cover - PyYAML without libyaml
 _STR_TAG = "tag:yaml.org,2002:str"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 _INTERN_MAX = 256
+_WORD_FIRST = frozenset("yYnNtTfFoO")
 _IMPLICIT_FIRST = frozenset(
     ch for ch in yaml.resolver.Resolver.yaml_implicit_resolvers if ch is not None
 )
@@ -54,8 +55,17 @@ class _Builder:
         value = event.value
         tag = event.tag
         if tag is None or tag == "!":
-            if not event.implicit[0] or not value or value[0] not in _IMPLICIT_FIRST:
-                if value == "" and event.implicit[0]:
+            plain = event.implicit[0]
+            if (
+                not plain
+                or not value
+                or value[0] not in _IMPLICIT_FIRST
+                or (
+                    # a letter can only start a bool or null word, and none is longer than 5
+                    len(value) > 5 and value[0] in _WORD_FIRST
+                )
+            ):
+                if value == "" and plain:
                     return None  # an empty plain scalar is null
                 return sys.intern(value) if len(value) <= _INTERN_MAX else value
             tag = self.loader.resolve(yaml.ScalarNode, value, event.implicit)
@@ -164,12 +174,13 @@ _MERGE = _MergeMarker()
 
 
 def stream_yaml(
-    source: Path | BinaryIO,
+    source: Path | BinaryIO | str,
     *,
     stream_key: str | None = None,
     on_item: Callable[[int, Any, int], None] | None = None,
+    result: StreamResult | None = None,
 ) -> StreamResult:
-    """Parse the first document of ``source``.
+    """Parse the first document of ``source`` (a path, a binary file or a string).
 
     When the top level is a mapping and ``on_item`` is given, each item of the list under
     ``stream_key`` is built and passed to ``on_item(index, value, line)`` instead of being
@@ -177,9 +188,9 @@ def stream_yaml(
     """
     if isinstance(source, Path):
         with source.open("rb") as fh:
-            return stream_yaml(fh, stream_key=stream_key, on_item=on_item)
+            return stream_yaml(fh, stream_key=stream_key, on_item=on_item, result=result)
     loader = _Loader(source)
-    result = StreamResult(data=None)
+    result = result if result is not None else StreamResult(data=None)
     builder = _Builder(loader, result)
     try:
         get = loader.get_event
@@ -192,8 +203,8 @@ def stream_yaml(
             data: dict[Any, Any] = {}
             if first.anchor:
                 builder.anchors[first.anchor] = data
+            result.data = data  # visible to `on_item` while the body is read
             builder.mapping_body(data, stream_key, on_item)
-            result.data = data
         else:
             result.data = builder.value(first)
         return result

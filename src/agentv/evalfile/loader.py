@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
 from pydantic import ValidationError
 
 from agentv.cases import EvalCase, EvaluatorConfig
@@ -31,6 +32,7 @@ from agentv.messages import (
     ToolCall,
 )
 from agentv.yamlio import PathKey, YamlSource, describe_decode_error, format_key, load_yaml
+from agentv.yamlstream import StreamResult, stream_yaml
 
 _CASE_ADAPTER = sc.RawEvalCase
 
@@ -94,9 +96,46 @@ def load_eval_file(
     """Load one eval file. Raises ``InputError`` when the file as a whole is unusable.
 
     The ``InputError`` carries every problem found, the cases' included, so that a user
-    fixes them in one go.
+    fixes them in one go. Cases are built while the file is read, each raw case dropped as
+    soon as it is built, so a 100,000-case file never sits in memory twice.
     """
-    return load_eval_source(load_yaml(Path(path).resolve()), eval_id=eval_id, context=context)
+    ctx = context or LoadContext()
+    path = Path(path).resolve()
+    stream = StreamResult(data=None)
+    state: dict[str, Any] = {}
+
+    def on_item(index: int, entry: Any, _line: int) -> None:
+        load = state.get("load")
+        if load is None:
+            header = stream.data
+            if state.get("bail") or header.get("$schema") != sc.EVAL_SCHEMA:
+                state["bail"] = True  # not an eval file (yet): the slow path explains why
+                return
+            state["snapshot"] = {k: header.get(k) for k in _CASE_HEADER_KEYS}
+            load = state["load"] = _FileLoad(YamlSource(path, None, header), ctx, eval_id)
+        load.add(index, entry)
+
+    try:
+        stream_yaml(path, stream_key="evalcases", on_item=on_item, result=stream)
+    except (yaml.YAMLError, UnicodeDecodeError, OSError):
+        return load_eval_source(load_yaml(path), eval_id=eval_id, context=ctx)
+    data = stream.data
+    load = state.get("load")
+    if (
+        load is None
+        or not isinstance(data, dict)
+        or any(data.get(k) != v for k, v in state["snapshot"].items())
+    ):
+        # No cases, not an eval file, or header keys written after the cases: read it whole.
+        return load_eval_source(load_yaml(path), eval_id=eval_id, context=ctx)
+    header_diags = _check_header(load.src, {**data, "evalcases": []})
+    if any(d.severity == "error" for d in header_diags):
+        return load_eval_source(load_yaml(path), eval_id=eval_id, context=ctx)
+    return load.result(header_diags, total=data["evalcases"])
+
+
+#: header keys that shape how cases are built; they must be known before the first case
+_CASE_HEADER_KEYS = ("$schema", "dataset", "evaluator")
 
 
 def load_eval_source(
@@ -118,49 +157,71 @@ def load_eval_source(
         # Not an eval file, or one without cases: checking its cases would only add noise.
         raise InputError(f"{path}: not a usable eval file", header_diags)
     assert isinstance(entries, list)
-
-    repo_root = find_repo_root(path.parent, ctx.cwd)
-    roots = search_roots(path.parent, repo_root, ctx.cwd)
-    config, config_diags = ctx.guidelines.for_eval_dir(path.parent, repo_root)
-    dataset = _text_or_none(data.get("dataset")) or path.stem or "eval"
-    file_default = data.get("evaluator") if data.get("evaluator") in ("llm_judge", "code") else None
-    builder = _CaseBuilder(
-        src=src,
-        ctx=ctx,
-        roots=roots,
-        repo_root=repo_root,
-        patterns=config.patterns,
-        dataset=dataset,
-        default_evaluator=file_default or "llm_judge",
-    )
-    cases: list[EvalCase] = []
-    diags = header_diags + config_diags
-    first_index: dict[str, int] = {}
+    load = _FileLoad(src, ctx, eval_id)
     for index, entry in enumerate(entries):
-        entry_id = entry.get("id") if isinstance(entry, dict) else None
-        if eval_id is not None and entry_id != eval_id:
-            continue
-        case, case_diags = builder.build(index, entry)
-        if isinstance(entry_id, str) and entry_id:
-            if entry_id in first_index:
-                case_diags.append(_duplicate_id(src, index, entry_id, first_index[entry_id]))
-            else:
-                first_index[entry_id] = index
-        diags.extend(case_diags)
-        if case is not None:
-            cases.append(case)
+        load.add(index, entry)
     if file_unusable:
-        raise InputError(f"{path}: not a usable eval file", diags)
-    return LoadedEvalFile(
-        path=path,
-        dataset=dataset,
-        target=_text_or_none(data.get("target")),
-        cases=cases,
-        diagnostics=diags,
-        repo_root=repo_root,
-        total_cases=len(entries),
-        source=src,
-    )
+        raise InputError(
+            f"{path}: not a usable eval file", header_diags + load.config_diags + load.diags
+        )
+    return load.result(header_diags, total=len(entries))
+
+
+class _FileLoad:
+    """The cases of one file, built one raw case at a time."""
+
+    def __init__(self, src: YamlSource, ctx: LoadContext, eval_id: str | None) -> None:
+        path = src.path
+        data = src.data
+        self.src = src
+        self.eval_id = eval_id
+        self.repo_root = find_repo_root(path.parent, ctx.cwd)
+        config, self.config_diags = ctx.guidelines.for_eval_dir(path.parent, self.repo_root)
+        self.dataset = _text_or_none(data.get("dataset")) or path.stem or "eval"
+        file_default = data.get("evaluator")
+        self.builder = _CaseBuilder(
+            src=src,
+            ctx=ctx,
+            roots=search_roots(path.parent, self.repo_root, ctx.cwd),
+            repo_root=self.repo_root,
+            patterns=config.patterns,
+            dataset=self.dataset,
+            default_evaluator=file_default
+            if file_default in ("llm_judge", "code")
+            else "llm_judge",
+        )
+        self.cases: list[EvalCase] = []
+        self.diags: list[Diagnostic] = []
+        self._first_index: dict[str, int] = {}
+
+    def add(self, index: int, entry: Any) -> None:
+        entry_id = entry.get("id") if isinstance(entry, dict) else None
+        if self.eval_id is not None and entry_id != self.eval_id:
+            return
+        case, case_diags = self.builder.build(index, entry)
+        if isinstance(entry_id, str) and entry_id:
+            if entry_id in self._first_index:
+                case_diags.append(
+                    _duplicate_id(self.src, index, entry_id, self._first_index[entry_id])
+                )
+            else:
+                self._first_index[entry_id] = index
+        self.diags.extend(case_diags)
+        if case is not None:
+            self.cases.append(case)
+
+    def result(self, header_diags: list[Diagnostic], *, total: int) -> LoadedEvalFile:
+        data = self.src.data
+        return LoadedEvalFile(
+            path=self.src.path,
+            dataset=self.dataset,
+            target=_text_or_none(data.get("target")),
+            cases=self.cases,
+            diagnostics=header_diags + self.config_diags + self.diags,
+            repo_root=self.repo_root,
+            total_cases=total,
+            source=self.src,
+        )
 
 
 def _text_or_none(value: Any) -> str | None:
@@ -270,6 +331,7 @@ class _CaseBuilder:
         self.dataset = dataset
         self.default_evaluator = default_evaluator
         self._classified: dict[Path, bool] = {}
+        self._checked: dict[Path, tuple[bool, bool]] = {}  # path -> (inside root, is a file)
 
     def build(self, index: int, entry: Any) -> tuple[EvalCase | None, list[Diagnostic]]:
         """The case at ``evalcases[index]``, or None when it has an error; plus diagnostics."""
@@ -488,7 +550,12 @@ class _CaseBuilder:
                 )
             return None
         path = res.resolved
-        if not self.ctx.allow_outside_root and not is_within(path, self.repo_root):
+        checked = self._checked.get(path)
+        if checked is None:  # one check per file per eval file, however many cases use it
+            inside = self.ctx.allow_outside_root or is_within(path, self.repo_root)
+            checked = self._checked[path] = (inside, path.is_file())
+        inside, is_file = checked
+        if not inside:
             diags.append(
                 self.src.diagnostic(
                     key,
@@ -498,7 +565,7 @@ class _CaseBuilder:
                 )
             )
             return None
-        if not path.is_file():
+        if not is_file:
             diags.append(
                 self.src.diagnostic(
                     key, f"{what} {raw} is a folder, not a file", hint="point at a file"
