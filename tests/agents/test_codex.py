@@ -291,3 +291,18 @@ async def test_bad_log_format_from_environment(
     monkeypatch.setenv("AGENTV_CODEX_LOG_FORMAT", "xml")
     with pytest.raises(ProviderError, match="codex log format must be 'summary' or 'json'"):
         await codex().invoke(ProviderRequest(question="Q"))
+
+
+async def test_hostile_text_and_file_names_reach_codex_verbatim(
+    repo: Path, record: Path, tmp_path: Path
+) -> None:
+    odd = tmp_path / "a]b\n$(touch PWNED) [x].md"
+    odd.write_text("x")
+    question = "'; touch PWNED; '\n`touch PWNED` $(touch PWNED) \x01\x7f\u202e"
+    await codex().invoke(ProviderRequest(question=question, input_files=[odd]))
+    (call,) = calls(record)
+    assert call["prompt"].endswith(f"[[ ## user_query ## ]]\n\n{question.strip()}")
+    # the link stays on one line, its text escaped, its target percent-encoded
+    link = call["prompt"].splitlines()[1]
+    assert link == f"* [a\\]b $(touch PWNED) \\[x\\].md]({odd.as_uri()})."
+    assert not (repo / "PWNED").exists() and not (tmp_path / "PWNED").exists()

@@ -66,7 +66,9 @@ def file_uri(path: Path) -> str:
 
 
 def _link(path: Path) -> str:
-    label = path.name.replace("\\", "\\\\").replace("[", "\\[").replace("]", "\\]")
+    # Keep the link on one line and its text inside the brackets, whatever the file is called.
+    label = " ".join(path.name.splitlines())
+    label = label.replace("\\", "\\\\").replace("[", "\\[").replace("]", "\\]")
     return f"* [{label}]({file_uri(path)})"
 
 

@@ -31,6 +31,7 @@ import re
 import secrets
 import shlex
 import shutil
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -494,9 +495,10 @@ class VSCodeProvider(Provider):
             )
 
     async def _read_responses(
-        self, files: Sequence[Path], timeout: float, folder: Path
+        self, files: Sequence[Path], timeout: float, folder: Path, started: float
     ) -> list[str]:
-        if not await _wait_exists(files, timeout, self.poll_interval):
+        remaining = timeout - (time.monotonic() - started)
+        if not await _wait_exists(files, remaining, self.poll_interval):
             missing = [p.name for p in files if not p.exists()]
             raise ProviderTimeout(
                 self.name,
@@ -532,6 +534,9 @@ class VSCodeProvider(Provider):
             return ProviderResponse(text="", sent={**sent, "dry_run": True}, raw={"dry_run": True})
         await self.healthcheck()
         self._check_attachments(files)
+        # The limit covers the whole dispatch, focusing and launching included.
+        timeout = request.timeout or DEFAULT_RESPONSE_TIMEOUT_S
+        started = time.monotonic()
         folder = self._claim()
         keep_lock = False
         try:
@@ -561,8 +566,7 @@ class VSCodeProvider(Provider):
             if not self.settings.wait:
                 keep_lock = True  # the agent unlocks the folder when it is done
                 return ProviderResponse(text="", sent=sent, raw={**raw, "waited": False})
-            timeout = request.timeout or DEFAULT_RESPONSE_TIMEOUT_S
-            (text,) = await self._read_responses([final], timeout, folder)
+            (text,) = await self._read_responses([final], timeout, folder, started)
             return ProviderResponse(text=text, sent=sent, raw=raw)
         finally:
             if not keep_lock:
@@ -587,6 +591,9 @@ class VSCodeProvider(Provider):
             ]
         await self.healthcheck()
         self._check_attachments(files)
+        # Each case gets its own time budget: the agent works through them in turn.
+        timeout = sum(r.timeout or DEFAULT_RESPONSE_TIMEOUT_S for r in requests)
+        started = time.monotonic()
         folder = self._claim()
         keep_lock = False
         try:
@@ -636,9 +643,7 @@ class VSCodeProvider(Provider):
             if not self.settings.wait:
                 keep_lock = True
                 return [response(i, "") for i in range(len(requests))]
-            # Each case gets its own time budget: the agent works through them in turn.
-            timeout = sum(r.timeout or DEFAULT_RESPONSE_TIMEOUT_S for r in requests)
-            texts = await self._read_responses(finals, timeout, folder)
+            texts = await self._read_responses(finals, timeout, folder, started)
             return [response(i, text) for i, text in enumerate(texts)]
         finally:
             if not keep_lock:
