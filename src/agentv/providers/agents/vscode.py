@@ -561,13 +561,17 @@ class VSCodeProvider(Provider):
                 chat += ["-a", str(path)]
             chat.append(f"Follow instructions in {request_file.name}")
             await self._code(chat, folder, commands, self.launch_timeout)
-            raw = {"subagent": folder.name, "request_file": str(request_file)}
-            raw["response_file"] = str(final)
+            raw = {
+                "subagent": folder.name,
+                "request_file": str(request_file),
+                "response_file": str(final),
+            }
             if not self.settings.wait:
                 keep_lock = True  # the agent unlocks the folder when it is done
                 return ProviderResponse(text="", sent=sent, raw={**raw, "waited": False})
             (text,) = await self._read_responses([final], timeout, folder, started)
-            return ProviderResponse(text=text, sent=sent, raw=raw)
+            elapsed_ms = (time.monotonic() - started) * 1000
+            return ProviderResponse(text=text, sent=sent, raw=raw, latency_ms=elapsed_ms)
         finally:
             if not keep_lock:
                 release_subagent(folder)
