@@ -521,6 +521,8 @@ def create_provider(definition: TargetDefinition, env: Mapping[str, str] | None 
         key: substitute_env(value, env, target=definition.name, field_name=key)
         for key, value in definition.fields.items()
     }
+    if definition.source is not None:
+        _anchor_paths(fields, project_dir(definition.source))
     cls = registry.provider_class(definition.kind)
     try:
         settings = cls.Settings.model_validate(fields)
@@ -531,6 +533,43 @@ def create_provider(definition: TargetDefinition, env: Mapping[str, str] | None 
             f"{where}target {definition.name!r} ({definition.provider}): {problems}"
         ) from None
     return cls(definition.name, settings)
+
+
+#: settings that name a folder or file; relative values are relative to the project folder
+_PATH_FIELDS = frozenset(
+    {
+        "cwd",
+        "log_dir",
+        "logDir",
+        "log_directory",
+        "logDirectory",
+        "subagent_root",
+        "subagentRoot",
+        "workspace_template",
+        "workspaceTemplate",
+    }
+)
+
+
+def project_dir(targets_file: Path) -> Path:
+    """The folder a targets file's relative paths start from.
+
+    For ``<project>/.agentv/targets.yaml`` that is ``<project>``; for a targets file
+    anywhere else, its own folder. So ``cwd: scripts`` means the same wherever agentv runs.
+    """
+    folder = targets_file.resolve().parent
+    return folder.parent if folder.name == ".agentv" else folder
+
+
+def _anchor_paths(fields: dict[str, Any], base: Path) -> None:
+    for key, value in list(fields.items()):
+        if key in _PATH_FIELDS and isinstance(value, str) and value.strip():
+            path = Path(value.strip()).expanduser()
+            fields[key] = str(path if path.is_absolute() else base / path)
+        elif key == "healthcheck" and isinstance(value, dict):
+            value = dict(value)
+            _anchor_paths(value, base)
+            fields[key] = value
 
 
 def _describe(err: Any) -> str:
