@@ -60,13 +60,14 @@ def test_top_and_bottom_ties_by_eval_id() -> None:
     s = collector.summary()
     # Descending by score, ties by id: a b c d e f
     assert s.top == (("a", 1.0), ("b", 1.0), ("c", 1.0))
-    assert s.bottom == (("d", 0.5), ("e", 0.0), ("f", 0.0))
+    # Lowest first, ties by id: e f d
+    assert s.bottom == (("e", 0.0), ("f", 0.0), ("d", 0.5))
 
 
 def test_few_results_appear_in_both_lists() -> None:
     s = _collect(0.3, 0.9).summary()
     assert s.top == (("case-1", 0.9), ("case-0", 0.3))
-    assert s.bottom == s.top
+    assert s.bottom == tuple(reversed(s.top))
 
 
 def test_errors_judge_failures_and_slowest() -> None:
@@ -136,9 +137,9 @@ Top performing eval cases:
   3. delta: 0.250
 
 Lowest performing eval cases:
-  1. beta: 0.500
+  1. gamma: 0.000
   2. delta: 0.250
-  3. gamma: 0.000
+  3. beta: 0.500
 
 Slowest eval cases:
   1. beta: 4.25s
@@ -168,5 +169,5 @@ def test_a_hundred_thousand_cases_stay_cheap() -> None:
     assert s.max == 1.0 and s.min == 0.0
     assert s.mean == pytest.approx(0.5)
     assert s.top[0] == ("case-000999", 1.0)  # the lowest id among the perfect scores
-    assert s.bottom[-1] == ("case-099000", 0.0)  # the highest id among the zeros
+    assert s.bottom[0] == ("case-000000", 0.0)  # the lowest id among the zeros
     assert s.slowest[0][0] == "case-099999"

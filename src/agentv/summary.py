@@ -59,7 +59,7 @@ class Summary:
     top: tuple[tuple[str, float], ...] = ()
     """Best ``(eval_id, score)`` first; ties by eval id."""
     bottom: tuple[tuple[str, float], ...] = ()
-    """The last entries of the same order: third-lowest down to the lowest."""
+    """The lowest scores, lowest first, ties by eval id (the original listed them reversed)."""
     slowest: tuple[tuple[str, float], ...] = ()
     """``(eval_id, seconds)``, slowest first."""
     error_details: tuple[tuple[str, str], ...] = field(default=())
@@ -135,9 +135,8 @@ class SummaryCollector:
         # Order: best score first, ties by eval id (results arrive in completion order,
         # which is not reproducible; eval ids are).
         top_idx = heapq.nsmallest(TOP_COUNT, range(n), key=lambda i: (-scores[i], ids[i]))
-        # The lowest are the last entries of that same order, listed in it (as the original).
-        bottom_idx = heapq.nlargest(TOP_COUNT, range(n), key=lambda i: (-scores[i], ids[i]))
-        bottom_idx.reverse()
+        # Lowest first: "1." is the case most worth a look.
+        bottom_idx = heapq.nsmallest(TOP_COUNT, range(n), key=lambda i: (scores[i], ids[i]))
 
         timed = [i for i in range(n) if not math.isnan(self._durations[i])]
         slow_idx = heapq.nsmallest(
