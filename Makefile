@@ -21,8 +21,9 @@ lint: install
 test: install lint
 	$(BIN)/python -m pytest
 
+# The example suite on an offline example agent: no API key, no network.
 demo: install
-	$(BIN)/python examples/run_demo.py
+	$(BIN)/agentv eval examples/ --target default
 
 bench: install
 	$(BIN)/python benchmarks/run.py

@@ -1,0 +1,50 @@
+"""`make demo` runs the example suite offline; make sure it keeps working."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def test_example_suite_runs_offline_and_passes(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    shutil.copytree(EXAMPLES, project / "examples")
+    (project / ".git").mkdir()
+    out = project / "results.jsonl"
+    proc = subprocess.run(
+        [sys.executable, "-m", "agentv", "eval", "examples/", "--out", str(out)],
+        cwd=project,
+        env={**os.environ, "CI": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    rows = {r["eval_id"]: r for r in map(json.loads, out.read_text().splitlines())}
+    assert set(rows) == {
+        "review-inventory",
+        "debug-missing-email",
+        "brainstorm-cli-names",
+        "umbrella-from-forecast",
+    }
+    for row in rows.values():
+        assert "error" not in row, row["error"]
+        assert row["target"] == "default"
+        for entry in row["evaluator_results"]:
+            assert "error" not in entry, entry
+    # The deterministic checks pass on the demo agent's answers.
+    review = {e["name"]: e["score"] for e in rows["review-inventory"]["evaluator_results"]}
+    assert review["mentions-empty-list"] == 1.0
+    tool = {e["name"]: e["score"] for e in rows["umbrella-from-forecast"]["evaluator_results"]}
+    assert tool == {"says-umbrella": 1.0, "cites-forecast": 1.0}
+    debug = rows["debug-missing-email"]
+    assert 'user.get("email")' in debug["candidate_answer"]
+    ideas = {e["name"]: e["score"] for e in rows["brainstorm-cli-names"]["evaluator_results"]}
+    assert ideas["five-ideas"] == 1.0
+    assert "EVALUATION SUMMARY" in proc.stdout and "Results written to:" in proc.stdout
