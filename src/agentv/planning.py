@@ -124,13 +124,18 @@ class TargetRegistry:
     dry_run: DryRun | None = None
     _files: dict[Path, TargetsFile] = field(default_factory=dict)
     _targets: dict[tuple[Path | None, str], RunTarget] = field(default_factory=dict)
+    _by_eval_file: dict[Path, TargetsFile | None] = field(default_factory=dict)
     diagnostics: list[Diagnostic] = field(default_factory=list)
 
     def _targets_file(self, eval_file: Path, repo_root: Path) -> TargetsFile | None:
+        # Every case of a file shares its targets file: look it up once per file.
+        if eval_file in self._by_eval_file:
+            return self._by_eval_file[eval_file]
         try:
             path = discover_targets_file(eval_file, repo_root, self.cwd, self.targets_path)
         except ConfigError:
             if self.dry_run is not None:
+                self._by_eval_file[eval_file] = None
                 return None  # a dry run needs no real target
             raise
         path = path.resolve()
@@ -139,6 +144,7 @@ class TargetRegistry:
             loaded = load_targets_file(path)
             self._files[path] = loaded
             self.diagnostics.extend(loaded.diagnostics)
+        self._by_eval_file[eval_file] = loaded
         return loaded
 
     def target(self, eval_file: Path, repo_root: Path, name: str) -> RunTarget:
