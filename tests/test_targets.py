@@ -342,3 +342,69 @@ def test_unknown_target_name_lists_the_available_ones(repo: Path) -> None:
         load_targets_file(path).get("defualt")
     assert "did you mean 'default'?" in str(info.value)
     assert "available targets: default" in str(info.value)
+
+
+# --- agent targets on this machine ---------------------------------------------------------------
+
+AGENTS = (
+    HEADER
+    + """\
+  - name: cx
+    provider: codex
+    cwd: work
+  - name: runner
+    provider: cli
+    command_template: run {PROMPT}
+    cwd: scripts/missing
+    timeout_seconds: ${{ TIMEOUT }}
+  - name: fine
+    provider: cli
+    command_template: run {PROMPT}
+    cwd: scripts
+    healthcheck: {type: command, command_template: "true", cwd: "${{ HC_DIR }}"}
+  - name: later
+    provider: codex
+    executable: ${{ CODEX_BIN }}
+    cwd: ${{ WORKDIR }}/sub
+"""
+)
+
+
+def test_agent_targets_that_cannot_start_here_are_warnings_at_their_entry(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))  # no `codex` anywhere
+    # relative paths start from the project folder (the one holding .agentv/), not .agentv/
+    (repo / "work").mkdir()
+    (repo / "scripts").mkdir()
+    path = write(repo, ".agentv/targets.yaml", AGENTS)
+
+    diags = validate_targets_file(path)
+    assert [d.severity for d in diags] == ["warning", "warning"]
+    codex, cwd = diags
+    assert (codex.location, codex.line, codex.column) == ("targets[0]", 3, 5)
+    assert codex.message.startswith("target 'cx' cannot run on this machine: Codex executable")
+    assert "npm install -g @openai/codex" in codex.message
+    assert "set `executable` on target 'cx'" in codex.message
+    assert (cwd.location, cwd.line) == ("targets[1]", 6)
+    assert cwd.message == (
+        "target 'runner' cannot run on this machine: working directory (`cwd`) "
+        f"'{repo.resolve() / 'scripts/missing'}' does not exist"
+    )
+    assert cwd.hint == (
+        "ignore this warning if the target runs on another machine; "
+        f"relative paths in this target start from {repo.resolve()}"
+    )
+    assert codex.hint == cwd.hint  # `cwd: work` is relative too
+    # the environment is never read, not even for the unset ${{ ... }} fields of 'later'
+    monkeypatch.setenv("WORKDIR", str(tmp_path / "nowhere"))
+    assert validate_targets_file(path) == diags
+
+    # a file with only warnings still loads, and running does not need the checks
+    assert set(load_targets_file(path).targets) == {"cx", "runner", "fine", "later"}
+    fake = empty / "codex"
+    fake.write_text("#!/bin/sh\n", "utf-8")
+    fake.chmod(0o755)
+    assert [d.location for d in validate_targets_file(path)] == ["targets[1]"]

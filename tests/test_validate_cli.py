@@ -191,3 +191,32 @@ def test_bad_yaml_and_non_utf8(repo: Path) -> None:
     assert "  ✗ a.yaml:4:1: invalid YAML: while parsing a flow node" in result.stdout
     assert "the file ends inside something never closed" in result.stdout
     assert "  ✗ b.yaml:2: not UTF-8 text (byte 0xe9)\n" in result.stdout
+
+
+def test_agent_targets_that_cannot_start_here_are_warned_about(
+    repo: Path, tmp_path: Path, monkeypatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path / "no-programs-here"))
+    write(
+        repo,
+        ".agentv/targets.yaml",
+        "$schema: agentv-targets-v2.2\ntargets:\n"
+        "  - name: cx\n    provider: codex\n"
+        "  - name: c\n    provider: cli\n    command_template: x {PROMPT}\n    cwd: gone\n"
+        "  - name: env\n    provider: cli\n    command_template: x\n    cwd: ${{ WORK }}\n",
+    )
+    result = validate(".agentv/targets.yaml")
+    assert result.exit_code == 0, result.stdout  # warnings: the eval may run elsewhere
+    out = result.stdout
+    assert "✓ .agentv/targets.yaml  (targets file, 3 targets)\n" in out
+    assert (
+        "  ⚠ .agentv/targets.yaml:3:5: target 'cx' cannot run on this machine: "
+        "Codex executable 'codex' was not found on PATH. Install the Codex CLI with "
+        "`npm install -g @openai/codex`"
+    ) in out
+    assert (
+        "  ⚠ .agentv/targets.yaml:5:5: target 'c' cannot run on this machine: "
+        f"working directory (`cwd`) '{repo.resolve() / 'gone'}' does not exist\n"
+    ) in out
+    assert "'env'" not in out  # ${{ WORK }} is only known when the target runs
+    assert "Files with warnings: 1\n" in out

@@ -174,12 +174,92 @@ def load_targets_file(path: Path) -> TargetsFile:
 
 
 def validate_targets_file(path: Path) -> list[Diagnostic]:
-    """Every problem in a targets file (for ``agentv validate``)."""
+    """Every problem in a targets file (for ``agentv validate``), including warnings for agent
+    targets that could not start on this machine (see ``setup_diagnostics``)."""
     try:
         src = load_yaml(Path(path).resolve())
     except InputError as exc:
         return exc.diagnostics
-    return _parse(src)[1]
+    targets, diags = _parse(src)
+    setup = setup_diagnostics(src, targets)
+    if setup:  # `_parse` has put the others in file order
+        diags = sorted([*diags, *setup], key=lambda d: (d.line or 0, d.column or 0))
+    return diags
+
+
+def setup_diagnostics(src: YamlSource, targets: Mapping[str, TargetDefinition]) -> list[Diagnostic]:
+    """A warning at each agent target entry for each thing that would stop it here: a program
+    that is not installed, a working directory that does not exist.
+
+    Warnings, not errors: the eval may be meant for another machine. Relative paths start
+    from ``project_dir`` as when the target runs; the environment is not read, so a value
+    holding ``${{ VAR }}`` is not checked.
+    """
+    from agentv.providers.agents import CHECKED_KINDS, setup_warnings
+
+    base = project_dir(src.path)
+    out: list[Diagnostic] = []
+    for definition in targets.values():
+        if definition.kind not in CHECKED_KINDS:
+            continue
+        settings = _settings_for_checks(definition, base)
+        if settings is None:
+            continue
+        hint = "ignore this warning if the target runs on another machine"
+        if _has_relative_path(definition.fields):
+            hint += f"; relative paths in this target start from {base}"
+        for problem in setup_warnings(definition.kind, definition.name, settings):
+            out.append(
+                src.diagnostic(
+                    ("targets", definition.index),
+                    f"target {definition.name!r} cannot run on this machine: {problem}",
+                    hint=hint,
+                    severity="warning",
+                )
+            )
+    return out
+
+
+def _has_relative_path(fields: Mapping[str, Any]) -> bool:
+    for key, value in fields.items():
+        if key in _PATH_FIELDS and isinstance(value, str) and value.strip():
+            if not _ENV_REF.search(value) and not Path(value.strip()).expanduser().is_absolute():
+                return True
+        elif key == "healthcheck" and isinstance(value, dict) and _has_relative_path(value):
+            return True
+    return False
+
+
+def _settings_for_checks(definition: TargetDefinition, base: Path) -> Any:
+    """The target's settings without substituting the environment, or None when they cannot
+    be built. A field that only fails because it holds ``${{ VAR }}`` (a number written as a
+    reference) is left out: its value is unknown until the target runs."""
+    fields = dict(definition.fields)
+    _anchor_paths(fields, base)
+    settings_cls = registry.provider_class(definition.kind).Settings
+    while True:
+        try:
+            return settings_cls.model_validate(fields)
+        except ValidationError as exc:
+            pending = {
+                str(err["loc"][0])
+                for err in exc.errors()
+                if err["loc"] and _holds_env_ref(fields.get(str(err["loc"][0])))
+            }
+            if not pending:
+                return None  # `_check_fields` reported why
+            for key in pending:
+                del fields[key]
+
+
+def _holds_env_ref(value: Any) -> bool:
+    if isinstance(value, str):
+        return _ENV_REF.search(value) is not None
+    if isinstance(value, dict):
+        return any(_holds_env_ref(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_holds_env_ref(v) for v in value)
+    return False
 
 
 def _parse(src: YamlSource) -> tuple[dict[str, TargetDefinition], list[Diagnostic]]:
