@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -286,3 +287,63 @@ def test_text_view_with_targets(targets_repo: Path) -> None:
     assert agent.exit_code == 0, agent.output
     assert "this agent target gets the question" in agent.stdout
     assert "Question (agent mode)" in agent.stdout
+
+
+UNSET_TARGETS = """$schema: agentv-targets-v2.2
+targets:
+  - name: api
+    provider: openai
+    model: ${{ RENDER_MODEL }}
+    api_key: ${{ OPENAI_API_KEY }}
+    temperature: ${{ RENDER_TEMPERATURE }}
+  - name: tool
+    provider: cli
+    command_template: run --token ${{ RENDER_SERVICE_TOKEN }} --host ${{ RENDER_HOST }} {PROMPT}
+    env: {API_TOKEN: "${{ RENDER_API_TOKEN }}"}
+"""
+
+
+def test_target_renders_without_its_variables_set(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for var in ("RENDER_MODEL", "RENDER_TEMPERATURE", "RENDER_HOST", "RENDER_API_TOKEN"):
+        monkeypatch.delenv(var, raising=False)
+    write(repo, ".agentv/targets.yaml", UNSET_TARGETS)
+    # a secret in .env is used as `agentv eval` would use it, and never shown
+    write(repo, ".env", "RENDER_SERVICE_TOKEN=tok-from-dotenv-0123456789\n")
+    path = str(write(repo, "e.yaml", GOOD.split("  - id: review")[0]))
+
+    api = render(path, "--target", "api", "--format", "json")
+    assert api.exit_code == 0, api.output
+    (case,) = json.loads(api.stdout)
+    assert case["request"]["request"]["model"] == "<unset:RENDER_MODEL>"
+    assert "temperature" not in case["request"]["request"]  # not a number yet: default
+    for var in ("RENDER_MODEL", "OPENAI_API_KEY", "RENDER_TEMPERATURE"):
+        assert f"warning: target 'api' uses {var}, which is not set; " in api.stderr
+    assert "(`agentv eval` needs it set)" in api.stderr
+
+    tool = render(path, "--target", "tool", "--format", "json")
+    assert tool.exit_code == 0, tool.output
+    (case,) = json.loads(tool.stdout)
+    assert case["request"]["command"] == "run --token *** --host <unset:RENDER_HOST> Hello"
+    assert "tok-from-dotenv" not in tool.output
+    assert "RENDER_SERVICE_TOKEN" not in tool.stderr  # it is set (in .env)
+    assert "uses RENDER_API_TOKEN, which is not set" in tool.stderr
+    assert "RENDER_SERVICE_TOKEN" not in os.environ  # .env only read, not loaded
+
+
+def test_eval_still_needs_the_variables(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RENDER_ANSWER", raising=False)
+    write(
+        repo,
+        ".agentv/targets.yaml",
+        "$schema: agentv-targets-v2.2\ntargets:\n"
+        "  - name: m\n    provider: mock\n    response: ${{ RENDER_ANSWER }}\n",
+    )
+    path = str(write(repo, "e.yaml", GOOD.split("  - id: review")[0]))
+    assert render_json(path, "--target", "m")[0]["target"] == "m"
+    result = CliRunner().invoke(app, ["eval", path, "--target", "m"])
+    assert result.exit_code != 0
+    assert "field 'response' uses environment variable RENDER_ANSWER, which is not set" in (
+        result.stderr
+    )

@@ -22,7 +22,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -237,19 +237,10 @@ def _settings_for_checks(definition: TargetDefinition, base: Path) -> Any:
     fields = dict(definition.fields)
     _anchor_paths(fields, base)
     settings_cls = registry.provider_class(definition.kind).Settings
-    while True:
-        try:
-            return settings_cls.model_validate(fields)
-        except ValidationError as exc:
-            pending = {
-                str(err["loc"][0])
-                for err in exc.errors()
-                if err["loc"] and _holds_env_ref(fields.get(str(err["loc"][0])))
-            }
-            if not pending:
-                return None  # `_check_fields` reported why
-            for key in pending:
-                del fields[key]
+    try:
+        return _validate_without(settings_cls, fields, _holds_env_ref)
+    except ValidationError:
+        return None  # `_check_fields` reported why
 
 
 def _holds_env_ref(value: Any) -> bool:
@@ -557,55 +548,80 @@ def _unknown_key(
 # --- building providers ------------------------------------------------------------------------
 
 
-def substitute_env(value: Any, env: Mapping[str, str], *, target: str, field_name: str) -> Any:
+def unset_placeholder(var: str) -> str:
+    """What ``render`` shows in place of variable ``var`` when it is not set."""
+    return f"<unset:{var}>"
+
+
+def substitute_env(
+    value: Any,
+    env: Mapping[str, str],
+    *,
+    target: str,
+    field_name: str,
+    unset: list[str] | None = None,
+) -> Any:
     """``value`` with every ``${{ VAR }}`` replaced from ``env`` (in nested lists and maps too).
 
     A variable that is not set, or set to blank, is a ``ConfigError`` naming the target, the
-    field and the variable.
+    field and the variable. When ``unset`` is given (for a preview), such a variable becomes
+    ``<unset:VAR>`` instead and its name is added to ``unset``.
     """
     if isinstance(value, str):
 
         def replace(match: re.Match[str]) -> str:
             var = match.group(1)
             found = env.get(var)
-            if found is None:
+            if found is None or not found.strip():
+                if unset is not None:
+                    unset.append(var)
+                    return unset_placeholder(var)
+                what = "not set" if found is None else "empty"
                 raise ConfigError(
                     f"target {target!r}: field {field_name!r} uses environment variable "
-                    f"{var}, which is not set; {_ENV_HINT}"
-                )
-            if not found.strip():
-                raise ConfigError(
-                    f"target {target!r}: field {field_name!r} uses environment variable "
-                    f"{var}, which is empty; {_ENV_HINT}"
+                    f"{var}, which is {what}; {_ENV_HINT}"
                 )
             return found.strip()
 
         return _ENV_REF.sub(replace, value)
     if isinstance(value, dict):
         return {
-            k: substitute_env(v, env, target=target, field_name=f"{field_name}.{k}")
+            k: substitute_env(v, env, target=target, field_name=f"{field_name}.{k}", unset=unset)
             for k, v in value.items()
         }
     if isinstance(value, list):
         return [
-            substitute_env(v, env, target=target, field_name=f"{field_name}[{i}]")
+            substitute_env(v, env, target=target, field_name=f"{field_name}[{i}]", unset=unset)
             for i, v in enumerate(value)
         ]
     return value
 
 
-def create_provider(definition: TargetDefinition, env: Mapping[str, str] | None = None) -> Provider:
-    """Substitute ``${{ VAR }}`` values, validate the provider's settings, build the provider."""
+def create_provider(
+    definition: TargetDefinition,
+    env: Mapping[str, str] | None = None,
+    *,
+    unset: list[str] | None = None,
+) -> Provider:
+    """Substitute ``${{ VAR }}`` values, validate the provider's settings, build the provider.
+
+    ``unset`` is for previews (``agentv render``), which must work without secrets: a
+    variable that is not set becomes ``<unset:VAR>`` and is listed in ``unset``, and a
+    setting that such a placeholder makes invalid (a number) keeps its default.
+    """
     env = os.environ if env is None else env
     fields = {
-        key: substitute_env(value, env, target=definition.name, field_name=key)
+        key: substitute_env(value, env, target=definition.name, field_name=key, unset=unset)
         for key, value in definition.fields.items()
     }
     if definition.source is not None:
         _anchor_paths(fields, project_dir(definition.source))
     cls = registry.provider_class(definition.kind)
     try:
-        settings = cls.Settings.model_validate(fields)
+        if unset:
+            settings = _validate_without(cls.Settings, fields, _holds_placeholder)
+        else:
+            settings = cls.Settings.model_validate(fields)
     except ValidationError as exc:
         problems = "; ".join(_describe(err) for err in exc.errors())
         where = f"{definition.source}: " if definition.source else ""
@@ -613,6 +629,37 @@ def create_provider(definition: TargetDefinition, env: Mapping[str, str] | None 
             f"{where}target {definition.name!r} ({definition.provider}): {problems}"
         ) from None
     return cls(definition.name, settings)
+
+
+def _validate_without(
+    settings_cls: type[BaseModel], fields: dict[str, Any], unknown: Callable[[Any], bool]
+) -> Any:
+    """Validate ``fields``, leaving out each invalid field whose value is ``unknown`` (not
+    known before the target runs) so that it keeps its default; other errors raise."""
+    fields = dict(fields)
+    while True:
+        try:
+            return settings_cls.model_validate(fields)
+        except ValidationError as exc:
+            dropped = {
+                key
+                for err in exc.errors()
+                if err["loc"] and (key := str(err["loc"][0])) in fields and unknown(fields[key])
+            }
+            if not dropped:
+                raise
+            for key in dropped:
+                del fields[key]
+
+
+def _holds_placeholder(value: Any) -> bool:
+    if isinstance(value, str):
+        return "<unset:" in value
+    if isinstance(value, dict):
+        return any(_holds_placeholder(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_holds_placeholder(v) for v in value)
+    return False
 
 
 #: settings that name a folder or file; relative values are relative to the project folder

@@ -121,6 +121,7 @@ class _Renderer:
     cases: list[dict[str, Any]] = field(default_factory=list)
     failed: bool = False
     _providers: dict[tuple[Path, str], Provider] = field(default_factory=dict)
+    _secrets: list[str] = field(default_factory=list)  # values redacted from requests
     _seen: set[tuple[str, int | None, int | None, str]] = field(default_factory=set)
 
     def __post_init__(self) -> None:
@@ -192,7 +193,15 @@ class _Renderer:
             self.cases.append(self._case_view(case, provider))
 
     def _provider(self, loaded: LoadedEvalFile, name: str) -> Provider:
-        from agentv.targets import create_provider, discover_targets_file, load_targets_file
+        """The target as ``agentv eval`` would build it, except that a ``${{ VAR }}`` that is
+        not set shows as ``<unset:VAR>``: rendering needs no secrets."""
+        from agentv.providers.agents.common import secret_values
+        from agentv.targets import (
+            create_provider,
+            discover_targets_file,
+            load_targets_file,
+            unset_placeholder,
+        )
 
         explicit = self.targets_path.resolve() if self.targets_path else None
         targets_file = discover_targets_file(
@@ -201,13 +210,23 @@ class _Renderer:
         key = (targets_file, name)
         provider = self._providers.get(key)
         if provider is None:
-            provider = create_provider(load_targets_file(targets_file).get(name))
+            env = _environment(loaded.repo_root, self.context.cwd)
+            unset: list[str] = []
+            provider = create_provider(load_targets_file(targets_file).get(name), env, unset=unset)
             self._providers[key] = provider
+            self._secrets = sorted({*self._secrets, *secret_values(env)}, key=len, reverse=True)
+            for var in dict.fromkeys(unset):
+                self.err.print(
+                    f"warning: target {name!r} uses {var}, which is not set; shown as "
+                    f"{unset_placeholder(var)} (`agentv eval` needs it set)",
+                    style="yellow",
+                )
         return provider
 
     def _case_view(self, case: EvalCase, provider: Provider | None) -> dict[str, Any]:
         from agentv.messages import chat_to_dicts
         from agentv.prompts import Mode, build_prompt_inputs, build_question, sent_messages
+        from agentv.providers.agents.common import redact
         from agentv.providers.base import request_for_case
 
         system_prompt = provider.system_prompt if provider else None
@@ -243,7 +262,9 @@ class _Renderer:
             view["target"] = provider.name
             view["provider"] = provider.kind
             view["target_mode"] = provider.mode
-            view["request"] = provider.preview(request_for_case(case, inputs))
+            view["request"] = redact(
+                provider.preview(request_for_case(case, inputs)), self._secrets
+            )
         return view
 
     def close(self) -> None:
@@ -252,6 +273,23 @@ class _Renderer:
 
         for provider in self._providers.values():
             asyncio.run(provider.aclose())
+
+
+def _environment(repo_root: Path, cwd: Path) -> dict[str, str]:
+    """The variables ``agentv eval`` would see: the environment over the ``.env`` file it
+    would load (read here without changing the process environment)."""
+    import os
+
+    from dotenv import dotenv_values
+
+    from agentv.env import find_env_file
+
+    path = find_env_file(repo_root, cwd)
+    env = {}
+    if path is not None:
+        env = {k: v for k, v in dotenv_values(path, encoding="utf-8").items() if v is not None}
+    env.update(os.environ)
+    return env
 
 
 # --- the text view ------------------------------------------------------------------------
