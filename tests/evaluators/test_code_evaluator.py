@@ -192,6 +192,15 @@ async def test_non_zero_exit_without_stderr_still_fails(tmp_path: Path) -> None:
     assert result.error == f"`{config.spec.script}` exited with code 1"
 
 
+async def test_script_killed_by_a_signal_says_which(tmp_path: Path) -> None:
+    config = code("echo 'about to go' >&2; kill -KILL $$", tmp_path)
+    result = await run_evaluator(make_ctx(make_case(tmp_path), "x"), config)
+    assert result.score == 0.0
+    assert (
+        result.error == f"`{config.spec.script}` was killed by signal SIGKILL; stderr: about to go"
+    )
+
+
 @pytest.mark.parametrize(
     ("command", "expected"),
     [

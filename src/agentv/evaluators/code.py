@@ -13,12 +13,7 @@ cancellation the script's whole process group is killed, grandchildren included.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
-import os
-import signal
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from agentv.evalfile.schema import CodeSpec
@@ -31,13 +26,12 @@ from agentv.evaluators.base import (
     text_list,
 )
 from agentv.messages import FileSegment, GuidelineRef, Message, TextSegment
+from agentv.process import ProcessResult, run_process
 
 if TYPE_CHECKING:
     from agentv.cases import EvaluatorConfig
 
 STDERR_TAIL = 500  # characters of stderr kept in a failure's reason
-DRAIN_SECONDS = 1.0  # how long output may stay open after the script exited or was killed
-EXIT_POLL_SECONDS = 0.05
 
 
 def _segments(messages: tuple[Message, ...]) -> list[dict[str, str]]:
@@ -109,97 +103,8 @@ def build_payload(ctx: EvaluationContext) -> dict[str, Any]:
     }
 
 
-def _kill_group(proc: asyncio.subprocess.Process) -> None:
-    """Kill the script and everything it started (it leads its own process group)."""
-    try:
-        if hasattr(os, "killpg"):
-            os.killpg(proc.pid, signal.SIGKILL)
-        else:  # pragma: no cover - not POSIX
-            proc.kill()
-    except (ProcessLookupError, PermissionError):
-        pass  # already gone
-
-
-class _TimedOut(Exception):
-    pass
-
-
-async def _exit(proc: asyncio.subprocess.Process) -> int:
-    """The script's exit code, as soon as it has exited.
-
-    ``Process.wait()`` is not enough: on Python 3.11 it does not return while a leftover
-    background process still holds the pipes, so the exit is polled.
-    """
-    while proc.returncode is None:
-        await asyncio.sleep(EXIT_POLL_SECONDS)
-    return proc.returncode
-
-
-async def _settle(proc: asyncio.subprocess.Process, io: asyncio.Future[Any]) -> None:
-    """After a kill: reap the process and stop reading (bounded, whatever escaped)."""
-    if not io.done():
-        await asyncio.wait({io}, timeout=DRAIN_SECONDS)
-    io.cancel()
-    with contextlib.suppress(BaseException):
-        await io
-    with contextlib.suppress(BaseException):
-        await asyncio.wait_for(_exit(proc), DRAIN_SECONDS)
-
-
-async def run_script(
-    command: str, cwd: Path, stdin: bytes, timeout: float | None
-) -> tuple[int, str, str]:
-    """Run ``command`` through the shell; (exit code, stdout, stderr).
-
-    Raises ``OSError`` when it cannot start and ``_TimedOut`` after killing it on timeout.
-    A background process the script leaves behind holding its output open is killed once
-    the script has exited, so that it cannot hold the evaluation up.
-    """
-    proc = await asyncio.create_subprocess_shell(
-        command,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        cwd=cwd,
-        start_new_session=True,  # own process group: a timeout kills grandchildren too
-    )
-    io = asyncio.ensure_future(proc.communicate(stdin))
-    exited = asyncio.ensure_future(_exit(proc))
-    try:
-        # Usually the output closes when the script exits; either way, stop on the first.
-        done, _ = await asyncio.wait({io, exited}, timeout=timeout, return_when="FIRST_COMPLETED")
-        if not done:
-            _kill_group(proc)
-            await _settle(proc, io)
-            raise _TimedOut
-        if not io.done():
-            done, _ = await asyncio.wait({io}, timeout=DRAIN_SECONDS)
-            if not done:
-                _kill_group(proc)  # leftovers of the script still hold the pipes
-                done, _ = await asyncio.wait({io}, timeout=DRAIN_SECONDS)
-            if not done:  # pragma: no cover - a descendant that left the process group
-                io.cancel()
-                escaped = "its output was held open by a process that left its process group"
-                return await _exit(proc), "", escaped
-        out, err = io.result()
-    except _TimedOut:
-        raise
-    except BaseException:  # cancelled (Ctrl-C, shutdown): leave nothing running
-        _kill_group(proc)
-        await _settle(proc, io)
-        raise
-    finally:
-        exited.cancel()
-    return await _exit(proc), out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
-
-
-def _tail(stderr: str) -> str:
-    text = stderr.strip()
-    return text if len(text) <= STDERR_TAIL else "…" + text[-STDERR_TAIL:]
-
-
-def _with_stderr(reason: str, stderr: str) -> str:
-    tail = _tail(stderr)
+def _with_stderr(reason: str, result: ProcessResult) -> str:
+    tail = result.stderr_tail(STDERR_TAIL)
     return f"{reason}; stderr: {tail}" if tail else reason
 
 
@@ -244,12 +149,13 @@ class CodeEvaluator:
             timeout = None  # 0 means no limit, as for --agent-timeout
         stdin = json.dumps(build_payload(ctx), indent=2, ensure_ascii=False).encode("utf-8")
         try:
-            code, stdout, stderr = await run_script(spec.script, cwd, stdin, timeout)
-        except _TimedOut:
+            # Through the shell, in its own process group: a timeout or a cancellation kills
+            # the script's children too, and leftovers holding its output do not hold it up.
+            result = await run_process(spec.script, cwd=cwd, stdin=stdin, timeout=timeout)
+        except NotADirectoryError:
             return failed(
                 config,
-                f"code evaluator timed out after {timeout:g} s and was stopped; "
-                "raise `timeout_seconds` on the evaluator or --agent-timeout",
+                f"cannot run `{spec.script}` in {cwd}: the folder does not exist",
                 raw_request=raw,
             )
         except OSError as exc:
@@ -258,18 +164,19 @@ class CodeEvaluator:
                 f"cannot run `{spec.script}` in {cwd}: {exc.strerror or exc}",
                 raw_request=raw,
             )
-        if code != 0:
-            if code < 0:
-                try:
-                    how = f"was killed by {signal.Signals(-code).name}"
-                except ValueError:
-                    how = f"was killed by signal {-code}"
-            else:
-                how = f"exited with code {code}"
-            return failed(config, _with_stderr(f"`{spec.script}` {how}", stderr), raw_request=raw)
-        data = parse_output(stdout)
+        if result.timed_out:
+            return failed(
+                config,
+                f"code evaluator timed out after {timeout:g} s and was stopped; "
+                "raise `timeout_seconds` on the evaluator or --agent-timeout",
+                raw_request=raw,
+            )
+        if result.exit_code != 0:
+            reason = f"`{spec.script}` {result.describe_exit()}"
+            return failed(config, _with_stderr(reason, result), raw_request=raw)
+        data = parse_output(result.stdout)
         if data is None:
-            shown = excerpt(stdout)
+            shown = excerpt(result.stdout)
             reason = (
                 f"`{spec.script}` did not print a JSON object with a numeric `score` on stdout"
                 f" (it printed {shown!r})"
@@ -277,7 +184,7 @@ class CodeEvaluator:
                 else f"`{spec.script}` printed nothing on stdout"
                 " (expected a JSON object with a numeric `score`)"
             )
-            return failed(config, _with_stderr(reason, stderr), raw_request=raw)
+            return failed(config, _with_stderr(reason, result), raw_request=raw)
         hits = text_list(data.get("hits"))
         misses = text_list(data.get("misses"))
         reasoning = data.get("reasoning")

@@ -30,6 +30,7 @@ from pydantic_core import PydanticCustomError
 
 from agentv.errors import AgentProcessError, ProviderError, ProviderTimeout
 from agentv.messages import chat_to_dicts
+from agentv.process import ProcessResult, run_process
 from agentv.prompts import sent_messages
 from agentv.providers.agents.common import (
     OptionalText,
@@ -41,7 +42,6 @@ from agentv.providers.agents.common import (
     secret_values,
     unique_paths,
 )
-from agentv.providers.agents.process import ProcessResult, run_process
 from agentv.providers.base import Provider, ProviderRequest, ProviderResponse, ProviderSettings
 
 PLACEHOLDERS: tuple[str, ...] = (

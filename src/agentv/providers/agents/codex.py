@@ -26,6 +26,7 @@ from pydantic import AliasChoices, Field, field_validator
 from pydantic_core import PydanticCustomError
 
 from agentv.errors import AgentProcessError, ProviderError, ProviderTimeout
+from agentv.process import ProcessResult, run_process
 from agentv.providers.agents.common import (
     OptionalText,
     TimeoutSeconds,
@@ -36,7 +37,6 @@ from agentv.providers.agents.common import (
     secret_values,
     unique_paths,
 )
-from agentv.providers.agents.process import ProcessResult, run_process
 from agentv.providers.base import (
     Provider,
     ProviderRequest,

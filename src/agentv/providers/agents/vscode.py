@@ -41,6 +41,7 @@ from typing import Any
 from pydantic import AliasChoices, Field
 
 from agentv.errors import ProviderError, ProviderTimeout
+from agentv.process import run_process
 from agentv.providers.agents.common import (
     OptionalText,
     file_uri,
@@ -48,7 +49,6 @@ from agentv.providers.agents.common import (
     preread_document,
     unique_paths,
 )
-from agentv.providers.agents.process import run_process
 from agentv.providers.base import Provider, ProviderRequest, ProviderResponse, ProviderSettings
 
 log = logging.getLogger("agentv.vscode")

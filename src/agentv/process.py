@@ -1,4 +1,5 @@
-"""One way to run a child process for every agent target (``cli``, ``codex``, ``vscode``).
+"""One way to run a child process: agent targets (``cli``, ``codex``, ``vscode``) and the
+``code`` evaluator's scripts.
 
 ``run_process`` starts the child in a session of its own, so that a timeout (or the caller
 being cancelled) can kill the whole process group: a shell, the agent it started and
