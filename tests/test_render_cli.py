@@ -300,6 +300,9 @@ targets:
     provider: cli
     command_template: run --token ${{ RENDER_SERVICE_TOKEN }} --host ${{ RENDER_HOST }} {PROMPT}
     env: {API_TOKEN: "${{ RENDER_API_TOKEN }}"}
+  - name: implicit_key  # would use ANTHROPIC_API_KEY, which is not set either
+    provider: anthropic
+    model: claude-test
 """
 
 
@@ -330,6 +333,10 @@ def test_target_renders_without_its_variables_set(
     assert "RENDER_SERVICE_TOKEN" not in tool.stderr  # it is set (in .env)
     assert "uses RENDER_API_TOKEN, which is not set" in tool.stderr
     assert "RENDER_SERVICE_TOKEN" not in os.environ  # .env only read, not loaded
+
+    implicit = render(path, "--target", "implicit_key", "--format", "json")
+    assert implicit.exit_code == 0, implicit.output
+    assert json.loads(implicit.stdout)[0]["request"]["request"]["model"] == "claude-test"
 
 
 def test_eval_still_needs_the_variables(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:

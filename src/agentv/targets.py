@@ -22,7 +22,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,6 +57,7 @@ COMMON_KEYS: dict[str, str] = {
 _TOP_KEYS = ("$schema", "targets")
 
 _ENV_REF = re.compile(r"\$\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+_PLACEHOLDER = re.compile(r"<unset:[A-Za-z_][A-Za-z0-9_]*>")  # see `unset_placeholder`
 _ENV_HINT = "set it in the environment, or in a .env file at the repository root"
 
 
@@ -238,19 +239,9 @@ def _settings_for_checks(definition: TargetDefinition, base: Path) -> Any:
     _anchor_paths(fields, base)
     settings_cls = registry.provider_class(definition.kind).Settings
     try:
-        return _validate_without(settings_cls, fields, _holds_env_ref)
+        return _validate_without(settings_cls, fields, _ENV_REF)
     except ValidationError:
         return None  # `_check_fields` reported why
-
-
-def _holds_env_ref(value: Any) -> bool:
-    if isinstance(value, str):
-        return _ENV_REF.search(value) is not None
-    if isinstance(value, dict):
-        return any(_holds_env_ref(v) for v in value.values())
-    if isinstance(value, list):
-        return any(_holds_env_ref(v) for v in value)
-    return False
 
 
 def _parse(src: YamlSource) -> tuple[dict[str, TargetDefinition], list[Diagnostic]]:
@@ -606,8 +597,9 @@ def create_provider(
     """Substitute ``${{ VAR }}`` values, validate the provider's settings, build the provider.
 
     ``unset`` is for previews (``agentv render``), which must work without secrets: a
-    variable that is not set becomes ``<unset:VAR>`` and is listed in ``unset``, and a
-    setting that such a placeholder makes invalid (a number) keeps its default.
+    variable that is not set becomes ``<unset:VAR>`` and is listed in ``unset``, a setting
+    that such a placeholder makes invalid (a number) keeps its default, and a missing API
+    key is no error.
     """
     env = os.environ if env is None else env
     fields = {
@@ -619,7 +611,7 @@ def create_provider(
     cls = registry.provider_class(definition.kind)
     try:
         if unset:
-            settings = _validate_without(cls.Settings, fields, _holds_placeholder)
+            settings = _validate_without(cls.Settings, fields, _PLACEHOLDER)
         else:
             settings = cls.Settings.model_validate(fields)
     except ValidationError as exc:
@@ -628,14 +620,20 @@ def create_provider(
         raise ConfigError(
             f"{where}target {definition.name!r} ({definition.provider}): {problems}"
         ) from None
+    has_key_field = "api_key" in type(settings).model_fields
+    if unset is not None and has_key_field and not (settings.api_key or "").strip():
+        # A preview sends nothing and never shows a key, so a target that would take its
+        # key from the vendor's usual variable renders without that variable.
+        settings = settings.model_copy(update={"api_key": unset_placeholder("api_key")})
     return cls(definition.name, settings)
 
 
 def _validate_without(
-    settings_cls: type[BaseModel], fields: dict[str, Any], unknown: Callable[[Any], bool]
+    settings_cls: type[BaseModel], fields: dict[str, Any], unknown: re.Pattern[str]
 ) -> Any:
-    """Validate ``fields``, leaving out each invalid field whose value is ``unknown`` (not
-    known before the target runs) so that it keeps its default; other errors raise."""
+    """Validate ``fields``, leaving out each invalid field whose value holds the ``unknown``
+    pattern (a value not known before the target runs) so that it keeps its default; other
+    errors raise."""
     fields = dict(fields)
     while True:
         try:
@@ -644,7 +642,9 @@ def _validate_without(
             dropped = {
                 key
                 for err in exc.errors()
-                if err["loc"] and (key := str(err["loc"][0])) in fields and unknown(fields[key])
+                if err["loc"]
+                and (key := str(err["loc"][0])) in fields
+                and _holds(fields[key], unknown)
             }
             if not dropped:
                 raise
@@ -652,13 +652,14 @@ def _validate_without(
                 del fields[key]
 
 
-def _holds_placeholder(value: Any) -> bool:
+def _holds(value: Any, pattern: re.Pattern[str]) -> bool:
+    """Whether ``pattern`` occurs in ``value`` or in any string nested inside it."""
     if isinstance(value, str):
-        return "<unset:" in value
+        return pattern.search(value) is not None
     if isinstance(value, dict):
-        return any(_holds_placeholder(v) for v in value.values())
+        return any(_holds(v, pattern) for v in value.values())
     if isinstance(value, list):
-        return any(_holds_placeholder(v) for v in value)
+        return any(_holds(v, pattern) for v in value)
     return False
 
 
