@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, Self, runtime_checkable
 
 from agentv.errors import AgentVError, ConfigError
 
@@ -56,3 +59,43 @@ def write_all(handle: Any, data: bytes, path: Path) -> None:
     except OSError as exc:
         reason = exc.strerror or str(exc)
         raise ResultsFileError(f"Cannot write to the results file {path}: {reason}") from exc
+
+
+class FileWriter:
+    """The file handling every writer shares: one unbuffered file, one writer at a time
+    (workers on other threads may write too), closing (again is fine), ``with`` support."""
+
+    format = ""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._handle = open_results_file(path)
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def _writing(self) -> Iterator[Any]:
+        """The open file, held for this writer alone; ``ResultsFileError`` once closed."""
+        with self._lock:
+            if self._handle is None:
+                raise ResultsFileError(
+                    f"Cannot write to closed {self.format.upper()} writer ({self.path})"
+                )
+            yield self._handle
+
+    def close(self) -> None:
+        """Close the file (again is fine)."""
+        with self._lock:
+            if self._handle is not None:
+                self._handle.close()
+                self._handle = None
+
+    @property
+    def closed(self) -> bool:
+        """Whether ``close`` was called."""
+        return self._handle is None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import math
-import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from agentv.writers._base import ResultsFileError, open_results_file, write_all
+from agentv.writers._base import FileWriter, write_all
 
 _OPTIONS = orjson.OPT_APPEND_NEWLINE
 
@@ -54,38 +53,13 @@ def dumps_line(record: Mapping[str, Any]) -> bytes:
         return (text + "\n").encode("utf-8")
 
 
-class JsonlWriter:
+class JsonlWriter(FileWriter):
     """Writes each result as one JSON line, straight to the file (no buffering)."""
 
     format = "jsonl"
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._handle = open_results_file(path)
-        self._lock = threading.Lock()  # workers on other threads may write too
-
     def write(self, record: dict[str, Any]) -> None:
         """Append one record as a single line in a single write."""
         line = dumps_line(record)
-        with self._lock:
-            if self._handle is None:
-                raise ResultsFileError(f"Cannot write to closed JSONL writer ({self.path})")
-            write_all(self._handle, line, self.path)
-
-    def close(self) -> None:
-        """Close the file (again is fine)."""
-        with self._lock:
-            if self._handle is not None:
-                self._handle.close()
-                self._handle = None
-
-    @property
-    def closed(self) -> bool:
-        """Whether ``close`` was called."""
-        return self._handle is None
-
-    def __enter__(self) -> JsonlWriter:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        with self._writing() as handle:
+            write_all(handle, line, self.path)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from agentv.writers._base import ResultsFileError, open_results_file, write_all
+from agentv.writers._base import FileWriter, write_all
 
 
 class _ResultDumper(yaml.SafeDumper):
@@ -66,41 +65,19 @@ def dumps_document(record: dict[str, Any]) -> str:
     )
 
 
-class YamlWriter:
+class YamlWriter(FileWriter):
     """Writes each result as its own YAML document, straight to the file."""
 
     format = "yaml"
 
     def __init__(self, path: Path) -> None:
-        self.path = path
-        self._handle = open_results_file(path)
-        self._lock = threading.Lock()
+        super().__init__(path)
         self._first = True
 
     def write(self, record: dict[str, Any]) -> None:
         """Append one record as a document (``---`` then the body) in a single write."""
         body = dumps_document(record)
-        with self._lock:
-            if self._handle is None:
-                raise ResultsFileError(f"Cannot write to closed YAML writer ({self.path})")
+        with self._writing() as handle:
             separator = "---\n" if self._first else "\n---\n"
-            write_all(self._handle, (separator + body).encode("utf-8"), self.path)
+            write_all(handle, (separator + body).encode("utf-8"), self.path)
             self._first = False
-
-    def close(self) -> None:
-        """Close the file (again is fine)."""
-        with self._lock:
-            if self._handle is not None:
-                self._handle.close()
-                self._handle = None
-
-    @property
-    def closed(self) -> bool:
-        """Whether ``close`` was called."""
-        return self._handle is None
-
-    def __enter__(self) -> YamlWriter:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import os
 import re
 import shlex
@@ -28,15 +27,17 @@ from typing import Annotated, Any, Literal
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 from pydantic_core import PydanticCustomError
 
-from agentv.errors import AgentProcessError, ProviderError, ProviderTimeout
+from agentv.errors import ProviderError
 from agentv.messages import chat_to_dicts
-from agentv.process import ProcessResult, run_process
+from agentv.process import run_process
 from agentv.prompts import sent_messages
 from agentv.providers.agents.common import (
     OptionalText,
     TimeoutSeconds,
     combined_timeout,
+    describe_failure,
     normalise_newlines,
+    process_failure,
     redact,
     safe_label,
     secret_values,
@@ -57,7 +58,6 @@ PLACEHOLDERS: tuple[str, ...] = (
 _TOKEN = re.compile(r"(?<!\$)\{([A-Z_]+)\}")
 #: a healthcheck must not hang a run; used when neither it nor the target sets a timeout
 DEFAULT_HEALTHCHECK_TIMEOUT_S = 30.0
-_STDERR_IN_MESSAGE = 1500
 
 
 def check_placeholders(template: str) -> str:
@@ -244,22 +244,6 @@ class CliProvider(Provider):
             )
         return path
 
-    def _failure(self, result: ProcessResult, what: str, timeout: float | None) -> ProviderError:
-        secrets = self._secrets()
-        if result.timed_out:
-            suffix = f" after {math.ceil(timeout)}s" if timeout else ""
-            return ProviderTimeout(self.name, f"{what} timed out{suffix}")
-        detail = result.stderr_tail(_STDERR_IN_MESSAGE) or result.stdout_tail(_STDERR_IN_MESSAGE)
-        message = f"{what} {result.describe_exit()}"
-        if detail:
-            message += f": {detail}"
-        return AgentProcessError(
-            self.name,
-            redact(message, secrets),
-            exit_code=result.exit_code,
-            stderr_tail=redact(result.stderr_tail(), secrets),
-        )
-
     # --- healthcheck ---
 
     async def healthcheck(self) -> None:
@@ -314,11 +298,7 @@ class CliProvider(Provider):
                 return f"could not run the healthcheck command: {exc}"
         if result.ok:
             return None
-        if result.timed_out:
-            return f"healthcheck command timed out after {math.ceil(timeout)}s"
-        detail = result.stderr_tail(_STDERR_IN_MESSAGE) or result.stdout_tail(_STDERR_IN_MESSAGE)
-        exit_text = f"healthcheck command {result.describe_exit()}"
-        return f"{exit_text}: {detail}" if detail else exit_text
+        return describe_failure("healthcheck command", result, timeout)
 
     # --- invoke ---
 
@@ -402,7 +382,7 @@ class CliProvider(Provider):
             except OSError as exc:
                 raise ProviderError(self.name, f"could not run the CLI command: {exc}") from None
             if not result.ok:
-                raise self._failure(result, "CLI command", timeout)
+                raise process_failure(self.name, "CLI command", result, timeout, secrets)
             if output_file.is_file():
                 text = normalise_newlines(output_file.read_bytes().decode("utf-8", "replace"))
                 source = "output_file"

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import shutil
 import tempfile
@@ -25,13 +24,14 @@ from typing import Any, Literal, TextIO
 from pydantic import AliasChoices, Field, field_validator
 from pydantic_core import PydanticCustomError
 
-from agentv.errors import AgentProcessError, ProviderError, ProviderTimeout
-from agentv.process import ProcessResult, run_process
+from agentv.errors import ProviderError
+from agentv.process import run_process
 from agentv.providers.agents.common import (
     OptionalText,
     TimeoutSeconds,
     combined_timeout,
     preread_document,
+    process_failure,
     redact,
     safe_label,
     secret_values,
@@ -60,7 +60,6 @@ FIXED_ARGS: tuple[str, ...] = (
     "--skip-git-repo-check",
 )
 _ANSWER_ITEMS = ("agent_message", "response", "output")
-_DETAIL_IN_MESSAGE = 1500
 
 LogFormat = Literal["summary", "json"]
 
@@ -504,7 +503,7 @@ class CodexProvider(Provider):
             "duration_ms": round(result.duration_s * 1000, 1),
         }
         if not result.ok:
-            raise self._failure(result, timeout, secrets)
+            raise process_failure(self.name, "Codex CLI", result, timeout, secrets)
         try:
             parsed = parse_output(result.stdout)
         except ValueError as exc:
@@ -523,23 +522,6 @@ class CodexProvider(Provider):
             latency_ms=result.duration_s * 1000,
             raw=redact(raw, secrets),
             sent=redact(sent, secrets),
-        )
-
-    def _failure(
-        self, result: ProcessResult, timeout: float | None, secrets: list[str]
-    ) -> ProviderError:
-        if result.timed_out:
-            suffix = f" after {math.ceil(timeout)}s" if timeout else ""
-            return ProviderTimeout(self.name, f"Codex CLI timed out{suffix}")
-        detail = result.stderr_tail(_DETAIL_IN_MESSAGE) or result.stdout_tail(_DETAIL_IN_MESSAGE)
-        message = f"Codex CLI {result.describe_exit()}"
-        if detail:
-            message += f": {detail}"
-        return AgentProcessError(
-            self.name,
-            redact(message, secrets),
-            exit_code=result.exit_code,
-            stderr_tail=redact(result.stderr_tail(), secrets),
         )
 
 

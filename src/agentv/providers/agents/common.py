@@ -1,16 +1,23 @@
 """Pieces shared by the agent targets: file lists, the pre-read prompt document, settings
-field types, secret redaction for what is recorded, and file-name-safe labels."""
+field types, secret redaction for what is recorded, errors for a failed program, and
+file-name-safe labels."""
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import AfterValidator, BeforeValidator
 from pydantic_core import PydanticCustomError
+
+from agentv.errors import AgentProcessError, ProviderError, ProviderTimeout
+
+if TYPE_CHECKING:
+    from agentv.process import ProcessResult
 
 USER_QUERY_HEADER = "[[ ## user_query ## ]]"
 
@@ -137,6 +144,38 @@ def redact(value: Any, secrets: Sequence[str]) -> Any:
     if isinstance(value, dict):
         return {k: redact(v, secrets) for k, v in value.items()}
     return value
+
+
+# --- a program that did not succeed ------------------------------------------------------
+
+#: characters of a failed program's output quoted in its error message
+DETAIL_IN_MESSAGE = 1500
+
+
+def describe_failure(what: str, result: ProcessResult, timeout: float | None) -> str:
+    """``<what> timed out after 30s``, or ``<what> exited with code 2: <the end of its stderr,
+    else of its stdout>``."""
+    if result.timed_out:
+        return f"{what} timed out" + (f" after {math.ceil(timeout)}s" if timeout else "")
+    detail = result.stderr_tail(DETAIL_IN_MESSAGE) or result.stdout_tail(DETAIL_IN_MESSAGE)
+    message = f"{what} {result.describe_exit()}"
+    return f"{message}: {detail}" if detail else message
+
+
+def process_failure(
+    target: str, what: str, result: ProcessResult, timeout: float | None, secrets: Sequence[str]
+) -> ProviderError:
+    """The error for target ``target`` whose program (``what``) timed out or failed, with
+    every secret redacted."""
+    message = redact(describe_failure(what, result, timeout), secrets)
+    if result.timed_out:
+        return ProviderTimeout(target, message)
+    return AgentProcessError(
+        target,
+        message,
+        exit_code=result.exit_code,
+        stderr_tail=redact(result.stderr_tail(), secrets),
+    )
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
