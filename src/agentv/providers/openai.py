@@ -258,4 +258,3 @@ class AzureOpenAIProvider(_ChatCompletionsProvider):
             api_version=settings.api_version,
             max_retries=0,
         )
-
