@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -104,30 +104,22 @@ class Orchestrator:
         self.stats = RunStats()
         self._limits: dict[int, asyncio.Semaphore] = {}
 
-    async def run(self, jobs: list[CaseJob]) -> RunStats:
-        """Run every job; returns when all have a result (or raises CancelledError)."""
-        targets = _unique_targets(jobs)
+    async def run(self, jobs: Iterable[CaseJob], targets: list[RunTarget]) -> RunStats:
+        """Run every job (pulled one at a time from ``jobs``); ``targets`` are all the
+        targets they use. Returns when every job has a result (or raises CancelledError)."""
         await self._healthchecks(targets)
         pool = effective_workers(self.settings, targets)
         for t in targets:
             limit = _target_limit(t, flag_given=self.settings.workers is not None)
             if limit is not None and limit < pool:
                 self._limits[id(t)] = asyncio.Semaphore(limit)
-        batched = [j for j in jobs if j.target.batching and j.target.provider.supports_batch]
-        single = [j for j in jobs if not (j.target.batching and j.target.provider.supports_batch)]
-        queue: Iterator[CaseJob] = iter(single)
-        workers = [
-            asyncio.ensure_future(self._worker(queue))
-            for _ in range(min(pool, max(1, len(single))))
-        ]
-        for target in {id(j.target): j.target for j in batched}.values():
-            workers.append(
-                asyncio.ensure_future(
-                    self._run_batch(target, [j for j in batched if j.target is target])
-                )
-            )
+        batches: dict[int, list[CaseJob]] = {}
+        queue = iter(jobs)
+        workers = [asyncio.ensure_future(self._worker(queue, batches)) for _ in range(pool)]
         try:
             await asyncio.gather(*workers)
+            # Batched targets get all their cases in one dispatch, once they are all known.
+            await asyncio.gather(*(self._run_batch(b[0].target, b) for b in batches.values()))
         finally:
             for w in workers:
                 w.cancel()
@@ -137,8 +129,11 @@ class Orchestrator:
         for t in targets:
             await t.provider.healthcheck()  # a ProviderError here stops the run, by design
 
-    async def _worker(self, queue: Iterator[CaseJob]) -> None:
+    async def _worker(self, queue: Iterator[CaseJob], batches: dict[int, list[CaseJob]]) -> None:
         for job in queue:
+            if job.target.batching and job.target.provider.supports_batch:
+                batches.setdefault(id(job.target), []).append(job)
+                continue
             limit = self._limits.get(id(job.target))
             if limit is None:
                 await self._run_case(job)
@@ -303,10 +298,6 @@ class Orchestrator:
         self.stats.requests += 1
         for job, response in zip(jobs, responses, strict=True):
             await self._run_case(job, response)
-
-
-def _unique_targets(jobs: list[CaseJob]) -> list[RunTarget]:
-    return list({id(j.target): j.target for j in jobs}.values())
 
 
 def _target_limit(target: RunTarget, *, flag_given: bool) -> int | None:

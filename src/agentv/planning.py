@@ -8,6 +8,7 @@ is built once per run (one SDK client, one healthcheck) and shared by every case
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from wcmatch import glob
 from agentv.cases import EvalCase
 from agentv.errors import ConfigError, Diagnostic, InputError
 from agentv.evalfile.files import FileStore
-from agentv.evalfile.loader import LoadContext, LoadedEvalFile, load_eval_file
+from agentv.evalfile.loader import LoadContext, LoadedEvalFile, iter_cases, load_eval_file
 from agentv.providers.base import Provider
 from agentv.providers.mock import DRY_RUN_RESPONSE, MockProvider, MockSettings
 from agentv.targets import (
@@ -241,13 +242,46 @@ class CaseJob:
     target: RunTarget
 
 
+#: a file with more cases than this is not held in memory: its cases are checked when the
+#: run is planned, then built again one at a time while they run
+KEEP_LIMIT = 20_000
+
+
 @dataclass
 class Plan:
-    """Everything a run will do, decided before the first request."""
+    """Everything a run will do, decided before the first request.
+
+    Every case has been checked and its target built; ``jobs()`` hands the cases out one at
+    a time (re-reading large files), so a run holds only the cases in flight.
+    """
 
     files: list[LoadedEvalFile]
-    jobs: list[CaseJob]
     diagnostics: list[Diagnostic]
+    registry: TargetRegistry
+    total: int = 0
+    cli_target: str | None = None
+    eval_id: str | None = None
+    context: LoadContext | None = None
+
+    def target_for(self, loaded: LoadedEvalFile, case_target: str | None) -> RunTarget:
+        """The target a case runs on (see the module docstring for the precedence)."""
+        name = self.cli_target or case_target or loaded.target or DEFAULT_TARGET
+        return self.registry.target(loaded.path, loaded.repo_root, name)
+
+    def targets(self) -> list[RunTarget]:
+        """Every target some case of this plan runs on."""
+        seen: dict[int, RunTarget] = {}
+        for loaded in self.files:
+            for case_target in loaded.case_targets:
+                t = self.target_for(loaded, case_target)
+                seen.setdefault(id(t), t)
+        return list(seen.values())
+
+    def jobs(self) -> Iterator[CaseJob]:
+        """The cases, in file order, each with its target."""
+        for loaded in self.files:
+            for case in iter_cases(loaded, eval_id=self.eval_id, context=self.context):
+                yield CaseJob(case, self.target_for(loaded, case.target))
 
 
 def plan_run(
@@ -257,23 +291,29 @@ def plan_run(
     cli_target: str | None = None,
     eval_id: str | None = None,
     context: LoadContext | None = None,
+    keep_limit: int | None = KEEP_LIMIT,
 ) -> Plan:
-    """Load every eval file and pick each case's target. Bad cases are skipped (diagnostics)."""
+    """Load and check every eval file and build every target. Bad cases are skipped
+    (diagnostics); a file that cannot be used at all only loses its own cases."""
     ctx = context or LoadContext(store=FileStore(cwd=registry.cwd))
-    files: list[LoadedEvalFile] = []
-    jobs: list[CaseJob] = []
-    diags: list[Diagnostic] = []
     override = cli_target if cli_target and cli_target != DEFAULT_TARGET else None
+    plan = Plan(
+        files=[],
+        diagnostics=[],
+        registry=registry,
+        cli_target=override,
+        eval_id=eval_id,
+        context=ctx,
+    )
     for path in eval_files:
         try:
-            loaded = load_eval_file(path, eval_id=eval_id, context=ctx)
+            loaded = load_eval_file(path, eval_id=eval_id, context=ctx, keep_limit=keep_limit)
         except InputError as exc:  # this file only: the others still run
-            diags.extend(exc.diagnostics or [Diagnostic(path, str(exc))])
+            plan.diagnostics.extend(exc.diagnostics or [Diagnostic(path, str(exc))])
             continue
-        files.append(loaded)
-        diags.extend(loaded.diagnostics)
-        for case in loaded.cases:
-            name = override or case.target or loaded.target or DEFAULT_TARGET
-            jobs.append(CaseJob(case, registry.target(loaded.path, loaded.repo_root, name)))
-    diags.extend(registry.diagnostics)
-    return Plan(files=files, jobs=jobs, diagnostics=diags)
+        plan.files.append(loaded)
+        plan.diagnostics.extend(loaded.diagnostics)
+        plan.total += loaded.case_count
+    plan.targets()  # build every target now: a bad target stops the run before it starts
+    plan.diagnostics.extend(registry.diagnostics)
+    return plan

@@ -74,7 +74,7 @@ def run_eval_command(
     except AgentVError as exc:
         err.write(f"error: {exc}\n")
         return EXIT_FAILED
-    if not plan.jobs:
+    if not plan.total:
         err.write("error: no eval cases to run (check --eval-id and the messages above)\n")
         return EXIT_FAILED
 
@@ -87,10 +87,10 @@ def run_eval_command(
         return EXIT_FAILED
     out.write(f"Output path: {writer.path}\n")
     if opts.verbose:
-        targets = {id(j.target): j.target for j in plan.jobs}.values()
+        targets = plan.targets()
         for t in targets:
             out.write(f"Using target: {t.label}\n")
-        out.write(f"Using {effective_workers(settings, list(targets))} worker(s)\n")
+        out.write(f"Using {effective_workers(settings, targets)} worker(s)\n")
     out.flush()
 
     collector = SummaryCollector()
@@ -98,7 +98,7 @@ def run_eval_command(
     orchestrator = Orchestrator(
         registry, settings, writer=writer, collector=collector, progress=progress
     )
-    progress.start(len(plan.jobs))
+    progress.start(plan.total)
     code = EXIT_OK
     try:
         code = asyncio.run(_run(orchestrator, plan, registry))
@@ -116,7 +116,7 @@ def run_eval_command(
     if code != EXIT_OK:
         done = orchestrator.stats.finished
         err.write(
-            f"Interrupted: {done} of {len(plan.jobs)} cases finished; "
+            f"Interrupted: {done} of {plan.total} cases finished; "
             f"their results are in {writer.path}\n"
         )
         return code
@@ -142,7 +142,7 @@ def _prepare(opts: EvalOptions, cwd: Path, err: TextIO) -> tuple[Plan, TargetReg
     context = LoadContext(store=FileStore(cwd=cwd), allow_outside_root=opts.allow_outside_root)
     plan = plan_run(files, registry, cli_target=opts.target, eval_id=opts.eval_id, context=context)
     _print_diagnostics(plan.diagnostics, err)
-    if opts.eval_id is not None and not plan.jobs:
+    if opts.eval_id is not None and not plan.total:
         raise InputError(f"no case with id {opts.eval_id!r} in {', '.join(map(str, files))}")
     settings = RunSettings(
         workers=opts.workers,
@@ -173,7 +173,7 @@ async def _run(orchestrator: Orchestrator, plan: Plan, registry: TargetRegistry)
         except (NotImplementedError, RuntimeError):  # not on the main thread, or Windows
             pass
     try:
-        await orchestrator.run(plan.jobs)
+        await orchestrator.run(plan.jobs(), plan.targets())
         return EXIT_OK
     except asyncio.CancelledError:
         if not received:

@@ -13,7 +13,7 @@ scalars, anchors and aliases, ``<<`` merge keys); duplicate keys are reported.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -40,7 +40,6 @@ class StreamResult:
     """The document with the streamed list replaced by its length, and what was noticed."""
 
     data: Any
-    item_lines: list[int] = field(default_factory=list)  # 1-based line of each streamed item
     duplicate_keys: list[tuple[str, int, int]] = field(default_factory=list)  # key, line, column
 
 
@@ -50,6 +49,7 @@ class _Builder:
         self.anchors: dict[str, Any] = {}
         self.result = result
         self.constructors = yaml.constructor.SafeConstructor.yaml_constructors
+        self._last_key: Any = None
 
     def scalar(self, event: ev.ScalarEvent) -> Any:
         value = event.value
@@ -117,53 +117,39 @@ class _Builder:
             self.anchors[event.anchor] = out
         return out
 
-    def mapping_body(
-        self,
-        out: dict[Any, Any],
-        stream_key: str | None = None,
-        on_item: Callable[[int, Any, int], None] | None = None,
-    ) -> None:
+    def mapping_body(self, out: dict[Any, Any]) -> None:
         get = self.loader.get_event
         merges: list[Any] = []
         key_event = get()
         while not isinstance(key_event, ev.MappingEndEvent):
-            key = self.value(key_event)
-            if key is _MERGE:
-                merges.append(self.value(get()))
-                key_event = get()
-                continue
-            if isinstance(key, list):
-                key = tuple(key)
-            if key in out:
-                mark = key_event.start_mark
-                self.result.duplicate_keys.append((str(key), mark.line + 1, mark.column + 1))
-            value_event = get()
-            if (
-                on_item is not None
-                and key == stream_key
-                and isinstance(value_event, ev.SequenceStartEvent)
-            ):
-                out[key] = self.stream_items(on_item)
-            else:
-                out[key] = self.value(value_event)
+            if self.key(out, key_event, merges):
+                key = self._last_key  # read before the value: nested mappings reset it
+                out[key] = self.value(get())
             key_event = get()
+        self.merge(out, merges)
+
+    def key(self, out: dict[Any, Any], key_event: ev.Event, merges: list[Any]) -> bool:
+        """Read a mapping key; False when it was a ``<<`` merge (its value already read)."""
+        key = self.value(key_event)
+        if key is _MERGE:
+            merges.append(self.value(self.loader.get_event()))
+            return False
+        if isinstance(key, list):
+            key = tuple(key)
+        if key in out:
+            mark = key_event.start_mark
+            self.result.duplicate_keys.append((str(key), mark.line + 1, mark.column + 1))
+        self._last_key = key
+        return True
+
+    @staticmethod
+    def merge(out: dict[Any, Any], merges: list[Any]) -> None:
+        # Keys written in the mapping win over merged ones; earlier merges win over later.
         for merged in reversed(merges):
             for source in merged if isinstance(merged, list) else [merged]:
                 if isinstance(source, dict):
                     for k, v in source.items():
                         out.setdefault(k, v)
-
-    def stream_items(self, on_item: Callable[[int, Any, int], None]) -> int:
-        get = self.loader.get_event
-        index = 0
-        nxt = get()
-        while not isinstance(nxt, ev.SequenceEndEvent):
-            line = nxt.start_mark.line + 1
-            self.result.item_lines.append(line)
-            on_item(index, self.value(nxt), line)
-            index += 1
-            nxt = get()
-        return index
 
 
 class _MergeMarker:
@@ -171,6 +157,61 @@ class _MergeMarker:
 
 
 _MERGE = _MergeMarker()
+
+
+def iter_stream(
+    source: Path | BinaryIO | str,
+    stream_key: str,
+    result: StreamResult,
+) -> Iterator[tuple[int, Any, int]]:
+    """Yield ``(index, item, line)`` for each item of the top-level list ``stream_key``.
+
+    Items are built one at a time as the file is read, and not kept. Everything else in the
+    document goes into ``result.data`` (the streamed key then holds the number of items);
+    ``result.data`` is filled as reading goes, so keys written before the list are already
+    there when the first item arrives. Raises ``yaml.YAMLError`` on bad YAML.
+    """
+    if isinstance(source, Path):
+        with source.open("rb") as fh:
+            yield from iter_stream(fh, stream_key, result)
+        return
+    loader = _Loader(source)
+    builder = _Builder(loader, result)
+    try:
+        get = loader.get_event
+        get()  # stream start
+        if isinstance(loader.peek_event(), ev.StreamEndEvent):
+            return  # empty file
+        get()  # document start
+        first = get()
+        if not isinstance(first, ev.MappingStartEvent):
+            result.data = builder.value(first)
+            return
+        data: dict[Any, Any] = {}
+        if first.anchor:
+            builder.anchors[first.anchor] = data
+        result.data = data
+        merges: list[Any] = []
+        key_event = get()
+        while not isinstance(key_event, ev.MappingEndEvent):
+            if builder.key(data, key_event, merges):
+                key = builder._last_key
+                value_event = get()
+                if key == stream_key and isinstance(value_event, ev.SequenceStartEvent):
+                    index = 0
+                    nxt = get()
+                    while not isinstance(nxt, ev.SequenceEndEvent):
+                        line = nxt.start_mark.line + 1
+                        yield index, builder.value(nxt), line
+                        index += 1
+                        nxt = get()
+                    data[key] = index
+                else:
+                    data[key] = builder.value(value_event)
+            key_event = get()
+        builder.merge(data, merges)
+    finally:
+        loader.dispose()
 
 
 def stream_yaml(
@@ -182,31 +223,13 @@ def stream_yaml(
 ) -> StreamResult:
     """Parse the first document of ``source`` (a path, a binary file or a string).
 
-    When the top level is a mapping and ``on_item`` is given, each item of the list under
-    ``stream_key`` is built and passed to ``on_item(index, value, line)`` instead of being
-    kept; the key then holds the number of items. Raises ``yaml.YAMLError`` on bad YAML.
+    When ``on_item`` is given, each item of the top-level list ``stream_key`` is passed to
+    ``on_item(index, value, line)`` instead of being kept (see ``iter_stream``). Raises
+    ``yaml.YAMLError`` on bad YAML.
     """
-    if isinstance(source, Path):
-        with source.open("rb") as fh:
-            return stream_yaml(fh, stream_key=stream_key, on_item=on_item, result=result)
-    loader = _Loader(source)
     result = result if result is not None else StreamResult(data=None)
-    builder = _Builder(loader, result)
-    try:
-        get = loader.get_event
-        get()  # stream start
-        if isinstance(loader.peek_event(), ev.StreamEndEvent):
-            return result  # empty file
-        get()  # document start
-        first = get()
-        if isinstance(first, ev.MappingStartEvent):
-            data: dict[Any, Any] = {}
-            if first.anchor:
-                builder.anchors[first.anchor] = data
-            result.data = data  # visible to `on_item` while the body is read
-            builder.mapping_body(data, stream_key, on_item)
-        else:
-            result.data = builder.value(first)
-        return result
-    finally:
-        loader.dispose()
+    key = stream_key if on_item is not None else None
+    for index, value, line in iter_stream(source, key or "\0none", result):
+        if on_item is not None:
+            on_item(index, value, line)
+    return result

@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,7 @@ from agentv.messages import (
     ToolCall,
 )
 from agentv.yamlio import PathKey, YamlSource, describe_decode_error, format_key, load_yaml
-from agentv.yamlstream import StreamResult, stream_yaml
+from agentv.yamlstream import StreamResult, iter_stream, stream_yaml
 
 _CASE_ADAPTER = sc.RawEvalCase
 
@@ -75,6 +76,9 @@ class LoadedEvalFile:
     repo_root: Path
     total_cases: int = 0  # entries in `evalcases` (before filtering and skipping)
     source: YamlSource | None = None  # the parsed file, to locate values in it
+    case_count: int = 0  # usable cases (those in `cases`, unless `streamed`)
+    streamed: bool = False  # too many cases to hold: `cases` is empty, use `iter_cases`
+    case_targets: frozenset[str | None] = frozenset()  # the cases' `execution.target` values
 
     @property
     def errors(self) -> list[Diagnostic]:
@@ -92,12 +96,15 @@ def load_eval_file(
     *,
     eval_id: str | None = None,
     context: LoadContext | None = None,
+    keep_limit: int | None = None,
 ) -> LoadedEvalFile:
     """Load one eval file. Raises ``InputError`` when the file as a whole is unusable.
 
     The ``InputError`` carries every problem found, the cases' included, so that a user
     fixes them in one go. Cases are built while the file is read, each raw case dropped as
-    soon as it is built, so a 100,000-case file never sits in memory twice.
+    soon as it is built. With ``keep_limit``, a file with more usable cases than that keeps
+    none of them (``streamed`` is set): they were checked, and ``iter_cases`` builds them
+    again one at a time, so memory stays flat however large the suite.
     """
     ctx = context or LoadContext()
     path = Path(path).resolve()
@@ -112,7 +119,9 @@ def load_eval_file(
                 state["bail"] = True  # not an eval file (yet): the slow path explains why
                 return
             state["snapshot"] = {k: header.get(k) for k in _CASE_HEADER_KEYS}
-            load = state["load"] = _FileLoad(YamlSource(path, None, header), ctx, eval_id)
+            load = state["load"] = _FileLoad(
+                YamlSource(path, None, header), ctx, eval_id, keep_limit
+            )
         load.add(index, entry)
 
     try:
@@ -132,6 +141,27 @@ def load_eval_file(
     if any(d.severity == "error" for d in header_diags):
         return load_eval_source(load_yaml(path), eval_id=eval_id, context=ctx)
     return load.result(header_diags, total=data["evalcases"])
+
+
+def iter_cases(
+    loaded: LoadedEvalFile, *, eval_id: str | None = None, context: LoadContext | None = None
+) -> Iterator[EvalCase]:
+    """The usable cases of a file loaded with ``keep_limit``, built again one at a time.
+
+    Their problems were reported when the file was loaded; skipped cases are skipped again.
+    """
+    if not loaded.streamed:
+        yield from loaded.cases
+        return
+    assert loaded.source is not None
+    load = _FileLoad(loaded.source, context or LoadContext(), eval_id)
+    load.check_duplicates = False
+    stream = StreamResult(data=None)
+    for index, entry, _line in iter_stream(loaded.path, "evalcases", stream):
+        case = load.build(index, entry)
+        load.diags.clear()
+        if case is not None:
+            yield case
 
 
 #: header keys that shape how cases are built; they must be known before the first case
@@ -170,7 +200,13 @@ def load_eval_source(
 class _FileLoad:
     """The cases of one file, built one raw case at a time."""
 
-    def __init__(self, src: YamlSource, ctx: LoadContext, eval_id: str | None) -> None:
+    def __init__(
+        self,
+        src: YamlSource,
+        ctx: LoadContext,
+        eval_id: str | None,
+        keep_limit: int | None = None,
+    ) -> None:
         path = src.path
         data = src.data
         self.src = src
@@ -192,14 +228,20 @@ class _FileLoad:
         )
         self.cases: list[EvalCase] = []
         self.diags: list[Diagnostic] = []
+        self.count = 0  # usable cases seen
+        self.case_targets: set[str | None] = set()  # their `execution.target` values
+        self.keep_limit = keep_limit
+        self.dropped = False  # more usable cases than keep_limit: none are kept
         self._first_index: dict[str, int] = {}
+        self.check_duplicates = True
 
-    def add(self, index: int, entry: Any) -> None:
+    def build(self, index: int, entry: Any) -> EvalCase | None:
+        """Build one case; its problems go to ``diags``. Returns None for a skipped case."""
         entry_id = entry.get("id") if isinstance(entry, dict) else None
         if self.eval_id is not None and entry_id != self.eval_id:
-            return
+            return None
         case, case_diags = self.builder.build(index, entry)
-        if isinstance(entry_id, str) and entry_id:
+        if self.check_duplicates and isinstance(entry_id, str) and entry_id:
             if entry_id in self._first_index:
                 case_diags.append(
                     _duplicate_id(self.src, index, entry_id, self._first_index[entry_id])
@@ -207,8 +249,22 @@ class _FileLoad:
             else:
                 self._first_index[entry_id] = index
         self.diags.extend(case_diags)
-        if case is not None:
-            self.cases.append(case)
+        return case
+
+    def add(self, index: int, entry: Any) -> None:
+        """Build one case and keep it (unless more than ``keep_limit`` cases were seen)."""
+        case = self.build(index, entry)
+        if case is None:
+            return
+        self.count += 1
+        self.case_targets.add(case.target)
+        if self.dropped:
+            return
+        if self.keep_limit is not None and self.count > self.keep_limit:
+            self.dropped = True  # too many to hold: `iter_cases` reads them again
+            self.cases.clear()
+            return
+        self.cases.append(case)
 
     def result(self, header_diags: list[Diagnostic], *, total: int) -> LoadedEvalFile:
         data = self.src.data
@@ -221,6 +277,9 @@ class _FileLoad:
             repo_root=self.repo_root,
             total_cases=total,
             source=self.src,
+            case_count=self.count,
+            streamed=self.dropped,
+            case_targets=frozenset(self.case_targets),
         )
 
 
