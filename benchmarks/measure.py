@@ -1,14 +1,19 @@
 """Shared measuring tools: time a whole process from outside, and the loopback fake server.
 
-A run is one child process, timed from just before it is spawned to just after it is
-reaped. Its CPU time and peak RSS come from ``os.wait4``'s rusage, which covers exactly
-that child (and any children it waited for), not the benchmark harness or the fake server.
+A run is one process, timed from just before it is spawned to just after it is reaped.
+Its CPU time and peak RSS come from ``os.wait4``'s rusage, which covers exactly that
+process (and any children it waited for), not the benchmark harness or the fake server.
+A tiny launcher process does the spawning and the timing, so that the harness's own memory
+cannot leak into the figure (see ``launcher.py``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -22,6 +27,7 @@ from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FAKE_SERVER_FILE = REPO_ROOT / "tests" / "fakes" / "llm_server.py"
+LAUNCHER = Path(__file__).resolve().parent / "launcher.py"
 
 
 @dataclass(frozen=True)
@@ -34,6 +40,8 @@ class Measurement:
     sys_s: float
     max_rss_mb: float  # peak resident set size of the child (ru_maxrss is KiB on Linux)
     timed_out: bool = False
+    started_at: float = 0.0  # time.monotonic() just before the spawn (to line up with
+    ended_at: float = 0.0  # the fake server's request times) and just after the reap
 
     @property
     def cpu_s(self) -> float:
@@ -42,7 +50,8 @@ class Measurement:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (with the derived CPU seconds)."""
-        return {**asdict(self), "cpu_s": round(self.cpu_s, 3)}
+        out = {k: v for k, v in asdict(self).items() if k not in ("started_at", "ended_at")}
+        return {**out, "cpu_s": round(self.cpu_s, 3)}
 
 
 def _rss_mb(ru_maxrss: int) -> float:
@@ -60,14 +69,18 @@ def measure(
 ) -> Measurement:
     """Run ``argv`` to completion and measure it; stdout and stderr go to ``log_path``.
 
-    The child gets its own session, so on timeout the whole process group is killed and
-    the run is reported with ``timed_out=True`` instead of hanging the benchmark.
+    The command is started by ``launcher.py`` (see there why), in its own session, so on
+    timeout or Ctrl-C the whole process group is killed: a timed-out run is reported with
+    ``timed_out=True`` instead of hanging the benchmark.
     """
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    result_path = log_path.with_suffix(".rusage.json")
+    result_path.unlink(missing_ok=True)
+    command = [sys.executable, "-I", "-S", str(LAUNCHER), str(result_path), *argv]
     with log_path.open("wb") as log:
-        start = time.perf_counter()
+        started_at = time.monotonic()
         proc = subprocess.Popen(
-            list(argv),
+            command,
             cwd=cwd,
             env=dict(env) if env is not None else None,
             stdin=subprocess.DEVNULL,
@@ -78,29 +91,54 @@ def measure(
         expired = threading.Event()
 
         def kill() -> None:
-            expired.set()
-            try:
-                os.killpg(proc.pid, 9)
-            except ProcessLookupError:
-                pass
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
 
-        timer = threading.Timer(timeout_s, kill)
+        def expire() -> None:
+            expired.set()
+            kill()
+
+        timer = threading.Timer(timeout_s, expire)
         timer.daemon = True
         timer.start()
         try:
             _, status, usage = os.wait4(proc.pid, 0)
+        except BaseException:
+            kill()  # Ctrl-C: the command is in its own session and would outlive us
+            proc.wait()
+            raise
         finally:
             timer.cancel()
-        wall = time.perf_counter() - start
-    # We reaped the child ourselves; tell Popen so it does not try again.
+        ended_at = time.monotonic()
+    # We reaped the launcher ourselves; tell Popen so it does not try again.
     proc.returncode = os.waitstatus_to_exitcode(status)
+    try:
+        figures = json.loads(result_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        # Killed before it could report (timeout, or the command could not start): only the
+        # launcher's own figures are left, which include the harness's memory; such a run
+        # is never used for the table.
+        return Measurement(
+            returncode=proc.returncode,
+            wall_s=ended_at - started_at,
+            user_s=usage.ru_utime,
+            sys_s=usage.ru_stime,
+            max_rss_mb=_rss_mb(usage.ru_maxrss),
+            timed_out=expired.is_set(),
+            started_at=started_at,
+            ended_at=ended_at,
+        )
+    finally:
+        result_path.unlink(missing_ok=True)
     return Measurement(
-        returncode=proc.returncode,
-        wall_s=wall,
-        user_s=usage.ru_utime,
-        sys_s=usage.ru_stime,
-        max_rss_mb=_rss_mb(usage.ru_maxrss),
+        returncode=figures["returncode"],
+        wall_s=figures["wall_s"],
+        user_s=figures["user_s"],
+        sys_s=figures["sys_s"],
+        max_rss_mb=_rss_mb(figures["ru_maxrss"]),
         timed_out=expired.is_set(),
+        started_at=figures["started_at"],
+        ended_at=figures["ended_at"],
     )
 
 

@@ -41,6 +41,7 @@ from measure import (
     log_tail,
     max_in_flight,
     measure,
+    median,
     summarize,
 )
 
@@ -231,9 +232,11 @@ def _repeat(bench: Bench, key: str, once: Callable[[int], Measurement]) -> list[
     return runs
 
 
-def scenario_instant(bench: Bench, scenario: str, n: int, label: str) -> dict[str, Any]:
-    """S1 / S3: ``n`` cases on the instant mock target."""
-    key = f"{scenario}/{n}"
+def scenario_instant(
+    bench: Bench, scenario: str, n: int, label: str, key: str | None = None
+) -> dict[str, Any]:
+    """S1 / S3 (and S4's 1-case run): ``n`` cases on the instant mock target."""
+    key = key or f"{scenario}/{n}"
     try:
         suite = bench.suite(n)
         runs = _repeat(
@@ -257,6 +260,8 @@ def scenario_http(bench: Bench, n: int) -> dict[str, Any]:
     server.start()
     windows: list[float] = []
     peaks: list[int] = []
+    heads: list[float] = []  # spawn -> first request: start-up and loading
+    tails: list[float] = []  # last answer -> exit: finishing, summary, shutdown
     try:
         suite = generate_suite(bench.work / "suites" / f"n{n}", n, server_url=server.url)
 
@@ -272,7 +277,10 @@ def scenario_http(bench: Bench, n: int) -> dict[str, Any]:
             if wrong:
                 raise RunCheckError(f"unexpected request {wrong[0].method} {wrong[0].path}")
             arrivals = [r.received_at for r in requests]
-            windows.append(max(arrivals) + delay_s - min(arrivals))
+            first, last = min(arrivals), max(arrivals) + delay_s
+            windows.append(last - first)
+            heads.append(first - m.started_at)
+            tails.append(m.ended_at - last)
             peaks.append(max_in_flight(arrivals, delay_s))
             return m
 
@@ -288,9 +296,10 @@ def scenario_http(bench: Bench, n: int) -> dict[str, Any]:
     ideal = n * delay_s / bench.workers
     row["ideal_s"] = round(ideal, 3)
     row["efficiency"] = round(ideal / row["wall_s"], 3)
-    windows.sort()
-    row["server_window_s"] = round(windows[len(windows) // 2], 3)
+    row["server_window_s"] = round(median(windows), 3)
     row["efficiency_window"] = round(ideal / row["server_window_s"], 3)
+    row["before_first_request_s"] = round(median(heads), 3)
+    row["after_last_answer_s"] = round(median(tails), 3)
     row["max_in_flight"] = max(peaks)
     return row
 
@@ -316,8 +325,7 @@ def scenario_startup(bench: Bench) -> list[dict[str, Any]]:
         rows.append(_row(key, "S4", "S4 start-up: agentv --version", 0, runs))
     except RunCheckError as exc:
         rows.append(_failed_row(key, "S4", "S4 start-up: agentv --version", 0, str(exc)))
-    rows.append(scenario_instant(bench, "S4", 1, "S4 start-up: 1-case run"))
-    rows[-1]["key"] = "S4/1-case"
+    rows.append(scenario_instant(bench, "S4", 1, "S4 start-up: 1-case run", key="S4/1-case"))
     return rows
 
 
@@ -339,15 +347,23 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
             lines.append(f"| {row['label']} | {_fmt(row['n'])} | FAILED: {reason} | | | | |")
             continue
         wall = f"{row['wall_s']:.2f} ({row['wall_min_s']:.2f}–{row['wall_max_s']:.2f})"
-        eff = row.get("efficiency")
-        eff_text = "–"
-        if eff is not None:
-            eff_text = f"{eff:.2f} (server window {row['efficiency_window']:.2f})"
         lines.append(
             f"| {row['label']} | {_fmt(row['n'])} | {wall} | {_fmt(row.get('cases_per_s'), 0)} "
-            f"| {_fmt(row['cpu_s'])} | {_fmt(row['max_rss_mb'], 0)} | {eff_text} |"
+            f"| {_fmt(row['cpu_s'])} | {_fmt(row['max_rss_mb'], 0)} "
+            f"| {_fmt(row.get('efficiency'))} |"
         )
-    return "\n".join(lines)
+    notes = [_http_note(row) for row in rows if row["ok"] and "server_window_s" in row]
+    return "\n".join(lines + ([""] if notes else []) + notes)
+
+
+def _http_note(row: dict[str, Any]) -> str:
+    """Where an S2 run's time went, as seen from the fake server (medians)."""
+    return (
+        f"{row['key']}: {row['before_first_request_s']:.2f} s from spawn to the first request, "
+        f"{row['server_window_s']:.2f} s of requests (efficiency {row['efficiency_window']:.2f}, "
+        f"up to {row['max_in_flight']} in flight), "
+        f"{row['after_last_answer_s']:.2f} s from the last answer to exit."
+    )
 
 
 def judge_goals(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -373,15 +389,15 @@ def format_goals(goals: Sequence[dict[str, Any]]) -> str:
     """The goals as a Markdown table."""
     lines = ["| goal | measured | status |", "|---|---|---|"]
     for g in goals:
-        value = "–" if g["value"] is None else f"{g['value']:,.2f}"
+        value = "–" if g["value"] is None else _fmt(g["value"], 0 if g["value"] >= 100 else 2)
         lines.append(f"| {g['goal']} | {value} | {g['status']} |")
     return "\n".join(lines)
 
 
-def _git_commit() -> str | None:
+def _git(*args: str) -> str | None:
     try:
         out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
+            ["git", *args],
             cwd=REPO_ROOT,
             capture_output=True,
             text=True,
@@ -390,7 +406,17 @@ def _git_commit() -> str | None:
         )
     except (OSError, subprocess.SubprocessError):
         return None
-    return out.stdout.strip() or None
+    return out.stdout.strip()
+
+
+def _git_state() -> dict[str, Any]:
+    """The commit measured, and whether agentv's source differed from it (figures taken on
+    uncommitted changes cannot be reproduced from the commit alone)."""
+    changed = _git("status", "--porcelain", "--untracked-files=no", "--", "src")
+    return {
+        "git_commit": _git("rev-parse", "--short", "HEAD") or None,
+        "source_modified": bool(changed) if changed is not None else None,
+    }
 
 
 def _agentv_version(agentv: Path) -> str | None:
@@ -478,7 +504,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     meta = {
         "started": started.isoformat(timespec="seconds"),
         "agentv_version": _agentv_version(bench.agentv),
-        "git_commit": _git_commit(),
+        **_git_state(),
         "python": platform.python_version(),
         "platform": platform.platform(),
         "cpus": os.cpu_count(),

@@ -112,6 +112,22 @@ def test_measure_reports_child_rss_and_kills_hung_runs(
     assert big.max_rss_mb >= 80
     assert (tmp_path / "big.log").read_text().strip() == str(80 * 1024 * 1024)
 
+    # The harness's own memory must not leak into a child's figure (Linux counts the
+    # memory of the process a child was forked from until it calls exec).
+    ballast = bytearray(300 * 1024 * 1024)
+    small = measure.measure(
+        [sys.executable, "-c", "pass"], cwd=tmp_path, log_path=tmp_path / "small.log"
+    )
+    assert small.returncode == 0
+    assert small.max_rss_mb < 100
+    del ballast
+
+    missing = measure.measure(
+        ["no-such-program-here"], cwd=tmp_path, log_path=tmp_path / "missing.log"
+    )
+    assert missing.returncode == 127
+    assert "cannot run no-such-program-here" in (tmp_path / "missing.log").read_text()
+
     hung = measure.measure(
         [sys.executable, "-c", "import time; time.sleep(60)"],
         cwd=tmp_path,
