@@ -4,11 +4,12 @@ requests built from real eval YAML (loader -> prompt builder -> request)."""
 from __future__ import annotations
 
 import textwrap
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from wire_support import EvalRequest, MakeProvider, provider_fields
 
 from agentv.evalfile.loader import load_eval_file
 from agentv.prompts import build_prompt_inputs
@@ -17,46 +18,11 @@ from agentv.providers.registry import provider_class
 from fakes import FakeLLMServer
 from helpers import write
 
-#: A distinct fake key per provider, to check each reaches (only) its auth header.
-KEYS = {
-    "openai": "sk-test-openai-5f2c",
-    "azure": "az-test-key-77d1",
-    "anthropic": "sk-ant-test-91ab",
-    "gemini": "gm-test-key-0c3e",
-}
-MODELS = {
-    "openai": "gpt-test",
-    "azure": "my-deployment",
-    "anthropic": "claude-test",
-    "gemini": "gemini-test",
-}
-LM_KINDS = ("openai", "azure", "anthropic", "gemini")
-
-#: Tiny retry delays so retry tests take milliseconds.
-FAST_RETRIES = {"retry_initial_delay_ms": 1, "retry_max_delay_ms": 5}
-
 
 @pytest.fixture
 def llm_server() -> Iterator[FakeLLMServer]:
     with FakeLLMServer() as server:
         yield server
-
-
-def provider_fields(kind: str, server: FakeLLMServer, **extra: Any) -> dict[str, Any]:
-    """targets.yaml fields pointing a provider of ``kind`` at the fake server."""
-    fields: dict[str, Any] = {"api_key": KEYS[kind], "model": MODELS[kind]}
-    if kind == "openai":
-        fields["base_url"] = f"{server.url}/v1"
-    elif kind == "azure":
-        fields["endpoint"] = server.url
-    else:
-        fields["base_url"] = server.url
-    fields.update(FAST_RETRIES)
-    fields.update(extra)
-    return fields
-
-
-MakeProvider = Callable[..., Provider]
 
 
 @pytest.fixture
@@ -74,9 +40,6 @@ async def make_provider(llm_server: FakeLLMServer) -> AsyncIterator[MakeProvider
     yield factory
     for provider in made:
         await provider.aclose()
-
-
-EvalRequest = Callable[..., ProviderRequest]
 
 
 @pytest.fixture

@@ -7,11 +7,11 @@ import socket
 import time
 
 import pytest
+from wire_support import KEYS, LM_KINDS, MakeProvider
 
 from agentv.errors import ProviderError, ProviderHTTPError, ProviderTimeout
 from agentv.providers.base import ProviderRequest
 from agentv.providers.registry import provider_class
-from conftest import KEYS, LM_KINDS, MakeProvider
 from fakes import FakeLLMServer, Fault
 
 REQUEST = ProviderRequest(question="Hello?")

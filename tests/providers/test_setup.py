@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from wire_support import KEYS, LM_KINDS, EvalRequest, MakeProvider, provider_fields
 
 from agentv.errors import ConfigError
 from agentv.providers.anthropic import AnthropicProvider, AnthropicSettings
@@ -20,7 +21,6 @@ from agentv.providers.openai import (
 )
 from agentv.providers.registry import provider_class
 from agentv.targets import create_provider, discover_targets_file, load_targets_file
-from conftest import KEYS, LM_KINDS, EvalRequest, MakeProvider, provider_fields
 from fakes import FakeLLMServer
 from helpers import write
 

@@ -12,12 +12,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from wire_support import KEYS, LM_KINDS, MODELS, EvalRequest, MakeProvider
 
 from agentv.messages import ChatMessage
 from agentv.providers.anthropic import DEFAULT_MAX_TOKENS
 from agentv.providers.base import ProviderRequest
 from agentv.providers.gemini import GeminiProvider, GeminiSettings
-from conftest import KEYS, LM_KINDS, MODELS, EvalRequest, MakeProvider
 from fakes import FakeLLMServer, RecordedRequest
 
 Turn = tuple[str, str]  # (neutral role, text)

@@ -22,10 +22,10 @@ from agentv.providers.llm import (
     LLMSettings,
     Payload,
     aliases,
-    api_message,
+    fast_http_client,
     resolve_api_key,
-    retry_after_seconds,
     safe_url,
+    stainless_failure,
     tool_fallback_text,
     with_question_turn,
 )
@@ -173,6 +173,7 @@ class AnthropicProvider(LLMProvider):
             api_key=key,
             base_url=settings.base_url or None,
             max_retries=0,  # the retry settings of the target apply, not the SDK's
+            http_client=fast_http_client(self._sdk),
         )
 
     def max_tokens_for(self, request: ProviderRequest) -> int:
@@ -214,21 +215,7 @@ class AnthropicProvider(LLMProvider):
         return from_anthropic_message(message)
 
     def translate_error(self, exc: BaseException) -> CallFailure | None:
-        sdk = self._sdk
-        if isinstance(exc, sdk.APITimeoutError):
-            return CallFailure("the request timed out", timeout=True)
-        if isinstance(exc, sdk.APIStatusError):
-            return CallFailure(
-                api_message(exc.body, exc.message),
-                status=exc.status_code,
-                retry_after=retry_after_seconds(exc.response.headers),
-            )
-        if isinstance(exc, sdk.APIConnectionError):
-            cause = exc.__cause__ or exc
-            return CallFailure(f"cannot reach {self._url}: {type(cause).__name__}", connection=True)
-        if isinstance(exc, sdk.AnthropicError):
-            return CallFailure(str(exc))
-        return None
+        return stainless_failure(self._sdk, self._sdk.AnthropicError, exc, self._url)
 
     async def aclose(self) -> None:
         await self._client.close()

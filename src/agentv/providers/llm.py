@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import importlib.util
 import json
 import os
 import random
@@ -397,3 +398,42 @@ def resolve_api_key(
         f"`api_key: ${{{{ {example} }}}}` to it in targets.yaml and set {example} "
         "in the environment or in .env"
     )
+
+
+def fast_http_client(sdk: Any) -> Any | None:
+    """The SDK's own aiohttp-based HTTP client, when aiohttp is installed (else None: the
+    SDK's default). The vendors offer it for better concurrency; it halves the CPU each
+    request costs, which decides how many calls one process keeps in flight."""
+    factory = getattr(sdk, "DefaultAioHttpClient", None)
+    if factory is None or importlib.util.find_spec("aiohttp") is None:
+        return None
+    try:
+        return factory()
+    except RuntimeError:  # the SDK was installed without its aiohttp extra
+        return None
+
+
+def stainless_failure(
+    sdk: Any, base_error: type, exc: BaseException, url: str
+) -> CallFailure | None:
+    """Read the exceptions of the OpenAI and Anthropic SDKs, which share one design."""
+    if isinstance(exc, sdk.APITimeoutError) and not _could_not_connect(exc):
+        return CallFailure("the request timed out", timeout=True)
+    if isinstance(exc, sdk.APIStatusError):
+        return CallFailure(
+            api_message(exc.body, exc.message),
+            status=exc.status_code,
+            retry_after=retry_after_seconds(exc.response.headers),
+        )
+    if isinstance(exc, sdk.APIConnectionError):
+        cause = exc.__cause__ or exc
+        return CallFailure(f"cannot reach {url}: {type(cause).__name__}", connection=True)
+    if isinstance(exc, base_error):
+        return CallFailure(str(exc))
+    return None
+
+
+def _could_not_connect(exc: BaseException) -> bool:
+    # The aiohttp transport reports a refused connection as a connect *timeout*; it is a
+    # connection failure (retried by the target's settings), not a slow answer.
+    return type(exc.__cause__).__name__ in ("ConnectTimeout", "ConnectError")

@@ -23,11 +23,11 @@ from agentv.providers.llm import (
     LLMSettings,
     Payload,
     aliases,
-    api_message,
+    fast_http_client,
     json_text,
     resolve_api_key,
-    retry_after_seconds,
     safe_url,
+    stainless_failure,
     tool_fallback_text,
 )
 from agentv.providers.registry import require_sdk
@@ -187,24 +187,7 @@ class _ChatCompletionsProvider(LLMProvider):
         return from_openai_completion(data)
 
     def translate_error(self, exc: BaseException) -> CallFailure | None:
-        sdk = self._sdk
-        if isinstance(exc, sdk.APITimeoutError):
-            return CallFailure("the request timed out", timeout=True)
-        if isinstance(exc, sdk.APIStatusError):
-            return CallFailure(
-                api_message(exc.body, exc.message),
-                status=exc.status_code,
-                retry_after=retry_after_seconds(exc.response.headers),
-            )
-        if isinstance(exc, sdk.APIConnectionError):
-            cause = exc.__cause__ or exc
-            return CallFailure(
-                f"cannot reach {self._url or 'the API'}: {type(cause).__name__}",
-                connection=True,
-            )
-        if isinstance(exc, sdk.OpenAIError):
-            return CallFailure(str(exc))
-        return None
+        return stainless_failure(self._sdk, self._sdk.OpenAIError, exc, self._url or "the API")
 
     async def aclose(self) -> None:
         await self._client.close()
@@ -235,6 +218,7 @@ class OpenAIProvider(_ChatCompletionsProvider):
             base_url=settings.base_url or None,
             organization=settings.organization or None,
             max_retries=0,  # the retry settings of the target apply, not the SDK's
+            http_client=fast_http_client(self._sdk),
         )
 
 
@@ -257,4 +241,5 @@ class AzureOpenAIProvider(_ChatCompletionsProvider):
             api_key=key,
             api_version=settings.api_version,
             max_retries=0,
+            http_client=fast_http_client(self._sdk),
         )
