@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import signal
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -64,7 +67,8 @@ def run_eval_command(
     err = err or sys.stderr
     cwd = Path.cwd().resolve()
     try:
-        plan, registry, settings = _prepare(opts, cwd, err)
+        with _collector_paused():
+            plan, registry, settings = _prepare(opts, cwd, err)
     except InputError as exc:
         if exc.diagnostics:
             _print_diagnostics(exc.diagnostics, err)
@@ -124,6 +128,23 @@ def run_eval_command(
         err.write(f"Mean score {summary.mean:.3f} is below the threshold {opts.threshold:.3f}\n")
         return EXIT_FAILED
     return EXIT_OK
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while the run is planned.
+
+    Planning imports the provider SDKs and builds every case: hundreds of thousands of
+    objects that all live on, so the collections they trigger find nothing and cost a tenth
+    of a second or more in a large run.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _prepare(opts: EvalOptions, cwd: Path, err: TextIO) -> tuple[Plan, TargetRegistry, RunSettings]:

@@ -6,6 +6,7 @@ run, so ``agentv --version`` stays fast.
 
 from __future__ import annotations
 
+import gc
 import sys
 
 import typer
@@ -55,4 +56,9 @@ def main() -> None:
         print(__version__)
         return
     _register()
-    app()
+    try:
+        app()
+    finally:
+        # The process ends next: without this, the interpreter's last collections walk every
+        # object it is about to free anyway (a tenth of a second after a large run).
+        gc.freeze()
