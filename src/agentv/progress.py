@@ -19,13 +19,13 @@ import sys
 import threading
 import time
 from itertools import islice
-from typing import Protocol, TextIO, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, TextIO, runtime_checkable
 
-from rich.console import Console, Group, RenderableType
-from rich.live import Live
-from rich.progress_bar import ProgressBar
-from rich.table import Table
-from rich.text import Text
+if TYPE_CHECKING:
+    # rich is imported only when a live display is shown: loading it costs a run that has
+    # none (CI, pipes, --quiet) a few hundredths of a second of start-up.
+    from rich.console import Console, RenderableType
+    from rich.live import Live
 
 REFRESH_PER_SECOND = 8
 RUNNING_SHOWN = 5
@@ -167,6 +167,8 @@ class LiveProgress(_Counters):
     def start(self, total: int) -> None:
         """Reset the counts and start drawing."""
         super().start(total)
+        from rich.live import Live
+
         self._live = Live(
             _View(self),
             console=self.console,
@@ -196,12 +198,16 @@ class LiveProgress(_Counters):
 
     def note(self, text: str) -> None:
         """Print ``text`` above the display, verbatim (no markup, no wrapping)."""
+        from rich.text import Text
+
         self.console.print(Text(text.rstrip("\n")), soft_wrap=True, highlight=False)
 
     def finish(self) -> None:
         """Remove the display and print one closing line."""
         if self._live is None:
             return
+        from rich.text import Text
+
         self._live.stop()
         self._live = None
         line = f"Finished {self.done}/{self.total} eval cases in {_clock(self.elapsed())}"
@@ -211,6 +217,11 @@ class LiveProgress(_Counters):
 
     def render(self) -> RenderableType:
         """The display as it is now (called by rich's refresh thread)."""
+        from rich.console import Group
+        from rich.progress_bar import ProgressBar
+        from rich.table import Table
+        from rich.text import Text
+
         with self._lock:
             done, total, errors = self.done, self.total, self.errors
             running_count = len(self._running)
@@ -302,5 +313,7 @@ def make_progress(
     if quiet or not interactive:
         return LineProgress(stream, quiet=quiet)
     if console is None:
+        from rich.console import Console
+
         console = Console(file=stream, force_terminal=True, highlight=False)
     return LiveProgress(console)
