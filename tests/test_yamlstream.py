@@ -36,6 +36,21 @@ def test_same_values_as_pyyaml(doc: object, flow: bool | None) -> None:
     assert stream_yaml(text).data == yaml.safe_load(text)
 
 
+def test_plain_words_typed_as_pyyaml_types_them() -> None:
+    # The reader decides most plain words without PyYAML's resolver: check every bool and
+    # null spelling, and words that only look like them, against it.
+    words = [
+        spell(w)
+        for w in ("yes", "no", "true", "false", "on", "off", "null", "y", "n", "t", "f", "o")
+        for spell in (str.lower, str.capitalize, str.upper, str.swapcase)
+    ]
+    words += ["onward", "nothing", "Yes!", "offline", "type", "value", "tRUE", "nULL"]
+    text = "".join(f"k{i}: {w}\n" for i, w in enumerate(words))
+    ours, theirs = stream_yaml(text).data, yaml.safe_load(text)
+    assert ours == theirs
+    assert [type(v) for v in ours.values()] == [type(v) for v in theirs.values()]
+
+
 TRICKY = """\
 base: &b
   a: 1

@@ -30,6 +30,13 @@ _STR_TAG = "tag:yaml.org,2002:str"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 _INTERN_MAX = 256
 _WORD_FIRST = frozenset("yYnNtTfFoO")
+#: the only plain scalars starting with one of those letters that are not strings (YAML 1.1
+#: booleans and null, as PyYAML's resolver spells them)
+_WORDS = frozenset(
+    spell(word)
+    for word in ("yes", "no", "true", "false", "on", "off", "null")
+    for spell in (str.lower, str.capitalize, str.upper)
+)
 _IMPLICIT_FIRST = frozenset(
     ch for ch in yaml.resolver.Resolver.yaml_implicit_resolvers if ch is not None
 )
@@ -60,10 +67,8 @@ class _Builder:
                 not plain
                 or not value
                 or value[0] not in _IMPLICIT_FIRST
-                or (
-                    # a letter can only start a bool or null word, and none is longer than 5
-                    len(value) > 5 and value[0] in _WORD_FIRST
-                )
+                # a letter can only start a bool or null word
+                or (value[0] in _WORD_FIRST and value not in _WORDS)
             ):
                 if value == "" and plain:
                     return None  # an empty plain scalar is null
@@ -119,18 +124,27 @@ class _Builder:
 
     def mapping_body(self, out: dict[Any, Any]) -> None:
         get = self.loader.get_event
+        scalar = self.scalar
         merges: list[Any] = []
         key_event = get()
         while not isinstance(key_event, ev.MappingEndEvent):
             if self.key(out, key_event, merges):
                 key = self._last_key  # read before the value: nested mappings reset it
-                out[key] = self.value(get())
+                nxt = get()
+                # Most values are plain scalars: skip `value`'s dispatch (a hot loop).
+                if type(nxt) is ev.ScalarEvent and not nxt.anchor:
+                    out[key] = scalar(nxt)
+                else:
+                    out[key] = self.value(nxt)
             key_event = get()
         self.merge(out, merges)
 
     def key(self, out: dict[Any, Any], key_event: ev.Event, merges: list[Any]) -> bool:
         """Read a mapping key; False when it was a ``<<`` merge (its value already read)."""
-        key = self.value(key_event)
+        if type(key_event) is ev.ScalarEvent and not key_event.anchor:
+            key = self.scalar(key_event)
+        else:
+            key = self.value(key_event)
         if key is _MERGE:
             merges.append(self.value(self.loader.get_event()))
             return False
