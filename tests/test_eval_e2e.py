@@ -249,6 +249,7 @@ evalcases:
     second = _agentv(repo, "eval", "evals/simple.yaml", "--cache", "--out", "b.jsonl")
     assert second.returncode == 0, second.stderr
     assert len(server.requests) == 2  # nothing new reached the API
+    assert "Cache: 2 answers reused, 0 requests sent" in second.stdout
     volatile = ("timestamp", "duration_ms")
     a, b = _rows(repo / "a.jsonl"), _rows(repo / "b.jsonl")
     for key in ("one", "two"):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from agentv.cache import ResponseCache, cache_key
@@ -25,7 +25,6 @@ from agentv.providers.base import Provider, ProviderRequest, ProviderResponse, r
 from agentv.records import error_record, result_record
 
 DEFAULT_WORKERS = 3
-MAX_WORKERS = 50
 #: agent targets enforce the timeout themselves (and clean up); the outer limit is a backstop
 _AGENT_GRACE_S = 10.0
 
@@ -73,7 +72,6 @@ class RunStats:
     errors: int = 0
     requests: int = 0
     cache_hits: int = 0
-    by_target: dict[str, int] = field(default_factory=dict)
 
 
 def effective_workers(settings: RunSettings, targets: list[RunTarget]) -> int:

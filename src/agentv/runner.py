@@ -17,7 +17,7 @@ from agentv.dumps import PromptDumper
 from agentv.errors import AgentVError, Diagnostic, InputError
 from agentv.evalfile.files import FileStore, find_repo_root
 from agentv.evalfile.loader import LoadContext
-from agentv.orchestrator import Orchestrator, RunSettings, RunStats, effective_workers
+from agentv.orchestrator import Orchestrator, RunSettings, effective_workers
 from agentv.planning import DryRun, Plan, TargetRegistry, expand_eval_paths, plan_run
 from agentv.progress import make_progress
 from agentv.summary import SummaryCollector, render_summary
@@ -117,6 +117,9 @@ def run_eval_command(
     summary = collector.summary()
     prompts_dir = settings.dumper.folder if settings.dumper and settings.dumper.count else None
     out.write(render_summary(summary, results_path=writer.path, prompts_dir=prompts_dir) + "\n")
+    if settings.cache is not None:
+        stats = orchestrator.stats
+        out.write(f"Cache: {stats.cache_hits} answers reused, {stats.requests} requests sent\n")
     if code != EXIT_OK:
         done = orchestrator.stats.finished
         err.write(
@@ -206,4 +209,4 @@ async def _run(orchestrator: Orchestrator, plan: Plan, registry: TargetRegistry)
         await registry.aclose()
 
 
-__all__ = ["EvalOptions", "RunStats", "run_eval_command"]
+__all__ = ["EvalOptions", "run_eval_command"]
