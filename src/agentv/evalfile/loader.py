@@ -7,7 +7,6 @@ in one case skips that case only (the others still run); a file that cannot be u
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 from collections.abc import Iterator
@@ -23,6 +22,7 @@ from agentv.errors import Diagnostic, InputError
 from agentv.evalfile import schema as sc
 from agentv.evalfile.files import FileStore, find_repo_root, is_within, search_roots
 from agentv.evalfile.guidelines import GuidelineResolver, is_guideline
+from agentv.evalfile.validation_errors import translate, unknown_key
 from agentv.messages import (
     FileSegment,
     GuidelineFile,
@@ -32,7 +32,7 @@ from agentv.messages import (
     TextSegment,
     ToolCall,
 )
-from agentv.yamlio import PathKey, YamlSource, describe_decode_error, format_key, load_yaml
+from agentv.yamlio import PathKey, YamlSource, describe_decode_error, load_yaml
 from agentv.yamlstream import StreamResult, iter_stream, stream_yaml
 
 _CASE_ADAPTER = sc.RawEvalCase
@@ -356,16 +356,8 @@ def _check_header(src: YamlSource, data: dict[str, Any]) -> list[Diagnostic]:
                     )
                 )
             continue
-        diags.append(_unknown_key(src, (key,), key, sc.HEADER_KEYS))
+        diags.append(unknown_key(src, (key,), key, sc.HEADER_KEYS))
     return diags
-
-
-def _unknown_key(
-    src: YamlSource, key: PathKey, name: str, allowed: tuple[str, ...] | list[str]
-) -> Diagnostic:
-    close = difflib.get_close_matches(str(name), list(allowed), n=1)
-    hint = f"did you mean {close[0]!r}?" if close else f"valid keys here: {', '.join(allowed)}"
-    return src.diagnostic(key, f"unknown key {name!r}", hint=hint, at_key=True)
 
 
 class _CaseBuilder:
@@ -418,7 +410,7 @@ class _CaseBuilder:
         try:
             raw = _CASE_ADAPTER.model_validate(entry)
         except ValidationError as exc:
-            diags = _translate(self.src, exc, entry, base)
+            diags = translate(self.src, exc, entry, base)
             # Report the missing files too, so that one `validate` shows every problem.
             self._check_raw_files(entry, base, diags)
             return None, diags
@@ -767,201 +759,3 @@ def _reference_answer(expected: list[Message]) -> str:
         elif isinstance(seg, FileSegment):
             parts.append(seg.text)
     return " ".join(parts)
-
-
-# --- pydantic errors, told the user's way ---------------------------------------------
-
-_TYPE_WORDS = {
-    "string_type": "text (a string)",
-    "list_type": "a list",
-    "dict_type": "a mapping",
-    "model_type": "a mapping",
-    "model_attributes_type": "a mapping",
-    "int_type": "a whole number",
-    "float_type": "a number",
-    "bool_type": "true or false",
-}
-
-
-def _data_path(entry: Any, loc: tuple[Any, ...]) -> tuple[PathKey, Any, Any]:
-    """Map a pydantic ``loc`` onto the user's data, skipping union-branch labels.
-
-    Returns (path, value at path or None, parent container).
-    """
-    node = entry
-    parent = None
-    path: list[str | int] = []
-    missing = False
-    for part in loc:
-        if missing:
-            path.append(part)
-            continue
-        if isinstance(node, dict) and isinstance(part, str):
-            if part in node:
-                parent, node = node, node[part]
-                path.append(part)
-            elif part in _UNION_LABELS or "[" in part:
-                continue
-            else:
-                path.append(part)
-                parent, node, missing = node, None, True
-        elif isinstance(node, list) and isinstance(part, int):
-            parent, node = node, node[part] if 0 <= part < len(node) else None
-            path.append(part)
-        else:
-            continue  # a union branch label such as 'str' or 'text'
-    return tuple(path), node, parent
-
-
-_UNION_LABELS = {"str", "text", "file", *sc.EVALUATOR_TYPES}
-
-
-def _allowed_keys(path: PathKey, parent: Any) -> tuple[str, ...]:
-    names: list[str | int] = list(path[:-1])
-    if len(names) == 0:
-        return sc.CASE_KEYS
-    last = names[-1]
-    before = names[-2] if len(names) >= 2 else None
-    kind = parent.get("type") if isinstance(parent, dict) else None
-    if isinstance(last, int) and before in ("input_messages", "expected_messages"):
-        model = sc.RawMessage
-    elif isinstance(last, int) and before == "content":
-        model = sc.FileBlock if kind == "file" else sc.TextBlock
-    elif isinstance(last, int) and before == "tool_calls":
-        model = sc.RawToolCall
-    elif isinstance(last, int) and before == "evaluators":
-        model = _SPEC_BY_TYPE.get(kind, sc.LlmJudgeSpec)
-    elif last == "execution":
-        model = sc.RawExecution
-    else:
-        return ()
-    return tuple((f.alias or n) for n, f in model.model_fields.items())
-
-
-_SPEC_BY_TYPE: dict[Any, type] = {
-    "llm_judge": sc.LlmJudgeSpec,
-    "code": sc.CodeSpec,
-    "contains": sc.ContainsSpec,
-    "icontains": sc.ContainsSpec,
-    "equals": sc.EqualsSpec,
-    "regex": sc.RegexSpec,
-    "is_json": sc.IsJsonSpec,
-}
-
-
-def _translate(
-    src: YamlSource, exc: ValidationError, entry: dict[str, Any], base: PathKey
-) -> list[Diagnostic]:
-    out: list[Diagnostic] = []
-    seen: set[tuple[PathKey, str]] = set()
-    # A misspelt required key gives both "unknown key" and "missing key": keep the first.
-    suggested: set[tuple[PathKey, str]] = set()
-    missing: list[tuple[PathKey, str, str]] = []
-    for err in exc.errors():
-        path, value, parent = _data_path(entry, err["loc"])
-        field_name = next((p for p in reversed(path) if isinstance(p, str)), "value")
-        etype = err["type"]
-        loc = err["loc"]
-        if "content" in loc:
-            ci = loc.index("content")
-            cpath, cval, _ = _data_path(entry, loc[: ci + 1])
-            branch = loc[ci + 1] if len(loc) > ci + 1 else None
-            if isinstance(cval, list) and branch == "str":
-                continue  # the string form was not meant; the list's own errors follow
-        if "content" in loc and not isinstance(cval, (str, list)):
-            # one message, not one per accepted form
-            message = "`content` must be a string or a list of {type: text|file, value: ...} blocks"
-            hint = (
-                "write `content: some text`, or blocks such as `- {type: file, value: src/app.py}`"
-            )
-            at_key = False
-            path = cpath
-        elif etype == "extra_forbidden":
-            allowed = _allowed_keys(path, parent)
-            d = _unknown_key(src, (*base, *path), str(path[-1]), allowed)
-            close = difflib.get_close_matches(str(path[-1]), list(allowed), n=1)
-            if close:
-                suggested.add((tuple(path[:-1]), close[0]))
-            if (tuple(path), d.message) not in seen:
-                seen.add((tuple(path), d.message))
-                out.append(d)
-            continue
-        elif etype == "missing":
-            message, hint, at_key = (
-                f"missing required key `{field_name}`",
-                _MISSING_HINTS.get(field_name),
-                False,
-            )
-            path = path[:-1]
-            missing.append((tuple(path), field_name, message))
-        elif etype == "literal_error":
-            choices = [
-                c.strip(" '") for c in err["ctx"]["expected"].replace(" or ", ", ").split(",")
-            ]
-            close = difflib.get_close_matches(str(value), choices, n=1)
-            what = "role" if field_name == "role" else f"`{field_name}` value"
-            message = f"invalid {what} {value!r}"
-            hint = (
-                f"did you mean {close[0]!r}? " if close else ""
-            ) + f"valid choices: {', '.join(choices)}"
-            at_key = False
-        elif etype == "union_tag_invalid":
-            tag = err["ctx"]["tag"]
-            choices = [c.strip(" '") for c in err["ctx"]["expected_tags"].split(",")]
-            close = difflib.get_close_matches(str(tag), choices, n=1)
-            kind = "evaluator type" if "evaluators" in path else "content block type"
-            message = f"unknown {kind} {tag!r}"
-            hint = (
-                f"did you mean {close[0]!r}? " if close else ""
-            ) + f"valid choices: {', '.join(choices)}"
-            path = (*path, "type")
-            at_key = False
-        elif etype == "union_tag_not_found":
-            message, hint, at_key = (
-                "this block has no `type`",
-                "add `type: text` or `type: file`",
-                False,
-            )
-            if "evaluators" in path:
-                hint = f"add `type:` with one of: {', '.join(sc.EVALUATOR_TYPES)}"
-        elif etype in ("string_too_short", "value_error", "too_short"):
-            message, hint, at_key = f"`{field_name}` must not be empty", None, False
-        elif etype in _TYPE_WORDS:
-            message = f"`{field_name}` must be {_TYPE_WORDS[etype]}"
-            hint = _TYPE_HINTS.get((field_name, etype))
-            if etype == "string_type" and isinstance(value, int | float | bool):
-                hint = f'put the value in quotes: {field_name}: "{value}"'
-            if "content" in path and isinstance(value, str):
-                message = "content list items must be mappings like {type: text, value: ...}"
-                hint = "write `- {type: text, value: your text}` instead of a bare string"
-            at_key = False
-        else:
-            message, hint, at_key = f"`{field_name}`: {err['msg']}", None, False
-        key = (*base, *path)
-        if (key, message) in seen:
-            continue
-        seen.add((key, message))
-        out.append(src.diagnostic(key, message, hint=hint, at_key=at_key))
-    redundant = {
-        (format_key((*base, *where)), msg)
-        for where, name, msg in missing
-        if (where, name) in suggested
-    }
-    return [d for d in out if (d.location, d.message) not in redundant]
-
-
-_TYPE_HINTS = {
-    ("input_messages", "list_type"): "list the turns: `- role: user` then `content: ...`",
-    ("expected_messages", "list_type"): "list the turns: `- role: assistant` then `content: ...`",
-    ("tool_calls", "list_type"): "list the calls: `- {id: call_1, name: tool, arguments: {}}`",
-    ("evaluators", "list_type"): "list the evaluators: `- {type: contains, value: ...}`",
-}
-
-_MISSING_HINTS = {
-    "id": "give every case a unique `id: some-name`",
-    "outcome": "describe what a good answer achieves in `outcome:`",
-    "input_messages": "add `input_messages:` with at least one `- role: user` turn",
-    "role": "add `role:` (system, user, assistant or tool)",
-    "value": "add `value:` (the text, or the file path)",
-    "script": "add `script:` with the command to run",
-}
