@@ -117,6 +117,9 @@ def run_eval_command(
     summary = collector.summary()
     prompts_dir = settings.dumper.folder if settings.dumper and settings.dumper.count else None
     out.write(render_summary(summary, results_path=writer.path, prompts_dir=prompts_dir) + "\n")
+    logs = [p for t in registry.all_targets() for p in getattr(t.provider, "log_files", ())]
+    if logs:  # Codex stream logs: where to look when an agent's answer puzzles you
+        out.write("Codex CLI logs:\n" + "".join(f"  {i}. {p}\n" for i, p in enumerate(logs, 1)))
     if settings.cache is not None:
         stats = orchestrator.stats
         out.write(f"Cache: {stats.cache_hits} answers reused, {stats.requests} requests sent\n")

@@ -151,6 +151,7 @@ def test_codex_agent_target(repo: Path, suite: Path) -> None:
     assert not Path(call["cwd"]).exists()
     logs = list((repo / ".agentv/logs/codex").glob("*_codex_debug_attempt-1_*.log"))
     assert len(logs) == 1
+    assert f"Codex CLI logs:\n  1. {logs[0]}\n" in proc.stdout
 
 
 def test_failed_healthcheck_stops_the_run(repo: Path, suite: Path) -> None:
