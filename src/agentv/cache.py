@@ -51,8 +51,6 @@ class ResponseCache:
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
-        self.hits = 0
-        self.stores = 0
 
     def _path(self, key: str) -> Path:
         return self.folder / key[:2] / f"{key}.json"
@@ -63,7 +61,6 @@ class ResponseCache:
             data = orjson.loads(self._path(key).read_bytes())
         except (OSError, orjson.JSONDecodeError):
             return None
-        self.hits += 1
         usage = data.get("usage")
         return ProviderResponse(
             text=data["text"],
@@ -89,4 +86,3 @@ class ResponseCache:
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_bytes(orjson.dumps(data, default=str))
         os.replace(tmp, path)
-        self.stores += 1

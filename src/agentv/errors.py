@@ -54,6 +54,22 @@ class Diagnostic:
         return text
 
 
+class DiagnosticsView:
+    """``errors`` and ``warnings`` for anything holding a ``diagnostics`` list."""
+
+    diagnostics: list[Diagnostic]
+
+    @property
+    def errors(self) -> list[Diagnostic]:
+        """Diagnostics of severity error."""
+        return [d for d in self.diagnostics if d.severity == "error"]
+
+    @property
+    def warnings(self) -> list[Diagnostic]:
+        """Diagnostics of severity warning."""
+        return [d for d in self.diagnostics if d.severity == "warning"]
+
+
 class AgentVError(Exception):
     """Base of every error agentv raises on purpose."""
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from agentv.errors import Diagnostic, InputError
+from agentv.errors import Diagnostic, DiagnosticsView, InputError
 from agentv.evalfile.guidelines import CONFIG_SCHEMA, parse_config
 from agentv.evalfile.loader import LoadContext, load_eval_source
 from agentv.evalfile.schema import EVAL_SCHEMA
@@ -36,7 +36,7 @@ AGENTV_FILES = ("config.yaml", "targets.yaml")
 
 
 @dataclass
-class FileReport:
+class FileReport(DiagnosticsView):
     """What ``validate`` found in one file."""
 
     path: Path
@@ -44,16 +44,6 @@ class FileReport:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     entries: int | None = None  # cases, targets or patterns found in the file
     skipped: int = 0  # eval files: cases that have errors
-
-    @property
-    def errors(self) -> list[Diagnostic]:
-        """The diagnostics that make the file invalid."""
-        return [d for d in self.diagnostics if d.severity == "error"]
-
-    @property
-    def warnings(self) -> list[Diagnostic]:
-        """The diagnostics that leave it valid."""
-        return [d for d in self.diagnostics if d.severity == "warning"]
 
     @property
     def valid(self) -> bool:

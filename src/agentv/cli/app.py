@@ -8,10 +8,20 @@ from __future__ import annotations
 
 import gc
 import sys
+from typing import Annotated
 
 import typer
 
 from agentv import __version__
+
+#: ``--allow-outside-root``, shared by the commands that read eval files
+AllowOutsideRoot = Annotated[
+    bool,
+    typer.Option(
+        "--allow-outside-root",
+        help="Accept file references that resolve outside the repository root.",
+    ),
+]
 
 app = typer.Typer(
     name="agentv",

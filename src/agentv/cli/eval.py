@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from agentv.cli.app import app
+from agentv.cli.app import AllowOutsideRoot, app
 
 EXIT_HELP = """
 Exit codes: 0 the run finished (some cases may have failed; see the summary);
@@ -63,9 +63,7 @@ def eval_command(
     threshold: Annotated[
         float | None, typer.Option(help="Exit 1 when the mean score is below this (for CI).")
     ] = None,
-    allow_outside_root: Annotated[
-        bool, typer.Option(help="Allow eval files to attach files outside the repository.")
-    ] = False,
+    allow_outside_root: AllowOutsideRoot = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Say more.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No per-case lines.")] = False,
 ) -> None:

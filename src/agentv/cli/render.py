@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from agentv.cli.app import app
+from agentv.cli.app import AllowOutsideRoot, app
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -74,13 +74,7 @@ def render_command(
             "--targets", help="The targets file (default: discovered from the eval file)."
         ),
     ] = None,
-    allow_outside_root: Annotated[
-        bool,
-        typer.Option(
-            "--allow-outside-root",
-            help="Accept file references that resolve outside the repository root.",
-        ),
-    ] = False,
+    allow_outside_root: AllowOutsideRoot = False,
 ) -> None:
     """Show the question, guidelines and messages each case would send, without sending."""
     from rich.console import Console

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from agentv.cli.app import app
+from agentv.cli.app import AllowOutsideRoot, app
 
 
 @app.command("validate")
@@ -19,13 +19,7 @@ def validate_command(
             show_default=False,
         ),
     ],
-    allow_outside_root: Annotated[
-        bool,
-        typer.Option(
-            "--allow-outside-root",
-            help="Accept file references that resolve outside the repository root.",
-        ),
-    ] = False,
+    allow_outside_root: AllowOutsideRoot = False,
 ) -> None:
     """Check eval, targets and config files: every problem, with file:line:column and a fix.
 

@@ -18,7 +18,7 @@ import yaml
 from pydantic import ValidationError
 
 from agentv.cases import EvalCase, EvaluatorConfig
-from agentv.errors import Diagnostic, InputError
+from agentv.errors import Diagnostic, DiagnosticsView, InputError
 from agentv.evalfile import schema as sc
 from agentv.evalfile.files import FileStore, find_repo_root, is_within, search_roots
 from agentv.evalfile.guidelines import GuidelineResolver, is_guideline
@@ -65,7 +65,7 @@ class LoadContext:
 
 
 @dataclass
-class LoadedEvalFile:
+class LoadedEvalFile(DiagnosticsView):
     """The usable cases of one eval file and every diagnostic found on the way."""
 
     path: Path
@@ -79,16 +79,6 @@ class LoadedEvalFile:
     case_count: int = 0  # usable cases (those in `cases`, unless `streamed`)
     streamed: bool = False  # too many cases to hold: `cases` is empty, use `iter_cases`
     case_targets: frozenset[str | None] = frozenset()  # the cases' `execution.target` values
-
-    @property
-    def errors(self) -> list[Diagnostic]:
-        """Diagnostics of severity error (each one skipped a case)."""
-        return [d for d in self.diagnostics if d.severity == "error"]
-
-    @property
-    def warnings(self) -> list[Diagnostic]:
-        """Diagnostics of severity warning."""
-        return [d for d in self.diagnostics if d.severity == "warning"]
 
 
 def load_eval_file(
