@@ -48,12 +48,13 @@ class RecordedRequest:
     """One request as the server received it."""
 
     method: str
-    path: str
+    path: str  # percent-decoded
     query: dict[str, str]
     headers: dict[str, str]  # keys lower-cased
     body: Any  # parsed JSON, or None when the body was not JSON
     raw: bytes
     received_at: float  # time.monotonic()
+    raw_path: str = ""  # as sent, percent-encoding included (no query)
 
     @property
     def api(self) -> str:
@@ -208,6 +209,7 @@ class FakeLLMServer:
             body=body,
             raw=raw,
             received_at=time.monotonic(),
+            raw_path=request.raw_path.split("?", 1)[0],
         )
         if self.record:
             with self._lock:

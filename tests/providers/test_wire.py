@@ -369,6 +369,18 @@ async def test_request_overrides_model_temperature_and_max_tokens(
         assert judge.path == "/v1beta/models/judge-model:generateContent"
 
 
+async def test_azure_deployment_name_is_encoded_into_the_path(
+    llm_server: FakeLLMServer, make_provider: MakeProvider
+) -> None:
+    provider = make_provider("azure", model="team/gpt 4o")
+    await provider.invoke(ProviderRequest(question="hi"))
+
+    (rec,) = llm_server.requests
+    assert rec.raw_path == "/openai/deployments/team%2Fgpt%204o/chat/completions"
+    assert rec.body["model"] == "team/gpt 4o"
+    assert rec.query["api-version"]
+
+
 async def test_openai_compatible_server_may_want_max_tokens(
     llm_server: FakeLLMServer, make_provider: MakeProvider
 ) -> None:

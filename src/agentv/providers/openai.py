@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from typing import Any, Literal
+from urllib.parse import quote
 
 import orjson
 from pydantic import Field, field_validator
@@ -170,13 +171,18 @@ class _ChatCompletionsProvider(LLMProvider):
             body[self.settings.max_tokens_param] = max_tokens
         return Payload(messages=messages, request=body)
 
+    def endpoint_for(self, model: str) -> str:
+        """The path of the chat-completions call, relative to the client's base URL."""
+        return "/chat/completions"
+
     async def call(self, payload: Payload, timeout: float) -> Answer:
-        # `post` sends the body as built (it is wire-ready already) and skips the SDK's
-        # type-driven transformation of it, which costs milliseconds per call; errors are
-        # raised by the SDK as usual. Its own timeout sits just above ours, so ours fires.
+        # `post` with ready bytes skips the SDK's type-driven transformation and its JSON
+        # encoding of the body (the body is wire-ready already), which cost milliseconds
+        # per call; errors are raised by the SDK as usual. Its own timeout sits just above
+        # ours, so ours fires.
         content = await self._client.post(
-            "/chat/completions",
-            body=payload.request,
+            self.endpoint_for(payload.request["model"]),
+            content=orjson.dumps(payload.request),
             cast_to=bytes,
             options={"timeout": timeout + 1},
         )
@@ -222,6 +228,11 @@ class OpenAIProvider(_ChatCompletionsProvider):
         )
 
 
+# Characters a URL path segment may hold unencoded (RFC 3986 pchar, less the unreserved
+# ones quote() keeps anyway); "/" is not among them.
+_PATH_SAFE = "!$&'()*+,;=:@"
+
+
 class AzureOpenAIProvider(_ChatCompletionsProvider):
     """An Azure OpenAI deployment (``model`` is the deployment name)."""
 
@@ -234,8 +245,8 @@ class AzureOpenAIProvider(_ChatCompletionsProvider):
         self._sdk = require_sdk("openai", target=name, kind=self.kind)
         key = resolve_api_key(self, settings.api_key, ("AZURE_OPENAI_API_KEY",), custom_url=False)
         self._url = safe_url(settings.endpoint_url)
-        # With `azure_endpoint` and no fixed deployment the SDK routes each call to
-        # /openai/deployments/<model>/chat/completions, so a judge's `model` picks the deployment.
+        # No fixed deployment in the client: each call names its own (endpoint_for), so a
+        # judge's `model` picks the deployment.
         self._client = self._sdk.AsyncAzureOpenAI(
             azure_endpoint=settings.endpoint_url,
             api_key=key,
@@ -243,3 +254,7 @@ class AzureOpenAIProvider(_ChatCompletionsProvider):
             max_retries=0,
             http_client=fast_http_client(self._sdk),
         )
+
+    def endpoint_for(self, model: str) -> str:
+        # The SDK adds /deployments/<model> only to bodies it encodes itself; ours are bytes.
+        return f"/deployments/{quote(model, safe=_PATH_SAFE)}/chat/completions"
