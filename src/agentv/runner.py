@@ -138,7 +138,7 @@ def run_eval_command(
 
 @contextmanager
 def _collector_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while the run is planned.
+    """Pause the cyclic garbage collector while the run is planned, then freeze what it built.
 
     Planning imports the provider SDKs and builds every case: hundreds of thousands of
     objects that all live on, so the collections they trigger find nothing and cost a tenth
@@ -149,6 +149,9 @@ def _collector_paused() -> Iterator[None]:
     try:
         yield
     finally:
+        # What exists now (modules, clients, the plan) lives until the end: frozen, the
+        # collections during the run no longer walk it.
+        gc.freeze()
         if enabled:
             gc.enable()
 
