@@ -53,6 +53,13 @@ SCENARIOS = ("S1", "S2", "S3", "S4")
 FULL_SIZES = {"S1": (2000, 10000), "S2": (2000,), "S3": (100000,)}
 QUICK_SIZES = {"S1": (200, 1000), "S2": (200,), "S3": (5000,)}
 
+# S2 references (bare_client.py modes): the same calls without agentv.
+REFERENCE_MODES = {
+    "sdk-create": "openai SDK, chat.completions.create",
+    "sdk-post": "openai SDK, low-level post (as agentv)",
+    "aiohttp": "plain aiohttp, no SDK",
+}
+
 
 @dataclass(frozen=True)
 class Goal:
@@ -100,6 +107,8 @@ class Bench:
     keep: bool
     log: Callable[[str], None] = print
     env: dict[str, str] = field(default_factory=dict)
+    references: bool = True  # S2: also time the bare clients of bare_client.py
+    last_body: Any = None  # the last request body the fake server received
 
     def suite(self, n: int) -> Suite:
         """The suite of ``n`` cases (generated on first use, then reused)."""
@@ -250,48 +259,111 @@ def scenario_instant(
     return _row(key, scenario, label, n, runs)
 
 
-def scenario_http(bench: Bench, n: int) -> dict[str, Any]:
-    """S2: ``n`` cases on the fake OpenAI server with a fixed latency per call."""
+def scenario_http(bench: Bench, n: int) -> list[dict[str, Any]]:
+    """S2: ``n`` cases on the fake OpenAI server with a fixed latency per call.
+
+    agentv first; then, unless ``bench.references`` is off, the bare clients of
+    ``bare_client.py`` send agentv's own request ``n`` times to the same server: what the
+    calls alone cost, without any eval work.
+    """
     key = f"S2/{n}"
     label = f"S2 concurrency ({bench.delay_ms:g} ms/call)"
-    delay_s = bench.delay_ms / 1000
     module = load_fake_server_module()
     server = module.FakeLLMServer(delay_ms=bench.delay_ms, reply=ANSWER, record=True)
     server.start()
-    windows: list[float] = []
-    peaks: list[int] = []
-    heads: list[float] = []  # spawn -> first request: start-up and loading
-    tails: list[float] = []  # last answer -> exit: finishing, summary, shutdown
+    rows = []
     try:
         suite = generate_suite(bench.work / "suites" / f"n{n}", n, server_url=server.url)
-
-        def once(rep: int) -> Measurement:
-            server.reset()
-            m = run_checked_eval(bench, suite, HTTP_TARGET, f"S2-{n}-{rep}")
-            requests = list(server.requests)
-            if len(requests) != n:
-                raise RunCheckError(f"the fake server got {len(requests)} requests for {n} cases")
-            wrong = [
-                r for r in requests if r.api != "openai" or (r.body or {}).get("model") != "fake"
-            ]
-            if wrong:
-                raise RunCheckError(f"unexpected request {wrong[0].method} {wrong[0].path}")
-            arrivals = [r.received_at for r in requests]
-            first, last = min(arrivals), max(arrivals) + delay_s
-            windows.append(last - first)
-            heads.append(first - m.started_at)
-            tails.append(m.ended_at - last)
-            peaks.append(max_in_flight(arrivals, delay_s))
-            return m
-
-        runs = _repeat(bench, key, once)
-    except RunCheckError as exc:
-        bench.log(f"  {key} FAILED: {exc}")
-        return _failed_row(key, "S2", label, n, str(exc))
+        rows.append(
+            _http_row(
+                bench,
+                server,
+                key,
+                label,
+                n,
+                lambda rep: run_checked_eval(bench, suite, HTTP_TARGET, f"S2-{n}-{rep}"),
+            )
+        )
+        if rows[0]["ok"] and bench.references:
+            body_file = bench.work / "runs" / f"S2-{n}-body.json"
+            body_file.write_text(json.dumps(bench.last_body), encoding="utf-8")
+            for mode, what in REFERENCE_MODES.items():
+                rows.append(
+                    _http_row(
+                        bench,
+                        server,
+                        f"{key}/{mode}",
+                        f"S2 reference: {what}, no eval work",
+                        n,
+                        lambda rep, mode=mode: run_bare_client(
+                            bench, server.url + "/v1", body_file, n, mode, suite.needle, rep
+                        ),
+                    )
+                )
     finally:
         server.stop()
         # Later scenarios must not find a target pointing at a server that is gone.
         generate_suite(bench.work / "suites" / f"n{n}", n)
+    return rows
+
+
+def run_bare_client(
+    bench: Bench, url: str, body_file: Path, n: int, mode: str, needle: str, rep: int
+) -> Measurement:
+    """One measured run of ``bare_client.py`` (it checks every answer itself)."""
+    log = bench.work / "runs" / f"S2-{n}-{mode}-{rep}.log"
+    argv = [
+        sys.executable,
+        str(BENCH_DIR / "bare_client.py"),
+        *("--mode", mode, "--url", url, "--body", str(body_file)),
+        *("--n", str(n), "--workers", str(bench.workers), "--needle", needle),
+    ]
+    m = measure(argv, cwd=bench.work, log_path=log, env=bench.env, timeout_s=bench.run_timeout(n))
+    if m.timed_out:
+        raise RunCheckError(f"timed out after {m.wall_s:.0f} s; log {log}:\n{log_tail(log)}")
+    if m.returncode != 0:
+        raise RunCheckError(f"exit code {m.returncode}; log {log}:\n{log_tail(log)}")
+    return m
+
+
+def _http_row(
+    bench: Bench,
+    server: Any,
+    key: str,
+    label: str,
+    n: int,
+    run_once: Callable[[int], Measurement],
+) -> dict[str, Any]:
+    """Repeat one S2 program against ``server``; its row, with what the server saw."""
+    delay_s = bench.delay_ms / 1000
+    windows: list[float] = []
+    peaks: list[int] = []
+    heads: list[float] = []  # spawn -> first request: start-up and loading
+    tails: list[float] = []  # last answer -> exit: finishing, summary, shutdown
+
+    def once(rep: int) -> Measurement:
+        server.reset()
+        m = run_once(rep)
+        requests = list(server.requests)
+        if len(requests) != n:
+            raise RunCheckError(f"the fake server got {len(requests)} requests for {n} cases")
+        wrong = [r for r in requests if r.api != "openai" or (r.body or {}).get("model") != "fake"]
+        if wrong:
+            raise RunCheckError(f"unexpected request {wrong[0].method} {wrong[0].path}")
+        bench.last_body = requests[0].body
+        arrivals = [r.received_at for r in requests]
+        first, last = min(arrivals), max(arrivals) + delay_s
+        windows.append(last - first)
+        heads.append(first - m.started_at)
+        tails.append(m.ended_at - last)
+        peaks.append(max_in_flight(arrivals, delay_s))
+        return m
+
+    try:
+        runs = _repeat(bench, key, once)
+    except RunCheckError as exc:
+        bench.log(f"  {key} FAILED: {exc}")
+        return _failed_row(key, "S2", label, n, str(exc))
     row = _row(key, "S2", label, n, runs)
     ideal = n * delay_s / bench.workers
     row["ideal_s"] = round(ideal, 3)
@@ -466,6 +538,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="the JSON figures")
     p.add_argument("--agentv", type=Path, help="the agentv executable (default: the venv's)")
     p.add_argument("--keep", action="store_true", help="keep the results files of every run")
+    p.add_argument(
+        "--no-references",
+        dest="references",
+        action="store_false",
+        help="S2: skip the bare clients (the same calls without agentv)",
+    )
     args = p.parse_args(argv)
     only = [s.strip().upper() for s in args.only.split(",") if s.strip()]
     unknown = [s for s in only if s not in SCENARIOS]
@@ -498,6 +576,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         timeout_s=args.timeout,
         keep=args.keep,
         env=child_env(),
+        references=args.references,
     )
     (bench.work / "runs").mkdir(parents=True, exist_ok=True)
     started = datetime.now(UTC)
@@ -531,7 +610,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 rows.append(scenario_instant(bench, "S1", n, "S1 overhead (instant target)"))
         elif scenario == "S2":
             for n in args.sizes["S2"]:
-                rows.append(scenario_http(bench, n))
+                rows.extend(scenario_http(bench, n))
         elif scenario == "S3":
             for n in args.sizes["S3"]:
                 rows.append(scenario_instant(bench, "S3", n, "S3 scale (instant target)"))

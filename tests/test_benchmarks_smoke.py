@@ -159,14 +159,18 @@ def test_make_bench_code_path_at_tiny_sizes(
     printed = capsys.readouterr().out
     assert code == 0, printed
     data = json.loads(output.read_text())
-    assert [row["key"] for row in data["rows"]] == ["S1/20", "S2/10", "S4/version", "S4/1-case"]
+    references = [f"S2/10/{mode}" for mode in run.REFERENCE_MODES]
+    keys = [row["key"] for row in data["rows"]]
+    assert keys == ["S1/20", "S2/10", *references, "S4/version", "S4/1-case"]
     for row in data["rows"]:
         assert row["wall_s"] > 0 and row["max_rss_mb"] > 0 and row["cpu_s"] >= 0
         assert row["runs"]
-    s1, s2 = data["rows"][0], data["rows"][1]
+    rows = {row["key"]: row for row in data["rows"]}
+    s1 = rows["S1/20"]
     assert s1["cases_per_s"] > 0 and len(s1["runs"]) == 1
-    assert s2["efficiency"] > 0 and s2["max_in_flight"] >= 1
-    assert len(data["rows"][2]["runs"]) == 5  # --version gets at least 5 runs
+    for key in ("S2/10", *references):
+        assert rows[key]["efficiency"] > 0 and rows[key]["max_in_flight"] >= 1
+    assert len(rows["S4/version"]["runs"]) == 5  # --version gets at least 5 runs
     # Goals are tied to the full sizes, so a tiny run judges only the start-up goal.
     status = {g["row"]: g["status"] for g in data["goals"]}
     assert status.pop("S4/version") in ("PASS", "FAIL")
@@ -174,6 +178,34 @@ def test_make_bench_code_path_at_tiny_sizes(
     assert len(data["goals"]) == len(run.GOALS)
     assert "| S1 overhead (instant target) | 20 |" in printed
     assert data["meta"]["agentv_version"]
+
+
+@pytest.mark.parametrize("mode", ["sdk-create", "sdk-post", "aiohttp"])
+def test_bare_client_sends_the_body_n_times_and_checks_the_answers(
+    bench: dict[str, ModuleType], tmp_path: Path, mode: str
+) -> None:
+    measure = bench["measure"]
+    body = {"model": "fake", "messages": [{"role": "user", "content": "6 times 7?"}]}
+    body_file = tmp_path / "body.json"
+    body_file.write_text(json.dumps(body))
+    module = measure.load_fake_server_module()
+    argv = [sys.executable, str(BENCH_DIR / "bare_client.py"), "--mode", mode]
+    argv += ["--body", str(body_file), "--n", "7", "--workers", "3"]
+
+    with module.FakeLLMServer(reply="The answer is 42.") as server:
+        good = measure.measure(
+            [*argv, "--url", server.url + "/v1"], cwd=tmp_path, log_path=tmp_path / "good.log"
+        )
+        sent = [r.body for r in server.requests]
+    with module.FakeLLMServer(reply="I do not know.") as server:
+        bad = measure.measure(
+            [*argv, "--url", server.url + "/v1"], cwd=tmp_path, log_path=tmp_path / "bad.log"
+        )
+
+    assert good.returncode == 0, (tmp_path / "good.log").read_text()
+    assert sent == [body] * 7
+    assert bad.returncode == 1
+    assert "7 of 7 answers lacked '42'" in (tmp_path / "bad.log").read_text()
 
 
 async def test_fake_server_streams_chat_completions_for_streaming_clients(
