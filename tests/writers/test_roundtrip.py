@@ -28,7 +28,8 @@ _records = st.dictionaries(_text, _values, max_size=6)
 
 
 def _crlf_normalised(value: Any) -> Any:
-    """What the YAML writer promises: CRLF becomes LF in multi-line text."""
+    """What the YAML writer promises: CRLF becomes LF in multi-line text values; keys are
+    kept exactly (two keys must never merge)."""
     if isinstance(value, str):
         if any(ch in value for ch in ("\x85", "\u2028", "\u2029")):
             return value  # written double-quoted, every character escaped as it is
@@ -46,6 +47,15 @@ def test_jsonl_line_round_trips(record: dict[str, Any]) -> None:
     line = dumps_line(record)
     assert line.endswith(b"\n") and b"\n" not in line[:-1]
     assert json.loads(line) == record
+
+
+def test_yaml_keys_with_carriage_returns_stay_distinct() -> None:
+    record = {"a\r\nb": 1, "a\nb": 2, "x": {"\r\n": "line\r\nnext\r\n"}}
+    assert yaml.safe_load(dumps_document(record)) == {
+        "a\r\nb": 1,
+        "a\nb": 2,
+        "x": {"\r\n": "line\nnext\n"},
+    }
 
 
 @settings(max_examples=150, deadline=None)

@@ -10,12 +10,27 @@ import yaml
 from agentv.writers._base import FileWriter, write_all
 
 
+class _ExactKey(str):
+    """A mapping key holding a carriage return: written double-quoted, every character kept
+    (turning its CRLF into LF, as text values get, could merge it with another key)."""
+
+
 class _ResultDumper(yaml.SafeDumper):
     """Block style, sequences indented under their key, multi-line text as ``|`` blocks."""
 
     def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
         # PyYAML writes a list flush with its key by default; indent it as people do.
         super().increase_indent(flow, False)
+
+    def represent_mapping(self, tag: str, mapping: Any, flow_style: Any = None) -> yaml.Node:
+        if isinstance(mapping, dict) and any(
+            isinstance(key, str) and "\r" in key for key in mapping
+        ):
+            mapping = {
+                _ExactKey(k) if isinstance(k, str) and "\r" in k else k: v
+                for k, v in mapping.items()
+            }
+        return super().represent_mapping(tag, mapping, flow_style)
 
 
 # Unicode line breaks YAML would fold into spaces unless escaped in double quotes.
@@ -46,6 +61,10 @@ def _represent_other(dumper: yaml.SafeDumper, value: Any) -> yaml.Node:
 
 
 _ResultDumper.add_representer(str, _represent_str)
+_ResultDumper.add_representer(
+    _ExactKey,
+    lambda dumper, key: dumper.represent_scalar("tag:yaml.org,2002:str", str(key), style='"'),
+)
 # SafeDumper has its own tags for these (``!!set``); results stay plain lists.
 for _kind in (set, frozenset, tuple):
     _ResultDumper.add_representer(_kind, _represent_other)
