@@ -108,7 +108,6 @@ class Bench:
     log: Callable[[str], None] = print
     env: dict[str, str] = field(default_factory=dict)
     references: bool = True  # S2: also time the bare clients of bare_client.py
-    last_body: Any = None  # the last request body the fake server received
 
     def suite(self, n: int) -> Suite:
         """The suite of ``n`` cases (generated on first use, then reused)."""
@@ -285,8 +284,9 @@ def scenario_http(bench: Bench, n: int) -> list[dict[str, Any]]:
             )
         )
         if rows[0]["ok"] and bench.references:
+            # The server still holds the requests of agentv's last run.
             body_file = bench.work / "runs" / f"S2-{n}-body.json"
-            body_file.write_text(json.dumps(bench.last_body), encoding="utf-8")
+            body_file.write_text(json.dumps(server.requests[0].body), encoding="utf-8")
             for mode, what in REFERENCE_MODES.items():
                 rows.append(
                     _http_row(
@@ -350,7 +350,6 @@ def _http_row(
         wrong = [r for r in requests if r.api != "openai" or (r.body or {}).get("model") != "fake"]
         if wrong:
             raise RunCheckError(f"unexpected request {wrong[0].method} {wrong[0].path}")
-        bench.last_body = requests[0].body
         arrivals = [r.received_at for r in requests]
         first, last = min(arrivals), max(arrivals) + delay_s
         windows.append(last - first)
