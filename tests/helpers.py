@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
+
+from agentv.prompts import request_messages
+from agentv.providers.base import ProviderRequest
 
 
 def write(root: Path, rel: str, text: str) -> Path:
@@ -11,3 +15,10 @@ def write(root: Path, rel: str, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     return path
+
+
+def ask(question: str, **fields: Any) -> ProviderRequest:
+    """A request that is not a conversation: the question as the user turn after the
+    default system message (with ``guidelines`` when given), as prompt building makes it."""
+    messages = request_messages(question, guidelines=fields.get("guidelines", ""))
+    return ProviderRequest(question=question, messages=messages, **fields)

@@ -12,7 +12,7 @@ from agentv.evalfile.files import FileStore, find_repo_root, search_roots
 from agentv.evalfile.guidelines import DEFAULT_GUIDELINE_PATTERNS, is_guideline
 from agentv.evalfile.loader import LoadContext, load_eval_file
 from agentv.messages import FileSegment, GuidelineRef, TextSegment
-from agentv.prompts import build_prompt_inputs
+from agentv.prompts import build_prompt
 from helpers import write
 
 HEADER = "$schema: agentv-eval-v2\nevalcases:\n"
@@ -141,7 +141,6 @@ def test_defaults_apply_without_config(repo: Path) -> None:
     eval_path = write(repo, "suite/e.yaml", HEADER + one_file_case("style.instructions.md"))
     case = load_one(eval_path)
     assert isinstance(case.input_messages[0].segments[0], GuidelineRef)
-    assert case.guideline_patterns == DEFAULT_GUIDELINE_PATTERNS
 
 
 def test_nearest_config_wins(repo: Path) -> None:
@@ -202,9 +201,9 @@ def test_explicit_empty_pattern_list_means_no_guidelines(repo: Path) -> None:
     seg = case.input_messages[0].segments[0]
     assert isinstance(seg, FileSegment)  # an ordinary attachment
     assert case.guideline_files == ()
-    inputs = build_prompt_inputs(case)
-    assert inputs.guidelines == ""
-    assert inputs.question == '<file path="style.instructions.md">\nBe brief.\n</file>'
+    prompt = build_prompt(case)
+    assert prompt.guidelines == ""
+    assert prompt.question == '<file path="style.instructions.md">\nBe brief.\n</file>'
 
 
 def test_guideline_classified_by_repository_relative_path(repo: Path) -> None:
@@ -381,8 +380,8 @@ def test_tool_calls_and_results_load(repo: Path) -> None:
     assert case.target == "other"
     assert [e.type for e in case.evaluators] == ["contains", "code"]
     assert case.evaluators[1].cwd == repo.resolve()  # code evaluators run beside the eval file
-    chat = build_prompt_inputs(case).chat_prompt
-    assert chat[1].tool_calls == calls and chat[2].tool_call_id == "c1"
+    chat = build_prompt(case).messages
+    assert chat[2].tool_calls == calls and chat[3].tool_call_id == "c1"
 
 
 def test_duplicate_case_ids_are_a_warning(repo: Path) -> None:

@@ -1,7 +1,8 @@
 """Every scenario of seeds 002, 003 and 004, with the exact strings of prompt-rules section 9.
 
 Each eval-file scenario is checked twice: through the Python functions (loader, then
-``build_prompt_inputs`` and ``sent_messages``) and through ``agentv render --format json``.
+``build_prompt``) and through ``agentv render --format json``. ``sent_messages`` is the one
+list an LM API receives (the default system message included when the case has none).
 """
 
 from __future__ import annotations
@@ -19,12 +20,14 @@ from agentv.evalfile.loader import load_eval_file
 from agentv.evalfile.schema import LlmJudgeSpec
 from agentv.evaluators.base import EvaluationContext
 from agentv.evaluators.llm_judge import judge_prompts
-from agentv.messages import ChatMessage, Message, TextSegment, chat_to_dicts
+from agentv.messages import Message, TextSegment, chat_to_dicts
 from agentv.prompts import (
     DEFAULT_SYSTEM_PROMPT,
-    build_prompt_inputs,
+    PromptSettings,
+    build_messages,
+    build_prompt,
     build_question,
-    sent_messages,
+    request_messages,
     uses_role_markers,
 )
 from helpers import write
@@ -52,21 +55,13 @@ def views(
     loaded = load_eval_file(path)
     assert not loaded.errors, [d.format() for d in loaded.errors]
     (case,) = loaded.cases
-    inputs = build_prompt_inputs(case, mode, system_prompt)  # type: ignore[arg-type]
+    prompt = build_prompt(case, PromptSettings(mode, system_prompt))  # type: ignore[arg-type]
     python_view = {
-        "question": inputs.question,
-        "guidelines": inputs.guidelines,
-        "guideline_paths": [str(p) for p in inputs.guideline_paths],
-        "input_files": [str(p) for p in inputs.input_files],
-        "chat_prompt": chat_to_dicts(inputs.chat_prompt),
-        "sent_messages": chat_to_dicts(
-            sent_messages(
-                inputs.chat_prompt,
-                question=inputs.question,
-                guidelines=inputs.guidelines,
-                system_prompt=system_prompt,
-            )
-        ),
+        "question": prompt.question,
+        "guidelines": prompt.guidelines,
+        "guideline_paths": [str(p) for p in prompt.guideline_paths],
+        "input_files": [str(p) for p in prompt.input_files],
+        "sent_messages": chat_to_dicts(prompt.messages),
     }
     out = [python_view]
     if system_prompt is None:  # the CLI takes a system prompt only from a target
@@ -100,7 +95,6 @@ def test_single_system_and_user_message(repo: Path) -> None:
 """
     for view in views(repo, messages):
         expected = [system("You are a helpful assistant."), user("Hello, world!")]
-        assert view["chat_prompt"] == expected
         assert view["sent_messages"] == expected  # it has a system message: sent as it is
 
 
@@ -118,7 +112,7 @@ def test_multi_turn_conversation_with_assistant_response(repo: Path) -> None:
         user("Thanks, here's the code"),
     ]
     for view in views(repo, messages):
-        assert view["chat_prompt"] == turns  # no system message in the chat prompt
+        # no system message in the conversation: the default one is sent first
         assert view["sent_messages"] == [system(DEFAULT_SYSTEM_PROMPT), *turns]
 
 
@@ -135,7 +129,7 @@ def test_system_message_with_guidelines(repo: Path) -> None:
         ".agentv/config.yaml": '$schema: agentv-config-v2\nguideline_patterns: ["**/*.instructions.md"]\n',
     }
     for view in views(repo, messages, files):
-        assert view["chat_prompt"] == [
+        assert view["sent_messages"] == [
             system("You are a careful assistant.\n\n[[ ## Guidelines ## ]]\n\nAlways be concise"),
             user("Review this code\n<Attached: ./guidelines.instructions.md>"),
         ]
@@ -152,7 +146,8 @@ def test_embedded_non_guideline_file(repo: Path) -> None:
             value: ./code.js
 """
     for view in views(repo, messages, {"evals/code.js": "console.log('test')\n"}):
-        assert view["chat_prompt"] == [
+        assert view["sent_messages"] == [
+            system(DEFAULT_SYSTEM_PROMPT),
             user("Review this:\n=== ./code.js ===\nconsole.log('test')"),
         ]
         assert view["input_files"] == [str(repo / "evals/code.js")]
@@ -172,7 +167,7 @@ def test_extract_guideline_from_user_message(repo: Path) -> None:
 """
     files = {"evals/python.instructions.md": "Use type hints.\n"}
     for view in views(repo, messages, files):
-        assert view["chat_prompt"] == [
+        assert view["sent_messages"] == [
             system("You are a careful assistant.\n\n[[ ## Guidelines ## ]]\n\nUse type hints."),
             user("<Attached: python.instructions.md>\nWrite a function"),
         ]
@@ -196,7 +191,7 @@ def test_multiple_guideline_files(repo: Path) -> None:
             "=== python.instructions.md ===\nUse type hints.\n\n"
             "=== security.instructions.md ===\nNever log secrets."
         )
-        assert view["chat_prompt"] == [
+        assert view["sent_messages"] == [
             system(
                 "You are a careful assistant.\n\n[[ ## Guidelines ## ]]\n\n"
                 "=== python.instructions.md ===\nUse type hints.\n\n"
@@ -220,7 +215,7 @@ def test_message_with_only_guideline_files(repo: Path) -> None:
 """
     files = {"evals/guidelines.instructions.md": "Cite sources.\n"}
     for view in views(repo, messages, files):
-        assert view["chat_prompt"] == [
+        assert view["sent_messages"] == [
             system("System context\n\n[[ ## Guidelines ## ]]\n\nCite sources."),
         ]
 
@@ -237,85 +232,85 @@ def test_explicit_system_message_in_input(repo: Path) -> None:
 """
     files = {"evals/concise.instructions.md": "Be concise\n"}
     (view,) = views(repo, messages, files, system_prompt="Default prompt")
-    assert view["chat_prompt"] == [
+    assert view["sent_messages"] == [
         system("Custom system context\n\n[[ ## Guidelines ## ]]\n\nBe concise"),
         user("Hello"),
     ]
-    assert view["sent_messages"] == view["chat_prompt"]
 
 
 def test_configured_system_prompt_used_without_system_message(repo: Path) -> None:
     (view,) = views(repo, "      - role: user\n        content: Hello\n", system_prompt="Be brief.")
-    assert view["chat_prompt"] == [system("Be brief."), user("Hello")]
+    assert view["sent_messages"] == [system("Be brief."), user("Hello")]
 
 
-# --- seeds 002/003: what providers do with a request (prompt-rules section 6) ---------------
+# --- seeds 002/003: what LM APIs receive (prompt-rules section 6) ---------------------------
 
 MULTI = [
-    ChatMessage("user", "Hello"),
-    ChatMessage("assistant", "Hi"),
-    ChatMessage("user", "Help me"),
+    Message("user", (TextSegment("Hello"),)),
+    Message("assistant", (TextSegment("Hi"),)),
+    Message("user", (TextSegment("Help me"),)),
 ]
 
 
-def test_chatprompt_provided_in_request() -> None:
-    sent = sent_messages(MULTI, question="[User]: Hello\n[Assistant]: Hi\n[User]: Help me")
-    assert chat_to_dicts(sent)[1:] == chat_to_dicts(MULTI)
-    assert all("[User]" not in m.content for m in sent)
-
-
-def test_chatprompt_not_provided_legacy() -> None:
-    sent = sent_messages(None, question="What is the capital of France?")
+def test_conversation_is_sent_as_messages_without_markers() -> None:
+    sent, added = build_messages(MULTI, "")
     assert chat_to_dicts(sent) == [
         system(DEFAULT_SYSTEM_PROMPT),
-        user("What is the capital of France?"),
-    ]
-    configured = sent_messages(
-        None, question="What is the capital of France?", system_prompt="Answer in one word."
-    )
-    assert configured[0].content == "Answer in one word."
-
-
-def test_legacy_request_with_guidelines() -> None:
-    sent = sent_messages(None, question="Q", guidelines="Be concise")
-    assert sent[0].content == f"{DEFAULT_SYSTEM_PROMPT}\n\n[[ ## Guidelines ## ]]\n\nBe concise"
-
-
-def test_system_message_in_chatprompt() -> None:
-    chat = [
-        ChatMessage("system", "You are a code reviewer.\n\n[[ ## Guidelines ## ]]\nBe concise."),
-        ChatMessage("user", "Review this code"),
-    ]
-    assert sent_messages(chat, system_prompt="ignored") == chat
-
-
-def test_no_system_message_in_chatprompt() -> None:
-    assert chat_to_dicts(sent_messages(MULTI)) == [
-        system("You are a careful assistant."),
         user("Hello"),
         assistant("Hi"),
         user("Help me"),
     ]
+    assert not added
+    assert all("@[" not in m.content for m in sent)
 
 
-def test_both_chatprompt_and_guidelines_provided() -> None:
-    chat = [
-        ChatMessage("system", "System with guidelines already merged"),
-        ChatMessage("user", "Hello"),
-    ]
-    sent = sent_messages(chat, guidelines="Old guideline 1\nOld guideline 2")
-    assert chat_to_dicts(sent) == [system("System with guidelines already merged"), user("Hello")]
-
-
-def test_azure_provider_inherits_fix() -> None:
-    # Every LM API provider sends `sent_messages(...)`; a chat prompt without a system
-    # message gets the default one first and keeps its turns as they are.
-    chat = [ChatMessage("user", "Hello"), ChatMessage("assistant", "Hi")]
-    assert chat_to_dicts(sent_messages(chat)) == [
+def test_request_without_a_conversation() -> None:
+    assert chat_to_dicts(request_messages("What is the capital of France?")) == [
         system(DEFAULT_SYSTEM_PROMPT),
-        user("Hello"),
-        assistant("Hi"),
+        user("What is the capital of France?"),
     ]
+    configured = request_messages("Q", system_prompt="Answer in one word.")
+    assert chat_to_dicts(configured) == [system("Answer in one word."), user("Q")]
+    # a blank configured prompt does not replace the default
+    assert request_messages("Q", system_prompt="  \n")[0].content == DEFAULT_SYSTEM_PROMPT
+
+
+def test_request_without_a_conversation_with_guidelines() -> None:
+    sent = request_messages("Q", guidelines="Be concise")
+    assert sent[0].content == f"{DEFAULT_SYSTEM_PROMPT}\n\n[[ ## Guidelines ## ]]\n\nBe concise"
+
+
+def test_system_turn_wins_over_configured_prompt() -> None:
+    messages = [Message("system", (TextSegment("You are a code reviewer."),)), *MULTI[:1]]
+    sent, _ = build_messages(messages, "Be concise.", system_prompt="ignored")
+    assert chat_to_dicts(sent) == [
+        system("You are a code reviewer.\n\n[[ ## Guidelines ## ]]\n\nBe concise."),
+        user("Hello"),
+    ]
+
+
+def test_blank_system_turn_or_prompt_keeps_the_default() -> None:
+    blank = [Message("system", (TextSegment("  \n"),)), *MULTI[:1]]
+    for messages, configured in ((blank, None), (MULTI[:1], " \n\t")):
+        sent, _ = build_messages(messages, "", system_prompt=configured)
+        assert chat_to_dicts(sent) == [system(DEFAULT_SYSTEM_PROMPT), user("Hello")]
+
+
+def test_configured_prompt_is_right_stripped() -> None:
+    sent, _ = build_messages(MULTI[:1], "", system_prompt="Be brief.\n")
+    assert sent[0].content == "Be brief."
+
+
+def test_user_turn_added_only_when_the_api_needs_one() -> None:
+    only_assistant = [Message("assistant", (TextSegment("Hi"),))]
+    sent, added = build_messages(only_assistant, "", question="Q?", needs_user_turn=True)
+    assert added
+    assert chat_to_dicts(sent) == [system(DEFAULT_SYSTEM_PROMPT), user("Q?"), assistant("Hi")]
+    sent, added = build_messages(only_assistant, "", question="Q?", needs_user_turn=False)
+    assert not added
+    assert chat_to_dicts(sent) == [system(DEFAULT_SYSTEM_PROMPT), assistant("Hi")]
+    sent, added = build_messages(MULTI, "", question="Q?", needs_user_turn=True)
+    assert not added
 
 
 def test_vscode_with_multi_turn_eval(repo: Path) -> None:
@@ -339,7 +334,11 @@ def test_orchestrator_populates_chatprompt(repo: Path) -> None:
 """
     for view in views(repo, messages):
         assert view["question"] == "@[User]:\nHello\n\n@[Assistant]:\nHi there"
-        assert view["chat_prompt"] == [user("Hello"), assistant("Hi there")]
+        assert view["sent_messages"] == [
+            system(DEFAULT_SYSTEM_PROMPT),
+            user("Hello"),
+            assistant("Hi there"),
+        ]
         assert view["guidelines"] == ""
 
 
@@ -357,7 +356,7 @@ def test_multiple_system_messages_anywhere(repo: Path) -> None:
         content: Go on
 """
     for view in views(repo, messages):
-        assert view["chat_prompt"] == [
+        assert view["sent_messages"] == [
             system("First rule.\n\nSecond rule."),
             user("Hello"),
             user("Go on"),
@@ -439,7 +438,7 @@ def test_system_file_attachment_with_user_message(repo: Path) -> None:
             '<file path="context.md">\nRelease 2.0 notes.\n</file>\n\n'
             "@[User]:\nWhat changed?"
         )
-        assert view["chat_prompt"][0] == system(
+        assert view["sent_messages"][0] == system(
             "=== context.md ===\nRelease 2.0 notes.\n\n[[ ## Guidelines ## ]]\n\nAnswer in English."
         )
 
@@ -500,7 +499,7 @@ def test_multi_turn_with_file_references_and_guidelines(repo: Path) -> None:
             "@[Assistant]:\nLooks fine.\n\n"
             "@[User]:\nCheck again with the guideline.\n<Attached: review.instructions.md>"
         )
-        assert view["chat_prompt"][1] == user(
+        assert view["sent_messages"][1] == user(
             "<Attached: review.instructions.md>\nReview app.py.\n=== app.py ===\nx = 1"
         )
 
@@ -553,12 +552,12 @@ def test_preserving_message_order() -> None:
 def _judge_user_prompt(repo: Path, messages_yaml: str, mode: str = "lm") -> tuple[str, str]:
     path = _eval_file(repo, messages_yaml)
     (case,) = load_eval_file(path).cases
-    inputs = build_prompt_inputs(case, mode)  # type: ignore[arg-type]
+    prompt = build_prompt(case, PromptSettings(mode))  # type: ignore[arg-type]
     ctx = EvaluationContext(
-        case=case, inputs=inputs, candidate="An answer.", target_name="t", judge=None
+        case=case, prompt=prompt, candidate="An answer.", target_name="t", judge=None
     )
     judge = EvaluatorConfig("judge", LlmJudgeSpec(type="llm_judge"))
-    return inputs.question, judge_prompts(ctx, judge)[1]
+    return prompt.question, judge_prompts(ctx, judge)[1]
 
 
 def test_multi_turn_conversation_evaluation(repo: Path) -> None:
@@ -602,6 +601,5 @@ def test_blank_turns_are_not_sent(repo: Path) -> None:
 """
     for view in views(repo, messages):
         # nothing visible anywhere: a turn with no marker either has nothing to send
-        assert view["chat_prompt"] == []
         assert view["sent_messages"] == [system(DEFAULT_SYSTEM_PROMPT)]
         assert view["question"] == ""

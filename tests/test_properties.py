@@ -21,11 +21,10 @@ from agentv.messages import (
     ToolCall,
 )
 from agentv.prompts import (
-    build_chat_prompt,
     build_guidelines,
-    build_prompt_inputs,
+    build_messages,
+    build_prompt,
     build_question,
-    sent_messages,
     uses_role_markers,
 )
 from agentv.validation import validate_paths
@@ -85,15 +84,36 @@ def renders_in_question(msg: Message) -> bool:
     )
 
 
+def _answers_an_earlier_call(conversation: list[Message], index: int) -> bool:
+    msg = conversation[index]
+    called = {c.id for m in conversation[:index] for c in m.tool_calls}
+    return msg.tool_call_id is not None and msg.tool_call_id in called
+
+
 @settings(max_examples=300, deadline=None)
-@given(named_conversations(), guideline_files, st.sampled_from(["lm", "agent"]), st.none() | text)
+@given(
+    named_conversations(),
+    guideline_files,
+    st.sampled_from(["lm", "agent"]),
+    st.none() | text,
+    st.booleans(),
+)
 def test_prompt_building_properties(
-    conversation: list[Message], files: list[GuidelineFile], mode: str, system_prompt: str | None
+    conversation: list[Message],
+    files: list[GuidelineFile],
+    mode: str,
+    system_prompt: str | None,
+    needs_user_turn: bool,
 ) -> None:
     guidelines = build_guidelines(files)
     question = build_question(conversation, mode)  # type: ignore[arg-type]
-    chat = build_chat_prompt(conversation, guidelines, system_prompt)
-    sent = sent_messages(chat, question=question, guidelines=guidelines)
+    sent, added = build_messages(
+        conversation,
+        guidelines,
+        system_prompt=system_prompt,
+        question=question,
+        needs_user_turn=needs_user_turn,
+    )
 
     turns = [m for m in conversation if renders_in_question(m)]
     if uses_role_markers(conversation):
@@ -106,34 +126,58 @@ def test_prompt_building_properties(
     else:
         assert "@[" not in question
 
-    # no role marker ever reaches the chat prompt (the unpaired-tool fallback happens in
-    # the provider adapters, after this point)
-    assert all("@[" not in m.content for m in chat)
-
-    # at most one system message, and it is first; what is sent always has exactly one
-    roles = [m.role for m in chat]
-    assert roles.count("system") <= 1
-    assert "system" not in roles[1:]
+    # exactly one system message, first; every part right-stripped
     assert [m.role for m in sent].count("system") == 1 and sent[0].role == "system"
+    assert all(m.content == m.content.rstrip() or m.content.startswith("@[Tool]:") for m in sent)
 
-    # the other turns keep their written order, roles and tool fields
-    kept = [m for m in chat if m.role != "system"]
-    origins = [conversation[int(m.name)] for m in kept]  # type: ignore[arg-type]
-    assert [int(m.name) for m in kept] == sorted(int(m.name) for m in kept)  # type: ignore[arg-type]
-    for chat_msg, origin in zip(kept, origins, strict=True):
-        assert chat_msg.role == origin.role != "system"
-        assert chat_msg.tool_calls == origin.tool_calls
-        assert chat_msg.tool_call_id == origin.tool_call_id
+    # a user turn holding the question is added exactly when the API needs one and none exists
+    kept = sent[1:]
+    if added:
+        assert needs_user_turn and kept[0].role == "user" and kept[0].content == question
+        kept = kept[1:]
+    assert added == (needs_user_turn and not any(m.role in ("user", "tool") for m in kept))
+
+    # the other turns keep their written order, roles and tool fields; the only role marker
+    # is that of a tool result answering no earlier call, sent as a user turn
+    position = -1
+    origins: list[int] = []
+    for msg in kept:
+        if msg.name is not None:
+            index = int(msg.name)
+            origin = conversation[index]
+            assert msg.role == origin.role != "system"
+            assert msg.tool_calls == origin.tool_calls
+            assert msg.tool_call_id == origin.tool_call_id
+            assert origin.role != "tool" or _answers_an_earlier_call(conversation, index)
+            assert "@[" not in msg.content
+        else:
+            assert msg.role == "user" and msg.content.startswith("@[Tool]:\n")
+            assert msg.content.count("@[") == 1
+            index = next(
+                i
+                for i in range(position + 1, len(conversation))
+                if conversation[i].role == "tool" and not _answers_an_earlier_call(conversation, i)
+            )
+        assert index > position
+        position = index
+        origins.append(index)
+
     # a turn with visible content or a tool call/result is never dropped, so the last such
     # turn is the last message sent
     must_keep = [
-        m
-        for m in conversation
+        i
+        for i, m in enumerate(conversation)
         if m.role != "system" and (m.visible or m.tool_calls or m.tool_call_id is not None)
     ]
-    assert set(map(id, must_keep)) <= set(map(id, origins))
-    if must_keep and any(m.visible for m in conversation):
-        assert origins[-1] is must_keep[-1]
+    unpaired = [
+        i
+        for i in must_keep
+        if conversation[i].role == "tool" and not _answers_an_earlier_call(conversation, i)
+    ]
+    assert set(must_keep) - set(unpaired) <= set(origins)
+    assert sum(1 for m in kept if m.name is None) >= len(unpaired)
+    if must_keep and any(m.visible for m in conversation) and must_keep[-1] not in unpaired:
+        assert origins[-1] == must_keep[-1]
 
 
 # --- the loader never crashes, whatever the YAML holds ------------------------------------
@@ -249,7 +293,7 @@ def test_loader_never_crashes(tmp_path: Path, cases: list[object], schema: objec
         return
     event(f"usable cases: {min(len(loaded.cases), 2)}")
     for case in loaded.cases:
-        inputs = build_prompt_inputs(case)
-        assert isinstance(inputs.question, str)
+        prompt = build_prompt(case)
+        assert isinstance(prompt.question, str)
     for diag in loaded.diagnostics:
         assert diag.message and diag.file is not None

@@ -59,7 +59,7 @@ def test_examples_render_with_every_field() -> None:
         "umbrella-from-forecast",
     }
     for case in cases.values():
-        for key in ("question", "guidelines", "chat_prompt", "sent_messages"):
+        for key in ("question", "guidelines", "sent_messages"):
             assert key in case
         for path in case["guideline_paths"] + case["input_files"]:
             assert Path(path).is_absolute() and Path(path).is_file()
@@ -67,10 +67,10 @@ def test_examples_render_with_every_field() -> None:
     review = cases["review-inventory"]
     assert review["guideline_paths"] == [str(EXAMPLES / "guidelines/python.instructions.md")]
     assert review["input_files"] == [str(EXAMPLES / "code/inventory.py")]
-    assert review["chat_prompt"][0]["content"].startswith(
+    assert review["sent_messages"][0]["content"].startswith(
         "You are a careful assistant.\n\n[[ ## Guidelines ## ]]\n\n# Python review guidelines"
     )
-    tool_case = cases["umbrella-from-forecast"]["chat_prompt"]
+    tool_case = cases["umbrella-from-forecast"]["sent_messages"]
     assert tool_case[2]["tool_calls"] == [
         {
             "id": "call_forecast_1",
@@ -113,8 +113,8 @@ def test_eval_id_and_mode(repo: Path) -> None:
     assert case["question"] == (
         '@[User]:\nReview\n<file: path="code.py">\n\n@[Assistant]:\nWhich part?\n\n@[User]:\nAll of it.'
     )
-    # the chat prompt does not depend on the mode
-    assert case["chat_prompt"][0] == {"role": "user", "content": "Review\n=== code.py ===\nx = 1"}
+    # the messages do not depend on the mode
+    assert case["sent_messages"][1] == {"role": "user", "content": "Review\n=== code.py ===\nx = 1"}
 
 
 def test_unknown_eval_id_is_an_error(repo: Path) -> None:
@@ -223,7 +223,7 @@ def test_target_system_prompt_and_request(targets_repo: Path) -> None:
     explicit, plain = render_json(str(targets_repo / "evals/e.yaml"), "--target", "terse")
     # seed 002 "Explicit system message in input": the system message replaces the
     # configured prompt ("Default prompt"); the guidelines follow it
-    assert explicit["chat_prompt"] == [
+    assert explicit["sent_messages"] == [
         {
             "role": "system",
             "content": "Custom system context\n\n[[ ## Guidelines ## ]]\n\nBe concise",
@@ -231,7 +231,7 @@ def test_target_system_prompt_and_request(targets_repo: Path) -> None:
         {"role": "user", "content": "Hello"},
     ]
     assert explicit["target"] == "terse" and explicit["provider"] == "mock"
-    assert explicit["request"] == {"messages": explicit["chat_prompt"]}
+    assert explicit["request"] == {"messages": explicit["sent_messages"]}
     # without a system message the configured prompt is used
     assert plain["sent_messages"][0] == {"role": "system", "content": "Default prompt"}
     assert plain["request"]["messages"] == plain["sent_messages"]

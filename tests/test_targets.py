@@ -8,7 +8,6 @@ import pytest
 
 from agentv.errors import ConfigError, InputError
 from agentv.providers.anthropic import AnthropicProvider
-from agentv.providers.base import ProviderRequest
 from agentv.providers.gemini import GeminiProvider
 from agentv.providers.mock import MockProvider
 from agentv.providers.openai import AzureOpenAIProvider, OpenAIProvider
@@ -19,7 +18,7 @@ from agentv.targets import (
     load_targets_file,
     validate_targets_file,
 )
-from helpers import write
+from helpers import ask, write
 
 HEADER = "$schema: agentv-targets-v2.2\ntargets:\n"
 
@@ -158,7 +157,7 @@ async def test_every_provider_kind_alias_and_spelling(repo: Path) -> None:
         assert (judge.settings.model, judge.settings.temperature) == ("gemini-2.5-flash", 0.25)
         dry = providers["dry"]
         assert isinstance(dry, MockProvider)
-        assert (await dry.invoke(ProviderRequest(question="q"))).text == '{"answer": 42}'
+        assert (await dry.invoke(ask(question="q"))).text == '{"answer": 42}'
         # defaults of the retry fields (reference section 7.6)
         s = providers["gpt"].settings
         assert (s.max_retries, s.retry_initial_delay_ms, s.retry_max_delay_ms) == (3, 1000, 60000)

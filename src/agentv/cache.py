@@ -33,15 +33,10 @@ def cache_key(provider: Provider, request: ProviderRequest) -> str:
         "eval_id": request.eval_id,
         "question": request.question,
         "guidelines": request.guidelines,
-        "chat_prompt": chat_to_dicts(request.chat_prompt)
-        if request.chat_prompt is not None
-        else None,
+        "messages": chat_to_dicts(request.messages),
         "input_files": [str(p) for p in request.input_files],
         "guideline_paths": [str(p) for p in request.guideline_paths],
-        "system_prompt": request.system_prompt,
         "model": request.model,
-        "temperature": request.temperature,
-        "max_output_tokens": request.max_output_tokens,
     }
     return hashlib.sha256(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)).hexdigest()
 

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from agentv.evalfile.schema import EvaluatorSpec
 from agentv.messages import GuidelineFile, Message
+
+if TYPE_CHECKING:  # the loader builds cases from the file format; cases never import it
+    from agentv.evalfile.schema import EvaluatorSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +41,6 @@ class EvalCase:
     reference_answer: str = ""
     guideline_files: tuple[GuidelineFile, ...] = ()
     input_files: tuple[Path, ...] = ()  # non-guideline attachments, absolute, de-duplicated
-    guideline_patterns: tuple[str, ...] = ()
     evaluators: tuple[EvaluatorConfig, ...] = ()
     default_evaluator: str = "llm_judge"
     conversation_id: str | None = None

@@ -10,7 +10,7 @@ import orjson
 
 from agentv.cases import EvalCase
 from agentv.messages import chat_to_dicts
-from agentv.prompts import PromptInputs
+from agentv.prompts import Prompt
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -23,7 +23,7 @@ class PromptDumper:
         folder.mkdir(parents=True, exist_ok=True)
         self.count = 0
 
-    def dump(self, case: EvalCase, inputs: PromptInputs, target: str) -> Path:
+    def dump(self, case: EvalCase, prompt: Prompt, target: str) -> Path:
         """Write one case's prompt; returns the file written."""
         stamp = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
         stamp = stamp.replace(":", "-").replace(".", "-")
@@ -34,11 +34,11 @@ class PromptDumper:
         data = {
             "eval_id": case.id,
             "target": target,
-            "question": inputs.question,
-            "guidelines": inputs.guidelines,
-            "guideline_paths": [str(p) for p in inputs.guideline_paths],
-            "input_files": [str(p) for p in inputs.input_files],
-            "chat_prompt": chat_to_dicts(inputs.chat_prompt),
+            "question": prompt.question,
+            "guidelines": prompt.guidelines,
+            "guideline_paths": [str(p) for p in prompt.guideline_paths],
+            "input_files": [str(p) for p in prompt.input_files],
+            "chat_prompt": chat_to_dicts(prompt.messages),
         }
         path.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2))
         self.count += 1

@@ -17,10 +17,10 @@ from typing import Any, Protocol
 from agentv.cache import ResponseCache, cache_key
 from agentv.dumps import PromptDumper
 from agentv.errors import AgentVError, ProviderError, ProviderTimeout
-from agentv.evaluators import grade_case
+from agentv.evaluators import grade_case, needs_judge
 from agentv.evaluators.base import EvaluationContext
 from agentv.planning import CaseJob, RunTarget, TargetRegistry
-from agentv.prompts import PromptInputs, build_prompt_inputs
+from agentv.prompts import Prompt, PromptSettings, build_prompt
 from agentv.providers.base import Provider, ProviderRequest, ProviderResponse, request_for_case
 from agentv.records import error_record, result_record
 
@@ -147,15 +147,15 @@ class Orchestrator:
         label = f"{case.id} | {target.label}"
         self.progress.case_started(key, label)
         started = time.perf_counter()
-        inputs: PromptInputs | None = None
+        prompt: Prompt | None = None
         try:
-            inputs = self._inputs(job)
+            prompt = self._prompt(job)
             if response is None:
-                response = await self._answer(job, inputs)
+                response = await self._answer(job, prompt)
             grade = await grade_case(
                 EvaluationContext(
                     case=case,
-                    inputs=inputs,
+                    prompt=prompt,
                     candidate=response.text,
                     target_name=target.name,
                     judge=self._judge(job),
@@ -167,7 +167,7 @@ class Orchestrator:
                 case,
                 target=target.name,
                 provider=target.provider,
-                inputs=inputs,
+                prompt=prompt,
                 response=response,
                 grade=grade,
                 duration_ms=duration,
@@ -182,37 +182,30 @@ class Orchestrator:
                 case,
                 target=target.name,
                 provider=target.provider,
-                inputs=inputs,
+                prompt=prompt,
                 error=message,
                 duration_ms=duration,
             )
             self._finish(job, key, label, record, 0.0, message, False, duration)
 
-    def _inputs(self, job: CaseJob) -> PromptInputs:
-        provider = job.target.provider
-        inputs = build_prompt_inputs(job.case, provider.mode, provider.system_prompt)
+    def _prompt(self, job: CaseJob) -> Prompt:
+        prompt = build_prompt(job.case, PromptSettings.of(job.target.provider))
         if self.settings.dumper is not None:
-            self.settings.dumper.dump(job.case, inputs, job.target.name)
-        return inputs
+            self.settings.dumper.dump(job.case, prompt, job.target.name)
+        return prompt
 
     def _judge(self, job: CaseJob) -> Provider | None:
         # Resolved only for cases that have a judge, so a judge target that cannot be built
         # fails those cases (as errors) and no others.
-        case = job.case
-        needs = (
-            any(e.type == "llm_judge" for e in case.evaluators)
-            if case.evaluators
-            else case.default_evaluator in ("llm_judge", "code")
-        )
-        return self.registry.judge(job.target) if needs else None
+        return self.registry.judge(job.target) if needs_judge(job.case) else None
 
-    async def _answer(self, job: CaseJob, inputs: PromptInputs) -> ProviderResponse:
+    async def _answer(self, job: CaseJob, prompt: Prompt) -> ProviderResponse:
         provider = job.target.provider
         timeout = self.settings.agent_timeout or None
         attempts = self.settings.max_retries + 1
         last: Exception | None = None
         for attempt in range(attempts):
-            request = request_for_case(job.case, inputs, attempt=attempt, timeout=timeout)
+            request = request_for_case(job.case, prompt, attempt=attempt, timeout=timeout)
             key = None
             if self.settings.cache is not None:
                 key = cache_key(provider, request)
@@ -277,10 +270,10 @@ class Orchestrator:
     async def _run_batch(self, target: RunTarget, jobs: list[CaseJob]) -> None:
         """All of a target's cases in one dispatch; on failure, case by case."""
         try:
-            inputs = [self._inputs(j) for j in jobs]
+            prompts = [self._prompt(j) for j in jobs]
             requests = [
-                request_for_case(j.case, i, timeout=self.settings.agent_timeout or None)
-                for j, i in zip(jobs, inputs, strict=True)
+                request_for_case(j.case, p, timeout=self.settings.agent_timeout or None)
+                for j, p in zip(jobs, prompts, strict=True)
             ]
             responses = await target.provider.invoke_batch(requests)
             if len(responses) != len(jobs):
@@ -299,9 +292,9 @@ class Orchestrator:
 
 
 def _target_limit(target: RunTarget, *, flag_given: bool) -> int | None:
-    # VS Code needs window focus: one case at a time unless the cases go in one batch.
-    if target.kind in ("vscode", "vscode-insiders") and not target.batching:
-        return 1
+    own = target.provider.concurrency_limit(target.batching)
+    if own is not None:
+        return own
     return None if flag_given else target.workers
 
 

@@ -1,14 +1,20 @@
-"""Step 3 of the data flow: from a loaded case to the texts and messages that are sent.
+"""Step 3 of the data flow: from a loaded case to exactly what a target is sent.
 
-Pure functions, no I/O; they implement ``prompt-rules.md`` sections 3 to 6:
+``build_prompt`` is the one place a prompt is finished (docs/prompt-rules.md): it turns a
+case, and what of the target shapes a prompt (``PromptSettings``: the question's mode, the
+configured system prompt, whether the API needs a user turn), into
 
-- ``build_guidelines``: the guideline files' text (goes to the system prompt);
-- ``build_question``: the readable ``question`` with ``@[Role]:`` markers, for logs, agent
-  targets and judges (LM mode embeds files, agent mode points at them);
-- ``build_chat_prompt``: the structured messages for LM APIs;
-- ``sent_messages``: what an LM API target actually receives.
+- the ``question``: readable text with ``@[Role]:`` markers, for logs, agents and judges
+  (LM mode embeds files, agent mode points at them);
+- the ``guidelines``: the guideline files' text;
+- the ``messages``: the neutral message list exactly as an LM API receives it. The system
+  message (system turns, else the configured prompt, else the default) is applied, tool
+  results that answer no earlier call are already ``@[Tool]:`` user turns, and a user
+  turn holding the question is added when the API needs one and there is none.
 
-The question is only ever sent *out*; nothing parses it back into messages.
+Vendor converters only map that list to their wire shape; ``render``, the logged
+``raw_request.chat_prompt`` and the wire therefore show one list. Pure functions, no I/O;
+the question is only ever sent *out*, nothing parses it back into messages.
 """
 
 from __future__ import annotations
@@ -17,9 +23,8 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
-from agentv.cases import EvalCase
 from agentv.messages import (
     ChatMessage,
     FileSegment,
@@ -31,24 +36,63 @@ from agentv.messages import (
     ToolCall,
 )
 
+if TYPE_CHECKING:
+    from agentv.cases import EvalCase
+
 Mode = Literal["lm", "agent"]
 
 DEFAULT_SYSTEM_PROMPT = "You are a careful assistant."
 GUIDELINES_HEADER = "[[ ## Guidelines ## ]]"
+TOOL_MARKER = "@[Tool]:"
+
+
+class _Target(Protocol):
+    """What prompt building reads from a target (``agentv.providers.base.Provider``)."""
+
+    @property
+    def mode(self) -> Mode: ...
+
+    @property
+    def system_prompt(self) -> str | None: ...
+
+    @property
+    def needs_user_turn(self) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PromptSettings:
+    """What of a target shapes the prompt it gets (docs/prompt-rules.md sections 5 and 6)."""
+
+    mode: Mode = "lm"
+    #: the target's configured ``system_prompt``; used when the case has no system turn
+    system_prompt: str | None = None
+    #: the API rejects a conversation without a user turn (Anthropic, Gemini)
+    needs_user_turn: bool = False
+
+    @classmethod
+    def of(cls, target: _Target) -> PromptSettings:
+        """The settings of a provider (its mode, system prompt and API's needs)."""
+        return cls(target.mode, target.system_prompt, target.needs_user_turn)
+
+
+LM = PromptSettings()
 
 
 @dataclass(slots=True)
-class PromptInputs:
-    """Everything prompt building produces for one case."""
+class Prompt:
+    """Everything prompt building produces for one case on one target."""
 
     question: str
     guidelines: str
-    chat_prompt: list[ChatMessage]
+    #: the messages exactly as an LM API receives them (vendor mapping aside)
+    messages: list[ChatMessage]
     guideline_paths: list[Path] = field(default_factory=list)
     input_files: list[Path] = field(default_factory=list)
+    #: a user turn holding the question was added because the API needs one
+    added_user_turn: bool = False
 
 
-# --- section 3: guidelines -------------------------------------------------------------
+# --- guidelines ----------------------------------------------------------------------------
 
 
 def build_guidelines(files: Sequence[GuidelineFile]) -> str:
@@ -57,10 +101,10 @@ def build_guidelines(files: Sequence[GuidelineFile]) -> str:
         return ""
     if len(files) == 1:
         return files[0].text.rstrip()
-    return "\n\n".join(f"=== {g.path} ===\n{g.text.rstrip()}" for g in files)
+    return "\n\n".join(f"=== {g.path} ===\n{g.text}".rstrip() for g in files)
 
 
-# --- section 4: the question ------------------------------------------------------------
+# --- the question ------------------------------------------------------------------------------
 
 
 def uses_role_markers(messages: Sequence[Message]) -> bool:
@@ -112,63 +156,81 @@ def build_question(messages: Sequence[Message], mode: Mode = "lm") -> str:
     return "\n".join(p for msg in messages for p in _question_parts(msg, mode))
 
 
-# --- section 5: the chat prompt -----------------------------------------------------------
+# --- the messages --------------------------------------------------------------------------------
 
 
-def _chat_part(seg: Segment) -> str:
+def _message_part(seg: Segment) -> str:
+    # Every part is right-stripped, as in the question: a `content: |` block's final
+    # newline is not content (docs/prompt-rules.md section 5).
     match seg:
         case TextSegment():
-            return seg.value
+            return seg.value.rstrip()
         case FileSegment():
-            return f"=== {seg.path} ===\n{seg.text.rstrip()}"
+            return f"=== {seg.path} ===\n{seg.text}".rstrip()
         case GuidelineRef():
             return f"<Attached: {seg.path}>"
     raise TypeError(f"unknown segment {seg!r}")  # pragma: no cover
 
 
-def _system_base(messages: Sequence[Message]) -> str:
-    rendered = []
-    for msg in messages:
-        if msg.role != "system":
-            continue
-        text = "\n".join(_chat_part(s) for s in msg.segments if not isinstance(s, GuidelineRef))
-        if text.strip():
-            rendered.append(text)
-    return "\n\n".join(rendered)
+def _content(segments: Sequence[Segment]) -> str:
+    return "\n".join(p for p in map(_message_part, segments) if p)
 
 
-def build_chat_prompt(
+def system_turns(messages: Sequence[Message]) -> str:
+    """The conversation's own system turns, wherever they stand, joined by a blank line
+    (guideline markers left out: the guidelines' text follows them in the system message)."""
+    turns = [
+        text
+        for msg in messages
+        if msg.role == "system"
+        and (text := _content([s for s in msg.segments if not isinstance(s, GuidelineRef)]))
+    ]
+    return "\n\n".join(turns)
+
+
+def _system_content(messages: Sequence[Message], guidelines: str, configured: str | None) -> str:
+    """System turns, else the configured prompt, else the default; then the guidelines."""
+    base = system_turns(messages)
+    if not base:
+        configured = (configured or "").rstrip()
+        base = configured if configured.strip() else DEFAULT_SYSTEM_PROMPT
+    if guidelines:
+        return f"{base}\n\n{GUIDELINES_HEADER}\n\n{guidelines}"
+    return base
+
+
+def build_messages(
     messages: Sequence[Message],
     guidelines: str,
+    *,
     system_prompt: str | None = None,
-) -> list[ChatMessage]:
-    """Structured messages for LM APIs (prompt-rules section 5).
+    question: str = "",
+    needs_user_turn: bool = False,
+) -> tuple[list[ChatMessage], bool]:
+    """The messages an LM API receives for a conversation, and whether a user turn holding
+    ``question`` was added (docs/prompt-rules.md sections 5 and 6).
 
-    All system turns merge into one leading system message; the configured
-    ``system_prompt`` is used only when the conversation has no system turn, and the default
-    prompt only when guidelines need a system message to live in.
+    The one system message comes first. Other turns keep their order and role; a turn with
+    no visible content is dropped when another turn has some; a tool result whose
+    ``tool_call_id`` answers no earlier call becomes an ``@[Tool]:`` user turn, since no
+    API can take it natively.
     """
-    base = _system_base(messages)
-    if not base and system_prompt and system_prompt.strip():
-        base = system_prompt
-    if not base and guidelines:
-        base = DEFAULT_SYSTEM_PROMPT
-    system_items = [base] if base else []
-    if guidelines:
-        system_items.append(f"{GUIDELINES_HEADER}\n\n{guidelines}")
-    out: list[ChatMessage] = []
-    if system_items:
-        out.append(ChatMessage("system", "\n\n".join(system_items)))
+    out = [ChatMessage("system", _system_content(messages, guidelines, system_prompt))]
     any_visible = any(m.visible for m in messages)
+    called: set[str] = set()
     for msg in messages:
         if msg.role == "system":
             continue
         structural = bool(msg.tool_calls) or msg.tool_call_id is not None
         if any_visible and not msg.visible and not structural:
-            continue  # only <Attached: ...> markers or nothing: dropped (5.3)
-        content = "\n".join(_chat_part(s) for s in msg.segments)
-        if not content.strip() and not structural:
+            continue  # only <Attached: ...> markers or nothing
+        content = _content(msg.segments)
+        if not content and not structural:
             continue
+        if msg.role == "tool" and (msg.tool_call_id is None or msg.tool_call_id not in called):
+            out.append(ChatMessage("user", f"{TOOL_MARKER}\n{content}"))
+            continue
+        called.update(c.id for c in msg.tool_calls)
         out.append(
             ChatMessage(
                 msg.role,
@@ -178,44 +240,45 @@ def build_chat_prompt(
                 name=msg.name,
             )
         )
-    return out
+    added = needs_user_turn and not any(m.role in ("user", "tool") for m in out)
+    if added:
+        # Anthropic and Gemini need a user turn (a tool result travels in one there).
+        out.insert(1, ChatMessage("user", question))
+    return out, added
 
 
-# --- section 6: what an LM API receives ---------------------------------------------------
-
-
-def sent_messages(
-    chat_prompt: list[ChatMessage] | None,
-    *,
-    question: str = "",
-    guidelines: str = "",
-    system_prompt: str | None = None,
+def request_messages(
+    question: str, *, system_prompt: str | None = None, guidelines: str = ""
 ) -> list[ChatMessage]:
-    """The messages an LM API target sends for a request (prompt-rules section 6).
-
-    With a chat prompt: sent as it is when it has a system message (guidelines ignored),
-    else preceded by the configured system prompt or the default. Without one (a judge's
-    request, say): the legacy two messages, system (+ guidelines) and user = question.
-    """
-    system = system_prompt if system_prompt and system_prompt.strip() else DEFAULT_SYSTEM_PROMPT
-    if chat_prompt is not None:
-        if chat_prompt and chat_prompt[0].role == "system":
-            return list(chat_prompt)
-        return [ChatMessage("system", system), *chat_prompt]
-    if guidelines:
-        system = f"{system}\n\n{GUIDELINES_HEADER}\n\n{guidelines}"
-    return [ChatMessage("system", system), ChatMessage("user", question)]
+    """The two messages of a request that is not a conversation (a judge's, an API
+    caller's): the system prompt (else the default) with any guidelines, then the question
+    as the user turn."""
+    return [
+        ChatMessage("system", _system_content((), guidelines, system_prompt)),
+        ChatMessage("user", question),
+    ]
 
 
-def build_prompt_inputs(
-    case: EvalCase, mode: Mode = "lm", system_prompt: str | None = None
-) -> PromptInputs:
-    """Question (in ``mode``), guidelines and chat prompt for one case."""
+def build_prompt(case: EvalCase, settings: PromptSettings = LM) -> Prompt:
+    """Question, guidelines and the messages as sent, for one case on a target."""
     guidelines = build_guidelines(case.guideline_files)
-    return PromptInputs(
-        question=build_question(case.input_messages, mode),
+    question = build_question(case.input_messages, settings.mode)
+    # An added user turn holds the LM question: it is an LM API's turn, whatever the mode.
+    lm_question = question
+    if settings.needs_user_turn and settings.mode != "lm":
+        lm_question = build_question(case.input_messages)
+    messages, added = build_messages(
+        case.input_messages,
+        guidelines,
+        system_prompt=settings.system_prompt,
+        question=lm_question,
+        needs_user_turn=settings.needs_user_turn,
+    )
+    return Prompt(
+        question=question,
         guidelines=guidelines,
-        chat_prompt=build_chat_prompt(case.input_messages, guidelines, system_prompt),
+        messages=messages,
         guideline_paths=case.guideline_paths,
         input_files=list(case.input_files),
+        added_user_turn=added,
     )

@@ -1,9 +1,9 @@
 """Step 8 of the data flow: one case's outcome becomes one result record (one JSONL line).
 
 Key order follows the original AgentV's result record; absent values are left out rather
-than written as null. ``raw_request`` (prompt-rules section 8) shows what was sent: the
-question with its markers, the guidelines, the files and, for LM targets, the chat prompt
-exactly as sent. Nothing here ever holds a secret: providers record what they sent without
+than written as null. ``raw_request`` (docs/prompt-rules.md, "What is logged") shows what
+was sent: the question with its markers, the guidelines, the files and, for LM targets,
+the messages exactly as sent (the very list the provider mapped to its wire shape). Nothing here ever holds a secret: providers record what they sent without
 credentials.
 """
 
@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from agentv.messages import chat_to_dicts
-from agentv.prompts import PromptInputs, sent_messages
+from agentv.prompts import Prompt
 
 if TYPE_CHECKING:
     from agentv.cases import EvalCase
@@ -31,25 +31,25 @@ def _paths(paths: list[Any]) -> list[str]:
 
 
 def raw_request(
-    inputs: PromptInputs,
+    prompt: Prompt,
     provider: Provider,
     response: ProviderResponse | None,
+    chat_prompt: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """What was sent to the target for this case (or would have been, when it failed first)."""
     record: dict[str, Any] = {
-        "question": inputs.question,
-        "guidelines": inputs.guidelines,
-        "guideline_paths": _paths(inputs.guideline_paths),
-        "input_files": _paths(inputs.input_files),
+        "question": prompt.question,
+        "guidelines": prompt.guidelines,
+        "guideline_paths": _paths(prompt.guideline_paths),
+        "input_files": _paths(prompt.input_files),
     }
-    sent = response.sent if response is not None else {}
     if not provider.is_agent:
-        messages = sent.get("messages")
-        if messages is None:
-            messages = chat_to_dicts(
-                sent_messages(inputs.chat_prompt, system_prompt=provider.system_prompt)
-            )
-        record["chat_prompt"] = messages
+        record["chat_prompt"] = (
+            chat_prompt if chat_prompt is not None else chat_to_dicts(prompt.messages)
+        )
+        if prompt.added_user_turn:
+            record["added_user_turn"] = True
+    sent = response.sent if response is not None else {}
     for key, value in sent.items():
         # `messages` is chat_prompt above; `request` (the vendor payload) repeats it at length.
         if key not in ("messages", "request") and key not in record:
@@ -57,18 +57,21 @@ def raw_request(
     return record
 
 
-def _provider_request(
-    inputs: PromptInputs, provider: Provider, error: str | None
-) -> tuple[str, dict[str, Any]]:
-    """The original's ``agent_provider_request`` / ``lm_provider_request`` record."""
+def _requests(
+    prompt: Prompt, provider: Provider, response: ProviderResponse | None, error: str | None
+) -> dict[str, Any]:
+    """The original's ``agent_provider_request`` / ``lm_provider_request`` record, then
+    ``raw_request``; for LM targets both show the one message list that was sent."""
+    chat = None
     if provider.is_agent:
-        name, rec = "agent_provider_request", {"question": inputs.question}
+        name, rec = "agent_provider_request", {"question": prompt.question}
     else:
-        name, rec = "lm_provider_request", {"chat_prompt": chat_to_dicts(inputs.chat_prompt)}
-    rec["guideline_paths"] = _paths(inputs.guideline_paths)
+        chat = chat_to_dicts(prompt.messages)
+        name, rec = "lm_provider_request", {"chat_prompt": chat}
+    rec["guideline_paths"] = _paths(prompt.guideline_paths)
     if error is not None:
         rec["error"] = error
-    return name, rec
+    return {name: rec, "raw_request": raw_request(prompt, provider, response, chat)}
 
 
 def result_record(
@@ -76,7 +79,7 @@ def result_record(
     *,
     target: str,
     provider: Provider,
-    inputs: PromptInputs,
+    prompt: Prompt,
     response: ProviderResponse,
     grade: CaseGrade,
     duration_ms: float,
@@ -94,9 +97,7 @@ def result_record(
     rec["timestamp"] = utc_timestamp()
     if grade.reasoning:
         rec["reasoning"] = grade.reasoning
-    name, req = _provider_request(inputs, provider, None)
-    rec[name] = req
-    rec["raw_request"] = raw_request(inputs, provider, response)
+    rec.update(_requests(prompt, provider, response, None))
     if grade.evaluator_results is not None:
         rec["evaluator_results"] = [r.to_dict() for r in grade.evaluator_results]
     elif grade.evaluator_raw_request is not None:
@@ -114,7 +115,7 @@ def error_record(
     *,
     target: str,
     provider: Provider | None,
-    inputs: PromptInputs | None,
+    prompt: Prompt | None,
     error: str,
     duration_ms: float,
 ) -> dict[str, Any]:
@@ -132,10 +133,8 @@ def error_record(
         timestamp=utc_timestamp(),
         raw_aspects=[],
     )
-    if provider is not None and inputs is not None:
-        name, req = _provider_request(inputs, provider, error)
-        rec[name] = req
-        rec["raw_request"] = raw_request(inputs, provider, None)
+    if provider is not None and prompt is not None:
+        rec.update(_requests(prompt, provider, None, error))
     rec["duration_ms"] = round(duration_ms, 3)
     rec["error"] = error
     return rec

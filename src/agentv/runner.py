@@ -117,9 +117,8 @@ def run_eval_command(
     summary = collector.summary()
     prompts_dir = settings.dumper.folder if settings.dumper and settings.dumper.count else None
     out.write(render_summary(summary, results_path=writer.path, prompts_dir=prompts_dir) + "\n")
-    logs = [p for t in registry.all_targets() for p in getattr(t.provider, "log_files", ())]
-    if logs:  # Codex stream logs: where to look when an agent's answer puzzles you
-        out.write("Codex CLI logs:\n" + "".join(f"  {i}. {p}\n" for i, p in enumerate(logs, 1)))
+    for label, files in _artifacts(registry).items():  # e.g. agents' logs, to read later
+        out.write(f"{label}:\n" + "".join(f"  {i}. {p}\n" for i, p in enumerate(files, 1)))
     if settings.cache is not None:
         stats = orchestrator.stats
         out.write(f"Cache: {stats.cache_hits} answers reused, {stats.requests} requests sent\n")
@@ -134,6 +133,15 @@ def run_eval_command(
         err.write(f"Mean score {summary.mean:.3f} is below the threshold {opts.threshold:.3f}\n")
         return EXIT_FAILED
     return EXIT_OK
+
+
+def _artifacts(registry: TargetRegistry) -> dict[str, list[Path]]:
+    """Files the run's targets left for people to read, grouped under each kind's label."""
+    found: dict[str, list[Path]] = {}
+    for t in registry.all_targets():
+        if t.provider.artifacts:
+            found.setdefault(t.provider.artifacts_label, []).extend(t.provider.artifacts)
+    return found
 
 
 @contextmanager

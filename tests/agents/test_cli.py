@@ -18,9 +18,10 @@ from pydantic import ValidationError
 from agentv.cases import EvalCase
 from agentv.errors import AgentProcessError, ProviderError, ProviderTimeout
 from agentv.messages import Message, TextSegment
-from agentv.prompts import build_prompt_inputs
+from agentv.prompts import PromptSettings, build_prompt
 from agentv.providers.agents.cli import CliProvider, CliSettings
-from agentv.providers.base import ProviderRequest, request_for_case
+from agentv.providers.base import request_for_case
+from helpers import ask
 
 PY = shlex.quote(sys.executable)
 
@@ -75,7 +76,7 @@ async def test_prompt_and_guidelines_reach_the_child_byte_for_byte(
     work.mkdir()
     target = provider(command_template=f"{command} {{PROMPT}} {{GUIDELINES}}", cwd=str(work))
     guidelines = f"guide {hostile}"
-    await target.invoke(ProviderRequest(question=hostile, guidelines=guidelines, eval_id="x"))
+    await target.invoke(ask(question=hostile, guidelines=guidelines, eval_id="x"))
     assert recorded(argv_file) == [hostile.encode(), guidelines.encode()]
     no_pwned(work, repo)
 
@@ -98,9 +99,7 @@ async def test_hostile_file_names_reach_the_child_intact(
     guideline = folder / "style.instructions.md"
     guideline.write_text("g")
     await target.invoke(
-        ProviderRequest(
-            question="q", input_files=[*paths, paths[0]], guideline_paths=[guideline], eval_id="x"
-        )
+        ask(question="q", input_files=[*paths, paths[0]], guideline_paths=[guideline], eval_id="x")
     )
     expected = []
     for path in [guideline, *paths]:  # guideline files first, duplicates dropped
@@ -112,14 +111,14 @@ async def test_hostile_file_names_reach_the_child_intact(
 async def test_eval_id_attempt_and_empty_files(recorder: tuple[str, Path]) -> None:
     command, argv_file = recorder
     target = provider(command_template=f"{command} {{EVAL_ID}} {{ATTEMPT}} {{FILES}} end")
-    await target.invoke(ProviderRequest(question="q", eval_id="case; rm -rf /", attempt=2))
+    await target.invoke(ask(question="q", eval_id="case; rm -rf /", attempt=2))
     assert recorded(argv_file) == [b"case; rm -rf /", b"2", b"end"]
 
 
 async def test_shell_expansions_are_not_placeholders(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SOME_VALUE", "from-env")
     target = provider(command_template="printf '%s' \"${SOME_VALUE}\"")
-    response = await target.invoke(ProviderRequest(question="q"))
+    response = await target.invoke(ask(question="q"))
     assert response.text == "from-env"
 
 
@@ -130,7 +129,7 @@ async def test_answer_is_the_output_file_which_is_then_removed() -> None:
     target = provider(
         command_template="printf 'from file\\r\\nline 2\\n' > {OUTPUT_FILE}; echo ignored"
     )
-    response = await target.invoke(ProviderRequest(question="q", eval_id="c1"))
+    response = await target.invoke(ask(question="q", eval_id="c1"))
     assert response.text == "from file\nline 2\n"
     assert response.raw["answer_source"] == "output_file"
     output_file = Path(response.sent["output_file"])
@@ -141,7 +140,7 @@ async def test_answer_is_the_output_file_which_is_then_removed() -> None:
 
 async def test_answer_is_stdout_when_no_output_file_was_written() -> None:
     target = provider(command_template="echo hello {PROMPT}")
-    response = await target.invoke(ProviderRequest(question="world"))
+    response = await target.invoke(ask(question="world"))
     assert response.text == "hello world"
     assert response.raw["answer_source"] == "stdout"
     assert response.raw["exit_code"] == 0
@@ -161,9 +160,9 @@ async def test_chat_prompt_file_holds_the_conversation_with_roles() -> None:
             Message("user", (TextSegment("What is 2+2?"),)),
         ),
     )
-    inputs = build_prompt_inputs(case, "lm")
     target = provider(command_template="cat {CHAT_PROMPT_FILE} > {OUTPUT_FILE}")
-    response = await target.invoke(request_for_case(case, inputs))
+    prompt = build_prompt(case, PromptSettings.of(target))
+    response = await target.invoke(request_for_case(case, prompt))
     messages = json.loads(response.text)
     assert [(m["role"], m["content"]) for m in messages] == [
         ("system", "Be terse."),
@@ -175,9 +174,9 @@ async def test_chat_prompt_file_holds_the_conversation_with_roles() -> None:
     assert not Path(response.sent["chat_prompt_file"]).exists()
 
 
-async def test_chat_prompt_file_without_a_chat_prompt_uses_question_and_guidelines() -> None:
+async def test_chat_prompt_file_of_a_plain_question_holds_its_two_messages() -> None:
     target = provider(command_template="cat {CHAT_PROMPT_FILE}")
-    response = await target.invoke(ProviderRequest(question="Q?", guidelines="Be kind"))
+    response = await target.invoke(ask(question="Q?", guidelines="Be kind"))
     messages = json.loads(response.text)
     assert [m["role"] for m in messages] == ["system", "user"]
     assert messages[0]["content"].endswith("[[ ## Guidelines ## ]]\n\nBe kind")
@@ -196,36 +195,32 @@ async def test_env_is_applied_on_top_of_the_inherited_environment(
         command_template='printf \'%s %s %s %s\' "$INHERITED" "$OVERRIDDEN" "$EXTRA" "$PORT"',
         env={"OVERRIDDEN": "target", "EXTRA": "x", "PORT": 8080},
     )
-    response = await target.invoke(ProviderRequest(question="q"))
+    response = await target.invoke(ask(question="q"))
     assert response.text == "parent target x 8080"
     assert response.sent["env"] == ["EXTRA", "OVERRIDDEN", "PORT"]  # names, never values
 
 
 async def test_cwd_is_where_the_command_runs(tmp_path: Path) -> None:
-    response = await provider(command_template="pwd", cwd=str(tmp_path)).invoke(
-        ProviderRequest(question="q")
-    )
+    response = await provider(command_template="pwd", cwd=str(tmp_path)).invoke(ask(question="q"))
     assert Path(response.text).resolve() == tmp_path.resolve()
     with pytest.raises(ProviderError, match=r"working directory .* does not exist"):
-        await provider(command_template="pwd", cwd=str(tmp_path / "nope")).invoke(
-            ProviderRequest(question="q")
-        )
+        await provider(command_template="pwd", cwd=str(tmp_path / "nope")).invoke(ask(question="q"))
 
 
 async def test_timeout_is_reported_as_a_timeout() -> None:
     target = provider(command_template="sleep 30", timeout_seconds=0.5)
     with pytest.raises(ProviderTimeout, match="CLI command timed out after 1s"):
-        await target.invoke(ProviderRequest(question="q"))
+        await target.invoke(ask(question="q"))
     # the run's own limit applies too, whichever is smaller
     target = provider(command_template="sleep 30", timeout_seconds=100)
     with pytest.raises(ProviderTimeout):
-        await target.invoke(ProviderRequest(question="q", timeout=0.5))
+        await target.invoke(ask(question="q", timeout=0.5))
 
 
 async def test_non_zero_exit_reports_code_and_stderr() -> None:
     target = provider(command_template="echo partial; echo 'model exploded' >&2; exit 4")
     with pytest.raises(AgentProcessError) as info:
-        await target.invoke(ProviderRequest(question="q"))
+        await target.invoke(ask(question="q"))
     assert str(info.value) == "CLI command exited with code 4: model exploded"
     assert info.value.exit_code == 4
     assert info.value.target == "my-cli"
@@ -237,14 +232,14 @@ async def test_secrets_never_reach_records_or_errors(monkeypatch: pytest.MonkeyP
         command_template="echo --token tok-0123456789 {PROMPT}",
         env={"OTHER_API_KEY": "sk-abcdefghij"},
     )
-    response = await target.invoke(ProviderRequest(question="q"))
+    response = await target.invoke(ask(question="q"))
     assert "tok-0123456789" not in json.dumps(response.sent)
     assert "***" in response.sent["command"]
     failing = provider(
         command_template="echo sk-abcdefghij >&2; exit 1", env={"OTHER_API_KEY": "sk-abcdefghij"}
     )
     with pytest.raises(AgentProcessError) as info:
-        await failing.invoke(ProviderRequest(question="q"))
+        await failing.invoke(ask(question="q"))
     assert "sk-abcdefghij" not in str(info.value)
     assert "sk-abcdefghij" not in info.value.stderr_tail
 
@@ -265,7 +260,7 @@ async def test_failed_command_healthcheck_stops_with_a_clear_message(tmp_path: P
     assert str(info.value) == message + "database is down"
     # remembered: later calls fail the same way without running the check again
     with pytest.raises(ProviderError, match="healthcheck failed for 'my-cli'"):
-        await target.invoke(ProviderRequest(question="q"))
+        await target.invoke(ask(question="q"))
     with pytest.raises(ProviderError):
         await target.healthcheck()
     assert counter.read_text().splitlines() == ["run"]
@@ -282,7 +277,7 @@ async def test_passing_command_healthcheck_runs_once(tmp_path: Path) -> None:
         },
     )
     await target.healthcheck()
-    assert (await target.invoke(ProviderRequest(question="q"))).text == "answer"
+    assert (await target.invoke(ask(question="q"))).text == "answer"
     assert counter.read_text().splitlines() == ["healthcheck"]
 
 

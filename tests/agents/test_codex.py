@@ -20,7 +20,7 @@ from agentv.providers.agents.codex import (
     parse_output,
     summarise_line,
 )
-from agentv.providers.base import ProviderRequest
+from helpers import ask
 
 QUESTION = '@[User]:\nFix the bug in <file: path="src/app.py">\n\n@[Assistant]:\nOk\n\n@[User]:\nGo'
 
@@ -62,7 +62,7 @@ async def test_answer_prompt_arguments_logs_and_cleanup(
     provider = codex(args=["--model", "o4-mini"])
     await provider.healthcheck()
     response = await provider.invoke(
-        ProviderRequest(
+        ask(
             question=QUESTION,
             guideline_paths=[guideline],
             input_files=[source, guideline],
@@ -131,7 +131,7 @@ async def test_target_cwd_is_used_and_nothing_is_copied(
     work.mkdir()
     (work / "existing.txt").write_text("x")
     provider = codex(cwd=str(work))
-    await provider.invoke(ProviderRequest(question="Q", input_files=[files[1]]))
+    await provider.invoke(ask(question="Q", input_files=[files[1]]))
     (call,) = calls(record)
     assert Path(call["cwd"]) == work
     assert call["cwd_files"] == ["existing.txt"]
@@ -139,7 +139,7 @@ async def test_target_cwd_is_used_and_nothing_is_copied(
 
 
 async def test_prompt_without_files_is_just_the_query(repo: Path, record: Path) -> None:
-    await codex().invoke(ProviderRequest(question="  What is 2+2?\n"))
+    await codex().invoke(ask(question="  What is 2+2?\n"))
     assert calls(record)[0]["prompt"] == "[[ ## user_query ## ]]\n\nWhat is 2+2?"
 
 
@@ -148,7 +148,7 @@ async def test_json_log_format_and_log_dir(
 ) -> None:
     monkeypatch.setenv("AGENTV_CODEX_LOG_FORMAT", "json")
     provider = codex(logDir=str(tmp_path / "logs"))
-    response = await provider.invoke(ProviderRequest(question="Q", eval_id="c"))
+    response = await provider.invoke(ask(question="Q", eval_id="c"))
     log_file = Path(response.raw["log_file"])
     assert log_file.parent == tmp_path / "logs"
     text = log_file.read_text()
@@ -162,7 +162,7 @@ async def test_stream_logs_can_be_disabled(
 ) -> None:
     monkeypatch.setenv("AGENTV_CODEX_STREAM_LOGS", value)
     provider = codex()
-    response = await provider.invoke(ProviderRequest(question="Q"))
+    response = await provider.invoke(ask(question="Q"))
     assert response.raw["log_file"] is None
     assert not (repo / ".agentv" / "logs").exists()
     assert provider.log_files == []
@@ -177,19 +177,19 @@ async def test_missing_executable_says_how_to_install(repo: Path, bin_dir: Path)
     assert "npm install -g @openai/codex" in message
     assert "set `executable` on target 'cx'" in message
     with pytest.raises(ProviderError, match="does not exist or is not executable"):
-        await codex(executable="./tools/codex").invoke(ProviderRequest(question="Q"))
+        await codex(executable="./tools/codex").invoke(ask(question="Q"))
 
 
 async def test_executable_given_as_a_path(repo: Path, record: Path, bin_dir: Path) -> None:
     provider = codex(executable=str(bin_dir / "codex"))
     assert provider.executable() == bin_dir / "codex"
-    assert (await provider.invoke(ProviderRequest(question="Q"))).text == "ANSWER: Q"
+    assert (await provider.invoke(ask(question="Q"))).text == "ANSWER: Q"
 
 
 async def test_non_zero_exit(repo: Path, record: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAKE_CODEX_MODE", "fail")
     with pytest.raises(AgentProcessError) as info:
-        await codex().invoke(ProviderRequest(question="Q"))
+        await codex().invoke(ask(question="Q"))
     assert str(info.value) == "Codex CLI exited with code 3: fake codex: model refused the request"
     assert info.value.exit_code == 3
 
@@ -197,7 +197,7 @@ async def test_non_zero_exit(repo: Path, record: Path, monkeypatch: pytest.Monke
 async def test_no_output(repo: Path, record: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAKE_CODEX_MODE", "silent")
     with pytest.raises(ProviderError, match=r"^Codex CLI produced no output in --json mode$"):
-        await codex().invoke(ProviderRequest(question="Q"))
+        await codex().invoke(ask(question="Q"))
 
 
 async def test_stream_without_an_answer(
@@ -205,7 +205,7 @@ async def test_stream_without_an_answer(
 ) -> None:
     monkeypatch.setenv("FAKE_CODEX_MODE", "no_answer")
     with pytest.raises(ProviderError) as info:
-        await codex().invoke(ProviderRequest(question="Q"))
+        await codex().invoke(ask(question="Q"))
     assert str(info.value) == (
         "Codex CLI JSON response did not include an assistant message "
         "(last error: stream disconnected)"
@@ -217,7 +217,7 @@ async def test_timeout_kills_codex_and_cleans_up(
 ) -> None:
     monkeypatch.setenv("FAKE_CODEX_MODE", "sleep")
     with pytest.raises(ProviderTimeout, match=r"^Codex CLI timed out after 1s$"):
-        await codex(timeout_seconds=0.5).invoke(ProviderRequest(question="Q"))
+        await codex(timeout_seconds=0.5).invoke(ask(question="Q"))
     (call,) = calls(record)
     assert not Path(call["cwd"]).exists()
 
@@ -290,7 +290,7 @@ async def test_bad_log_format_from_environment(
 ) -> None:
     monkeypatch.setenv("AGENTV_CODEX_LOG_FORMAT", "xml")
     with pytest.raises(ProviderError, match="codex log format must be 'summary' or 'json'"):
-        await codex().invoke(ProviderRequest(question="Q"))
+        await codex().invoke(ask(question="Q"))
 
 
 async def test_hostile_text_and_file_names_reach_codex_verbatim(
@@ -299,7 +299,7 @@ async def test_hostile_text_and_file_names_reach_codex_verbatim(
     odd = tmp_path / "a]b\n$(touch PWNED) [x].md"
     odd.write_text("x")
     question = "'; touch PWNED; '\n`touch PWNED` $(touch PWNED) \x01\x7f\u202e"
-    await codex().invoke(ProviderRequest(question=question, input_files=[odd]))
+    await codex().invoke(ask(question=question, input_files=[odd]))
     (call,) = calls(record)
     assert call["prompt"].endswith(f"[[ ## user_query ## ]]\n\n{question.strip()}")
     # the link stays on one line, its text escaped, its target percent-encoded

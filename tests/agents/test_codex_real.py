@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from agentv.providers.agents.codex import CodexProvider, CodexSettings
-from agentv.providers.base import ProviderRequest
+from helpers import ask
 
 CACHE = Path(__file__).resolve().parents[1] / ".cache" / "codex"
 EXECUTABLE = CACHE / "node_modules" / ".bin" / "codex"
@@ -151,7 +151,7 @@ async def test_real_codex_cli_answers_through_a_loopback_model(
     )
     try:
         response = await provider.invoke(
-            ProviderRequest(question="What number is in the notes?", input_files=[attachment])
+            ask(question="What number is in the notes?", input_files=[attachment])
         )
     except Exception as exc:  # the binary may be unable to run in this sandbox
         if not seen:

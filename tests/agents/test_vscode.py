@@ -20,7 +20,7 @@ from agentv.providers.agents.vscode import (
     provision_subagents,
     workspace_file,
 )
-from agentv.providers.base import ProviderRequest
+from helpers import ask
 
 
 @pytest.fixture
@@ -76,7 +76,7 @@ async def test_single_dispatch_wakes_the_workspace_and_reads_the_response(
 
     question = '@[User]:\nSummarise <file: path="data.csv">\n\n@[User]:\nThanks'
     response = await provider.invoke(
-        ProviderRequest(
+        ask(
             question=question,
             guideline_paths=[guideline],
             input_files=[attachment],
@@ -118,9 +118,9 @@ async def test_single_dispatch_wakes_the_workspace_and_reads_the_response(
 
 async def test_an_open_workspace_is_focused_without_waking_it(state: Path, root: Path) -> None:
     provider = vscode(root)
-    await provider.invoke(ProviderRequest(question="first"))
+    await provider.invoke(ask(question="first"))
     before = len(code_calls(state))
-    response = await provider.invoke(ProviderRequest(question="second"))
+    response = await provider.invoke(ask(question="second"))
     assert response.text == "vscode says: second"
     calls = code_calls(state)[before:]
     workspace = str(workspace_file(root / "subagent-1"))
@@ -134,9 +134,9 @@ async def test_batch_dispatch_answers_every_request_in_order(
     guideline, attachment = case_files
     provider = vscode(root)
     requests = [
-        ProviderRequest(question="one", guideline_paths=[guideline], timeout=10),
-        ProviderRequest(question="two", input_files=[attachment], timeout=10),
-        ProviderRequest(question="three", timeout=10),
+        ask(question="one", guideline_paths=[guideline], timeout=10),
+        ask(question="two", input_files=[attachment], timeout=10),
+        ask(question="three", timeout=10),
     ]
     responses = await provider.invoke_batch(requests)
     assert [r.text for r in responses] == [
@@ -168,24 +168,22 @@ async def test_missing_response_times_out_and_releases_the_subagent(
     monkeypatch.setenv("FAKE_CODE_RESPOND", "0")
     provider = vscode(root)
     with pytest.raises(ProviderTimeout) as info:
-        await provider.invoke(ProviderRequest(question="anyone?", timeout=0.5))
+        await provider.invoke(ask(question="anyone?", timeout=0.5))
     message = str(info.value)
     assert message.startswith("VS Code subagent did not write its response within 1s")
     assert "_res.md" in message and "--agent-timeout" in message
     assert not (root / "subagent-1" / LOCK_FILE).exists()
     with pytest.raises(ProviderTimeout):
-        await provider.invoke_batch([ProviderRequest(question="a", timeout=0.2)] * 2)
+        await provider.invoke_batch([ask(question="a", timeout=0.2)] * 2)
 
 
 async def test_dry_run_sends_nothing(state: Path, root: Path) -> None:
     provider = vscode(root, dryRun=True)
     await provider.healthcheck()
-    response = await provider.invoke(ProviderRequest(question="Q"))
+    response = await provider.invoke(ask(question="Q"))
     assert response.text == ""
     assert response.sent["prompt"] == "[[ ## user_query ## ]]\n\nQ"
-    batch = await provider.invoke_batch(
-        [ProviderRequest(question="a"), ProviderRequest(question="b")]
-    )
+    batch = await provider.invoke_batch([ask(question="a"), ask(question="b")])
     assert [r.text for r in batch] == ["", ""]
     assert not root.exists()
     assert not (state / "calls.jsonl").exists()
@@ -196,7 +194,7 @@ async def test_wait_false_returns_at_once_and_leaves_the_lock_to_the_agent(
 ) -> None:
     monkeypatch.setenv("FAKE_CODE_RESPOND", "0")
     provider = vscode(root, wait=False)
-    response = await provider.invoke(ProviderRequest(question="Q"))
+    response = await provider.invoke(ask(question="Q"))
     assert response.text == ""
     assert response.raw["waited"] is False
     assert (root / "subagent-1" / LOCK_FILE).exists()
@@ -207,7 +205,7 @@ async def test_busy_subagents_give_a_clear_error(state: Path, root: Path) -> Non
     await provider.healthcheck()
     (root / "subagent-1" / LOCK_FILE).write_text("")
     with pytest.raises(ProviderError, match="No unlocked subagents available under"):
-        await provider.invoke(ProviderRequest(question="Q"))
+        await provider.invoke(ask(question="Q"))
 
 
 async def test_launch_failure_and_missing_attachment(
@@ -215,10 +213,10 @@ async def test_launch_failure_and_missing_attachment(
 ) -> None:
     provider = vscode(root)
     with pytest.raises(ProviderError, match=r"Attachment not found: .*missing\.txt"):
-        await provider.invoke(ProviderRequest(question="Q", input_files=[tmp_path / "missing.txt"]))
+        await provider.invoke(ask(question="Q", input_files=[tmp_path / "missing.txt"]))
     monkeypatch.setenv("FAKE_CODE_BROKEN", "1")
     with pytest.raises(ProviderError) as info:
-        await provider.invoke(ProviderRequest(question="Q"))
+        await provider.invoke(ask(question="Q"))
     assert str(info.value).startswith(
         "Failed to launch VS Code for subagent session: `code` exited with code 1: "
     )

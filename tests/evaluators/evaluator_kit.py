@@ -16,7 +16,7 @@ from agentv.evalfile.schema import (
 )
 from agentv.evaluators import EvaluationContext
 from agentv.messages import GuidelineFile, Message, Segment, TextSegment
-from agentv.prompts import Mode, build_prompt_inputs
+from agentv.prompts import Mode, PromptSettings, build_prompt
 from agentv.providers.base import (
     Provider,
     ProviderRequest,
@@ -73,7 +73,7 @@ def make_ctx(
 ) -> EvaluationContext:
     return EvaluationContext(
         case=case,
-        inputs=build_prompt_inputs(case, mode),
+        prompt=build_prompt(case, PromptSettings(mode)),
         candidate=candidate,
         target_name="candidate-target",
         judge=judge,

@@ -90,14 +90,14 @@ async def test_payload_on_stdin(tmp_path: Path) -> None:
     ]
     files = [str(guide), str(data)]
     assert payload == {
-        "question": ctx.inputs.question,
+        "question": ctx.prompt.question,
         "expected_outcome": "Adds up.",
         "reference_answer": "3",
         "candidate_answer": "The sum is 3 ✓",
         "guideline_paths": [str(guide)],
         "input_files": files,
         "input_segments": segments,
-        "task": ctx.inputs.question,
+        "task": ctx.prompt.question,
         "outcome": "Adds up.",
         "expected": "3",
         "output": "The sum is 3 ✓",

@@ -14,7 +14,7 @@ from agentv.cases import EvaluatorConfig
 from agentv.evalfile.loader import load_eval_file
 from agentv.evaluators import EvaluationContext, EvaluatorScore, grade_case, registry
 from agentv.evaluators.grading import aggregate
-from agentv.prompts import build_prompt_inputs
+from agentv.prompts import build_prompt
 from agentv.providers.base import ProviderResponse, Usage
 from helpers import write
 
@@ -177,7 +177,7 @@ evalcases:
     fake = FakeJudge('{"score": 1, "hits": ["judged"]}')
     ctx = EvaluationContext(
         case=case,
-        inputs=build_prompt_inputs(case, "lm"),
+        prompt=build_prompt(case),
         candidate='{"city": "Paris"}',
         target_name="default",
         judge=fake,

@@ -59,7 +59,7 @@ async def test_single_turn_prompts_and_request(tmp_path: Path) -> None:
     result = await run_evaluator(ctx, judge("quality"))
 
     (request,) = fake.requests
-    assert request.system_prompt == SYSTEM
+    assert request.messages[0].content == SYSTEM
     assert request.question == (
         "[[ ## expected_outcome ## ]]\n"
         "Names the capital of France.\n"
@@ -70,8 +70,11 @@ async def test_single_turn_prompts_and_request(tmp_path: Path) -> None:
         "[[ ## candidate_answer ## ]]\n"
         "Paris."
     )
-    # nothing but the two prompts: no chat prompt, guidelines or files
-    assert request.chat_prompt is None
+    # nothing but the two prompts as the judge's own messages: no guidelines or files
+    assert [(m.role, m.content) for m in request.messages] == [
+        ("system", SYSTEM),
+        ("user", request.question),
+    ]
     assert request.guidelines == ""
     assert request.input_files == [] and request.guideline_paths == []
     assert (request.eval_id, request.attempt, request.model) == ("capital", 2, None)
@@ -121,22 +124,22 @@ async def test_multi_turn_question_is_exactly_the_candidates_question(tmp_path: 
             "@[Assistant]:\nSend the file.\n\n"
             f"@[User]:\n{file_part}"
         )
-        assert ctx.inputs.question == question
+        assert ctx.prompt.question == question
         assert request.question == (
             "[[ ## expected_outcome ## ]]\nAdds the numbers.\n\n"
             f"[[ ## question ## ]]\n{question}\n\n"
             "[[ ## reference_answer ## ]]\n3\n\n"
             "[[ ## candidate_answer ## ]]\n3"
         )
-        assert request.system_prompt == SYSTEM_WITH_REFERENCE
-        assert "SECRET STYLE RULES" not in request.question + request.system_prompt
+        assert request.messages[0].content == SYSTEM_WITH_REFERENCE
+        assert "SECRET STYLE RULES" not in request.question + request.messages[0].content
 
 
 async def test_blank_reference_answer_leaves_the_section_out(tmp_path: Path) -> None:
     fake = FakeJudge(VERDICT)
     await run_evaluator(make_ctx(make_case(tmp_path, reference=" \n "), "x", judge=fake), judge())
     assert "reference_answer ##" not in fake.requests[0].question
-    assert fake.requests[0].system_prompt == SYSTEM
+    assert fake.requests[0].messages[0].content == SYSTEM
 
 
 async def test_judge_model_is_sent_and_recorded(tmp_path: Path) -> None:
@@ -170,7 +173,7 @@ async def test_custom_prompt_with_variables_becomes_the_user_prompt(tmp_path: Pa
     fake = FakeJudge(VERDICT)
     await run_evaluator(make_ctx(case, "Paris!", judge=fake), judge(prompt=template))
     (request,) = fake.requests
-    assert request.system_prompt == SYSTEM_WITH_REFERENCE
+    assert request.messages[0].content == SYSTEM_WITH_REFERENCE
     input_json = json.dumps(
         [
             {
@@ -194,7 +197,7 @@ async def test_custom_prompt_without_variables_replaces_the_system_prompt(tmp_pa
     custom = "You grade geography answers strictly. Reply with JSON {score, hits, misses}."
     await run_evaluator(make_ctx(make_case(tmp_path), "Paris", judge=fake), judge(prompt=custom))
     (request,) = fake.requests
-    assert request.system_prompt == custom
+    assert request.messages[0].content == custom
     assert request.question.startswith("[[ ## expected_outcome ## ]]\nNames the capital")
     assert request.question.endswith("[[ ## candidate_answer ## ]]\nParis")
 

@@ -12,7 +12,7 @@ import pytest
 from wire_support import EvalRequest, MakeProvider, provider_fields
 
 from agentv.evalfile.loader import load_eval_file
-from agentv.prompts import build_prompt_inputs
+from agentv.prompts import LM, PromptSettings, build_prompt
 from agentv.providers.base import Provider, ProviderRequest, request_for_case
 from agentv.providers.registry import provider_class
 from fakes import FakeLLMServer
@@ -44,14 +44,14 @@ async def make_provider(llm_server: FakeLLMServer) -> AsyncIterator[MakeProvider
 
 @pytest.fixture
 def eval_request(repo: Path) -> EvalRequest:
-    """``eval_request(input_messages_yaml, files={}, system_prompt=None)``: the request a
-    candidate target gets for a one-case eval file, built the way a run builds it."""
+    """``eval_request(input_messages_yaml, files={}, target=None)``: the request ``target``
+    (an LM API target when None) gets for a one-case eval file, built as a run builds it."""
     counter = iter(range(1000))
 
     def build(
         input_messages: str,
         files: dict[str, str] | None = None,
-        system_prompt: str | None = None,
+        target: Provider | None = None,
     ) -> ProviderRequest:
         for rel, text in (files or {}).items():
             write(repo, rel, text)
@@ -65,7 +65,7 @@ def eval_request(repo: Path) -> EvalRequest:
         loaded = load_eval_file(path)
         assert not loaded.errors, [d.format() for d in loaded.errors]
         case = loaded.cases[0]
-        inputs = build_prompt_inputs(case, "lm", system_prompt)
-        return request_for_case(case, inputs)
+        prompt = build_prompt(case, PromptSettings.of(target) if target else LM)
+        return request_for_case(case, prompt)
 
     return build

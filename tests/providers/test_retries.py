@@ -10,11 +10,11 @@ import pytest
 from wire_support import KEYS, LM_KINDS, MakeProvider
 
 from agentv.errors import ProviderError, ProviderHTTPError, ProviderTimeout
-from agentv.providers.base import ProviderRequest
 from agentv.providers.registry import provider_class
 from fakes import FakeLLMServer, Fault
+from helpers import ask
 
-REQUEST = ProviderRequest(question="Hello?")
+REQUEST = ask(question="Hello?")
 
 
 @pytest.mark.parametrize("kind", LM_KINDS)
@@ -119,7 +119,7 @@ async def test_request_timeout_overrides_the_target_timeout(
     llm_server.script(Fault.hanging())
     provider = make_provider("openai", timeout_seconds=60)
     with pytest.raises(ProviderTimeout, match=r"0\.2 s"):
-        await provider.invoke(ProviderRequest(question="hi", timeout=0.2))
+        await provider.invoke(ask(question="hi", timeout=0.2))
 
 
 def _closed_port() -> int:
@@ -161,9 +161,7 @@ async def test_many_concurrent_requests_share_one_client(
     llm_server.delay_ms = 200
     provider = make_provider("openai")
     started = time.monotonic()
-    answers = await asyncio.gather(
-        *(provider.invoke(ProviderRequest(question=f"q{i}")) for i in range(60))
-    )
+    answers = await asyncio.gather(*(provider.invoke(ask(question=f"q{i}")) for i in range(60)))
     elapsed = time.monotonic() - started
     assert len(answers) == 60 and len(llm_server.requests) == 60
     assert elapsed < 6  # one at a time would take 12 s

@@ -12,7 +12,6 @@ from wire_support import KEYS, LM_KINDS, EvalRequest, MakeProvider, provider_fie
 
 from agentv.errors import ConfigError
 from agentv.providers.anthropic import AnthropicProvider, AnthropicSettings
-from agentv.providers.base import ProviderRequest
 from agentv.providers.openai import (
     AzureOpenAIProvider,
     AzureOpenAISettings,
@@ -22,7 +21,7 @@ from agentv.providers.openai import (
 from agentv.providers.registry import provider_class
 from agentv.targets import create_provider, discover_targets_file, load_targets_file
 from fakes import FakeLLMServer
-from helpers import write
+from helpers import ask, write
 
 
 def test_provider_modules_import_without_their_sdks() -> None:
@@ -65,7 +64,7 @@ async def test_response_carries_usage_latency_raw_and_reasoning(
 ) -> None:
     llm_server.reasoning = "Thinking it over."
     extra = {"thinking_budget": 1024} if kind == "anthropic" else {}
-    response = await make_provider(kind, **extra).invoke(ProviderRequest(question="one two three"))
+    response = await make_provider(kind, **extra).invoke(ask(question="one two three"))
     assert response.text == "Hello from the fake LLM."
     assert response.reasoning == "Thinking it over."
     assert response.usage is not None
@@ -82,7 +81,7 @@ def test_secrets_stay_out_of_previews_and_reprs(
     kind: str, llm_server: FakeLLMServer, make_provider: MakeProvider
 ) -> None:
     provider = make_provider(kind)
-    preview = provider.preview(ProviderRequest(question="hi"))
+    preview = provider.preview(ask(question="hi"))
     assert KEYS[kind] not in json.dumps(preview)
     assert KEYS[kind] not in repr(provider.settings)
 
@@ -132,10 +131,10 @@ def test_anthropic_output_limit_must_leave_room_above_the_thinking_budget() -> N
         AnthropicSettings(model="m", thinking_budget=2048, max_output_tokens=1000)
     settings = AnthropicSettings(model="m", thinking_budget=2048)
     provider = AnthropicProvider("t", settings.model_copy(update={"api_key": "k"}))
-    assert provider.max_tokens_for(ProviderRequest(question="q")) > 2048
+    assert provider.max_tokens() > 2048
     assert (
         AnthropicProvider("t", AnthropicSettings(model="m", api_key="k")).max_tokens_for(
-            ProviderRequest(question="q")
+            ask(question="q")
         )
         == 4096
     )
@@ -157,7 +156,7 @@ async def test_from_targets_yaml_to_the_wire(
     env = {"GATEWAY": llm_server.url.removeprefix("http://"), "GATEWAY_KEY": "gw-key-123"}
     provider = create_provider(targets.get("gateway"), env)
     try:
-        request = eval_request("- {role: user, content: Hi}", system_prompt=provider.system_prompt)
+        request = eval_request("- {role: user, content: Hi}", target=provider)
         await provider.invoke(request)
     finally:
         await provider.aclose()

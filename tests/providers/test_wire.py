@@ -14,11 +14,13 @@ from typing import Any
 import pytest
 from wire_support import KEYS, LM_KINDS, MODELS, EvalRequest, MakeProvider
 
-from agentv.messages import ChatMessage
+from agentv.messages import ChatMessage, chat_to_dicts
+from agentv.prompts import request_messages
 from agentv.providers.anthropic import DEFAULT_MAX_TOKENS
 from agentv.providers.base import ProviderRequest
 from agentv.providers.gemini import GeminiProvider, GeminiSettings
 from fakes import FakeLLMServer, RecordedRequest
+from helpers import ask
 
 Turn = tuple[str, str]  # (neutral role, text)
 
@@ -225,9 +227,7 @@ async def test_scenario_on_the_wire(
         {"system_prompt": scenario.target_system_prompt} if scenario.target_system_prompt else {}
     )
     provider = make_provider(kind, **extra)
-    request = eval_request(
-        scenario.input_messages, scenario.files, system_prompt=provider.system_prompt
-    )
+    request = eval_request(scenario.input_messages, scenario.files, target=provider)
     response = await provider.invoke(request)
 
     assert len(llm_server.requests) == 1
@@ -246,11 +246,10 @@ async def test_scenario_on_the_wire(
     assert "@[" not in wire
     assert KEYS[kind] not in wire
 
-    # `sent` records the neutral messages (what results show) and the payload as sent.
+    # The request's messages are the neutral form of exactly that (what results show).
     neutral = [{"role": "system", "content": scenario.system}] if scenario.system else []
     neutral += [{"role": r, "content": t} for r, t in turns]
-    assert response.sent["messages"] == neutral
-    assert response.sent.get("added_user_turn", False) is added
+    assert chat_to_dicts(request.messages) == neutral
     assert response.text == "Hello from the fake LLM."
 
 
@@ -290,13 +289,14 @@ async def test_preview_and_sent_payload_are_what_goes_on_the_wire(
 
 
 @pytest.mark.parametrize("kind", LM_KINDS)
-async def test_chat_prompt_system_message_sent_as_is_and_guidelines_ignored(
+async def test_request_messages_are_sent_as_they_are_and_guidelines_ignored(
     kind: str, llm_server: FakeLLMServer, make_provider: MakeProvider
 ) -> None:
+    # The messages are final: neither the target's system prompt nor `guidelines` is added.
     provider = make_provider(kind, system_prompt="Configured prompt")
     request = ProviderRequest(
         question="@[System]:\nSystem with guidelines already merged\n\n@[User]:\nHello",
-        chat_prompt=[
+        messages=[
             ChatMessage("system", "System with guidelines already merged"),
             ChatMessage("user", "Hello"),
         ],
@@ -306,34 +306,31 @@ async def test_chat_prompt_system_message_sent_as_is_and_guidelines_ignored(
     body = llm_server.requests[0].body
     assert body == expected_body(kind, "System with guidelines already merged", [("user", "Hello")])
     assert "Old guideline" not in llm_server.requests[0].raw.decode()
+    assert "Configured prompt" not in llm_server.requests[0].raw.decode()
 
 
 @pytest.mark.parametrize("kind", LM_KINDS)
-async def test_legacy_request_without_chat_prompt(
+async def test_plain_question_request(
     kind: str, llm_server: FakeLLMServer, make_provider: MakeProvider
 ) -> None:
     provider = make_provider(kind)
-    request = ProviderRequest(question="What is the capital of France?", chat_prompt=None)
-    response = await provider.invoke(request)
+    await provider.invoke(ask("What is the capital of France?"))
     assert llm_server.requests[0].body == expected_body(
         kind, "You are a careful assistant.", [("user", "What is the capital of France?")]
     )
-    assert response.sent["messages"] == [
-        {"role": "system", "content": "You are a careful assistant."},
-        {"role": "user", "content": "What is the capital of France?"},
-    ]
 
 
 @pytest.mark.parametrize("kind", LM_KINDS)
-async def test_legacy_request_with_guidelines_and_a_judge_system_prompt(
+async def test_judge_request_sends_the_judges_own_messages(
     kind: str, llm_server: FakeLLMServer, make_provider: MakeProvider
 ) -> None:
-    # A judge's request: its system prompt wins over the target's configured one.
+    # A judge's request: its system prompt, not the target's configured one.
     provider = make_provider(kind, system_prompt="Target prompt")
     request = ProviderRequest(
         question="Grade this answer.",
-        guidelines="Be strict.",
-        system_prompt="You are a grader.",
+        messages=request_messages(
+            "Grade this answer.", system_prompt="You are a grader.", guidelines="Be strict."
+        ),
     )
     await provider.invoke(request)
     assert llm_server.requests[0].body == expected_body(
@@ -344,28 +341,26 @@ async def test_legacy_request_with_guidelines_and_a_judge_system_prompt(
 
 
 @pytest.mark.parametrize("kind", LM_KINDS)
-async def test_request_overrides_model_temperature_and_max_tokens(
+async def test_request_overrides_the_model_and_target_settings_apply(
     kind: str, llm_server: FakeLLMServer, make_provider: MakeProvider
 ) -> None:
     provider = make_provider(kind, temperature=0.7, max_output_tokens=100)
-    await provider.invoke(ProviderRequest(question="hi"))
-    await provider.invoke(
-        ProviderRequest(question="hi", model="judge-model", temperature=0.0, max_output_tokens=9)
-    )
+    await provider.invoke(ask("hi"))
+    await provider.invoke(ask("hi", model="judge-model"))
     target, judge = (r for r in llm_server.requests)
     if kind in ("openai", "azure"):
-        assert (target.body["temperature"], target.body["max_completion_tokens"]) == (0.7, 100)
-        assert (judge.body["temperature"], judge.body["max_completion_tokens"]) == (0.0, 9)
+        for rec in (target, judge):
+            assert (rec.body["temperature"], rec.body["max_completion_tokens"]) == (0.7, 100)
         assert judge.body["model"] == "judge-model"
         if kind == "azure":  # the deployment is chosen by the path
             assert judge.path == "/openai/deployments/judge-model/chat/completions"
     elif kind == "anthropic":
-        assert (target.body["temperature"], target.body["max_tokens"]) == (0.7, 100)
-        assert (judge.body["temperature"], judge.body["max_tokens"]) == (0.0, 9)
+        for rec in (target, judge):
+            assert (rec.body["temperature"], rec.body["max_tokens"]) == (0.7, 100)
         assert judge.body["model"] == "judge-model"
     else:
-        assert target.body["generationConfig"] == {"temperature": 0.7, "maxOutputTokens": 100}
-        assert judge.body["generationConfig"] == {"temperature": 0.0, "maxOutputTokens": 9}
+        for rec in (target, judge):
+            assert rec.body["generationConfig"] == {"temperature": 0.7, "maxOutputTokens": 100}
         assert judge.path == "/v1beta/models/judge-model:generateContent"
 
 
@@ -373,7 +368,7 @@ async def test_azure_deployment_name_is_encoded_into_the_path(
     llm_server: FakeLLMServer, make_provider: MakeProvider
 ) -> None:
     provider = make_provider("azure", model="team/gpt 4o")
-    await provider.invoke(ProviderRequest(question="hi"))
+    await provider.invoke(ask("hi"))
 
     (rec,) = llm_server.requests
     assert rec.raw_path == "/openai/deployments/team%2Fgpt%204o/chat/completions"
@@ -385,7 +380,7 @@ async def test_openai_compatible_server_may_want_max_tokens(
     llm_server: FakeLLMServer, make_provider: MakeProvider
 ) -> None:
     provider = make_provider("openai", max_output_tokens=50, max_tokens_param="max_tokens")
-    await provider.invoke(ProviderRequest(question="hi"))
+    await provider.invoke(ask("hi"))
     body = llm_server.requests[0].body
     assert body["max_tokens"] == 50
     assert "max_completion_tokens" not in body
@@ -574,9 +569,7 @@ async def test_anthropic_thinking_budget_is_sent_and_reasoning_returned(
     llm_server: FakeLLMServer, make_provider: MakeProvider
 ) -> None:
     llm_server.reasoning = "Let me think step by step."
-    response = await make_provider("anthropic", thinking_budget=2048).invoke(
-        ProviderRequest(question="hi")
-    )
+    response = await make_provider("anthropic", thinking_budget=2048).invoke(ask("hi"))
     body = llm_server.requests[0].body
     assert body["thinking"] == {"type": "enabled", "budget_tokens": 2048}
     assert body["max_tokens"] > 2048  # room for the answer above the budget

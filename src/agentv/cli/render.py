@@ -219,24 +219,17 @@ class _Renderer:
 
     def _case_view(self, case: EvalCase, provider: Provider | None) -> dict[str, Any]:
         from agentv.messages import chat_to_dicts
-        from agentv.prompts import Mode, build_prompt_inputs, build_question, sent_messages
+        from agentv.prompts import LM, Mode, PromptSettings, build_prompt, build_question
         from agentv.providers.agents.common import redact
         from agentv.providers.base import request_for_case
 
-        system_prompt = provider.system_prompt if provider else None
-        # The request is built as the target would build it; --mode only changes `question`.
+        # The prompt is built as the target builds it; --mode only changes `question`.
+        prompt = build_prompt(case, PromptSettings.of(provider) if provider else LM)
         target_mode: Mode = provider.mode if provider else "lm"
         mode: Mode = "agent" if (self.mode or target_mode) == "agent" else "lm"
-        inputs = build_prompt_inputs(case, target_mode, system_prompt)
-        question = inputs.question
+        question = prompt.question
         if mode != target_mode:
             question = build_question(case.input_messages, mode)
-        sent = sent_messages(
-            inputs.chat_prompt,
-            question=inputs.question,
-            guidelines=inputs.guidelines,
-            system_prompt=system_prompt,
-        )
         view: dict[str, Any] = {
             "eval_id": case.id,
             "eval_file": str(case.eval_file),
@@ -244,11 +237,11 @@ class _Renderer:
             "mode": mode,
             "outcome": case.outcome,
             "question": question,
-            "guidelines": inputs.guidelines,
-            "guideline_paths": [str(p) for p in inputs.guideline_paths],
-            "input_files": [str(p) for p in inputs.input_files],
-            "chat_prompt": chat_to_dicts(inputs.chat_prompt),
-            "sent_messages": chat_to_dicts(sent),
+            "guidelines": prompt.guidelines,
+            "guideline_paths": [str(p) for p in prompt.guideline_paths],
+            "input_files": [str(p) for p in prompt.input_files],
+            "sent_messages": chat_to_dicts(prompt.messages),
+            **({"added_user_turn": True} if prompt.added_user_turn else {}),
             "reference_answer": case.reference_answer,
             "evaluators": [{"name": e.name, "type": e.type} for e in case.evaluators],
         }
@@ -257,7 +250,7 @@ class _Renderer:
             view["provider"] = provider.kind
             view["target_mode"] = provider.mode
             view["request"] = redact(
-                provider.preview(request_for_case(case, inputs)), self._secrets
+                provider.preview(request_for_case(case, prompt)), self._secrets
             )
         return view
 

@@ -7,7 +7,7 @@ cannot grade is recorded with ``error`` set and score 0.
 """
 
 from agentv.evaluators.base import CaseGrade, EvaluationContext, Evaluator, EvaluatorScore
-from agentv.evaluators.grading import aggregate, grade_case, run_evaluator
+from agentv.evaluators.grading import aggregate, grade_case, needs_judge, run_evaluator
 from agentv.evaluators.registry import EVALUATORS, get_evaluator
 
 __all__ = [
@@ -19,5 +19,6 @@ __all__ = [
     "aggregate",
     "get_evaluator",
     "grade_case",
+    "needs_judge",
     "run_evaluator",
 ]

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 if TYPE_CHECKING:
     from agentv.cases import EvalCase, EvaluatorConfig
-    from agentv.prompts import PromptInputs
+    from agentv.prompts import Prompt
     from agentv.providers.base import Provider, Usage
 
 
@@ -82,8 +82,8 @@ class EvaluationContext:
     """Everything an evaluator may look at for one case."""
 
     case: EvalCase
-    #: built for the candidate's mode: ``inputs.question`` is exactly what the candidate got
-    inputs: PromptInputs
+    #: built for the candidate's target: ``prompt.question`` is exactly what it got
+    prompt: Prompt
     candidate: str  # the candidate's answer text
     target_name: str
     judge: Provider | None  # used by llm_judge: the target's judge_target, or the target

@@ -27,6 +27,7 @@ from agentv.evaluators.base import (
 )
 from agentv.messages import FileSegment, GuidelineRef, Message, TextSegment
 from agentv.process import ProcessResult, run_process
+from agentv.prompts import system_turns
 
 if TYPE_CHECKING:
     from agentv.cases import EvaluatorConfig
@@ -57,47 +58,30 @@ def _segments(messages: tuple[Message, ...]) -> list[dict[str, str]]:
     return out
 
 
-def _system_text(messages: tuple[Message, ...]) -> str:
-    """The text of the conversation's own system turns, joined by a blank line."""
-    turns = []
-    for msg in messages:
-        if msg.role != "system":
-            continue
-        parts = [
-            s.value if isinstance(s, TextSegment) else f"=== {s.path} ===\n{s.text.rstrip()}"
-            for s in msg.segments
-            if isinstance(s, TextSegment | FileSegment)
-        ]
-        text = "\n".join(parts)
-        if text.strip():
-            turns.append(text)
-    return "\n\n".join(turns)
-
-
 def build_payload(ctx: EvaluationContext) -> dict[str, Any]:
     """The JSON document a script reads on stdin.
 
     The original's fields, then the documented names as aliases of the same values
     (``system_message`` has no original counterpart: the conversation's system turns).
     """
-    case, inputs = ctx.case, ctx.inputs
-    guideline_paths = [str(p) for p in inputs.guideline_paths]
-    attachments = [str(p) for p in inputs.input_files]
+    case, prompt = ctx.case, ctx.prompt
+    guideline_paths = [str(p) for p in prompt.guideline_paths]
+    attachments = [str(p) for p in prompt.input_files]
     input_files = list(dict.fromkeys(guideline_paths + attachments))
     segments = _segments(case.input_messages)
     return {
-        "question": inputs.question,
+        "question": prompt.question,
         "expected_outcome": case.outcome,
         "reference_answer": case.reference_answer,
         "candidate_answer": ctx.candidate,
         "guideline_paths": guideline_paths,
         "input_files": input_files,
         "input_segments": segments,
-        "task": inputs.question,
+        "task": prompt.question,
         "outcome": case.outcome,
         "expected": case.reference_answer,
         "output": ctx.candidate,
-        "system_message": _system_text(case.input_messages),
+        "system_message": system_turns(case.input_messages),
         "attachments": input_files,
         "user_segments": segments,
     }

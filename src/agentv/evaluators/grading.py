@@ -8,7 +8,7 @@ to ``llm_judge`` as in the original) and reports that evaluator's request record
 
 from __future__ import annotations
 
-from agentv.cases import EvaluatorConfig
+from agentv.cases import EvalCase, EvaluatorConfig
 from agentv.evalfile.schema import LlmJudgeSpec
 from agentv.evaluators.base import CaseGrade, EvaluationContext, EvaluatorScore, failed
 from agentv.evaluators.registry import get_evaluator
@@ -80,6 +80,14 @@ def _single(score: EvaluatorScore) -> CaseGrade:
         error=score.error,
         usage=score.usage,
     )
+
+
+def needs_judge(case: EvalCase) -> bool:
+    """Whether grading ``case`` asks a judge target: an ``llm_judge`` in its list, or no
+    list at all (the default evaluator is the judge)."""
+    if not case.evaluators:
+        return True
+    return any(e.type == "llm_judge" for e in case.evaluators)
 
 
 async def grade_case(ctx: EvaluationContext) -> CaseGrade:

@@ -31,6 +31,7 @@ from agentv.evaluators.base import (
     text_list,
 )
 from agentv.messages import FileSegment, GuidelineRef, Message, TextSegment
+from agentv.prompts import request_messages
 from agentv.providers.base import ProviderRequest
 
 if TYPE_CHECKING:
@@ -78,7 +79,7 @@ MAX_ITEMS = 4  # hits and misses kept from a judge's verdict, each
 def default_user_prompt(outcome: str, question: str, reference_answer: str, candidate: str) -> str:
     """The ``[[ ## section ## ]]`` user prompt; the reference section only when non-blank."""
     lines = ["[[ ## expected_outcome ## ]]", outcome.strip(), "", "[[ ## question ## ]]"]
-    lines += [question.strip(), ""]
+    lines += [question, ""]  # exactly the question the candidate got
     if reference_answer.strip():
         lines += ["[[ ## reference_answer ## ]]", reference_answer.strip(), ""]
     lines += ["[[ ## candidate_answer ## ]]", candidate.strip()]
@@ -150,11 +151,12 @@ def template_values(case: EvalCase, question: str, candidate: str) -> dict[str, 
 def judge_prompts(ctx: EvaluationContext, config: EvaluatorConfig) -> tuple[str, str]:
     """(system prompt, user prompt) for one judge call."""
     case = ctx.case
-    question = ctx.inputs.question
+    question = ctx.prompt.question
     with_reference = bool(case.reference_answer.strip())
     system = SYSTEM_PROMPT_WITH_REFERENCE if with_reference else SYSTEM_PROMPT
-    custom = config.prompt_text
-    if custom and custom.strip():
+    # A prompt file's final newline is not part of the prompt (docs/prompt-rules.md).
+    custom = (config.prompt_text or "").rstrip()
+    if custom.strip():
         if has_variables(custom):
             return system, substitute(custom, template_values(case, question, ctx.candidate))
         system = custom
@@ -270,9 +272,11 @@ class LlmJudgeEvaluator:
         }
         if model:
             raw["model"] = model
+        # The judge's own two messages: its system prompt and the grading request. A CLI
+        # judge gets the request as its {PROMPT}, like any question.
         request = ProviderRequest(
             question=user,
-            system_prompt=system,
+            messages=request_messages(user, system_prompt=system),
             model=model,
             eval_id=ctx.case.id,
             attempt=ctx.attempt,

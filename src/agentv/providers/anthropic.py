@@ -23,11 +23,10 @@ from agentv.providers.llm import (
     Payload,
     aliases,
     fast_http_client,
+    paired_call_id,
     resolve_api_key,
     safe_url,
     stainless_failure,
-    tool_fallback_text,
-    with_question_turn,
 )
 from agentv.providers.registry import require_sdk
 
@@ -71,14 +70,9 @@ def _text_blocks(text: str) -> list[dict[str, Any]]:
     return [{"type": "text", "text": text}] if text.strip() else []
 
 
-def to_anthropic_request(
-    messages: list[ChatMessage], question: str
-) -> tuple[str | None, list[dict[str, Any]], bool]:
-    """``(system, messages, added_user_turn)`` for the messages API.
-
-    ``added_user_turn`` is True when the chat prompt had no user turn and one holding the
-    ``question`` was put first, because the API needs one (prompt-rules section 6).
-    """
+def to_anthropic_request(messages: list[ChatMessage]) -> tuple[str | None, list[dict[str, Any]]]:
+    """``(system, messages)`` for the messages API: the system message goes to the top-level
+    field, tool results travel in user turns, and consecutive turns of one role merge."""
     system = "\n\n".join(m.content for m in messages if m.role == "system" and m.content)
     turns: list[dict[str, Any]] = []
     called: set[str] = set()
@@ -106,19 +100,12 @@ def to_anthropic_request(
                 called.update(c.id for c in msg.tool_calls)
                 add("assistant", blocks)
             case "tool":
-                if msg.tool_call_id is not None and msg.tool_call_id in called:
-                    block = {
-                        "type": "tool_result",
-                        "tool_use_id": msg.tool_call_id,
-                        "content": msg.content,
-                    }
-                    add("user", [block])
-                else:
-                    add("user", _text_blocks(tool_fallback_text(msg)))
-
-    added = not any(t["role"] == "user" for t in turns)
-    if added:
-        turns.insert(0, {"role": "user", "content": [{"type": "text", "text": question}]})
+                block = {
+                    "type": "tool_result",
+                    "tool_use_id": paired_call_id(msg, called),
+                    "content": msg.content,
+                }
+                add("user", [block])
 
     if turns and turns[-1]["role"] == "assistant":
         # A final assistant turn is a prefill; the API rejects one ending in whitespace.
@@ -129,7 +116,7 @@ def to_anthropic_request(
         blocks = turn["content"]
         if len(blocks) == 1 and blocks[0]["type"] == "text":
             turn["content"] = blocks[0]["text"]  # the plain form, easier to read in logs
-    return system or None, turns, added
+    return system or None, turns
 
 
 def from_anthropic_message(message: Any) -> Answer:
@@ -159,6 +146,7 @@ class AnthropicProvider(LLMProvider):
     """Claude models through ``anthropic.AsyncAnthropic``."""
 
     kind = "anthropic"
+    needs_user_turn = True  # the API rejects a conversation without one
     Settings = AnthropicSettings
     settings: AnthropicSettings
 
@@ -176,32 +164,24 @@ class AnthropicProvider(LLMProvider):
             http_client=fast_http_client(self._sdk),
         )
 
-    def max_tokens_for(self, request: ProviderRequest) -> int:
-        configured = super().max_tokens_for(request)
-        if configured is not None:
-            return configured
+    def max_tokens(self) -> int:
+        """The output limit: the configured one, else room for thinking plus an answer."""
+        if self.settings.max_output_tokens is not None:
+            return self.settings.max_output_tokens
         budget = self.settings.thinking_budget
         return budget + _ANSWER_ROOM if budget else DEFAULT_MAX_TOKENS
 
-    def build_payload(self, request: ProviderRequest, messages: list[ChatMessage]) -> Payload:
-        system, turns, added = to_anthropic_request(messages, request.question)
-        body: dict[str, Any] = {
-            "model": self.model_for(request),
-            "max_tokens": self.max_tokens_for(request),
-        }
+    def build_payload(self, request: ProviderRequest) -> Payload:
+        system, turns = to_anthropic_request(request.messages)
+        body: dict[str, Any] = {"model": self.model_for(request), "max_tokens": self.max_tokens()}
         if system is not None:
             body["system"] = system
         body["messages"] = turns
-        temperature = self.temperature_for(request)
-        if temperature is not None:
-            body["temperature"] = temperature
+        if self.settings.temperature is not None:
+            body["temperature"] = self.settings.temperature
         if self.settings.thinking_budget:
             body["thinking"] = {"type": "enabled", "budget_tokens": self.settings.thinking_budget}
-        return Payload(
-            messages=with_question_turn(messages, request.question) if added else messages,
-            request=body,
-            added_user_turn=added,
-        )
+        return Payload(body)
 
     async def call(self, payload: Payload, timeout: float) -> Answer:
         # An explicit timeout also keeps the SDK from refusing large max_tokens unstreamed;

@@ -18,39 +18,38 @@ from agentv.messages import ChatMessage
 
 if TYPE_CHECKING:
     from agentv.cases import EvalCase
-    from agentv.prompts import Mode, PromptInputs
+    from agentv.prompts import Mode, Prompt
 
 
 @dataclass(slots=True)
 class ProviderRequest:
-    """What the orchestrator (or a judge) asks a target."""
+    """What a target is asked: the finished messages and the texts and files around them.
+
+    ``messages`` is final (docs/prompt-rules.md): LM API providers send exactly that list,
+    mapped to their wire shape; agent providers send ``question`` and point at the files.
+    """
 
     question: str
+    messages: list[ChatMessage]
     guidelines: str = ""
-    chat_prompt: list[ChatMessage] | None = None
     input_files: list[Path] = field(default_factory=list)  # attachments, absolute
     guideline_paths: list[Path] = field(default_factory=list)  # guideline files, absolute
-    guideline_patterns: tuple[str, ...] = ()
     eval_id: str = ""
     attempt: int = 0
-    system_prompt: str | None = None  # overrides the target's configured system prompt
     model: str | None = None  # overrides the target's model (a judge's `model`)
-    temperature: float | None = None
-    max_output_tokens: int | None = None
     timeout: float | None = None  # seconds for this call; None: the target's own
 
 
 def request_for_case(
-    case: EvalCase, inputs: PromptInputs, *, attempt: int = 0, timeout: float | None = None
+    case: EvalCase, prompt: Prompt, *, attempt: int = 0, timeout: float | None = None
 ) -> ProviderRequest:
     """The request a candidate target gets for one case."""
     return ProviderRequest(
-        question=inputs.question,
-        guidelines=inputs.guidelines,
-        chat_prompt=inputs.chat_prompt,
-        input_files=inputs.input_files,
-        guideline_paths=inputs.guideline_paths,
-        guideline_patterns=case.guideline_patterns,
+        question=prompt.question,
+        messages=prompt.messages,
+        guidelines=prompt.guidelines,
+        input_files=prompt.input_files,
+        guideline_paths=prompt.guideline_paths,
         eval_id=case.id,
         attempt=attempt,
         timeout=timeout,
@@ -99,6 +98,10 @@ class Provider(ABC):
     #: agent providers read files from disk and get the agent-mode question
     is_agent: ClassVar[bool] = False
     supports_batch: ClassVar[bool] = False
+    #: the API rejects a conversation without a user turn (docs/prompt-rules.md section 6)
+    needs_user_turn: ClassVar[bool] = False
+    #: what ``artifacts`` holds, as the run's summary names it
+    artifacts_label: ClassVar[str] = "Logs"
 
     def __init__(self, name: str, settings: ProviderSettings) -> None:
         self.name = name
@@ -106,18 +109,29 @@ class Provider(ABC):
 
     @property
     def id(self) -> str:
+        """``kind:name``, how judges and caches name a target."""
         return f"{self.kind}:{self.name}"
 
     @property
     def mode(self) -> Mode:
-        """Which rendering of the question this target gets (prompt-rules section 1)."""
+        """Which rendering of the question this target gets (docs/prompt-rules.md)."""
         return "agent" if self.is_agent else "lm"
 
     @property
     def system_prompt(self) -> str | None:
-        """The target's configured ``system_prompt`` (prompt-rules sections 5.1 and 6)."""
+        """The target's configured ``system_prompt``, when it says anything."""
         value = getattr(self.settings, "system_prompt", None)
         return value if isinstance(value, str) and value.strip() else None
+
+    def concurrency_limit(self, batching: bool) -> int | None:
+        """The most cases this target can take at once, whatever ``workers`` says (None:
+        no limit of its own). ``batching``: the target's cases go in one dispatch."""
+        return None
+
+    @property
+    def artifacts(self) -> list[Path]:
+        """Files the target left for people to read (agent logs), in the order written."""
+        return []
 
     @abstractmethod
     async def invoke(self, request: ProviderRequest) -> ProviderResponse:

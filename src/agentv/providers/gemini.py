@@ -23,11 +23,10 @@ from agentv.providers.llm import (
     LLMSettings,
     Payload,
     aliases,
+    paired_call_id,
     resolve_api_key,
     retry_after_seconds,
     safe_url,
-    tool_fallback_text,
-    with_question_turn,
 )
 from agentv.providers.registry import require_sdk
 
@@ -63,14 +62,10 @@ def _text_parts(text: str) -> list[dict[str, Any]]:
     return [{"text": text}] if text.strip() else []
 
 
-def to_gemini_request(
-    messages: list[ChatMessage], question: str
-) -> tuple[str | None, list[dict[str, Any]], bool]:
-    """``(system_instruction, contents, added_user_turn)`` in the API's JSON form.
-
-    ``added_user_turn`` is True when the chat prompt had no user turn and one holding the
-    ``question`` was put first, because the API needs one (prompt-rules section 6).
-    """
+def to_gemini_request(messages: list[ChatMessage]) -> tuple[str | None, list[dict[str, Any]]]:
+    """``(system_instruction, contents)`` in the API's JSON form: the assistant is ``model``,
+    tool results are ``functionResponse`` parts of user turns (paired by name as well as
+    id), and consecutive turns of one role merge."""
     system = "\n\n".join(m.content for m in messages if m.role == "system" and m.content)
     contents: list[dict[str, Any]] = []
     calls: dict[str, str] = {}  # call id -> function name (Gemini pairs results by name)
@@ -98,21 +93,15 @@ def to_gemini_request(
                     calls[call.id] = call.name
                 add("model", parts)
             case "tool":
-                if msg.tool_call_id is not None and msg.tool_call_id in calls:
-                    response = {
-                        "id": msg.tool_call_id,
-                        "name": calls[msg.tool_call_id],
-                        # "output" is the key the API documents for a function's result.
-                        "response": {"output": msg.content},
-                    }
-                    add("user", [{"functionResponse": response}])
-                else:
-                    add("user", _text_parts(tool_fallback_text(msg)))
-
-    added = not any(c["role"] == "user" for c in contents)
-    if added:
-        contents.insert(0, {"role": "user", "parts": [{"text": question}]})
-    return system or None, contents, added
+                call_id = paired_call_id(msg, set(calls))
+                response = {
+                    "id": call_id,
+                    "name": calls[call_id],
+                    # "output" is the key the API documents for a function's result.
+                    "response": {"output": msg.content},
+                }
+                add("user", [{"functionResponse": response}])
+    return system or None, contents
 
 
 def from_gemini_response(response: Any) -> Answer:
@@ -152,6 +141,7 @@ class GeminiProvider(LLMProvider):
     """Gemini models through ``google.genai.Client(...).aio``."""
 
     kind = "gemini"
+    needs_user_turn = True  # the API rejects a conversation without one
     Settings = GeminiSettings
     settings: GeminiSettings
 
@@ -176,25 +166,19 @@ class GeminiProvider(LLMProvider):
         )
         self._client: Any = genai.Client(api_key=key, vertexai=False, http_options=options).aio
 
-    def build_payload(self, request: ProviderRequest, messages: list[ChatMessage]) -> Payload:
-        system, contents, added = to_gemini_request(messages, request.question)
+    def build_payload(self, request: ProviderRequest) -> Payload:
+        system, contents = to_gemini_request(request.messages)
         body: dict[str, Any] = {"model": self.model_for(request), "contents": contents}
         if system is not None:
             body["systemInstruction"] = {"parts": [{"text": system}]}
         config: dict[str, Any] = {}
-        temperature = self.temperature_for(request)
-        if temperature is not None:
-            config["temperature"] = temperature
-        max_tokens = self.max_tokens_for(request)
-        if max_tokens is not None:
-            config["maxOutputTokens"] = max_tokens
+        if self.settings.temperature is not None:
+            config["temperature"] = self.settings.temperature
+        if self.settings.max_output_tokens is not None:
+            config["maxOutputTokens"] = self.settings.max_output_tokens
         if config:
             body["generationConfig"] = config
-        return Payload(
-            messages=with_question_turn(messages, request.question) if added else messages,
-            request=body,
-            added_user_turn=added,
-        )
+        return Payload(body)
 
     async def call(self, payload: Payload, timeout: float) -> Answer:
         types = self._types

@@ -1,12 +1,11 @@
 """What every LM API provider shares: common settings, the retry loop, error wording.
 
-A vendor adapter (``openai.py``, ``anthropic.py``, ``gemini.py``) only says how to build
-its payload from the messages of prompt-rules section 6, how to call its SDK, how to read
-the answer, and how its SDK's exceptions map onto ``ProviderError``. This module does the
-rest, the same way for every vendor:
+A vendor adapter (``openai.py``, ``anthropic.py``, ``gemini.py``) only says how to map the
+request's finished messages to its wire shape, how to call its SDK, how to read the answer,
+and how its SDK's exceptions map onto ``ProviderError``. The messages themselves are built
+before, in one place (``agentv.prompts``, docs/prompt-rules.md). This module does the rest,
+the same way for every vendor:
 
-- the messages to send (``sent_messages``: chat prompt first, the default system message only
-  when there is none, the legacy two-message form without a chat prompt);
 - retries with exponential backoff and jitter on the configured status codes and on
   connection errors, honouring ``Retry-After``; never on 400/401/403/404. The SDKs' own
   retries are turned off by each adapter so that these settings mean what they say;
@@ -32,8 +31,7 @@ from urllib.parse import urlsplit, urlunsplit
 from pydantic import AliasChoices, Field, field_validator
 
 from agentv.errors import ConfigError, ProviderError, ProviderHTTPError, ProviderTimeout
-from agentv.messages import ChatMessage, chat_to_dicts
-from agentv.prompts import sent_messages
+from agentv.messages import ChatMessage
 from agentv.providers.base import (
     Provider,
     ProviderRequest,
@@ -100,22 +98,14 @@ class LLMSettings(ProviderSettings):
 
 @dataclass(slots=True)
 class Payload:
-    """What an adapter will send for one request.
+    """What an adapter will send for one request: the vendor payload, JSON-ready and free
+    of secrets (the request's messages in the vendor's shape)."""
 
-    ``messages`` is the provider-neutral view after section 6 (what results show as
-    ``chat_prompt``); ``request`` is the vendor payload, JSON-ready and free of secrets.
-    """
-
-    messages: list[ChatMessage]
     request: dict[str, Any]
-    added_user_turn: bool = False
 
     def sent(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"messages": chat_to_dicts(self.messages), "request": self.request}
-        if self.added_user_turn:
-            # prompt-rules section 6: the API needs a user turn and the chat prompt had none
-            out["added_user_turn"] = True
-        return out
+        """The record of what was sent, as providers report it (``ProviderResponse.sent``)."""
+        return {"request": self.request}
 
 
 @dataclass(slots=True)
@@ -148,8 +138,9 @@ class LLMProvider(Provider):
     # --- vendor hooks ------------------------------------------------------------------
 
     @abstractmethod
-    def build_payload(self, request: ProviderRequest, messages: list[ChatMessage]) -> Payload:
-        """The vendor payload for ``messages`` (already past prompt-rules section 6)."""
+    def build_payload(self, request: ProviderRequest) -> Payload:
+        """The vendor payload for ``request.messages``: a mapping, never a change of content
+        (the vendor's merging of consecutive turns aside)."""
 
     @abstractmethod
     async def call(self, payload: Payload, timeout: float) -> Answer:
@@ -165,32 +156,16 @@ class LLMProvider(Provider):
         """The model to ask: the request's (a judge's ``model``) or the target's."""
         return request.model or str(getattr(self.settings, "model", "") or "")
 
-    def temperature_for(self, request: ProviderRequest) -> float | None:
-        return request.temperature if request.temperature is not None else self.settings.temperature
-
-    def max_tokens_for(self, request: ProviderRequest) -> int | None:
-        if request.max_output_tokens is not None:
-            return request.max_output_tokens
-        return self.settings.max_output_tokens
-
     def timeout_for(self, request: ProviderRequest) -> float:
+        """Seconds allowed for one call: the request's, else the target's, else 600."""
         return request.timeout or self.settings.timeout_seconds or DEFAULT_TIMEOUT_SECONDS
 
-    def messages_for(self, request: ProviderRequest) -> list[ChatMessage]:
-        """Prompt-rules section 6; a request's system prompt (a judge's) wins over the target's."""
-        return sent_messages(
-            request.chat_prompt,
-            question=request.question,
-            guidelines=request.guidelines,
-            system_prompt=request.system_prompt or self.system_prompt,
-        )
-
     def preview(self, request: ProviderRequest) -> dict[str, Any]:
-        """The neutral messages and the vendor payload ``invoke`` would send; nothing is called."""
-        return self.build_payload(request, self.messages_for(request)).sent()
+        """The vendor payload ``invoke`` would send; nothing is called."""
+        return self.build_payload(request).sent()
 
     async def invoke(self, request: ProviderRequest) -> ProviderResponse:
-        payload = self.build_payload(request, self.messages_for(request))
+        payload = self.build_payload(request)
         timeout = self.timeout_for(request)
         started = time.perf_counter()
         # Latency is what the case waited for its answer, retries and their waits included.
@@ -336,20 +311,16 @@ def retry_after_seconds(headers: Mapping[str, str] | Any) -> float | None:
     return max(0.0, email.utils.mktime_tz(parsed) - time.time())
 
 
-def tool_fallback_text(message: ChatMessage) -> str:
-    """The user-turn text of a tool result that answers no earlier call (prompt-rules 5.4).
-
-    APIs pair a result with its call by id (Gemini by name too); a result without a call
-    cannot be sent natively, so it goes as a user turn that says what it is.
-    """
-    return f"@[Tool]:\n{message.content}"
-
-
-def with_question_turn(messages: list[ChatMessage], question: str) -> list[ChatMessage]:
-    """``messages`` with a user turn holding ``question`` first after the system message:
-    the neutral record of the turn added for APIs that need one (prompt-rules section 6)."""
-    at = 1 if messages and messages[0].role == "system" else 0
-    return [*messages[:at], ChatMessage("user", question), *messages[at:]]
+def paired_call_id(message: ChatMessage, called: set[str]) -> str:
+    """The id of the earlier call a tool result answers. Prompt building has already turned
+    results without one into user turns (docs/prompt-rules.md section 5), so a miss here
+    is a request that did not come from ``agentv.prompts``."""
+    if message.tool_call_id is None or message.tool_call_id not in called:
+        raise ValueError(
+            f"tool result {message.tool_call_id!r} answers no earlier tool call; build the "
+            "messages with agentv.prompts, which sends such results as user turns"
+        )
+    return message.tool_call_id
 
 
 def json_text(value: Any) -> str:

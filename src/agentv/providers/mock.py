@@ -9,7 +9,6 @@ from typing import Any
 from pydantic import Field
 
 from agentv.messages import chat_to_dicts
-from agentv.prompts import sent_messages
 from agentv.providers.base import Provider, ProviderRequest, ProviderResponse, ProviderSettings
 
 DEFAULT_RESPONSE = (
@@ -43,13 +42,8 @@ class MockProvider(Provider):
         return s.delay_ms / 1000
 
     def preview(self, request: ProviderRequest) -> dict[str, Any]:
-        messages = sent_messages(
-            request.chat_prompt,
-            question=request.question,
-            guidelines=request.guidelines,
-            system_prompt=request.system_prompt or self.settings.system_prompt,
-        )
-        return {"messages": chat_to_dicts(messages)}
+        """The messages, as an LM API target would send them."""
+        return {"messages": chat_to_dicts(request.messages)}
 
     async def invoke(self, request: ProviderRequest) -> ProviderResponse:
         delay = self._delay()

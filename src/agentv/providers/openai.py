@@ -26,10 +26,10 @@ from agentv.providers.llm import (
     aliases,
     fast_http_client,
     json_text,
+    paired_call_id,
     resolve_api_key,
     safe_url,
     stainless_failure,
-    tool_fallback_text,
 )
 from agentv.providers.registry import require_sdk
 
@@ -98,17 +98,18 @@ class AzureOpenAISettings(LLMSettings):
 
 
 def to_openai_messages(messages: list[ChatMessage]) -> list[dict[str, Any]]:
-    """Chat messages in the chat-completions form, tool calls native (prompt-rules 5.4)."""
+    """Neutral messages in the chat-completions form, tool calls and results native."""
     out: list[dict[str, Any]] = []
     called: set[str] = set()
     for msg in messages:
         if msg.role == "tool":
-            if msg.tool_call_id is not None and msg.tool_call_id in called:
-                out.append(
-                    {"role": "tool", "tool_call_id": msg.tool_call_id, "content": msg.content}
-                )
-            else:
-                out.append({"role": "user", "content": tool_fallback_text(msg)})
+            out.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": paired_call_id(msg, called),
+                    "content": msg.content,
+                }
+            )
             continue
         item: dict[str, Any] = {"role": msg.role, "content": msg.content}
         if msg.name is not None:
@@ -158,18 +159,16 @@ class _ChatCompletionsProvider(LLMProvider):
     _sdk: Any
     _url: str
 
-    def build_payload(self, request: ProviderRequest, messages: list[ChatMessage]) -> Payload:
+    def build_payload(self, request: ProviderRequest) -> Payload:
         body: dict[str, Any] = {
             "model": self.model_for(request),
-            "messages": to_openai_messages(messages),
+            "messages": to_openai_messages(request.messages),
         }
-        temperature = self.temperature_for(request)
-        if temperature is not None:
-            body["temperature"] = temperature
-        max_tokens = self.max_tokens_for(request)
-        if max_tokens is not None:
-            body[self.settings.max_tokens_param] = max_tokens
-        return Payload(messages=messages, request=body)
+        if self.settings.temperature is not None:
+            body["temperature"] = self.settings.temperature
+        if self.settings.max_output_tokens is not None:
+            body[self.settings.max_tokens_param] = self.settings.max_output_tokens
+        return Payload(body)
 
     def endpoint_for(self, model: str) -> str:
         """The path of the chat-completions call, relative to the client's base URL."""

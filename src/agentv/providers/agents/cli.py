@@ -30,7 +30,6 @@ from pydantic_core import PydanticCustomError
 from agentv.errors import ProviderError
 from agentv.messages import chat_to_dicts
 from agentv.process import run_process
-from agentv.prompts import sent_messages
 from agentv.providers.agents.common import (
     OptionalText,
     TimeoutSeconds,
@@ -307,17 +306,7 @@ class CliProvider(Provider):
         return unique_paths(request.guideline_paths, request.input_files)
 
     def _chat_prompt(self, request: ProviderRequest) -> list[dict[str, Any]]:
-        if request.chat_prompt is not None:
-            return chat_to_dicts(request.chat_prompt)
-        # A request without a chat prompt (API use): the two messages an LM would get.
-        return chat_to_dicts(
-            sent_messages(
-                None,
-                question=request.question,
-                guidelines=request.guidelines,
-                system_prompt=request.system_prompt,
-            )
-        )
+        return chat_to_dicts(request.messages)
 
     def preview(self, request: ProviderRequest) -> dict[str, Any]:
         """The command that would run, with placeholder paths for the per-call files."""

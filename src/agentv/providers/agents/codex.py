@@ -366,12 +366,18 @@ class CodexProvider(Provider):
     Settings = CodexSettings
     settings: CodexSettings
     is_agent = True
+    artifacts_label = "Codex CLI logs"
 
     def __init__(self, name: str, settings: CodexSettings) -> None:
         super().__init__(name, settings)
         self._executable: Path | None = None
         #: every stream log written by this target, for the run's closing summary
         self.log_files: list[Path] = []
+
+    @property
+    def artifacts(self) -> list[Path]:
+        """The stream logs of this run: where to look when an answer puzzles you."""
+        return list(self.log_files)
 
     def executable(self) -> Path:
         """The Codex program (looked up once); ``ProviderError`` saying how to install it."""

@@ -336,6 +336,10 @@ class VSCodeProvider(Provider):
     is_agent = True
     supports_batch = True
 
+    def concurrency_limit(self, batching: bool) -> int | None:
+        """One case at a time (Copilot needs the window's focus), unless batched."""
+        return None if batching else 1
+
     default_command = "code"
     insiders = False
     #: seconds between checks for the response file
