@@ -1,8 +1,10 @@
 """Reading YAML files fast, and finding where a value stands in them when reporting errors.
 
-Loading uses libyaml's C loader (``CSafeLoader``) into plain Python values; that is the
+Loading uses libyaml's C parser (``yamlstream``) into plain Python values; that is the
 fast path every run takes. Line numbers are only needed when something is wrong, so the
 node tree that carries them is composed lazily, once per file, by ``YamlSource.locate``.
+A file read by the stream reader (``StreamSource``) is located from the marks the reader
+kept instead, without reading the file again.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 import yaml
 
 from agentv.errors import Diagnostic, InputError
-from agentv.yamlstream import stream_yaml
+from agentv.yamlstream import NotUtf8Error, StreamResult, stream_yaml
 
 try:  # libyaml is bundled with PyYAML's wheels; the pure-Python loader is the fallback.
     _Loader: type = yaml.CSafeLoader
@@ -64,6 +66,31 @@ class YamlSource:
         ``key`` is a path of mapping keys and list indexes, like ``("evalcases", 2, "id")``.
         A mapping key that does not exist in the file resolves to its parent mapping.
         """
+        node, rest = self._start(key)
+        if node is None:
+            return None, None
+        node = _descend(node, rest)
+        return node.start_mark.line + 1, node.start_mark.column + 1
+
+    def locate_key(self, key: PathKey) -> tuple[int | None, int | None]:
+        """Like ``locate`` but points at the mapping *key* of the last part (for unknown keys)."""
+        if not key or not isinstance(key[-1], str):
+            return self.locate(key)
+        parent, rest = self._start(key[:-1])
+        for part in rest:
+            parent = _child(parent, part) if parent is not None else None
+        if isinstance(parent, yaml.MappingNode):
+            for k, _v in parent.value:
+                if getattr(k, "value", None) == key[-1]:
+                    return k.start_mark.line + 1, k.start_mark.column + 1
+        return self.locate(key)
+
+    def _start(self, key: PathKey) -> tuple[yaml.Node | None, PathKey]:
+        """The node to look ``key`` up from, and what is left of ``key`` below it."""
+        return self._tree(), key
+
+    def _tree(self) -> yaml.Node | None:
+        """The file's node tree, composed the first time it is needed."""
         if not self._composed:
             self._composed = True
             try:
@@ -72,54 +99,13 @@ class YamlSource:
                 self._root = yaml.compose(self.text, Loader=_Loader)
             except yaml.YAMLError:
                 self._root = None
-        node = self._root
-        if node is None:
-            return None, None
-        best = node
-        for part in key:
-            nxt = None
-            if isinstance(node, yaml.MappingNode) and isinstance(part, str):
-                for k, v in node.value:
-                    if isinstance(k, yaml.ScalarNode) and k.value == part:
-                        nxt = v
-                        break
-            elif (
-                isinstance(node, yaml.SequenceNode)
-                and isinstance(part, int)
-                and 0 <= part < len(node.value)
-            ):
-                nxt = node.value[part]
-            if nxt is None:
-                break
-            node = best = nxt
-        return best.start_mark.line + 1, best.start_mark.column + 1
-
-    def locate_key(self, key: PathKey) -> tuple[int | None, int | None]:
-        """Like ``locate`` but points at the mapping *key* of the last part (for unknown keys)."""
-        if not key or not isinstance(key[-1], str):
-            return self.locate(key)
-        self.locate(())  # make sure the tree is composed
-        node = self._root
-        for part in key[:-1]:
-            if isinstance(node, yaml.MappingNode) and isinstance(part, str):
-                node = next((v for k, v in node.value if getattr(k, "value", None) == part), None)
-            elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
-                node = node.value[part] if 0 <= part < len(node.value) else None
-            else:
-                node = None
-            if node is None:
-                return self.locate(key)
-        if isinstance(node, yaml.MappingNode):
-            for k, _v in node.value:
-                if getattr(k, "value", None) == key[-1]:
-                    return k.start_mark.line + 1, k.start_mark.column + 1
-        return self.locate(key)
+        return self._root
 
     def duplicate_keys(self) -> list[Diagnostic]:
         """A diagnostic for every mapping key written twice (YAML keeps the last silently)."""
-        self.locate(())  # make sure the tree is composed
+        root = self._tree()
         out: list[Diagnostic] = []
-        stack: list[yaml.Node] = [self._root] if self._root is not None else []
+        stack: list[yaml.Node] = [root] if root is not None else []
         visited: set[int] = set()  # aliases share nodes: visit each once
         while stack:
             node = stack.pop()
@@ -172,17 +158,136 @@ class YamlSource:
         )
 
 
-def _syntax_diagnostic(path: Path, text: str, exc: yaml.MarkedYAMLError) -> Diagnostic:
+def _child(node: yaml.Node, part: str | int) -> yaml.Node | None:
+    """The value under ``part`` in ``node`` (the first one if a key is written twice)."""
+    if isinstance(node, yaml.MappingNode) and isinstance(part, str):
+        for k, v in node.value:
+            if isinstance(k, yaml.ScalarNode) and k.value == part:
+                return v
+    elif (
+        isinstance(node, yaml.SequenceNode)
+        and isinstance(part, int)
+        and 0 <= part < len(node.value)
+    ):
+        return node.value[part]
+    return None
+
+
+def _descend(node: yaml.Node, key: PathKey) -> yaml.Node:
+    """The node at ``key`` below ``node``, or the deepest one on the way that exists."""
+    for part in key:
+        nxt = _child(node, part)
+        if nxt is None:
+            break
+        node = nxt
+    return node
+
+
+_STR = "tag:yaml.org,2002:str"
+_MAP = "tag:yaml.org,2002:map"
+
+
+class StreamSource(YamlSource):
+    """A file read by the stream reader, located from the marks the reader kept.
+
+    The top-level keys and values are located from their marks; inside the streamed list,
+    the item being handed out is located from its events (composed into nodes only when a
+    problem in it is reported). Anything else resolves to the list itself. ``data`` is the
+    document as ``StreamResult.data`` holds it (the streamed list replaced by its length).
+    """
+
+    def __init__(self, path: Path, result: StreamResult, stream_key: str) -> None:
+        super().__init__(path=path, text=None, data=result.data)
+        self.result = result
+        self.stream_key = stream_key
+        self._item: tuple[object, yaml.Node | None] = (None, None)  # (first event, its node)
+
+    def _start(self, key: PathKey) -> tuple[yaml.Node | None, PathKey]:
+        result = self.result
+        if (
+            len(key) >= 2
+            and key[0] == self.stream_key
+            and key[1] == result.item_index
+            and result.item_events
+        ):
+            first = result.item_events[0]
+            if self._item[0] is not first:
+                self._item = (first, _compose_events(result.item_events))
+            if self._item[1] is not None:
+                return self._item[1], key[2:]
+        return self._top(), key
+
+    def _top(self) -> yaml.Node | None:
+        """The top-level mapping as far as read: its keys, each value a mark only."""
+        result = self.result
+        mark = result.root_mark
+        if mark is None:
+            return None
+        if not isinstance(result.data, dict):
+            return yaml.ScalarNode(_STR, "", mark, mark)
+        pairs = [
+            (yaml.ScalarNode(_STR, name, key_mark, key_mark), yaml.ScalarNode(_STR, "", at, at))
+            for name, key_mark, at in result.top_keys
+        ]
+        return yaml.MappingNode(_MAP, pairs, mark, mark)
+
+    def duplicate_keys(self) -> list[Diagnostic]:
+        """Not kept while streaming: ``load_yaml`` reads a file whole for this (``validate``)."""
+        raise NotImplementedError("duplicate keys are reported from load_yaml's YamlSource")
+
+
+def _compose_events(events: list[yaml.Event]) -> yaml.Node | None:
+    """The node tree of one value's events (as ``yaml.compose`` would make it, merges kept).
+
+    An alias to an anchor outside these events stands for itself: a node at the alias.
+    """
+    anchors: dict[str, yaml.Node] = {}
+    it = iter(events)
+
+    def compose(event: yaml.Event) -> yaml.Node:
+        if isinstance(event, yaml.AliasEvent):
+            found = anchors.get(event.anchor)
+            return found or yaml.ScalarNode(_STR, "", event.start_mark, event.end_mark)
+        node: yaml.Node
+        if isinstance(event, yaml.ScalarEvent):
+            node = yaml.ScalarNode(event.tag or "", event.value, event.start_mark, event.end_mark)
+        elif isinstance(event, yaml.SequenceStartEvent):
+            node = yaml.SequenceNode(event.tag or "", [], event.start_mark, event.end_mark)
+        else:
+            node = yaml.MappingNode(event.tag or "", [], event.start_mark, event.end_mark)
+        if event.anchor:
+            anchors[event.anchor] = node
+        if isinstance(event, yaml.SequenceStartEvent):
+            for nxt in it:
+                if isinstance(nxt, yaml.SequenceEndEvent):
+                    break
+                node.value.append(compose(nxt))
+        elif isinstance(event, yaml.MappingStartEvent):
+            for nxt in it:
+                if isinstance(nxt, yaml.MappingEndEvent):
+                    break
+                key = compose(nxt)
+                node.value.append((key, compose(next(it))))
+        return node
+
+    try:
+        return compose(next(it))
+    except StopIteration:  # an item cut short: locate from its start instead
+        return None
+
+
+def _syntax_diagnostic(path: Path, result: StreamResult, exc: yaml.MarkedYAMLError) -> Diagnostic:
+    """``invalid YAML: ...`` at the error's place, from what the reader kept of the text."""
     problem = exc.problem or str(exc)
     mark = exc.problem_mark or exc.context_mark
     hint = "fix the YAML syntax at this position (indentation, quotes, colons)"
-    at_end = mark is not None and mark.index >= len(text.rstrip())
+    at_end = mark is not None and mark.index >= result.text_end
     if at_end or "end of stream" in problem:
         # The parser only noticed at the end of the file; what is unfinished started earlier.
-        if exc.context_mark is not None and exc.context_mark.index < len(text.rstrip()):
+        if exc.context_mark is not None and exc.context_mark.index < result.text_end:
             mark = exc.context_mark
         hint = "the file ends inside something never closed: a quote, a [ or a {"
-    elif mark is not None and text[mark.index : mark.index + 1] == "\t":
+    elif mark is not None and result.error_char == "\t":
         hint = "YAML does not allow tabs for indentation; use spaces"
     elif "mapping values are not allowed" in problem:
         hint = "quote a value that contains ': ' (for example value: \"a: b\")"
@@ -201,6 +306,46 @@ def _syntax_diagnostic(path: Path, text: str, exc: yaml.MarkedYAMLError) -> Diag
     )
 
 
+def read_error(path: Path, exc: Exception, result: StreamResult) -> InputError:
+    """The ``InputError`` for a YAML file that cannot be read or parsed.
+
+    ``exc`` is what reading raised (``OSError``, ``NotUtf8Error``, ``UnicodeDecodeError``
+    or ``yaml.YAMLError``); ``result`` is the stream reader's, for locating a syntax error.
+    """
+    if isinstance(exc, NotUtf8Error | UnicodeDecodeError):
+        error = exc.error if isinstance(exc, NotUtf8Error) else exc
+        line = exc.line if isinstance(exc, NotUtf8Error) else decode_error_line(exc)
+        return InputError(
+            f"{path}: not UTF-8",
+            [
+                Diagnostic(
+                    path,
+                    describe_decode_error(error, with_line=False),
+                    line=line,
+                    hint="save the file with UTF-8 encoding",
+                )
+            ],
+        )
+    if isinstance(exc, FileNotFoundError):
+        return InputError(
+            f"{path}: file not found",
+            [Diagnostic(path, "file not found", hint="check the path you passed")],
+        )
+    if isinstance(exc, IsADirectoryError):
+        return InputError(
+            f"{path}: is a folder",
+            [Diagnostic(path, "expected a YAML file but this is a folder")],
+        )
+    if isinstance(exc, OSError):
+        return InputError(
+            f"{path}: cannot be read",
+            [Diagnostic(path, f"cannot read the file: {exc.strerror or exc}")],
+        )
+    if isinstance(exc, yaml.MarkedYAMLError):
+        return InputError(f"{path}: invalid YAML", [_syntax_diagnostic(path, result, exc)])
+    return InputError(f"{path}: invalid YAML", [Diagnostic(path, f"invalid YAML: {exc}")])
+
+
 def format_key(key: PathKey) -> str:
     """``("evalcases", 2, "id")`` -> ``evalcases[2].id``."""
     out = ""
@@ -214,42 +359,11 @@ def format_key(key: PathKey) -> str:
 
 def load_yaml(path: Path) -> YamlSource:
     """Parse a YAML file; a missing file or a syntax error raises ``InputError`` with a location."""
+    result = StreamResult(data=None)
     try:
         text = read_text(path, strict=True)
-    except UnicodeDecodeError as exc:
-        raise InputError(
-            f"{path}: not UTF-8",
-            [
-                Diagnostic(
-                    path,
-                    describe_decode_error(exc, with_line=False),
-                    line=decode_error_line(exc),
-                    hint="save the file with UTF-8 encoding",
-                )
-            ],
-        ) from None
-    except FileNotFoundError:
-        raise InputError(
-            f"{path}: file not found",
-            [Diagnostic(path, "file not found", hint="check the path you passed")],
-        ) from None
-    except IsADirectoryError:
-        raise InputError(
-            f"{path}: is a folder",
-            [Diagnostic(path, "expected a YAML file but this is a folder")],
-        ) from None
-    except OSError as exc:
-        raise InputError(
-            f"{path}: cannot be read",
-            [Diagnostic(path, f"cannot read the file: {exc.strerror or exc}")],
-        ) from None
-    try:
         # Values straight from libyaml's events: several times faster than yaml.load.
-        data = stream_yaml(text).data
-    except yaml.MarkedYAMLError as exc:
-        raise InputError(f"{path}: invalid YAML", [_syntax_diagnostic(path, text, exc)]) from None
-    except yaml.YAMLError as exc:
-        raise InputError(
-            f"{path}: invalid YAML", [Diagnostic(path, f"invalid YAML: {exc}")]
-        ) from None
-    return YamlSource(path=path, text=text, data=data)
+        stream_yaml(text, result=result)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise read_error(path, exc, result) from None
+    return YamlSource(path=path, text=text, data=result.data)

@@ -8,12 +8,18 @@ Mapping keys and short strings are interned, since eval files repeat them case a
 
 Semantics follow YAML 1.1 as PyYAML's safe loader applies them (implicit typing of plain
 scalars, anchors and aliases, ``<<`` merge keys); duplicate keys are reported.
+
+The file is read once. What reporting a problem needs later is kept on the way: the marks
+of the top-level keys, the events of the list item being handed out (so that a problem in
+it can be located), and enough of the text to describe a syntax error.
 """
 
 from __future__ import annotations
 
+import codecs
 import sys
-from collections.abc import Callable, Iterator
+from collections import deque
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -48,6 +54,108 @@ class StreamResult:
 
     data: Any
     duplicate_keys: list[tuple[str, int, int]] = field(default_factory=list)  # key, line, column
+    items: int | None = None  # items in the streamed list; None when the key holds no list
+    root_mark: yaml.Mark | None = None  # where the document's top value starts
+    #: each top-level key written as a scalar, in file order: (key, its mark, its value's mark)
+    top_keys: list[tuple[str, yaml.Mark, yaml.Mark]] = field(default_factory=list)
+    item_index: int = -1  # the streamed item being handed out (-1: none)
+    item_events: list[ev.Event] = field(default_factory=list)  # the events that item was built from
+    #: on a syntax error: where the text's last non-blank character ends (the text as parsed)
+    text_end: int = 0
+    error_char: str = ""  # ... and the character at the error's mark
+
+
+class NotUtf8Error(ValueError):
+    """The file holds bytes that are not UTF-8: ``error`` tells which, ``line`` where."""
+
+    def __init__(self, error: UnicodeDecodeError, line: int) -> None:
+        super().__init__(f"not UTF-8 text (line {line}): {error}")
+        self.error = error
+        self.line = line  # 1-based
+
+
+class _TextReader:
+    """The parser's input: a file's text as ``yamlio.read_text`` gives it, read in pieces.
+
+    Bytes are checked as UTF-8 on the way (the first bad one raises ``NotUtf8Error`` with
+    its line), a byte-order mark is dropped and CRLF becomes LF, so the parser's marks and
+    messages are those of parsing the whole decoded text; nothing needs reading again to
+    report a problem. The last pieces are kept to describe a syntax error.
+    """
+
+    # PyYAML names its input in reader errors; the parser reads decoded text, as it would
+    # from a string (which is what `load_yaml` gives it).
+    name = "<unicode string>"
+    _KEPT = 8  # pieces kept: more than libyaml reads ahead of the mark it reports
+
+    def __init__(self, raw: BinaryIO | None, text: str | None = None) -> None:
+        self._raw = raw
+        self._text = text  # a string source is handed over whole, in one piece
+        self._decoder = codecs.getincrementaldecoder("utf-8-sig")("strict")
+        self._newlines = 0  # in the bytes decoded so far
+        self._carry = ""  # a CR at the end of a piece: its LF may start the next one
+        self._index = 0  # characters handed out so far
+        self._pieces: deque[tuple[int, str]] = deque()  # (index of its first character, piece)
+        self._end = 0  # `text_end` of the pieces no longer kept
+
+    def read(self, size: int) -> str:
+        """Up to about ``size`` characters of text; "" at the end."""
+        if self._raw is None:
+            text, self._text = self._text or "", None
+        else:
+            text = self._decode(size)
+        if text:
+            if len(self._pieces) == self._KEPT:
+                start, dropped = self._pieces.popleft()
+                self._end = self._end_of(start, dropped, self._end)
+            self._pieces.append((self._index, text))
+            self._index += len(text)
+        return text
+
+    def _decode(self, size: int) -> str:
+        assert self._raw is not None
+        while True:
+            data = self._raw.read(size)
+            try:
+                text = self._decoder.decode(data, final=not data)
+            except UnicodeDecodeError as exc:
+                # `exc.object` starts with the bytes of an unfinished character kept from
+                # the previous piece: never a newline.
+                line = self._newlines + bytes(exc.object)[: exc.start].count(b"\n") + 1
+                raise NotUtf8Error(exc, line) from None
+            self._newlines += data.count(b"\n")
+            if self._carry:
+                text, self._carry = self._carry + text, ""
+            if data and text.endswith("\r"):
+                text, self._carry = text[:-1], "\r"
+            if "\r\n" in text:
+                text = text.replace("\r\n", "\n")
+            if text or not data:
+                return text
+
+    def drain(self) -> None:
+        """Read the rest: bytes that are not UTF-8 anywhere are reported, as by ``read_text``."""
+        while self.read(1 << 16):
+            pass
+
+    def text_end(self) -> int:
+        """Index just past the last non-blank character read (``len(text.rstrip())``)."""
+        end = self._end
+        for start, piece in self._pieces:
+            end = self._end_of(start, piece, end)
+        return end
+
+    @staticmethod
+    def _end_of(start: int, piece: str, end: int) -> int:
+        kept = len(piece.rstrip())
+        return start + kept if kept else end
+
+    def char_at(self, index: int) -> str:
+        """The character at ``index``, if still kept ("" otherwise)."""
+        for start, piece in self._pieces:
+            if start <= index < start + len(piece):
+                return piece[index - start]
+        return ""
 
 
 class _Builder:
@@ -57,6 +165,22 @@ class _Builder:
         self.result = result
         self.constructors = yaml.constructor.SafeConstructor.yaml_constructors
         self._last_key: Any = None
+        self.get: Callable[[], ev.Event] = loader.get_event
+
+    def record(self, events: list[ev.Event] | None) -> None:
+        """From now on, append every event read to ``events`` (None: stop recording)."""
+        get_event = self.loader.get_event
+        if events is None:
+            self.get = get_event
+            return
+        append = events.append
+
+        def get() -> ev.Event:
+            event = get_event()
+            append(event)
+            return event
+
+        self.get = get
 
     def scalar(self, event: ev.ScalarEvent) -> Any:
         value = event.value
@@ -91,7 +215,7 @@ class _Builder:
 
     def value(self, event: ev.Event) -> Any:
         """Build the value that starts with ``event`` (already taken from the parser)."""
-        get = self.loader.get_event
+        get = self.get
         if isinstance(event, ev.ScalarEvent):
             out = self.scalar(event)
         elif isinstance(event, ev.AliasEvent):
@@ -123,7 +247,7 @@ class _Builder:
         return out
 
     def mapping_body(self, out: dict[Any, Any]) -> None:
-        get = self.loader.get_event
+        get = self.get
         scalar = self.scalar
         merges: list[Any] = []
         key_event = get()
@@ -146,10 +270,16 @@ class _Builder:
         else:
             key = self.value(key_event)
         if key is _MERGE:
-            merges.append(self.value(self.loader.get_event()))
+            merges.append(self.value(self.get()))
             return False
         if isinstance(key, list):
             key = tuple(key)
+        try:
+            hash(key)
+        except TypeError:  # a mapping as a key: PyYAML's safe loader refuses it too
+            raise yaml.constructor.ConstructorError(
+                "while constructing a mapping", None, "found unhashable key", key_event.start_mark
+            ) from None
         if key in out:
             mark = key_event.start_mark
             self.result.duplicate_keys.append((str(key), mark.line + 1, mark.column + 1))
@@ -183,49 +313,101 @@ def iter_stream(
     Items are built one at a time as the file is read, and not kept. Everything else in the
     document goes into ``result.data`` (the streamed key then holds the number of items);
     ``result.data`` is filled as reading goes, so keys written before the list are already
-    there when the first item arrives. Raises ``yaml.YAMLError`` on bad YAML.
+    there when the first item arrives. While an item is handed out, ``result.item_index``
+    and ``result.item_events`` tell which it is and what it was built from.
+
+    A path or binary file is read as ``yamlio.read_text`` reads it (UTF-8, BOM dropped,
+    CRLF as LF); bytes that are not UTF-8 raise ``NotUtf8Error``. Raises
+    ``yaml.YAMLError`` on bad YAML; on a syntax error, ``result.text_end`` and
+    ``result.error_char`` are set for describing it.
     """
     if isinstance(source, Path):
         with source.open("rb") as fh:
             yield from iter_stream(fh, stream_key, result)
         return
-    loader = _Loader(source)
-    builder = _Builder(loader, result)
+    reader = _TextReader(None, source) if isinstance(source, str) else _TextReader(source)
+    loader = _Loader(reader)
     try:
-        get = loader.get_event
-        get()  # stream start
-        if isinstance(loader.peek_event(), ev.StreamEndEvent):
-            return  # empty file
-        get()  # document start
-        first = get()
-        if not isinstance(first, ev.MappingStartEvent):
-            result.data = builder.value(first)
-            return
-        data: dict[Any, Any] = {}
-        if first.anchor:
-            builder.anchors[first.anchor] = data
-        result.data = data
-        merges: list[Any] = []
-        key_event = get()
-        while not isinstance(key_event, ev.MappingEndEvent):
-            if builder.key(data, key_event, merges):
-                key = builder._last_key
-                value_event = get()
-                if key == stream_key and isinstance(value_event, ev.SequenceStartEvent):
-                    index = 0
-                    nxt = get()
-                    while not isinstance(nxt, ev.SequenceEndEvent):
-                        line = nxt.start_mark.line + 1
-                        yield index, builder.value(nxt), line
-                        index += 1
-                        nxt = get()
-                    data[key] = index
-                else:
-                    data[key] = builder.value(value_event)
-            key_event = get()
-        builder.merge(data, merges)
+        yield from _read_document(loader, stream_key, result)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        result.error_char = reader.char_at(mark.index) if mark is not None else ""
+        reader.drain()  # bytes that are not UTF-8 are reported first, wherever they are
+        result.text_end = reader.text_end()
+        raise
+    except yaml.YAMLError:
+        reader.drain()
+        raise
     finally:
         loader.dispose()
+    reader.drain()
+
+
+def _read_document(
+    loader: Any, stream_key: str, result: StreamResult
+) -> Iterator[tuple[int, Any, int]]:
+    builder = _Builder(loader, result)
+    get = loader.get_event
+    get()  # stream start
+    if isinstance(loader.peek_event(), ev.StreamEndEvent):
+        return  # empty file
+    get()  # document start
+    first = get()
+    result.root_mark = first.start_mark
+    if not isinstance(first, ev.MappingStartEvent):
+        result.data = builder.value(first)
+        return
+    data: dict[Any, Any] = {}
+    if first.anchor:
+        builder.anchors[first.anchor] = data
+    result.data = data
+    merges: list[Any] = []
+    key_event = get()
+    while not isinstance(key_event, ev.MappingEndEvent):
+        if builder.key(data, key_event, merges):
+            key = builder._last_key
+            value_event = get()
+            if isinstance(key_event, ev.ScalarEvent):
+                result.top_keys.append(
+                    (key_event.value, key_event.start_mark, value_event.start_mark)
+                )
+            if key == stream_key and isinstance(value_event, ev.SequenceStartEvent):
+                count = yield from _stream_items(builder, result)
+                data[key] = result.items = count
+            else:
+                data[key] = builder.value(value_event)
+                if key == stream_key:
+                    result.items = None  # written again, not as a list: the last one counts
+        key_event = get()
+    builder.merge(data, merges)
+
+
+def _stream_items(
+    builder: _Builder, result: StreamResult
+) -> Generator[tuple[int, Any, int], None, int]:
+    """Hand out the items of the streamed list (its start already read); returns how many."""
+    get = builder.loader.get_event
+    events = result.item_events
+    # An item's events are kept while it is handed out, to locate a problem found in it;
+    # dropped with it, so memory stays that of one item.
+    builder.record(events)
+    index = 0
+    try:
+        nxt = get()
+        while not isinstance(nxt, ev.SequenceEndEvent):
+            events.clear()
+            events.append(nxt)
+            line = nxt.start_mark.line + 1
+            item = builder.value(nxt)
+            result.item_index = index
+            yield index, item, line
+            index += 1
+            nxt = get()
+    finally:
+        builder.record(None)
+        events.clear()
+        result.item_index = -1
+    return index
 
 
 def stream_yaml(
@@ -239,7 +421,7 @@ def stream_yaml(
 
     When ``on_item`` is given, each item of the top-level list ``stream_key`` is passed to
     ``on_item(index, value, line)`` instead of being kept (see ``iter_stream``). Raises
-    ``yaml.YAMLError`` on bad YAML.
+    ``yaml.YAMLError`` on bad YAML, ``NotUtf8Error`` on bytes that are not UTF-8.
     """
     result = result if result is not None else StreamResult(data=None)
     key = stream_key if on_item is not None else None
