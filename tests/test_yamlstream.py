@@ -1,13 +1,18 @@
-"""The event-driven YAML reader must read exactly what PyYAML's safe loader reads."""
+"""The event-driven YAML reader must read exactly what PyYAML's safe loader reads.
+
+And the loader built on it reads a file once, reporting every problem from what it kept.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from agentv.errors import InputError
 from agentv.evalfile.loader import iter_cases, load_eval_file
 from agentv.yamlstream import StreamResult, iter_stream, stream_yaml
 from helpers import write
@@ -129,3 +134,121 @@ def test_header_keys_after_the_cases_are_honoured(repo: Path) -> None:
     loaded = load_eval_file(path, keep_limit=1)
     assert loaded.dataset == "late-name"
     assert {c.dataset for c in iter_cases(loaded)} == {"late-name"}
+
+
+def test_header_keys_after_kept_cases_are_honoured(repo: Path) -> None:
+    path = _suite(repo, 3)
+    text = path.read_text().replace("  - id: c1\n", "  - id: c1\n    evaluator: llm_judge\n")
+    path.write_text(text + "dataset: late-name\nevaluator: code\n")
+    loaded = load_eval_file(path)
+    assert not loaded.streamed and loaded.dataset == "late-name"
+    assert [(c.dataset, c.default_evaluator) for c in loaded.cases] == [
+        ("late-name", "code"),
+        ("late-name", "llm_judge"),  # its own evaluator wins over the file's
+        ("late-name", "code"),
+    ]
+    assert loaded.cases == list(iter_cases(load_eval_file(path, keep_limit=1)))
+
+
+def test_a_file_is_read_once_even_when_it_is_wrong(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Diagnostics come from what the stream reader kept, never from reading the file again."""
+    import agentv.yamlio
+
+    def refuse(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("the file was read again")
+
+    monkeypatch.setattr(agentv.yamlio, "read_text", refuse)
+    monkeypatch.setattr(yaml, "compose", refuse)
+    bad_case = "  - id: b\n    outcome: x\n    input_messages: [{role: usr, content: hi}]\n"
+    path = write(repo, "e.yaml", f"evalcases:\n{bad_case}dataset: d\nextra: 1\n")
+    with pytest.raises(InputError) as info:
+        load_eval_file(path)
+    assert [(d.message, d.line, d.column) for d in info.value.diagnostics] == [
+        ("missing `$schema`", 1, 1),
+        ("unknown key 'extra'", 6, 1),
+        ("case 'b': invalid role 'usr'", 4, 29),
+    ]
+    path.write_bytes(b'$schema: agentv-eval-v2\nevalcases:\n  - id: "open\n')
+    with pytest.raises(InputError) as info:
+        load_eval_file(path)
+    (diag,) = info.value.diagnostics
+    assert (diag.line, diag.column) == (3, 9)
+    assert diag.hint == "the file ends inside something never closed: a quote, a [ or a {"
+
+
+def test_syntax_errors_far_into_a_large_file(repo: Path) -> None:
+    path = _suite(repo, 3000)
+    lines = path.read_text().splitlines(keepends=True)
+    tabbed = lines.copy()
+    tabbed[15001] = "\t" + tabbed[15001].lstrip()
+    path.write_text("".join(tabbed))
+    with pytest.raises(InputError) as info:
+        load_eval_file(path)
+    (diag,) = info.value.diagnostics
+    assert diag.line == 15002
+    assert diag.hint == "YAML does not allow tabs for indentation; use spaces"
+    # A quote opened early and never closed: the parser stops at the end, far away.
+    unclosed = lines.copy()
+    unclosed[3] = unclosed[3].replace("outcome: o", 'outcome: "o')
+    path.write_text("".join(unclosed))
+    with pytest.raises(InputError) as info:
+        load_eval_file(path)
+    (diag,) = info.value.diagnostics
+    assert (diag.line, diag.column) == (4, 14)
+    assert diag.hint == "the file ends inside something never closed: a quote, a [ or a {"
+
+
+def test_bytes_that_are_not_utf8_anywhere_are_reported_first(repo: Path) -> None:
+    path = _suite(repo, 2000)
+    good = path.read_bytes()
+    for data, line in [
+        (good + b"...\n# \xe9\n", good.count(b"\n") + 2),  # after the document
+        (good.replace(b"- id: c1500\n", b"- id: c1500\n\t") + b"# \xff\n", good.count(b"\n") + 1),
+        (good[:50_000] + b"\xc3(" + good[50_000:], good[:50_000].count(b"\n") + 1),
+    ]:
+        path.write_bytes(data)
+        with pytest.raises(InputError) as info:
+            load_eval_file(path)
+        (diag,) = info.value.diagnostics
+        assert diag.message.startswith("not UTF-8 text (byte 0x")
+        assert (diag.line, diag.column) == (line, None)
+
+
+def test_crlf_and_byte_order_mark_read_as_the_text(repo: Path) -> None:
+    path = _suite(repo, 600)  # larger than a read: a CRLF falls across pieces
+    lf = load_eval_file(path)
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes().replace(b"\n", b"\r\n"))
+    crlf = load_eval_file(path)
+    assert crlf.cases == lf.cases
+    assert stream_yaml(path).data == stream_yaml(path.read_text(encoding="utf-8-sig")).data
+
+
+def test_problems_in_a_case_are_located_inside_it(repo: Path) -> None:
+    text = """$schema: agentv-eval-v2
+evalcases:
+  - &first
+    id: a
+    outcome: shared
+    input_messages: [{role: user, content: hi}]
+  - <<: *first
+    id: b
+    input_messages:
+      - {role: user, content: hi}
+      - role: usr
+        content: &c hi
+      - {role: user, content: *c}
+    extra: 1
+"""
+    loaded = load_eval_file(write(repo, "e.yaml", text))
+    assert [c.id for c in loaded.cases] == ["a"]
+    assert [(d.message, d.line, d.column) for d in loaded.diagnostics] == [
+        ("case 'b': invalid role 'usr'", 11, 15),
+        ("case 'b': unknown key 'extra'", 14, 5),
+    ]
+
+
+def test_a_mapping_as_a_key_is_a_yaml_error() -> None:
+    with pytest.raises(yaml.YAMLError, match="found unhashable key"):
+        stream_yaml("a:\n  {k: v}: 1\n")

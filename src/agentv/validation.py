@@ -17,7 +17,7 @@ from typing import Literal
 
 from agentv.errors import Diagnostic, DiagnosticsView, InputError
 from agentv.evalfile.guidelines import CONFIG_SCHEMA, parse_config
-from agentv.evalfile.loader import LoadContext, load_eval_source
+from agentv.evalfile.loader import LoadContext, load_eval_file
 from agentv.evalfile.schema import EVAL_SCHEMA
 from agentv.targets import TARGETS_SCHEMA, validate_targets_file
 from agentv.yamlio import YamlSource, load_yaml
@@ -229,7 +229,9 @@ def _check_eval(src: YamlSource, context: LoadContext) -> tuple[list[Diagnostic]
     entries = src.data.get("evalcases") if isinstance(src.data, dict) else None
     total = len(entries) if isinstance(entries, list) else 0
     try:
-        loaded = load_eval_source(src, context=context)
+        # The loader's own reading, from the text already read: what `validate` reports is
+        # exactly what a run reports.
+        loaded = load_eval_file(src.path, context=context, text=src.text)
     except InputError as exc:
         bad = {case_index(d) for d in exc.diagnostics if d.severity == "error"}
         return exc.diagnostics, total, len(bad - {None})

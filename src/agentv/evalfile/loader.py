@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +32,8 @@ from agentv.messages import (
     TextSegment,
     ToolCall,
 )
-from agentv.yamlio import PathKey, YamlSource, describe_decode_error, load_yaml
-from agentv.yamlstream import StreamResult, iter_stream, stream_yaml
+from agentv.yamlio import PathKey, StreamSource, YamlSource, describe_decode_error, read_error
+from agentv.yamlstream import NotUtf8Error, StreamResult, iter_stream, stream_yaml
 
 _CASE_ADAPTER = sc.RawEvalCase
 
@@ -87,50 +87,20 @@ def load_eval_file(
     eval_id: str | None = None,
     context: LoadContext | None = None,
     keep_limit: int | None = None,
+    text: str | None = None,
 ) -> LoadedEvalFile:
     """Load one eval file. Raises ``InputError`` when the file as a whole is unusable.
 
     The ``InputError`` carries every problem found, the cases' included, so that a user
-    fixes them in one go. Cases are built while the file is read, each raw case dropped as
-    soon as it is built. With ``keep_limit``, a file with more usable cases than that keeps
-    none of them (``streamed`` is set): they were checked, and ``iter_cases`` builds them
-    again one at a time, so memory stays flat however large the suite.
+    fixes them in one go. The file is read once: cases are built while it is read, each
+    raw case dropped as soon as it is built. With ``keep_limit``, a file with more usable
+    cases than that keeps none of them (``streamed`` is set): they were checked, and
+    ``iter_cases`` builds them again one at a time, so memory stays flat however large the
+    suite. ``text`` is the file's content when it was read already (``validate``); it is
+    parsed instead of reading ``path``.
     """
-    ctx = context or LoadContext()
-    path = Path(path).resolve()
-    stream = StreamResult(data=None)
-    state: dict[str, Any] = {}
-
-    def on_item(index: int, entry: Any, _line: int) -> None:
-        load = state.get("load")
-        if load is None:
-            header = stream.data
-            if state.get("bail") or header.get("$schema") != sc.EVAL_SCHEMA:
-                state["bail"] = True  # not an eval file (yet): the slow path explains why
-                return
-            state["snapshot"] = {k: header.get(k) for k in _CASE_HEADER_KEYS}
-            load = state["load"] = _FileLoad(
-                YamlSource(path, None, header), ctx, eval_id, keep_limit
-            )
-        load.add(index, entry)
-
-    try:
-        stream_yaml(path, stream_key="evalcases", on_item=on_item, result=stream)
-    except (yaml.YAMLError, UnicodeDecodeError, OSError):
-        return load_eval_source(load_yaml(path), eval_id=eval_id, context=ctx)
-    data = stream.data
-    load = state.get("load")
-    if (
-        load is None
-        or not isinstance(data, dict)
-        or any(data.get(k) != v for k, v in state["snapshot"].items())
-    ):
-        # No cases, not an eval file, or header keys written after the cases: read it whole.
-        return load_eval_source(load_yaml(path), eval_id=eval_id, context=ctx)
-    header_diags = _check_header(load.src, {**data, "evalcases": []})
-    if any(d.severity == "error" for d in header_diags):
-        return load_eval_source(load_yaml(path), eval_id=eval_id, context=ctx)
-    return load.result(header_diags, total=data["evalcases"])
+    load = _FileLoad(Path(path).resolve(), context or LoadContext(), eval_id, keep_limit)
+    return load.load(text)
 
 
 def iter_cases(
@@ -144,106 +114,141 @@ def iter_cases(
         yield from loaded.cases
         return
     assert loaded.source is not None
-    load = _FileLoad(loaded.source, context or LoadContext(), eval_id)
-    load.check_duplicates = False
-    stream = StreamResult(data=None)
-    for index, entry, _line in iter_stream(loaded.path, "evalcases", stream):
-        case = load.build(index, entry)
-        load.diags.clear()
-        if case is not None:
-            yield case
+    load = _FileLoad(loaded.path, context or LoadContext(), eval_id, header=loaded.source.data)
+    yield from load.rebuild()
 
 
-#: header keys that shape how cases are built; they must be known before the first case
-_CASE_HEADER_KEYS = ("$schema", "dataset", "evaluator")
-
-
-def load_eval_source(
-    src: YamlSource, *, eval_id: str | None = None, context: LoadContext | None = None
-) -> LoadedEvalFile:
-    """``load_eval_file`` for a file already parsed (``validate`` reads each file once)."""
-    ctx = context or LoadContext()
-    path = src.path
-    data = src.data
-    if not isinstance(data, dict):
-        what = "the file is empty" if data is None else "an eval file must be a YAML mapping"
-        raise InputError(f"{path}: not an eval file", [src.diagnostic((), what, hint=_SCHEMA_HINT)])
-    header_diags = _check_header(src, data)
-    file_unusable = any(d.severity == "error" for d in header_diags)
-    entries = data.get("evalcases")
-    if file_unusable and (
-        not isinstance(entries, list) or data.get("$schema") not in (None, sc.EVAL_SCHEMA)
-    ):
-        # Not an eval file, or one without cases: checking its cases would only add noise.
-        raise InputError(f"{path}: not a usable eval file", header_diags)
-    assert isinstance(entries, list)
-    load = _FileLoad(src, ctx, eval_id)
-    for index, entry in enumerate(entries):
-        load.add(index, entry)
-    if file_unusable:
-        raise InputError(
-            f"{path}: not a usable eval file", header_diags + load.config_diags + load.diags
-        )
-    return load.result(header_diags, total=len(entries))
+_STREAM_KEY = "evalcases"
 
 
 class _FileLoad:
-    """The cases of one file, built one raw case at a time."""
+    """One reading of one eval file: its cases built one raw case at a time, as they come.
+
+    The header is known in full only at the end of the file, since YAML keeps no order:
+    cases are built with the header read so far, and what a key written after them
+    changes (``dataset``, ``evaluator``) is set on the kept cases at the end (``_settle``).
+    """
 
     def __init__(
         self,
-        src: YamlSource,
+        path: Path,
         ctx: LoadContext,
         eval_id: str | None,
         keep_limit: int | None = None,
+        *,
+        header: dict[str, Any] | None = None,
     ) -> None:
-        path = src.path
-        data = src.data
-        self.src = src
+        self.path = path
+        self.ctx = ctx
         self.eval_id = eval_id
+        self.keep_limit = keep_limit
+        self.stream = StreamResult(data=None)
+        self.src = StreamSource(path, self.stream, _STREAM_KEY)
         self.repo_root = find_repo_root(path.parent, ctx.cwd)
-        config, self.config_diags = ctx.guidelines.for_eval_dir(path.parent, self.repo_root)
-        self.dataset = _text_or_none(data.get("dataset")) or path.stem or "eval"
-        file_default = data.get("evaluator")
-        self.builder = _CaseBuilder(
-            src=src,
-            ctx=ctx,
-            roots=search_roots(path.parent, self.repo_root, ctx.cwd),
-            repo_root=self.repo_root,
-            patterns=config.patterns,
-            dataset=self.dataset,
-            default_evaluator=file_default
-            if file_default in ("llm_judge", "code")
-            else "llm_judge",
-        )
+        # Rebuilding (`iter_cases`): the whole header is known, and problems were reported.
+        self._header = header
+        self.check_duplicates = header is None
+        self._builder: _CaseBuilder | None = None
+        self.config_diags: list[Diagnostic] = []
         self.cases: list[EvalCase] = []
+        self._uses_file_evaluator: list[bool] = []  # for each kept case
         self.diags: list[Diagnostic] = []
         self.count = 0  # usable cases seen
         self.case_targets: set[str | None] = set()  # their `execution.target` values
-        self.keep_limit = keep_limit
         self.dropped = False  # more usable cases than keep_limit: none are kept
-        self._first_index: dict[str, int] = {}
-        self.check_duplicates = True
+        self._first_line: dict[str, int] = {}  # case id -> line of the first case with it
 
-    def build(self, index: int, entry: Any) -> EvalCase | None:
+    def load(self, text: str | None) -> LoadedEvalFile:
+        """Read the file, building its cases; raises ``InputError`` if it is unusable."""
+        try:
+            stream_yaml(
+                self.path if text is None else text,
+                stream_key=_STREAM_KEY,
+                on_item=self._add,
+                result=self.stream,
+            )
+        except (OSError, NotUtf8Error, yaml.YAMLError) as exc:
+            raise read_error(self.path, exc, self.stream) from None
+        data = self.src.data = self.stream.data
+        if not isinstance(data, dict):
+            what = "the file is empty" if data is None else "an eval file must be a YAML mapping"
+            raise InputError(
+                f"{self.path}: not an eval file",
+                [self.src.diagnostic((), what, hint=_SCHEMA_HINT)],
+            )
+        streamed = self.stream.items is not None
+        header_diags = _check_header(self.src, {**data, _STREAM_KEY: []} if streamed else data)
+        file_unusable = any(d.severity == "error" for d in header_diags)
+        if file_unusable and (not streamed or data.get("$schema") not in (None, sc.EVAL_SCHEMA)):
+            # Not an eval file, or one without cases: its cases' problems would only add noise.
+            raise InputError(f"{self.path}: not a usable eval file", header_diags)
+        self._settle(data)
+        if file_unusable:
+            raise InputError(
+                f"{self.path}: not a usable eval file",
+                header_diags + self.config_diags + self.diags,
+            )
+        return LoadedEvalFile(
+            path=self.path,
+            dataset=self.builder().dataset,
+            target=_text_or_none(data.get("target")),
+            cases=self.cases,
+            diagnostics=header_diags + self.config_diags + self.diags,
+            repo_root=self.repo_root,
+            total_cases=self.stream.items or 0,
+            source=self.src,
+            case_count=self.count,
+            streamed=self.dropped,
+            case_targets=frozenset(self.case_targets),
+        )
+
+    def rebuild(self) -> Iterator[EvalCase]:
+        """The usable cases, read again (after ``load`` dropped them); no diagnostics."""
+        for index, entry, line in iter_stream(self.path, _STREAM_KEY, self.stream):
+            case = self._build(index, entry, line)
+            self.diags.clear()
+            if case is not None:
+                yield case
+
+    def builder(self) -> _CaseBuilder:
+        """The case builder, made at the first case from the header read by then."""
+        if self._builder is None:
+            # The header read so far: the same dict goes on filling as the file is read.
+            self.src.data = self.stream.data
+            header = self._header if self._header is not None else self.stream.data
+            config, self.config_diags = self.ctx.guidelines.for_eval_dir(
+                self.path.parent, self.repo_root
+            )
+            self._builder = _CaseBuilder(
+                src=self.src,
+                ctx=self.ctx,
+                roots=search_roots(self.path.parent, self.repo_root, self.ctx.cwd),
+                repo_root=self.repo_root,
+                patterns=config.patterns,
+                dataset=_dataset(header, self.path),
+                default_evaluator=_default_evaluator(header),
+            )
+        return self._builder
+
+    def _build(self, index: int, entry: Any, line: int) -> EvalCase | None:
         """Build one case; its problems go to ``diags``. Returns None for a skipped case."""
         entry_id = entry.get("id") if isinstance(entry, dict) else None
         if self.eval_id is not None and entry_id != self.eval_id:
             return None
-        case, case_diags = self.builder.build(index, entry)
+        case, case_diags = self.builder().build(index, entry)
         if self.check_duplicates and isinstance(entry_id, str) and entry_id:
-            if entry_id in self._first_index:
+            if entry_id in self._first_line:
                 case_diags.append(
-                    _duplicate_id(self.src, index, entry_id, self._first_index[entry_id])
+                    _duplicate_id(self.src, index, entry_id, self._first_line[entry_id])
                 )
             else:
-                self._first_index[entry_id] = index
+                self._first_line[entry_id] = line
         self.diags.extend(case_diags)
         return case
 
-    def add(self, index: int, entry: Any) -> None:
+    def _add(self, index: int, entry: Any, line: int) -> None:
         """Build one case and keep it (unless more than ``keep_limit`` cases were seen)."""
-        case = self.build(index, entry)
+        case = self._build(index, entry, line)
         if case is None:
             return
         self.count += 1
@@ -253,32 +258,49 @@ class _FileLoad:
         if self.keep_limit is not None and self.count > self.keep_limit:
             self.dropped = True  # too many to hold: `iter_cases` reads them again
             self.cases.clear()
+            self._uses_file_evaluator.clear()
             return
         self.cases.append(case)
+        own = isinstance(entry, dict) and entry.get("evaluator")
+        self._uses_file_evaluator.append(not own)
 
-    def result(self, header_diags: list[Diagnostic], *, total: int) -> LoadedEvalFile:
-        data = self.src.data
-        return LoadedEvalFile(
-            path=self.src.path,
-            dataset=self.dataset,
-            target=_text_or_none(data.get("target")),
-            cases=self.cases,
-            diagnostics=header_diags + self.config_diags + self.diags,
-            repo_root=self.repo_root,
-            total_cases=total,
-            source=self.src,
-            case_count=self.count,
-            streamed=self.dropped,
-            case_targets=frozenset(self.case_targets),
-        )
+    def _settle(self, data: dict[str, Any]) -> None:
+        """Apply ``dataset`` and ``evaluator`` written after the cases to the kept ones.
+
+        Cases dropped for ``keep_limit`` need nothing: ``iter_cases`` builds them again
+        with the whole header. The builder is made here for a file without cases, so that
+        a broken guideline config is reported for it too.
+        """
+        builder = self.builder()
+        dataset, default = _dataset(data, self.path), _default_evaluator(data)
+        if (dataset, default) == (builder.dataset, builder.default_evaluator):
+            return
+        builder.dataset, builder.default_evaluator = dataset, default
+        self.cases = [
+            replace(
+                case,
+                dataset=dataset,
+                default_evaluator=default if uses_file_default else case.default_evaluator,
+            )
+            for case, uses_file_default in zip(self.cases, self._uses_file_evaluator, strict=True)
+        ]
+
+
+def _dataset(header: Any, path: Path) -> str:
+    value = header.get("dataset") if isinstance(header, dict) else None
+    return _text_or_none(value) or path.stem or "eval"
+
+
+def _default_evaluator(header: Any) -> str:
+    value = header.get("evaluator") if isinstance(header, dict) else None
+    return value if value in ("llm_judge", "code") else "llm_judge"
 
 
 def _text_or_none(value: Any) -> str | None:
     return value.strip() if isinstance(value, str) and value.strip() else None
 
 
-def _duplicate_id(src: YamlSource, index: int, case_id: str, first: int) -> Diagnostic:
-    line, _ = src.locate(("evalcases", first))
+def _duplicate_id(src: YamlSource, index: int, case_id: str, line: int) -> Diagnostic:
     return src.diagnostic(
         ("evalcases", index, "id"),
         f"case id {case_id!r} is used more than once (first on line {line})",
@@ -432,7 +454,6 @@ class _CaseBuilder:
             reference_answer=_reference_answer(expected),
             guideline_files=tuple(guideline_files.values()),
             input_files=tuple(input_files),
-            guideline_patterns=self.patterns,
             evaluators=tuple(evaluators),
             default_evaluator=raw.evaluator or self.default_evaluator,
             conversation_id=raw.conversation_id,
