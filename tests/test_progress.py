@@ -8,7 +8,7 @@ import time
 import pytest
 from rich.console import Console
 
-from agentv.progress import LineProgress, LiveProgress, Progress, make_progress
+from agentv.cli.progress import LineProgress, LiveProgress, Progress, make_progress
 
 
 class FakeTTY(io.StringIO):

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from agentv.summary import SummaryCollector, render_summary
+from agentv.cli.summary import render_summary
+from agentv.summary import SummaryCollector
 
 
 def _collect(*scores: float) -> SummaryCollector:

@@ -12,6 +12,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel, ConfigDict, model_serializer
+
 from agentv.messages import chat_to_dicts
 from agentv.prompts import Prompt
 
@@ -19,6 +21,49 @@ if TYPE_CHECKING:
     from agentv.cases import EvalCase
     from agentv.evaluators.base import CaseGrade
     from agentv.providers.base import Provider, ProviderResponse
+
+
+class EvalResult(BaseModel):
+    """One case's result: exactly one line of the results file.
+
+    ``model_dump(mode="json")`` is that line (absent values are left out, as in the file);
+    ``EvalResult.model_validate(json.loads(line))`` reads one back. Fields are in the file's
+    key order.
+    """
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    eval_id: str
+    dataset: str
+    conversation_id: str | None = None
+    score: float
+    hits: list[str]
+    misses: list[str]
+    candidate_answer: str
+    expected_aspect_count: int
+    target: str
+    timestamp: str
+    raw_aspects: list[Any] | None = None
+    reasoning: str | None = None
+    lm_provider_request: dict[str, Any] | None = None
+    agent_provider_request: dict[str, Any] | None = None
+    raw_request: dict[str, Any] | None = None
+    evaluator_results: list[dict[str, Any]] | None = None
+    evaluator_raw_request: dict[str, Any] | None = None
+    usage: dict[str, Any] | None = None
+    latency_ms: float | None = None
+    duration_ms: float | None = None
+    error: str | None = None
+    """Set when the case could not be answered or graded (its score is then 0)."""
+
+    @model_serializer(mode="wrap")
+    def _without_absent(self, handler: Any) -> dict[str, Any]:
+        return {k: v for k, v in handler(self).items() if v is not None}
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> EvalResult:
+        """The model of a record built by this module (already valid: not checked again)."""
+        return cls.model_construct(**record)
 
 
 def utc_timestamp() -> str:

@@ -1,4 +1,4 @@
-"""End-of-run statistics over every result of a command, and their printed form.
+"""End-of-run statistics over every result of a run (printed by ``agentv.cli.summary``).
 
 ``SummaryCollector.add`` is called once per finished case and only appends to a few flat
 arrays, so a run of 100,000 cases stays cheap; everything else is computed once, in
@@ -12,7 +12,6 @@ import math
 from array import array
 from bisect import bisect_right
 from dataclasses import dataclass, field
-from pathlib import Path
 
 HISTOGRAM_EDGES: tuple[float, ...] = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
 """Bin edges of the score distribution: 0.0-0.2, 0.2-0.4, ..., 0.8-1.0."""
@@ -23,7 +22,6 @@ _BIN_LIMITS = tuple(end + 1e-9 for end in HISTOGRAM_EDGES[1:-1])
 
 TOP_COUNT = 3
 SLOWEST_COUNT = 5
-_RULE = "=" * 50
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,64 +156,3 @@ class SummaryCollector:
             slowest=tuple((ids[i], self._durations[i]) for i in slow_idx),
             error_details=tuple(self._errors),
         )
-
-
-def _indent_message(message: str) -> list[str]:
-    lines = message.strip("\n").splitlines() or [""]
-    return [f"   {line}" if line else "" for line in lines]
-
-
-def render_summary(
-    summary: Summary, *, results_path: Path | None, prompts_dir: Path | None = None
-) -> str:
-    """The end-of-run summary as plain text (no markup; print it verbatim).
-
-    The layout follows the original: an ERRORS block when cases failed, the statistics,
-    the score distribution, the top and lowest cases, then where results went. Agentv adds
-    the judge-failure count and the slowest cases.
-    """
-    if summary.total == 0:
-        return "\nNo results to summarize"
-
-    lines: list[str] = []
-    if summary.error_details:
-        lines += ["", _RULE, "ERRORS", _RULE]
-        for eval_id, message in summary.error_details:
-            lines += ["", f"❌ {eval_id}", *_indent_message(message)]
-        lines.append("")
-
-    lines += ["", _RULE, "EVALUATION SUMMARY", _RULE, f"Total eval cases: {summary.total}"]
-    if summary.errors:
-        lines += [f"Failed: {summary.errors}", f"Passed: {summary.passed}"]
-    if summary.judge_failures:
-        lines.append(f"Judge failures: {summary.judge_failures}")
-    lines += [
-        f"Mean score: {summary.mean:.3f}",
-        f"Median score: {summary.median:.3f}",
-        f"Min score: {summary.min:.3f}",
-        f"Max score: {summary.max:.3f}",
-    ]
-    if summary.std_dev is not None:
-        lines.append(f"Std deviation: {summary.std_dev:.3f}")
-
-    lines += ["", "Score distribution:"]
-    lines += [f"  {b.label}: {b.count}" for b in summary.histogram]
-
-    lines += ["", "Top performing eval cases:"]
-    lines += [f"  {rank}. {eid}: {score:.3f}" for rank, (eid, score) in enumerate(summary.top, 1)]
-    lines += ["", "Lowest performing eval cases:"]
-    lines += [
-        f"  {rank}. {eid}: {score:.3f}" for rank, (eid, score) in enumerate(summary.bottom, 1)
-    ]
-
-    if summary.slowest:
-        lines += ["", "Slowest eval cases:"]
-        lines += [
-            f"  {rank}. {eid}: {secs:.2f}s" for rank, (eid, secs) in enumerate(summary.slowest, 1)
-        ]
-
-    if results_path is not None:
-        lines += ["", f"Results written to: {results_path}"]
-    if prompts_dir is not None:
-        lines.append(f"Prompt payloads saved to: {prompts_dir}")
-    return "\n".join(lines)

@@ -1,27 +1,19 @@
-"""The ``agentv`` command line.
+"""The ``agentv`` command line: a thin layer over ``agentv.api`` that owns every print and
+exit code.
 
-Commands live in their own modules and import the heavy parts of agentv only when they
-run, so ``agentv --version`` stays fast.
+Each command lives in its own module and is registered here, explicitly; the modules
+never import this one. They import the heavy parts of agentv only when they run, so
+``agentv --version`` stays fast.
 """
 
 from __future__ import annotations
 
 import gc
 import sys
-from typing import Annotated
 
 import typer
 
 from agentv import __version__
-
-#: ``--allow-outside-root``, shared by the commands that read eval files
-AllowOutsideRoot = Annotated[
-    bool,
-    typer.Option(
-        "--allow-outside-root",
-        help="Accept file references that resolve outside the repository root.",
-    ),
-]
 
 app = typer.Typer(
     name="agentv",
@@ -53,11 +45,18 @@ def _root(
 
 
 def _register() -> None:
-    # Each module adds its command to `app`; importing them is cheap (no SDKs).
-    from agentv.cli import eval as _eval  # noqa: F401
-    from agentv.cli import init as _init  # noqa: F401
-    from agentv.cli import render as _render  # noqa: F401
-    from agentv.cli import validate as _validate  # noqa: F401
+    """Add the commands to ``app`` (importing their modules is cheap: no SDKs)."""
+    if app.registered_commands:
+        return
+    from agentv.cli.eval import EXIT_HELP, eval_command
+    from agentv.cli.init import init_command
+    from agentv.cli.render import render_command
+    from agentv.cli.validate import validate_command
+
+    app.command("eval", epilog=EXIT_HELP)(eval_command)
+    app.command("validate")(validate_command)
+    app.command("render")(render_command)
+    app.command("init")(init_command)
 
 
 def main() -> None:

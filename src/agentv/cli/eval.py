@@ -2,12 +2,28 @@
 
 from __future__ import annotations
 
+import asyncio
+import gc
+import signal
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
 import typer
 
-from agentv.cli.app import AllowOutsideRoot, app
+from agentv.cli.common import AllowOutsideRoot
+
+if TYPE_CHECKING:
+    from agentv.api import EvalRun, PreparedRun
+    from agentv.cli.progress import Progress
+    from agentv.writers import ResultWriter
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_SIGINT = 130
+EXIT_SIGTERM = 143
 
 EXIT_HELP = """
 Exit codes: 0 the run finished (some cases may have failed; see the summary);
@@ -17,7 +33,6 @@ or the mean score is below --threshold; 2 bad command-line usage;
 """
 
 
-@app.command("eval", epilog=EXIT_HELP)
 def eval_command(
     paths: Annotated[list[str], typer.Argument(help="Eval YAML files, folders or globs.")],
     target: Annotated[
@@ -68,27 +83,172 @@ def eval_command(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No per-case lines.")] = False,
 ) -> None:
     """Run eval cases against their targets, grade the answers and write results."""
-    from agentv.runner import EvalOptions, run_eval_command
+    from agentv.planning import DryRun
 
-    options = EvalOptions(
-        paths=paths,
-        target=target,
-        targets=targets,
-        eval_id=eval_id,
-        out=out,
-        output_format=output_format,
-        workers=workers,
-        dry_run=dry_run,
-        dry_run_delay=dry_run_delay,
-        dry_run_delay_min=dry_run_delay_min,
-        dry_run_delay_max=dry_run_delay_max,
-        agent_timeout=agent_timeout,
-        max_retries=max_retries,
-        cache=cache,
-        dump_prompts=str(dump_dir) if dump_dir else (".agentv/prompts" if dump_prompts else None),
-        threshold=threshold,
-        allow_outside_root=allow_outside_root,
-        verbose=verbose,
-        quiet=quiet,
+    raise typer.Exit(
+        run_eval_command(
+            paths,
+            target=target,
+            targets_file=targets,
+            eval_id=eval_id,
+            out=out,
+            output_format=output_format,
+            workers=workers,
+            dry_run=DryRun(dry_run_delay, dry_run_delay_min, dry_run_delay_max)
+            if dry_run
+            else None,
+            agent_timeout=agent_timeout,
+            max_retries=max_retries,
+            cache=cache,
+            dump_prompts=dump_dir or (Path(".agentv/prompts") if dump_prompts else None),
+            threshold=threshold,
+            allow_outside_root=allow_outside_root,
+            verbose=verbose,
+            quiet=quiet,
+        )
     )
-    raise typer.Exit(run_eval_command(options))
+
+
+def run_eval_command(
+    paths: list[str],
+    *,
+    threshold: float | None = None,
+    verbose: bool = False,
+    quiet: bool = False,
+    out: Path | None = None,
+    output_format: str = "jsonl",
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+    **options: Any,
+) -> int:
+    """``agentv eval`` for parsed options: plan, run, print, decide the exit code.
+    ``options`` go to ``agentv.api.prepare_run``. Never raises for a user's mistake."""
+    from agentv.api import NoCasesError, prepare_run
+    from agentv.cli.diagnostics import print_diagnostics
+    from agentv.cli.progress import make_progress
+    from agentv.cli.summary import render_summary
+    from agentv.errors import AgentVError, InputError
+    from agentv.writers import default_results_path
+
+    stdout = stdout or sys.stdout
+    stderr = stderr or sys.stderr
+    cwd = Path.cwd().resolve()
+    try:
+        with _collector_paused():
+            prepared = prepare_run(paths, cwd=cwd, output_format=output_format, **options)
+    except NoCasesError as exc:
+        print_diagnostics(exc.diagnostics, stderr)
+        stderr.write(f"error: {exc}\n")
+        return EXIT_FAILED
+    except InputError as exc:
+        if exc.diagnostics:
+            print_diagnostics(exc.diagnostics, stderr)
+        else:
+            stderr.write(f"error: {exc}\n")
+        return EXIT_FAILED
+    except AgentVError as exc:
+        stderr.write(f"error: {exc}\n")
+        return EXIT_FAILED
+    print_diagnostics(prepared.diagnostics, stderr)
+
+    try:
+        prepared.out = (cwd / out) if out else default_results_path(cwd, output_format)
+        writer = prepared.open_results()
+    except AgentVError as exc:
+        stderr.write(f"error: {exc}\n")
+        return EXIT_FAILED
+    assert writer is not None
+    stdout.write(f"Output path: {writer.path}\n")
+    if verbose:
+        from agentv.orchestrator import effective_workers
+
+        targets = prepared.targets()
+        for t in targets:
+            stdout.write(f"Using target: {t.label}\n")
+        stdout.write(f"Using {effective_workers(prepared.settings, targets)} worker(s)\n")
+    stdout.flush()
+
+    progress = make_progress(stdout, quiet=quiet)
+    progress.start(prepared.total)
+    try:
+        run, signum = asyncio.run(_run(prepared, writer, progress))
+    except AgentVError as exc:  # e.g. a failed healthcheck
+        progress.finish()
+        stderr.write(f"error: {exc}\n")
+        return EXIT_FAILED
+    finally:
+        writer.close()
+    progress.finish()
+    if run is None:
+        done = prepared.stats.finished
+        stderr.write(
+            f"Interrupted: {done} of {prepared.total} cases finished; "
+            f"their results are in {writer.path}\n"
+        )
+        return EXIT_SIGINT if signum == signal.SIGINT else EXIT_SIGTERM
+
+    stdout.write(
+        render_summary(run.summary, results_path=writer.path, prompts_dir=run.prompts_dir) + "\n"
+    )
+    for label, files in run.artifacts.items():  # e.g. agents' logs, to read later
+        stdout.write(f"{label}:\n" + "".join(f"  {i}. {p}\n" for i, p in enumerate(files, 1)))
+    if prepared.settings.cache is not None:
+        stdout.write(f"Cache: {run.cache_hits} answers reused, {run.requests} requests sent\n")
+    if threshold is not None and (run.summary.mean or 0.0) < threshold:
+        mean = run.summary.mean or 0.0
+        stderr.write(f"Mean score {mean:.3f} is below the threshold {threshold:.3f}\n")
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+async def _run(
+    prepared: PreparedRun, writer: ResultWriter, progress: Progress
+) -> tuple[EvalRun | None, int | None]:
+    """Run the plan; SIGINT/SIGTERM cancel it cleanly (finished results are already
+    written). Returns the run, or None and the signal that stopped it."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    received: list[int] = []
+
+    def on_signal(signum: int) -> None:
+        received.append(signum)
+        if task is not None:
+            task.cancel()
+
+    installed = []
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(signum, on_signal, signum)
+            installed.append(signum)
+        except (NotImplementedError, RuntimeError):  # not on the main thread, or Windows
+            pass
+    try:
+        return await prepared.run(writer=writer, progress=progress), None
+    except asyncio.CancelledError:
+        if not received:
+            raise
+        return None, received[0]
+    finally:
+        for signum in installed:
+            loop.remove_signal_handler(signum)
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while the run is planned, then freeze what it built.
+
+    Planning imports the provider SDKs and builds every case: hundreds of thousands of
+    objects that all live on, so the collections they trigger find nothing and cost a tenth
+    of a second or more in a large run. (The command line only: a library must not freeze a
+    caller's objects.)
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        # What exists now (modules, clients, the plan) lives until the end: frozen, the
+        # collections during the run no longer walk it.
+        gc.freeze()
+        if enabled:
+            gc.enable()

@@ -8,8 +8,6 @@ from typing import Annotated
 
 import typer
 
-from agentv.cli.app import app
-
 #: (template name, where it goes relative to the folder being set up)
 FILES: tuple[tuple[str, str], ...] = (
     ("config.yaml", ".agentv/config.yaml"),
@@ -34,7 +32,6 @@ def init_project(folder: Path) -> tuple[list[Path], list[Path]]:
     return created, skipped
 
 
-@app.command("init")
 def init_command(
     path: Annotated[Path, typer.Argument(help="Folder to set up (default: here).")] = Path("."),
 ) -> None:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from agentv.cli.app import AllowOutsideRoot, app
+from agentv.cli.common import AllowOutsideRoot
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -42,7 +42,6 @@ class FormatChoice(StrEnum):
     json = "json"
 
 
-@app.command("render")
 def render_command(
     eval_files: Annotated[
         list[Path], typer.Argument(help="Eval files to render.", show_default=False)

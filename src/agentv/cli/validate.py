@@ -7,10 +7,9 @@ from typing import Annotated
 
 import typer
 
-from agentv.cli.app import AllowOutsideRoot, app
+from agentv.cli.common import AllowOutsideRoot
 
 
-@app.command("validate")
 def validate_command(
     paths: Annotated[
         list[Path],

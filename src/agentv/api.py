@@ -1,0 +1,289 @@
+"""The library's front door: run, load and render eval files from Python.
+
+    import agentv
+
+    run = agentv.run_eval(["evals/"], target="default", workers=8)
+    print(run.summary.mean, run.summary.errors)
+    for result in run.results:          # EvalResult models, one per case
+        print(result.eval_id, result.score)
+
+The ``agentv`` command line is a thin layer over these functions (docs/architecture.md):
+it adds printing, signals and exit codes, nothing else. Nothing here prints.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentv.cache import ResponseCache
+from agentv.dumps import PromptDumper
+from agentv.errors import Diagnostic, InputError
+from agentv.evalfile.files import FileStore, find_repo_root
+from agentv.evalfile.loader import LoadContext, LoadedEvalFile
+from agentv.evalfile.loader import load_eval_file as _load_eval_file
+from agentv.orchestrator import Orchestrator, ProgressSink, RunSettings, RunStats
+from agentv.planning import DryRun, Plan, RunTarget, TargetRegistry, expand_eval_paths, plan_run
+from agentv.records import EvalResult
+from agentv.summary import Summary, SummaryCollector
+from agentv.writers import ResultWriter, open_writer
+
+PathLike = str | Path
+
+
+class NoCasesError(InputError):
+    """The paths hold no case that can run (none at all, or none left after ``eval_id`` and
+    the cases that have errors); ``diagnostics`` says why cases were left out."""
+
+
+@dataclass
+class EvalRun:
+    """What a finished (or interrupted) run produced."""
+
+    results: list[EvalResult]
+    """One per finished case, in completion order (empty with ``keep_results=False``)."""
+    summary: Summary
+    """Statistics over every finished case: ``total``, ``mean``, ``errors`` and more."""
+    out: Path | None
+    """The results file, when one was written."""
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    """Problems found while planning (cases left out, warnings)."""
+    requests: int = 0
+    """Requests sent to targets (cache hits and judge calls not counted)."""
+    cache_hits: int = 0
+    """Answers reused from ``--cache``."""
+    artifacts: dict[str, list[Path]] = field(default_factory=dict)
+    """Files the targets left for people to read (agent logs), by kind."""
+    prompts_dir: Path | None = None
+    """Where ``dump_prompts`` wrote the prompts, when any were written."""
+
+
+class _Sink:
+    """Where each finished record goes: the results file, and the run's list of models."""
+
+    def __init__(self, writer: ResultWriter | None, keep: bool) -> None:
+        self.writer = writer
+        self.results: list[EvalResult] | None = [] if keep else None
+
+    def write(self, record: dict[str, Any]) -> None:
+        if self.writer is not None:
+            self.writer.write(record)
+        if self.results is not None:
+            self.results.append(EvalResult.from_record(record))
+
+
+class _Silent:
+    """The progress of a run nobody watches."""
+
+    def case_started(self, key: str, label: str) -> None:
+        pass
+
+    def case_finished(
+        self, key: str, label: str, *, ok: bool, score: float | None, error: str | None
+    ) -> None:
+        pass
+
+
+@dataclass
+class PreparedRun:
+    """A run planned and checked, not started: every case was loaded and every target
+    built. ``await run()`` runs it; nothing was sent before."""
+
+    plan: Plan
+    registry: TargetRegistry
+    settings: RunSettings
+    out: Path | None
+    output_format: str
+    keep_results: bool = True
+    stats: RunStats = field(default_factory=RunStats)
+
+    @property
+    def total(self) -> int:
+        """The number of cases the run will send."""
+        return self.plan.total
+
+    @property
+    def diagnostics(self) -> list[Diagnostic]:
+        """Problems found while planning."""
+        return self.plan.diagnostics
+
+    def targets(self) -> list[RunTarget]:
+        """The targets the cases run on."""
+        return self.plan.targets()
+
+    def open_results(self) -> ResultWriter | None:
+        """Create the results file (``out``), or None when the run writes none."""
+        return open_writer(self.out, self.output_format) if self.out is not None else None
+
+    async def run(
+        self, *, writer: ResultWriter | None = None, progress: ProgressSink | None = None
+    ) -> EvalRun:
+        """Run every case; each result is written the moment its case ends. ``writer`` is
+        the results file (default: ``open_results()``); it is closed at the end. On
+        cancellation every finished result is already written; ``stats`` says how many."""
+        writer = writer if writer is not None else self.open_results()
+        sink = _Sink(writer, self.keep_results)
+        collector = SummaryCollector()
+        orchestrator = Orchestrator(
+            self.registry,
+            self.settings,
+            writer=sink,
+            collector=collector,
+            progress=progress or _Silent(),
+        )
+        orchestrator.stats = self.stats
+        try:
+            await orchestrator.run(self.plan.jobs(), self.plan.targets())
+        finally:
+            if writer is not None:
+                writer.close()
+            await self.registry.aclose()
+        dumper = self.settings.dumper
+        return EvalRun(
+            results=sink.results or [],
+            summary=collector.summary(),
+            out=writer.path if writer is not None else None,
+            diagnostics=list(self.plan.diagnostics),
+            requests=self.stats.requests,
+            cache_hits=self.stats.cache_hits,
+            artifacts=artifacts(self.registry),
+            prompts_dir=dumper.folder if dumper is not None and dumper.count else None,
+        )
+
+
+def artifacts(registry: TargetRegistry) -> dict[str, list[Path]]:
+    """Files the run's targets left for people to read, grouped under each kind's label."""
+    found: dict[str, list[Path]] = {}
+    for t in registry.all_targets():
+        if t.provider.artifacts:
+            found.setdefault(t.provider.artifacts_label, []).extend(t.provider.artifacts)
+    return found
+
+
+def prepare_run(
+    paths: PathLike | Sequence[PathLike],
+    *,
+    target: str | None = None,
+    targets_file: PathLike | None = None,
+    workers: int | None = None,
+    out: PathLike | None = None,
+    output_format: str = "jsonl",
+    eval_id: str | None = None,
+    dry_run: bool | DryRun = False,
+    agent_timeout: float | None = 120.0,
+    max_retries: int = 2,
+    cache: bool = False,
+    dump_prompts: PathLike | None = None,
+    allow_outside_root: bool = False,
+    keep_results: bool = True,
+    cwd: PathLike | None = None,
+) -> PreparedRun:
+    """Plan a run: find the eval files, load and check every case, build every target.
+
+    Raises ``InputError`` (with ``diagnostics``) or ``ConfigError`` when the run cannot
+    start, ``NoCasesError`` when no case is left to run. Relative paths start from ``cwd``
+    (default: the working directory). ``.env`` is loaded as ``agentv eval`` loads it.
+    """
+    from agentv.env import load_env_file
+
+    base = Path(cwd).resolve() if cwd is not None else Path.cwd().resolve()
+    args = [str(paths)] if isinstance(paths, (str, Path)) else [str(p) for p in paths]
+    files = expand_eval_paths(args, base)
+    load_env_file(find_repo_root(files[0].parent, base), base)
+    if dry_run is True:
+        dry_run = DryRun()
+    registry = TargetRegistry(
+        cwd=base,
+        targets_path=_under(base, targets_file),
+        dry_run=dry_run or None,
+    )
+    context = LoadContext(store=FileStore(cwd=base), allow_outside_root=allow_outside_root)
+    plan = plan_run(files, registry, cli_target=target, eval_id=eval_id, context=context)
+    if not plan.total:
+        if eval_id is not None:
+            message = f"no case with id {eval_id!r} in {', '.join(map(str, files))}"
+        else:
+            message = "no eval cases to run (check --eval-id and the messages above)"
+        raise NoCasesError(message, plan.diagnostics)
+    if workers is not None and workers < 1:
+        raise InputError(f"workers must be at least 1 (got {workers})")
+    settings = RunSettings(
+        workers=workers,
+        agent_timeout=agent_timeout if agent_timeout and agent_timeout > 0 else None,
+        max_retries=max(0, max_retries),
+        cache=ResponseCache(base / ".agentv" / "cache") if cache else None,
+        dumper=PromptDumper(base / dump_prompts) if dump_prompts is not None else None,
+    )
+    return PreparedRun(
+        plan=plan,
+        registry=registry,
+        settings=settings,
+        out=_under(base, out),
+        output_format=output_format,
+        keep_results=keep_results,
+    )
+
+
+def _under(base: Path, path: PathLike | None) -> Path | None:
+    return None if path is None else base / Path(path)
+
+
+async def arun_eval(
+    paths: PathLike | Sequence[PathLike],
+    *,
+    target: str | None = None,
+    targets_file: PathLike | None = None,
+    workers: int | None = None,
+    out: PathLike | None = None,
+    **options: Any,
+) -> EvalRun:
+    """Run eval files and grade every case; ``await`` it inside a running event loop.
+
+    ``target`` overrides each case's own target (as ``--target``); ``out`` is a results
+    file to write (JSON Lines; ``output_format="yaml"`` for YAML), None writes no file.
+    Other ``options`` are ``prepare_run``'s: ``eval_id``, ``dry_run``, ``agent_timeout``,
+    ``max_retries``, ``cache``, ``dump_prompts``, ``allow_outside_root``,
+    ``keep_results``, ``cwd``, ``output_format``.
+    """
+    prepared = prepare_run(
+        paths, target=target, targets_file=targets_file, workers=workers, out=out, **options
+    )
+    return await prepared.run()
+
+
+def run_eval(
+    paths: PathLike | Sequence[PathLike],
+    *,
+    target: str | None = None,
+    targets_file: PathLike | None = None,
+    workers: int | None = None,
+    out: PathLike | None = None,
+    **options: Any,
+) -> EvalRun:
+    """Run eval files and grade every case (blocking); see ``arun_eval`` for the options.
+
+    Inside a running event loop (a notebook, an async app) use ``await arun_eval(...)``.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        raise RuntimeError(
+            "run_eval() was called inside a running event loop; use `await arun_eval(...)`"
+        )
+    return asyncio.run(
+        arun_eval(
+            paths, target=target, targets_file=targets_file, workers=workers, out=out, **options
+        )
+    )
+
+
+def load_eval_file(path: PathLike, *, allow_outside_root: bool = False) -> LoadedEvalFile:
+    """Load one eval file: its usable ``cases`` and every ``diagnostics`` entry (errors skip
+    their case; ``errors`` and ``warnings`` split them). Raises ``InputError`` when the
+    file as a whole cannot be used."""
+    return _load_eval_file(Path(path), context=LoadContext(allow_outside_root=allow_outside_root))
