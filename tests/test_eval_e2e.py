@@ -199,7 +199,7 @@ def test_end_to_end_results_requests_and_secrets(repo: Path, server: FakeLLMServ
         "=== src/app.py ===\ndef handler(event):\n    return event['user']"
     )
     assert not any("@[" in m["content"] for m in raw["chat_prompt"])
-    # The judge saw the candidate's question, markers included (prompt-rules section 7).
+    # The judge saw the candidate's question, markers included (docs/prompt-rules.md section 7).
     assert len(judge_calls) == 1
     judge_user = judge_calls[0].body["messages"][1]["content"]
     assert "[[ ## question ## ]]\n" + raw["question"] in judge_user

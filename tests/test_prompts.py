@@ -1,4 +1,4 @@
-"""Every scenario of seeds 002, 003 and 004, with the exact strings of prompt-rules section 9.
+"""Every scenario of docs/prompt-rules.md section 9, with its exact strings.
 
 Each eval-file scenario is checked twice: through the Python functions (loader, then
 ``build_prompt``) and through ``agentv render --format json``. ``sent_messages`` is the one
@@ -84,7 +84,7 @@ def assistant(content: str) -> dict[str, str]:
     return {"role": "assistant", "content": content}
 
 
-# --- seed 002: convert input messages to a chat prompt ----------------------------------
+# --- convert input messages to a chat prompt ----------------------------------
 
 
 def test_single_system_and_user_message(repo: Path) -> None:
@@ -154,7 +154,7 @@ def test_embedded_non_guideline_file(repo: Path) -> None:
         assert view["guidelines"] == ""
 
 
-# --- seed 002: guideline extraction -------------------------------------------------------
+# --- guideline extraction -------------------------------------------------------
 
 
 def test_extract_guideline_from_user_message(repo: Path) -> None:
@@ -197,12 +197,12 @@ def test_multiple_guideline_files(repo: Path) -> None:
                 "=== python.instructions.md ===\nUse type hints.\n\n"
                 "=== security.instructions.md ===\nNever log secrets."
             ),
-            # kept with both markers: no message has visible content (prompt-rules 5.3)
+            # kept with both markers: no message has visible content (docs/prompt-rules.md 5.3)
             user("<Attached: python.instructions.md>\n<Attached: security.instructions.md>"),
         ]
 
 
-# --- seed 002: empty-message filtering, system merging ---------------------------------------
+# --- empty-message filtering, system merging ---------------------------------------
 
 
 def test_message_with_only_guideline_files(repo: Path) -> None:
@@ -243,7 +243,7 @@ def test_configured_system_prompt_used_without_system_message(repo: Path) -> Non
     assert view["sent_messages"] == [system("Be brief."), user("Hello")]
 
 
-# --- seeds 002/003: what LM APIs receive (prompt-rules section 6) ---------------------------
+# --- what LM APIs receive (docs/prompt-rules.md section 6) ---------------------------
 
 MULTI = [
     Message("user", (TextSegment("Hello"),)),
@@ -342,7 +342,7 @@ def test_orchestrator_populates_chatprompt(repo: Path) -> None:
         assert view["guidelines"] == ""
 
 
-# --- seed 000: system messages anywhere, markers for logging only ---------------------------
+# --- system messages anywhere, markers for logging only ---------------------------
 
 
 def test_multiple_system_messages_anywhere(repo: Path) -> None:
@@ -381,7 +381,7 @@ def test_role_markers_for_logging_only(repo: Path) -> None:
         assert all("@[" not in m["content"] for m in view["sent_messages"])
 
 
-# --- seed 004: message formatting ---------------------------------------------------------------
+# --- message formatting ---------------------------------------------------------------
 
 
 def test_two_message_conversation_uses_role_markers(repo: Path) -> None:
@@ -504,7 +504,7 @@ def test_multi_turn_with_file_references_and_guidelines(repo: Path) -> None:
         )
 
 
-# --- seed 004: role-marker decision -----------------------------------------------------------
+# --- role-marker decision -----------------------------------------------------------
 
 
 def _msg(role: str, *texts: str) -> Message:
@@ -546,7 +546,7 @@ def test_preserving_message_order() -> None:
     assert question.endswith("@[User]:\nlast")
 
 
-# --- seed 004: evaluator prompt formatting --------------------------------------------------
+# --- evaluator prompt formatting --------------------------------------------------
 
 
 def _judge_user_prompt(repo: Path, messages_yaml: str, mode: str = "lm") -> tuple[str, str]:

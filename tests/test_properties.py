@@ -78,7 +78,7 @@ guideline_files = st.lists(
 
 
 def renders_in_question(msg: Message) -> bool:
-    """Whether a message contributes at least one part to the question (prompt-rules 4)."""
+    """Whether a message contributes at least one part to the question (docs/prompt-rules.md section 4)."""
     return bool(msg.tool_calls) or any(
         not isinstance(seg, TextSegment) or seg.value.rstrip() for seg in msg.segments
     )

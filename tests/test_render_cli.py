@@ -221,7 +221,7 @@ def targets_repo(repo: Path) -> Path:
 
 def test_target_system_prompt_and_request(targets_repo: Path) -> None:
     explicit, plain = render_json(str(targets_repo / "evals/e.yaml"), "--target", "terse")
-    # seed 002 "Explicit system message in input": the system message replaces the
+    # "Explicit system message in input" (docs/prompt-rules.md section 9): the system message replaces the
     # configured prompt ("Default prompt"); the guidelines follow it
     assert explicit["sent_messages"] == [
         {

@@ -1,6 +1,6 @@
 """Provider-neutral conversation types. No SDK is imported here.
 
-A loaded message keeps its own list of segments (prompt-rules section 1), so building a
+A loaded message keeps its own list of segments (docs/prompt-rules.md section 1), so building a
 prompt never searches other messages for a file. Chat messages are what LM APIs receive,
 before any vendor mapping.
 """

@@ -2,7 +2,7 @@
 
 ``SummaryCollector.add`` is called once per finished case and only appends to a few flat
 arrays, so a run of 100,000 cases stays cheap; everything else is computed once, in
-``summary()``. Error results count with score 0, as in the original.
+``summary()``. Error results count with score 0, as in the original AgentV.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ HISTOGRAM_EDGES: tuple[float, ...] = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
 """Bin edges of the score distribution: 0.0-0.2, 0.2-0.4, ..., 0.8-1.0."""
 
 # A score belongs to the first bin with ``score < end + 1e-9``: a boundary value lands in
-# the LOWER bin (0.2 -> first, 0.8 -> fourth), which is how the original counted.
+# the LOWER bin (0.2 -> first, 0.8 -> fourth), which is how the original AgentV counted.
 _BIN_LIMITS = tuple(end + 1e-9 for end in HISTOGRAM_EDGES[1:-1])
 
 TOP_COUNT = 3
@@ -57,7 +57,7 @@ class Summary:
     top: tuple[tuple[str, float], ...] = ()
     """Best ``(eval_id, score)`` first; ties by eval id."""
     bottom: tuple[tuple[str, float], ...] = ()
-    """The lowest scores, lowest first, ties by eval id (the original listed them reversed)."""
+    """The lowest scores, lowest first, ties by eval id (the original AgentV listed them reversed)."""
     slowest: tuple[tuple[str, float], ...] = ()
     """``(eval_id, seconds)``, slowest first."""
     error_details: tuple[tuple[str, str], ...] = field(default=())

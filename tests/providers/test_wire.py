@@ -1,8 +1,8 @@
 """What reaches each LM API, byte for byte: the real SDK clients against the loopback fake.
 
-Every scenario of seeds 002/003 (and prompt-rules section 6) is run through all four
+Every scenario of docs/prompt-rules.md (sections 5, 6 and 9) is run through all four
 providers. Requests are built from real eval YAML (loader -> prompt builder -> request),
-except the seed 003 scenarios that are stated as requests.
+except the scenarios that are stated as requests.
 """
 
 from __future__ import annotations
@@ -285,7 +285,7 @@ async def test_preview_and_sent_payload_are_what_goes_on_the_wire(
     assert _same_as_wire(kind, llm_server.requests[0], preview["request"])
 
 
-# --- seed 003: requests stated directly ------------------------------------------------------
+# --- requests stated directly -----------------------------------------------------------
 
 
 @pytest.mark.parametrize("kind", LM_KINDS)
@@ -386,7 +386,7 @@ async def test_openai_compatible_server_may_want_max_tokens(
     assert "max_completion_tokens" not in body
 
 
-# --- tool calls (prompt-rules 5.4) -------------------------------------------------------------
+# --- tool calls (docs/prompt-rules.md 5.4) -------------------------------------------------------------
 
 TOOL_CONVERSATION = """
 - role: user

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 
 class ModeChoice(StrEnum):
-    """How the ``question`` is rendered (prompt-rules section 4)."""
+    """How the ``question`` is rendered (docs/prompt-rules.md section 4)."""
 
     lm = "lm"
     agent = "agent"

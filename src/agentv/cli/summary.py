@@ -19,7 +19,7 @@ def render_summary(
 ) -> str:
     """The end-of-run summary as plain text (no markup; print it verbatim).
 
-    The layout follows the original: an ERRORS block when cases failed, the statistics,
+    The layout follows the original AgentV's: an ERRORS block when cases failed, the statistics,
     the score distribution, the top and lowest cases, then where results went. Agentv adds
     the judge-failure count and the slowest cases.
     """

@@ -38,7 +38,7 @@ from agentv.yamlstream import NotUtf8Error, StreamResult, iter_stream, stream_ya
 _CASE_ADAPTER = sc.RawEvalCase
 
 ROLE_MARKER_RE = re.compile(r"@\[(?:system|user|assistant|tool)\]:", re.IGNORECASE)
-"""A role marker as written in ``question`` texts (prompt-rules section 4)."""
+"""A role marker as written in ``question`` texts (docs/prompt-rules.md section 4)."""
 
 
 def _enumerate_list(value: Any) -> list[tuple[int, Any]]:
@@ -742,7 +742,7 @@ class _CaseBuilder:
     def _judge_prompt(
         self, prompt: str, key: PathKey, diags: list[Diagnostic]
     ) -> tuple[str, Path | None]:
-        """A judge prompt is a file when one resolves, else inline text (as the original)."""
+        """A judge prompt is a file when one resolves, else inline text (as the original AgentV: docs/architecture.md, "Compatibility")."""
         if "\n" in prompt:
             return prompt, None
         # A single line ending like a file name was meant as a file: say so when it is missing.

@@ -3,7 +3,7 @@
 A case with an evaluator list runs each evaluator in list order; the grade is their mean,
 with hits, misses and reasonings concatenated in order. A case without a list runs its
 default evaluator (``llm_judge``; a ``code`` default has no script to run, so it falls back
-to ``llm_judge`` as in the original) and reports that evaluator's request record.
+to ``llm_judge`` as in the original AgentV) and reports that evaluator's request record.
 """
 
 from __future__ import annotations
@@ -96,5 +96,5 @@ async def grade_case(ctx: EvaluationContext) -> CaseGrade:
     configs = ctx.case.evaluators
     if not configs:
         return _single(await run_evaluator(ctx, DEFAULT_JUDGE))
-    # in list order, one at a time, as the original: a case's judge calls don't pile up
+    # in list order, one at a time, as the original AgentV did: a case's judge calls don't pile up
     return aggregate([await run_evaluator(ctx, config) for config in configs])

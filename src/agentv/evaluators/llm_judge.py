@@ -2,7 +2,7 @@
 
 The judge gets two messages: a system prompt describing the JSON verdict it must give, and
 a user prompt with ``[[ ## ... ## ]]`` sections. The ``question`` section holds exactly the
-question the candidate got (prompt-rules section 7); guideline text is not copied in.
+question the candidate got (docs/prompt-rules.md section 7); guideline text is not copied in.
 
 A custom prompt (the evaluator's ``prompt``) with at least one ``{{ variable }}`` or
 ``${variable}`` becomes the user prompt after substitution; without any variable it
@@ -88,7 +88,7 @@ def default_user_prompt(outcome: str, question: str, reference_answer: str, cand
 
 # --- custom prompt variables ------------------------------------------------------------------
 
-# `{{ name }}` is what the documentation promised, `${name}` is what the original ran.
+# `{{ name }}` is what the documentation promised, `${name}` is what the original AgentV ran.
 _VARIABLE = re.compile(r"\{\{\s*(\w+)\s*\}\}|\$\{\s*(\w+)\s*\}")
 
 
@@ -115,7 +115,7 @@ def _segment_dict(seg: TextSegment | FileSegment | GuidelineRef) -> dict[str, st
         case FileSegment():
             return {"type": "file", "path": seg.path, "text": seg.text}
         case GuidelineRef():
-            # the guideline's text is not copied into the judge prompt (prompt-rules 7)
+            # the guideline's text is not copied into the judge prompt (docs/prompt-rules.md section 7)
             return {"type": "guideline", "path": seg.path}
     raise TypeError(f"unknown segment {seg!r}")  # pragma: no cover
 

@@ -2,7 +2,7 @@
 
 A provider is built once per target per run from the target's resolved settings and reused
 for every case (one SDK client per target). LM API providers send the chat prompt; agent
-providers send the agent-mode question and point at files (prompt-rules section 6).
+providers send the agent-mode question and point at files (docs/prompt-rules.md section 6).
 """
 
 from __future__ import annotations

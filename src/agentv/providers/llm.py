@@ -40,7 +40,7 @@ from agentv.providers.base import (
     Usage,
 )
 
-#: The original's defaults (reference section 7.6).
+#: The original AgentV's documented defaults (docs/architecture.md, "Compatibility").
 DEFAULT_RETRY_STATUS_CODES: tuple[int, ...] = (500, 408, 429, 502, 503, 504)
 #: Client errors that a retry cannot fix, whatever ``retry_status_codes`` says.
 NEVER_RETRY: frozenset[int] = frozenset({400, 401, 403, 404})
@@ -56,7 +56,7 @@ def aliases(*names: str) -> AliasChoices:
 
 
 class LLMSettings(ProviderSettings):
-    """Fields every LM API target accepts (reference sections 7.4 to 7.6)."""
+    """Fields every LM API target accepts (README, "Targets")."""
 
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_output_tokens: int | None = Field(

@@ -82,7 +82,7 @@ class AzureOpenAISettings(LLMSettings):
     @field_validator("api_version", mode="before")
     @classmethod
     def _strip_prefix(cls, value: Any) -> Any:
-        # Users paste `api-version=2024-...` from a URL; the original accepted that too.
+        # Users paste `api-version=2024-...` from a URL; the original AgentV accepted that too.
         if isinstance(value, str):
             value = re.sub(r"(?i)^\s*api[-_]?version\s*=\s*", "", value).strip()
             return value or AZURE_DEFAULT_API_VERSION

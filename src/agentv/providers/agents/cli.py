@@ -5,7 +5,7 @@ shell-quoted, so a prompt or a file name can never run as shell code: templates 
 add quotes of their own around placeholders. The answer is what the command wrote to
 ``{OUTPUT_FILE}``, or its standard output when it wrote no such file.
 
-A CLI target gets the LM-mode question in ``{PROMPT}`` (prompt-rules section 6) and, through
+A CLI target gets the LM-mode question in ``{PROMPT}`` (docs/prompt-rules.md section 6) and, through
 ``{CHAT_PROMPT_FILE}``, the chat prompt as a JSON file so the roles of a multi-turn
 conversation survive.
 """
