@@ -23,10 +23,11 @@ from agentv.cache import ResponseCache
 from agentv.dumps import PromptDumper
 from agentv.errors import Diagnostic, InputError
 from agentv.evalfile.files import FileStore, find_repo_root
+from agentv.evalfile.finder import expand_eval_paths
 from agentv.evalfile.loader import LoadContext, LoadedEvalFile
 from agentv.evalfile.loader import load_eval_file as _load_eval_file
 from agentv.orchestrator import Orchestrator, ProgressSink, RunSettings, RunStats
-from agentv.planning import DryRun, Plan, RunTarget, TargetRegistry, expand_eval_paths, plan_run
+from agentv.planning import DryRun, Plan, RunTarget, TargetRegistry, plan_run
 from agentv.records import EvalResult
 from agentv.summary import Summary, SummaryCollector
 from agentv.writers import ResultWriter, open_writer

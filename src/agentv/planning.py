@@ -7,12 +7,9 @@ is built once per run (one SDK client, one healthcheck) and shared by every case
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-
-from wcmatch import glob
 
 from agentv.cases import EvalCase
 from agentv.errors import ConfigError, Diagnostic, InputError
@@ -29,58 +26,6 @@ from agentv.targets import (
 )
 
 DEFAULT_TARGET = "default"
-_YAML_SUFFIXES = (".yaml", ".yml")
-
-
-def expand_eval_paths(args: list[str], cwd: Path) -> list[Path]:
-    """Files, folders (searched recursively) or globs -> sorted, de-duplicated eval files."""
-    found: dict[Path, None] = {}
-    unmatched: list[str] = []
-    for arg in (a.strip() for a in args):
-        if not arg:
-            continue
-        path = (cwd / arg) if not os.path.isabs(arg) else Path(arg)
-        if path.is_file():
-            found.setdefault(path.resolve(), None)
-            continue
-        if path.is_dir():
-            matches = [
-                p
-                for p in sorted(path.rglob("*"))
-                if p.suffix.lower() in _YAML_SUFFIXES
-                and p.is_file()
-                and not any(part.startswith(".") for part in p.relative_to(path).parts)
-                and _declares_eval_schema(p)
-            ]
-        else:
-            pattern = arg.replace("\\", "/")
-            matches = [
-                Path(p) if os.path.isabs(p) else cwd / p
-                for p in glob.glob(pattern, flags=glob.GLOBSTAR | glob.DOTGLOB, root_dir=cwd)
-                if p.lower().endswith(_YAML_SUFFIXES)
-            ]
-            matches = [m for m in matches if m.is_file()]
-        if not matches:
-            unmatched.append(arg)
-        for m in matches:
-            found.setdefault(m.resolve(), None)
-    if unmatched:
-        raise ConfigError(
-            f"no eval files matched: {', '.join(unmatched)}. "
-            'Give YAML files, folders or globs (e.g. "evals/**/*.yaml").'
-        )
-    if not found:
-        raise ConfigError("no eval paths given. Usage: agentv eval EVAL_FILE_OR_GLOB...")
-    return sorted(found)
-
-
-def _declares_eval_schema(path: Path) -> bool:
-    try:
-        with path.open("r", encoding="utf-8", errors="replace") as fh:
-            head = fh.read(4096)
-    except OSError:
-        return False
-    return "agentv-eval-v2" in head
 
 
 @dataclass

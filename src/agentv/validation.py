@@ -9,13 +9,13 @@ marker inside content) do not.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from agentv.errors import Diagnostic, DiagnosticsView, InputError
+from agentv.evalfile.finder import is_yaml, yaml_files
 from agentv.evalfile.guidelines import CONFIG_SCHEMA, parse_config
 from agentv.evalfile.loader import LoadContext, load_eval_file
 from agentv.evalfile.schema import EVAL_SCHEMA
@@ -28,11 +28,6 @@ SCHEMAS: dict[str, FileKind] = {
     TARGETS_SCHEMA: "targets",
     CONFIG_SCHEMA: "config",
 }
-YAML_SUFFIXES = (".yaml", ".yml")
-#: Folders never searched: dependencies. Dot-folders are skipped too, except for the two
-#: files agentv itself reads from `.agentv/`.
-SKIPPED_FOLDERS = frozenset({"node_modules"})
-AGENTV_FILES = ("config.yaml", "targets.yaml")
 
 
 @dataclass
@@ -82,7 +77,7 @@ def find_yaml_files(paths: Iterable[Path]) -> tuple[list[Path], list[FileReport]
         elif path.is_dir():
             for file in _walk(path.resolve(), problems):
                 found.setdefault(file, None)
-        elif path.suffix.lower() in YAML_SUFFIXES:
+        elif is_yaml(path):
             found.setdefault(path.resolve(), None)
         else:
             problems.append(
@@ -117,20 +112,7 @@ def _walk(folder: Path, problems: list[FileReport]) -> list[Path]:
             )
         )
 
-    if folder.name == ".agentv":  # its other content (results, caches) is agentv's output
-        return [folder / f for f in AGENTV_FILES if (folder / f).is_file()]
-    out: list[Path] = []
-    for current, dirs, files in os.walk(folder, onerror=unreadable):
-        here = Path(current)
-        kept = []
-        for name in sorted(dirs):
-            if name == ".agentv":
-                out.extend(here / name / f for f in AGENTV_FILES if (here / name / f).is_file())
-            elif not name.startswith(".") and name not in SKIPPED_FOLDERS:
-                kept.append(name)
-        dirs[:] = kept
-        out.extend(here / f for f in sorted(files) if f.lower().endswith(YAML_SUFFIXES))
-    return out
+    return yaml_files(folder, on_error=unreadable)
 
 
 def validate_paths(paths: Sequence[Path], *, allow_outside_root: bool = False) -> list[FileReport]:
