@@ -19,11 +19,18 @@ from agentv.yamlio import PathKey, YamlSource, format_key
 
 
 def unknown_key(
-    src: YamlSource, key: PathKey, name: str, allowed: tuple[str, ...] | list[str]
+    src: YamlSource,
+    key: PathKey,
+    name: str,
+    allowed: tuple[str, ...] | list[str],
+    message: str | None = None,
 ) -> Diagnostic:
-    close = difflib.get_close_matches(str(name), list(allowed), n=1)
+    """``unknown key 'x'`` (or ``message``) at the key itself, with a "did you mean" or the
+    valid keys as hint. Shared by eval files and targets files, so both say it alike."""
+    allowed = list(dict.fromkeys(allowed))
+    close = difflib.get_close_matches(str(name), allowed, n=1)
     hint = f"did you mean {close[0]!r}?" if close else f"valid keys here: {', '.join(allowed)}"
-    return src.diagnostic(key, f"unknown key {name!r}", hint=hint, at_key=True)
+    return src.diagnostic(key, message or f"unknown key {name!r}", hint=hint, at_key=True)
 
 
 _TYPE_WORDS = {

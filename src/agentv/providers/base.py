@@ -89,6 +89,10 @@ class ProviderSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
 
+    #: fields naming a file or folder: a relative value starts from the project folder
+    #: (the targets file's, see ``agentv.targets``); a nested model declares its own
+    path_fields: ClassVar[frozenset[str]] = frozenset()
+
 
 class Provider(ABC):
     """A target that answers requests. Subclasses set ``kind`` and ``Settings``."""

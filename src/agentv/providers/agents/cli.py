@@ -22,7 +22,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 from pydantic_core import PydanticCustomError
@@ -128,6 +128,8 @@ class CommandHealthcheck(BaseModel):
         validation_alias=AliasChoices("command_template", "commandTemplate")
     )
     cwd: OptionalText = None
+    #: relative to the project folder, like the target's own `cwd`
+    path_fields: ClassVar[frozenset[str]] = frozenset({"cwd"})
     timeout_seconds: TimeoutSeconds = Field(
         default=None, validation_alias=AliasChoices("timeout_seconds", "timeoutSeconds")
     )
@@ -144,6 +146,7 @@ Healthcheck = Annotated[HttpHealthcheck | CommandHealthcheck, Field(discriminato
 class CliSettings(ProviderSettings):
     """``provider: cli`` fields."""
 
+    path_fields: ClassVar[frozenset[str]] = frozenset({"cwd"})
     command_template: str = Field(
         validation_alias=AliasChoices("command_template", "commandTemplate")
     )

@@ -19,7 +19,7 @@ import time
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal, TextIO
+from typing import Any, ClassVar, Literal, TextIO
 
 from pydantic import AliasChoices, Field, field_validator
 from pydantic_core import PydanticCustomError
@@ -79,6 +79,7 @@ def _log_format(value: Any) -> Any:
 class CodexSettings(ProviderSettings):
     """``provider: codex`` fields."""
 
+    path_fields: ClassVar[frozenset[str]] = frozenset({"cwd", "log_dir"})
     executable: str = Field(
         default="codex", validation_alias=AliasChoices("executable", "command", "binary")
     )

@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import AliasChoices, Field
 
@@ -76,6 +76,7 @@ Create a file named .alive in the root of this workspace, then stop.
 class VSCodeSettings(ProviderSettings):
     """``provider: vscode`` / ``vscode-insiders`` fields."""
 
+    path_fields: ClassVar[frozenset[str]] = frozenset({"subagent_root", "workspace_template"})
     vscode_cmd: OptionalText = Field(
         default=None, validation_alias=AliasChoices("vscode_cmd", "command")
     )
