@@ -407,3 +407,51 @@ def test_agent_targets_that_cannot_start_here_are_warnings_at_their_entry(
     fake.write_text("#!/bin/sh\n", "utf-8")
     fake.chmod(0o755)
     assert [d.location for d in validate_targets_file(path)] == ["targets[1]"]
+
+
+# --- path settings, declared on the providers' settings classes --------------------------------
+
+
+def test_path_fields_are_declared_on_the_settings_classes() -> None:
+    from agentv.providers.agents.cli import CliSettings, CommandHealthcheck
+    from agentv.providers.agents.codex import CodexSettings
+    from agentv.providers.openai import OpenAISettings
+    from agentv.targets import path_layout
+
+    assert CliSettings.path_fields == frozenset({"cwd"})
+    assert CommandHealthcheck.path_fields == frozenset({"cwd"})
+    assert path_layout(CliSettings).nested["healthcheck"].keys == {"cwd"}
+    # every alias of a path field is a path too
+    assert path_layout(CodexSettings).keys >= {"log_dir", "logDir", "log_directory", "cwd"}
+    assert not path_layout(OpenAISettings)  # no paths at all
+
+
+def test_relative_paths_start_from_the_project_folder(repo: Path, tmp_path: Path) -> None:
+    path = write(
+        repo,
+        ".agentv/targets.yaml",
+        HEADER
+        + """\
+  - name: tool
+    provider: cli
+    command_template: run {PROMPT}
+    cwd: scripts
+    healthcheck: {type: command, command_template: "true", cwd: checks}
+  - name: cx
+    provider: codex
+    logDirectory: ~/codex-logs
+    cwd: /abs/work
+""",
+    )
+    targets = load_targets_file(path)
+    tool = create_provider(targets.get("tool"), {})
+    project = repo.resolve()  # the folder holding .agentv/, not .agentv/ itself
+    assert tool.settings.cwd == str(project / "scripts")
+    assert tool.settings.healthcheck.cwd == str(project / "checks")
+    cx = create_provider(targets.get("cx"), {})
+    assert cx.settings.log_dir == str(Path("~/codex-logs").expanduser())
+    assert cx.settings.cwd == "/abs/work"
+    # a targets file outside .agentv/: its own folder
+    elsewhere = write(tmp_path, "conf/targets.yaml", path.read_text("utf-8"))
+    moved = create_provider(load_targets_file(elsewhere).get("tool"), {})
+    assert moved.settings.cwd == str((tmp_path / "conf/scripts").resolve())

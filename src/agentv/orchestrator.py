@@ -19,10 +19,11 @@ from agentv.dumps import PromptDumper
 from agentv.errors import AgentVError, ProviderError, ProviderTimeout
 from agentv.evaluators import grade_case, needs_judge
 from agentv.evaluators.base import EvaluationContext
-from agentv.planning import CaseJob, RunTarget, TargetRegistry
+from agentv.planning import CaseJob
 from agentv.prompts import Prompt, PromptSettings, build_prompt
 from agentv.providers.base import Provider, ProviderRequest, ProviderResponse, request_for_case
 from agentv.records import error_record, result_record
+from agentv.targets import RunTarget, TargetRegistry
 
 DEFAULT_WORKERS = 3
 #: agent targets enforce the timeout themselves (and clean up); the outer limit is a backstop

@@ -83,7 +83,7 @@ def eval_command(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No per-case lines.")] = False,
 ) -> None:
     """Run eval cases against their targets, grade the answers and write results."""
-    from agentv.planning import DryRun
+    from agentv.targets import DryRun
 
     raise typer.Exit(
         run_eval_command(

@@ -1,0 +1,257 @@
+"""Targets as one run uses them: which target a case runs on, each built once, its judge.
+
+Target precedence for a case (``choose_target``, used by ``agentv eval`` and ``agentv
+render`` alike): ``--target`` (when given and not ``default``), else the case's
+``execution.target``, else the eval file's ``target``, else ``default``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import overload
+
+from agentv.errors import ConfigError, Diagnostic, InputError
+from agentv.providers.base import Provider
+from agentv.providers.mock import DRY_RUN_RESPONSE, MockProvider, MockSettings
+from agentv.targets.discovery import explicit_targets_file, find_targets_file, no_targets_file
+from agentv.targets.loader import load_targets_file
+from agentv.targets.resolve import create_provider, preview_environment
+from agentv.targets.schema import TargetDefinition, TargetsFile
+
+DEFAULT_TARGET = "default"
+
+
+@overload
+def choose_target(
+    cli_target: str | None, case_target: str | None, file_target: str | None
+) -> str: ...
+
+
+@overload
+def choose_target(
+    cli_target: str | None, case_target: str | None, file_target: str | None, *, default: None
+) -> str | None: ...
+
+
+def choose_target(
+    cli_target: str | None,
+    case_target: str | None,
+    file_target: str | None,
+    *,
+    default: str | None = DEFAULT_TARGET,
+) -> str | None:
+    """The name of the target a case runs on: ``cli_target`` (``--target``) when given and
+    not ``default``, else ``case_target`` (its ``execution.target``), else ``file_target``
+    (the eval file's ``target``), else ``default`` (None: no target at all)."""
+    if cli_target and cli_target != DEFAULT_TARGET:
+        return cli_target
+    return case_target or file_target or default
+
+
+@dataclass
+class RunTarget:
+    """A target as used in this run."""
+
+    name: str  # the name written to results (`<name>-dry-run` in a dry run)
+    kind: str
+    provider: Provider
+    workers: int | None = None
+    batching: bool = False
+    judge_name: str | None = None
+    targets_file: Path | None = None
+    judge: Provider | None = None
+    unset: tuple[str, ...] = ()  # a preview's variables that are not set (shown as placeholders)
+
+    @property
+    def label(self) -> str:
+        """``name [provider=kind]``, how ``--verbose`` names the target."""
+        kind = (
+            "mock (dry-run)"
+            if self.name.endswith("-dry-run") and self.kind == "mock"
+            else self.kind
+        )
+        return f"{self.name} [provider={kind}]"
+
+
+@dataclass
+class DryRun:
+    """``--dry-run``: every target is replaced by a mock answering without any network."""
+
+    delay_ms: float = 0
+    delay_min_ms: float = 0
+    delay_max_ms: float = 0
+    response: str = DRY_RUN_RESPONSE
+
+
+@dataclass
+class TargetRegistry:
+    """Finds targets files, builds each target's provider once, and resolves judges.
+
+    With ``dry_run`` every target is a mock. With ``preview`` (``agentv render``) nothing
+    needs a secret: variables are read from the environment over ``.env`` without loading
+    it, an unset one becomes ``<unset:VAR>`` (listed in ``RunTarget.unset``), and the values
+    that must never be shown are collected in ``secrets``.
+    """
+
+    cwd: Path
+    targets_path: Path | None = None
+    dry_run: DryRun | None = None
+    preview: bool = False
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    #: (preview) values of credential-looking variables, longest first, for redaction
+    secrets: list[str] = field(default_factory=list)
+    _files: dict[Path, TargetsFile] = field(default_factory=dict)
+    _targets: dict[tuple[Path | None, str], RunTarget] = field(default_factory=dict)
+    _by_eval_file: dict[Path, TargetsFile | None] = field(default_factory=dict)
+    _environments: dict[Path, dict[str, str]] = field(default_factory=dict)
+
+    def _targets_file(self, eval_file: Path, repo_root: Path) -> TargetsFile | None:
+        """The eval file's targets file, or None when none is found (an explicit
+        ``--targets`` that is not there raises, except in a dry run)."""
+        # Every case of a file shares its targets file: look it up once per file.
+        if eval_file in self._by_eval_file:
+            return self._by_eval_file[eval_file]
+        if self.targets_path is None:
+            path = find_targets_file(eval_file, repo_root, self.cwd)
+        else:
+            try:
+                path = explicit_targets_file(self.targets_path, self.cwd)
+            except ConfigError:
+                if self.dry_run is None:
+                    raise
+                path = None  # a dry run needs no real target
+        loaded = None
+        if path is not None:
+            path = path.resolve()
+            loaded = self._files.get(path)
+            if loaded is None:
+                loaded = load_targets_file(path)
+                self._files[path] = loaded
+                self.diagnostics.extend(loaded.diagnostics)
+        self._by_eval_file[eval_file] = loaded
+        return loaded
+
+    def target(self, eval_file: Path, repo_root: Path, name: str) -> RunTarget:
+        """The run target called ``name`` for cases of ``eval_file``."""
+        tfile = self._targets_file(eval_file, repo_root)
+        if tfile is None and self.dry_run is None:
+            raise no_targets_file(eval_file, repo_root, self.cwd)
+        return self._target(tfile, repo_root, name)
+
+    def find_target(self, eval_file: Path, repo_root: Path, name: str) -> RunTarget | None:
+        """Like ``target``, but None when ``eval_file`` has no targets file to look in."""
+        tfile = self._targets_file(eval_file, repo_root)
+        if tfile is None and self.dry_run is None:
+            return None
+        return self._target(tfile, repo_root, name)
+
+    def _target(self, tfile: TargetsFile | None, repo_root: Path, name: str) -> RunTarget:
+        key = (tfile.path if tfile else None, name)
+        hit = self._targets.get(key)
+        if hit is not None:
+            return hit
+        definition = tfile.get(name) if tfile is not None else None
+        if self.dry_run is not None:
+            run_target = self._dry_run_target(name, definition)
+        else:
+            assert definition is not None and tfile is not None
+            run_target = self._build(definition, tfile, repo_root)
+        self._targets[key] = run_target
+        return run_target
+
+    def _build(
+        self, definition: TargetDefinition, tfile: TargetsFile, repo_root: Path
+    ) -> RunTarget:
+        unset: list[str] = []
+        if self.preview:
+            # errors are shown as they are: the command names the file already
+            env = self._environment(repo_root)
+            provider = create_provider(definition, env, unset=unset)
+        else:
+            try:
+                provider = create_provider(definition)
+            except (ConfigError, InputError) as exc:
+                raise ConfigError(
+                    f"cannot use target {definition.name!r} from {tfile.path}: {exc}"
+                ) from None
+        return RunTarget(
+            name=definition.name,
+            kind=definition.kind,
+            provider=provider,
+            workers=definition.workers,
+            batching=definition.provider_batching,
+            judge_name=definition.judge_target,
+            targets_file=tfile.path,
+            unset=tuple(dict.fromkeys(unset)),
+        )
+
+    def _environment(self, repo_root: Path) -> dict[str, str]:
+        """(preview) The variables ``agentv eval`` would see for eval files under
+        ``repo_root``; their secrets join ``secrets``."""
+        env = self._environments.get(repo_root)
+        if env is None:
+            from agentv.providers.agents.common import secret_values
+
+            env = preview_environment(repo_root, self.cwd)
+            self._environments[repo_root] = env
+            self.secrets = sorted({*self.secrets, *secret_values(env)}, key=len, reverse=True)
+        return env
+
+    def _dry_run_target(self, name: str, definition: TargetDefinition | None) -> RunTarget:
+        assert self.dry_run is not None
+        dr = self.dry_run
+        settings = MockSettings(
+            response=dr.response,
+            delay_ms=dr.delay_ms,
+            delay_min_ms=dr.delay_min_ms,
+            delay_max_ms=dr.delay_max_ms,
+        )
+        mock = MockProvider(f"{name}-dry-run", settings)
+        return RunTarget(
+            name=f"{name}-dry-run",
+            kind="mock",
+            provider=mock,
+            workers=definition.workers if definition else None,
+            judge=mock,  # a dry run never calls a real judge either
+        )
+
+    def judge(self, run_target: RunTarget) -> Provider:
+        """The judge for cases on ``run_target``: its ``judge_target``, else the target itself."""
+        if run_target.judge is not None:
+            return run_target.judge
+        judge = run_target.provider
+        if run_target.judge_name and run_target.targets_file is not None:
+            tfile = self._files[run_target.targets_file]
+            definition = tfile.targets.get(run_target.judge_name)
+            if definition is None:
+                raise ConfigError(
+                    f"target {run_target.name!r} names judge_target {run_target.judge_name!r}, "
+                    f"which is not in {tfile.path}; available targets: {', '.join(tfile.targets)}"
+                )
+            key = (tfile.path, definition.name)
+            existing = self._targets.get(key)
+            judge = existing.provider if existing else create_provider(definition)
+            if existing is None:
+                self._targets[key] = RunTarget(
+                    name=definition.name,
+                    kind=definition.kind,
+                    provider=judge,
+                    workers=definition.workers,
+                    targets_file=tfile.path,
+                )
+        run_target.judge = judge
+        return judge
+
+    def all_targets(self) -> list[RunTarget]:
+        """Every target built so far (judges included)."""
+        return list(self._targets.values())
+
+    async def aclose(self) -> None:
+        """Close every provider built in this run."""
+        seen: set[int] = set()
+        for t in self._targets.values():
+            for p in (t.provider, t.judge):
+                if p is not None and id(p) not in seen:
+                    seen.add(id(p))
+                    await p.aclose()

@@ -1,0 +1,138 @@
+"""From a target's definition to its provider: ``${{ VAR }}`` values, ``.env``, previews.
+
+``create_provider`` substitutes ``${{ VAR }}`` references, anywhere inside a string, from the
+environment (``agentv eval`` has loaded ``.env`` into it first: see ``agentv.env``), makes
+relative paths start from the project folder, and builds the provider. A preview
+(``agentv render``) needs no secrets: ``preview_environment`` reads ``.env`` without changing
+the process environment, and an unset variable shows as ``<unset:VAR>``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from agentv.errors import ConfigError
+from agentv.providers import registry
+from agentv.providers.base import Provider
+from agentv.targets.discovery import project_dir
+from agentv.targets.schema import (
+    ENV_REF,
+    TargetDefinition,
+    anchor_paths,
+    describe_error,
+    validate_without,
+)
+
+_PLACEHOLDER = re.compile(r"<unset:[A-Za-z_][A-Za-z0-9_]*>")  # see `unset_placeholder`
+_ENV_HINT = "set it in the environment, or in a .env file at the repository root"
+
+
+def unset_placeholder(var: str) -> str:
+    """What ``render`` shows in place of variable ``var`` when it is not set."""
+    return f"<unset:{var}>"
+
+
+def substitute_env(
+    value: Any,
+    env: Mapping[str, str],
+    *,
+    target: str,
+    field_name: str,
+    unset: list[str] | None = None,
+) -> Any:
+    """``value`` with every ``${{ VAR }}`` replaced from ``env`` (in nested lists and maps too).
+
+    A variable that is not set, or set to blank, is a ``ConfigError`` naming the target, the
+    field and the variable. When ``unset`` is given (for a preview), such a variable becomes
+    ``<unset:VAR>`` instead and its name is added to ``unset``.
+    """
+    if isinstance(value, str):
+
+        def replace(match: re.Match[str]) -> str:
+            var = match.group(1)
+            found = env.get(var)
+            if found is None or not found.strip():
+                if unset is not None:
+                    unset.append(var)
+                    return unset_placeholder(var)
+                what = "not set" if found is None else "empty"
+                raise ConfigError(
+                    f"target {target!r}: field {field_name!r} uses environment variable "
+                    f"{var}, which is {what}; {_ENV_HINT}"
+                )
+            return found.strip()
+
+        return ENV_REF.sub(replace, value)
+    if isinstance(value, dict):
+        return {
+            k: substitute_env(v, env, target=target, field_name=f"{field_name}.{k}", unset=unset)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [
+            substitute_env(v, env, target=target, field_name=f"{field_name}[{i}]", unset=unset)
+            for i, v in enumerate(value)
+        ]
+    return value
+
+
+def create_provider(
+    definition: TargetDefinition,
+    env: Mapping[str, str] | None = None,
+    *,
+    unset: list[str] | None = None,
+) -> Provider:
+    """Substitute ``${{ VAR }}`` values, validate the provider's settings, build the provider.
+
+    ``unset`` is for previews (``agentv render``), which must work without secrets: a
+    variable that is not set becomes ``<unset:VAR>`` and is listed in ``unset``, a setting
+    that such a placeholder makes invalid (a number) keeps its default, and a missing API
+    key is no error.
+    """
+    env = os.environ if env is None else env
+    fields = {
+        key: substitute_env(value, env, target=definition.name, field_name=key, unset=unset)
+        for key, value in definition.fields.items()
+    }
+    cls = registry.provider_class(definition.kind)
+    if definition.source is not None:
+        anchor_paths(cls.Settings, fields, project_dir(definition.source))
+    try:
+        if unset:
+            settings = validate_without(cls.Settings, fields, _PLACEHOLDER)
+        else:
+            settings = cls.Settings.model_validate(fields)
+    except ValidationError as exc:
+        problems = "; ".join(describe_error(err) for err in exc.errors())
+        where = f"{definition.source}: " if definition.source else ""
+        raise ConfigError(
+            f"{where}target {definition.name!r} ({definition.provider}): {problems}"
+        ) from None
+    has_key_field = "api_key" in type(settings).model_fields
+    if unset is not None and has_key_field and not (settings.api_key or "").strip():
+        # A preview sends nothing and never shows a key, so a target that would take its
+        # key from the vendor's usual variable renders without that variable.
+        settings = settings.model_copy(update={"api_key": unset_placeholder("api_key")})
+    return cls(definition.name, settings)
+
+
+def preview_environment(repo_root: Path, cwd: Path) -> dict[str, str]:
+    """The variables ``agentv eval`` would see: the environment over the ``.env`` file it
+    would load (``agentv.env.find_env_file``), read without changing the process
+    environment."""
+    from dotenv import dotenv_values
+
+    from agentv.env import find_env_file
+
+    path = find_env_file(repo_root, cwd)
+    env: dict[str, str] = {}
+    if path is not None:
+        env = {k: v for k, v in dotenv_values(path, encoding="utf-8").items() if v is not None}
+    env.update(os.environ)
+    return env
