@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from agentv.errors import Diagnostic
     from agentv.evalfile.loader import LoadedEvalFile
     from agentv.providers.base import Provider
+    from agentv.targets import TargetRegistry
 
 
 class ModeChoice(StrEnum):
@@ -113,7 +114,8 @@ class _Renderer:
     err: Console
     cases: list[dict[str, Any]] = field(default_factory=list)
     failed: bool = False
-    _providers: dict[tuple[Path, str], Provider] = field(default_factory=dict)
+    _registry: TargetRegistry | None = None  # built on first use: targets in preview mode
+    _warned: set[int] = field(default_factory=set)  # targets whose unset variables were told
     _secrets: list[str] = field(default_factory=list)  # values redacted from requests
     _seen: set[tuple[str, int | None, int | None, str]] = field(default_factory=set)
 
@@ -170,51 +172,60 @@ class _Renderer:
             )
             if not loaded.cases:
                 self.failed = True
-        provider = None
-        if self.target is not None:
-            try:
-                provider = self._provider(loaded, self.target)
-            except NotImplementedError:
-                self.error(
-                    "--target cannot be used yet: this build of agentv cannot read targets files"
-                )
-                return
-            except AgentVError as exc:
-                self.error(f"{display_path(path)}: {exc}")
-                return
-        for case in loaded.cases:
+        try:
+            # every case's target first: like `agentv eval`, one that cannot be used stops
+            # the whole file
+            providers = [self._provider(loaded, case) for case in loaded.cases]
+        except NotImplementedError:
+            self.error(
+                "--target cannot be used yet: this build of agentv cannot read targets files"
+            )
+            return
+        except AgentVError as exc:
+            self.error(f"{display_path(path)}: {exc}")
+            return
+        for case, provider in zip(loaded.cases, providers, strict=True):
             self.cases.append(self._case_view(case, provider))
 
-    def _provider(self, loaded: LoadedEvalFile, name: str) -> Provider:
-        """The target as ``agentv eval`` would build it, except that a ``${{ VAR }}`` that is
-        not set shows as ``<unset:VAR>``: rendering needs no secrets."""
-        from agentv.providers.agents.common import secret_values
-        from agentv.targets import (
-            create_provider,
-            discover_targets_file,
-            load_targets_file,
-            unset_placeholder,
-        )
+    def _provider(self, loaded: LoadedEvalFile, case: EvalCase) -> Provider | None:
+        """The case's target as ``agentv eval`` would choose and build it, except that a
+        ``${{ VAR }}`` that is not set shows as ``<unset:VAR>``: rendering needs no secrets.
 
-        explicit = self.targets_path.resolve() if self.targets_path else None
-        targets_file = discover_targets_file(
-            loaded.path, loaded.repo_root, self.context.cwd, explicit
+        Without ``--target`` a case shows a target only when it or its file names one
+        (``execution.target``, ``target``) and a targets file is found; never ``default``.
+        """
+        from agentv.targets import DEFAULT_TARGET, TargetRegistry, choose_target, unset_placeholder
+
+        given = self.target is not None
+        name = choose_target(
+            self.target, case.target, loaded.target, default=DEFAULT_TARGET if given else None
         )
-        key = (targets_file, name)
-        provider = self._providers.get(key)
-        if provider is None:
-            env = _environment(loaded.repo_root, self.context.cwd)
-            unset: list[str] = []
-            provider = create_provider(load_targets_file(targets_file).get(name), env, unset=unset)
-            self._providers[key] = provider
-            self._secrets = sorted({*self._secrets, *secret_values(env)}, key=len, reverse=True)
-            for var in dict.fromkeys(unset):
+        if name is None:
+            return None
+        if self._registry is None:
+            self._registry = TargetRegistry(
+                cwd=self.context.cwd,
+                targets_path=self.targets_path.resolve() if self.targets_path else None,
+                preview=True,
+            )
+        registry = self._registry
+        if given:
+            run_target = registry.target(loaded.path, loaded.repo_root, name)
+        else:
+            found = registry.find_target(loaded.path, loaded.repo_root, name)
+            if found is None:
+                return None  # no targets file to look in: the case shows no target
+            run_target = found
+        self._secrets = registry.secrets
+        if id(run_target) not in self._warned:
+            self._warned.add(id(run_target))
+            for var in run_target.unset:
                 self.err.print(
                     f"warning: target {name!r} uses {var}, which is not set; shown as "
                     f"{unset_placeholder(var)} (`agentv eval` needs it set)",
                     style="yellow",
                 )
-        return provider
+        return run_target.provider
 
     def _case_view(self, case: EvalCase, provider: Provider | None) -> dict[str, Any]:
         from agentv.messages import chat_to_dicts
@@ -257,25 +268,8 @@ class _Renderer:
         """Release what the providers hold (SDK clients); nothing was sent."""
         import asyncio
 
-        for provider in self._providers.values():
-            asyncio.run(provider.aclose())
-
-
-def _environment(repo_root: Path, cwd: Path) -> dict[str, str]:
-    """The variables ``agentv eval`` would see: the environment over the ``.env`` file it
-    would load (read here without changing the process environment)."""
-    import os
-
-    from dotenv import dotenv_values
-
-    from agentv.env import find_env_file
-
-    path = find_env_file(repo_root, cwd)
-    env = {}
-    if path is not None:
-        env = {k: v for k, v in dotenv_values(path, encoding="utf-8").items() if v is not None}
-    env.update(os.environ)
-    return env
+        if self._registry is not None:
+            asyncio.run(self._registry.aclose())
 
 
 # --- the text view ------------------------------------------------------------------------
