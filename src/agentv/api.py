@@ -39,6 +39,9 @@ class NoCasesError(InputError):
     """The paths hold no case that can run (none at all, or none left after ``eval_id`` and
     the cases that have errors); ``diagnostics`` says why cases were left out."""
 
+    def __str__(self) -> str:
+        return str(self.args[0])  # the reasons are in `diagnostics`, printed on their own
+
 
 @dataclass
 class EvalRun:
@@ -281,6 +284,43 @@ def run_eval(
             paths, target=target, targets_file=targets_file, workers=workers, out=out, **options
         )
     )
+
+
+def render(
+    paths: PathLike | Sequence[PathLike],
+    *,
+    mode: str | None = None,
+    target: str | None = None,
+    targets_file: PathLike | None = None,
+    eval_id: str | None = None,
+    allow_outside_root: bool = False,
+    cwd: PathLike | None = None,
+) -> list[dict[str, Any]]:
+    """What ``agentv render --format json`` prints: one view per case (``question``,
+    ``guidelines``, ``sent_messages`` exactly as an LM API would receive them, and with a
+    target its ``request``). Nothing is sent; no secret is needed or shown.
+
+    ``mode`` (``"lm"`` / ``"agent"``) changes only how ``question`` is shown. Raises
+    ``InputError`` (with every problem as ``diagnostics``) when a file could not be used.
+    """
+    from agentv.preview import preview
+
+    if mode not in (None, "lm", "agent"):
+        raise InputError(f"mode must be 'lm' or 'agent' (got {mode!r})")
+    args = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    result = preview(
+        args,
+        eval_id=eval_id,
+        mode=mode,  # type: ignore[arg-type]
+        target=target,
+        targets_path=targets_file,
+        allow_outside_root=allow_outside_root,
+        cwd=cwd,
+    )
+    if result.failed:
+        first = next((d.message for d in result.errors), "nothing could be rendered")
+        raise InputError(first, result.diagnostics)
+    return result.cases
 
 
 def load_eval_file(path: PathLike, *, allow_outside_root: bool = False) -> LoadedEvalFile:

@@ -258,38 +258,3 @@ def _check_config(src: YamlSource) -> tuple[list[Diagnostic], int | None]:
             )
         )
     return diags, len(config.patterns) if config is not None else None
-
-
-# --- presenting diagnostics -----------------------------------------------------------
-
-
-def display_path(path: Path | str | None, cwd: Path | None = None) -> str:
-    """``path`` relative to the working directory when it lies inside it, else absolute."""
-    if path is None:
-        return "<input>"
-    path = Path(path)
-    base = (cwd or Path.cwd()).resolve()
-    try:
-        return path.resolve().relative_to(base).as_posix()
-    except ValueError:
-        return str(path)
-
-
-def where(diag: Diagnostic, cwd: Path | None = None) -> str:
-    """``file:line:column`` of a diagnostic, the file shown as by ``display_path``."""
-    text = display_path(diag.file, cwd)
-    if diag.line is not None:
-        text += f":{diag.line}"
-        if diag.column is not None:
-            text += f":{diag.column}"
-    elif diag.location:
-        text += f" [{diag.location}]"
-    return text
-
-
-def hint_lines(diag: Diagnostic) -> list[str]:
-    """The hint as printable lines: ``hint: ...`` then its continuation lines, indented."""
-    if not diag.hint:
-        return []
-    first, *rest = diag.hint.splitlines()
-    return [f"hint: {first}", *(f"  {line.strip()}" for line in rest)]

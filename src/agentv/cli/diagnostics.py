@@ -9,9 +9,11 @@ instead (``✗`` / ``⚠``).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from agentv.errors import Diagnostic
+from agentv.evalfile.files import display_path
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -21,45 +23,54 @@ MARKS = {"error": "✗", "warning": "⚠"}
 STYLES = {"error": "red", "warning": "yellow"}
 
 
+def where(diag: Diagnostic, cwd: Path | None = None) -> str:
+    """``file:line:column`` of a diagnostic, the file shown as by ``display_path``."""
+    text = display_path(diag.file, cwd)
+    if diag.line is not None:
+        text += f":{diag.line}"
+        if diag.column is not None:
+            text += f":{diag.column}"
+    elif diag.location:
+        text += f" [{diag.location}]"
+    return text
+
+
+def hint_lines(diag: Diagnostic) -> list[str]:
+    """The hint as printable lines: ``hint: ...`` then its continuation lines, indented."""
+    if not diag.hint:
+        return []
+    first, *rest = diag.hint.splitlines()
+    return [f"hint: {first}", *(f"  {line.strip()}" for line in rest)]
+
+
 def diagnostic_text(diag: Diagnostic, *, indent: str = "", mark: bool = False) -> Text:
     """One problem as styled text: its line, then its hint lines indented under it."""
     from rich.text import Text
 
-    from agentv.validation import hint_lines, where
-
     style = STYLES[diag.severity]
     text = Text(indent)
+    placed = diag.file is not None or diag.line is not None
     if mark:
         text.append(f"{MARKS[diag.severity]} ", style=style)
         text.append(f"{where(diag)}: ", style="bold")
     else:
-        text.append(f"{where(diag)}: ")
+        if placed:
+            text.append(f"{where(diag)}: ")
         text.append(f"{diag.severity}: ", style=f"bold {style}")
     text.append(diag.message)
-    pad = indent + ("    " if mark else "") + "    "
+    pad = indent + "    "
     for hint in hint_lines(diag):
         text.append("\n")
         text.append(f"{pad}{hint}", style="dim")
     return text
 
 
-def print_diagnostics(
-    diags: Iterable[Diagnostic],
-    out: TextIO | Console,
-    *,
-    seen: set[tuple[str, int | None, int | None, str]] | None = None,
-) -> None:
-    """Print each problem once (``seen`` carries what was printed across calls: a config
-    file shared by several eval files is reported once)."""
+def print_diagnostics(diags: Iterable[Diagnostic], out: TextIO | Console) -> None:
+    """Print problems, one after the other (a problem without a file: ``error: message``)."""
     from rich.console import Console
 
     console = (
         out if isinstance(out, Console) else Console(file=out, highlight=False, soft_wrap=True)
     )
     for diag in diags:
-        if seen is not None:
-            key = (str(diag.file), diag.line, diag.column, diag.message)
-            if key in seen:
-                continue
-            seen.add(key)
         console.print(diagnostic_text(diag))

@@ -27,7 +27,9 @@ def validate_command(
     from rich.console import Console
     from rich.text import Text
 
-    from agentv.validation import hint_lines, validate_paths, where
+    from agentv.cli.diagnostics import diagnostic_text
+    from agentv.evalfile.files import display_path
+    from agentv.validation import validate_paths
 
     reports = validate_paths(paths, allow_outside_root=allow_outside_root)
     out = Console(highlight=False, soft_wrap=True)
@@ -37,19 +39,12 @@ def validate_command(
     for report in reports:
         line = Text()
         line.append("✓ " if report.valid else "✗ ", style="green" if report.valid else "red")
-        line.append(where_file(report.path))
+        line.append(display_path(report.path))
         if report.describe():
             line.append(f"  ({report.describe()})", style="dim")
         out.print(line)
         for diag in report.diagnostics:
-            is_error = diag.severity == "error"
-            entry = Text("  ")
-            entry.append("✗ " if is_error else "⚠ ", style="red" if is_error else "yellow")
-            entry.append(f"{where(diag)}: ", style="bold")
-            entry.append(diag.message)
-            out.print(entry)
-            for hint in hint_lines(diag):
-                out.print(Text(f"      {hint}", style="dim"))
+            out.print(diagnostic_text(diag, indent="  ", mark=True))
     invalid = sum(1 for r in reports if not r.valid)
     warned = sum(1 for r in reports if r.warnings)
     out.print()
@@ -61,10 +56,3 @@ def validate_command(
     out.print()
     if invalid:
         raise typer.Exit(code=1)
-
-
-def where_file(path: Path) -> str:
-    """How a file is named in the summary (relative to the working directory when inside)."""
-    from agentv.validation import display_path
-
-    return display_path(path)

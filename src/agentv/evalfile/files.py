@@ -106,3 +106,15 @@ class FileStore:
             self.reads += 1
             self._texts[path] = cached
         return cached
+
+
+def display_path(path: Path | str | None, cwd: Path | None = None) -> str:
+    """``path`` relative to the working directory when it lies inside it, else absolute."""
+    if path is None:
+        return "<input>"
+    path = Path(path)
+    base = (cwd or Path.cwd()).resolve()
+    try:
+        return path.resolve().relative_to(base).as_posix()
+    except ValueError:
+        return str(path)

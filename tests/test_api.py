@@ -1,0 +1,212 @@
+"""The public Python API: ``agentv.__all__`` pinned, ``run_eval`` equal to the CLI's results,
+``arun_eval`` inside a running event loop, and the README's example run as written."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import agentv
+from agentv.records import EvalResult
+from helpers import write
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+
+#: The promise: changing this list is a decision, made here on purpose.
+PUBLIC_NAMES = [
+    "AgentVError",
+    "ConfigError",
+    "Diagnostic",
+    "EvalResult",
+    "EvalRun",
+    "InputError",
+    "NoCasesError",
+    "PreparedRun",
+    "ProviderError",
+    "Summary",
+    "__version__",
+    "arun_eval",
+    "load_eval_file",
+    "prepare_run",
+    "render",
+    "run_eval",
+]
+
+VERDICT = '{"score": 0.75, "hits": ["on topic"], "misses": ["terse"], "reasoning": "fine"}'
+MOCK_TARGETS = f"""
+  - name: mock
+    provider: mock
+    response: "Take an umbrella: 85 % chance of rain. Use user.get('email'). An empty list."
+    judge_target: mock_judge
+  - name: mock_judge
+    provider: mock
+    response: '{VERDICT}'
+"""
+
+
+def test_all_is_pinned_and_every_name_resolves() -> None:
+    assert agentv.__all__ == PUBLIC_NAMES
+    assert {*agentv._EXPORTS, "__version__"} == set(PUBLIC_NAMES)  # each name has its module
+    for name in agentv.__all__:
+        assert getattr(agentv, name) is not None
+    assert dir(agentv) == PUBLIC_NAMES
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        _ = agentv.nope  # type: ignore[attr-defined]
+
+
+def test_import_stays_light() -> None:
+    # `agentv --version` must not pay for pydantic or the SDKs: the names load on first use.
+    code = "import sys, agentv; print(any(m in sys.modules for m in ('pydantic', 'openai')))"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "False"
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A copy of the examples as their own repository, with two mock targets added."""
+    root = tmp_path / "project"
+    shutil.copytree(EXAMPLES, root / "examples")
+    (root / ".git").mkdir()
+    targets = root / "examples" / ".agentv" / "targets.yaml"
+    targets.write_text(targets.read_text(encoding="utf-8") + MOCK_TARGETS, encoding="utf-8")
+    return root
+
+
+def _comparable(record: dict[str, Any]) -> dict[str, Any]:
+    """A record without the values that differ from run to run (times)."""
+    out = {k: v for k, v in record.items() if k not in ("timestamp", "duration_ms", "latency_ms")}
+    for entry in out.get("evaluator_results", []):
+        entry.pop("latency_ms", None)
+        raw = entry.get("evaluator_raw_request") or {}
+        raw.pop("duration_ms", None)
+    return out
+
+
+def test_run_eval_results_equal_the_cli_results_file(project: Path) -> None:
+    run = agentv.run_eval("examples/", target="mock", cwd=project)
+    cli_out = project / "cli.jsonl"
+    proc = subprocess.run(
+        [sys.executable, "-m", "agentv", "eval", "examples/", "--target=mock", f"--out={cli_out}"],
+        cwd=project,
+        env={**os.environ, "CI": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = [json.loads(line) for line in cli_out.read_text(encoding="utf-8").splitlines()]
+
+    assert run.out is None  # out=None: no results file
+    assert not (project / ".agentv" / "results").exists()
+    assert all(isinstance(r, EvalResult) for r in run.results)
+    api = {r.eval_id: _comparable(r.model_dump(mode="json")) for r in run.results}
+    cli = {line["eval_id"]: _comparable(line) for line in lines}
+    assert len(api) == len(run.results) == 4
+    assert api == cli
+    # the model reads a results line back unchanged
+    for line in lines:
+        assert EvalResult.model_validate(line).model_dump(mode="json") == line
+
+    summary = run.summary
+    assert (summary.total, summary.errors) == (4, 0)
+    assert summary.mean == pytest.approx(sum(r.score for r in run.results) / 4)
+    judged = next(r for r in run.results if r.eval_id == "debug-missing-email")
+    assert judged.target == "mock"
+    assert any(e.get("score") == 0.75 for e in judged.evaluator_results or [])
+
+
+def test_run_eval_writes_the_results_file_when_asked(project: Path) -> None:
+    run = agentv.run_eval(["examples/tool-use.yaml"], target="mock", out="out/r.jsonl", cwd=project)
+    assert run.out == project / "out" / "r.jsonl"
+    (line,) = run.out.read_text(encoding="utf-8").splitlines()
+    assert json.loads(line) == run.results[0].model_dump(mode="json")
+
+
+async def test_arun_eval_inside_a_running_event_loop(project: Path) -> None:
+    run = await agentv.arun_eval("examples/brainstorm.yaml", target="mock", cwd=project)
+    assert [r.eval_id for r in run.results] == ["brainstorm-cli-names"]
+    with pytest.raises(RuntimeError, match=r"use `await arun_eval\(\.\.\.\)`"):
+        agentv.run_eval("examples/brainstorm.yaml", target="mock", cwd=project)
+
+
+def test_no_cases_is_an_error_with_the_reasons(project: Path) -> None:
+    bad = write(
+        project,
+        "examples/bad.yaml",
+        "$schema: agentv-eval-v2\nevalcases:\n  - id: x\n    outcom: typo\n"
+        "    input_messages: [{role: user, content: hi}]\n",
+    )
+    with pytest.raises(agentv.NoCasesError) as caught:
+        agentv.run_eval(bad, target="mock", cwd=project)
+    assert "no eval cases to run" in str(caught.value)
+    assert any("unknown key 'outcom'" in d.message for d in caught.value.diagnostics)
+
+
+def test_load_eval_file_returns_cases_and_diagnostics(project: Path) -> None:
+    loaded = agentv.load_eval_file(project / "examples" / "code-review.yaml")
+    assert [c.id for c in loaded.cases] == ["review-inventory"]
+    assert loaded.errors == []
+
+
+def _readme_example() -> str:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Python API", 1)[1]
+    match = re.search(r"```python\n(.*?)```", section, re.DOTALL)
+    assert match, "README's Python API section has no python example"
+    return match.group(1)
+
+
+def test_readme_example_runs_as_written(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    shutil.copytree(EXAMPLES, project / "examples")
+    (project / ".git").mkdir()
+    script = write(project, "example.py", _readme_example())
+    proc = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=project,
+        env={**os.environ, "CI": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "4 cases" in proc.stdout
+    assert "review-inventory" in proc.stdout
+
+
+RENDER_ARGS = ["examples/tool-use.yaml", "--target", "mock", "--format", "json"]
+
+
+def test_render_returns_what_the_cli_prints(project: Path) -> None:
+    views = agentv.render("examples/tool-use.yaml", target="mock", cwd=project)
+    proc = subprocess.run(
+        [sys.executable, "-m", "agentv", "render", *RENDER_ARGS],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert views == json.loads(proc.stdout)
+    (view,) = views
+    assert view["target"] == "mock" and view["sent_messages"][0]["role"] == "system"
+    agent_view = agentv.render("examples/tool-use.yaml", mode="agent", cwd=project)[0]
+    assert agent_view["mode"] == "agent" and "target" not in agent_view
+
+
+def test_render_of_an_unusable_file_raises_with_its_problems(project: Path) -> None:
+    write(project, "examples/broken.yaml", "$schema: agentv-eval-v2\nevalcases: [\n")
+    with pytest.raises(agentv.InputError) as caught:
+        agentv.render("examples/broken.yaml", cwd=project)
+    assert any("invalid YAML" in d.message for d in caught.value.diagnostics)
