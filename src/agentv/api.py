@@ -27,9 +27,10 @@ from agentv.evalfile.finder import expand_eval_paths
 from agentv.evalfile.loader import LoadContext, LoadedEvalFile
 from agentv.evalfile.loader import load_eval_file as _load_eval_file
 from agentv.orchestrator import Orchestrator, ProgressSink, RunSettings, RunStats
-from agentv.planning import DryRun, Plan, RunTarget, TargetRegistry, plan_run
+from agentv.planning import Plan, plan_run
 from agentv.records import EvalResult
 from agentv.summary import Summary, SummaryCollector
+from agentv.targets import DryRun, RunTarget, TargetRegistry
 from agentv.writers import ResultWriter, open_writer
 
 PathLike = str | Path

@@ -16,7 +16,6 @@ from agentv.errors import Diagnostic, InputError
 from agentv.evalfile.files import FileStore
 from agentv.evalfile.loader import LoadContext, LoadedEvalFile, iter_cases, load_eval_file
 from agentv.targets import DEFAULT_TARGET, RunTarget, TargetRegistry, choose_target
-from agentv.targets import DryRun as DryRun  # re-exported for callers that import it here
 
 
 @dataclass(slots=True)

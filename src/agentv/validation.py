@@ -231,18 +231,8 @@ def case_index(diag: Diagnostic) -> int | None:
 def _check_targets(src: YamlSource) -> tuple[list[Diagnostic], int | None]:
     targets_list = src.data.get("targets") if isinstance(src.data, dict) else None
     count = len(targets_list) if isinstance(targets_list, list) else None
-    try:
-        # the targets module is the authority on its own format
-        return validate_targets_file(src.path), count
-    except NotImplementedError:
-        return [
-            Diagnostic(
-                src.path,
-                "targets files cannot be checked by this build of agentv yet",
-                severity="warning",
-                hint="only the `$schema` was checked",
-            )
-        ], count
+    # the targets package is the authority on its own format
+    return validate_targets_file(src.path), count
 
 
 def _check_config(src: YamlSource) -> tuple[list[Diagnostic], int | None]:

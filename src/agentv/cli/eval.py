@@ -135,7 +135,10 @@ def run_eval_command(
     cwd = Path.cwd().resolve()
     try:
         with _collector_paused():
-            prepared = prepare_run(paths, cwd=cwd, output_format=output_format, **options)
+            # the results go to the file only: a run of any size keeps none in memory
+            prepared = prepare_run(
+                paths, cwd=cwd, output_format=output_format, keep_results=False, **options
+            )
     except NoCasesError as exc:
         print_diagnostics(exc.diagnostics, stderr)
         stderr.write(f"error: {exc}\n")
