@@ -83,6 +83,18 @@ def project(tmp_path: Path) -> Path:
     return root
 
 
+def agentv_cli(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m agentv ARGS`` in ``project``, as a user runs it in CI."""
+    return subprocess.run(
+        [sys.executable, "-m", "agentv", *args],
+        cwd=project,
+        env={**os.environ, "CI": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
 def _comparable(record: dict[str, Any]) -> dict[str, Any]:
     """A record without the values that differ from run to run (times)."""
     out = {k: v for k, v in record.items() if k not in ("timestamp", "duration_ms", "latency_ms")}
@@ -96,14 +108,7 @@ def _comparable(record: dict[str, Any]) -> dict[str, Any]:
 def test_run_eval_results_equal_the_cli_results_file(project: Path) -> None:
     run = agentv.run_eval("examples/", target="mock", cwd=project)
     cli_out = project / "cli.jsonl"
-    proc = subprocess.run(
-        [sys.executable, "-m", "agentv", "eval", "examples/", "--target=mock", f"--out={cli_out}"],
-        cwd=project,
-        env={**os.environ, "CI": "1"},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = agentv_cli(project, "eval", "examples/", "--target", "mock", "--out", str(cli_out))
     assert proc.returncode == 0, proc.stderr
     lines = [json.loads(line) for line in cli_out.read_text(encoding="utf-8").splitlines()]
 
@@ -185,17 +190,10 @@ def test_readme_example_runs_as_written(tmp_path: Path) -> None:
     assert "review-inventory" in proc.stdout
 
 
-RENDER_ARGS = ["examples/tool-use.yaml", "--target", "mock", "--format", "json"]
-
-
 def test_render_returns_what_the_cli_prints(project: Path) -> None:
     views = agentv.render("examples/tool-use.yaml", target="mock", cwd=project)
-    proc = subprocess.run(
-        [sys.executable, "-m", "agentv", "render", *RENDER_ARGS],
-        cwd=project,
-        capture_output=True,
-        text=True,
-        timeout=120,
+    proc = agentv_cli(
+        project, "render", "examples/tool-use.yaml", "--target", "mock", "--format=json"
     )
     assert proc.returncode == 0, proc.stderr
     assert views == json.loads(proc.stdout)

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 from typer.testing import CliRunner
-from wire_support import KEYS, LM_KINDS, MODELS
+from wire_support import KEYS, LM_KINDS, provider_fields
 
 import agentv
 from agentv.cli.app import _register, app
@@ -135,13 +135,7 @@ SCENARIOS = [
 
 
 def _targets(kind: str, server: FakeLLMServer, system_prompt: str | None) -> str:
-    fields = {"name": "t", "provider": kind, "api_key": KEYS[kind], "model": MODELS[kind]}
-    if kind == "openai":
-        fields["base_url"] = f"{server.url}/v1"
-    elif kind == "azure":
-        fields["endpoint"] = server.url
-    else:
-        fields["base_url"] = server.url
+    fields = {"name": "t", "provider": kind, **provider_fields(kind, server)}
     if system_prompt is not None:
         fields["system_prompt"] = system_prompt
     entry = "\n".join(f"    {k}: {json.dumps(v)}" for k, v in fields.items())
