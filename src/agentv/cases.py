@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from agentv.messages import GuidelineFile, Message
 
 if TYPE_CHECKING:  # the loader builds cases from the file format; cases never import it
+    from agentv.errors import Diagnostic
     from agentv.evalfile.schema import EvaluatorSpec
 
 
@@ -45,8 +46,27 @@ class EvalCase:
     default_evaluator: str = "llm_judge"
     conversation_id: str | None = None
     target: str | None = None  # execution.target: run this case on that target
+    line: int | None = None  # where the case starts in its file (1-based)
 
     @property
     def guideline_paths(self) -> list[Path]:
         """Absolute paths of the guideline files, in order of first reference."""
         return [g.resolved for g in self.guideline_files]
+
+
+@dataclass(frozen=True, slots=True)
+class InvalidCase:
+    """A case that cannot run, and why: it still gets a result (``status: invalid``)."""
+
+    eval_file: Path
+    dataset: str
+    index: int  # position in the file's `evalcases`
+    id: str | None  # when the case has a usable id
+    line: int | None
+    diagnostics: tuple[Diagnostic, ...]  # the errors that make it invalid (at least one)
+
+    @property
+    def reason(self) -> str:
+        """The errors in one line each, joined by ``; ``."""
+        return "; ".join(d.message for d in self.diagnostics)
+
