@@ -37,10 +37,15 @@ def is_guideline(relative_posix: str, patterns: tuple[str, ...]) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class GuidelineConfig:
-    """The patterns in force for one eval file, and where they came from."""
+    """The ``.agentv/config.yaml`` in force for one eval file: guideline patterns, the pass
+    threshold, and where they came from."""
 
     patterns: tuple[str, ...]
     source: Path | None  # None: the defaults
+    pass_threshold: float | None = None  # None: the run's default
+
+
+CONFIG_KEYS = ("$schema", "guideline_patterns", "pass_threshold")
 
 
 def parse_config(path: Path) -> tuple[GuidelineConfig | None, list[Diagnostic]]:
@@ -72,18 +77,34 @@ def parse_config(path: Path) -> tuple[GuidelineConfig | None, list[Diagnostic]]:
         )
         return None, diags
     for key in data:
-        if key not in ("$schema", "guideline_patterns"):
+        if key not in CONFIG_KEYS:
             diags.append(
                 src.diagnostic(
                     (key,),
                     f"unknown key {key!r} in config",
-                    hint="the config file knows `$schema` and `guideline_patterns`; remove this key",
+                    hint="the config file knows `$schema`, `guideline_patterns` and "
+                    "`pass_threshold`; remove this key",
                     severity="warning",
                     at_key=True,
                 )
             )
+    threshold = data.get("pass_threshold")
+    if threshold is not None and (
+        isinstance(threshold, bool)
+        or not isinstance(threshold, int | float)
+        or not 0 <= threshold <= 1
+    ):
+        diags.append(
+            src.diagnostic(
+                ("pass_threshold",),
+                "`pass_threshold` must be a number from 0 to 1",
+                hint="the lowest score a case needs to pass, e.g. `pass_threshold: 0.8`",
+            )
+        )
+        return None, diags
+    threshold = float(threshold) if threshold is not None else None
     if "guideline_patterns" not in data or data["guideline_patterns"] is None:
-        return GuidelineConfig(DEFAULT_GUIDELINE_PATTERNS, path), diags
+        return GuidelineConfig(DEFAULT_GUIDELINE_PATTERNS, path, threshold), diags
     patterns = data["guideline_patterns"]
     if not isinstance(patterns, list) or not all(
         isinstance(p, str) and p.strip() for p in patterns
@@ -96,7 +117,7 @@ def parse_config(path: Path) -> tuple[GuidelineConfig | None, list[Diagnostic]]:
             )
         )
         return None, diags
-    return GuidelineConfig(tuple(p.strip() for p in patterns), path), diags
+    return GuidelineConfig(tuple(p.strip() for p in patterns), path, threshold), diags
 
 
 @dataclass
