@@ -280,13 +280,149 @@ def test_text_view_with_targets(targets_repo: Path) -> None:
     lm = render(path, "--target", "terse", "--eval-id", "plain")
     assert lm.exit_code == 0, lm.output
     assert "target: terse (mock)" in lm.stdout
-    assert "Messages sent to an LM API" in lm.stdout
-    assert "Request for target terse" in lm.stdout
-    assert '"content": "Default prompt"' in lm.stdout
+    assert "Messages sent to target terse" in lm.stdout
+    assert "as sent to mock: the messages as `messages`" in lm.stdout
+    assert lm.stdout.count("Default prompt") == 1
+    assert "not sent to this target" in lm.stdout  # the question, said in one line
     agent = render(path, "--target", "agent", "--eval-id", "plain")
     assert agent.exit_code == 0, agent.output
-    assert "this agent target gets the question" in agent.stdout
-    assert "Question (agent mode)" in agent.stdout
+    assert "Request for target agent (what its program gets)" in agent.stdout
+    assert "[[ ## user_query ## ]]" in agent.stdout  # the prompt document, as text
+    assert agent.stdout.count('<file: path="code.py">') == 1  # the question, once
+    assert "Messages sent" not in agent.stdout  # an agent gets no message list
+    # another rendering of the question than the target's is shown when asked for
+    asked = render(path, "--target", "agent", "--eval-id", "plain", "--mode", "lm")
+    assert "Question (lm mode)" in asked.stdout
+
+
+VENDOR_TARGETS = """$schema: agentv-targets-v2.2
+targets:
+  - name: oa
+    provider: openai
+    api_key: sk-render-secret-0123456789
+    model: gpt-test
+    temperature: 0.5
+  - name: an
+    provider: anthropic
+    api_key: sk-render-secret-0123456789
+    model: claude-test
+  - name: ge
+    provider: gemini
+    api_key: render-secret-0123456789
+    model: gemini-test
+  - name: tool
+    provider: cli
+    command_template: agent {PROMPT} --chat {CHAT_PROMPT_FILE}
+"""
+MULTI_TURN = """$schema: agentv-eval-v2
+evalcases:
+  - id: turns
+    outcome: ok
+    input_messages:
+      - role: system
+        content: System-content-alpha
+      - role: user
+        content: User-content-bravo
+      - role: assistant
+        content: Assistant-content-charlie
+      - role: user
+        content: User-content-delta
+      - role: user
+        content: User-content-echo
+"""
+
+
+@pytest.mark.parametrize(
+    ("target", "note"),
+    [
+        ("oa", "as sent to openai: the messages as `messages`"),
+        (
+            "an",
+            "as sent to anthropic: the system message as the top-level `system` field; the "
+            "other messages as 3 `messages` turn(s) (consecutive turns of one role merged)",
+        ),
+        (
+            "ge",
+            "as sent to gemini: the system message as `systemInstruction`; the other messages "
+            "as 3 `contents` turn(s) (consecutive turns of one role merged); the assistant as "
+            "role `model`",
+        ),
+    ],
+)
+def test_lm_target_text_view_shows_each_message_once(repo: Path, target: str, note: str) -> None:
+    write(repo, ".agentv/targets.yaml", VENDOR_TARGETS)
+    path = str(write(repo, "e.yaml", MULTI_TURN))
+    result = render(path, "--target", target)
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    for content in ("alpha", "bravo", "charlie", "delta", "echo"):
+        assert out.count(content) == 1, (content, out)
+    assert note in out
+    assert "sk-render-secret" not in out and "render-secret" not in out
+    # the payload's other fields, as JSON that parses once copied
+    block = out.split("The request's other fields\n", 1)[1].split("\n\n", 1)[0]
+    assert json.loads(block)["model"].endswith("-test")
+
+
+LONG_WORD = "x" * 300
+LONG_TEXT = " ".join(["word"] * 60) + " end"
+
+
+def test_text_view_never_hard_wraps(repo: Path) -> None:
+    write(repo, ".agentv/targets.yaml", VENDOR_TARGETS)
+    path = str(
+        write(
+            repo,
+            "e.yaml",
+            MULTI_TURN.replace("System-content-alpha", LONG_WORD).replace(
+                "User-content-bravo", f'"{LONG_TEXT}"'
+            ),
+        )
+    )
+    for target in ("oa", "tool", None):
+        args = [path] + (["--target", target] if target else [])
+        result = CliRunner().invoke(app, ["render", *args], env={"COLUMNS": "60"})
+        assert result.exit_code == 0, result.output
+        lines = result.stdout.splitlines()
+        assert any(LONG_WORD in line for line in lines), target
+        assert any(LONG_TEXT in line for line in lines), target
+    # the cli target's chat prompt: a JSON block that parses as printed
+    out = (
+        CliRunner().invoke(app, ["render", path, "--target", "tool"], env={"COLUMNS": "60"}).stdout
+    )
+    block = out.split("other fields:\n", 1)[1].split("\n\n", 1)[0]
+    chat = json.loads(block)["chat_prompt"]
+    assert chat[0]["content"] == LONG_WORD and chat[1]["content"] == LONG_TEXT
+    assert out.count(LONG_TEXT) == 2  # the command's question and the chat file
+
+
+def test_json_format_with_targets_parses(repo: Path) -> None:
+    write(repo, ".agentv/targets.yaml", VENDOR_TARGETS)
+    path = str(write(repo, "e.yaml", MULTI_TURN.replace("User-content-echo", LONG_TEXT)))
+    for target in ("oa", "an", "ge", "tool"):
+        result = CliRunner().invoke(
+            app, ["render", path, "--target", target, "--format", "json"], env={"COLUMNS": "40"}
+        )
+        assert result.exit_code == 0, result.output
+        (case,) = json.loads(result.stdout)
+        assert list(case) == [
+            "eval_id",
+            "eval_file",
+            "dataset",
+            "mode",
+            "outcome",
+            "question",
+            "guidelines",
+            "guideline_paths",
+            "input_files",
+            "sent_messages",
+            "reference_answer",
+            "evaluators",
+            "target",
+            "provider",
+            "target_mode",
+            "request",
+        ]
 
 
 UNSET_TARGETS = """$schema: agentv-targets-v2.2

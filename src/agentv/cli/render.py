@@ -1,7 +1,10 @@
 """``agentv render EVAL_FILE...``: show what each case would send, without calling anything.
 
 ``--format json`` prints one JSON array (one object per case) for tools and tests;
-``--format text`` (the default) is a coloured view for people. Problems go to stderr: a bad
+``--format text`` (the default) is a coloured view for people that shows what is sent once:
+with an LM API target, the messages, a line on how the vendor's payload holds them and the
+payload's other fields; with a target that runs a program, its request (command, prompt
+document). Nothing is hard-wrapped, so a copied JSON block parses. Problems go to stderr: a bad
 case is skipped with its diagnostics and the others still render; a file that cannot be
 used at all fails on its own and makes the exit code 1.
 """
@@ -123,6 +126,136 @@ def _indented(text: Any, by: int = 2) -> Any:
     return Text("\n").join(Text(" " * by) + line if line.plain else line for line in lines)
 
 
+def _json_block(value: Any) -> Any:
+    """``value`` as indented JSON, highlighted but never wrapped: a block copied from the
+    terminal (or a pipe) parses as it is."""
+    from rich.highlighter import JSONHighlighter
+    from rich.text import Text
+
+    text = Text(json.dumps(value, indent=2, ensure_ascii=False, default=str))
+    JSONHighlighter().highlight(text)
+    return text
+
+
+def _heading(out: Console, text: str) -> None:
+    from rich.text import Text
+
+    out.print()
+    out.print(Text(text, style="bold underline"))
+
+
+def _note(out: Console, text: str) -> None:
+    from rich.text import Text
+
+    out.print(_indented(Text(text, style="dim italic")))
+
+
+def _print_messages(out: Console, messages: list[dict[str, Any]], heading: str) -> None:
+    from rich.text import Text
+
+    _heading(out, heading)
+    for msg in messages:
+        header = Text(f" {msg['role'].upper()} ", style=_ROLE_STYLES.get(msg["role"], "bold"))
+        if msg.get("tool_call_id"):
+            header.append(f"  result of call {msg['tool_call_id']}", style="magenta")
+        out.print(header)
+        if msg["content"]:
+            out.print(_indented(_highlighted(msg["content"])))
+        for call in msg.get("tool_calls", []):
+            args = json.dumps(call["arguments"], ensure_ascii=False)
+            call_text = Text(f"calls {call['name']}({args})  id {call['id']}", style="magenta")
+            out.print(_indented(call_text))
+
+
+def _print_question(out: Console, view: dict[str, Any]) -> None:
+    _heading(out, f"Question ({view['mode']} mode)")
+    out.print(_indented(_highlighted(view["question"])))
+
+
+#: where LM API payloads carry the messages (``sent_messages`` in the vendor's shape)
+_MESSAGE_FIELDS = ("system", "systemInstruction", "messages", "contents")
+
+
+def _lm_payload(request: dict[str, Any]) -> dict[str, Any] | None:
+    """The vendor payload of an LM API target's request (None: the target runs a program).
+
+    LM API providers preview ``{"request": payload}``; the mock previews the payload itself.
+    """
+    body = request.get("request") if set(request) == {"request"} else request
+    if isinstance(body, dict) and any(k in body for k in ("messages", "contents")):
+        return body
+    return None
+
+
+def _wire_note(provider: str, body: dict[str, Any], messages: list[dict[str, Any]]) -> str:
+    """One line saying how the payload holds the messages above, without repeating them."""
+    parts: list[str] = []
+    system_moved = "system" in body or "systemInstruction" in body
+    if "system" in body:
+        parts.append("the system message as the top-level `system` field")
+    if "systemInstruction" in body:
+        parts.append("the system message as `systemInstruction`")
+    key = "messages" if "messages" in body else "contents"
+    turns = body.get(key) or []
+    count = sum(1 for m in messages if not (system_moved and m["role"] == "system"))
+    rest = "the other messages" if system_moved else "the messages"
+    if len(turns) < count:
+        parts.append(
+            f"{rest} as {len(turns)} `{key}` turn(s) (consecutive turns of one role merged)"
+        )
+    else:
+        parts.append(f"{rest} as `{key}`")
+    wire_roles = {t.get("role") for t in turns if isinstance(t, dict)}
+    if "model" in wire_roles:
+        parts.append("the assistant as role `model`")
+    if any(m["role"] == "tool" for m in messages) and "tool" not in wire_roles:
+        parts.append("tool results inside user turns")
+    return f"as sent to {provider}: " + "; ".join(parts)
+
+
+def _print_lm_request(out: Console, view: dict[str, Any], body: dict[str, Any]) -> None:
+    """An LM API target: the messages once, how the vendor's payload holds them, and the
+    payload's other fields (model, max_tokens, temperature, ...)."""
+    messages = view["sent_messages"]
+    _print_messages(out, messages, f"Messages sent to target {view['target']}")
+    _note(out, _wire_note(view["provider"], body, messages))
+    others = {k: v for k, v in body.items() if k not in _MESSAGE_FIELDS}
+    if others:
+        _heading(out, "The request's other fields")
+        out.print(_json_block(others))
+    if view["mode"] != view.get("target_mode", "lm"):
+        _print_question(out, view)
+    else:
+        _heading(out, f"Question ({view['mode']} mode)")
+        _note(
+            out,
+            "not sent to this target (judges and logs use it); "
+            "`--format json` or a render without --target shows it",
+        )
+
+
+def _print_program_request(out: Console, view: dict[str, Any]) -> None:
+    """A target that runs a program (cli, codex, vscode): what the program gets, once."""
+    from rich.text import Text
+
+    request: dict[str, Any] = view["request"]
+    _heading(out, f"Request for target {view['target']} (what its program gets)")
+    others: dict[str, Any] = {}
+    for key, value in request.items():
+        if isinstance(value, str) and value:
+            # a command line or a prompt document: as it is (not even indented, so that
+            # a copied command keeps its quoted text), never wrapped
+            out.print(Text(f"{key}:", style="dim"))
+            out.print(_highlighted(value))
+        else:
+            others[key] = value
+    if others:
+        out.print(Text("other fields:", style="dim"))
+        out.print(_json_block(others))
+    if view["mode"] != view.get("target_mode"):
+        _print_question(out, view)
+
+
 def _print_text(cases: list[dict[str, Any]], out: Console) -> None:
     from rich.rule import Rule
     from rich.text import Text
@@ -146,33 +279,13 @@ def _print_text(cases: list[dict[str, Any]], out: Console) -> None:
                 out.print(
                     Text(f"{label:>9}: ", style="dim") + Text(display_path(path), style=style)
                 )
-        out.print()
-        if view.get("target_mode") == "agent":
-            heading = "Messages an LM API would get (this agent target gets the question)"
+        request = view.get("request")
+        body = _lm_payload(request) if isinstance(request, dict) else None
+        if not request:  # no target, or one with nothing of its own to show
+            _print_messages(out, view["sent_messages"], "Messages sent to an LM API")
+            _print_question(out, view)
+        elif body is not None:
+            _print_lm_request(out, view, body)
         else:
-            heading = "Messages sent to an LM API"
-        out.print(Text(heading, style="bold underline"))
-        for msg in view["sent_messages"]:
-            header = Text(f" {msg['role'].upper()} ", style=_ROLE_STYLES.get(msg["role"], "bold"))
-            if msg.get("tool_call_id"):
-                header.append(f"  result of call {msg['tool_call_id']}", style="magenta")
-            out.print(header)
-            if msg["content"]:
-                out.print(_indented(_highlighted(msg["content"])))
-            for call in msg.get("tool_calls", []):
-                args = json.dumps(call["arguments"], ensure_ascii=False)
-                call_text = Text(f"calls {call['name']}({args})  id {call['id']}", style="magenta")
-                out.print(_indented(call_text))
-        out.print()
-        out.print(Text(f"Question ({view['mode']} mode)", style="bold underline"))
-        out.print(_indented(_highlighted(view["question"])))
-        if "request" in view:
-            from rich.syntax import Syntax
-
-            out.print()
-            out.print(Text(f"Request for target {view['target']}", style="bold underline"))
-            payload = json.dumps(view["request"], indent=2, ensure_ascii=False, default=str)
-            out.print(
-                Syntax(payload, "json", word_wrap=True, background_color="default"), soft_wrap=False
-            )
+            _print_program_request(out, view)
         out.print()
