@@ -1,4 +1,11 @@
-"""``agentv init``: starter config, targets and .env example; never overwrites a file."""
+"""``agentv init``: starter config, targets, an example eval and .env example; never
+overwrites a file.
+
+The example eval (``evals/example.yaml``) runs on the offline ``mock`` target, graded by the
+``mock_judge`` target, so ``agentv init && agentv eval evals/`` works with no key and no
+network. ``.gitignore`` gets the folders a run writes (results, cache): created when
+missing, else only the missing lines are appended.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +20,11 @@ FILES: tuple[tuple[str, str], ...] = (
     ("config.yaml", ".agentv/config.yaml"),
     ("targets.yaml", ".agentv/targets.yaml"),
     ("env.example", ".env.example"),
+    ("example.yaml", "evals/example.yaml"),
 )
+
+#: what a run writes and version control should not keep
+GITIGNORE_LINES: tuple[str, ...] = (".agentv/results/", ".agentv/cache/")
 
 
 def init_project(folder: Path) -> tuple[list[Path], list[Path]]:
@@ -32,20 +43,52 @@ def init_project(folder: Path) -> tuple[list[Path], list[Path]]:
     return created, skipped
 
 
+def _pattern(line: str) -> str:
+    # `.agentv/cache`, `/.agentv/cache/` and `.agentv/cache/` ignore the same folder here
+    return line.strip().strip("/")
+
+
+def update_gitignore(folder: Path, lines: tuple[str, ...] = GITIGNORE_LINES) -> list[str]:
+    """Make ``folder/.gitignore`` hold ``lines``: create it, or append the missing ones
+    (after a newline when the file does not end with one). Returns the lines added."""
+    path = folder / ".gitignore"
+    # bytes, so that CRLF line ends are seen (and kept); the file is only appended to
+    text = path.read_bytes().decode("utf-8", errors="replace") if path.exists() else ""
+    present = {_pattern(line) for line in text.splitlines()}
+    missing = [line for line in lines if _pattern(line) not in present]
+    if not missing:
+        return []
+    newline = "\r\n" if "\r\n" in text else "\n"
+    addition = "".join(line + newline for line in missing)
+    if text and not text.endswith(("\n", "\r")):
+        addition = newline + addition
+    with path.open("a", encoding="utf-8", newline="") as f:
+        f.write(addition)
+    return missing
+
+
 def init_command(
     path: Annotated[Path, typer.Argument(help="Folder to set up (default: here).")] = Path("."),
 ) -> None:
-    """Write .agentv/config.yaml, .agentv/targets.yaml and .env.example (existing files are kept)."""
+    """Write .agentv/config.yaml, .agentv/targets.yaml, .env.example and evals/example.yaml,
+    and ignore .agentv/results/ and .agentv/cache/ in .gitignore (existing files are kept)."""
     folder = path.resolve()
+    gitignore_existed = (folder / ".gitignore").exists()
     created, skipped = init_project(folder)
+    added = update_gitignore(folder)
     for p in created:
         typer.echo(f"Created {p.relative_to(folder)}")
+    if added and not gitignore_existed:
+        typer.echo(f"Created .gitignore ({', '.join(added)})")
+    elif added:
+        typer.echo(f"Added {', '.join(added)} to .gitignore")
     for p in skipped:
         typer.echo(f"Kept existing {p.relative_to(folder)} (not overwritten)")
-    if created:
+    if created or added:
         typer.echo(
-            "\nNext: put your keys in .env (see .env.example), pick a target in "
-            ".agentv/targets.yaml, then run `agentv eval <your eval file>`."
+            "\nTry it now, offline: `agentv eval evals/` runs evals/example.yaml on the "
+            "`mock` target.\nThen put your keys in .env (see .env.example), pick a target in "
+            ".agentv/targets.yaml, and run `agentv eval <your eval file>`."
         )
     else:
         typer.echo("Nothing to do: every file already exists.")
