@@ -369,6 +369,7 @@ def test_tool_calls_and_results_load(repo: Path) -> None:
         content: "4"
 """,
     )
+    write(repo, "check.py", "print('{\"score\": 1}')\n")  # the script must exist (checked)
     case = load_one(eval_path)
     calls = case.input_messages[1].tool_calls
     assert [(c.id, c.name, c.arguments) for c in calls] == [
@@ -384,13 +385,19 @@ def test_tool_calls_and_results_load(repo: Path) -> None:
     assert chat[2].tool_calls == calls and chat[3].tool_call_id == "c1"
 
 
-def test_duplicate_case_ids_are_a_warning(repo: Path) -> None:
+def test_duplicate_case_ids_are_an_error_on_the_later_cases(repo: Path) -> None:
     case = "  - {id: same, outcome: ok, input_messages: [{role: user, content: hi}]}\n"
-    loaded = load_eval_file(write(repo, "e.yaml", HEADER + case + case))
-    assert len(loaded.cases) == 2
-    (diag,) = loaded.warnings
-    assert diag.message == "case id 'same' is used more than once (first on line 3)"
-    assert diag.line == 4
+    loaded = load_eval_file(write(repo, "e.yaml", HEADER + case + case + case))
+    assert [(c.id, c.line) for c in loaded.cases] == [("same", 3)]  # the first one runs
+    assert [(d.line, d.message) for d in loaded.errors] == [
+        (4, "case id 'same' is used more than once (first on line 3)"),
+        (5, "case id 'same' is used more than once (first on line 3)"),
+    ]
+    assert [(bad.index, bad.id, bad.line) for bad in loaded.invalid] == [
+        (1, "same", 4),
+        (2, "same", 5),
+    ]
+    assert loaded.invalid[0].reason == "case id 'same' is used more than once (first on line 3)"
 
 
 def test_unusable_file_reports_its_cases_problems_too(repo: Path) -> None:

@@ -38,7 +38,7 @@ class FileReport(DiagnosticsView):
     kind: FileKind | None = None
     diagnostics: list[Diagnostic] = field(default_factory=list)
     entries: int | None = None  # cases, targets or patterns found in the file
-    skipped: int = 0  # eval files: cases that have errors
+    skipped: int = 0  # eval files: cases that have errors (they would run as `invalid`)
 
     @property
     def valid(self) -> bool:
@@ -207,7 +207,11 @@ def _schema_problem(src: YamlSource, schema: object) -> Diagnostic:
 
 
 def _check_eval(src: YamlSource, context: LoadContext) -> tuple[list[Diagnostic], int, int]:
-    """(diagnostics, number of cases, number of cases with errors)."""
+    """(diagnostics, number of cases, number of cases with errors).
+
+    The cases with errors are the loader's invalid cases: those a run records as
+    ``invalid`` (when the file as a whole is unusable, those its errors are about).
+    """
     entries = src.data.get("evalcases") if isinstance(src.data, dict) else None
     total = len(entries) if isinstance(entries, list) else 0
     try:
@@ -217,7 +221,7 @@ def _check_eval(src: YamlSource, context: LoadContext) -> tuple[list[Diagnostic]
     except InputError as exc:
         bad = {case_index(d) for d in exc.diagnostics if d.severity == "error"}
         return exc.diagnostics, total, len(bad - {None})
-    return loaded.diagnostics, total, total - len(loaded.cases)
+    return loaded.diagnostics, total, len(loaded.invalid)
 
 
 def case_index(diag: Diagnostic) -> int | None:

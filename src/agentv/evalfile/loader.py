@@ -1,8 +1,11 @@
 """Load an eval file (``$schema: agentv-eval-v2``) into ``EvalCase`` objects.
 
-Every problem is collected as a ``Diagnostic`` with its file, line and column. A problem
-in one case skips that case only (the others still run); a file that cannot be used at all
-(bad YAML, wrong ``$schema``, no ``evalcases`` list) raises ``InputError``.
+Every problem is collected as a ``Diagnostic`` with its file, line and column. A case with
+an error cannot run: it is kept as an ``InvalidCase`` (its result says why) and the others
+still run. What can be known before the first request is checked here, so that ``eval``
+and ``validate`` say it alike: referenced files, duplicate ids, regex patterns, JSON
+Schemas, code evaluators' scripts (``checks.py``). A file that cannot be used at all (bad
+YAML, wrong ``$schema``, no ``evalcases`` list, a broken header) raises ``InputError``.
 """
 
 from __future__ import annotations
@@ -17,12 +20,13 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from agentv.cases import EvalCase, EvaluatorConfig
+from agentv.cases import EvalCase, EvaluatorConfig, InvalidCase
 from agentv.errors import Diagnostic, DiagnosticsView, InputError
 from agentv.evalfile import schema as sc
+from agentv.evalfile.checks import Problem, SchemaChecker, regex_problem, script_problem
 from agentv.evalfile.files import FileStore, find_repo_root, is_within, search_roots
 from agentv.evalfile.guidelines import GuidelineResolver, is_guideline
-from agentv.evalfile.validation_errors import translate, unknown_key
+from agentv.evalfile.validation_errors import grader_key, translate, unknown_key
 from agentv.messages import (
     FileSegment,
     GuidelineFile,
@@ -66,11 +70,11 @@ class LoadContext:
 
 @dataclass
 class LoadedEvalFile(DiagnosticsView):
-    """The usable cases of one eval file and every diagnostic found on the way."""
+    """The usable cases of one eval file, the cases that cannot run, and every diagnostic."""
 
     path: Path
     dataset: str
-    target: str | None
+    target: str | None  # the file's `target` (else its `execution.target`)
     cases: list[EvalCase]
     diagnostics: list[Diagnostic]
     repo_root: Path
@@ -79,6 +83,9 @@ class LoadedEvalFile(DiagnosticsView):
     case_count: int = 0  # usable cases (those in `cases`, unless `streamed`)
     streamed: bool = False  # too many cases to hold: `cases` is empty, use `iter_cases`
     case_targets: frozenset[str | None] = frozenset()  # the cases' `execution.target` values
+    #: one per case entry (of `eval_id`, when given) with an error, in file order; kept even
+    #: when the usable cases are `streamed` (a file has few of them)
+    invalid: list[InvalidCase] = field(default_factory=list)
 
 
 def load_eval_file(
@@ -108,7 +115,8 @@ def iter_cases(
 ) -> Iterator[EvalCase]:
     """The usable cases of a file loaded with ``keep_limit``, built again one at a time.
 
-    Their problems were reported when the file was loaded; skipped cases are skipped again.
+    Their problems were reported when the file was loaded; invalid cases are skipped again
+    (they are in ``loaded.invalid``).
     """
     if not loaded.streamed:
         yield from loaded.cases
@@ -126,7 +134,8 @@ class _FileLoad:
 
     The header is known in full only at the end of the file, since YAML keeps no order:
     cases are built with the header read so far, and what a key written after them
-    changes (``dataset``, ``evaluator``) is set on the kept cases at the end (``_settle``).
+    changes (``dataset``, ``evaluator``, ``execution``) is set on the kept cases at the end
+    (``_settle``).
     """
 
     def __init__(
@@ -147,16 +156,19 @@ class _FileLoad:
         self.repo_root = find_repo_root(path.parent, ctx.cwd)
         # Rebuilding (`iter_cases`): the whole header is known, and problems were reported.
         self._header = header
-        self.check_duplicates = header is None
+        self.reporting = header is None
         self._builder: _CaseBuilder | None = None
         self.config_diags: list[Diagnostic] = []
         self.cases: list[EvalCase] = []
-        self._uses_file_evaluator: list[bool] = []  # for each kept case
+        self._uses_file_evaluator: list[bool] = []  # for each kept case: the file's `evaluator`
+        self._uses_file_evaluators: list[bool] = []  # ... the file's `execution.evaluators`
+        self.invalid: list[InvalidCase] = []
         self.diags: list[Diagnostic] = []
         self.count = 0  # usable cases seen
         self.case_targets: set[str | None] = set()  # their `execution.target` values
         self.dropped = False  # more usable cases than keep_limit: none are kept
-        self._first_line: dict[str, int] = {}  # case id -> line of the first case with it
+        # case id -> (index, line) of the first case with it
+        self._first_seen: dict[str, tuple[int, int]] = {}
 
     def load(self, text: str | None) -> LoadedEvalFile:
         """Read the file, building its cases; raises ``InputError`` if it is unusable."""
@@ -183,15 +195,30 @@ class _FileLoad:
             # Not an eval file, or one without cases: its cases' problems would only add noise.
             raise InputError(f"{self.path}: not a usable eval file", header_diags)
         self._settle(data)
-        if file_unusable:
+        builder = self.builder()
+        header_diags += builder.default_diags
+        target = _text_or_none(data.get("target"))
+        if target and builder.default_target and builder.default_target != target:
+            # Both name the file's target: the top-level `target` wins (it is agentv's own
+            # key; `execution.target` comes from the original AgentV's files), and we say so.
+            header_diags.append(
+                self.src.diagnostic(
+                    ("execution", "target"),
+                    f"`execution.target` {builder.default_target!r} disagrees with the file's "
+                    f"`target` {target!r}; {target!r} is used",
+                    hint="keep one of them: both set the target of the cases that name none",
+                    severity="warning",
+                )
+            )
+        if any(d.severity == "error" for d in header_diags):
             raise InputError(
                 f"{self.path}: not a usable eval file",
                 header_diags + self.config_diags + self.diags,
             )
         return LoadedEvalFile(
             path=self.path,
-            dataset=self.builder().dataset,
-            target=_text_or_none(data.get("target")),
+            dataset=builder.dataset,
+            target=target or builder.default_target,
             cases=self.cases,
             diagnostics=header_diags + self.config_diags + self.diags,
             repo_root=self.repo_root,
@@ -200,6 +227,7 @@ class _FileLoad:
             case_count=self.count,
             streamed=self.dropped,
             case_targets=frozenset(self.case_targets),
+            invalid=self.invalid,
         )
 
     def rebuild(self) -> Iterator[EvalCase]:
@@ -228,22 +256,41 @@ class _FileLoad:
                 dataset=_dataset(header, self.path),
                 default_evaluator=_default_evaluator(header),
             )
+            # Keys written before `evalcases` are complete when the first case comes.
+            if isinstance(header, dict) and "execution" in header:
+                self._builder.set_file_execution(header["execution"])
         return self._builder
 
     def _build(self, index: int, entry: Any, line: int) -> EvalCase | None:
-        """Build one case; its problems go to ``diags``. Returns None for a skipped case."""
+        """Build one case; its problems go to ``diags``, and a case with an error goes to
+        ``invalid`` (when reporting). Returns None for a case that does not run."""
         entry_id = entry.get("id") if isinstance(entry, dict) else None
         if self.eval_id is not None and entry_id != self.eval_id:
             return None
-        case, case_diags = self.builder().build(index, entry)
-        if self.check_duplicates and isinstance(entry_id, str) and entry_id:
-            if entry_id in self._first_line:
-                case_diags.append(
-                    _duplicate_id(self.src, index, entry_id, self._first_line[entry_id])
-                )
-            else:
-                self._first_line[entry_id] = line
+        builder = self.builder()
+        case, case_diags = builder.build(index, entry, line)
+        if isinstance(entry_id, str) and entry_id:
+            first = self._first_seen.setdefault(entry_id, (index, line))
+            if first[0] != index:
+                # Results and --eval-id name cases by id: a second case with it cannot run.
+                case = None
+                if self.reporting:
+                    case_diags.append(_duplicate_id(self.src, index, entry_id, first[1]))
+        if not self.reporting:
+            return case
         self.diags.extend(case_diags)
+        if case is None:
+            usable_id = entry_id if isinstance(entry_id, str) and entry_id.strip() else None
+            self.invalid.append(
+                InvalidCase(
+                    eval_file=self.path,
+                    dataset=builder.dataset,
+                    index=index,
+                    id=usable_id,
+                    line=line,
+                    diagnostics=tuple(d for d in case_diags if d.severity == "error"),
+                )
+            )
         return case
 
     def _add(self, index: int, entry: Any, line: int) -> None:
@@ -263,19 +310,32 @@ class _FileLoad:
         self.cases.append(case)
         own = isinstance(entry, dict) and entry.get("evaluator")
         self._uses_file_evaluator.append(not own)
+        self._uses_file_evaluators.append(not _has_own_evaluators(entry))
 
     def _settle(self, data: dict[str, Any]) -> None:
-        """Apply ``dataset`` and ``evaluator`` written after the cases to the kept ones.
+        """Apply ``dataset``, ``evaluator`` and ``execution`` written after the cases to the
+        kept ones (and ``dataset`` to the invalid ones).
 
         Cases dropped for ``keep_limit`` need nothing: ``iter_cases`` builds them again
         with the whole header. The builder is made here for a file without cases, so that
         a broken guideline config is reported for it too.
         """
         builder = self.builder()
+        if not builder.execution_seen and data.get("execution") is not None:
+            builder.set_file_execution(data["execution"])
+            defaults = builder.default_evaluators
+            if defaults is not None:
+                self.cases = [
+                    replace(case, evaluators=defaults) if uses_defaults else case
+                    for case, uses_defaults in zip(
+                        self.cases, self._uses_file_evaluators, strict=True
+                    )
+                ]
         dataset, default = _dataset(data, self.path), _default_evaluator(data)
         if (dataset, default) == (builder.dataset, builder.default_evaluator):
             return
         builder.dataset, builder.default_evaluator = dataset, default
+        self.invalid = [replace(bad, dataset=dataset) for bad in self.invalid]
         self.cases = [
             replace(
                 case,
@@ -300,12 +360,22 @@ def _text_or_none(value: Any) -> str | None:
     return value.strip() if isinstance(value, str) and value.strip() else None
 
 
+def _has_own_evaluators(entry: Any) -> bool:
+    """Whether a raw case names its evaluators (else the file's `execution.evaluators` apply)."""
+    if not isinstance(entry, dict):
+        return False
+    execution = entry.get("execution")
+    if isinstance(execution, dict) and execution.get("evaluators") is not None:
+        return True
+    return entry.get("evaluators") is not None
+
+
 def _duplicate_id(src: YamlSource, index: int, case_id: str, line: int) -> Diagnostic:
     return src.diagnostic(
         ("evalcases", index, "id"),
         f"case id {case_id!r} is used more than once (first on line {line})",
-        hint="give every case its own id: results and --eval-id refer to cases by id",
-        severity="warning",
+        hint="give every case its own id: results and --eval-id refer to cases by id; "
+        "this case does not run until it has one",
     )
 
 
@@ -368,6 +438,9 @@ def _check_header(src: YamlSource, data: dict[str, Any]) -> list[Diagnostic]:
                     )
                 )
             continue
+        if key == "grader":  # the original AgentV's name for the default evaluator
+            diags.append(grader_key(src, (key,)))
+            continue
         diags.append(unknown_key(src, (key,), key, sc.HEADER_KEYS))
     return diags
 
@@ -395,10 +468,43 @@ class _CaseBuilder:
         self.default_evaluator = default_evaluator
         self._classified: dict[Path, bool] = {}
         self._checked: dict[Path, tuple[bool, bool]] = {}  # path -> (inside root, is a file)
+        self._schemas = SchemaChecker()
+        self._scripts: dict[tuple[str, Path], Problem | None] = {}
+        # The file-level `execution:` block (the original AgentV's): the defaults of the
+        # cases that have no target or evaluators of their own.
+        self.execution_seen = False
+        self.default_target: str | None = None
+        self.default_evaluators: tuple[EvaluatorConfig, ...] | None = None
+        self.default_diags: list[Diagnostic] = []  # its problems (header problems)
 
-    def build(self, index: int, entry: Any) -> tuple[EvalCase | None, list[Diagnostic]]:
-        """The case at ``evalcases[index]``, or None when it has an error; plus diagnostics."""
+    def set_file_execution(self, value: Any) -> None:
+        """Read the file-level ``execution:`` block: its ``target`` and ``evaluators``."""
+        self.execution_seen = True
+        self.default_target, self.default_evaluators, self.default_diags = None, None, []
+        if value is None:
+            return
+        wrapped = {"execution": value}  # so that its errors are located under `execution`
+        try:
+            raw = sc.RawFileExecution.model_validate(wrapped)
+        except ValidationError as exc:
+            self.default_diags = translate(self.src, exc, wrapped, ())
+            return
+        self.default_target = _text_or_none(raw.execution.target)
+        if raw.execution.evaluators is not None:
+            self.default_evaluators = tuple(
+                self._evaluator_configs(
+                    raw.execution.evaluators, ("execution", "evaluators"), self.default_diags
+                )
+            )
+
+    def build(
+        self, index: int, entry: Any, line: int | None = None
+    ) -> tuple[EvalCase | None, list[Diagnostic]]:
+        """The case at ``evalcases[index]`` (starting on ``line``), or None when it has an
+        error; plus diagnostics."""
         case, diags = self._build(index, entry)
+        if case is not None:
+            case = replace(case, line=line)
         if isinstance(entry, dict):
             diags.extend(self._marker_warnings(entry, ("evalcases", index)))
         case_id = entry.get("id") if isinstance(entry, dict) else None
@@ -698,16 +804,23 @@ class _CaseBuilder:
     def _evaluators(
         self, raw: sc.RawEvalCase, base: PathKey, diags: list[Diagnostic]
     ) -> list[EvaluatorConfig]:
-        specs = None
-        key: PathKey = (*base, "evaluators")
         if raw.execution is not None and raw.execution.evaluators is not None:
             specs = raw.execution.evaluators
-            key = (*base, "execution", "evaluators")
+            key: PathKey = (*base, "execution", "evaluators")
         elif raw.evaluators is not None:
-            specs = raw.evaluators
+            specs, key = raw.evaluators, (*base, "evaluators")
+        else:  # none of its own: the file's `execution.evaluators`, checked once
+            return list(self.default_evaluators or ())
+        return self._evaluator_configs(specs, key, diags)
+
+    def _evaluator_configs(
+        self, specs: list[sc.EvaluatorSpec], key: PathKey, diags: list[Diagnostic]
+    ) -> list[EvaluatorConfig]:
+        """The evaluators listed at ``key``, their files resolved and their settings checked
+        as they will be used when grading (``checks.py``)."""
         out: list[EvaluatorConfig] = []
         seen: set[str] = set()
-        for k, spec in enumerate(specs or []):
+        for k, spec in enumerate(specs):
             name = spec.name or spec.type
             if name in seen:
                 name = f"{name}_{k + 1}"
@@ -732,12 +845,30 @@ class _CaseBuilder:
                 prompt_text, prompt_path = self._judge_prompt(
                     spec.prompt, (*key, k, "prompt"), diags
                 )
+            problem = self._check_spec(spec, cwd)
+            if problem is not None:
+                diags.append(
+                    self.src.diagnostic((*key, k, problem.key), problem.message, hint=problem.hint)
+                )
             out.append(
                 EvaluatorConfig(
                     name, spec, cwd=cwd, prompt_text=prompt_text, prompt_path=prompt_path
                 )
             )
         return out
+
+    def _check_spec(self, spec: sc.EvaluatorSpec, cwd: Path | None) -> Problem | None:
+        """What would make this evaluator fail on every answer: found now, before spending."""
+        if isinstance(spec, sc.RegexSpec):
+            return regex_problem(spec.value, spec.flags)
+        if isinstance(spec, sc.IsJsonSpec):
+            return self._schemas.problem(spec.schema_, self.src.path.parent)
+        if isinstance(spec, sc.CodeSpec) and cwd is not None:  # a missing `cwd` is reported
+            where = (spec.script, cwd)
+            if where not in self._scripts:  # one look at the disk per script per file
+                self._scripts[where] = script_problem(spec.script, cwd)
+            return self._scripts[where]
+        return None
 
     def _judge_prompt(
         self, prompt: str, key: PathKey, diags: list[Diagnostic]

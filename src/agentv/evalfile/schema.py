@@ -110,7 +110,7 @@ EVALUATOR_TYPES = ("llm_judge", "code", "contains", "icontains", "equals", "rege
 
 
 class RawExecution(_Strict):
-    """Per-case execution settings."""
+    """Execution settings of a case, or of the whole file (the defaults of its cases)."""
 
     target: str | None = None
     evaluators: list[EvaluatorSpec] | None = None
@@ -146,7 +146,16 @@ class RawEvalFileHeader(_Strict):
     target: str | None = None
     dataset: str | None = None
     evaluator: Literal["llm_judge", "code"] | None = None
+    # The original AgentV's file-level defaults: `target` and `evaluators` of every case
+    # that has none of its own. Checked on its own (`RawFileExecution`), as the cases are.
+    execution: Any = None
     evalcases: list[Any]
+
+
+class RawFileExecution(_Strict):
+    """The file-level ``execution:`` block alone, so that its errors are located under it."""
+
+    execution: RawExecution
 
 
 CASE_KEYS = tuple((f.alias or name) for name, f in RawEvalCase.model_fields.items())

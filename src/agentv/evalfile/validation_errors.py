@@ -33,6 +33,13 @@ def unknown_key(
     return src.diagnostic(key, message or f"unknown key {name!r}", hint=hint, at_key=True)
 
 
+def grader_key(src: YamlSource, key: PathKey) -> Diagnostic:
+    """``grader:`` is not a key of agentv's: the evaluator kind is ``evaluator``."""
+    return src.diagnostic(
+        key, f"unknown key {key[-1]!r}", hint="did you mean `evaluator`?", at_key=True
+    )
+
+
 _TYPE_WORDS = {
     "string_type": "text (a string)",
     "list_type": "a list",
@@ -54,12 +61,19 @@ def _data_path(entry: Any, loc: tuple[Any, ...]) -> tuple[PathKey, Any, Any]:
     parent = None
     path: list[str | int] = []
     missing = False
+    labelled = False  # the union label of the current node was skipped
     for part in loc:
         if missing:
             path.append(part)
             continue
         if isinstance(node, dict) and isinstance(part, str):
+            if part in _UNION_LABELS and node.get("type") == part and not labelled:
+                # the branch label of a `type:`-tagged union (`{type: text, text: hi}` has
+                # a key `text` too: the label comes first, then the key)
+                labelled = True
+                continue
             if part in node:
+                labelled = False
                 parent, node = node, node[part]
                 path.append(part)
             elif part in _UNION_LABELS or "[" in part:
@@ -68,6 +82,7 @@ def _data_path(entry: Any, loc: tuple[Any, ...]) -> tuple[PathKey, Any, Any]:
                 path.append(part)
                 parent, node, missing = node, None, True
         elif isinstance(node, list) and isinstance(part, int):
+            labelled = False
             parent, node = node, node[part] if 0 <= part < len(node) else None
             path.append(part)
         else:
@@ -111,10 +126,43 @@ _SPEC_BY_TYPE: dict[Any, type] = {
 }
 
 
+def _misnamed_value_blocks(entry: dict[str, Any]) -> dict[PathKey, str]:
+    """Content blocks that hold their text or path under another key than ``value``
+    (``{type: text, text: hi}``): block path -> the key used."""
+    out: dict[PathKey, str] = {}
+    for field_name in ("input_messages", "expected_messages"):
+        messages = entry.get(field_name)
+        for i, msg in enumerate(messages if isinstance(messages, list) else []):
+            content = msg.get("content") if isinstance(msg, dict) else None
+            for j, block in enumerate(content if isinstance(content, list) else []):
+                if not isinstance(block, dict) or "value" in block:
+                    continue
+                if block.get("type") not in ("text", "file"):
+                    continue
+                extra = [k for k in block if k != "type"]
+                if len(extra) == 1 and isinstance(extra[0], str):
+                    out[(field_name, i, "content", j)] = extra[0]
+    return out
+
+
 def translate(
     src: YamlSource, exc: ValidationError, entry: dict[str, Any], base: PathKey
 ) -> list[Diagnostic]:
+    """Pydantic's errors on ``entry`` (the data at ``base`` in ``src``) as diagnostics."""
     out: list[Diagnostic] = []
+    # `{type: text, text: hi}` would get "missing `value`" and "unknown key 'text'": one
+    # message says what to write instead.
+    misnamed = _misnamed_value_blocks(entry)
+    for block, name in misnamed.items():
+        kind = entry_block_type(entry, block)
+        out.append(
+            src.diagnostic(
+                (*base, *block, name),
+                f"{kind} block needs `value`, not `{name}`",
+                hint=f"write `{{type: {kind}, value: ...}}`",
+                at_key=True,
+            )
+        )
     seen: set[tuple[PathKey, str]] = set()
     # A misspelt required key gives both "unknown key" and "missing key": keep the first.
     suggested: set[tuple[PathKey, str]] = set()
@@ -123,6 +171,8 @@ def translate(
         path, value, parent = _data_path(entry, err["loc"])
         field_name = next((p for p in reversed(path) if isinstance(p, str)), "value")
         etype = err["type"]
+        if tuple(path[:-1]) in misnamed:
+            continue  # said above, in one message
         loc = err["loc"]
         if "content" in loc:
             ci = loc.index("content")
@@ -140,6 +190,9 @@ def translate(
             path = cpath
         elif etype == "extra_forbidden":
             allowed = _allowed_keys(path, parent)
+            if tuple(path) == ("grader",):
+                out.append(grader_key(src, (*base, *path)))
+                continue
             d = unknown_key(src, (*base, *path), str(path[-1]), allowed)
             close = difflib.get_close_matches(str(path[-1]), list(allowed), n=1)
             if close:
@@ -210,6 +263,14 @@ def translate(
         if (where, name) in suggested
     }
     return [d for d in out if (d.location, d.message) not in redundant]
+
+
+def entry_block_type(entry: dict[str, Any], block: PathKey) -> str:
+    """The ``type`` of the content block at ``block`` in ``entry``."""
+    node: Any = entry
+    for part in block:
+        node = node[part]
+    return str(node.get("type"))
 
 
 _TYPE_HINTS = {

@@ -1,0 +1,270 @@
+"""Checks of evaluator settings that can be made before the first request.
+
+A broken ``regex`` pattern, an invalid JSON Schema or a code evaluator's missing script
+would otherwise be found only when the case is graded, after its answer was paid for. The
+loader runs these checks on every evaluator, so that ``agentv eval`` and ``agentv validate``
+report them alike, at their place in the file.
+
+Each check follows what the evaluator does at run time (``evaluators/deterministic.py``,
+``evaluators/code.py``) exactly: the same flags, the same way a ``schema`` string is told
+apart from a file name, the same folder a script runs in. Each returns a ``Problem`` (what
+is wrong, the key it is about, how to fix it) or None.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import shutil
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+# As `evaluators/deterministic.py` reads `flags`.
+REGEX_FLAGS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "x": re.VERBOSE}
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One problem with an evaluator's settings: ``key`` is the evaluator's key it is about."""
+
+    key: str
+    message: str
+    hint: str
+
+
+def _show(value: str) -> str:
+    shown = json.dumps(value, ensure_ascii=False)
+    return shown if len(shown) <= 82 else shown[:80] + '…"'
+
+
+@lru_cache(maxsize=1024)  # large suites repeat the same pattern in every case
+def regex_problem(pattern: str, flags: str | None) -> Problem | None:
+    """Why a ``regex`` evaluator's ``value`` (with its ``flags``) cannot be used, or None."""
+    bits = 0
+    for letter in flags or "":
+        if letter not in REGEX_FLAGS:
+            return Problem(
+                "flags",
+                f"unknown regex flag {letter!r} in {flags!r}",
+                "valid flags: i (ignore case), m (multi-line), s (dot matches newlines), "
+                "x (verbose)",
+            )
+        bits |= REGEX_FLAGS[letter]
+    try:
+        re.compile(pattern, bits)
+    except re.error as exc:
+        where = f" at position {exc.pos}" if exc.pos is not None else ""
+        return Problem(
+            "value",
+            f"invalid regular expression {_show(pattern)}: {exc.msg}{where}",
+            "fix `value` (Python `re` syntax; escape a literal character with a backslash, "
+            "and in YAML prefer single quotes: '\\d+')",
+        )
+    return None
+
+
+class SchemaChecker:
+    """Checks ``is_json`` schemas, each distinct one once (a suite repeats them)."""
+
+    def __init__(self) -> None:
+        self._inline: dict[str, Problem | None] = {}
+        self._files: dict[Path, Problem | None] = {}
+
+    def problem(self, schema: dict[str, Any] | str | None, eval_dir: Path) -> Problem | None:
+        """Why ``schema`` (as written in an ``is_json`` evaluator) cannot be used, or None.
+
+        As at run time: a mapping is the schema itself; a string starting with ``{`` is the
+        schema as JSON; any other string is a file (JSON, or YAML for ``.yaml``/``.yml``)
+        relative to the eval file's folder.
+        """
+        if schema is None:
+            return None
+        if isinstance(schema, dict):
+            return self._inline_problem(schema, "(inline)")
+        stripped = schema.strip()
+        if stripped.startswith("{"):
+            try:
+                data = json.loads(stripped)
+            except ValueError as exc:
+                detail = (
+                    f"{exc.msg} at character {exc.pos + 1}"
+                    if isinstance(exc, json.JSONDecodeError)
+                    else str(exc)
+                )
+                return Problem(
+                    "schema",
+                    f"invalid JSON Schema (inline string): not valid JSON: {detail}",
+                    "write the schema as a YAML mapping under `schema:`, or give the path of "
+                    "a schema file",
+                )
+            return self._inline_problem(data, "(inline string)")
+        return self._file_problem(stripped, eval_dir)
+
+    def _inline_problem(self, schema: Any, label: str) -> Problem | None:
+        try:
+            key = json.dumps(schema, sort_keys=True, default=str)
+        except (TypeError, ValueError):  # keys that are not strings: check it every time
+            return check_schema(schema, label)
+        if key not in self._inline:
+            self._inline[key] = check_schema(schema, label)
+        return self._inline[key]
+
+    def _file_problem(self, ref: str, eval_dir: Path) -> Problem | None:
+        path = Path(ref).expanduser()
+        if not path.is_absolute():
+            path = eval_dir / path
+        if path in self._files:
+            return self._files[path]
+        problem: Problem | None
+        if not path.is_file():
+            what = "is a folder, not a file" if path.is_dir() else "not found"
+            problem = Problem(
+                "schema",
+                f"JSON Schema file {what}: {ref}",
+                f"`schema` is a file path relative to the eval file's folder ({eval_dir}), "
+                "or the schema itself as a mapping; looked at "
+                f"{path}",
+            )
+        else:
+            problem = _schema_file_problem(ref, path)
+        self._files[path] = problem
+        return problem
+
+
+def _schema_file_problem(ref: str, path: Path) -> Problem | None:
+    try:
+        text = path.read_text(encoding="utf-8")
+        if path.suffix.lower() in (".yaml", ".yml"):
+            data = yaml.safe_load(text)
+        else:
+            data = json.loads(text)
+    except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError) as exc:
+        kind = "YAML" if path.suffix.lower() in (".yaml", ".yml") else "JSON"
+        return Problem(
+            "schema",
+            f"cannot read JSON Schema file {ref}: {exc}",
+            f"the file must hold one JSON Schema written as {kind} (UTF-8)",
+        )
+    return check_schema(data, f"in {ref}")
+
+
+def check_schema(schema: Any, label: str) -> Problem | None:
+    """Why ``schema`` is not a valid JSON Schema (for its ``$schema`` draft), or None."""
+    # Booleans are valid schemas (true: anything, false: nothing), as at run time.
+    if not isinstance(schema, dict | bool):
+        kind = {list: "a list", str: "text", type(None): "nothing"}.get(
+            type(schema), f"a {type(schema).__name__}"
+        )
+        return Problem(
+            "schema",
+            f"invalid JSON Schema {label}: a schema must be a mapping, not {kind}",
+            "write the schema as a mapping, such as `{type: object, required: [answer]}`",
+        )
+    # jsonschema is imported only when a schema is used: it is slow to import.
+    from jsonschema import exceptions, validators
+
+    try:
+        validators.validator_for(schema).check_schema(schema)
+    except exceptions.SchemaError as exc:
+        where = "/".join(str(p) for p in exc.absolute_path)
+        at = f" at `{where}`" if where else ""
+        return Problem(
+            "schema",
+            f"invalid JSON Schema {label}{at}: {exc.message}",
+            "fix the schema (https://json-schema.org/understanding-json-schema/)",
+        )
+    return None
+
+
+# Words after which the rest of a command is code or a module name, not a script file.
+_INLINE_CODE_OPTIONS = {"-c", "-e", "-m", "-p", "--eval", "--print", "--command"}
+# Programs that run the script file named after them (`python3 check.py`, `uv run x.py`).
+_RUNNERS = re.compile(
+    r"(python|py|pypy|node|nodejs|bun|deno|ruby|perl|php|bash|sh|zsh|dash|ksh|fish|pwsh|"
+    r"powershell|rscript|lua|tsx|ts-node|uv|uvx|poetry|pipenv|hatch|npx|pnpm|yarn|"
+    r"dotnet|java|julia|elixir|groovy|swift|kotlin)"
+    r"(\d+(\.\d+)*)?(\.exe)?",
+    re.IGNORECASE,
+)
+# Words that may stand between a runner and its script (`uv run`, `npx tsx`, `deno run`).
+_PASS_THROUGH = {"run", "exec", "x", "tsx", "ts-node", "python", "python3", "node"}
+SCRIPT_SUFFIXES = (
+    ".py", ".sh", ".bash", ".zsh", ".js", ".mjs", ".cjs", ".ts", ".mts", ".cts",
+    ".rb", ".pl", ".php", ".r", ".ps1", ".lua", ".jl",
+)  # fmt: skip
+_SHELL_OPERATORS = {"|", "||", "&", "&&", ";", ">", ">>", "<", "2>", "2>&1", "(", ")"}
+
+
+def _looks_like_path(word: str) -> bool:
+    """A word that names a file: it has a folder part or a script's extension."""
+    if not word or word.startswith("-") or any(c in word for c in " \t$*?`{}[]<>|;&="):
+        return False
+    if "://" in word:
+        return False  # a URL
+    return "/" in word or word.lower().endswith(SCRIPT_SUFFIXES)
+
+
+def script_words(script: str) -> list[str]:
+    """The words of a command as the shell splits them, without leading ``VAR=value``."""
+    try:
+        words = shlex.split(script, comments=False, posix=True)
+    except ValueError:
+        return []  # unbalanced quotes: left to the shell, which says it better
+    # `VAR=value cmd ...`: the assignments are not the command
+    while words and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", words[0]):
+        words.pop(0)
+    return words
+
+
+def script_file(script: str) -> str | None:
+    """The file a ``code`` evaluator's command runs, when it names one; else None.
+
+    Only words that look like file paths are returned: the command itself
+    (``./check.sh``, ``scripts/grade``) or the script given to a known runner
+    (``python3 check.py``, ``uv run grade.py``, ``node dist/check.js``). A program found on
+    PATH, inline code (``python -c ...``) and anything after a shell operator are never
+    checked: the shell would find them, not agentv.
+    """
+    words = script_words(script)
+    if not words or words[0] in _SHELL_OPERATORS:
+        return None
+    program = words[0]
+    if _looks_like_path(program):
+        return program
+    if not _RUNNERS.fullmatch(program):
+        return None
+    for word in words[1:]:
+        if word in _SHELL_OPERATORS or word in _INLINE_CODE_OPTIONS:
+            return None
+        if word.startswith("-"):
+            continue  # an option of the runner
+        if _looks_like_path(word):
+            return word
+        if word not in _PASS_THROUGH:
+            return None  # an argument we cannot interpret: do not guess
+    return None
+
+
+def script_problem(script: str, cwd: Path) -> Problem | None:
+    """Why a ``code`` evaluator's script file cannot be run from ``cwd``, or None."""
+    word = script_file(script)
+    if word is None:
+        return None
+    path = Path(word).expanduser()
+    if not path.is_absolute():
+        path = cwd / path
+    if path.exists():
+        return None
+    if word == script_words(script)[0] and "/" not in word and shutil.which(word):
+        return None  # a program on PATH that merely ends like a script (`tool.py`)
+    return Problem(
+        "script",
+        f"code evaluator script not found: {word}",
+        f"the command runs in {cwd}, where {word} does not exist; create it, fix the "
+        "path, or set `cwd` on the evaluator to the folder that holds it",
+    )
