@@ -195,6 +195,36 @@ EXPECTED = [
         "did you mean 'llm_judge'? valid choices: llm_judge, code,",
     ),
     Expected(
+        "text-block-without-value.yaml",
+        8,
+        26,
+        "case 'text-key': text block needs `value`, not `text`",
+        "write `{type: text, value: ...}`",
+    ),
+    Expected(
+        "grader-key.yaml",
+        5,
+        5,
+        "case 'old-grader': unknown key 'grader'",
+        "did you mean `evaluator`?",
+    ),
+    Expected(
+        "duplicate-id.yaml",
+        8,
+        9,
+        "case id 'greet' is used more than once (first on line 3)",
+        "give every case its own id",
+        usable_cases=1,
+    ),
+    Expected(
+        "bad-regex.yaml",
+        10,
+        16,
+        "case 'broken-pattern': invalid regular expression \"[0-9+\": unterminated character "
+        "set at position 0",
+        "fix `value` (Python `re` syntax)",
+    ),
+    Expected(
         "unpaired-tool.yaml",
         8,
         9,
@@ -243,6 +273,22 @@ def test_loader_message(expected: Expected) -> None:
     assert diag.message == expected.message
     if expected.hint is not None:
         assert diag.hint is not None and diag.hint.startswith(expected.hint)
+
+
+@pytest.mark.parametrize(
+    "expected", [e for e in EXPECTED if not e.whole_file], ids=lambda e: e.file
+)
+def test_a_case_with_an_error_is_kept_as_invalid(expected: Expected) -> None:
+    loaded = load_eval_file(BAD / expected.file)
+    (diag,) = loaded.diagnostics
+    if expected.severity == "warning":
+        assert loaded.invalid == []  # a warning alone does not stop a case
+        return
+    (bad,) = loaded.invalid
+    assert bad.diagnostics == (diag,)  # the same diagnostic object as printed
+    assert bad.eval_file == (BAD / expected.file).resolve()
+    assert bad.dataset == Path(expected.file).stem
+    assert bad.line is not None and bad.line <= (diag.line or 0)
 
 
 def _where(expected: Expected) -> str:

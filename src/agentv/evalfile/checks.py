@@ -62,8 +62,8 @@ def regex_problem(pattern: str, flags: str | None) -> Problem | None:
         return Problem(
             "value",
             f"invalid regular expression {_show(pattern)}: {exc.msg}{where}",
-            "fix `value` (Python `re` syntax; escape a literal character with a backslash, "
-            "and in YAML prefer single quotes: '\\d+')",
+            "fix `value` (Python `re` syntax); in YAML, write the pattern in single quotes "
+            "so that backslashes stay as written: '\\d+'",
         )
     return None
 
