@@ -488,6 +488,7 @@ class _CaseBuilder:
             raw = sc.RawFileExecution.model_validate(wrapped)
         except ValidationError as exc:
             self.default_diags = translate(self.src, exc, wrapped, ())
+            self._name_places(self.default_diags)
             return
         self.default_target = _text_or_none(raw.execution.target)
         if raw.execution.evaluators is not None:
@@ -496,6 +497,18 @@ class _CaseBuilder:
                     raw.execution.evaluators, ("execution", "evaluators"), self.default_diags
                 )
             )
+        self._name_places(self.default_diags)
+
+    @staticmethod
+    def _name_places(diags: list[Diagnostic]) -> None:
+        """Start the messages about the file's ``execution`` with the key they are about.
+
+        A streamed file's header is located by its top-level keys only (the file is not
+        read twice), so the line is that of ``execution``: the key path says the rest.
+        """
+        for d in diags:
+            if d.location and d.location != "execution":
+                d.message = f"`{d.location}`: {d.message}"
 
     def build(
         self, index: int, entry: Any, line: int | None = None
