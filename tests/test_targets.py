@@ -263,7 +263,10 @@ def test_validation_reports_every_problem_with_its_line(repo: Path) -> None:
     found = _by_location(diags)
 
     (unknown_provider,) = found["targets[0].provider"]
-    assert unknown_provider.message == "target 'a': unknown provider 'opneai'"
+    assert unknown_provider.message == (
+        "target 'a': 'opneai' is not a known provider; a run that uses target 'a' will fail"
+    )
+    assert unknown_provider.severity == "warning"  # only a run using 'a' needs its provider
     assert unknown_provider.hint.startswith("did you mean 'openai'? valid providers: ")
     assert "azure-openai" in unknown_provider.hint and "gemini" in unknown_provider.hint
     assert (unknown_provider.line, unknown_provider.column) == (4, 15)
@@ -294,16 +297,19 @@ def test_validation_reports_every_problem_with_its_line(repo: Path) -> None:
     assert not any(d.location.startswith("targets[5]") for d in diags)  # ${{ TEMP }}: later
 
     (judge,) = found["targets[6].judge_target"]
-    assert judge.severity == "warning"
+    assert judge.message == "target 'e': judge_target 'jugde' is not a target in this file"
+    assert judge.severity == "error"
     assert judge.hint == "did you mean 'judge'?"
 
     assert found["targets[7].name"][0].message == "target has no `name`"
     assert found["targets[8]"][0].message == "a target must be a mapping"
 
+    # a name used twice makes the whole file unusable: which 'b' would a run mean?
     with pytest.raises(InputError) as info:
         load_targets_file(path)
     assert info.value.diagnostics == diags
-    assert f"{path}:4:15: error: target 'a': unknown provider 'opneai'" in str(info.value)
+    assert f"{path}:4:15: warning: target 'a': 'opneai' is not a known provider" in str(info.value)
+    assert f"{path}:19:11: error: duplicate target name 'b'" in str(info.value)
 
 
 def test_file_level_problems(repo: Path) -> None:
@@ -328,11 +334,19 @@ def test_file_level_problems(repo: Path) -> None:
     assert "must be a YAML mapping" in root.message
 
 
-def test_valid_file_with_a_warning_still_loads(repo: Path) -> None:
+def test_a_missing_judge_target_is_the_entrys_problem(repo: Path) -> None:
     path = write(repo, "t.yaml", HEADER + "  - name: m\n    provider: mock\n    judge_target: j\n")
-    targets = load_targets_file(path)
+    (error,) = validate_targets_file(path)
+    assert (error.severity, error.line) == ("error", 5)
+    targets = load_targets_file(path)  # the file loads; a run is warned
     assert [d.severity for d in targets.diagnostics] == ["warning"]
-    assert targets.judge_for("m").name == "m"
+    assert targets.get("m").usable  # cases that need no judge still run on 'm'
+    with pytest.raises(ConfigError) as info:  # no longer "judges its own answers"
+        targets.judge_for("m")
+    assert str(info.value) == (
+        f"target 'm' in {path.resolve()} cannot be judged: "
+        "line 5: judge_target 'j' is not a target in this file"
+    )
 
 
 def test_unknown_target_name_lists_the_available_ones(repo: Path) -> None:

@@ -17,10 +17,12 @@ The package, in the order a run uses it:
 - ``schema``: the file's and an entry's pydantic models, and the one translator of their
   validation errors (and of the providers' ``Settings`` errors) into located diagnostics;
 - ``loader``: reading and checking a file, without looking at the environment, so that
-  ``agentv validate`` works without any key set;
+  ``agentv validate`` works without any key set; a problem of one entry marks that entry
+  unusable (an error only for a run that uses it), a problem of the file stops the file;
 - ``resolve``: ``${{ VAR }}`` substitution, ``.env`` for previews, building a provider;
 - ``registry``: which target a case runs on (``choose_target``), each target built once per
-  run, judges, dry runs, and previews for ``agentv render``.
+  run, judges (``check_judge`` builds one before anything is sent), dry runs, and previews
+  for ``agentv render``.
 """
 
 from agentv.targets.discovery import (

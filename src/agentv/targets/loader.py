@@ -4,12 +4,18 @@ Reading never looks at the environment, so ``agentv validate`` works without any
 each entry's common keys are checked by ``TargetEntry`` and its provider's fields by that
 provider's ``Settings`` model, a field holding ``${{ VAR }}`` being checked only when the
 target is built (``agentv.targets.resolve``).
+
+A problem of one entry belongs to that entry, so that a typo in a target a run does not use
+never stops it: the entry is kept, marked unusable, and only a run using it fails (with the
+reasons and their lines). Problems of the file itself make it unusable.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,17 +41,26 @@ from agentv.yamlio import PathKey, YamlSource, load_yaml
 
 
 def load_targets_file(path: Path) -> TargetsFile:
-    """Parse and validate a targets file; raises ``InputError`` when unusable.
+    """Parse and check a targets file for a run; raises ``InputError`` when the file itself
+    is unusable (not a mapping, a wrong or missing ``$schema``, ``targets`` not a list, a
+    name used twice).
 
-    The file is unusable when it has any error, so that a typo in one target is caught
-    before a long run rather than when that target is first needed.
+    A problem of one entry (an unknown provider, an invalid or unknown setting, a
+    ``judge_target`` naming no target) belongs to that entry: the entry is kept, marked
+    unusable (``TargetDefinition.problems``, ``judge_problems``), and is an error only when
+    a run uses it (``TargetsFile.get``, ``judge_for``); until then the file's
+    ``diagnostics`` hold it as a warning.
     """
     path = Path(path).resolve()
     src = load_yaml(path)
-    targets, diags = parse_targets(src)
-    if any(d.severity == "error" for d in diags):
-        raise InputError(f"{path}: invalid targets file", diags)
-    return TargetsFile(path=path, targets=targets, diagnostics=diags)
+    parsed = _parse(src)
+    if parsed.file_errors:
+        raise InputError(f"{path}: invalid targets file", parsed.diagnostics)
+    warnings = [
+        d if d.severity == "warning" else dataclasses.replace(d, severity="warning")
+        for d in parsed.diagnostics
+    ]
+    return TargetsFile(path=path, targets=parsed.targets, diagnostics=warnings)
 
 
 def validate_targets_file(path: Path) -> list[Diagnostic]:
@@ -75,7 +90,7 @@ def setup_diagnostics(src: YamlSource, targets: Mapping[str, TargetDefinition]) 
     base = project_dir(src.path)
     out: list[Diagnostic] = []
     for definition in targets.values():
-        if definition.kind not in CHECKED_KINDS:
+        if not definition.usable or definition.kind not in CHECKED_KINDS:
             continue
         settings_cls = registry.provider_class(definition.kind).Settings
         fields = dict(definition.fields)
@@ -101,56 +116,70 @@ def setup_diagnostics(src: YamlSource, targets: Mapping[str, TargetDefinition]) 
 
 
 def parse_targets(src: YamlSource) -> tuple[dict[str, TargetDefinition], list[Diagnostic]]:
-    """The usable targets of a parsed file, and every problem found (in file order)."""
+    """Every named target of a parsed file (usable or not: see ``TargetDefinition.usable``)
+    and every problem found, in file order, as ``agentv validate`` reports them: errors,
+    except an unknown provider, a warning (only a run using that target fails)."""
+    parsed = _parse(src)
+    return parsed.targets, parsed.diagnostics
+
+
+@dataclass
+class _Parsed:
+    targets: dict[str, TargetDefinition]
+    diagnostics: list[Diagnostic]  # every problem, in file order
+    file_errors: list[Diagnostic]  # those that make the whole file unusable
+
+
+def _parse(src: YamlSource) -> _Parsed:
     data = src.data
     diags: list[Diagnostic] = []
+    file_errors: list[Diagnostic] = []
     try:
         TargetsDocument.model_validate(data)
     except ValidationError as exc:
-        diags.extend(translate_errors(src, exc, TargetsDocument, data))
+        file_errors.extend(translate_errors(src, exc, TargetsDocument, data))
     entries = data.get("targets") if isinstance(data, dict) else None
     if not isinstance(entries, list):
-        return {}, diags
+        return _Parsed({}, list(file_errors), file_errors)
 
     targets: dict[str, TargetDefinition] = {}
     first_seen: dict[str, int] = {}
     for index, entry in enumerate(entries):
-        definition = _entry(src, index, entry, diags)
-        name = entry.get("name") if isinstance(entry, dict) else None
-        if isinstance(name, str) and name.strip():
-            name = name.strip()
-            if name in first_seen:
-                diags.append(
-                    src.diagnostic(
-                        ("targets", index, "name"),
-                        f"duplicate target name {name!r} (first used by targets[{first_seen[name]}])",
-                        hint="give each target a different name",
-                    )
+        problems = _entry_problems(src, index, entry)
+        diags.extend(problems)
+        definition = _definition(src, index, entry, problems)
+        if definition is None:
+            continue
+        if definition.name in first_seen:
+            file_errors.append(
+                src.diagnostic(
+                    ("targets", index, "name"),
+                    f"duplicate target name {definition.name!r} "
+                    f"(first used by targets[{first_seen[definition.name]}])",
+                    hint="give each target a different name",
                 )
-                continue
-            first_seen[name] = index
-        if definition is not None:
-            targets[definition.name] = definition
+            )
+            continue
+        first_seen[definition.name] = index
+        targets[definition.name] = definition
 
     for definition in targets.values():
         judge = definition.judge_target
         if judge and judge not in first_seen:
             close = difflib.get_close_matches(judge, list(first_seen), n=1)
-            diags.append(
-                src.diagnostic(
-                    (
-                        "targets",
-                        definition.index,
-                        _present_key(entries[definition.index], "judge_target"),
-                    ),
-                    f"judge_target {judge!r} is not a target in this file; "
-                    f"{definition.name!r} will judge its own answers",
-                    hint=f"did you mean {close[0]!r}?" if close else "add a target with that name",
-                    severity="warning",
-                )
+            problem = src.diagnostic(
+                (
+                    "targets",
+                    definition.index,
+                    _present_key(entries[definition.index], "judge_target"),
+                ),
+                f"target {definition.name!r}: judge_target {judge!r} is not a target in this file",
+                hint=f"did you mean {close[0]!r}?" if close else "add a target with that name",
             )
-    diags.sort(key=lambda d: (d.line or 0, d.column or 0))
-    return targets, diags
+            definition.judge_problems = (problem,)
+            diags.append(problem)
+    diags = sorted([*diags, *file_errors], key=lambda d: (d.line or 0, d.column or 0))
+    return _Parsed(targets, diags, file_errors)
 
 
 def _present_key(entry: dict[str, Any], field_name: str) -> str:
@@ -161,41 +190,63 @@ def _present_key(entry: dict[str, Any], field_name: str) -> str:
     return field_name
 
 
-def _entry(
-    src: YamlSource, index: int, entry: Any, diags: list[Diagnostic]
-) -> TargetDefinition | None:
+def _entry_problems(src: YamlSource, index: int, entry: Any) -> list[Diagnostic]:
+    """Every problem of one entry: its common keys (``TargetEntry``), then its provider's
+    settings (that provider's ``Settings``; not checked when the provider is unknown)."""
     base: PathKey = ("targets", index)
     label = entry_label(entry)
     problems: list[Diagnostic] = []
-    common: TargetEntry | None = None
     try:
-        common = TargetEntry.model_validate(entry)
+        TargetEntry.model_validate(entry)
     except ValidationError as exc:
         problems.extend(translate_errors(src, exc, TargetEntry, entry, base=base, label=label))
     if not isinstance(entry, dict):
-        diags.extend(problems)
-        return None
-
+        return problems
     provider = entry.get("provider")
     kind = registry.canonical_kind(provider) if isinstance(provider, str) else None
-    fields = {k: v for k, v in entry.items() if k not in COMMON_KEYS}
     if kind is not None:
         assert isinstance(provider, str)
-        problems.extend(_check_fields(src, base, label, provider.strip(), kind, fields))
-    diags.extend(problems)
+        problems.extend(
+            _check_fields(src, base, label, provider.strip(), kind, _provider_fields(entry))
+        )
+    return problems
 
-    if common is None or any(d.severity == "error" for d in problems):
+
+def _provider_fields(entry: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in entry.items() if k not in COMMON_KEYS}
+
+
+def _definition(
+    src: YamlSource, index: int, entry: Any, problems: list[Diagnostic]
+) -> TargetDefinition | None:
+    """The entry as a target (None when it has no usable name: nothing can refer to it);
+    with ``problems`` it is kept, unusable, its values taken as far as they are valid."""
+    name = entry.get("name") if isinstance(entry, dict) else None
+    if not isinstance(name, str) or not name.strip():
         return None
+    assert isinstance(entry, dict)
+    common: dict[str, Any] = {}
+    for key, value in entry.items():  # the later spelling wins, as `TargetEntry` decides
+        if key in COMMON_KEYS:
+            common[COMMON_KEYS[key]] = value
+    provider = common.get("provider")
+    provider = provider.strip() if isinstance(provider, str) else ""
+    judge = common.get("judge_target")
+    workers = common.get("workers")
+    batching = common.get("provider_batching")
     return TargetDefinition(
-        name=common.name,
-        kind=common.kind,
-        provider=common.provider,
-        fields=fields,
-        judge_target=common.judge_target,
-        workers=common.workers,
-        provider_batching=bool(common.provider_batching),
+        name=name.strip(),
+        kind=registry.canonical_kind(provider) or "" if provider else "",
+        provider=provider,
+        fields=_provider_fields(entry),
+        judge_target=judge.strip() if isinstance(judge, str) and judge.strip() else None,
+        workers=workers
+        if isinstance(workers, int) and not isinstance(workers, bool) and workers >= 1
+        else None,
+        provider_batching=batching if isinstance(batching, bool) else False,
         source=src.path,
         index=index,
+        problems=tuple(problems),
     )
 
 

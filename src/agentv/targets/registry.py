@@ -62,6 +62,7 @@ class RunTarget:
     targets_file: Path | None = None
     judge: Provider | None = None
     unset: tuple[str, ...] = ()  # a preview's variables that are not set (shown as placeholders)
+    repo_root: Path | None = None  # of the eval files using it (where a preview reads .env)
 
     @property
     def label(self) -> str:
@@ -105,6 +106,8 @@ class TargetRegistry:
     _targets: dict[tuple[Path | None, str], RunTarget] = field(default_factory=dict)
     _by_eval_file: dict[Path, TargetsFile | None] = field(default_factory=dict)
     _environments: dict[Path, dict[str, str]] = field(default_factory=dict)
+    #: (targets file, target name) -> why its judge cannot be built (asked once)
+    _judge_failures: dict[tuple[Path | None, str], str] = field(default_factory=dict)
 
     def _targets_file(self, eval_file: Path, repo_root: Path) -> TargetsFile | None:
         """The eval file's targets file, or None when none is found (an explicit
@@ -173,7 +176,8 @@ class TargetRegistry:
                 provider = create_provider(definition)
             except (ConfigError, InputError) as exc:
                 raise ConfigError(
-                    f"cannot use target {definition.name!r} from {tfile.path}: {exc}"
+                    f"target {definition.name!r} in {tfile.path} cannot be used: "
+                    f"{_reason(str(exc), tfile.path, definition)}"
                 ) from None
         return RunTarget(
             name=definition.name,
@@ -184,6 +188,7 @@ class TargetRegistry:
             judge_name=definition.judge_target,
             targets_file=tfile.path,
             unset=tuple(dict.fromkeys(unset)),
+            repo_root=repo_root,
         )
 
     def _environment(self, repo_root: Path) -> dict[str, str]:
@@ -217,31 +222,45 @@ class TargetRegistry:
         )
 
     def judge(self, run_target: RunTarget) -> Provider:
-        """The judge for cases on ``run_target``: its ``judge_target``, else the target itself."""
+        """The judge for cases on ``run_target``: its ``judge_target``, else the target
+        itself; built once. ``ConfigError`` (the same each time it is asked) when it cannot
+        be: ``judge_target`` names no target, or one that cannot be used or built (an unset
+        variable, say). A dry run's judge is its mock."""
         if run_target.judge is not None:
             return run_target.judge
-        judge = run_target.provider
-        if run_target.judge_name and run_target.targets_file is not None:
-            tfile = self._files[run_target.targets_file]
-            definition = tfile.targets.get(run_target.judge_name)
-            if definition is None:
-                raise ConfigError(
-                    f"target {run_target.name!r} names judge_target {run_target.judge_name!r}, "
-                    f"which is not in {tfile.path}; available targets: {', '.join(tfile.targets)}"
-                )
-            key = (tfile.path, definition.name)
-            existing = self._targets.get(key)
-            judge = existing.provider if existing else create_provider(definition)
-            if existing is None:
-                self._targets[key] = RunTarget(
-                    name=definition.name,
-                    kind=definition.kind,
-                    provider=judge,
-                    workers=definition.workers,
-                    targets_file=tfile.path,
-                )
+        key = (run_target.targets_file, run_target.name)
+        failure = self._judge_failures.get(key)
+        if failure is not None:
+            raise ConfigError(failure)
+        try:
+            judge = self._build_judge(run_target)
+        except ConfigError as exc:
+            self._judge_failures[key] = str(exc)
+            raise
         run_target.judge = judge
         return judge
+
+    def check_judge(self, run_target: RunTarget) -> None:
+        """Build ``run_target``'s judge now, before anything is sent (its ``${{ VAR }}``
+        values substituted, so an unset key is reported now); ``ConfigError`` when it cannot
+        be. Cheap when asked again for the same target: the outcome is kept, failure too."""
+        self.judge(run_target)
+
+    def _build_judge(self, run_target: RunTarget) -> Provider:
+        if run_target.targets_file is None:
+            return run_target.provider
+        tfile = self._files[run_target.targets_file]
+        definition = tfile.judge_for(run_target.name)
+        if definition.name == run_target.name:
+            return run_target.provider
+        repo_root = run_target.repo_root or self.cwd
+        try:
+            return self._target(tfile, repo_root, definition.name).provider
+        except (ConfigError, InputError) as exc:
+            raise ConfigError(
+                f"target {run_target.name!r} in {tfile.path} cannot be judged: "
+                f"its judge_target: {exc}"
+            ) from None
 
     def all_targets(self) -> list[RunTarget]:
         """Every target built so far (judges included)."""
@@ -255,3 +274,15 @@ class TargetRegistry:
                 if p is not None and id(p) not in seen:
                     seen.add(id(p))
                     await p.aclose()
+
+
+def _reason(message: str, path: Path, definition: TargetDefinition) -> str:
+    """``message`` (about ``definition``) without the leading ``path: `` and ``target 'x':``
+    that the caller's own words say already."""
+    message = message.removeprefix(f"{path}: ")
+    for prefix in (
+        f"target {definition.name!r} ({definition.provider}): ",
+        f"target {definition.name!r}: ",
+    ):
+        message = message.removeprefix(prefix)
+    return message

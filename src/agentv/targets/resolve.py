@@ -93,8 +93,10 @@ def create_provider(
     ``unset`` is for previews (``agentv render``), which must work without secrets: a
     variable that is not set becomes ``<unset:VAR>`` and is listed in ``unset``, a setting
     that such a placeholder makes invalid (a number) keeps its default, and a missing API
-    key is no error.
+    key is no error. An unusable definition (``TargetDefinition.problems``) raises its
+    ``ConfigError`` before anything else.
     """
+    definition.require_usable()  # an entry with problems of its own is never built
     env = os.environ if env is None else env
     fields = {
         key: substitute_env(value, env, target=definition.name, field_name=key, unset=unset)

@@ -150,10 +150,16 @@ _TOP_KEYS = ("$schema", "targets")
 
 @dataclass
 class TargetDefinition:
-    """One entry of ``targets.yaml``; provider fields are kept raw until the target is used."""
+    """One entry of ``targets.yaml``; provider fields are kept raw until the target is used.
+
+    An entry with its own problems (an unknown provider, an invalid or unknown setting) is
+    kept, marked unusable: its ``problems`` say why, and it is an error only when a run
+    uses it (``require_usable``). ``judge_problems`` say why its answers cannot be judged
+    (a ``judge_target`` that is not in the file); the target itself stays usable.
+    """
 
     name: str
-    kind: str  # canonical provider kind (aliases resolved)
+    kind: str  # canonical provider kind (aliases resolved); "" when the provider is unknown
     provider: str  # as written
     fields: dict[str, Any]  # provider-specific fields, `${{ VAR }}` not yet substituted
     judge_target: str | None = None
@@ -161,20 +167,63 @@ class TargetDefinition:
     provider_batching: bool = False
     source: Path | None = None
     index: int = 0  # position in the file, for locating errors
+    problems: tuple[Diagnostic, ...] = ()  # why this target cannot be used (empty: usable)
+    judge_problems: tuple[Diagnostic, ...] = ()  # why its answers cannot be judged
+
+    @property
+    def usable(self) -> bool:
+        """Whether a run can use this target (its entry has no problem of its own)."""
+        return not self.problems
+
+    def require_usable(self) -> None:
+        """Raise ``ConfigError`` naming the target, its file and every reason it cannot be
+        used (with its line); nothing when it is usable."""
+        if self.problems:
+            raise ConfigError(
+                f"{self._named()} cannot be used: {problem_reasons(self.problems, self.name)}"
+            )
+
+    def require_judgeable(self) -> None:
+        """Raise ``ConfigError`` when this target's ``judge_target`` names no target."""
+        if self.judge_problems:
+            reasons = problem_reasons(self.judge_problems, self.name)
+            raise ConfigError(f"{self._named()} cannot be judged: {reasons}")
+
+    def _named(self) -> str:
+        where = f" in {self.source}" if self.source is not None else ""
+        return f"target {self.name!r}{where}"
+
+
+def problem_reasons(problems: tuple[Diagnostic, ...] | list[Diagnostic], name: str) -> str:
+    """``line 7: unknown setting 'x' (did you mean 'y'?); line 9: ...``: each problem of
+    target ``name`` said briefly, with its line, for one message."""
+    label = re.compile(rf"^target {re.escape(repr(name))}(?: \([^)]*\))?(?:: | is | )")
+    consequence = f"; a run that uses target {name!r} will fail"
+    out: list[str] = []
+    for diag in problems:
+        text = label.sub("", diag.message, count=1).removesuffix(consequence)
+        close = re.match(r"did you mean [^?]*\?", diag.hint or "")
+        if close:
+            text += f" ({close.group(0)})"
+        out.append(f"line {diag.line}: {text}" if diag.line is not None else text)
+    return "; ".join(dict.fromkeys(out))
 
 
 @dataclass
 class TargetsFile:
-    """A parsed targets file."""
+    """A parsed targets file: every named entry (usable or not) and what a run says about
+    the file (``diagnostics``: warnings only, since a file with errors of its own is not
+    loaded; each unusable entry's errors stay on the entry, ``TargetDefinition.problems``)."""
 
     path: Path
     targets: dict[str, TargetDefinition] = field(default_factory=dict)
     diagnostics: list[Diagnostic] = field(default_factory=list)
 
     def get(self, name: str) -> TargetDefinition:
-        """The named target, or a ``ConfigError`` listing the available names."""
+        """The named target; ``ConfigError`` when there is none (listing the available
+        names) or when it cannot be used (saying why, with lines)."""
         try:
-            return self.targets[name]
+            target = self.targets[name]
         except KeyError:
             names = ", ".join(self.targets) or "(none)"
             close = difflib.get_close_matches(name, list(self.targets), n=1)
@@ -182,13 +231,22 @@ class TargetsFile:
             raise ConfigError(
                 f"target {name!r} not found in {self.path}{hint}; available targets: {names}"
             ) from None
+        target.require_usable()
+        return target
 
     def judge_for(self, name: str) -> TargetDefinition:
-        """The target that judges ``name``'s answers: its ``judge_target``, else itself."""
+        """The target that judges ``name``'s answers: its ``judge_target``, else itself.
+        ``ConfigError`` when ``judge_target`` names no target or one that cannot be used."""
         target = self.get(name)
-        if target.judge_target and target.judge_target in self.targets:
-            return self.targets[target.judge_target]
-        return target
+        target.require_judgeable()
+        if not target.judge_target or target.judge_target == name:
+            return target
+        try:
+            return self.get(target.judge_target)
+        except ConfigError as exc:
+            raise ConfigError(
+                f"target {name!r} in {self.path} cannot be judged: its judge_target: {exc}"
+            ) from None
 
 
 # --- pydantic errors, said the user's way -------------------------------------------------------
@@ -296,11 +354,15 @@ def _entry_problem(
                 where, f"{label} {what}", hint=f"valid providers: {', '.join(choices)}"
             )
         close = difflib.get_close_matches(value.strip().lower(), choices, n=1)
+        # a warning: only a run that uses this target needs its provider (the target is
+        # kept, unusable, with this diagnostic as its problem)
+        consequence = f"; a run that uses {label} will fail" if label != "target" else ""
         return src.diagnostic(
             where,
-            f"{label}: unknown provider {value!r}",
+            f"{label}: {value.strip()!r} is not a known provider{consequence}",
             hint=(f"did you mean {close[0]!r}? " if close else "")
             + f"valid providers: {', '.join(choices)}",
+            severity="warning",
         )
     if field_name == "judge_target":
         return src.diagnostic(where, f"{label}: `{spelling}` must be the name of another target")
