@@ -16,9 +16,10 @@ _register()
 
 TARGETS = """$schema: agentv-targets-v2.2
 targets:
-  - {name: a, provider: mock, response: from a}
-  - {name: b, provider: mock, response: from b}
-  - {name: c, provider: mock, response: from c}
+  - {name: a, provider: mock, response: from a, judge_target: j}
+  - {name: b, provider: mock, response: from b, judge_target: j}
+  - {name: c, provider: mock, response: from c, judge_target: j}
+  - {name: j, provider: mock, response: '{"score": 1.0, "reasoning": "fine"}'}
 """
 EVAL = """$schema: agentv-eval-v2
 target: b
