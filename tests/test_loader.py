@@ -10,7 +10,7 @@ import pytest
 from agentv.errors import InputError
 from agentv.evalfile.files import FileStore, find_repo_root, search_roots
 from agentv.evalfile.guidelines import DEFAULT_GUIDELINE_PATTERNS, is_guideline
-from agentv.evalfile.loader import LoadContext, load_eval_file
+from agentv.evalfile.loader import LoadContext, iter_cases, load_eval_file
 from agentv.messages import FileSegment, GuidelineRef, TextSegment
 from agentv.prompts import build_prompt
 from helpers import write
@@ -411,4 +411,186 @@ def test_unusable_file_reports_its_cases_problems_too(repo: Path) -> None:
     assert [(d.line, d.message) for d in info.value.diagnostics] == [
         (1, "missing `$schema`"),
         (5, "case 'a': invalid role 'usr'"),
+    ]
+
+
+# --- invalid cases --------------------------------------------------------------------------
+
+
+BAD_ROLE = "  - id: {id}\n    outcome: ok\n    input_messages: [{{role: usr, content: hi}}]\n"
+OK = "  - id: {id}\n    outcome: ok\n    input_messages: [{{role: user, content: hi}}]\n"
+
+
+def test_cases_with_errors_are_kept_as_invalid(repo: Path) -> None:
+    text = (
+        HEADER
+        + OK.format(id="a")
+        + BAD_ROLE.format(id="b")
+        + "  - just text\n"
+        + "  - {outcome: ok, input_messages: [{role: user, content: hi}]}\n"
+        + "  - {id: '  ', outcome: ok, input_messages: [{role: user, content: hi}]}\n"
+        + "  - id: warned\n    outcome: ok\n    input_messages: [{role: tool, content: x}]\n"
+        + "dataset: late\n"
+    )
+    loaded = load_eval_file(write(repo, "e.yaml", text))
+    assert [(c.id, c.line, c.dataset) for c in loaded.cases] == [
+        ("a", 3, "late"),
+        ("warned", 12, "late"),  # a warning alone does not make a case invalid
+    ]
+    assert [(b.index, b.id, b.line, b.dataset) for b in loaded.invalid] == [
+        (1, "b", 6, "late"),
+        (2, None, 9, "late"),  # not a mapping: no id
+        (3, None, 10, "late"),  # no id
+        (4, None, 11, "late"),  # a blank id is not usable
+    ]
+    assert loaded.invalid[0].reason == "case 'b': invalid role 'usr'"
+    # every error printed belongs to exactly one invalid case
+    errors = [d for bad in loaded.invalid for d in bad.diagnostics]
+    assert errors == loaded.errors
+    assert all(d.severity == "error" for d in errors)
+    assert [d.message for d in loaded.warnings] == [
+        "case 'warned': tool message has no `tool_call_id`; it will be sent to LM APIs as a "
+        "user turn starting with @[Tool]:"
+    ]
+
+
+def test_invalid_cases_follow_the_eval_id_filter(repo: Path) -> None:
+    text = HEADER + BAD_ROLE.format(id="a") + BAD_ROLE.format(id="b") + OK.format(id="c")
+    path = write(repo, "e.yaml", text)
+    assert [b.id for b in load_eval_file(path, eval_id="b").invalid] == ["b"]
+    only_c = load_eval_file(path, eval_id="c")
+    assert only_c.invalid == [] and [c.id for c in only_c.cases] == ["c"]
+
+
+def test_invalid_cases_are_kept_when_the_others_are_streamed(repo: Path) -> None:
+    text = HEADER + "".join((BAD_ROLE if i in (3, 7) else OK).format(id=f"c{i}") for i in range(10))
+    path = write(repo, "e.yaml", text + OK.format(id="c0"))  # and a duplicate id at the end
+    loaded = load_eval_file(path, keep_limit=2)
+    assert loaded.streamed and loaded.cases == [] and loaded.case_count == 8
+    assert [(b.index, b.id) for b in loaded.invalid] == [(3, "c3"), (7, "c7"), (10, "c0")]
+    again = list(iter_cases(loaded))
+    assert [c.id for c in again] == [f"c{i}" for i in range(10) if i not in (3, 7)]
+    assert [c.line for c in again[:2]] == [3, 6]
+    assert again == load_eval_file(path).cases
+
+
+# --- the file-level `execution:` block (the original AgentV's files) ------------------------
+
+
+EXECUTION = """execution:
+  target: fast
+  evaluators:
+    - {type: contains, value: hi}
+"""
+
+
+def test_file_execution_gives_the_defaults_of_the_cases(repo: Path) -> None:
+    text = (
+        "$schema: agentv-eval-v2\n"
+        + EXECUTION
+        + "evalcases:\n"
+        + OK.format(id="plain")
+        + "  - id: own\n    outcome: ok\n    input_messages: [{role: user, content: hi}]\n"
+        "    execution:\n      target: slow\n      evaluators: [{type: equals, value: x}]\n"
+        + "  - id: own-list\n    outcome: ok\n    input_messages: [{role: user, content: hi}]\n"
+        "    execution: {target: slow}\n    evaluators: []\n"
+    )
+    loaded = load_eval_file(write(repo, "e.yaml", text))
+    assert not loaded.diagnostics
+    assert loaded.target == "fast"  # cases without a target of their own run there
+    assert [(c.id, c.target, [e.type for e in c.evaluators]) for c in loaded.cases] == [
+        ("plain", None, ["contains"]),
+        ("own", "slow", ["equals"]),  # the case's own always wins
+        ("own-list", "slow", []),  # an empty list of its own too
+    ]
+
+
+def test_top_level_target_wins_over_execution_target(repo: Path) -> None:
+    text = (
+        "$schema: agentv-eval-v2\ntarget: main\n" + EXECUTION + "evalcases:\n" + OK.format(id="a")
+    )
+    loaded = load_eval_file(write(repo, "e.yaml", text))
+    assert loaded.target == "main"
+    (warning,) = loaded.warnings
+    assert warning.message == (
+        "`execution.target` 'fast' disagrees with the file's `target` 'main'; 'main' is used"
+    )
+    same = text.replace("target: main", "target: fast")
+    assert load_eval_file(write(repo, "same.yaml", same)).diagnostics == []
+
+
+def test_file_execution_written_after_the_cases(repo: Path) -> None:
+    text = HEADER + OK.format(id="a") + OK.format(id="b") + EXECUTION
+    path = write(repo, "e.yaml", text)
+    for loaded in (load_eval_file(path), load_eval_file(path, keep_limit=1)):
+        assert loaded.target == "fast"
+        cases = list(iter_cases(loaded))
+        assert [[e.type for e in c.evaluators] for c in cases] == [["contains"], ["contains"]]
+
+
+def test_file_execution_problems_make_the_file_unusable(repo: Path) -> None:
+    text = (
+        "$schema: agentv-eval-v2\nexecution:\n  targt: x\n  evaluators:\n"
+        "    - {type: contain, value: hi}\nevalcases:\n" + OK.format(id="a")
+    )
+    with pytest.raises(InputError) as info:
+        load_eval_file(write(repo, "e.yaml", text))
+    assert [(d.line, d.message, d.hint) for d in info.value.diagnostics] == [
+        (
+            3,
+            "`execution.evaluators[0].type`: unknown evaluator type 'contain'",
+            "did you mean 'contains'? valid choices: llm_judge, code, contains, icontains, "
+            "equals, regex, is_json",
+        ),
+        (3, "`execution.targt`: unknown key 'targt'", "did you mean 'target'?"),
+    ]
+    text = "$schema: agentv-eval-v2\nexecution: fast\nevalcases:\n" + OK.format(id="a")
+    with pytest.raises(InputError) as info:
+        load_eval_file(write(repo, "e.yaml", text))
+    assert [d.message for d in info.value.diagnostics] == ["`execution` must be a mapping"]
+
+
+def test_grader_is_not_a_key_of_agentv(repo: Path) -> None:
+    text = "$schema: agentv-eval-v2\ngrader: llm_judge\nevalcases:\n" + OK.format(id="a")
+    with pytest.raises(InputError) as info:
+        load_eval_file(write(repo, "e.yaml", text))
+    (diag,) = info.value.diagnostics
+    assert (diag.line, diag.message, diag.hint) == (
+        2,
+        "unknown key 'grader'",
+        "did you mean `evaluator`?",
+    )
+    case = "  - {id: a, grader: code, outcome: ok, input_messages: [{role: user, content: hi}]}\n"
+    loaded = load_eval_file(write(repo, "c.yaml", HEADER + case))
+    (diag,) = loaded.errors
+    assert (diag.message, diag.hint) == (
+        "case 'a': unknown key 'grader'",
+        "did you mean `evaluator`?",
+    )
+
+
+def test_file_block_with_a_misnamed_value_gets_one_message(repo: Path) -> None:
+    write(repo, "ctx.md", "x")
+    case = (
+        "  - id: a\n    outcome: ok\n    input_messages:\n      - role: user\n"
+        "        content:\n          - {type: file, path: ctx.md}\n"
+        "          - {type: text, text: hi, extra: 1}\n"
+    )
+    loaded = load_eval_file(write(repo, "e.yaml", HEADER + case))
+    assert [(d.line, d.column, d.message, d.hint) for d in loaded.diagnostics] == [
+        (
+            8,
+            26,
+            "case 'a': file block needs `value`, not `path`",
+            "write `{type: file, value: ...}`",
+        ),
+        # two keys besides `type`: which one was meant is not known; both problems are said
+        (
+            9,
+            13,
+            "case 'a': missing required key `value`",
+            "add `value:` (the text, or the file path)",
+        ),
+        (9, 26, "case 'a': unknown key 'text'", "valid keys here: type, value"),
+        (9, 36, "case 'a': unknown key 'extra'", "valid keys here: type, value"),
     ]

@@ -306,6 +306,7 @@ class _FileLoad:
             self.dropped = True  # too many to hold: `iter_cases` reads them again
             self.cases.clear()
             self._uses_file_evaluator.clear()
+            self._uses_file_evaluators.clear()
             return
         self.cases.append(case)
         own = isinstance(entry, dict) and entry.get("evaluator")
