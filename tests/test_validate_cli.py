@@ -167,12 +167,18 @@ def test_targets_problems_are_reported(repo: Path) -> None:
     write(
         repo,
         ".agentv/targets.yaml",
-        "$schema: agentv-targets-v2.2\ntargets:\n  - name: m\n    provider: mokc\n",
+        "$schema: agentv-targets-v2.2\ntargets:\n  - name: m\n    provider: mokc\n"
+        "  - name: n\n    provider: mock\n    temperature: hot\n",
     )
     result = validate(".agentv/targets.yaml")
+    # an unknown provider only breaks the runs that use the target: a warning
+    assert (
+        "  ⚠ .agentv/targets.yaml:4:15: target 'm': 'mokc' is not a known provider; "
+        "a run that uses target 'm' will fail\n"
+    ) in result.stdout
+    # an unusable setting is an error (the file is invalid)
     assert result.exit_code == 1
-    assert "  ✗ .agentv/targets.yaml:4:" in result.stdout
-    assert "mokc" in result.stdout
+    assert "  ✗ .agentv/targets.yaml:7:" in result.stdout
 
 
 def test_missing_path_and_non_yaml_file(repo: Path) -> None:
@@ -220,3 +226,21 @@ def test_agent_targets_that_cannot_start_here_are_warned_about(
     ) in out
     assert "'env'" not in out  # ${{ WORK }} is only known when the target runs
     assert "Files with warnings: 1\n" in out
+
+
+def test_cases_with_errors_are_counted_as_a_run_records_them(repo: Path) -> None:
+    """ "N with errors" is the number of cases a run would record as invalid."""
+    write(
+        repo,
+        "evals/e.yaml",
+        "$schema: agentv-eval-v2\n"
+        "execution:\n  target: fast\n  evaluators: [{type: regex, value: '^ok'}]\n"
+        "evalcases:\n" + CASE + CASE + CASE + "  - {id: other, outcome: ok, input_messages: []}\n",
+    )
+    result = validate("evals/e.yaml")
+    assert result.exit_code == 1
+    out = result.stdout
+    assert "✗ evals/e.yaml  (eval file, 4 cases, 2 with errors)\n" in out
+    assert "  ✗ evals/e.yaml:7:10: case id 'ok' is used more than once (first on line 6)\n" in out
+    assert "  ✗ evals/e.yaml:8:10: case id 'ok' is used more than once (first on line 6)\n" in out
+    assert "unknown key 'execution'" not in out  # the original AgentV's file-level block

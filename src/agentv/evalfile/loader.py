@@ -281,6 +281,15 @@ class _FileLoad:
         self.diags.extend(case_diags)
         if case is None:
             usable_id = entry_id if isinstance(entry_id, str) and entry_id.strip() else None
+            if not any(d.severity == "error" for d in case_diags):  # never an unexplained skip
+                case_diags.append(
+                    self.src.diagnostic(
+                        ("evalcases", index),
+                        "this case cannot be read",
+                        hint="compare it with a case that loads, or run `agentv validate`",
+                    )
+                )
+                self.diags.append(case_diags[-1])
             self.invalid.append(
                 InvalidCase(
                     eval_file=self.path,
