@@ -525,9 +525,7 @@ class _CaseBuilder:
     ) -> tuple[EvalCase | None, list[Diagnostic]]:
         """The case at ``evalcases[index]`` (starting on ``line``), or None when it has an
         error; plus diagnostics."""
-        case, diags = self._build(index, entry)
-        if case is not None:
-            case = replace(case, line=line)
+        case, diags = self._build(index, entry, line)
         if isinstance(entry, dict):
             diags.extend(self._marker_warnings(entry, ("evalcases", index)))
         case_id = entry.get("id") if isinstance(entry, dict) else None
@@ -538,7 +536,9 @@ class _CaseBuilder:
         diags.sort(key=lambda d: (d.line or 0, d.column or 0))
         return case, diags
 
-    def _build(self, index: int, entry: Any) -> tuple[EvalCase | None, list[Diagnostic]]:
+    def _build(
+        self, index: int, entry: Any, line: int | None
+    ) -> tuple[EvalCase | None, list[Diagnostic]]:
         base: PathKey = ("evalcases", index)
         if not isinstance(entry, dict):
             return None, [
@@ -587,6 +587,7 @@ class _CaseBuilder:
             default_evaluator=raw.evaluator or self.default_evaluator,
             conversation_id=raw.conversation_id,
             target=raw.execution.target if raw.execution and raw.execution.target else None,
+            line=line,
         )
         return case, diags
 
