@@ -448,7 +448,7 @@ def _check_header(src: YamlSource, data: dict[str, Any]) -> list[Diagnostic]:
                     )
                 )
             continue
-        if key == "grader":  # the original AgentV's name for the default evaluator
+        if key == "grader":  # a slip for `evaluator` (other tools' word): say which key it is
             diags.append(grader_key(src, (key,)))
             continue
         diags.append(unknown_key(src, (key,), key, sc.HEADER_KEYS))
