@@ -135,7 +135,7 @@ def test_schema_file_not_found(repo: Path) -> None:
         (
             "number.json",
             "42",
-            "invalid JSON Schema in number.json: a schema must be a mapping, not a int",
+            "invalid JSON Schema in number.json: a schema must be a mapping, not a number",
         ),
         (
             "broken.json",

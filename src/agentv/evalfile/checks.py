@@ -157,8 +157,8 @@ def check_schema(schema: Any, label: str) -> Problem | None:
     """Why ``schema`` is not a valid JSON Schema (for its ``$schema`` draft), or None."""
     # Booleans are valid schemas (true: anything, false: nothing), as at run time.
     if not isinstance(schema, dict | bool):
-        kind = {list: "a list", str: "text", type(None): "nothing"}.get(
-            type(schema), f"a {type(schema).__name__}"
+        kind = {list: "a list", str: "text", int: "a number", float: "a number"}.get(
+            type(schema), "nothing" if schema is None else type(schema).__name__
         )
         return Problem(
             "schema",
