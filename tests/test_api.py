@@ -145,17 +145,30 @@ async def test_arun_eval_inside_a_running_event_loop(project: Path) -> None:
         agentv.run_eval("examples/brainstorm.yaml", target="mock", cwd=project)
 
 
-def test_no_cases_is_an_error_with_the_reasons(project: Path) -> None:
+def test_a_case_that_cannot_load_has_an_invalid_result(project: Path) -> None:
     bad = write(
         project,
         "examples/bad.yaml",
         "$schema: agentv-eval-v2\nevalcases:\n  - id: x\n    outcom: typo\n"
         "    input_messages: [{role: user, content: hi}]\n",
     )
+    run = agentv.run_eval(bad, target="mock", cwd=project)
+    (result,) = run.results
+    assert (result.eval_id, result.status, result.passed, result.score) == (
+        "x",
+        "invalid",
+        False,
+        0,
+    )
+    assert "unknown key 'outcom'" in (result.error or "")
+    assert result.line == 3 and result.eval_file == str(bad)
+    assert run.summary.invalid == 1 and not run.clean
+
+
+def test_no_cases_is_an_error_with_the_reasons(project: Path) -> None:
     with pytest.raises(agentv.NoCasesError) as caught:
-        agentv.run_eval(bad, target="mock", cwd=project)
-    assert "no eval cases to run" in str(caught.value)
-    assert any("unknown key 'outcom'" in d.message for d in caught.value.diagnostics)
+        agentv.run_eval("examples/", target="mock", eval_id="nope", cwd=project)
+    assert str(caught.value).startswith("no case with id 'nope' in ")
 
 
 def test_load_eval_file_returns_cases_and_diagnostics(project: Path) -> None:

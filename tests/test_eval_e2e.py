@@ -159,12 +159,15 @@ def test_end_to_end_results_requests_and_secrets(repo: Path, server: FakeLLMServ
     _suite(repo)
     out = repo / "out.jsonl"
     proc = _agentv(repo, "eval", "evals/debug.yaml", "--out", str(out), "--dump-prompts")
-    assert proc.returncode == 0, proc.stderr
+    # a provider failure and an evaluator crash: the run finishes, and says so in its code
+    assert proc.returncode == 3, proc.stderr
+    assert "2 case(s) errored, 0 invalid: exit code 3" in proc.stderr
     rows = _rows(out)
     assert set(rows) == {"multi-turn", "provider-down", "checker-crash"}
 
     good = rows["multi-turn"]
     assert "error" not in good
+    assert (good["status"], good["passed"], good["attempts"]) == ("ok", True, 1)
     # judge 0.75 and code 1.0 -> mean
     assert good["score"] == pytest.approx(0.875)
     assert [e["name"] for e in good["evaluator_results"]] == ["judge", "check"]
@@ -208,10 +211,11 @@ def test_end_to_end_results_requests_and_secrets(repo: Path, server: FakeLLMServ
 
     # A provider failure and an evaluator crash are rows, not the end of the run.
     down = rows["provider-down"]
-    assert down["score"] == 0 and down["error"]
+    assert down["score"] == 0 and down["error"] and down["status"] == "error"
     assert down["candidate_answer"].startswith("Error occurred: ")
     crash = rows["checker-crash"]
-    assert "error" not in crash
+    assert crash["status"] == "error" and crash["passed"] is False
+    assert crash["error"].startswith("evaluator 'crash' could not grade: ")
     assert crash["score"] == pytest.approx(0.5)
     crashed = crash["evaluator_results"][0]
     assert crashed["score"] == 0 and "boom: checker crashed" in crashed["error"]
@@ -249,10 +253,14 @@ evalcases:
     second = _agentv(repo, "eval", "evals/simple.yaml", "--cache", "--out", "b.jsonl")
     assert second.returncode == 0, second.stderr
     assert len(server.requests) == 2  # nothing new reached the API
-    assert "Cache: 2 answers reused, 0 requests sent" in second.stdout
-    volatile = ("timestamp", "duration_ms")
+    assert (
+        "Cache: 2 target answers and 0 judge answers reused, 0 target requests sent"
+        in second.stdout
+    )
+    volatile = ("timestamp", "duration_ms", "attempts")
     a, b = _rows(repo / "a.jsonl"), _rows(repo / "b.jsonl")
     for key in ("one", "two"):
+        assert (a[key]["attempts"], b[key]["attempts"]) == (1, 0)  # the second sent nothing
         assert {k: v for k, v in a[key].items() if k not in volatile} == {
             k: v for k, v in b[key].items() if k not in volatile
         }

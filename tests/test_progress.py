@@ -34,30 +34,49 @@ def test_line_mode_prints_one_exact_line_per_finished_case() -> None:
     progress.start(4)
     progress.case_started("k1", LABEL)
     assert out.getvalue() == ""  # nothing for started cases
-    progress.case_finished("k1", LABEL, ok=True, score=0.75, error=None)
-    progress.case_finished("k2", "case-2 | t [provider=cli]", ok=True, score=None, error=None)
+    progress.case_finished("k1", LABEL, status="ok", score=0.75, error=None)
     progress.case_finished(
-        "k3", "case-3 | t [provider=cli]", ok=False, score=0.0, error="HTTP 500\nbody: oops"
+        "k2", "case-2 | t [provider=cli]", status="failed", score=0.25, error=None
     )
-    progress.case_finished("k4", "case-4 | t [provider=cli]", ok=False, score=None, error=None)
+    progress.case_finished(
+        "k3", "case-3 | t [provider=cli]", status="error", score=0.0, error="HTTP 500\nbody: oops"
+    )
+    progress.case_finished(
+        "k4", "case-4 | t [provider=cli]", status="invalid", score=None, error=None
+    )
+    progress.case_finished(
+        "k5",
+        "case-5 | t [provider=cli]",
+        status="error",
+        score=0.5,
+        error="evaluator 'rx' could not grade: bad pattern",
+    )
     progress.note("Codex CLI logs: a.log")
     progress.finish()
     assert out.getvalue() == (
         "✓ case-1 | gpt [provider=openai] score=0.750\n"
-        "✓ case-2 | t [provider=cli] completed\n"
-        "✗ case-3 | t [provider=cli] failed: HTTP 500 …\n"
-        "✗ case-4 | t [provider=cli] failed\n"
+        "✗ case-2 | t [provider=cli] score=0.250\n"
+        "! case-3 | t [provider=cli] error: HTTP 500 …\n"
+        "! case-4 | t [provider=cli] invalid\n"
+        "! case-5 | t [provider=cli] error: evaluator 'rx' could not grade: bad pattern\n"
         "Codex CLI logs: a.log\n"
     )
-    assert (progress.done, progress.errors, progress.total) == (4, 2, 4)
+    assert (progress.done, progress.ok, progress.failed, progress.errors) == (5, 1, 1, 3)
+
+
+def test_verbose_line_mode_prints_the_whole_error() -> None:
+    out = io.StringIO()
+    progress = make_progress(out, interactive=False, verbose=True)
+    progress.case_finished("k", "c | t", status="error", score=0.0, error="HTTP 500\nbody: oops")
+    assert out.getvalue() == "! c | t error: HTTP 500 …\n    HTTP 500\n    body: oops\n"
 
 
 def test_line_mode_does_not_interpret_markup() -> None:
     out = io.StringIO()
     progress = make_progress(out, interactive=False)
     progress.start(1)
-    progress.case_finished("k", "[bold]x[/bold] | t", ok=False, score=None, error="[red]no")
-    assert out.getvalue() == "✗ [bold]x[/bold] | t failed: [red]no\n"
+    progress.case_finished("k", "[bold]x[/bold] | t", status="error", score=None, error="[red]no")
+    assert out.getvalue() == "! [bold]x[/bold] | t error: [red]no\n"
 
 
 def test_quiet_prints_nothing_per_case_but_still_counts_and_notes() -> None:
@@ -66,8 +85,8 @@ def test_quiet_prints_nothing_per_case_but_still_counts_and_notes() -> None:
     assert isinstance(progress, LineProgress)
     progress.start(2)
     progress.case_started("a", LABEL)
-    progress.case_finished("a", LABEL, ok=True, score=1.0, error=None)
-    progress.case_finished("b", LABEL, ok=False, score=None, error="x")
+    progress.case_finished("a", LABEL, status="ok", score=1.0, error=None)
+    progress.case_finished("b", LABEL, status="error", score=None, error="x")
     progress.note("warning: something")
     progress.finish()
     assert out.getvalue() == "warning: something\n"
@@ -77,9 +96,10 @@ def test_quiet_prints_nothing_per_case_but_still_counts_and_notes() -> None:
 def test_ascii_only_streams_get_ascii_marks() -> None:
     out = AsciiStream()
     progress = make_progress(out, interactive=False)
-    progress.case_finished("a", "a | t", ok=True, score=1.0, error=None)
-    progress.case_finished("b", "b | t", ok=False, score=None, error="bad")
-    assert out.getvalue() == "+ a | t score=1.000\nx b | t failed: bad\n"
+    progress.case_finished("a", "a | t", status="ok", score=1.0, error=None)
+    progress.case_finished("b", "b | t", status="failed", score=0.1, error=None)
+    progress.case_finished("c", "c | t", status="error", score=None, error="bad")
+    assert out.getvalue() == "+ a | t score=1.000\nx b | t score=0.100\n! c | t error: bad\n"
 
 
 def test_mode_follows_the_terminal_and_ci(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -112,21 +132,21 @@ def test_live_display_shows_counts_running_cases_and_errors() -> None:
         progress.case_started("k2", "second | gpt [provider=openai]")
         progress.case_started("k3", "third | gpt [provider=openai]")
         progress.case_finished(
-            "k1", "first | gpt [provider=openai]", ok=True, score=1.0, error=None
+            "k1", "first | gpt [provider=openai]", status="ok", score=1.0, error=None
         )
         progress.case_finished(
-            "k2", "second | gpt [provider=openai]", ok=False, score=None, error="HTTP 429"
+            "k2", "second | gpt [provider=openai]", status="error", score=None, error="HTTP 429"
         )
         view = _text(progress.render())
         assert "2/3" in view and "66%" in view
-        assert "errors 1" in view and "mean 1.000" in view
+        assert "✓1 ✗0 !1" in view and "mean 1.000" in view
         assert "third | gpt [provider=openai]" in view  # still running
         assert "first |" not in view.split("\n", 1)[1].split("last failure")[0]
         assert "last failure: second | gpt [provider=openai]: HTTP 429" in view
         assert "elapsed 0:00:0" in view and "ETA" in view
         progress.note("Codex CLI logs: [x].log")
         progress.case_finished(
-            "k3", "third | gpt [provider=openai]", ok=True, score=0.5, error=None
+            "k3", "third | gpt [provider=openai]", status="failed", score=0.5, error=None
         )
     finally:
         progress.finish()
@@ -134,7 +154,8 @@ def test_live_display_shows_counts_running_cases_and_errors() -> None:
     text = out.getvalue()
     assert "0/3" in text  # drawn at start, by rich itself
     assert "Codex CLI logs: [x].log" in text  # printed verbatim above the display
-    assert "Finished 3/3 eval cases in 0:00:0" in text and "(1 failed)" in text
+    assert "Finished 3/3 eval cases in 0:00:0" in text
+    assert "(1 ok, 1 failed, 1 errors)" in text
 
 
 def test_running_list_is_capped() -> None:
@@ -168,7 +189,7 @@ def test_per_case_calls_do_not_render() -> None:
         for i in range(n):
             key = f"k{i}"
             progress.case_started(key, key)
-            progress.case_finished(key, key, ok=True, score=1.0, error=None)
+            progress.case_finished(key, key, status="ok", score=1.0, error=None)
     finally:
         spent = time.monotonic() - began
         progress.finish()

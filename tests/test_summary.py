@@ -4,23 +4,57 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from agentv.cli.summary import render_summary
-from agentv.summary import SummaryCollector
+from agentv.cli.progress import status_line
+from agentv.cli.summary import RunFacts, render_summary
+from agentv.evaluators.base import CaseGrade, EvaluatorScore
+from agentv.providers.base import Usage
+from agentv.summary import SummaryCollector, Tokens, natural_key
+
+
+def record(
+    eval_id: str,
+    score: float,
+    status: str | None = None,
+    *,
+    error: str | None = None,
+    duration_s: float | None = None,
+    target: str = "t",
+    usage: dict[str, int] | None = None,
+) -> dict[str, Any]:
+    """A result record with what the collector reads (status by score at 0.8 unless given)."""
+    rec: dict[str, Any] = {"eval_id": eval_id, "score": score, "target": target}
+    rec["status"] = status or ("ok" if score >= 0.8 else "failed")
+    if error is not None:
+        rec["error"] = error
+    if duration_s is not None:
+        rec["duration_ms"] = duration_s * 1000
+    if usage is not None:
+        rec["usage"] = usage
+    return rec
 
 
 def _collect(*scores: float) -> SummaryCollector:
     collector = SummaryCollector()
     for i, score in enumerate(scores):
-        collector.add(f"case-{i}", score)
+        collector.add(record(f"case-{i}", score))
     return collector
+
+
+def _grade(
+    *entries: tuple[str, str | None], judge_failed: bool = False, usage: Usage | None = None
+) -> CaseGrade:
+    scores = [EvaluatorScore(name, "regex", 0.0, [], [], error=err) for name, err in entries]
+    return CaseGrade(0.0, [], [], None, 1, scores, None, judge_failed, usage=usage)
 
 
 def test_statistics_odd_count() -> None:
     s = _collect(0.2, 0.8, 1.0, 0.0, 0.5).summary()
-    assert s.total == 5 and s.errors == 0 and s.passed == 5
+    assert (s.total, s.ok, s.failed, s.errors, s.invalid) == (5, 2, 3, 0, 0)
+    assert s.passed == 2 and s.pass_rate == pytest.approx(0.4)
     assert s.mean == pytest.approx(0.5)
     assert s.median == 0.5
     assert (s.min, s.max) == (0.0, 1.0)
@@ -54,34 +88,71 @@ def test_out_of_range_scores_are_clamped() -> None:
     assert sum(b.count for b in s.histogram) == 3
 
 
-def test_top_and_bottom_ties_by_eval_id() -> None:
+def test_ids_sort_naturally() -> None:
+    assert sorted(["c10", "c2", "C1", "c1b", "c"], key=natural_key) == [
+        "c",
+        "C1",
+        "c1b",
+        "c2",
+        "c10",
+    ]
+
+
+def test_top_and_bottom_ties_by_natural_eval_id() -> None:
     collector = SummaryCollector()
-    for eval_id, score in [("c", 1.0), ("f", 0.0), ("a", 1.0), ("d", 0.5), ("e", 0.0), ("b", 1.0)]:
-        collector.add(eval_id, score)
+    for eval_id, score in [("c10", 1.0), ("c2", 0.0), ("c1", 1.0), ("c3", 0.5), ("c11", 0.0)]:
+        collector.add(record(eval_id, score))
+    for eval_id in ("x1", "x2"):
+        collector.add(record(eval_id, 0.75))
     s = collector.summary()
-    # Descending by score, ties by id: a b c d e f
-    assert s.top == (("a", 1.0), ("b", 1.0), ("c", 1.0))
-    # Lowest first, ties by id: e f d
-    assert s.bottom == (("e", 0.0), ("f", 0.0), ("d", 0.5))
+    assert s.top == (("c1", 1.0), ("c10", 1.0), ("x1", 0.75))  # c10 after c1, not c2
+    assert s.bottom == (("c2", 0.0), ("c11", 0.0), ("c3", 0.5))  # c2 before c11
 
 
-def test_few_results_appear_in_both_lists() -> None:
-    s = _collect(0.3, 0.9).summary()
-    assert s.top == (("case-1", 0.9), ("case-0", 0.3))
-    assert s.bottom == tuple(reversed(s.top))
+def test_a_small_suite_is_listed_once() -> None:
+    s = _collect(0.3, 0.9, 0.5).summary()
+    assert s.top == (("case-1", 0.9), ("case-2", 0.5), ("case-0", 0.3))
+    assert s.bottom == ()
 
 
-def test_errors_judge_failures_and_slowest() -> None:
+def test_statuses_errors_evaluators_judges_tokens_and_slowest() -> None:
     collector = SummaryCollector()
-    collector.add("ok", 1.0, duration_s=1.5)
-    collector.add("broken", 0.0, error="provider said no", duration_s=0.1)
-    collector.add("judged", 0.0, judge_failed=True, duration_s=9.0)
-    collector.add("untimed", 0.5)
+    usage = {"input_tokens": 100, "output_tokens": 20, "total_tokens": 120}
+    collector.add(record("ok", 1.0, duration_s=1.5, usage=usage, target="gpt"))
+    collector.add(record("broken", 0.0, "error", error="provider said no", duration_s=0.1))
+    judged = _grade(("judge", "no verdict"), judge_failed=True, usage=Usage(7, 3, 10))
+    collector.add(
+        record("judged", 0.0, "error", error="evaluator 'judge' ...", duration_s=9.0), judged
+    )
+    collector.add(
+        record("bad-regex", 0.5, "error", error="..."), _grade(("rx", "bad"), ("ok", None))
+    )
+    collector.add(
+        {
+            "dataset": "d",
+            "status": "invalid",
+            "score": 0.0,
+            "error": "unknown key",
+            "eval_file": "e.yaml",
+            "line": 7,
+        }
+    )
     for i in range(5):
-        collector.add(f"fast-{i}", 1.0, duration_s=0.01 * (i + 1))
+        collector.add(
+            record(f"fast-{i}", 1.0, duration_s=0.01 * (i + 1), usage=usage, target="claude")
+        )
     s = collector.summary()
-    assert (s.total, s.errors, s.passed, s.judge_failures) == (9, 1, 8, 1)
-    assert s.error_details == (("broken", "provider said no"),)
+    assert (s.total, s.ok, s.failed, s.errors, s.invalid) == (10, 6, 0, 3, 1)
+    assert s.judge_failures == 1
+    assert s.evaluator_errors == (("judge", 1), ("rx", 1))
+    assert s.error_details == (
+        ("bad-regex", "error", "..."),
+        ("broken", "error", "provider said no"),
+        ("e.yaml:7", "invalid", "unknown key"),
+        ("judged", "error", "evaluator 'judge' ..."),
+    )
+    assert s.tokens == (("gpt", Tokens(100, 20)), ("claude", Tokens(500, 100)))
+    assert s.judge_tokens == Tokens(7, 3)
     assert [eid for eid, _ in s.slowest] == ["judged", "ok", "broken", "fast-4", "fast-3"]
     assert s.slowest[0] == ("judged", 9.0)
 
@@ -92,14 +163,29 @@ def test_empty_summary() -> None:
     assert render_summary(s, results_path=Path("r.jsonl")) == "\nNo results to summarize"
 
 
-def test_render_full_text() -> None:
+def test_render_full_text_at_80_columns() -> None:
     collector = SummaryCollector()
-    collector.add("alpha", 1.0, duration_s=2.0)
-    collector.add("beta", 0.5, duration_s=4.25)
-    collector.add("gamma", 0.0, error="Timed out\nafter 3 tries", duration_s=0.5)
-    collector.add("delta", 0.25, judge_failed=True)
+    usage = {"input_tokens": 1200, "output_tokens": 340}
+    collector.add(record("c1", 1.0, duration_s=2.0, usage=usage, target="gpt"))
+    collector.add(record("c10", 0.5, duration_s=4.25, usage=usage, target="gpt"))
+    collector.add(record("c2", 0.0, "error", error="Timed out\nafter 3 tries", duration_s=0.5))
+    collector.add(
+        record("c3", 0.25, "error", error="evaluator 'judge' could not grade: empty reply"),
+        _grade(("judge", "empty reply"), judge_failed=True, usage=Usage(50, 5, 55)),
+    )
+    facts = RunFacts(
+        pass_threshold=0.8,
+        retries={"gpt": {429: 12, 500: 2}},
+        cache_hits=3,
+        judge_cache_hits=1,
+        requests=2,
+        wall_seconds=75.4,
+    )
     text = render_summary(
-        collector.summary(), results_path=Path("out/r.jsonl"), prompts_dir=Path("dumps")
+        collector.summary(),
+        results_path=Path("out/r.jsonl"),
+        prompts_dir=Path("dumps"),
+        facts=facts,
     )
     rule = "=" * 50
     expected = f"""
@@ -107,17 +193,21 @@ def test_render_full_text() -> None:
 ERRORS
 {rule}
 
-❌ gamma
+❌ c2 [error]
    Timed out
    after 3 tries
+
+❌ c3 [error]
+   evaluator 'judge' could not grade: empty reply
 
 
 {rule}
 EVALUATION SUMMARY
 {rule}
 Total eval cases: 4
-Failed: 1
-Passed: 3
+Passed: 1  Failed: 1  Errors: 2  Invalid: 0
+Pass rate: 25.0% (1 of 4, pass threshold 0.80)
+Evaluator errors: judge x1
 Judge failures: 1
 Mean score: 0.438
 Median score: 0.375
@@ -132,39 +222,63 @@ Score distribution:
   0.6-0.8: 0
   0.8-1.0: 1
 
-Top performing eval cases:
-  1. alpha: 1.000
-  2. beta: 0.500
-  3. delta: 0.250
-
-Lowest performing eval cases:
-  1. gamma: 0.000
-  2. delta: 0.250
-  3. beta: 0.500
+Eval cases by score:
+  1. c1: 1.000
+  2. c10: 0.500
+  3. c3: 0.250
+  4. c2: 0.000
 
 Slowest eval cases:
-  1. beta: 4.25s
-  2. alpha: 2.00s
-  3. gamma: 0.50s
+  1. c10: 4.25s
+  2. c1: 2.00s
+  3. c2: 0.50s
+
+Tokens:
+  gpt: in 2,400 / out 680
+  judges: in 50 / out 5
+Retries:
+  gpt: 14 (429 x12, HTTP 500 x2)
+Cache: 3 target answers and 1 judge answers reused, 2 target requests sent
+Wall time: 0:01:15
 
 Results written to: {Path("out/r.jsonl")}
 Prompt payloads saved to: {Path("dumps")}"""
     assert text == expected
+    assert max(len(line) for line in text.splitlines()) <= 80
 
 
-def test_render_without_errors_or_timings_omits_those_blocks() -> None:
+def test_render_of_a_clean_run_omits_the_error_blocks() -> None:
     text = render_summary(_collect(0.5).summary(), results_path=None)
-    assert "ERRORS" not in text and "Failed:" not in text and "Passed:" not in text
+    assert "ERRORS" not in text and "Evaluator errors" not in text
     assert "Std deviation" not in text and "Slowest" not in text and "Results written" not in text
     assert text.startswith("\n" + "=" * 50 + "\nEVALUATION SUMMARY\n")
-    assert "Total eval cases: 1\nMean score: 0.500\n" in text
+    assert "Total eval cases: 1\nPassed: 0  Failed: 1  Errors: 0  Invalid: 0\n" in text
+
+
+def test_dry_run_says_so() -> None:
+    text = render_summary(_collect(1.0).summary(), results_path=None, facts=RunFacts(dry_run=True))
+    assert "EVALUATION SUMMARY (dry run: no target or judge was called)" in text
+
+
+def test_progress_status_line_fits_80_columns() -> None:
+    line = status_line(80, 123, 400, (100, 20, 3), mean=0.712, elapsed=73, eta="0:02:10")
+    assert line == (
+        "[####-----------] 123/400 30% ✓100 ✗20 !3 mean 0.712 elapsed 0:01:13 ETA 0:02:10"
+    )
+    assert len(line) <= 80
+    # narrower: the least useful parts go first, the counts stay
+    assert status_line(40, 123, 400, (100, 20, 3), mean=0.7, elapsed=73, eta="0:02:10") == (
+        "[####----------] 123/400 30% ✓100 ✗20 !3"
+    )
+    wide = status_line(120, 0, 10, (0, 0, 0), elapsed=0, eta="--:--")
+    assert wide.startswith("Running evals [") and wide.endswith("ETA --:--")
 
 
 def test_a_hundred_thousand_cases_stay_cheap() -> None:
     collector = SummaryCollector()
     n = 100_000
     for i in range(n):
-        collector.add(f"case-{i:06d}", (i % 1000) / 999, duration_s=i * 1e-4)
+        collector.add(record(f"case-{i:06d}", (i % 1000) / 999, duration_s=i * 1e-4))
     s = collector.summary()
     assert s.total == n and sum(b.count for b in s.histogram) == n
     assert s.max == 1.0 and s.min == 0.0

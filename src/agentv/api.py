@@ -14,6 +14,7 @@ it adds printing, signals and exit codes, nothing else. Nothing here prints.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,7 +60,24 @@ class EvalRun:
     requests: int = 0
     """Requests sent to targets (cache hits and judge calls not counted)."""
     cache_hits: int = 0
-    """Answers reused from ``--cache``."""
+    """Target answers reused from ``cache``."""
+    judge_cache_hits: int = 0
+    """Judge answers reused from ``cache``."""
+    retries: dict[str, dict[int | None, int]] = field(default_factory=dict)
+    """Retries per target, by the HTTP status that caused them (None: no answer)."""
+    unusable_files: list[Path] = field(default_factory=list)
+    """Eval files that could not be used at all (their cases have no results)."""
+    wall_seconds: float = 0.0
+    """How long the run took, planning excluded."""
+    dry_run: bool = False
+
+    @property
+    def clean(self) -> bool:
+        """Every selected case ran and was graded without error (exit code 0's condition,
+        ``--threshold`` aside)."""
+        s = self.summary
+        return not (s.errors or s.invalid or self.unusable_files)
+
     artifacts: dict[str, list[Path]] = field(default_factory=dict)
     """Files the targets left for people to read (agent logs), by kind."""
     prompts_dir: Path | None = None
@@ -87,8 +105,11 @@ class _Silent:
         pass
 
     def case_finished(
-        self, key: str, label: str, *, ok: bool, score: float | None, error: str | None
+        self, key: str, label: str, *, status: str, score: float | None, error: str | None
     ) -> None:
+        pass
+
+    def note(self, text: str) -> None:
         pass
 
 
@@ -140,6 +161,7 @@ class PreparedRun:
             progress=progress or _Silent(),
         )
         orchestrator.stats = self.stats
+        started = time.perf_counter()
         try:
             await orchestrator.run(self.plan.jobs(), self.plan.targets())
         finally:
@@ -154,6 +176,11 @@ class PreparedRun:
             diagnostics=list(self.plan.diagnostics),
             requests=self.stats.requests,
             cache_hits=self.stats.cache_hits,
+            judge_cache_hits=self.stats.judge_cache_hits,
+            retries={t: dict(c) for t, c in self.stats.retries.items()},
+            unusable_files=list(self.plan.unusable_files),
+            wall_seconds=time.perf_counter() - started,
+            dry_run=self.registry.dry_run is not None,
             artifacts=artifacts(self.registry),
             prompts_dir=dumper.folder if dumper is not None and dumper.count else None,
         )
@@ -183,6 +210,7 @@ def prepare_run(
     cache: bool = False,
     dump_prompts: PathLike | None = None,
     allow_outside_root: bool = False,
+    pass_threshold: float | None = None,
     keep_results: bool = True,
     cwd: PathLike | None = None,
 ) -> PreparedRun:
@@ -191,6 +219,8 @@ def prepare_run(
     Raises ``InputError`` (with ``diagnostics``) or ``ConfigError`` when the run cannot
     start, ``NoCasesError`` when no case is left to run. Relative paths start from ``cwd``
     (default: the working directory). ``.env`` is loaded as ``agentv eval`` loads it.
+    ``pass_threshold`` (the lowest passing score) overrides every config's
+    ``pass_threshold`` (default 0.8).
     """
     from agentv.env import load_env_file
 
@@ -215,6 +245,8 @@ def prepare_run(
         raise NoCasesError(message, plan.diagnostics)
     if workers is not None and workers < 1:
         raise InputError(f"workers must be at least 1 (got {workers})")
+    if pass_threshold is not None and not 0 <= pass_threshold <= 1:
+        raise InputError(f"pass_threshold must be from 0 to 1 (got {pass_threshold})")
     settings = RunSettings(
         workers=workers,
         agent_timeout=agent_timeout if agent_timeout and agent_timeout > 0 else None,
@@ -222,6 +254,9 @@ def prepare_run(
         cache=ResponseCache(base / ".agentv" / "cache") if cache else None,
         dumper=PromptDumper(base / dump_prompts) if dump_prompts is not None else None,
     )
+    if pass_threshold is not None:
+        settings.pass_threshold = pass_threshold
+        plan.config_thresholds = False  # the caller's threshold wins over every config's
     return PreparedRun(
         plan=plan,
         registry=registry,

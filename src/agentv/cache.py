@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,7 @@ class ResponseCache:
             latency_ms=data.get("latency_ms"),
             raw=data.get("raw"),
             sent=data.get("sent") or {},
+            attempts=0,  # nothing was sent for it this time
         )
 
     def put(self, key: str, response: ProviderResponse) -> None:
@@ -81,3 +83,28 @@ class ResponseCache:
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_bytes(orjson.dumps(data, default=str))
         os.replace(tmp, path)
+
+
+class CachedProvider:
+    """A target whose answers come from the cache when it has them (``--cache`` on judge
+    targets: a rerun asks the judge nothing it was asked before). Everything but
+    ``invoke`` is the wrapped provider's."""
+
+    def __init__(self, provider: Provider, cache: ResponseCache, on_hit: Callable[[], None]):
+        self._provider = provider
+        self._cache = cache
+        self._on_hit = on_hit
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._provider, name)
+
+    async def invoke(self, request: ProviderRequest) -> ProviderResponse:
+        """The cached answer to ``request``, else the provider's (then stored)."""
+        key = cache_key(self._provider, request)
+        hit = self._cache.get(key)
+        if hit is not None:
+            self._on_hit()
+            return hit
+        response = await self._provider.invoke(request)
+        self._cache.put(key, response)
+        return response

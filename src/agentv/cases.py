@@ -69,4 +69,3 @@ class InvalidCase:
     def reason(self) -> str:
         """The errors in one line each, joined by ``; ``."""
         return "; ".join(d.message for d in self.diagnostics)
-

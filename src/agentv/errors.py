@@ -102,12 +102,14 @@ class ProviderError(AgentVError):
         status: int | None = None,
         retryable: bool = False,
         retry_after: float | None = None,
+        attempts: int = 1,
     ) -> None:
         super().__init__(message)
         self.target = target
         self.status = status
         self.retryable = retryable
         self.retry_after = retry_after
+        self.attempts = attempts  # requests made before giving up
 
 
 class ProviderHTTPError(ProviderError):

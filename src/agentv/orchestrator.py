@@ -1,8 +1,10 @@
 """Step 6 of the data flow: run every case on its target, grade it, write its result.
 
 A fixed pool of worker coroutines pulls cases from one shared iterator, so memory stays
-flat however many cases there are and no case waits behind a slow one. A case that fails in
-any way becomes a result row with ``error`` set; it never stops the others. Each result is
+flat however many cases there are and no case waits behind a slow one. Every case ends
+with exactly one result and a status (``ok``, ``failed``, ``error``, ``invalid``): a case
+that fails in any way is an ``error`` result and never stops the others; a case that could
+not be loaded or whose target cannot be used is an ``invalid`` result. Each result is
 written (and flushed) the moment its case ends, then forgotten.
 """
 
@@ -10,24 +12,27 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from agentv.cache import ResponseCache, cache_key
+from agentv.cache import CachedProvider, ResponseCache, cache_key
 from agentv.dumps import PromptDumper
 from agentv.errors import AgentVError, ProviderError, ProviderTimeout
 from agentv.evaluators import grade_case, needs_judge
-from agentv.evaluators.base import EvaluationContext
-from agentv.planning import CaseJob
+from agentv.evaluators.base import CaseGrade, EvaluationContext
+from agentv.planning import CaseJob, InvalidJob
 from agentv.prompts import Prompt, PromptSettings, build_prompt
 from agentv.providers.base import Provider, ProviderRequest, ProviderResponse, request_for_case
-from agentv.records import error_record, result_record
+from agentv.records import DEFAULT_PASS_THRESHOLD, error_record, invalid_record, result_record
 from agentv.targets import RunTarget, TargetRegistry
 
 DEFAULT_WORKERS = 3
 #: agent targets enforce the timeout themselves (and clean up); the outer limit is a backstop
 _AGENT_GRACE_S = 10.0
+#: at most one line about a target's retries this often (seconds)
+RETRY_NOTE_INTERVAL = 5.0
 
 
 class Writer(Protocol):
@@ -35,23 +40,17 @@ class Writer(Protocol):
 
 
 class Collector(Protocol):
-    def add(
-        self,
-        eval_id: str,
-        score: float,
-        *,
-        error: str | None = None,
-        judge_failed: bool = False,
-        duration_s: float | None = None,
-    ) -> None: ...
+    def add(self, record: dict[str, Any], grade: CaseGrade | None = None) -> None: ...
 
 
 class ProgressSink(Protocol):
     def case_started(self, key: str, label: str) -> None: ...
 
     def case_finished(
-        self, key: str, label: str, *, ok: bool, score: float | None, error: str | None
+        self, key: str, label: str, *, status: str, score: float | None, error: str | None
     ) -> None: ...
+
+    def note(self, text: str) -> None: ...
 
 
 @dataclass
@@ -63,16 +62,25 @@ class RunSettings:
     max_retries: int = 2  # extra attempts after a timeout
     cache: ResponseCache | None = None
     dumper: PromptDumper | None = None
+    pass_threshold: float = DEFAULT_PASS_THRESHOLD  # unless the case's config says otherwise
 
 
 @dataclass
 class RunStats:
-    """Counts for the end of the run."""
+    """What the run did, for the end of the run."""
 
     finished: int = 0
-    errors: int = 0
-    requests: int = 0
-    cache_hits: int = 0
+    requests: int = 0  # target requests sent (retries counted once per case attempt)
+    cache_hits: int = 0  # target answers reused
+    judge_cache_hits: int = 0  # judge answers reused
+    statuses: Counter[str] = field(default_factory=Counter)
+    #: target name -> HTTP status (None: no answer) -> retries made
+    retries: dict[str, Counter[int | None]] = field(default_factory=dict)
+
+    @property
+    def errors(self) -> int:
+        """Cases that ended ``error`` or ``invalid``."""
+        return self.statuses["error"] + self.statuses["invalid"]
 
 
 def effective_workers(settings: RunSettings, targets: list[RunTarget]) -> int:
@@ -81,6 +89,40 @@ def effective_workers(settings: RunSettings, targets: list[RunTarget]) -> int:
         return settings.workers
     configured = [t.workers for t in targets if t.workers]
     return max(configured) if configured else DEFAULT_WORKERS
+
+
+class _RetryNotes:
+    """Counts every target's retries and says so at most once every few seconds."""
+
+    def __init__(self, stats: RunStats, progress: ProgressSink) -> None:
+        self.stats = stats
+        self.progress = progress
+        self._since: dict[str, Counter[int | None]] = {}  # not yet told
+        self._told_at: dict[str, float] = {}
+
+    def __call__(self, target: str, status: int | None, delay: float) -> None:
+        self.stats.retries.setdefault(target, Counter())[status] += 1
+        pending = self._since.setdefault(target, Counter())
+        pending[status] += 1
+        now = time.monotonic()
+        if now - self._told_at.get(target, -RETRY_NOTE_INTERVAL) < RETRY_NOTE_INTERVAL:
+            return
+        self._told_at[target] = now
+        for code, count in sorted(pending.items(), key=lambda kv: -kv[1]):
+            self.progress.note(
+                f"{target}: {retry_phrase(code, count)}, retrying after {delay:.1f} s"
+            )
+        pending.clear()
+
+
+def retry_phrase(status: int | None, count: int) -> str:
+    """``12 requests rate-limited (429)`` and the like."""
+    requests = f"{count} request{'' if count == 1 else 's'}"
+    if status == 429:
+        return f"{requests} rate-limited (429)"
+    if status is None:
+        return f"{requests} got no answer (connection failed)"
+    return f"{requests} failed (HTTP {status})"
 
 
 class Orchestrator:
@@ -102,10 +144,15 @@ class Orchestrator:
         self.progress = progress
         self.stats = RunStats()
         self._limits: dict[int, asyncio.Semaphore] = {}
+        self._judges: dict[int, Provider] = {}
 
-    async def run(self, jobs: Iterable[CaseJob], targets: list[RunTarget]) -> RunStats:
+    async def run(self, jobs: Iterable[CaseJob | InvalidJob], targets: list[RunTarget]) -> RunStats:
         """Run every job (pulled one at a time from ``jobs``); ``targets`` are all the
         targets they use. Returns when every job has a result (or raises CancelledError)."""
+        notes = _RetryNotes(self.stats, self.progress)
+        for t in targets:
+            t.provider.on_retry = notes
+        self._notes = notes
         await self._healthchecks(targets)
         pool = effective_workers(self.settings, targets)
         for t in targets:
@@ -128,8 +175,13 @@ class Orchestrator:
         for t in targets:
             await t.provider.healthcheck()  # a ProviderError here stops the run, by design
 
-    async def _worker(self, queue: Iterator[CaseJob], batches: dict[int, list[CaseJob]]) -> None:
+    async def _worker(
+        self, queue: Iterator[CaseJob | InvalidJob], batches: dict[int, list[CaseJob]]
+    ) -> None:
         for job in queue:
+            if isinstance(job, InvalidJob):
+                self._invalid(job)
+                continue
             if job.target.batching and job.target.provider.supports_batch:
                 batches.setdefault(id(job.target), []).append(job)
                 continue
@@ -140,6 +192,22 @@ class Orchestrator:
                 async with limit:
                     await self._run_case(job)
 
+    def _invalid(self, job: InvalidJob) -> None:
+        invalid = job.invalid
+        record = invalid_record(invalid, job.target)
+        label = f"{invalid.id or f'#{invalid.index + 1}'} | {invalid.eval_file.name}"
+        self.writer.write(record)
+        self.collector.add(record)
+        self.stats.finished += 1
+        self.stats.statuses["invalid"] += 1
+        self.progress.case_finished(
+            f"{invalid.eval_file}::#{invalid.index}",
+            label,
+            status="invalid",
+            score=None,
+            error=invalid.reason,
+        )
+
     # --- one case ----------------------------------------------------------------------
 
     async def _run_case(self, job: CaseJob, response: ProviderResponse | None = None) -> None:
@@ -149,10 +217,14 @@ class Orchestrator:
         self.progress.case_started(key, label)
         started = time.perf_counter()
         prompt: Prompt | None = None
+        attempts = 0 if response is None else response.attempts
+        threshold = (
+            job.pass_threshold if job.pass_threshold is not None else self.settings.pass_threshold
+        )
         try:
             prompt = self._prompt(job)
             if response is None:
-                response = await self._answer(job, prompt)
+                response, attempts = await self._answer(job, prompt)
             grade = await grade_case(
                 EvaluationContext(
                     case=case,
@@ -163,7 +235,6 @@ class Orchestrator:
                     timeout=self.settings.agent_timeout or None,
                 )
             )
-            duration = (time.perf_counter() - started) * 1000
             record = result_record(
                 case,
                 target=target.name,
@@ -171,23 +242,24 @@ class Orchestrator:
                 prompt=prompt,
                 response=response,
                 grade=grade,
-                duration_ms=duration,
+                duration_ms=(time.perf_counter() - started) * 1000,
+                pass_threshold=threshold,
+                attempts=attempts,
             )
-            self._finish(job, key, label, record, grade.score, None, grade.judge_failed, duration)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a case must never take the run down
-            message = _describe(exc)
-            duration = (time.perf_counter() - started) * 1000
+            grade = None
             record = error_record(
                 case,
                 target=target.name,
                 provider=target.provider,
                 prompt=prompt,
-                error=message,
-                duration_ms=duration,
+                error=_describe(exc),
+                duration_ms=(time.perf_counter() - started) * 1000,
+                attempts=attempts + getattr(exc, "attempts", 0),
             )
-            self._finish(job, key, label, record, 0.0, message, False, duration)
+        self._finish(key, label, record, grade)
 
     def _prompt(self, job: CaseJob) -> Prompt:
         prompt = build_prompt(job.case, PromptSettings.of(job.target.provider))
@@ -196,16 +268,31 @@ class Orchestrator:
         return prompt
 
     def _judge(self, job: CaseJob) -> Provider | None:
-        # Resolved only for cases that have a judge, so a judge target that cannot be built
-        # fails those cases (as errors) and no others.
-        return self.registry.judge(job.target) if needs_judge(job.case) else None
+        # Built before the run (planning checks every judge a case needs); here it is only
+        # looked up, wrapped once for --cache and for visible retries.
+        if not needs_judge(job.case):
+            return None
+        found = self._judges.get(id(job.target))
+        if found is None:
+            judge = self.registry.judge(job.target)
+            judge.on_retry = self._notes
+            cache = self.settings.cache
+            if cache is not None:
+                judge = CachedProvider(judge, cache, self._judge_cache_hit)  # type: ignore[assignment]
+            found = self._judges[id(job.target)] = judge
+        return found
 
-    async def _answer(self, job: CaseJob, prompt: Prompt) -> ProviderResponse:
+    def _judge_cache_hit(self) -> None:
+        self.stats.judge_cache_hits += 1
+
+    async def _answer(self, job: CaseJob, prompt: Prompt) -> tuple[ProviderResponse, int]:
+        """The target's answer and the requests it took (timeouts retried per case)."""
         provider = job.target.provider
         timeout = self.settings.agent_timeout or None
-        attempts = self.settings.max_retries + 1
-        last: Exception | None = None
-        for attempt in range(attempts):
+        tries = self.settings.max_retries + 1
+        attempts = 0
+        last: ProviderTimeout | None = None
+        for attempt in range(tries):
             request = request_for_case(job.case, prompt, attempt=attempt, timeout=timeout)
             key = None
             if self.settings.cache is not None:
@@ -213,20 +300,28 @@ class Orchestrator:
                 hit = self.settings.cache.get(key)
                 if hit is not None:
                     self.stats.cache_hits += 1
-                    return hit
+                    return hit, attempts
             try:
                 response = await self._invoke(job.target, request, timeout)
             except ProviderTimeout as exc:
+                attempts += exc.attempts
                 last = exc
                 continue
+            except ProviderError as exc:
+                exc.attempts += attempts
+                raise
+            attempts += response.attempts
             self.stats.requests += 1
             if key is not None and self.settings.cache is not None:
                 self.settings.cache.put(key, response)
-            return response
+            return response, attempts
         assert last is not None
-        if attempts > 1:
-            raise ProviderTimeout(job.target.name, f"{last} (after {attempts} attempts)")
-        raise last
+        if tries > 1:
+            error = ProviderTimeout(job.target.name, f"{last} (after {tries} attempts)")
+        else:
+            error = last
+        error.attempts = attempts
+        raise error
 
     async def _invoke(
         self, target: RunTarget, request: ProviderRequest, timeout: float | None
@@ -243,28 +338,15 @@ class Orchestrator:
             ) from None
 
     def _finish(
-        self,
-        job: CaseJob,
-        key: str,
-        label: str,
-        record: dict[str, Any],
-        score: float,
-        error: str | None,
-        judge_failed: bool,
-        duration_ms: float,
+        self, key: str, label: str, record: dict[str, Any], grade: CaseGrade | None
     ) -> None:
         self.writer.write(record)
-        self.collector.add(
-            job.case.id,
-            score,
-            error=error,
-            judge_failed=judge_failed,
-            duration_s=duration_ms / 1000,
-        )
+        self.collector.add(record, grade)
         self.stats.finished += 1
-        if error is not None:
-            self.stats.errors += 1
-        self.progress.case_finished(key, label, ok=error is None, score=score, error=error)
+        self.stats.statuses[record["status"]] += 1
+        self.progress.case_finished(
+            key, label, status=record["status"], score=record["score"], error=record.get("error")
+        )
 
     # --- provider batching ----------------------------------------------------------------
 

@@ -18,9 +18,19 @@ from agentv.messages import chat_to_dicts
 from agentv.prompts import Prompt
 
 if TYPE_CHECKING:
-    from agentv.cases import EvalCase
+    from agentv.cases import EvalCase, InvalidCase
     from agentv.evaluators.base import CaseGrade
     from agentv.providers.base import Provider, ProviderResponse
+
+
+#: how a case ended (``status`` in every record)
+OK = "ok"  # graded, score at or above the pass threshold
+FAILED = "failed"  # graded, below the pass threshold
+ERROR = "error"  # the target or an evaluator could not do its job
+INVALID = "invalid"  # the case could not be loaded, or its target or judge cannot be used
+STATUSES = (OK, FAILED, ERROR, INVALID)
+#: the default lowest score that passes (``--pass-threshold``, ``pass_threshold`` in config)
+DEFAULT_PASS_THRESHOLD = 0.8
 
 
 class EvalResult(BaseModel):
@@ -33,15 +43,19 @@ class EvalResult(BaseModel):
 
     model_config = ConfigDict(extra="allow", frozen=True)
 
-    eval_id: str
+    eval_id: str | None = None
+    """The case's id (absent only for an invalid case without a usable id)."""
     dataset: str
     conversation_id: str | None = None
+    status: str
+    """``ok``, ``failed`` (graded below the pass threshold), ``error`` or ``invalid``."""
+    passed: bool
     score: float
     hits: list[str]
     misses: list[str]
     candidate_answer: str
     expected_aspect_count: int
-    target: str
+    target: str | None = None
     timestamp: str
     raw_aspects: list[Any] | None = None
     reasoning: str | None = None
@@ -53,8 +67,13 @@ class EvalResult(BaseModel):
     usage: dict[str, Any] | None = None
     latency_ms: float | None = None
     duration_ms: float | None = None
+    attempts: int | None = None
+    """Requests sent to the target for this case (retries included; 0: none was sent)."""
+    eval_file: str | None = None
+    line: int | None = None
+    """Where the case is written (1-based)."""
     error: str | None = None
-    """Set when the case could not be answered or graded (its score is then 0)."""
+    """Why the case's status is ``error`` or ``invalid``."""
 
     @model_serializer(mode="wrap")
     def _without_absent(self, handler: Any) -> dict[str, Any]:
@@ -119,6 +138,39 @@ def _requests(
     return {name: rec, "raw_request": raw_request(prompt, provider, response, chat)}
 
 
+def grade_status(grade: CaseGrade, pass_threshold: float) -> str:
+    """``error`` when an evaluator could not grade, else ``ok`` or ``failed`` by score."""
+    if grade.evaluator_errors():
+        return ERROR
+    return OK if grade.score >= pass_threshold else FAILED
+
+
+def evaluator_error_text(grade: CaseGrade) -> str | None:
+    """The ``error`` of a case whose evaluators could not all grade (None when they did)."""
+    errors = grade.evaluator_errors()
+    if not errors:
+        return None
+    return "; ".join(f"evaluator {name!r} could not grade: {reason}" for name, reason in errors)
+
+
+def _head(case: EvalCase, status: str) -> dict[str, Any]:
+    rec: dict[str, Any] = {"eval_id": case.id, "dataset": case.dataset}
+    if case.conversation_id:
+        rec["conversation_id"] = case.conversation_id
+    rec["status"] = status
+    rec["passed"] = status == OK
+    return rec
+
+
+def _tail(rec: dict[str, Any], case: EvalCase, attempts: int, error: str | None) -> None:
+    rec["attempts"] = attempts
+    rec["eval_file"] = str(case.eval_file)
+    if case.line is not None:
+        rec["line"] = case.line
+    if error is not None:
+        rec["error"] = error
+
+
 def result_record(
     case: EvalCase,
     *,
@@ -128,11 +180,11 @@ def result_record(
     response: ProviderResponse,
     grade: CaseGrade,
     duration_ms: float,
+    pass_threshold: float = DEFAULT_PASS_THRESHOLD,
+    attempts: int = 1,
 ) -> dict[str, Any]:
     """The record of a case that got an answer and was graded."""
-    rec: dict[str, Any] = {"eval_id": case.id, "dataset": case.dataset}
-    if case.conversation_id:
-        rec["conversation_id"] = case.conversation_id
+    rec = _head(case, grade_status(grade, pass_threshold))
     rec["score"] = grade.score
     rec["hits"] = grade.hits
     rec["misses"] = grade.misses
@@ -152,6 +204,7 @@ def result_record(
     if response.latency_ms is not None:
         rec["latency_ms"] = round(response.latency_ms, 3)
     rec["duration_ms"] = round(duration_ms, 3)
+    _tail(rec, case, attempts, evaluator_error_text(grade))
     return rec
 
 
@@ -163,11 +216,10 @@ def error_record(
     prompt: Prompt | None,
     error: str,
     duration_ms: float,
+    attempts: int = 0,
 ) -> dict[str, Any]:
     """The record of a case that failed before it could be graded (score 0, ``error`` set)."""
-    rec: dict[str, Any] = {"eval_id": case.id, "dataset": case.dataset}
-    if case.conversation_id:
-        rec["conversation_id"] = case.conversation_id
+    rec = _head(case, ERROR)
     rec.update(
         score=0.0,
         hits=[],
@@ -181,5 +233,31 @@ def error_record(
     if provider is not None and prompt is not None:
         rec.update(_requests(prompt, provider, None, error))
     rec["duration_ms"] = round(duration_ms, 3)
-    rec["error"] = error
+    _tail(rec, case, attempts, error)
+    return rec
+
+
+def invalid_record(invalid: InvalidCase, target: str | None = None) -> dict[str, Any]:
+    """The record of a case that could not run: where it is written and why."""
+    rec: dict[str, Any] = {}
+    if invalid.id is not None:
+        rec["eval_id"] = invalid.id
+    rec.update(
+        dataset=invalid.dataset,
+        status=INVALID,
+        passed=False,
+        score=0.0,
+        hits=[],
+        misses=[f"Invalid: {invalid.reason}"],
+        candidate_answer="",
+        expected_aspect_count=0,
+    )
+    if target is not None:
+        rec["target"] = target
+    rec["timestamp"] = utc_timestamp()
+    rec["attempts"] = 0
+    rec["eval_file"] = str(invalid.eval_file)
+    if invalid.line is not None:
+        rec["line"] = invalid.line
+    rec["error"] = invalid.reason
     return rec

@@ -1,17 +1,25 @@
 """End-of-run statistics over every result of a run (printed by ``agentv.cli.summary``).
 
 ``SummaryCollector.add`` is called once per finished case and only appends to a few flat
-arrays, so a run of 100,000 cases stays cheap; everything else is computed once, in
-``summary()``. Error results count with score 0, as in the original AgentV.
+arrays and counters, so a run of 100,000 cases stays cheap; everything else is computed
+once, in ``summary()``. Results that could not be graded (``error``, ``invalid``) count
+with score 0, as in the original AgentV, and the counts by status say how many there are.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
+import re
 from array import array
 from bisect import bisect_right
+from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agentv.evaluators.base import CaseGrade
 
 HISTOGRAM_EDGES: tuple[float, ...] = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
 """Bin edges of the score distribution: 0.0-0.2, 0.2-0.4, ..., 0.8-1.0."""
@@ -22,6 +30,13 @@ _BIN_LIMITS = tuple(end + 1e-9 for end in HISTOGRAM_EDGES[1:-1])
 
 TOP_COUNT = 3
 SLOWEST_COUNT = 5
+_DIGITS = re.compile(r"(\d+)")
+
+
+def natural_key(text: str) -> tuple[Any, ...]:
+    """Sort key that orders ``c2`` before ``c10`` (digit runs compare as numbers)."""
+    parts = _DIGITS.split(text)
+    return tuple((0, int(p)) if i % 2 else (1, p.casefold()) for i, p in enumerate(parts))
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,14 +54,30 @@ class HistogramBin:
 
 
 @dataclass(frozen=True, slots=True)
+class Tokens:
+    """Input and output tokens, summed over the calls that reported them."""
+
+    input: int = 0
+    output: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class Summary:
     """Statistics over all results of a run; ``None`` where there is nothing to compute."""
 
     total: int
+    ok: int = 0
+    """Graded at or above the pass threshold."""
+    failed: int = 0
+    """Graded below the pass threshold."""
     errors: int = 0
-    """Results with ``error`` set (the case could not run); they count with score 0."""
+    """The target or an evaluator could not do its job (score 0 when no answer came)."""
+    invalid: int = 0
+    """The case could not run (it could not be loaded, or its target or judge is unusable)."""
     judge_failures: int = 0
-    """Cases where an evaluator (usually the LLM judge) failed to grade."""
+    """Cases where an LLM judge could not produce a verdict."""
+    evaluator_errors: tuple[tuple[str, int], ...] = ()
+    """``(evaluator name, cases)`` for each evaluator that could not grade, most first."""
     mean: float | None = None
     median: float | None = None
     min: float | None = None
@@ -55,18 +86,28 @@ class Summary:
     """Sample standard deviation (n - 1); only with two results or more."""
     histogram: tuple[HistogramBin, ...] = ()
     top: tuple[tuple[str, float], ...] = ()
-    """Best ``(eval_id, score)`` first; ties by eval id."""
+    """Best ``(eval_id, score)`` first; ties by eval id (naturally sorted)."""
     bottom: tuple[tuple[str, float], ...] = ()
-    """The lowest scores, lowest first, ties by eval id (the original AgentV listed them reversed)."""
+    """The lowest scores, lowest first, ties by eval id; empty when ``top`` already lists
+    every case (a small suite)."""
     slowest: tuple[tuple[str, float], ...] = ()
     """``(eval_id, seconds)``, slowest first."""
-    error_details: tuple[tuple[str, str], ...] = field(default=())
-    """``(eval_id, message)`` for every error, in the order they were added."""
+    error_details: tuple[tuple[str, str, str], ...] = field(default=())
+    """``(eval_id, status, message)`` of every ``error`` and ``invalid`` case, by id."""
+    tokens: tuple[tuple[str, Tokens], ...] = ()
+    """Token totals per target, in the order the targets first answered."""
+    judge_tokens: Tokens | None = None
+    """Token totals of the judge calls (None when no judge reported any)."""
 
     @property
     def passed(self) -> int:
-        """Results without an error, whatever their score."""
-        return self.total - self.errors
+        """Cases that passed (status ``ok``)."""
+        return self.ok
+
+    @property
+    def pass_rate(self) -> float | None:
+        """Passed cases over all cases."""
+        return self.ok / self.total if self.total else None
 
 
 class SummaryCollector:
@@ -76,22 +117,23 @@ class SummaryCollector:
         self._ids: list[str] = []
         self._scores = array("d")
         self._durations = array("d")  # NaN where unknown
-        self._errors: list[tuple[str, str]] = []
+        self._statuses: Counter[str] = Counter()
+        self._problems: list[tuple[str, str, str]] = []
         self._judge_failures = 0
+        self._evaluator_errors: Counter[str] = Counter()
+        self._tokens: dict[str, list[int]] = {}
+        self._judge_tokens: list[int] | None = None
 
     def __len__(self) -> int:
         return len(self._ids)
 
-    def add(
-        self,
-        eval_id: str,
-        score: float,
-        *,
-        error: str | None = None,
-        judge_failed: bool = False,
-        duration_s: float | None = None,
-    ) -> None:
-        """Record one finished case (an error result with its score, normally 0)."""
+    def add(self, record: Mapping[str, Any], grade: CaseGrade | None = None) -> None:
+        """Record one finished case: its result record, and its grade when it was graded."""
+        eval_id = (
+            record.get("eval_id") or f"{record.get('eval_file', '?')}:{record.get('line', '?')}"
+        )
+        status = record["status"]
+        score = record.get("score", 0.0)
         # Scores are meant to be in [0, 1]; keep a stray value from skewing every statistic.
         if not score >= 0.0:  # also catches NaN
             score = 0.0
@@ -99,11 +141,29 @@ class SummaryCollector:
             score = 1.0
         self._ids.append(eval_id)
         self._scores.append(score)
-        self._durations.append(math.nan if duration_s is None else duration_s)
-        if error is not None:
-            self._errors.append((eval_id, error))
-        if judge_failed:
-            self._judge_failures += 1
+        duration = record.get("duration_ms")
+        self._durations.append(math.nan if duration is None else duration / 1000)
+        self._statuses[status] += 1
+        if status in ("error", "invalid"):
+            self._problems.append((eval_id, status, record.get("error") or ""))
+        usage = record.get("usage")
+        if usage:
+            _add_tokens(self._tokens.setdefault(record.get("target") or "?", [0, 0]), usage)
+        if grade is not None:
+            if grade.judge_failed:
+                self._judge_failures += 1
+            for name, _ in grade.evaluator_errors():
+                self._evaluator_errors[name] += 1
+            if grade.usage is not None:
+                if self._judge_tokens is None:
+                    self._judge_tokens = [0, 0]
+                _add_tokens(
+                    self._judge_tokens,
+                    {
+                        "input_tokens": grade.usage.input_tokens,
+                        "output_tokens": grade.usage.output_tokens,
+                    },
+                )
 
     def summary(self) -> Summary:
         """The statistics over everything added so far."""
@@ -130,21 +190,31 @@ class SummaryCollector:
         )
 
         ids = self._ids
-        # Order: best score first, ties by eval id (results arrive in completion order,
-        # which is not reproducible; eval ids are).
-        top_idx = heapq.nsmallest(TOP_COUNT, range(n), key=lambda i: (-scores[i], ids[i]))
-        # Lowest first: "1." is the case most worth a look.
-        bottom_idx = heapq.nsmallest(TOP_COUNT, range(n), key=lambda i: (scores[i], ids[i]))
+        keys = [natural_key(i) for i in ids]
+        # Best first, ties by eval id (results arrive in completion order, which is not
+        # reproducible; eval ids are). A small suite is listed once, whole.
+        shown = n if n <= 2 * TOP_COUNT else TOP_COUNT
+        top_idx = heapq.nsmallest(shown, range(n), key=lambda i: (-scores[i], keys[i]))
+        bottom_idx = []
+        if n > 2 * TOP_COUNT:  # lowest first: "1." is the case most worth a look
+            bottom_idx = heapq.nsmallest(TOP_COUNT, range(n), key=lambda i: (scores[i], keys[i]))
 
         timed = [i for i in range(n) if not math.isnan(self._durations[i])]
         slow_idx = heapq.nsmallest(
-            SLOWEST_COUNT, timed, key=lambda i: (-self._durations[i], ids[i])
+            SLOWEST_COUNT, timed, key=lambda i: (-self._durations[i], keys[i])
         )
-
+        st = self._statuses
+        judge = self._judge_tokens
         return Summary(
             total=n,
-            errors=len(self._errors),
+            ok=st["ok"],
+            failed=st["failed"],
+            errors=st["error"],
+            invalid=st["invalid"],
             judge_failures=self._judge_failures,
+            evaluator_errors=tuple(
+                sorted(self._evaluator_errors.items(), key=lambda kv: (-kv[1], natural_key(kv[0])))
+            ),
             mean=mean,
             median=median,
             min=ordered[0],
@@ -154,5 +224,12 @@ class SummaryCollector:
             top=tuple((ids[i], scores[i]) for i in top_idx),
             bottom=tuple((ids[i], scores[i]) for i in bottom_idx),
             slowest=tuple((ids[i], self._durations[i]) for i in slow_idx),
-            error_details=tuple(self._errors),
+            error_details=tuple(sorted(self._problems, key=lambda p: natural_key(p[0]))),
+            tokens=tuple((t, Tokens(*v)) for t, v in self._tokens.items()),
+            judge_tokens=Tokens(*judge) if judge is not None else None,
         )
+
+
+def _add_tokens(total: list[int], usage: Mapping[str, Any]) -> None:
+    total[0] += usage.get("input_tokens") or 0
+    total[1] += usage.get("output_tokens") or 0

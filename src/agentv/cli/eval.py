@@ -25,19 +25,25 @@ EXIT_FAILED = 1
 EXIT_SIGINT = 130
 EXIT_SIGTERM = 143
 
+EXIT_ERRORS = 3
+EXIT_USAGE = 2
+
 EXIT_HELP = """
-Exit codes: 0 the run finished (some cases may have failed; see the summary);
-1 the run could not start (bad paths, targets or eval files, no cases), a healthcheck failed,
-or the mean score is below --threshold; 2 bad command-line usage;
-130 / 143 interrupted by Ctrl-C / SIGTERM (every finished case is already in the results file).
+Exit codes: 0 every selected case ran and was graded without error (and --threshold, when
+given, is met); 1 the run could not start (bad paths, targets or eval files, no cases, a
+failed healthcheck) or the mean score is below --threshold; 2 bad command-line usage;
+3 the run finished but some cases errored, were invalid, or had an evaluator that could not
+grade (--allow-errors turns 3 into 0); 130 / 143 interrupted by Ctrl-C / SIGTERM (every
+finished case is already in the results file).
 """
 
 
 def eval_command(
     paths: Annotated[list[str], typer.Argument(help="Eval YAML files, folders or globs.")],
     target: Annotated[
-        str, typer.Option(help="Target name from targets.yaml (overrides the eval file's target).")
-    ] = "default",
+        list[str] | None,
+        typer.Option(help="Target name from targets.yaml (overrides the eval files' targets)."),
+    ] = None,
     targets: Annotated[
         Path | None, typer.Option(help="The targets.yaml to use (default: discovered).")
     ] = None,
@@ -78,6 +84,22 @@ def eval_command(
     threshold: Annotated[
         float | None, typer.Option(help="Exit 1 when the mean score is below this (for CI).")
     ] = None,
+    pass_threshold: Annotated[
+        float | None,
+        typer.Option(
+            min=0,
+            max=1,
+            help="Lowest score a case needs to pass (default: pass_threshold in "
+            ".agentv/config.yaml, else 0.8).",
+        ),
+    ] = None,
+    allow_errors: Annotated[
+        bool,
+        typer.Option(
+            "--allow-errors",
+            help="Exit 0 instead of 3 when cases errored or were invalid (gate on the score only).",
+        ),
+    ] = False,
     allow_outside_root: AllowOutsideRoot = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Say more.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No per-case lines.")] = False,
@@ -85,10 +107,18 @@ def eval_command(
     """Run eval cases against their targets, grade the answers and write results."""
     from agentv.targets import DryRun
 
+    if target is not None and len(target) > 1:
+        # until a run can hold several targets, taking the last one would hide the others
+        raise typer.BadParameter(
+            f"give --target once (got {', '.join(target)}); run one eval per target",
+            param_hint="'--target'",
+        )
     raise typer.Exit(
         run_eval_command(
             paths,
-            target=target,
+            target=target[0] if target else None,
+            pass_threshold=pass_threshold,
+            allow_errors=allow_errors,
             targets_file=targets,
             eval_id=eval_id,
             out=out,
@@ -113,6 +143,7 @@ def run_eval_command(
     paths: list[str],
     *,
     threshold: float | None = None,
+    allow_errors: bool = False,
     verbose: bool = False,
     quiet: bool = False,
     out: Path | None = None,
@@ -126,7 +157,7 @@ def run_eval_command(
     from agentv.api import NoCasesError, prepare_run
     from agentv.cli.diagnostics import print_diagnostics
     from agentv.cli.progress import make_progress
-    from agentv.cli.summary import render_summary
+    from agentv.cli.summary import RunFacts, render_summary
     from agentv.errors import AgentVError, InputError
     from agentv.writers import default_results_path
 
@@ -171,7 +202,7 @@ def run_eval_command(
         stdout.write(f"Using {effective_workers(prepared.settings, targets)} worker(s)\n")
     stdout.flush()
 
-    progress = make_progress(stdout, quiet=quiet)
+    progress = make_progress(stdout, quiet=quiet, verbose=verbose)
     progress.start(prepared.total)
     try:
         run, signum = asyncio.run(_run(prepared, writer, progress))
@@ -190,18 +221,49 @@ def run_eval_command(
         )
         return EXIT_SIGINT if signum == signal.SIGINT else EXIT_SIGTERM
 
+    facts = RunFacts(
+        pass_threshold=_one(prepared.plan.pass_thresholds(prepared.settings.pass_threshold)),
+        dry_run=run.dry_run,
+        retries=run.retries,
+        cache_hits=run.cache_hits if prepared.settings.cache is not None else None,
+        judge_cache_hits=run.judge_cache_hits,
+        requests=run.requests,
+        wall_seconds=run.wall_seconds,
+        unusable_files=run.unusable_files,
+    )
     stdout.write(
-        render_summary(run.summary, results_path=writer.path, prompts_dir=run.prompts_dir) + "\n"
+        render_summary(
+            run.summary, results_path=writer.path, prompts_dir=run.prompts_dir, facts=facts
+        )
+        + "\n"
     )
     for label, files in run.artifacts.items():  # e.g. agents' logs, to read later
         stdout.write(f"{label}:\n" + "".join(f"  {i}. {p}\n" for i, p in enumerate(files, 1)))
-    if prepared.settings.cache is not None:
-        stdout.write(f"Cache: {run.cache_hits} answers reused, {run.requests} requests sent\n")
+    return exit_code(run, threshold=threshold, allow_errors=allow_errors, stderr=stderr)
+
+
+def _one(values: set[float]) -> float | None:
+    return next(iter(values)) if len(values) == 1 else None  # several: each file says its own
+
+
+def exit_code(run: EvalRun, *, threshold: float | None, allow_errors: bool, stderr: TextIO) -> int:
+    """0 clean, 1 below ``--threshold``, 3 some cases errored or were invalid (0 with
+    ``--allow-errors``); says why on stderr."""
     if threshold is not None and (run.summary.mean or 0.0) < threshold:
         mean = run.summary.mean or 0.0
         stderr.write(f"Mean score {mean:.3f} is below the threshold {threshold:.3f}\n")
         return EXIT_FAILED
-    return EXIT_OK
+    if run.clean:
+        return EXIT_OK
+    s = run.summary
+    what = f"{s.errors} case(s) errored, {s.invalid} invalid"
+    if run.unusable_files:
+        what += f", {len(run.unusable_files)} eval file(s) could not be used"
+    if allow_errors:
+        stderr.write(f"{what} (--allow-errors: exit code 0)\n")
+        return EXIT_OK
+    stderr.write(f"{what}: exit code {EXIT_ERRORS} (see the summary; --allow-errors to accept)\n")
+    return EXIT_ERRORS
 
 
 async def _run(

@@ -3,7 +3,7 @@
     progress = make_progress()              # live on a TTY, line mode in CI and pipes
     progress.start(total)
     progress.case_started(key, label)       # label: "<eval_id> | <target> [provider=<kind>]"
-    progress.case_finished(key, label, ok=True, score=0.75, error=None)
+    progress.case_finished(key, label, status="ok", score=0.75, error=None)
     progress.note("Codex CLI logs: ...")    # printed above the live display
     progress.finish()
 
@@ -44,9 +44,10 @@ class Progress(Protocol):
         ...
 
     def case_finished(
-        self, key: str, label: str, *, ok: bool, score: float | None, error: str | None
+        self, key: str, label: str, *, status: str, score: float | None, error: str | None
     ) -> None:
-        """Case ``key`` ended; ``ok`` is false when it failed (``error`` says why)."""
+        """Case ``key`` ended with ``status`` (ok, failed, error, invalid); ``error`` says
+        why for the last two."""
         ...
 
     def note(self, text: str) -> None:
@@ -73,21 +74,37 @@ def _clock(seconds: float) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}"
 
 
+#: the mark each status gets on screen (and its plain-ASCII stand-in)
+MARKS = {"ok": "✓", "failed": "✗", "error": "!", "invalid": "!"}
+ASCII_MARKS = {"ok": "+", "failed": "x", "error": "!", "invalid": "!"}
+
+
 class _Counters:
     """The run's counts, shared by every kind of display."""
 
     def __init__(self) -> None:
         self.total = 0
         self.done = 0
-        self.errors = 0
+        self.ok = 0
+        self.failed = 0
+        self.errors = 0  # error and invalid
         self.started_at: float | None = None
 
     def start(self, total: int) -> None:
         """Reset the counts for a run of ``total`` cases."""
         self.total = total
-        self.done = 0
-        self.errors = 0
+        self.done = self.ok = self.failed = self.errors = 0
         self.started_at = time.monotonic()
+
+    def count(self, status: str) -> None:
+        """One more case ended with ``status``."""
+        self.done += 1
+        if status == "ok":
+            self.ok += 1
+        elif status == "failed":
+            self.failed += 1
+        else:
+            self.errors += 1
 
     def elapsed(self) -> float:
         """Seconds since ``start``."""
@@ -101,35 +118,41 @@ class LineProgress(_Counters):
     at once, so a CI log shows each case as it ends.
     """
 
-    def __init__(self, stream: TextIO, *, quiet: bool = False) -> None:
+    def __init__(self, stream: TextIO, *, quiet: bool = False, verbose: bool = False) -> None:
         super().__init__()
         self.stream = stream
         self.quiet = quiet
-        self._ok_mark, self._fail_mark = "✓", "✗"
+        self.verbose = verbose  # whole error messages, not their first line
+        self._marks = MARKS
         try:
-            "✓✗".encode(getattr(stream, "encoding", None) or "utf-8")
+            "".join(MARKS.values()).encode(getattr(stream, "encoding", None) or "utf-8")
         except (UnicodeEncodeError, LookupError):
-            self._ok_mark, self._fail_mark = "+", "x"  # e.g. an ASCII-only CI console
+            self._marks = ASCII_MARKS  # e.g. an ASCII-only CI console
 
     def case_started(self, key: str, label: str) -> None:
         """Nothing is shown for a started case."""
 
     def case_finished(
-        self, key: str, label: str, *, ok: bool, score: float | None, error: str | None
+        self, key: str, label: str, *, status: str, score: float | None, error: str | None
     ) -> None:
-        """Count the case and, unless quiet, print its line."""
-        self.done += 1
-        if not ok:
-            self.errors += 1
+        """Count the case and, unless quiet, print its line: ``✓`` ok, ``✗`` failed (below
+        the pass threshold), ``!`` error or invalid, with the reason."""
+        self.count(status)
         if self.quiet:
             return
-        if ok:
-            tail = f"score={score:.3f}" if score is not None else "completed"
-            line = f"{self._ok_mark} {label} {tail}\n"
+        mark = self._marks.get(status, "?")
+        if status in ("ok", "failed"):
+            tail = f"score={score:.3f}" if score is not None else status
+            line = f"{mark} {label} {tail}"
+            if error:  # graded, but an evaluator could not do its job
+                line += f" {status}: {_first_line(error)}"
         else:
-            reason = _first_line(error) if error else ""
-            line = f"{self._fail_mark} {label} failed" + (f": {reason}\n" if reason else "\n")
-        self.stream.write(line)
+            line = f"{mark} {label} {status}"
+            if error:
+                line += f": {_first_line(error)}"
+        if self.verbose and error and error.strip() != _first_line(error):
+            line += "\n" + "\n".join(f"    {x}" for x in error.strip().splitlines())
+        self.stream.write(line + "\n")
         self.stream.flush()
 
     def note(self, text: str) -> None:
@@ -183,14 +206,13 @@ class LiveProgress(_Counters):
             self._running[key] = (label, time.monotonic())
 
     def case_finished(
-        self, key: str, label: str, *, ok: bool, score: float | None, error: str | None
+        self, key: str, label: str, *, status: str, score: float | None, error: str | None
     ) -> None:
         """Count the case; shown at the next refresh."""
         with self._lock:
             self._running.pop(key, None)
-            self.done += 1
-            if not ok:
-                self.errors += 1
+            self.count(status)
+            if status in ("error", "invalid"):
                 self._last_error = f"{label}: {_first_line(error)}" if error else label
             if score is not None:
                 self._score_sum += score
@@ -211,47 +233,34 @@ class LiveProgress(_Counters):
         self._live.stop()
         self._live = None
         line = f"Finished {self.done}/{self.total} eval cases in {_clock(self.elapsed())}"
-        if self.errors:
-            line += f" ({self.errors} failed)"
+        line += f" ({self.ok} ok, {self.failed} failed, {self.errors} errors)"
         self.console.print(Text(line), soft_wrap=True, highlight=False)
 
     def render(self) -> RenderableType:
         """The display as it is now (called by rich's refresh thread)."""
         from rich.console import Group
-        from rich.progress_bar import ProgressBar
-        from rich.table import Table
         from rich.text import Text
 
         with self._lock:
-            done, total, errors = self.done, self.total, self.errors
+            counts = (self.ok, self.failed, self.errors)
+            done, total = self.done, self.total
             running_count = len(self._running)
             running = list(islice(self._running.values(), self.running_shown))
             mean = self._score_sum / self._scored if self._scored else None
             last_error = self._last_error
         elapsed = self.elapsed()
         now = time.monotonic()
-
-        status = Text(f" {done}/{total}")
-        if total:
-            status.append(f" {100 * done // total}%")
-        if errors:
-            status.append(f"  errors {errors}", style="red")
-        if mean is not None:
-            status.append(f"  mean {mean:.3f}")
-        status.append(f"  elapsed {_clock(elapsed)}")
+        eta = None
         if done and total > done:
-            status.append(f"  ETA {_clock(elapsed / done * (total - done))}")
+            eta = _clock(elapsed / done * (total - done))
         elif not done:
-            status.append("  ETA --:--")
-
-        header = Table.grid(padding=(0, 1))
-        header.add_column(no_wrap=True)
-        header.add_column(no_wrap=True)
-        header.add_column(no_wrap=True, overflow="ellipsis")
-        header.add_row(
-            Text("Running evals", style="bold"),
-            ProgressBar(total=max(total, 1), completed=done, width=30),
-            status,
+            eta = "--:--"
+        header = Text(
+            status_line(
+                self.console.width, done, total, counts, mean=mean, elapsed=elapsed, eta=eta
+            ),
+            no_wrap=True,
+            overflow="ellipsis",
         )
 
         rows: list[RenderableType] = [header]
@@ -271,6 +280,49 @@ class LiveProgress(_Counters):
             line.overflow = "ellipsis"
             rows.append(line)
         return Group(*rows)
+
+
+def status_line(
+    width: int,
+    done: int,
+    total: int,
+    counts: tuple[int, int, int],
+    *,
+    mean: float | None = None,
+    elapsed: float = 0.0,
+    eta: str | None = None,
+) -> str:
+    """The live display's first line, in at most ``width`` columns: the least useful parts
+    go first (the title, the mean, the elapsed time, the bar's width), the counts last."""
+    ok, failed, errors = counts
+    pct = f" {100 * done // total}%" if total else ""
+    parts = {
+        "title": "Running evals",
+        "done": f"{done}/{total}{pct}",
+        "counts": f"✓{ok} ✗{failed} !{errors}",
+        "mean": f"mean {mean:.3f}" if mean is not None else "",
+        "elapsed": f"elapsed {_clock(elapsed)}",
+        "eta": f"ETA {eta}" if eta else "",
+    }
+    drop_order = ["title", "mean", "elapsed", "eta"]
+    bar_max, bar_min = 30, 10
+
+    def text(bar: int) -> str:
+        filled = (bar * done // total) if total else 0
+        bar_text = "[" + "#" * filled + "-" * (bar - filled) + "]" if bar else ""
+        shown = [
+            parts["title"],
+            bar_text,
+            *(parts[k] for k in ("done", "counts", "mean", "elapsed", "eta")),
+        ]
+        return " ".join(p for p in shown if p)
+
+    while True:
+        fixed = len(text(0))
+        bar = min(bar_max, max(0, width - fixed - 3))
+        if bar >= bar_min or not drop_order:
+            return text(bar if bar >= bar_min else 0)[:width]
+        parts[drop_order.pop(0)] = ""
 
 
 class _View:
@@ -295,6 +347,7 @@ def make_progress(
     *,
     interactive: bool | None = None,
     quiet: bool = False,
+    verbose: bool = False,
     console: Console | None = None,
 ) -> LineProgress | LiveProgress:
     """The right display for ``stream`` (default: standard output).
@@ -311,7 +364,7 @@ def make_progress(
             and os.environ.get("TERM", "").lower() != "dumb"
         )
     if quiet or not interactive:
-        return LineProgress(stream, quiet=quiet)
+        return LineProgress(stream, quiet=quiet, verbose=verbose)
     if console is None:
         from rich.console import Console
 

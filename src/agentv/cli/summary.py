@@ -1,12 +1,31 @@
-"""The end-of-run summary as people read it."""
+"""The end-of-run summary as people read it: every broken case and evaluator named, the
+counts by status, the pass rate, tokens, retries, cache reuse and wall time. Every line
+fits in 80 columns (ids and messages aside) and holds no terminal markup."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from agentv.summary import Summary
+from agentv.summary import Summary, Tokens
 
 _RULE = "=" * 50
+
+
+@dataclass
+class RunFacts:
+    """What the run did beyond the results: for the summary's closing lines."""
+
+    pass_threshold: float | None = None
+    dry_run: bool = False
+    #: target -> HTTP status (None: no answer) -> retries made
+    retries: Mapping[str, Mapping[int | None, int]] = field(default_factory=dict)
+    cache_hits: int | None = None  # None: --cache was off
+    judge_cache_hits: int = 0
+    requests: int = 0
+    wall_seconds: float | None = None
+    unusable_files: list[Path] = field(default_factory=list)
 
 
 def _indent_message(message: str) -> list[str]:
@@ -14,28 +33,69 @@ def _indent_message(message: str) -> list[str]:
     return [f"   {line}" if line else "" for line in lines]
 
 
-def render_summary(
-    summary: Summary, *, results_path: Path | None, prompts_dir: Path | None = None
-) -> str:
-    """The end-of-run summary as plain text (no markup; print it verbatim).
+def _clock(seconds: float) -> str:
+    whole = max(0, int(seconds))
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}"
 
-    The layout follows the original AgentV's: an ERRORS block when cases failed, the statistics,
-    the score distribution, the top and lowest cases, then where results went. Agentv adds
-    the judge-failure count and the slowest cases.
+
+def _tokens(tokens: Tokens) -> str:
+    return f"in {tokens.input:,} / out {tokens.output:,}"
+
+
+def _retries(by_status: Mapping[int | None, int]) -> str:
+    parts = []
+    for status, count in sorted(by_status.items(), key=lambda kv: -kv[1]):
+        what = "no answer" if status is None else ("429" if status == 429 else f"HTTP {status}")
+        parts.append(f"{what} x{count}")
+    return f"{sum(by_status.values())} ({', '.join(parts)})"
+
+
+def render_summary(
+    summary: Summary,
+    *,
+    results_path: Path | None,
+    prompts_dir: Path | None = None,
+    facts: RunFacts | None = None,
+) -> str:
+    """The end-of-run summary as plain text (print it verbatim).
+
+    The layout follows the original AgentV's: an ERRORS block naming every case that
+    errored or was invalid, the statistics, the score distribution, the top and lowest
+    cases, then where results went. agentv adds the counts by status, the pass rate,
+    evaluator errors by name, judge failures, tokens, retries, cache reuse and wall time.
     """
+    facts = facts or RunFacts()
     if summary.total == 0:
         return "\nNo results to summarize"
 
     lines: list[str] = []
     if summary.error_details:
         lines += ["", _RULE, "ERRORS", _RULE]
-        for eval_id, message in summary.error_details:
-            lines += ["", f"❌ {eval_id}", *_indent_message(message)]
+        for eval_id, status, message in summary.error_details:
+            lines += ["", f"❌ {eval_id} [{status}]", *_indent_message(message)]
         lines.append("")
 
-    lines += ["", _RULE, "EVALUATION SUMMARY", _RULE, f"Total eval cases: {summary.total}"]
-    if summary.errors:
-        lines += [f"Failed: {summary.errors}", f"Passed: {summary.passed}"]
+    title = "EVALUATION SUMMARY" + (
+        " (dry run: no target or judge was called)" if facts.dry_run else ""
+    )
+    lines += ["", _RULE, title, _RULE, f"Total eval cases: {summary.total}"]
+    lines.append(
+        f"Passed: {summary.ok}  Failed: {summary.failed}  "
+        f"Errors: {summary.errors}  Invalid: {summary.invalid}"
+    )
+    rate = summary.pass_rate or 0.0
+    threshold = (
+        f", pass threshold {facts.pass_threshold:.2f}" if facts.pass_threshold is not None else ""
+    )
+    lines.append(f"Pass rate: {rate:.1%} ({summary.ok} of {summary.total}{threshold})")
+    if facts.unusable_files:
+        lines.append(f"Eval files that could not be used: {len(facts.unusable_files)}")
+        lines += [f"  {p}" for p in facts.unusable_files]
+    if summary.evaluator_errors:
+        named = ", ".join(f"{name} x{count}" for name, count in summary.evaluator_errors)
+        lines.append(f"Evaluator errors: {named}")
     if summary.judge_failures:
         lines.append(f"Judge failures: {summary.judge_failures}")
     lines += [
@@ -50,18 +110,41 @@ def render_summary(
     lines += ["", "Score distribution:"]
     lines += [f"  {b.label}: {b.count}" for b in summary.histogram]
 
-    lines += ["", "Top performing eval cases:"]
+    if summary.bottom:
+        lines += ["", "Top performing eval cases:"]
+    else:
+        lines += ["", "Eval cases by score:"]
     lines += [f"  {rank}. {eid}: {score:.3f}" for rank, (eid, score) in enumerate(summary.top, 1)]
-    lines += ["", "Lowest performing eval cases:"]
-    lines += [
-        f"  {rank}. {eid}: {score:.3f}" for rank, (eid, score) in enumerate(summary.bottom, 1)
-    ]
+    if summary.bottom:
+        lines += ["", "Lowest performing eval cases:"]
+        lines += [
+            f"  {rank}. {eid}: {score:.3f}" for rank, (eid, score) in enumerate(summary.bottom, 1)
+        ]
 
     if summary.slowest:
         lines += ["", "Slowest eval cases:"]
         lines += [
             f"  {rank}. {eid}: {secs:.2f}s" for rank, (eid, secs) in enumerate(summary.slowest, 1)
         ]
+
+    closing: list[str] = []
+    if summary.tokens or summary.judge_tokens:
+        closing.append("Tokens:")
+        closing += [f"  {target}: {_tokens(tokens)}" for target, tokens in summary.tokens]
+        if summary.judge_tokens is not None:
+            closing.append(f"  judges: {_tokens(summary.judge_tokens)}")
+    if facts.retries:
+        closing.append("Retries:")
+        closing += [f"  {target}: {_retries(codes)}" for target, codes in facts.retries.items()]
+    if facts.cache_hits is not None:
+        closing.append(
+            f"Cache: {facts.cache_hits} target answers and {facts.judge_cache_hits} judge "
+            f"answers reused, {facts.requests} target requests sent"
+        )
+    if facts.wall_seconds is not None:
+        closing.append(f"Wall time: {_clock(facts.wall_seconds)}")
+    if closing:
+        lines += ["", *closing]
 
     if results_path is not None:
         lines += ["", f"Results written to: {results_path}"]

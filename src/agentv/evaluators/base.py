@@ -75,6 +75,14 @@ class CaseGrade:
     error: str | None = None
     #: token counts of the judge calls made for this case, summed (None without any)
     usage: Usage | None = None
+    #: the default evaluator's name, when the case has no evaluator list
+    default_name: str = "llm_judge"
+
+    def evaluator_errors(self) -> list[tuple[str, str]]:
+        """``(evaluator name, reason)`` of every evaluator that could not grade."""
+        if self.evaluator_results is not None:
+            return [(s.name, s.error) for s in self.evaluator_results if s.error is not None]
+        return [(self.default_name, self.error)] if self.error is not None else []
 
 
 @dataclass(slots=True)

@@ -79,6 +79,7 @@ def _single(score: EvaluatorScore) -> CaseGrade:
         judge_failed=_judge_failed(score),
         error=score.error,
         usage=score.usage,
+        default_name=score.name,
     )
 
 

@@ -8,6 +8,7 @@ providers send the agent-mode question and point at files (docs/prompt-rules.md 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -82,6 +83,12 @@ class ProviderResponse:
     latency_ms: float | None = None
     raw: Any = None  # the API's response as JSON-able data
     sent: dict[str, Any] = field(default_factory=dict)  # exactly what was sent (no secrets)
+    attempts: int = 1  # requests it took (the provider's own retries included)
+
+
+#: told of each retry a provider is about to make: (target name, HTTP status or None for a
+#: connection failure, seconds it waits first)
+RetryListener = Callable[[str, int | None, float], None]
 
 
 class ProviderSettings(BaseModel):
@@ -110,6 +117,8 @@ class Provider(ABC):
     def __init__(self, name: str, settings: ProviderSettings) -> None:
         self.name = name
         self.settings = settings
+        #: the run's listener for retries (so they are visible, not silent)
+        self.on_retry: RetryListener | None = None
 
     @property
     def id(self) -> str:

@@ -169,7 +169,7 @@ class LLMProvider(Provider):
         timeout = self.timeout_for(request)
         started = time.perf_counter()
         # Latency is what the case waited for its answer, retries and their waits included.
-        answer = await self._with_retries(payload, timeout)
+        answer, attempts = await self._with_retries(payload, timeout)
         return ProviderResponse(
             text=answer.text,
             reasoning=answer.reasoning,
@@ -177,15 +177,17 @@ class LLMProvider(Provider):
             latency_ms=(time.perf_counter() - started) * 1000,
             raw=answer.raw,
             sent=payload.sent(),
+            attempts=attempts,
         )
 
-    async def _with_retries(self, payload: Payload, timeout: float) -> Answer:
+    async def _with_retries(self, payload: Payload, timeout: float) -> tuple[Answer, int]:
+        """The answer and how many requests it took."""
         s = self.settings
         attempts = s.max_retries + 1
         for attempt in range(attempts):
             try:
                 async with asyncio.timeout(timeout):
-                    return await self.call(payload, timeout)
+                    return await self.call(payload, timeout), attempt + 1
             except ProviderError:
                 raise
             except Exception as exc:
@@ -194,10 +196,15 @@ class LLMProvider(Provider):
                 if failure.timeout:
                     # Timeouts are retried per case by the run (--max-retries), not here:
                     # retrying a hung request inside the provider would multiply the wait.
-                    raise ProviderTimeout(self.name, self._line(failure)) from None
+                    error = ProviderTimeout(self.name, self._line(failure))
+                    error.attempts = attempt + 1
+                    raise error from None
                 if last or not self._retryable(failure):
                     raise self._error(failure, attempt + 1) from None
-                await asyncio.sleep(self._delay(attempt, failure.retry_after))
+                delay = self._delay(attempt, failure.retry_after)
+                if self.on_retry is not None:
+                    self.on_retry(self.name, failure.status, delay)
+                await asyncio.sleep(delay)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _failure(self, exc: BaseException, timeout: float) -> CallFailure:
@@ -242,8 +249,9 @@ class LLMProvider(Provider):
                 status=failure.status,
                 retryable=failure.status not in NEVER_RETRY,
                 retry_after=failure.retry_after,
+                attempts=attempts,
             )
-        return ProviderError(self.name, text, retryable=failure.connection)
+        return ProviderError(self.name, text, retryable=failure.connection, attempts=attempts)
 
     def _scrub(self, text: str) -> str:
         """Remove the API key from a message, in case an API or SDK echoed it."""
