@@ -15,6 +15,11 @@ DEFAULT_RESPONSE = (
     '{"answer":"Mock provider response. Configure targets.yaml to supply a custom value."}'
 )
 DRY_RUN_RESPONSE = '{"answer":"Mock dry-run response"}'
+#: the dry run's judge: a valid verdict, said to be a stand-in
+DRY_RUN_VERDICT = (
+    '{"score": 1.0, "hits": [], "misses": [], '
+    '"reasoning": "Dry run: no judge was called; this grade is a stand-in."}'
+)
 
 
 class MockSettings(ProviderSettings):

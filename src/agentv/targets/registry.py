@@ -13,7 +13,12 @@ from typing import overload
 
 from agentv.errors import ConfigError, Diagnostic, InputError
 from agentv.providers.base import Provider
-from agentv.providers.mock import DRY_RUN_RESPONSE, MockProvider, MockSettings
+from agentv.providers.mock import (
+    DRY_RUN_RESPONSE,
+    DRY_RUN_VERDICT,
+    MockProvider,
+    MockSettings,
+)
 from agentv.targets.discovery import explicit_targets_file, find_targets_file, no_targets_file
 from agentv.targets.loader import load_targets_file
 from agentv.targets.resolve import create_provider, preview_environment
@@ -213,12 +218,17 @@ class TargetRegistry:
             delay_max_ms=dr.delay_max_ms,
         )
         mock = MockProvider(f"{name}-dry-run", settings)
+        # A dry run never calls a real judge either; its mock judge answers with a valid
+        # verdict, so a dry run shows no judge failure that a real run would not have.
+        judge = MockProvider(
+            f"{name}-dry-run-judge", settings.model_copy(update={"response": DRY_RUN_VERDICT})
+        )
         return RunTarget(
             name=f"{name}-dry-run",
             kind="mock",
             provider=mock,
             workers=definition.workers if definition else None,
-            judge=mock,  # a dry run never calls a real judge either
+            judge=judge,
         )
 
     def judge(self, run_target: RunTarget) -> Provider:

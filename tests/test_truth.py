@@ -1,0 +1,254 @@
+"""A run never looks better than it was: every broken case and evaluator is on screen, in
+the summary, in the results file and in the exit code; what can be checked before the
+first request is checked before it. Real CLI processes against the loopback fake API."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fakes import FakeLLMServer, Fault, RecordedRequest
+from helpers import write
+
+KEY = "sk-truth-test-key-0123456789"
+VERDICT = {"score": 0.9, "hits": ["right"], "misses": [], "reasoning": "Good."}
+
+
+def _reply(rec: RecordedRequest) -> str:
+    system = rec.body["messages"][0]["content"]
+    if system.startswith("You are an expert evaluator"):
+        return json.dumps(VERDICT)
+    return "The answer is 42."
+
+
+@pytest.fixture
+def server():
+    with FakeLLMServer(reply=_reply) as srv:
+        yield srv
+
+
+def _targets(repo: Path, url: str, extra: str = "", *, retries: int = 0) -> None:
+    write(
+        repo,
+        ".agentv/targets.yaml",
+        f"""$schema: agentv-targets-v2.2
+targets:
+  - name: default
+    provider: openai
+    base_url: {url}/v1
+    api_key: ${{{{ TRUTH_KEY }}}}
+    model: fake-model
+    max_retries: {retries}
+    retry_initial_delay_ms: 1
+{extra}""",
+    )
+
+
+def agentv(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "TRUTH_KEY": KEY, "CI": "1"}
+    env.pop("MISSING_JUDGE_KEY", None)
+    return subprocess.run(
+        [sys.executable, "-m", "agentv", *args],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def rows(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+MIXED = """$schema: agentv-eval-v2
+evalcases:
+  - id: good
+    outcome: Says 42.
+    input_messages: [{role: user, content: "What is 6 times 7?"}]
+    execution: {evaluators: [{type: contains, value: "42"}]}
+  - id: crash
+    outcome: Says 42.
+    input_messages: [{role: user, content: "And 7 times 6?"}]
+    execution:
+      evaluators:
+        - {name: crasher, type: code, script: python3 crash.py}
+        - {type: contains, value: "42"}
+  - id: bad-regex
+    outcome: Says 42.
+    input_messages: [{role: user, content: "Again?"}]
+    execution: {evaluators: [{name: rx, type: regex, value: "(["}]}
+  - id: missing-file
+    outcome: Reads the file.
+    input_messages:
+      - role: user
+        content: [{type: file, value: missing.md}]
+    execution: {evaluators: [{type: contains, value: "42"}]}
+  - id: typo
+    outcom: Says 42.
+    input_messages: [{role: user, content: "Hm?"}]
+"""
+
+
+def _located(text: str, mark: str) -> set[tuple[str, str]]:
+    """``(file:line:column, message)`` of every problem printed in ``text``."""
+    pattern = rf"^\s*{mark}(evals/mixed\.yaml:\d+:\d+): (?:error: )?(.+)$"
+    return {(m.group(1), m.group(2)) for m in re.finditer(pattern, text, re.MULTILINE)}
+
+
+def test_broken_cases_are_on_screen_in_the_results_and_in_the_exit_code(
+    repo: Path, server: FakeLLMServer
+) -> None:
+    _targets(repo, server.url)
+    write(repo, "evals/mixed.yaml", MIXED)
+    write(repo, "evals/crash.py", "raise SystemExit('boom: checker crashed')\n")
+    out = repo / "r.jsonl"
+    proc = agentv(repo, "eval", "evals/mixed.yaml", "--out", str(out))
+
+    # only the two runnable cases reached the API
+    assert len(server.requests) == 2
+    assert proc.returncode == 3, proc.stderr
+    by_id = {r.get("eval_id"): r for r in rows(out)}
+    assert set(by_id) == {"good", "crash", "bad-regex", "missing-file", "typo"}
+    assert {k: r["status"] for k, r in by_id.items()} == {
+        "good": "ok",
+        "crash": "error",
+        "bad-regex": "invalid",
+        "missing-file": "invalid",
+        "typo": "invalid",
+    }
+    assert by_id["good"]["passed"] is True
+    assert all(r["passed"] is False for k, r in by_id.items() if k != "good")
+    assert by_id["crash"]["error"].startswith("evaluator 'crasher' could not grade: ")
+    assert by_id["bad-regex"]["error"].startswith(
+        "case 'bad-regex': invalid regular expression \"([\""
+    )
+    assert by_id["missing-file"]["error"].startswith(
+        "case 'missing-file': referenced file not found: missing.md"
+    )
+    assert by_id["typo"]["error"].startswith("case 'typo': unknown key 'outcom'")
+    for key in ("bad-regex", "missing-file", "typo"):
+        assert by_id[key]["attempts"] == 0 and by_id[key]["line"] > 0
+
+    # the console names each broken case, and the evaluator that broke
+    assert "✓ good | default [provider=openai] score=1.000" in proc.stdout
+    assert "! crash | default [provider=openai] error: evaluator 'crasher' could not grade" in (
+        proc.stdout
+    )
+    for key in ("bad-regex", "missing-file", "typo"):
+        assert f"! {key} | mixed.yaml invalid: " in proc.stdout
+    assert "Passed: 1  Failed: 0  Errors: 1  Invalid: 3" in proc.stdout
+    assert "Evaluator errors: crasher x1" in proc.stdout
+    assert "1 case(s) errored, 3 invalid: exit code 3" in proc.stderr
+
+    # --allow-errors: the same run, exit 0
+    allowed = agentv(repo, "eval", "evals/mixed.yaml", "--out", "r2.jsonl", "--allow-errors")
+    assert allowed.returncode == 0, allowed.stderr
+
+    # validate reports the same problems at the same places
+    checked = agentv(repo, "validate", "evals/mixed.yaml")
+    assert checked.returncode == 1
+    from_eval = _located(proc.stderr, "")
+    assert len(from_eval) == 3
+    assert _located(checked.stdout, "✗ ") == from_eval
+    assert KEY not in out.read_text() + proc.stdout + proc.stderr
+
+
+def test_a_missing_judge_key_is_reported_before_any_request(
+    repo: Path, server: FakeLLMServer
+) -> None:
+    _targets(
+        repo,
+        server.url,
+        "    judge_target: judge\n"
+        "  - name: judge\n    provider: openai\n"
+        f"    base_url: {server.url}/v1\n"
+        "    api_key: ${{ MISSING_JUDGE_KEY }}\n    model: judge-model\n",
+    )
+    write(
+        repo,
+        "evals/judged.yaml",
+        "$schema: agentv-eval-v2\nevalcases:\n"
+        "  - id: judged\n    outcome: Explains.\n"
+        "    input_messages: [{role: user, content: Explain.}]\n"
+        "  - id: judged-too\n    outcome: Explains.\n"
+        "    input_messages: [{role: user, content: Explain again.}]\n",
+    )
+    proc = agentv(repo, "eval", "evals/judged.yaml", "--out", "r.jsonl")
+    assert server.requests == []  # nothing was spent
+    assert proc.returncode == 3
+    records = rows(repo / "r.jsonl")
+    assert [r["status"] for r in records] == ["invalid", "invalid"]
+    for r in records:
+        assert "MISSING_JUDGE_KEY" in r["error"] and "cannot be judged" in r["error"]
+
+
+def test_a_dry_run_of_the_examples_is_clean(tmp_path: Path) -> None:
+    examples = Path(__file__).resolve().parent.parent / "examples"
+    proc = subprocess.run(
+        [sys.executable, "-m", "agentv", "eval", str(examples), "--dry-run", "--out", "r.jsonl"],
+        env={**os.environ, "CI": "1"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Judge failures" not in proc.stdout and "Evaluator errors" not in proc.stdout
+    assert "(dry run: no target or judge was called)" in proc.stdout
+    records = rows(tmp_path / "r.jsonl")
+    assert len(records) == 4 and all(r["status"] in ("ok", "failed") for r in records)
+
+
+def test_cache_covers_the_judge_too(repo: Path, server: FakeLLMServer) -> None:
+    _targets(repo, server.url)
+    write(
+        repo,
+        "evals/judged.yaml",
+        "$schema: agentv-eval-v2\nevalcases:\n"
+        "  - id: judged\n    outcome: Says 42.\n"
+        "    input_messages: [{role: user, content: What is 6 times 7?}]\n"
+        "    execution:\n      evaluators:\n"
+        "        - {type: llm_judge}\n        - {type: contains, value: '42'}\n",
+    )
+    first = agentv(repo, "eval", "evals/judged.yaml", "--cache", "--out", "a.jsonl")
+    assert first.returncode == 0, first.stderr
+    assert len(server.requests) == 2  # the candidate and the judge
+    second = agentv(repo, "eval", "evals/judged.yaml", "--cache", "--out", "b.jsonl")
+    assert second.returncode == 0, second.stderr
+    assert len(server.requests) == 2  # neither was asked again
+    assert (
+        "Cache: 1 target answers and 1 judge answers reused, 0 target requests sent"
+        in second.stdout
+    )
+    (a,), (b,) = rows(repo / "a.jsonl"), rows(repo / "b.jsonl")
+    assert a["score"] == b["score"] == pytest.approx(0.95)
+
+
+def test_rate_limits_are_retried_visibly_and_counted(repo: Path, server: FakeLLMServer) -> None:
+    _targets(repo, server.url, retries=4)
+    server.script(*[Fault.rate_limited(retry_after=0.2)] * 3)
+    write(
+        repo,
+        "evals/one.yaml",
+        "$schema: agentv-eval-v2\nevalcases:\n"
+        "  - id: one\n    outcome: Says 42.\n"
+        "    input_messages: [{role: user, content: What is 6 times 7?}]\n"
+        "    execution: {evaluators: [{type: contains, value: '42'}]}\n",
+    )
+    proc = agentv(repo, "eval", "evals/one.yaml", "--out", "r.jsonl")
+    assert proc.returncode == 0, proc.stderr
+    (record,) = rows(repo / "r.jsonl")
+    assert record["attempts"] == 4 and record["status"] == "ok"
+    assert len(server.requests) == 4
+    # one line on screen (later retries within a few seconds are counted, not shown)
+    lines = [x for x in proc.stdout.splitlines() if "rate-limited" in x]
+    assert lines == ["default: 1 request rate-limited (429), retrying after 0.2 s"]
+    assert "Retries:\n  default: 3 (429 x3)" in proc.stdout
