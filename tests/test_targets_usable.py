@@ -201,7 +201,9 @@ def test_a_dry_run_judges_with_its_mock(repo: Path, targets_path: Path) -> None:
     registry, eval_file = _registry(repo, dry_run=DryRun())
     target = registry.target(eval_file, repo, "lost-judge")
     registry.check_judge(target)
-    assert registry.judge(target) is target.provider
+    judge = registry.judge(target)
+    assert judge.kind == "mock" and judge is not target.provider
+    assert '"score": 1.0' in judge.settings.response  # a valid verdict, not the answer mock
     assert target.name == "lost-judge-dry-run"
     with pytest.raises(ConfigError, match="cannot be used"):  # the file still says so
         registry.target(eval_file, repo, "typo")
