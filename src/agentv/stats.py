@@ -1,0 +1,133 @@
+"""Statistics over repeated and compared runs: pure functions, standard library only.
+
+- ``pass_at_k(n, c, k)``: the chance that at least one of ``k`` answers drawn from ``n``
+  (of which ``c`` passed) passes, by the unbiased estimator of Chen et al. 2021,
+  ``1 - C(n - c, k) / C(n, k)``;
+- ``pass_hat_k(n, c, k)`` (pass^k): the chance that all ``k`` drawn answers pass,
+  ``C(c, k) / C(n, k)``;
+- ``standard_error``: the sample standard deviation over the square root of ``n``;
+- ``bootstrap_ci``: a percentile bootstrap interval of the mean, resampling with a seeded
+  generator so that the same values always give the same interval.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+#: resamples of the bootstrap: the interval's ends move by well under 0.01 beyond this
+BOOTSTRAP_RESAMPLES = 2000
+BOOTSTRAP_SEED = 20211207
+CONFIDENCE = 0.95
+
+
+def mean(values: Sequence[float]) -> float | None:
+    """The arithmetic mean (None for no values)."""
+    return math.fsum(values) / len(values) if values else None
+
+
+def std_dev(values: Sequence[float]) -> float | None:
+    """The sample standard deviation (n - 1); None for fewer than two values."""
+    n = len(values)
+    if n < 2:
+        return None
+    m = math.fsum(values) / n
+    return math.sqrt(math.fsum((v - m) ** 2 for v in values) / (n - 1))
+
+
+def standard_error(values: Sequence[float]) -> float | None:
+    """The standard error of the mean; None for fewer than two values."""
+    sd = std_dev(values)
+    return None if sd is None else sd / math.sqrt(len(values))
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k: at least one of ``k`` answers out of ``n`` (``c`` passing) passes."""
+    _check(n, c, k)
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def pass_hat_k(n: int, c: int, k: int) -> float:
+    """pass^k: all ``k`` answers drawn from ``n`` (``c`` passing) pass."""
+    _check(n, c, k)
+    return math.comb(c, k) / math.comb(n, k)
+
+
+def _check(n: int, c: int, k: int) -> None:
+    if not (0 <= c <= n and 1 <= k <= n):
+        raise ValueError(f"need 0 <= c <= n and 1 <= k <= n (got n={n}, c={c}, k={k})")
+
+
+def bootstrap_ci(
+    values: Sequence[float],
+    *,
+    level: float = CONFIDENCE,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> tuple[float, float] | None:
+    """The percentile bootstrap interval of the mean at ``level`` (None for no values; the
+    value itself, twice, for one)."""
+    n = len(values)
+    if n == 0:
+        return None
+    if n == 1:
+        return (values[0], values[0])
+    rng = random.Random(seed)
+    data = list(values)
+    means = sorted(math.fsum(rng.choices(data, k=n)) / n for _ in range(resamples))
+    tail = (1.0 - level) / 2
+    low = means[math.floor(tail * (resamples - 1))]
+    high = means[math.ceil((1.0 - tail) * (resamples - 1))]
+    return (low, high)
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The ``q`` quantile (0..1) by linear interpolation between closest ranks."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    pos = q * (len(ordered) - 1)
+    lo = math.floor(pos)
+    hi = math.ceil(pos)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+@dataclass(frozen=True, slots=True)
+class CaseStats:
+    """One case's repeats on one target."""
+
+    n: int
+    passes: int
+    mean: float
+    min: float
+    max: float
+    std_dev: float | None
+    pass_at: tuple[float, ...]  # pass@k for k = 1..n
+    pass_all: tuple[float, ...]  # pass^k for k = 1..n
+
+    @property
+    def flaky(self) -> bool:
+        """Some repeats passed and some did not."""
+        return 0 < self.passes < self.n
+
+
+def case_stats(scores: Sequence[float], passed: Sequence[bool]) -> CaseStats:
+    """The statistics of one case's ``n`` repeats (their scores and whether each passed)."""
+    n = len(scores)
+    if n == 0 or len(passed) != n:
+        raise ValueError("need one pass flag per score, and at least one score")
+    c = sum(1 for p in passed if p)
+    return CaseStats(
+        n=n,
+        passes=c,
+        mean=math.fsum(scores) / n,
+        min=min(scores),
+        max=max(scores),
+        std_dev=std_dev(scores),
+        pass_at=tuple(pass_at_k(n, c, k) for k in range(1, n + 1)),
+        pass_all=tuple(pass_hat_k(n, c, k) for k in range(1, n + 1)),
+    )
