@@ -224,14 +224,348 @@ async def test_unreadable_schema_file_is_an_evaluator_error(tmp_path: Path) -> N
     assert "broken.json" in result.error
 
 
-async def test_deterministic_results_are_fast(tmp_path: Path) -> None:
-    # a sanity bound far above what they take (micro-seconds), not a benchmark
-    import time
-
+async def test_many_evaluations_in_a_row_give_the_same_verdict(tmp_path: Path) -> None:
+    # The cached hit/miss lines and compiled values are reused, never mixed up. How fast
+    # this is belongs to the benchmarks (benchmarks/micro.py), not to a test.
     case = make_case(tmp_path, evaluators=[contains("Paris")])
     ctx = make_ctx(case, "The capital is Paris.")
     config = case.evaluators[0]
-    started = time.perf_counter()
-    for _ in range(2000):
-        await run_evaluator(ctx, config)
-    assert time.perf_counter() - started < 2.0
+    results = [await run_evaluator(ctx, config) for _ in range(2000)]
+    assert {(r.score, tuple(r.hits), tuple(r.misses)) for r in results} == {
+        (1.0, ('answer contains "Paris"',), ())
+    }
+
+
+# --- exact verdicts and messages (issue 17: behaviours no test pinned) -------------------
+
+
+def _failure(error: str, name: str = "is_json") -> tuple[float, list[str], list[str], str]:
+    """(score, hits, misses, error) of an evaluator that could not grade."""
+    return 0.0, [], [f"Evaluator '{name}' failed: {error}"], error
+
+
+def _verdict(result: EvaluatorScore) -> tuple[float, list[str], list[str], str | None]:
+    return result.score, result.hits, result.misses, result.error
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        '\n```json\n{"city": "Paris"}\n```\n',  # a model's usual blank lines around the fence
+        '  ```json  \n{"city": "Paris"}\n  ```  ',
+        '```JSON\n{"city": "Paris"}```',
+        '```c++\n\n{"city": "Paris"}\n\n```',
+        '\t{"city": "Paris"}\r\n',
+    ],
+)
+async def test_is_json_strips_whitespace_around_a_fenced_answer(
+    tmp_path: Path, answer: str
+) -> None:
+    result = await grade(tmp_path, is_json(SCHEMA), answer)
+    assert _verdict(result) == (1.0, ["answer is valid JSON matching the schema"], [], None)
+
+
+@pytest.mark.parametrize(
+    ("answer", "miss"),
+    [
+        ("", "answer is not valid JSON: the answer is empty"),
+        (" \n\t", "answer is not valid JSON: the answer is empty"),
+        ("NaN", "answer is not valid JSON: NaN is not valid JSON"),
+        ('{"x": -Infinity}', "answer is not valid JSON: -Infinity is not valid JSON"),
+        (
+            '{"city": "Paris",}',
+            "answer is not valid JSON: Expecting property name enclosed in double quotes: "
+            "line 1 column 18 (char 17)",
+        ),
+        (
+            "The city is Paris",
+            "answer is not valid JSON: Expecting value: line 1 column 1 (char 0)",
+        ),
+        (
+            'Here:\n```json\n{"a": 1}\n```',
+            "answer is not valid JSON: Expecting value: line 1 column 1 (char 0)",
+        ),
+        ("```json\n```", "answer is not valid JSON: Expecting value: line 1 column 1 (char 0)"),
+    ],
+)
+async def test_is_json_miss_lines_in_full(tmp_path: Path, answer: str, miss: str) -> None:
+    result = await grade(tmp_path, is_json(), answer)
+    assert _verdict(result) == (0.0, [], [miss], None)
+
+
+async def test_is_json_keeps_integers_beyond_64_bits_exact(tmp_path: Path) -> None:
+    # 2**64 + 1 read as a float would equal 2**64 and pass `maximum: 2**64`.
+    schema = {"type": "integer", "maximum": 2**64}
+    assert parse_json_answer(str(2**64 + 1)) == 2**64 + 1
+    assert parse_json_answer('{"n": 123456789012345678901234567890}') == {
+        "n": 123456789012345678901234567890
+    }
+    over = await grade(tmp_path, is_json(schema), str(2**64 + 1))
+    assert _verdict(over) == (
+        0.0,
+        [],
+        [
+            "answer does not match the JSON Schema: 18446744073709551617 is greater than the "
+            "maximum of 18446744073709551616 (at `/`)"
+        ],
+        None,
+    )
+    at = await grade(tmp_path, is_json(schema), str(2**64))
+    assert at.score == 1.0
+    # a long fraction takes the same exact path and reads as the same float
+    assert parse_json_answer("3.14159265358979323846") == 3.14159265358979323846
+
+
+async def test_invalid_inline_schema_string_is_an_error_not_no_schema(tmp_path: Path) -> None:
+    # Treating it as "no schema" would pass every JSON answer.
+    for schema in ("{bad", "  {bad  "):
+        result = await grade(tmp_path, is_json(schema), "{}")
+        assert _verdict(result) == _failure(
+            "invalid JSON Schema (inline string): not valid JSON: "
+            "Expecting property name enclosed in double quotes at character 2"
+        )
+
+
+@pytest.mark.parametrize(
+    ("file", "text", "kind"),
+    [
+        ("list.json", "[1, 2]", "a list"),
+        ("number.json", "42", "a number"),
+        ("float.yaml", "1.5\n", "a number"),
+        ("text.yaml", "just words\n", "text"),
+        ("empty.yaml", "", "nothing"),
+        ("null.json", "null", "nothing"),
+    ],
+)
+async def test_schema_file_holding_no_mapping_is_an_error(
+    tmp_path: Path, file: str, text: str, kind: str
+) -> None:
+    (tmp_path / file).write_text(text, encoding="utf-8")
+    result = await grade(tmp_path, is_json(file), '{"city": "Paris"}')
+    assert _verdict(result) == _failure(
+        f"invalid JSON Schema in {tmp_path / file}: a schema must be a mapping, not {kind}"
+    )
+
+
+@pytest.mark.parametrize("name", ["city.yml", "CITY.YAML", "City.Yml", "city.JSON"])
+async def test_schema_file_extensions_any_case(tmp_path: Path, name: str) -> None:
+    yaml_text = "type: object\nrequired: [city]\n"
+    text = json.dumps(SCHEMA) if name.lower().endswith(".json") else yaml_text
+    (tmp_path / name).write_text(text, encoding="utf-8")
+    ok = await grade(tmp_path, is_json(name), '{"city": "Paris"}')
+    assert _verdict(ok) == (1.0, ["answer is valid JSON matching the schema"], [], None)
+    bad = await grade(tmp_path, is_json(name), '{"town": "Paris"}')
+    assert _verdict(bad) == (
+        0.0,
+        [],
+        ["answer does not match the JSON Schema: 'city' is a required property (at `/`)"],
+        None,
+    )
+
+
+async def test_yaml_schema_read_as_json_when_its_name_says_json(tmp_path: Path) -> None:
+    (tmp_path / "city.json").write_text("type: object\n", encoding="utf-8")
+    result = await grade(tmp_path, is_json("city.json"), "{}")
+    assert _verdict(result) == _failure(
+        f"cannot read JSON Schema file {tmp_path / 'city.json'}: "
+        "Expecting value: line 1 column 1 (char 0)"
+    )
+
+
+async def test_schema_file_found_by_absolute_and_home_paths(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "city.json").write_text(json.dumps(SCHEMA), encoding="utf-8")
+    monkeypatch.setenv("HOME", str(home))
+    evals = tmp_path / "evals"
+    evals.mkdir()
+    for ref in (str(home / "city.json"), "~/city.json", " ~/city.json "):
+        assert (await grade(evals, is_json(ref), '{"city": "Paris"}')).score == 1.0
+        assert (await grade(evals, is_json(ref), "{}")).score == 0.0
+
+
+async def test_schema_file_messages_in_full(tmp_path: Path) -> None:
+    (tmp_path / "folder.json").mkdir()
+    (tmp_path / "broken.json").write_text("{not json", encoding="utf-8")
+    (tmp_path / "latin1.json").write_bytes(b'{"title": "caf\xe9"}')
+    cases = {
+        "nope.json": "JSON Schema file not found: nope.json (looked at {path}); "
+        "`schema` is relative to the eval file's folder",
+        "folder.json": "JSON Schema file is a folder, not a file: folder.json (looked at "
+        "{path}); `schema` is relative to the eval file's folder",
+        "broken.json": "cannot read JSON Schema file {path}: Expecting property name enclosed "
+        "in double quotes: line 1 column 2 (char 1)",
+        "latin1.json": "cannot read JSON Schema file {path}: 'utf-8' codec can't decode byte "
+        "0xe9 in position 14: invalid continuation byte",
+    }
+    for ref, message in cases.items():
+        result = await grade(tmp_path, is_json(ref, name="shape"), "{}")
+        assert _verdict(result) == _failure(message.format(path=tmp_path / ref), "shape")
+
+
+async def test_a_schema_file_is_read_once(tmp_path: Path) -> None:
+    schema = tmp_path / "once.json"
+    schema.write_text(json.dumps({"type": "object"}), encoding="utf-8")
+    assert (await grade(tmp_path, is_json("once.json"), "{}")).score == 1.0
+    schema.write_text(json.dumps({"type": "array"}), encoding="utf-8")
+    # the run's first reading stands (schemas are checked before the run)
+    assert (await grade(tmp_path, is_json("once.json"), "{}")).score == 1.0
+    broken = tmp_path / "later.json"
+    assert (await grade(tmp_path, is_json("later.json"), "{}")).error is not None
+    broken.write_text("{}", encoding="utf-8")
+    assert (await grade(tmp_path, is_json("later.json"), "{}")).error is not None
+
+
+async def test_schemas_orjson_cannot_encode_still_work_and_stay_apart(tmp_path: Path) -> None:
+    # integers beyond 64 bits make orjson refuse the schema: the standard encoder keys it
+    low = {"type": "integer", "maximum": 2**70}
+    high = {"type": "integer", "maximum": 2**72}
+    answer = str(2**71)
+    assert (await grade(tmp_path, is_json(low), answer)).misses == [
+        f"answer does not match the JSON Schema: {2**71} is greater than the maximum of "
+        f"{2**70} (at `/`)"
+    ]
+    assert _verdict(await grade(tmp_path, is_json(high), answer)) == (
+        1.0,
+        ["answer is valid JSON matching the schema"],
+        [],
+        None,
+    )
+    broken = {"type": "integer", "maximum": 2**70, "minimum": "zero"}
+    assert _verdict(await grade(tmp_path, is_json(broken), "1")) == _failure(
+        "invalid JSON Schema (inline) at `minimum`: 'zero' is not of type 'number'"
+    )
+
+
+async def test_schema_string_and_mapping_give_the_same_verdicts(tmp_path: Path) -> None:
+    as_text = json.dumps(SCHEMA)
+    for answer in ('{"city": "Paris"}', '{"city": 3}'):
+        by_text = await grade(tmp_path, is_json(as_text), answer)
+        by_mapping = await grade(tmp_path, is_json(SCHEMA), answer)
+        assert _verdict(by_text) == _verdict(by_mapping)
+    # a string that does not start with "{" names a file
+    (tmp_path / "[1]").write_text('{"type": "array"}', encoding="utf-8")
+    assert (await grade(tmp_path, is_json("[1]"), "[]")).score == 1.0
+
+
+@pytest.mark.parametrize(
+    ("schema", "answer", "miss"),
+    [
+        (
+            SCHEMA,
+            '{"city": "Paris", "population": "many"}',
+            "'many' is not of type 'integer' (at `population`)",
+        ),
+        (SCHEMA, "{}", "'city' is a required property (at `/`)"),
+        (
+            {"type": "object", "properties": {"a": {"properties": {"b": {"type": "string"}}}}},
+            '{"a": {"b": 1}}',
+            "1 is not of type 'string' (at `a/b`)",
+        ),
+        (
+            {"type": "array", "items": {"type": "integer"}},
+            '[1, "2"]',
+            "'2' is not of type 'integer' (at `1`)",
+        ),
+        ({"type": "string", "maxLength": 3}, '"' + "x" * 400 + '"', "'" + "x" * 299 + "… (at `/`)"),
+    ],
+)
+async def test_schema_miss_lines_in_full(
+    tmp_path: Path, schema: dict[str, object], answer: str, miss: str
+) -> None:
+    result = await grade(tmp_path, is_json(schema), answer)
+    assert _verdict(result) == (0.0, [], [f"answer does not match the JSON Schema: {miss}"], None)
+
+
+@pytest.mark.parametrize(
+    ("schema", "error"),
+    [
+        (
+            {"type": "nope"},
+            "(inline) at `type`: 'nope' is not valid under any of the given schemas",
+        ),
+        (
+            {"type": "object", "required": "city"},
+            "(inline) at `required`: 'city' is not of type 'array'",
+        ),
+        ({"minLength": -1}, "(inline) at `minLength`: -1 is less than the minimum of 0"),
+        ('{"minLength": -1}', "(inline) at `minLength`: -1 is less than the minimum of 0"),
+    ],
+)
+async def test_invalid_schema_errors_in_full(
+    tmp_path: Path, schema: dict[str, object] | str, error: str
+) -> None:
+    result = await grade(tmp_path, is_json(schema), '{"city": "Paris"}')
+    assert _verdict(result) == _failure(f"invalid JSON Schema {error}")
+
+
+async def test_a_schema_whose_dollar_schema_is_not_text_is_an_error_not_a_crash(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "s.json").write_text('{"$schema": 5}', encoding="utf-8")
+    result = await grade(tmp_path, is_json("s.json"), "{}")
+    assert (
+        result.error
+        == f"invalid JSON Schema in {tmp_path / 's.json'} at `$schema`: 5 is not a string"
+    )
+
+
+# --- contains / equals / regex: the shown value in full ----------------------------------
+
+
+async def test_shown_values_are_json_quoted_and_shortened_past_80_characters(
+    tmp_path: Path,
+) -> None:
+    exact = "x" * 80  # quoted: 82 characters, shown whole
+    assert (await grade(tmp_path, contains(exact), "no")).misses == [
+        f'answer does not contain "{exact}"'
+    ]
+    longer = "y" * 81  # quoted: 83 characters, cut to 80 and an ellipsis
+    assert (await grade(tmp_path, contains(longer), "no")).misses == [
+        'answer does not contain "' + "y" * 79 + '…"'
+    ]
+    quoted = 'say "hi"\n\tthen é'
+    assert (await grade(tmp_path, contains(quoted), "no")).misses == [
+        'answer does not contain "say \\"hi\\"\\n\\tthen é"'
+    ]
+    assert (await grade(tmp_path, equals(quoted), "no")).misses == [
+        'answer does not equal "say \\"hi\\"\\n\\tthen é"'
+    ]
+
+
+async def test_icontains_lines_in_full(tmp_path: Path) -> None:
+    hit = await grade(tmp_path, contains("ParIS", ignore_case=True), "the capital: PARIS")
+    assert _verdict(hit) == (1.0, ['answer contains "ParIS" (ignoring case)'], [], None)
+    miss = await grade(tmp_path, contains("Lyon", ignore_case=True), "PARIS")
+    assert _verdict(miss) == (0.0, [], ['answer does not contain "Lyon" (ignoring case)'], None)
+    # plain contains does not fold case in the needle either
+    assert (await grade(tmp_path, contains("paris"), "PARIS")).score == 0.0
+
+
+async def test_equals_strips_both_sides(tmp_path: Path) -> None:
+    assert (await grade(tmp_path, equals("Paris"), "  Paris\n")).score == 1.0
+    assert (await grade(tmp_path, equals("\tParis "), "Paris")).hits == ['answer equals "Paris"']
+    assert (await grade(tmp_path, equals("Paris"), "paris")).score == 0.0
+
+
+async def test_regex_shown_pattern_is_shortened_past_82_characters(tmp_path: Path) -> None:
+    exact = "a" * 80  # /a…a/ is 82 characters: shown whole
+    assert (await grade(tmp_path, regex(exact), "b")).misses == [f"answer does not match /{exact}/"]
+    longer = "b" * 79  # with flags "im": 83 characters
+    assert (await grade(tmp_path, regex(longer, "im"), "c")).misses == [
+        "answer does not match /" + "b" * 79 + "…"
+    ]
+    assert (await grade(tmp_path, regex("^b", "im"), "a\nB")).hits == ["answer matches /^b/im"]
+
+
+async def test_broken_pattern_error_in_full(tmp_path: Path) -> None:
+    result = await grade(tmp_path, regex("(unclosed[", name="shape"), "anything")
+    assert _verdict(result) == _failure(
+        'invalid regular expression "(unclosed[": unterminated character set at position 9; '
+        "fix `value` (Python `re` syntax)",
+        "shape",
+    )
+    bad_flag = await grade(tmp_path, regex("a", "xq"), "a")
+    assert bad_flag.error == "unknown regex flag 'q' in 'xq'; valid flags: i, m, s, x"

@@ -131,6 +131,9 @@ class RegexEvaluator:
 # --- is_json --------------------------------------------------------------------------------
 
 _FENCE = re.compile(r"\A```[A-Za-z0-9_+-]*[ \t]*\n(.*?)\n?[ \t]*```\Z", re.DOTALL)
+# orjson reads an integer beyond 64 bits as a float, losing digits a schema may compare
+# (`maximum`, `const`): such answers go to the standard parser, which keeps them exact.
+_LONG_DIGITS = re.compile(r"\d{19}")
 
 
 def _reject_constant(name: str) -> Any:
@@ -147,10 +150,11 @@ def parse_json_answer(text: str) -> Any:
     fenced = _FENCE.match(text)
     if fenced:
         text = fenced.group(1).strip()
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:
-        pass  # orjson also refuses integers beyond 64 bits: let the standard parser decide
+    if _LONG_DIGITS.search(text) is None:
+        try:
+            return orjson.loads(text)
+        except orjson.JSONDecodeError:
+            pass  # the standard parser decides, and words the error
     return json.loads(text, parse_constant=_reject_constant)
 
 
@@ -169,14 +173,20 @@ class _Schema:
 _SCHEMAS: dict[str, _Schema | str] = {}
 
 
+_KINDS = {list: "a list", str: "text", int: "a number", float: "a number"}
+
+
 def _compile_schema(schema: Any, label: str) -> _Schema | str:
     # jsonschema is imported only when a schema is used: it is slow to import.
     from jsonschema import exceptions, validators
 
     if not isinstance(schema, dict | bool):
-        return (
-            f"invalid JSON Schema {label}: a schema must be a mapping, got {type(schema).__name__}"
-        )
+        # worded as `agentv validate` says it (evalfile/checks.py)
+        kind = _KINDS.get(type(schema), "nothing" if schema is None else type(schema).__name__)
+        return f"invalid JSON Schema {label}: a schema must be a mapping, not {kind}"
+    if isinstance(schema, dict) and not isinstance(schema.get("$schema", ""), str):
+        # jsonschema would crash on it (it looks the draft up by this string)
+        return f"invalid JSON Schema {label} at `$schema`: {schema['$schema']!r} is not a string"
     try:
         cls = validators.validator_for(schema)
         cls.check_schema(schema)
@@ -207,8 +217,9 @@ def _file_schema(ref: str, base: Path) -> _Schema | str:
     if cached is not None:
         return cached
     if not path.is_file():
+        what = "is a folder, not a file" if path.is_dir() else "not found"
         cached = (
-            f"JSON Schema file not found: {ref} (looked at {path}); "
+            f"JSON Schema file {what}: {ref} (looked at {path}); "
             "`schema` is relative to the eval file's folder"
         )
     else:
@@ -236,6 +247,11 @@ def _schema_for(spec: IsJsonSpec, eval_file: Path) -> _Schema | str | None:
     if stripped.startswith("{"):  # a JSON object written as a string
         try:
             data = json.loads(stripped)
+        except json.JSONDecodeError as exc:
+            return (
+                "invalid JSON Schema (inline string): not valid JSON: "
+                f"{exc.msg} at character {exc.pos + 1}"
+            )
         except ValueError as exc:
             return f"invalid JSON Schema (inline string): {exc}"
         return _inline_schema(data) if isinstance(data, dict) else _compile_schema(data, "")
