@@ -16,7 +16,13 @@ from typing import Any
 import yaml
 
 from agentv.errors import Diagnostic, InputError
-from agentv.yamlstream import NotUtf8Error, StreamResult, stream_yaml
+from agentv.yamlstream import (
+    MAX_DEPTH,
+    NestingTooDeepError,
+    NotUtf8Error,
+    StreamResult,
+    stream_yaml,
+)
 
 try:  # libyaml is bundled with PyYAML's wheels; the pure-Python loader is the fallback.
     _Loader: type = yaml.CSafeLoader
@@ -340,6 +346,21 @@ def read_error(path: Path, exc: Exception, result: StreamResult) -> InputError:
         return InputError(
             f"{path}: cannot be read",
             [Diagnostic(path, f"cannot read the file: {exc.strerror or exc}")],
+        )
+    if isinstance(exc, NestingTooDeepError):
+        mark = exc.problem_mark
+        return InputError(
+            f"{path}: nested too deeply",
+            [
+                Diagnostic(
+                    path,
+                    str(exc.problem),
+                    line=mark.line + 1 if mark else None,
+                    column=mark.column + 1 if mark else None,
+                    hint=f"agentv reads values nested at most {MAX_DEPTH} levels "
+                    "(aliases count as the value they repeat)",
+                )
+            ],
         )
     if isinstance(exc, yaml.MarkedYAMLError):
         return InputError(f"{path}: invalid YAML", [_syntax_diagnostic(path, result, exc)])

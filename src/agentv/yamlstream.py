@@ -7,7 +7,9 @@ of the streamed key (``evalcases``) at a time, which is handed to a callback and
 Mapping keys and short strings are interned, since eval files repeat them case after case.
 
 Semantics follow YAML 1.1 as PyYAML's safe loader applies them (implicit typing of plain
-scalars, anchors and aliases, ``<<`` merge keys); duplicate keys are reported.
+scalars, anchors and aliases, ``<<`` merge keys); duplicate keys are reported. Values nest
+at most ``MAX_DEPTH`` levels (``NestingTooDeepError`` beyond, aliases counted as what they
+stand for), so that nothing built from a file can exhaust the stack.
 
 The file is read once. What reporting a problem needs later is kept on the way: the marks
 of the top-level keys, the events of the list item being handed out (so that a problem in
@@ -46,6 +48,21 @@ _WORDS = frozenset(
 _IMPLICIT_FIRST = frozenset(
     ch for ch in yaml.resolver.Resolver.yaml_implicit_resolvers if ch is not None
 )
+#: the deepest nesting of mappings and lists a file may have (the top-level mapping is level
+#: 1; an eval case's deepest values are at about 8). Far more than any real file needs, and
+#: far below Python's recursion limit (1000), which everything that walks values afterwards
+#: (validation, copies, JSON) must stay under.
+MAX_DEPTH = 200
+
+
+class NestingTooDeepError(yaml.MarkedYAMLError):
+    """A value nested more than ``MAX_DEPTH`` levels; ``problem_mark`` is where it crosses."""
+
+    def __init__(self, mark: yaml.Mark, anchor: str | None = None) -> None:
+        problem = f"nested too deeply (more than {MAX_DEPTH} levels)"
+        if anchor is not None:  # `&a [*a]`: a value holding itself has no end
+            problem = f"nested too deeply: the alias *{anchor} repeats a value that contains it"
+        super().__init__(problem=problem, problem_mark=mark)
 
 
 @dataclass(slots=True)
@@ -166,6 +183,17 @@ class _Builder:
         self.constructors = yaml.constructor.SafeConstructor.yaml_constructors
         self._last_key: Any = None
         self.get: Callable[[], ev.Event] = loader.get_event
+        self.depth = 0  # collections open around the value being built
+        self.reached = 0  # the deepest level reached (measures anchored values)
+        self.heights: dict[str, int] = {}  # anchor -> the levels its collection spans
+
+    def enter(self, mark: yaml.Mark, levels: int = 1) -> None:
+        """A collection spanning ``levels`` levels starts here; refused beyond ``MAX_DEPTH``."""
+        deepest = self.depth + levels
+        if deepest > MAX_DEPTH:
+            raise NestingTooDeepError(mark)
+        if deepest > self.reached:
+            self.reached = deepest
 
     def record(self, events: list[ev.Event] | None) -> None:
         """From now on, append every event read to ``events`` (None: stop recording)."""
@@ -220,30 +248,51 @@ class _Builder:
             out = self.scalar(event)
         elif isinstance(event, ev.AliasEvent):
             try:
-                return self.anchors[event.anchor]
+                out = self.anchors[event.anchor]
             except KeyError:
                 raise yaml.composer.ComposerError(
                     None, None, f"found undefined alias {event.anchor!r}", event.start_mark
                 ) from None
-        elif isinstance(event, ev.SequenceStartEvent):
-            out = []
-            if event.anchor:
-                self.anchors[event.anchor] = out
-            nxt = get()
-            while not isinstance(nxt, ev.SequenceEndEvent):
-                out.append(self.value(nxt))
-                nxt = get()
+            height = self.heights.get(event.anchor, 0)
+            if height < 0:  # the collection is still being built: the alias is inside it
+                raise NestingTooDeepError(event.start_mark, event.anchor)
+            if height:  # an alias to a collection nests it here again
+                self.enter(event.start_mark, height)
             return out
-        elif isinstance(event, ev.MappingStartEvent):
-            out = {}
-            if event.anchor:
-                self.anchors[event.anchor] = out
-            self.mapping_body(out)
+        elif isinstance(event, ev.SequenceStartEvent | ev.MappingStartEvent):
+            start = self.depth
+            if start >= MAX_DEPTH:
+                raise NestingTooDeepError(event.start_mark)
+            self.depth = start + 1
+            anchor = event.anchor
+            if anchor:  # measure how many levels it spans, for its aliases
+                reached, self.reached = self.reached, start + 1
+                self.heights[anchor] = -1  # being built
+            elif start >= self.reached:
+                self.reached = start + 1
+            if isinstance(event, ev.SequenceStartEvent):
+                out = []
+                if anchor:
+                    self.anchors[anchor] = out
+                nxt = get()
+                while not isinstance(nxt, ev.SequenceEndEvent):
+                    out.append(self.value(nxt))
+                    nxt = get()
+            else:
+                out = {}
+                if anchor:
+                    self.anchors[anchor] = out
+                self.mapping_body(out)
+            if anchor:
+                self.heights[anchor] = self.reached - start
+                self.reached = max(reached, self.reached)
+            self.depth = start
             return out
         else:  # pragma: no cover - the parser guarantees well-formed event streams
             raise yaml.YAMLError(f"unexpected YAML event {event!r}")
         if event.anchor:
             self.anchors[event.anchor] = out
+            self.heights.pop(event.anchor, None)  # an anchor written again names a scalar now
         return out
 
     def mapping_body(self, out: dict[Any, Any]) -> None:
@@ -360,6 +409,8 @@ def _read_document(
     data: dict[Any, Any] = {}
     if first.anchor:
         builder.anchors[first.anchor] = data
+        builder.heights[first.anchor] = -1  # being built until the end
+    builder.depth = builder.reached = 1
     result.data = data
     merges: list[Any] = []
     key_event = get()
@@ -391,6 +442,7 @@ def _stream_items(
     # An item's events are kept while it is handed out, to locate a problem found in it;
     # dropped with it, so memory stays that of one item.
     builder.record(events)
+    builder.depth = 2  # the items are in the top-level mapping's list
     index = 0
     try:
         nxt = get()
@@ -404,6 +456,7 @@ def _stream_items(
             index += 1
             nxt = get()
     finally:
+        builder.depth = 1
         builder.record(None)
         events.clear()
         result.item_index = -1

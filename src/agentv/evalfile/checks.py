@@ -24,6 +24,8 @@ from typing import Any
 
 import yaml
 
+from agentv.yamlstream import stream_yaml
+
 # As `evaluators/deterministic.py` reads `flags`.
 REGEX_FLAGS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "x": re.VERBOSE}
 
@@ -90,7 +92,7 @@ class SchemaChecker:
         if stripped.startswith("{"):
             try:
                 data = json.loads(stripped)
-            except ValueError as exc:
+            except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
                 detail = (
                     f"{exc.msg} at character {exc.pos + 1}"
                     if isinstance(exc, json.JSONDecodeError)
@@ -140,10 +142,10 @@ def _schema_file_problem(ref: str, path: Path) -> Problem | None:
     try:
         text = path.read_text(encoding="utf-8")
         if path.suffix.lower() in (".yaml", ".yml"):
-            data = yaml.safe_load(text)
+            data = stream_yaml(text).data  # nesting and cycles bounded as in eval files
         else:
             data = json.loads(text)
-    except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError) as exc:
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError, yaml.YAMLError) as exc:
         kind = "YAML" if path.suffix.lower() in (".yaml", ".yml") else "JSON"
         return Problem(
             "schema",

@@ -685,6 +685,15 @@ class _CaseBuilder:
                             )
                         )
                         args = {}
+                    except RecursionError:
+                        diags.append(
+                            self.src.diagnostic(
+                                (*key, "tool_calls", k, "arguments"),
+                                "tool call arguments are nested too deeply",
+                                hint="write the arguments as a YAML mapping instead of a string",
+                            )
+                        )
+                        args = {}
                     if not isinstance(args, dict):
                         diags.append(
                             self.src.diagnostic(

@@ -21,6 +21,7 @@ import yaml
 
 from agentv.evalfile.schema import ContainsSpec, EqualsSpec, IsJsonSpec, RegexSpec
 from agentv.evaluators.base import EvaluationContext, EvaluatorScore, excerpt, failed
+from agentv.yamlstream import stream_yaml
 
 if TYPE_CHECKING:
     from agentv.cases import EvaluatorConfig
@@ -226,10 +227,10 @@ def _file_schema(ref: str, base: Path) -> _Schema | str:
         try:
             text = path.read_text(encoding="utf-8")
             if path.suffix.lower() in (".yaml", ".yml"):
-                data = yaml.safe_load(text)
+                data = stream_yaml(text).data  # nesting and cycles bounded as in eval files
             else:
                 data = json.loads(text)
-        except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError) as exc:
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError, yaml.YAMLError) as exc:
             cached = f"cannot read JSON Schema file {path}: {exc}"
         else:
             cached = _compile_schema(data, f"in {path}")
@@ -252,7 +253,7 @@ def _schema_for(spec: IsJsonSpec, eval_file: Path) -> _Schema | str | None:
                 "invalid JSON Schema (inline string): not valid JSON: "
                 f"{exc.msg} at character {exc.pos + 1}"
             )
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
             return f"invalid JSON Schema (inline string): {exc}"
         return _inline_schema(data) if isinstance(data, dict) else _compile_schema(data, "")
     return _file_schema(stripped, eval_file.parent)

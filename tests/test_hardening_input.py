@@ -1,0 +1,145 @@
+"""Hostile and careless input (issue 16): each problem reproduced through the real command
+line, on real files, then shown to be a located error instead of a traceback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from agentv.yamlstream import MAX_DEPTH
+from helpers import write
+
+CASE = """\
+  - id: a
+    outcome: x
+    input_messages:
+      - role: user
+        content: hi
+"""
+HEADER = "$schema: agentv-eval-v2\n"
+MOCK_TARGETS = """\
+$schema: agentv-targets-v2.2
+targets:
+  - name: default
+    provider: mock
+"""
+
+
+def agentv(
+    cwd: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``python -m agentv ARGS`` in ``cwd``, as a user runs it in CI."""
+    return subprocess.run(
+        [sys.executable, "-m", "agentv", *args],
+        cwd=cwd,
+        env={**os.environ, "CI": "1", **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def _project(repo: Path, eval_text: str) -> Path:
+    write(repo, ".agentv/targets.yaml", MOCK_TARGETS)
+    return write(repo, "e.yaml", eval_text)
+
+
+# --- 1. deep nesting --------------------------------------------------------------------
+
+DEEP_MAP = HEADER + "evalcases:\n" + CASE + "    note: " + "{a: " * 5000 + "1" + "}" * 5000 + "\n"
+DEEP_LIST = HEADER + "note: " + "[" * 100_000 + "]" * 100_000 + "\n" + "evalcases:\n" + CASE
+CYCLE = (
+    HEADER
+    + "evalcases:\n"
+    + CASE
+    + "    execution:\n      evaluators:\n"
+    + ("        - type: is_json\n          schema: &s {type: object, properties: {x: *s}}\n")
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "message"),
+    [
+        (DEEP_MAP, 8, f"nested too deeply (more than {MAX_DEPTH} levels)"),
+        (DEEP_LIST, 2, f"nested too deeply (more than {MAX_DEPTH} levels)"),
+        (CYCLE, 11, "nested too deeply: the alias *s repeats a value that contains it"),
+    ],
+    ids=["map-5000", "list-100000", "alias-cycle"],
+)
+@pytest.mark.parametrize("command", ["validate", "eval", "render"])
+def test_deep_nesting_is_a_located_error(
+    repo: Path, text: str, line: int, message: str, command: str
+) -> None:
+    _project(repo, text)
+    start = time.monotonic()
+    result = agentv(repo, command, "e.yaml")
+    assert time.monotonic() - start < 30
+    out = result.stdout + result.stderr
+    assert "Traceback" not in out and "RecursionError" not in out
+    assert f"e.yaml:{line}:" in out and message in out, out
+    assert result.returncode == 1
+
+
+@pytest.mark.parametrize(
+    "rel", [".agentv/targets.yaml", ".agentv/config.yaml"], ids=["targets", "config"]
+)
+def test_deep_nesting_in_targets_and_config_files(repo: Path, rel: str) -> None:
+    _project(repo, HEADER + "evalcases:\n" + CASE)
+    schema = "agentv-targets-v2.2" if "targets" in rel else "agentv-config-v2"
+    write(repo, rel, f"$schema: {schema}\nextra: " + "[" * 50_000 + "]" * 50_000 + "\n")
+    for command in ("validate", "eval"):
+        args = [command, "e.yaml", ".agentv/"] if command == "validate" else [command, "e.yaml"]
+        result = agentv(repo, *args)
+        out = result.stdout + result.stderr
+        assert "Traceback" not in out
+        assert f"{rel}:2:" in out and "nested too deeply" in out, out
+        assert result.returncode in (1, 3)  # 3: the case that needed the config is invalid
+
+
+def test_nesting_up_to_the_limit_is_read() -> None:
+    from agentv.yamlstream import stream_yaml
+
+    # The top-level mapping is level 1: MAX_DEPTH - 1 lists fit below it.
+    depth = MAX_DEPTH - 1
+    data = stream_yaml("k: " + "[" * depth + "]" * depth).data
+    for _ in range(depth - 1):
+        data = data["k"] if isinstance(data, dict) else data[0]
+    with pytest.raises(Exception, match="nested too deeply"):
+        stream_yaml("k: " + "[" * (depth + 1) + "]" * (depth + 1))
+    # An alias repeats what it names: nesting it again counts its levels.
+    half = MAX_DEPTH // 2 + 1
+    text = f"a: &a {'[' * half}{']' * half}\nb: {'[' * half}*a{']' * half}\n"
+    with pytest.raises(Exception, match="nested too deeply") as info:
+        stream_yaml(text)
+    assert info.value.problem_mark.line == 1  # type: ignore[attr-defined]
+
+
+def test_deep_json_and_schema_files_are_errors_not_tracebacks(repo: Path) -> None:
+    deep_json = "[" * 100_000 + "]" * 100_000
+    write(repo, "deep.schema.yaml", "type: object\nx: " + "[" * 5000 + "]" * 5000 + "\n")
+    text = (
+        HEADER
+        + "evalcases:\n"
+        + CASE.replace("id: a", "id: args")
+        + "      - role: assistant\n        content: ok\n        tool_calls:\n"
+        + f"          - {{id: c1, name: f, arguments: '{{\"a\": {deep_json}}}'}}\n"
+        + CASE.replace("id: a", "id: schema-file")
+        + "    execution:\n      evaluators:\n"
+        + "        - {type: is_json, schema: deep.schema.yaml}\n"
+        + CASE.replace("id: a", "id: schema-inline")
+        + "    execution:\n      evaluators:\n"
+        + f"        - {{type: is_json, schema: '{{\"a\": {deep_json}}}'}}\n"
+    )
+    _project(repo, text)
+    for command in ("validate", "eval", "render"):
+        result = agentv(repo, command, "e.yaml")
+        out = result.stdout + result.stderr
+        assert "Traceback" not in out, out
+        assert "tool call arguments are nested too deeply" in out, out
+        assert "nested too deeply (more than" in out  # the schema file
+        assert out.count("recursion depth") >= 1  # the inline JSON string: Python's words
