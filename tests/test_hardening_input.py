@@ -143,3 +143,46 @@ def test_deep_json_and_schema_files_are_errors_not_tracebacks(repo: Path) -> Non
         assert "tool call arguments are nested too deeply" in out, out
         assert "nested too deeply (more than" in out  # the schema file
         assert out.count("recursion depth") >= 1  # the inline JSON string: Python's words
+
+
+# --- 2. more guideline patterns than the matcher takes ------------------------------------
+
+
+def _pattern_project(repo: Path, count: int) -> None:
+    patterns = "".join(f'  - "p{i}/**"\n' for i in range(count - 1)) + '  - "g/**"\n'
+    write(
+        repo, ".agentv/config.yaml", "$schema: agentv-config-v2\nguideline_patterns:\n" + patterns
+    )
+    write(repo, "g/style.md", "Be brief.")
+    _project(
+        repo,
+        HEADER
+        + "evalcases:\n"
+        + CASE
+        + "  - id: b\n    outcome: x\n    input_messages:\n      - role: user\n"
+        + "        content:\n          - {type: file, value: g/style.md}\n",
+    )
+
+
+def test_guideline_patterns_beyond_the_limit_are_a_config_error(repo: Path) -> None:
+    from agentv.evalfile.guidelines import GUIDELINE_PATTERN_LIMIT
+
+    assert GUIDELINE_PATTERN_LIMIT == 1000
+    _pattern_project(repo, 1001)
+    message = "`guideline_patterns` lists 1001 patterns; at most 1000 are allowed"
+    for command in ("validate", "eval", "render"):
+        result = agentv(repo, command, "e.yaml")
+        out = result.stdout + result.stderr
+        assert "Traceback" not in out and "PatternLimitException" not in out, out
+        assert f".agentv/config.yaml:3:3: {message}" in out or (
+            f".agentv/config.yaml:3:3: error: {message}" in out
+        ), out
+    assert agentv(repo, "validate", "e.yaml").returncode == 1
+
+
+def test_guideline_patterns_up_to_the_limit_work(repo: Path) -> None:
+    _pattern_project(repo, 1000)
+    result = agentv(repo, "render", "e.yaml", "--eval-id", "b", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    assert "Be brief." in result.stdout and "[[ ## Guidelines ## ]]" in result.stdout
+    assert agentv(repo, "validate", "e.yaml").returncode == 0

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from wcmatch import glob
+from wcmatch._wcparse import PatternLimitException
 
 from agentv.errors import Diagnostic, InputError
 from agentv.yamlio import load_yaml
@@ -26,13 +27,30 @@ DEFAULT_GUIDELINE_PATTERNS: tuple[str, ...] = (
     "**/prompts/**",
 )
 _GLOB_FLAGS = glob.GLOBSTAR | glob.NEGATE
+#: the most guideline patterns a config may list: wcmatch's limit (its default) on the
+#: patterns one match compiles; with these flags each pattern compiles to one, so the limit
+#: is on the list's length
+GUIDELINE_PATTERN_LIMIT = 1000
 
 
 def is_guideline(relative_posix: str, patterns: tuple[str, ...]) -> bool:
     """Whether a repository-relative ``/`` path matches any guideline pattern."""
     if not patterns or relative_posix.startswith("../"):
         return False
-    return glob.globmatch(relative_posix, list(patterns), flags=_GLOB_FLAGS)
+    return glob.globmatch(
+        relative_posix, list(patterns), flags=_GLOB_FLAGS, limit=GUIDELINE_PATTERN_LIMIT
+    )
+
+
+def _too_many_patterns(patterns: list[str]) -> bool:
+    """Whether the matcher refuses ``patterns`` (more than it compiles at once)."""
+    if len(patterns) > GUIDELINE_PATTERN_LIMIT:
+        return True
+    try:
+        glob.translate(patterns, flags=_GLOB_FLAGS, limit=GUIDELINE_PATTERN_LIMIT)
+    except PatternLimitException:  # should a future wcmatch expand patterns further
+        return True
+    return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +135,19 @@ def parse_config(path: Path) -> tuple[GuidelineConfig | None, list[Diagnostic]]:
             )
         )
         return None, diags
-    return GuidelineConfig(tuple(p.strip() for p in patterns), path, threshold), diags
+    patterns = [p.strip() for p in patterns]
+    if _too_many_patterns(patterns):
+        diags.append(
+            src.diagnostic(
+                ("guideline_patterns",),
+                f"`guideline_patterns` lists {len(patterns)} patterns; "
+                f"at most {GUIDELINE_PATTERN_LIMIT} are allowed",
+                hint="match more files per pattern (`**` spans folders), "
+                "for example `**/instructions/**`",
+            )
+        )
+        return None, diags
+    return GuidelineConfig(tuple(patterns), path, threshold), diags
 
 
 @dataclass
