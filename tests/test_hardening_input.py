@@ -186,3 +186,86 @@ def test_guideline_patterns_up_to_the_limit_work(repo: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert "Be brief." in result.stdout and "[[ ## Guidelines ## ]]" in result.stdout
     assert agentv(repo, "validate", "e.yaml").returncode == 0
+
+
+# --- 3. unclosed ${{ and unusable base_url ----------------------------------------------------
+
+BAD_TARGETS = """\
+$schema: agentv-targets-v2.2
+targets:
+  - name: unclosed
+    provider: openai
+    model: gpt-4o
+    api_key: ${{ HARDENING_KEY
+  - name: bad-url
+    provider: anthropic
+    model: claude
+    base_url: not a url
+    api_key: sk-literal-0123456789
+  - name: bad-endpoint
+    provider: azure
+    endpoint: my-resource.openai.azure.com
+    model: gpt-4o
+    api_key: ${{ HARDENING_KEY }}
+  - name: env-url
+    provider: gemini
+    base_url: ${{ HARDENING_URL }}
+    api_key: ${{ HARDENING_KEY }}
+  - name: cli
+    provider: cli
+    command_template: 'echo ${{ HARDENING_KEY } {PROMPT}'
+"""
+EVAL_ANY = HEADER + "evalcases:\n" + CASE + "    evaluators:\n      - {type: contains, value: x}\n"
+
+
+def test_unclosed_refs_and_bad_urls_are_validate_errors(repo: Path) -> None:
+    _project(repo, EVAL_ANY)
+    write(repo, ".agentv/targets.yaml", BAD_TARGETS)
+    result = agentv(repo, "validate", ".agentv/targets.yaml")
+    out = result.stdout
+    assert result.returncode == 1
+    broken = "has a `${{` that is not a complete `${{ VAR }}` reference"
+    url = "must be an http:// or https:// URL with a host, such as https://api.example.com/v1"
+    assert f"targets.yaml:6:14: target 'unclosed': `api_key` {broken}" in out, out
+    assert f"targets.yaml:10:15: target 'bad-url': invalid `base_url`: {url}" in out
+    assert "targets.yaml:14:15: target 'bad-endpoint': invalid `endpoint`: must be an Azure " in out
+    assert f"targets.yaml:23:23: target 'cli': `command_template` {broken}" in out
+    assert "env-url" not in out  # known only once substituted
+    assert "sk-literal" not in out and "HARDENING_KEY" not in out  # values are never echoed
+
+
+@pytest.mark.parametrize(
+    ("target", "reason"),
+    [
+        ("unclosed", "line 6: `api_key` has a `${{` that is not a complete `${{ VAR }}` reference"),
+        ("bad-url", "line 10: invalid `base_url`: must be an http:// or https:// URL"),
+        ("env-url", "invalid `base_url`: must be an http:// or https:// URL"),
+        ("cli", "line 23: `command_template` has a `${{` that is not a complete"),
+    ],
+)
+def test_such_targets_are_refused_before_anything_is_sent(
+    repo: Path, target: str, reason: str
+) -> None:
+    _project(repo, EVAL_ANY)
+    write(repo, ".agentv/targets.yaml", BAD_TARGETS)
+    env = {"HARDENING_KEY": "k" * 20, "HARDENING_URL": "not a url either"}
+    start = time.monotonic()
+    result = agentv(repo, "eval", "e.yaml", "--target", target, env=env)
+    assert time.monotonic() - start < 30  # no retries: nothing was sent
+    assert result.returncode == 1
+    assert f"target {target!r} in " in result.stderr and reason in result.stderr, result.stderr
+    assert "k" * 20 not in result.stdout + result.stderr
+
+
+def test_substitution_refuses_a_broken_reference() -> None:
+    from agentv.errors import ConfigError
+    from agentv.targets.resolve import substitute_env
+
+    env = {"K": "secret-value-123"}
+    assert substitute_env("Bearer ${{ K }}", env, target="t", field_name="f") == (
+        "Bearer secret-value-123"
+    )
+    for value in ("${{ K", "${{ K }} and ${{ 1BAD }}", ["ok", {"x": "${{K }"}]):
+        with pytest.raises(ConfigError, match="is not a complete `\\$\\{\\{ VAR \\}\\}`") as info:
+            substitute_env(value, env, target="t", field_name="f")
+        assert "secret-value" not in str(info.value)

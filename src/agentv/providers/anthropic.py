@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from agentv.messages import ChatMessage
 from agentv.providers.base import ProviderRequest, Usage
@@ -23,6 +23,7 @@ from agentv.providers.llm import (
     Payload,
     aliases,
     fast_http_client,
+    http_url,
     paired_call_id,
     resolve_api_key,
     safe_url,
@@ -50,6 +51,8 @@ class AnthropicSettings(LLMSettings):
     thinking_budget: int | None = Field(
         default=None, ge=1024, validation_alias=aliases("thinking_budget", "thinkingBudget")
     )
+
+    _base_url = field_validator("base_url")(http_url)
 
     @model_validator(mode="after")
     def _room_for_answer(self) -> AnthropicSettings:

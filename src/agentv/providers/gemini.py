@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from agentv.messages import ChatMessage
 from agentv.providers.base import ProviderRequest, Usage
@@ -23,6 +23,7 @@ from agentv.providers.llm import (
     LLMSettings,
     Payload,
     aliases,
+    http_url,
     paired_call_id,
     resolve_api_key,
     retry_after_seconds,
@@ -55,6 +56,8 @@ class GeminiSettings(LLMSettings):
         min_length=1,
         validation_alias=aliases("api_version", "apiVersion"),
     )
+
+    _base_url = field_validator("base_url")(http_url)
 
 
 def _text_parts(text: str) -> list[dict[str, Any]]:

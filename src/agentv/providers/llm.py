@@ -336,6 +336,28 @@ def json_text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
+def http_url(value: Any) -> Any:
+    """``value`` (a ``base_url``), checked: an ``http://`` or ``https://`` URL with a host.
+
+    For a settings ``field_validator``: anything else raises ``ValueError`` (without the
+    value, which may hold credentials); None and blank text (no URL: the vendor's) pass.
+    """
+    if not isinstance(value, str) or not value.strip():
+        return value
+    value = value.strip()
+    try:
+        parts = urlsplit(value)
+        usable = parts.scheme.lower() in ("http", "https") and bool(parts.hostname)
+        parts.port  # noqa: B018 - raises on a port that is not a number
+    except ValueError:
+        usable = False
+    if not usable:
+        raise ValueError(
+            "must be an http:// or https:// URL with a host, such as https://api.example.com/v1"
+        )
+    return value
+
+
 def safe_url(url: str | None) -> str:
     """``url`` without credentials or query (both may hold secrets), for messages."""
     if not url:

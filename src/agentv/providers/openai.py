@@ -25,6 +25,7 @@ from agentv.providers.llm import (
     Payload,
     aliases,
     fast_http_client,
+    http_url,
     json_text,
     paired_call_id,
     resolve_api_key,
@@ -55,6 +56,8 @@ class OpenAISettings(LLMSettings):
         validation_alias=aliases("max_tokens_param", "maxTokensParam"),
     )
 
+    _base_url = field_validator("base_url")(http_url)
+
 
 class AzureOpenAISettings(LLMSettings):
     """``provider: azure`` fields; ``model`` is the deployment name."""
@@ -78,6 +81,19 @@ class AzureOpenAISettings(LLMSettings):
         default="max_completion_tokens",
         validation_alias=aliases("max_tokens_param", "maxTokensParam"),
     )
+
+    @field_validator("endpoint")
+    @classmethod
+    def _endpoint(cls, value: str) -> str:
+        # a resource name (letters, digits, hyphens), or a URL
+        if re.fullmatch(r"\s*[A-Za-z0-9][A-Za-z0-9-]*\s*", value):
+            return value
+        if "://" not in value:
+            raise ValueError(
+                "must be an Azure resource name (letters, digits and hyphens) or an "
+                "http:// or https:// URL with a host, such as https://my-resource.openai.azure.com"
+            )
+        return http_url(value)
 
     @field_validator("api_version", mode="before")
     @classmethod

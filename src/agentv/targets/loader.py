@@ -25,6 +25,8 @@ from agentv.errors import Diagnostic, InputError
 from agentv.providers import registry
 from agentv.targets.discovery import project_dir
 from agentv.targets.schema import (
+    BROKEN_ENV_REF,
+    BROKEN_ENV_REF_HINT,
     COMMON_KEYS,
     ENV_REF,
     TargetDefinition,
@@ -32,12 +34,13 @@ from agentv.targets.schema import (
     TargetsDocument,
     TargetsFile,
     anchor_paths,
+    broken_env_ref,
     entry_label,
     has_relative_path,
     translate_errors,
     validate_without,
 )
-from agentv.yamlio import PathKey, YamlSource, load_yaml
+from agentv.yamlio import PathKey, YamlSource, format_key, load_yaml
 
 
 def load_targets_file(path: Path) -> TargetsFile:
@@ -209,7 +212,26 @@ def _entry_problems(src: YamlSource, index: int, entry: Any) -> list[Diagnostic]
         problems.extend(
             _check_fields(src, base, label, provider.strip(), kind, _provider_fields(entry))
         )
+    problems.extend(
+        src.diagnostic(
+            (*base, *key),
+            f"{label}: `{format_key(key)}` {BROKEN_ENV_REF}",
+            hint=BROKEN_ENV_REF_HINT,
+        )
+        for key in _broken_env_refs(_provider_fields(entry), ())
+    )
     return problems
+
+
+def _broken_env_refs(value: Any, key: PathKey) -> list[PathKey]:
+    """Where a text value inside ``value`` holds a broken ``${{`` reference."""
+    if isinstance(value, str):
+        return [key] if broken_env_ref(value) else []
+    if isinstance(value, dict):
+        return [k for name, v in value.items() for k in _broken_env_refs(v, (*key, str(name)))]
+    if isinstance(value, list):
+        return [k for i, v in enumerate(value) for k in _broken_env_refs(v, (*key, i))]
+    return []
 
 
 def _provider_fields(entry: dict[str, Any]) -> dict[str, Any]:

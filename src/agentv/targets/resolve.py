@@ -22,9 +22,12 @@ from agentv.providers import registry
 from agentv.providers.base import Provider
 from agentv.targets.discovery import project_dir
 from agentv.targets.schema import (
+    BROKEN_ENV_REF,
+    BROKEN_ENV_REF_HINT,
     ENV_REF,
     TargetDefinition,
     anchor_paths,
+    broken_env_ref,
     describe_error,
     validate_without,
 )
@@ -50,9 +53,14 @@ def substitute_env(
 
     A variable that is not set, or set to blank, is a ``ConfigError`` naming the target, the
     field and the variable. When ``unset`` is given (for a preview), such a variable becomes
-    ``<unset:VAR>`` instead and its name is added to ``unset``.
+    ``<unset:VAR>`` instead and its name is added to ``unset``. A ``${{`` that starts no
+    complete reference is a ``ConfigError`` naming the field (never the value).
     """
     if isinstance(value, str):
+        if broken_env_ref(value):
+            raise ConfigError(
+                f"target {target!r}: field {field_name!r} {BROKEN_ENV_REF}; {BROKEN_ENV_REF_HINT}"
+            )
 
         def replace(match: re.Match[str]) -> str:
             var = match.group(1)

@@ -48,6 +48,17 @@ TARGETS_SCHEMA = "agentv-targets-v2.2"
 ENV_REF = re.compile(r"\$\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 
 
+def broken_env_ref(value: str) -> bool:
+    """Whether ``value`` holds a ``${{`` that starts no complete ``${{ VAR }}`` (unclosed, or
+    not a variable name): sent as it is, it would be a literal such as a key's name."""
+    return "${{" in value and "${{" in ENV_REF.sub("", value)
+
+
+#: what is said of such a value (never the value itself: it may hold a key)
+BROKEN_ENV_REF = "has a `${{` that is not a complete `${{ VAR }}` reference"
+BROKEN_ENV_REF_HINT = "write the variable as `${{ NAME }}` (letters, digits and _, closed by `}}`)"
+
+
 # --- the models ---------------------------------------------------------------------------------
 
 
