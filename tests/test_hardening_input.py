@@ -269,3 +269,33 @@ def test_substitution_refuses_a_broken_reference() -> None:
         with pytest.raises(ConfigError, match="is not a complete `\\$\\{\\{ VAR \\}\\}`") as info:
             substitute_env(value, env, target="t", field_name="f")
         assert "secret-value" not in str(info.value)
+
+
+# --- 5. usage errors exit 2 --------------------------------------------------------------------
+
+
+def test_bad_output_format_and_negative_timeout_are_usage_errors(repo: Path) -> None:
+    _project(repo, EVAL_ANY)
+    result = agentv(repo, "eval", "e.yaml", "--dry-run", "--output-format", "xml")
+    assert result.returncode == 2, result.stderr
+    assert "'xml' is not one of" in result.stderr and "'jsonl', 'yaml'" in result.stderr
+    result = agentv(repo, "eval", "e.yaml", "--dry-run", "--agent-timeout", "-5")
+    assert result.returncode == 2, result.stderr
+    assert "--agent-timeout" in result.stderr
+    assert not (repo / ".agentv" / "results").exists()  # nothing ran
+    # 0 still means no limit; yaml still writes YAML
+    out = repo / "r.yaml"
+    result = agentv(
+        repo,
+        "eval",
+        "e.yaml",
+        "--dry-run",
+        "--agent-timeout",
+        "0",
+        "--output-format",
+        "yaml",
+        "--out",
+        str(out),
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert out.read_text(encoding="utf-8").startswith(("eval_id:", "---"))

@@ -8,6 +8,7 @@ import signal
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
@@ -38,6 +39,13 @@ finished case is already in the results file).
 """
 
 
+class OutputFormat(StrEnum):
+    """``--output-format``: the results file's format (anything else is a usage error)."""
+
+    jsonl = "jsonl"
+    yaml = "yaml"
+
+
 def eval_command(
     paths: Annotated[list[str], typer.Argument(help="Eval YAML files, folders or globs.")],
     target: Annotated[
@@ -51,7 +59,9 @@ def eval_command(
     out: Annotated[
         Path | None, typer.Option(help="Results file (default .agentv/results/eval_<time>.jsonl).")
     ] = None,
-    output_format: Annotated[str, typer.Option(help="Results format: jsonl or yaml.")] = "jsonl",
+    output_format: Annotated[
+        OutputFormat, typer.Option(help="Results format: jsonl or yaml.")
+    ] = OutputFormat.jsonl,
     workers: Annotated[
         int | None,
         typer.Option(
@@ -65,7 +75,7 @@ def eval_command(
     dry_run_delay_min: Annotated[float, typer.Option(help="Random mock delay, low end (ms).")] = 0,
     dry_run_delay_max: Annotated[float, typer.Option(help="Random mock delay, high end (ms).")] = 0,
     agent_timeout: Annotated[
-        float, typer.Option(help="Seconds a target may take per case (0: no limit).")
+        float, typer.Option(min=0, help="Seconds a target may take per case (0: no limit).")
     ] = 120,
     max_retries: Annotated[
         int, typer.Option(min=0, help="Extra attempts for a case whose target timed out.")
