@@ -603,3 +603,82 @@ def test_blank_turns_are_not_sent(repo: Path) -> None:
         # nothing visible anywhere: a turn with no marker either has nothing to send
         assert view["sent_messages"] == [system(DEFAULT_SYSTEM_PROMPT)]
         assert view["question"] == ""
+
+
+# --- behaviours pinned by issue 17: whole strings, not counts -------------------------------
+
+
+def test_tool_calls_in_the_question_exact_text(repo: Path) -> None:
+    messages = """      - role: user
+        content: Météo à Zürich ?
+      - role: assistant
+        content: ""
+        tool_calls:
+          - id: call_é1
+            name: météo
+            arguments: {ville: Zürich, jours: [1, 2], options: {unité: "°C", détail: null}}
+          - {id: call_2, name: "now", arguments: {}}
+      - role: tool
+        tool_call_id: call_é1
+        content: "21 °C"
+"""
+    calls = (
+        '<tool_call id="call_é1" name="météo">'
+        '{"ville":"Zürich","jours":[1,2],"options":{"unité":"°C","détail":null}}</tool_call>\n'
+        '<tool_call id="call_2" name="now">{}</tool_call>'
+    )
+    for mode in ("lm", "agent"):
+        for view in views(repo, messages, mode=mode):
+            # non-ASCII kept as it is, compact separators, one call per line after the text
+            assert view["question"] == (
+                f"@[User]:\nMétéo à Zürich ?\n\n@[Assistant]:\n{calls}\n\n@[Tool]:\n21 °C"
+            )
+
+
+def test_system_turn_with_several_segments(repo: Path) -> None:
+    messages = """      - role: system
+        content:
+          - {type: text, value: "You are terse.\\n"}
+          - {type: file, value: ./rules.md}
+          - {type: text, value: "   "}
+          - {type: file, value: style.instructions.md}
+          - {type: text, value: Answer in French.}
+      - role: user
+        content: Hi
+"""
+    files = {"rules.md": "No jokes.\n\n", "style.instructions.md": "Be kind.\n"}
+    for view in views(repo, messages, files):
+        assert view["sent_messages"] == [
+            system(
+                "You are terse.\n=== ./rules.md ===\nNo jokes.\nAnswer in French."
+                "\n\n[[ ## Guidelines ## ]]\n\nBe kind."
+            ),
+            user("Hi"),
+        ]
+        assert view["question"] == (
+            '@[System]:\nYou are terse.\n<file path="./rules.md">\nNo jokes.\n</file>\n'
+            "<Attached: style.instructions.md>\nAnswer in French.\n\n@[User]:\nHi"
+        )
+        assert view["guidelines"] == "Be kind."
+
+
+def test_whitespace_only_system_turn_keeps_the_default(repo: Path) -> None:
+    messages = """      - role: system
+        content: "  \\n\\t "
+      - role: user
+        content: Hello
+"""
+    for view in views(repo, messages):
+        assert view["sent_messages"] == [system(DEFAULT_SYSTEM_PROMPT), user("Hello")]
+        assert view["question"] == "Hello"
+
+
+@pytest.mark.parametrize("configured", ["", "   ", " \n\t\n"])
+def test_whitespace_only_target_system_prompt_keeps_the_default(
+    repo: Path, configured: str
+) -> None:
+    messages = """      - role: user
+        content: Hello
+"""
+    (view,) = views(repo, messages, system_prompt=configured)
+    assert view["sent_messages"] == [system(DEFAULT_SYSTEM_PROMPT), user("Hello")]

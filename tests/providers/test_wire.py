@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 from wire_support import KEYS, LM_KINDS, MODELS, EvalRequest, MakeProvider
 
-from agentv.messages import ChatMessage, chat_to_dicts
+from agentv.messages import ChatMessage, ToolCall, chat_to_dicts
 from agentv.prompts import request_messages
 from agentv.providers.anthropic import DEFAULT_MAX_TOKENS
 from agentv.providers.base import ProviderRequest
@@ -593,3 +594,348 @@ async def test_gemini_default_model_and_assistant_role(
     rec = llm_server.requests[0]
     assert rec.path == "/v1beta/models/gemini-2.5-flash:generateContent"
     assert [c["role"] for c in rec.body["contents"]] == ["user", "model"]
+
+
+# --- behaviours pinned by issue 17: whole bodies --------------------------------------------
+
+
+async def test_openai_sends_the_name_of_user_and_assistant_messages(
+    llm_server: FakeLLMServer, make_provider: MakeProvider, eval_request: EvalRequest
+) -> None:
+    request = eval_request(
+        """
+        - {role: user, name: alice, content: Is 7 prime?}
+        - {role: assistant, name: tutor, content: "Yes."}
+        - {role: user, content: And 9?}
+        """
+    )
+    await make_provider("openai").invoke(request)
+    assert llm_server.requests[0].body["messages"] == [
+        {"role": "system", "content": "You are a careful assistant."},
+        {"role": "user", "content": "Is 7 prime?", "name": "alice"},
+        {"role": "assistant", "content": "Yes.", "name": "tutor"},
+        {"role": "user", "content": "And 9?"},
+    ]
+
+
+TOOL_CALLS_ONLY = """
+- role: user
+  content: Weather in Paris and Oslo?
+- role: assistant
+  tool_calls:
+    - {id: call_1, name: get_weather, arguments: {city: Paris}}
+    - {id: call_2, name: get_weather, arguments: '{"city": "Oslo"}'}
+- {role: tool, tool_call_id: call_1, content: "21"}
+- {role: tool, tool_call_id: call_2, content: "9"}
+"""
+
+
+@pytest.mark.parametrize("kind", LM_KINDS)
+async def test_assistant_turn_with_only_tool_calls(
+    kind: str, llm_server: FakeLLMServer, make_provider: MakeProvider, eval_request: EvalRequest
+) -> None:
+    await make_provider(kind).invoke(eval_request(TOOL_CALLS_ONLY))
+    body = llm_server.requests[0].body
+    if kind in ("openai", "azure"):
+        call = {"type": "function"}
+        assert body["messages"] == [
+            {"role": "system", "content": "You are a careful assistant."},
+            {"role": "user", "content": "Weather in Paris and Oslo?"},
+            {
+                "role": "assistant",
+                "content": None,  # null, not "", next to tool calls
+                "tool_calls": [
+                    {
+                        "id": "call_1",
+                        **call,
+                        "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'},
+                    },
+                    {
+                        "id": "call_2",
+                        **call,
+                        "function": {"name": "get_weather", "arguments": '{"city":"Oslo"}'},
+                    },
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call_1", "content": "21"},
+            {"role": "tool", "tool_call_id": "call_2", "content": "9"},
+        ]
+    elif kind == "anthropic":
+        assert body["messages"] == [
+            {"role": "user", "content": "Weather in Paris and Oslo?"},
+            {
+                "role": "assistant",
+                "content": [  # no empty text block
+                    {
+                        "type": "tool_use",
+                        "id": "call_1",
+                        "name": "get_weather",
+                        "input": {"city": "Paris"},
+                    },
+                    {
+                        "type": "tool_use",
+                        "id": "call_2",
+                        "name": "get_weather",
+                        "input": {"city": "Oslo"},
+                    },
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "call_1", "content": "21"},
+                    {"type": "tool_result", "tool_use_id": "call_2", "content": "9"},
+                ],
+            },
+        ]
+    else:
+        result = {"name": "get_weather"}
+        assert body["contents"] == [
+            {"role": "user", "parts": [{"text": "Weather in Paris and Oslo?"}]},
+            {
+                "role": "model",
+                "parts": [
+                    {"functionCall": {"id": "call_1", **result, "args": {"city": "Paris"}}},
+                    {"functionCall": {"id": "call_2", **result, "args": {"city": "Oslo"}}},
+                ],
+            },
+            {
+                "role": "user",
+                "parts": [
+                    {
+                        "functionResponse": {
+                            "id": "call_1",
+                            **result,
+                            "response": {"output": "21"},
+                        }
+                    },
+                    {"functionResponse": {"id": "call_2", **result, "response": {"output": "9"}}},
+                ],
+            },
+        ]
+
+
+MISMATCHED_TOOL = """
+- role: user
+  content: Check the disk.
+- role: tool
+  tool_call_id: call_1
+  content: too early
+- role: assistant
+  content: Checking.
+  tool_calls: [{id: call_1, name: df, arguments: {}}]
+- role: tool
+  tool_call_id: call_9
+  content: disk full
+"""
+
+
+@pytest.mark.parametrize("kind", LM_KINDS)
+async def test_tool_result_matching_no_earlier_call_goes_as_a_marked_user_turn(
+    kind: str, llm_server: FakeLLMServer, make_provider: MakeProvider, eval_request: EvalRequest
+) -> None:
+    # call_1 is answered before it is made; call_9 was never made: neither is native.
+    request = eval_request(MISMATCHED_TOOL)
+    assert chat_to_dicts(request.messages) == [
+        {"role": "system", "content": "You are a careful assistant."},
+        {"role": "user", "content": "Check the disk."},
+        {"role": "user", "content": "@[Tool]:\ntoo early"},
+        {
+            "role": "assistant",
+            "content": "Checking.",
+            "tool_calls": [{"id": "call_1", "name": "df", "arguments": {}}],
+        },
+        {"role": "user", "content": "@[Tool]:\ndisk full"},
+    ]
+    await make_provider(kind).invoke(request)
+    body = llm_server.requests[0].body
+    if kind in ("openai", "azure"):
+        assert body["messages"][1:] == [
+            {"role": "user", "content": "Check the disk."},
+            {"role": "user", "content": "@[Tool]:\ntoo early"},
+            {
+                "role": "assistant",
+                "content": "Checking.",
+                "tool_calls": [
+                    {
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "df", "arguments": "{}"},
+                    }
+                ],
+            },
+            {"role": "user", "content": "@[Tool]:\ndisk full"},
+        ]
+    elif kind == "anthropic":
+        assert body["messages"] == [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "Check the disk."},
+                    {"type": "text", "text": "@[Tool]:\ntoo early"},
+                ],
+            },
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": "Checking."},
+                    {"type": "tool_use", "id": "call_1", "name": "df", "input": {}},
+                ],
+            },
+            {"role": "user", "content": "@[Tool]:\ndisk full"},
+        ]
+    else:
+        assert body["contents"] == [
+            {
+                "role": "user",
+                "parts": [{"text": "Check the disk."}, {"text": "@[Tool]:\ntoo early"}],
+            },
+            {
+                "role": "model",
+                "parts": [
+                    {"text": "Checking."},
+                    {"functionCall": {"id": "call_1", "name": "df", "args": {}}},
+                ],
+            },
+            {"role": "user", "parts": [{"text": "@[Tool]:\ndisk full"}]},
+        ]
+
+
+@pytest.mark.parametrize("kind", LM_KINDS)
+async def test_added_user_turn_comes_first_when_the_prompt_has_only_an_assistant_turn(
+    kind: str, llm_server: FakeLLMServer, make_provider: MakeProvider, eval_request: EvalRequest
+) -> None:
+    provider = make_provider(kind)
+    request = eval_request(
+        """
+        - {role: system, content: Continue the story.}
+        - {role: assistant, content: "Once upon a time "}
+        """,
+        target=provider,
+    )
+    question = "@[System]:\nContinue the story.\n\n@[Assistant]:\nOnce upon a time"
+    assert request.question == question
+    await provider.invoke(request)
+    body = llm_server.requests[0].body
+    if kind == "anthropic":
+        assert body == {
+            "model": MODELS[kind],
+            "max_tokens": DEFAULT_MAX_TOKENS,
+            "system": "Continue the story.",
+            # the user turn first (the API wants one), then the prefill, right-stripped
+            "messages": [
+                {"role": "user", "content": question},
+                {"role": "assistant", "content": "Once upon a time"},
+            ],
+        }
+    elif kind == "gemini":
+        assert body["contents"] == [
+            {"role": "user", "parts": [{"text": question}]},
+            {"role": "model", "parts": [{"text": "Once upon a time"}]},
+        ]
+    else:  # OpenAI and Azure take the list unchanged
+        assert body["messages"] == [
+            {"role": "system", "content": "Continue the story."},
+            {"role": "assistant", "content": "Once upon a time"},
+        ]
+
+
+@pytest.mark.parametrize("kind", LM_KINDS)
+async def test_whitespace_only_target_system_prompt_sends_the_default(
+    kind: str, llm_server: FakeLLMServer, make_provider: MakeProvider, eval_request: EvalRequest
+) -> None:
+    provider = make_provider(kind, system_prompt=" \n\t ")
+    await provider.invoke(eval_request("- {role: user, content: Hello}", target=provider))
+    assert llm_server.requests[0].body == expected_body(
+        kind, "You are a careful assistant.", [("user", "Hello")]
+    )
+
+
+@pytest.mark.parametrize("kind", ["anthropic", "gemini"])
+async def test_whitespace_only_text_is_never_sent_as_a_block(
+    kind: str, llm_server: FakeLLMServer, make_provider: MakeProvider
+) -> None:
+    # A request stated directly (as an API caller may build one): blank text next to tool
+    # calls, and a blank user text, send no text block or part at all.
+    request = ProviderRequest(
+        question="q",
+        messages=[
+            ChatMessage("system", "S"),
+            ChatMessage("user", "Look it up."),
+            ChatMessage("user", " \n "),
+            ChatMessage("assistant", "  \n", tool_calls=(ToolCall("c1", "find", {"q": 1}),)),
+            ChatMessage("tool", "found", tool_call_id="c1"),
+            ChatMessage("assistant", "\t"),
+        ],
+    )
+    await make_provider(kind).invoke(request)
+    body = llm_server.requests[0].body
+    if kind == "anthropic":
+        assert body["messages"] == [
+            {"role": "user", "content": "Look it up."},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "c1", "name": "find", "input": {"q": 1}}],
+            },
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "c1", "content": "found"}],
+            },
+        ]
+    else:
+        assert body["contents"] == [
+            {"role": "user", "parts": [{"text": "Look it up."}]},
+            {
+                "role": "model",
+                "parts": [{"functionCall": {"id": "c1", "name": "find", "args": {"q": 1}}}],
+            },
+            {
+                "role": "user",
+                "parts": [
+                    {
+                        "functionResponse": {
+                            "id": "c1",
+                            "name": "find",
+                            "response": {"output": "found"},
+                        }
+                    }
+                ],
+            },
+        ]
+
+
+def test_anthropic_max_output_tokens_equal_to_the_thinking_budget_is_refused(
+    make_provider: MakeProvider,
+) -> None:
+    with pytest.raises(ValidationError) as info:
+        make_provider("anthropic", thinking_budget=2048, max_output_tokens=2048)
+    (error,) = info.value.errors()
+    assert error["msg"] == (
+        "Value error, max_output_tokens must be greater than thinking_budget "
+        "(the thinking tokens count towards it)"
+    )
+
+
+async def test_anthropic_max_output_tokens_just_above_the_thinking_budget(
+    llm_server: FakeLLMServer, make_provider: MakeProvider
+) -> None:
+    provider = make_provider("anthropic", thinking_budget=1024, max_output_tokens=1025)
+    await provider.invoke(ask("hi"))
+    assert llm_server.requests[0].body == {
+        "model": MODELS["anthropic"],
+        "max_tokens": 1025,
+        "system": "You are a careful assistant.",
+        "messages": [{"role": "user", "content": "hi"}],
+        "thinking": {"type": "enabled", "budget_tokens": 1024},
+    }
+
+
+async def test_anthropic_thinking_without_a_limit_leaves_room_for_the_answer(
+    llm_server: FakeLLMServer, make_provider: MakeProvider
+) -> None:
+    await make_provider("anthropic", thinking_budget=2048).invoke(ask("hi"))
+    body = llm_server.requests[0].body
+    assert (body["max_tokens"], body["thinking"]) == (
+        2048 + 4096,
+        {"type": "enabled", "budget_tokens": 2048},
+    )

@@ -116,6 +116,7 @@ def from_gemini_response(response: Any) -> Answer:
     if not candidates:
         feedback = getattr(response, "prompt_feedback", None)
         reason = getattr(feedback, "block_reason", None)
+        reason = getattr(reason, "value", reason)  # the enum's name, not `BlockedReason.X`
         raise ValueError(
             f"the API returned no candidate (prompt blocked: {reason})"
             if reason
