@@ -299,3 +299,92 @@ def test_bad_output_format_and_negative_timeout_are_usage_errors(repo: Path) -> 
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert out.read_text(encoding="utf-8").startswith(("eval_id:", "---"))
+
+
+# --- 6. out-of-range code scores; judge replies without JSON ------------------------------------
+
+ECHO_TARGETS = """\
+$schema: agentv-targets-v2.2
+targets:
+  - name: default
+    provider: cli
+    command_template: echo answer
+    judge_target: judge
+  - name: judge
+    provider: cli
+    command_template: echo no json here
+"""
+
+
+def _records(path: Path) -> dict[str, dict[str, object]]:
+    import json
+
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return {rec["eval_id"]: rec for rec in map(json.loads, lines)}
+
+
+def _case(case_id: str, evaluators: str = "") -> str:
+    text = CASE.replace("id: a", f"id: {case_id}")
+    return text + (f"    execution:\n      evaluators:\n{evaluators}" if evaluators else "")
+
+
+@pytest.mark.parametrize(
+    ("printed", "shown"),
+    [
+        ('{"score": 7}', "7"),
+        ('{"score": -0.5}', "-0.5"),
+        ('{"score": "1.5"}', "'1.5'"),
+        ('{"score": NaN}', "NaN"),
+        ('{"score": 1e999}', "Infinity"),
+    ],
+)
+def test_out_of_range_code_scores_are_evaluator_errors(
+    repo: Path, printed: str, shown: str
+) -> None:
+    write(repo, "verdict.json", printed + "\n")
+    evaluators = "        - {name: checker, type: code, script: cat verdict.json}\n"
+    _project(repo, HEADER + "evalcases:\n" + _case("scored", evaluators))
+    write(repo, ".agentv/targets.yaml", ECHO_TARGETS)
+    result = agentv(repo, "eval", "e.yaml", "--out", "r.jsonl")
+    assert result.returncode == 3, result.stdout + result.stderr
+    rec = _records(repo / "r.jsonl")["scored"]
+    reason = (
+        f"`cat verdict.json` printed the score {shown}, but a score must be a number from 0 to 1"
+    )
+    assert rec["status"] == "error" and rec["score"] == 0.0
+    entry = rec["evaluator_results"][0]  # type: ignore[index]
+    assert entry["error"] == reason and entry["score"] == 0.0
+    assert rec["error"] == f"evaluator 'checker' could not grade: {reason}"
+
+
+def test_in_range_code_scores_still_grade(repo: Path) -> None:
+    scores = ["0", "1", "0.25", '"1.0"']
+    evaluators = ""
+    for i, score in enumerate(scores):
+        write(repo, f"v{i}.json", f'{{"score": {score}}}\n')
+        evaluators += f"        - {{name: c{i}, type: code, script: cat v{i}.json}}\n"
+    _project(repo, HEADER + "evalcases:\n" + _case("scored", evaluators))
+    write(repo, ".agentv/targets.yaml", ECHO_TARGETS)
+    result = agentv(repo, "eval", "e.yaml", "--out", "r.jsonl")
+    rec = _records(repo / "r.jsonl")["scored"]
+    assert [e["score"] for e in rec["evaluator_results"]] == [0, 1, 0.25, 1]  # type: ignore[union-attr]
+    assert "error" not in rec, result.stdout
+
+
+def test_judge_reply_without_json_sets_error(repo: Path) -> None:
+    # Both ways a case gets a judge: an `llm_judge` in its list, and the default (no list).
+    listed = _case("listed", "        - {name: j, type: llm_judge}\n")
+    _project(repo, HEADER + "evalcases:\n" + listed + _case("default-judge"))
+    write(repo, ".agentv/targets.yaml", ECHO_TARGETS)
+    result = agentv(repo, "eval", "e.yaml", "--out", "r.jsonl")
+    assert result.returncode == 3
+    records = _records(repo / "r.jsonl")
+    reason = "judge reply has no JSON verdict with a numeric score: 'no json here'"
+    listed_rec = records["listed"]
+    assert listed_rec["evaluator_results"][0]["error"] == reason  # type: ignore[index]
+    assert listed_rec["error"] == f"evaluator 'j' could not grade: {reason}"
+    # without a list there is no evaluator entry: the record names the default judge
+    default_rec = records["default-judge"]
+    assert "evaluator_results" not in default_rec
+    assert default_rec["error"] == f"evaluator 'llm_judge' could not grade: {reason}"
+    assert default_rec["status"] == "error"

@@ -156,13 +156,13 @@ async def test_output_is_parsed_tolerantly(tmp_path: Path) -> None:
 import json
 print("loading model...")
 print("checking", 3, "items")
-print(json.dumps({"score": 3, "hits": ["h1", "h2", "h3", "h4", "h5", " "], "misses": ["m1"]}))
+print(json.dumps({"score": 1, "hits": ["h1", "h2", "h3", "h4", "h5", " "], "misses": ["m1"]}))
 """
     result = await run_evaluator(
         make_ctx(make_case(tmp_path), "x"), code(script(tmp_path, "noisy.py", body), tmp_path)
     )
     assert result.error is None
-    assert result.score == 1.0  # clamped
+    assert result.score == 1.0
     assert result.hits == ["h1", "h2", "h3", "h4", "h5"]  # no cap of 4 for scripts
     assert result.expected_aspect_count == 6
 

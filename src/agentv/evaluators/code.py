@@ -5,8 +5,8 @@ in the evaluator's ``cwd`` (the loader resolved it; else the eval file's folder)
 environment inherited. It gets one JSON document on stdin and prints a JSON object on
 stdout: ``{"score": 0..1, "hits": [...], "misses": [...], "reasoning": "..."}``.
 
-A non-zero exit, output without a numeric ``score``, a start failure or a timeout is a
-failure of the evaluator (score 0, ``error`` set, the reason and stderr's tail in
+A non-zero exit, output without a numeric ``score``, a score outside [0, 1] (or not a finite
+number), a start failure or a timeout is a failure of the evaluator (score 0, ``error`` set, the reason and stderr's tail in
 ``misses``), so a broken script is never mistaken for a bad answer. On timeout or
 cancellation the script's whole process group is killed, grandchildren included.
 """
@@ -14,13 +14,13 @@ cancellation the script's whole process group is killed, grandchildren included.
 from __future__ import annotations
 
 import json
+import math
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from agentv.evalfile.schema import CodeSpec
 from agentv.evaluators.base import (
     EvaluationContext,
     EvaluatorScore,
-    as_score,
     excerpt,
     failed,
     text_list,
@@ -92,8 +92,37 @@ def _with_stderr(reason: str, result: ProcessResult) -> str:
     return f"{reason}; stderr: {tail}" if tail else reason
 
 
+def _number(value: object) -> float | None:
+    """A JSON number (or numeric string) as a float, whatever its range; None otherwise."""
+    if isinstance(value, bool):  # JSON true/false is not a score
+        return None
+    if isinstance(value, int | float):
+        try:
+            return float(value)
+        except OverflowError:  # an integer beyond any float
+            return math.inf if value > 0 else -math.inf
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            return None
+    return None
+
+
+def _score_problem(value: object) -> str | None:
+    """Why a numeric ``score`` is not a score (outside [0, 1], or not finite), or None."""
+    number = _number(value)
+    if number is not None and math.isfinite(number) and 0 <= number <= 1:
+        return None
+    shown = json.dumps(value) if isinstance(value, int | float) else repr(value)
+    if len(shown) > 40:
+        shown = shown[:37] + "..."
+    return f"printed the score {shown}, but a score must be a number from 0 to 1"
+
+
 def parse_output(stdout: str) -> dict[str, Any] | None:
-    """The script's verdict: a JSON object with a numeric ``score``, or None.
+    """The script's verdict: a JSON object with a numeric ``score``, or None (the score's
+    range is checked by the caller).
 
     Tried: the whole output, its last non-blank line (scripts that log first), and the
     text from the first ``{`` to the last ``}``.
@@ -113,7 +142,7 @@ def parse_output(stdout: str) -> dict[str, Any] | None:
             data = json.loads(candidate)
         except ValueError:
             continue
-        if isinstance(data, dict) and as_score(data.get("score")) is not None:
+        if isinstance(data, dict) and _number(data.get("score")) is not None:
             return data
     return None
 
@@ -169,13 +198,16 @@ class CodeEvaluator:
                 " (expected a JSON object with a numeric `score`)"
             )
             return failed(config, _with_stderr(reason, result), raw_request=raw)
+        problem = _score_problem(data.get("score"))
+        if problem is not None:  # never clamped: 7 on a 0-10 scale is not a full mark
+            return failed(config, f"`{spec.script}` {problem}", raw_request=raw)
         hits = text_list(data.get("hits"))
         misses = text_list(data.get("misses"))
         reasoning = data.get("reasoning")
         return EvaluatorScore(
             name=config.name,
             type=config.type,
-            score=as_score(data.get("score")) or 0.0,
+            score=_number(data.get("score")) or 0.0,
             hits=hits,
             misses=misses,
             reasoning=reasoning.strip()
