@@ -388,3 +388,29 @@ def test_judge_reply_without_json_sets_error(repo: Path) -> None:
     assert "evaluator_results" not in default_rec
     assert default_rec["error"] == f"evaluator 'llm_judge' could not grade: {reason}"
     assert default_rec["status"] == "error"
+
+
+# --- 7. a code evaluator's cwd outside the repository ---------------------------------------------
+
+
+def test_code_evaluator_cwd_outside_the_root_needs_allow_outside_root(repo: Path) -> None:
+    outside = repo.parent / "elsewhere"
+    outside.mkdir()
+    write(outside, "v.json", '{"score": 1}\n')
+    evaluators = "        - {name: c, type: code, script: cat v.json, cwd: ../elsewhere}\n"
+    _project(repo, HEADER + "evalcases:\n" + _case("outside", evaluators))
+    write(repo, ".agentv/targets.yaml", ECHO_TARGETS)
+    message = f"code evaluator folder ../elsewhere resolves outside the repository root ({outside})"
+    result = agentv(repo, "validate", "e.yaml")
+    assert result.returncode == 1 and "e.yaml:10:" in result.stdout
+    assert message in result.stdout, result.stdout
+    result = agentv(repo, "eval", "e.yaml", "--out", "r.jsonl")
+    assert result.returncode == 3 and message in result.stdout + result.stderr
+    rec = _records(repo / "r.jsonl")["outside"]
+    assert rec["status"] == "invalid" and message in str(rec["error"])
+    assert "evaluator_results" not in rec  # the script never ran
+    # allowed: it runs there
+    result = agentv(repo, "eval", "e.yaml", "--out", "ok.jsonl", "--allow-outside-root")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert _records(repo / "ok.jsonl")["outside"]["evaluator_results"][0]["score"] == 1  # type: ignore[index]
+    assert agentv(repo, "validate", "e.yaml", "--allow-outside-root").returncode == 0

@@ -878,6 +878,18 @@ class _CaseBuilder:
                 prompt_text, prompt_path = self._judge_prompt(
                     spec.prompt, (*key, k, "prompt"), diags
                 )
+                elif not (
+                    self.ctx.allow_outside_root or is_within(res.resolved, self.repo_root)
+                ):  # as every other path: the script would run there
+                    diags.append(
+                        self.src.diagnostic(
+                            (*key, k, "cwd"),
+                            f"code evaluator folder {spec.cwd} resolves outside the "
+                            f"repository root ({res.resolved})",
+                            hint=f"keep the evaluator's `cwd` inside {self.repo_root}, or pass "
+                            "--allow-outside-root if you trust this eval file",
+                        )
+                    )
             problem = self._check_spec(spec, cwd)
             if problem is not None:
                 diags.append(
