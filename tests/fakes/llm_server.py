@@ -9,7 +9,8 @@ It speaks just enough of each wire format for the official SDKs to be happy:
 
 Every request is recorded (method, path, query, headers, JSON body). Faults can be scripted
 for the next requests: an error status (with ``Retry-After`` if wanted, in the vendor's error
-body format) or a hang. A fixed ``delay_ms`` is added to every answer, so benchmarks can use
+body format), a hang before any byte, a hang after the headers, a body that stalls half-way,
+a connection reset, or a successful answer whose text is empty (``Fault.empty_answer``). A fixed ``delay_ms`` is added to every answer, so benchmarks can use
 it as a stand-in for a real API. It serves many concurrent requests (aiohttp).
 
 In a test::
@@ -31,6 +32,8 @@ import asyncio
 import contextlib
 import itertools
 import json
+import socket
+import struct
 import threading
 import time
 from collections import deque
@@ -69,7 +72,13 @@ class Fault:
     status: int = 500
     message: str = "The fake server was told to fail."
     retry_after: float | None = None  # seconds, sent as the Retry-After header
+    retry_after_ms: float | None = None  # milliseconds, sent as the retry-after-ms header
     hang: bool = False  # never answer (until the server stops)
+    #: "headers": send 200 and the headers, then nothing; "mid-body": send half of a good
+    #: body (its full Content-Length announced), then nothing; "reset": close the connection
+    #: with a TCP reset instead of answering
+    stall: str | None = None
+    empty: bool = False  # a 200 whose answer has no text (OpenAI null, Anthropic [], Gemini none)
 
     @classmethod
     def rate_limited(cls, retry_after: float | None = None) -> Fault:
@@ -86,6 +95,22 @@ class Fault:
     @classmethod
     def hanging(cls) -> Fault:
         return cls(hang=True)
+
+    @classmethod
+    def hang_after_headers(cls) -> Fault:
+        return cls(200, stall="headers")
+
+    @classmethod
+    def stall_mid_body(cls) -> Fault:
+        return cls(200, stall="mid-body")
+
+    @classmethod
+    def reset(cls) -> Fault:
+        return cls(stall="reset")
+
+    @classmethod
+    def empty_answer(cls) -> Fault:
+        return cls(200, empty=True)
 
 
 Reply = str | Callable[[RecordedRequest], str]
@@ -225,11 +250,21 @@ class FakeLLMServer:
         api = rec.api
         if api == "unknown" or request.method != "POST":
             return _error_response("openai", 404, f"No fake route for {request.path}", None)
-        if fault is not None:
-            return _error_response(api, fault.status, fault.message, fault.retry_after)
+        if fault is not None and fault.stall == "reset":
+            return _reset(request)
+        if fault is not None and not fault.empty and fault.stall is None:
+            response = _error_response(api, fault.status, fault.message, fault.retry_after)
+            if fault.retry_after_ms is not None:
+                response.headers["retry-after-ms"] = f"{fault.retry_after_ms:g}"
+            return response
         text = self.reply(rec) if callable(self.reply) else self.reply
         n = next(self._ids)
         payload = _SUCCESS[api](rec, text, self.reasoning, n)
+        if fault is not None and fault.empty:
+            _empty(api, payload)
+        if fault is not None and fault.stall is not None:
+            assert self._closing is not None
+            return await _stalled(request, payload, fault.stall, self._closing)
         if api in ("openai", "azure") and isinstance(body, dict) and body.get("stream"):
             return await _openai_stream(request, payload)
         return web.json_response(payload)
@@ -365,6 +400,45 @@ async def _openai_stream(request: web.Request, payload: dict[str, Any]) -> web.S
     await response.write(b"data: [DONE]\n\n")
     await response.write_eof()
     return response
+
+
+def _empty(api: str, payload: dict[str, Any]) -> None:
+    """Make a success payload carry no answer text, as each API does when it has none."""
+    if api in ("openai", "azure"):
+        payload["choices"][0]["message"]["content"] = None
+    elif api == "anthropic":
+        payload["content"] = []
+    else:
+        payload["candidates"][0]["content"]["parts"] = []
+
+
+async def _stalled(
+    request: web.Request, payload: dict[str, Any], where: str, closing: asyncio.Event
+) -> web.StreamResponse:
+    """Answer 200 with the headers (and, "mid-body", half the body), then go silent until
+    the server stops: the client must give up on its own."""
+    body = json.dumps(payload).encode()
+    response = web.StreamResponse(
+        status=200,
+        headers={"Content-Type": "application/json", "Content-Length": str(len(body))},
+    )
+    await response.prepare(request)
+    if where == "mid-body":
+        await response.write(body[: len(body) // 2])
+    with contextlib.suppress(TimeoutError, ConnectionError):
+        await asyncio.wait_for(closing.wait(), timeout=3600)
+    return response
+
+
+def _reset(request: web.Request) -> web.Response:
+    """Drop the connection with a TCP reset (SO_LINGER 0), no HTTP answer at all."""
+    transport = request.transport
+    if transport is not None:
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        transport.abort()
+    return web.Response(status=500)
 
 
 def _error_response(api: str, status: int, message: str, retry_after: float | None) -> web.Response:

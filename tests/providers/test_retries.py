@@ -22,7 +22,8 @@ async def test_429_with_retry_after_is_waited_out_then_succeeds(
     kind: str, llm_server: FakeLLMServer, make_provider: MakeProvider
 ) -> None:
     llm_server.script(Fault.rate_limited(retry_after=0.4))
-    response = await make_provider(kind).invoke(REQUEST)
+    # retry_max_delay_ms caps Retry-After: it must allow the 0.4 s asked here
+    response = await make_provider(kind, retry_max_delay_ms=1000).invoke(REQUEST)
     assert response.text == "Hello from the fake LLM."
     first, second = llm_server.requests
     # The backoff settings say milliseconds; the server said 0.4 s, and that is what we waited.

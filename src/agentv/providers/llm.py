@@ -7,9 +7,13 @@ before, in one place (``agentv.prompts``, docs/prompt-rules.md). This module doe
 the same way for every vendor:
 
 - retries with exponential backoff and jitter on the configured status codes and on
-  connection errors, honouring ``Retry-After``; never on 400/401/403/404. The SDKs' own
-  retries are turned off by each adapter so that these settings mean what they say;
-- a per-request timeout;
+  connection errors, honouring ``Retry-After`` up to ``retry_max_delay_ms`` (a server that
+  asks for longer fails the request at once, as rate limited); never on 400/401/403/404.
+  An empty answer is an error, retried once. The SDKs' own retries are turned off by each
+  adapter so that these settings mean what they say;
+- a per-request timeout: the smaller of the target's ``timeout_seconds`` and the request's
+  own limit (the run's ``--agent-timeout``), covering connecting, waiting for the headers
+  and reading the body; a retry's wait never runs past the request's own limit;
 - one-line errors naming the target, the HTTP status and the API's message, never the key.
 """
 
@@ -46,6 +50,8 @@ DEFAULT_RETRY_STATUS_CODES: tuple[int, ...] = (500, 408, 429, 502, 503, 504)
 NEVER_RETRY: frozenset[int] = frozenset({400, 401, 403, 404})
 #: Per-request timeout when neither the target nor the request sets one (the SDKs' default).
 DEFAULT_TIMEOUT_SECONDS = 600.0
+#: What an answer without any text is called in errors (retried once, never cached).
+EMPTY_ANSWER = "the API returned an empty answer"
 #: Longest API message kept in an error line.
 _MAX_MESSAGE = 300
 
@@ -127,6 +133,7 @@ class CallFailure:
     retry_after: float | None = None
     connection: bool = False  # no HTTP answer at all (refused, reset, DNS)
     timeout: bool = False
+    empty: bool = False  # a success without any answer text
 
 
 class LLMProvider(Provider):
@@ -157,8 +164,11 @@ class LLMProvider(Provider):
         return request.model or str(getattr(self.settings, "model", "") or "")
 
     def timeout_for(self, request: ProviderRequest) -> float:
-        """Seconds allowed for one call: the request's, else the target's, else 600."""
-        return request.timeout or self.settings.timeout_seconds or DEFAULT_TIMEOUT_SECONDS
+        """Seconds allowed for one request (connect, headers and body): the smaller of the
+        target's ``timeout_seconds`` and the request's limit (the case's ``--agent-timeout``,
+        which also bounds the whole call, retries included), whichever are set; else 600."""
+        limits = [t for t in (request.timeout, self.settings.timeout_seconds) if t and t > 0]
+        return min(limits) if limits else DEFAULT_TIMEOUT_SECONDS
 
     def preview(self, request: ProviderRequest) -> dict[str, Any]:
         """The vendor payload ``invoke`` would send; nothing is called."""
@@ -169,7 +179,7 @@ class LLMProvider(Provider):
         timeout = self.timeout_for(request)
         started = time.perf_counter()
         # Latency is what the case waited for its answer, retries and their waits included.
-        answer, attempts = await self._with_retries(payload, timeout)
+        answer, attempts = await self._with_retries(payload, timeout, request.timeout)
         return ProviderResponse(
             text=answer.text,
             reasoning=answer.reasoning,
@@ -180,32 +190,72 @@ class LLMProvider(Provider):
             attempts=attempts,
         )
 
-    async def _with_retries(self, payload: Payload, timeout: float) -> tuple[Answer, int]:
-        """The answer and how many requests it took."""
+    async def _with_retries(
+        self, payload: Payload, timeout: float, budget: float | None = None
+    ) -> tuple[Answer, int]:
+        """The answer and how many requests it took. Each request gets ``timeout`` seconds;
+        ``budget`` (the request's own limit, when set) bounds the waits between them."""
         s = self.settings
         attempts = s.max_retries + 1
+        deadline = None if not budget else time.monotonic() + budget
+        empty_answers = 0
         for attempt in range(attempts):
             try:
                 async with asyncio.timeout(timeout):
-                    return await self.call(payload, timeout), attempt + 1
+                    answer = await self.call(payload, timeout)
+                if answer.text.strip():
+                    return answer, attempt + 1
+                # Nothing to grade, and nothing worth caching: an error, retried once.
+                empty_answers += 1
+                failure = CallFailure(EMPTY_ANSWER, empty=True)
             except ProviderError:
                 raise
             except Exception as exc:
                 failure = self._failure(exc, timeout)
-                last = attempt == attempts - 1
-                if failure.timeout:
-                    # Timeouts are retried per case by the run (--max-retries), not here:
-                    # retrying a hung request inside the provider would multiply the wait.
-                    error = ProviderTimeout(self.name, self._line(failure))
-                    error.attempts = attempt + 1
-                    raise error from None
-                if last or not self._retryable(failure):
+            last = attempt == attempts - 1
+            if failure.timeout:
+                # Timeouts are retried per case by the run (--max-retries), not here:
+                # retrying a hung request inside the provider would multiply the wait.
+                error = ProviderTimeout(self.name, self._line(failure))
+                error.attempts = attempt + 1
+                raise error from None
+            if failure.empty:
+                if last or empty_answers > 1:
                     raise self._error(failure, attempt + 1) from None
-                delay = self._delay(attempt, failure.retry_after)
-                if self.on_retry is not None:
-                    self.on_retry(self.name, failure.status, delay)
-                await asyncio.sleep(delay)
+            elif last or not self._retryable(failure):
+                raise self._error(failure, attempt + 1) from None
+            too_long = self._too_long(failure, deadline)
+            if too_long is not None:
+                raise self._error(failure, attempt + 1, too_long) from None
+            delay = self._delay(attempt, failure.retry_after)
+            if deadline is not None and time.monotonic() + delay >= deadline:
+                # No time left to retry within the request's limit: say what went wrong,
+                # rather than let the wait end as a timeout.
+                raise self._error(failure, attempt + 1) from None
+            if self.on_retry is not None:
+                status = 200 if failure.empty else failure.status
+                self.on_retry(self.name, status, delay)
+            await asyncio.sleep(delay)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _too_long(self, failure: CallFailure, deadline: float | None) -> str | None:
+        """Why the wait the server asked for is not waited (None: it is)."""
+        asked = failure.retry_after
+        if asked is None:
+            return None
+        what = "rate limited: " if failure.status == 429 else ""
+        cap = self.settings.retry_max_delay_ms / 1000
+        if asked > cap:
+            return (
+                f"{what}the server asked to wait {asked:g} s, more than retry_max_delay_ms "
+                f"allows ({cap:g} s)"
+            )
+        if deadline is not None and time.monotonic() + asked >= deadline:
+            return (
+                f"{what}the server asked to wait {asked:g} s, more than is left of the "
+                f"request's time limit"
+            )
+        return None
 
     def _failure(self, exc: BaseException, timeout: float) -> CallFailure:
         if isinstance(exc, TimeoutError):
@@ -224,9 +274,10 @@ class LLMProvider(Provider):
         return failure.status in self.settings.retry_status_codes
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:
-        """Seconds to wait before retry ``attempt + 1``: the server's word, else backoff."""
+        """Seconds to wait before retry ``attempt + 1``: the server's word (at most
+        ``retry_max_delay_ms``), else backoff."""
         if retry_after is not None and retry_after >= 0:
-            return retry_after
+            return min(retry_after, self.settings.retry_max_delay_ms / 1000)
         s = self.settings
         base = min(s.retry_max_delay_ms, s.retry_initial_delay_ms * s.retry_backoff_factor**attempt)
         return base / 1000 * random.uniform(0.75, 1.25)
@@ -238,10 +289,12 @@ class LLMProvider(Provider):
         text += failure.message
         return self._scrub(text)
 
-    def _error(self, failure: CallFailure, attempts: int) -> ProviderError:
+    def _error(self, failure: CallFailure, attempts: int, why: str | None = None) -> ProviderError:
         text = self._line(failure)
         if attempts > 1:
             text += f" (gave up after {attempts} attempts)"
+        if why is not None:
+            text += f" ({why})"
         if failure.status is not None:
             return ProviderHTTPError(
                 self.name,
