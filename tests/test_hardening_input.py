@@ -414,3 +414,77 @@ def test_code_evaluator_cwd_outside_the_root_needs_allow_outside_root(repo: Path
     assert result.returncode == 0, result.stdout + result.stderr
     assert _records(repo / "ok.jsonl")["outside"]["evaluator_results"][0]["score"] == 1  # type: ignore[index]
     assert agentv(repo, "validate", "e.yaml", "--allow-outside-root").returncode == 0
+
+
+# --- 4. control characters from files never reach the terminal raw ---------------------------------
+
+EVIL = "evil\\e[2J\\e]0;pwned\\a\\x9b31m"  # as written in YAML (double-quoted escapes)
+EVIL_TEXT = "evil\x1b[2J\x1b]0;pwned\x07\x9b31m"  # what it means
+EVIL_SHOWN = "evil\\x1b[2J\\x1b]0;pwned\\x07\\x9b31m"  # what the terminal gets
+ESCAPE_TARGETS = f"""\
+$schema: agentv-targets-v2.2
+targets:
+  - name: default
+    provider: cli
+    command_template: printf '%s' "answer"
+    judge_target: "{EVIL}"
+  - name: "{EVIL}"
+    provider: cli
+    command_template: printf '%s' '{{"score":0.1}}'
+"""
+
+
+def _assert_escaped(out: str) -> None:
+    for raw in ("\x1b", "\x07", "\x9b"):
+        assert raw not in out, repr(out)
+    assert EVIL_SHOWN in out, out
+
+
+def test_control_characters_are_escaped_on_the_terminal(repo: Path) -> None:
+    write(repo, "fail.sh", f"printf '{EVIL_TEXT}' >&2; exit 1\n")
+    evaluators = "        - {name: crash, type: code, script: sh fail.sh}\n"
+    text = (
+        HEADER
+        + "evalcases:\n"
+        + _case(f'"{EVIL}"', "        - {type: llm_judge}\n")
+        + _case(f'"{EVIL}-2"', evaluators)
+        + _case(f'"{EVIL}-3"').replace("content: hi", "content: [{type: file, value: nope.md}]")
+    )
+    _project(repo, text)
+    write(repo, ".agentv/targets.yaml", ESCAPE_TARGETS)
+    result = agentv(repo, "eval", "e.yaml", "--out", "r.jsonl", "--verbose")
+    assert result.returncode == 3, result.stdout + result.stderr
+    _assert_escaped(result.stdout + result.stderr)
+    assert "Using target: default" in result.stdout
+    # the results keep the exact text
+    records = _records(repo / "r.jsonl")
+    assert set(records) == {EVIL_TEXT, EVIL_TEXT + "-2", EVIL_TEXT + "-3"}
+    assert EVIL_TEXT in str(records[EVIL_TEXT + "-2"]["error"])
+    for command in (["validate", "e.yaml"], ["render", "e.yaml"]):
+        result = agentv(repo, *command)
+        _assert_escaped(result.stdout + result.stderr)
+    result = agentv(repo, "render", "e.yaml", "--target", EVIL_TEXT)
+    _assert_escaped(result.stdout + result.stderr)
+
+
+def test_the_live_display_escapes_labels_and_errors() -> None:
+    import io
+
+    from rich.console import Console
+
+    from agentv.cli.progress import LiveProgress
+
+    stream = io.StringIO()
+    progress = LiveProgress(Console(file=stream, force_terminal=True, width=200))
+    progress.start(2)
+    progress.case_started("1", EVIL_TEXT + " | t")
+    stream.write(str(progress.render()))
+    console = Console(file=stream, force_terminal=True, width=200)
+    console.print(progress.render())
+    progress.case_finished("1", EVIL_TEXT, status="error", score=None, error=EVIL_TEXT)
+    console.print(progress.render())
+    progress.note(EVIL_TEXT)
+    progress.finish()
+    out = stream.getvalue()
+    assert "\x1b]0;" not in out and "\x1b[2J" not in out and "\x07" not in out
+    assert "\x9b" not in out and EVIL_SHOWN in out

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from agentv.cli.common import printable
 from agentv.errors import Diagnostic
 from agentv.evalfile.files import display_path
 
@@ -25,13 +26,13 @@ STYLES = {"error": "red", "warning": "yellow"}
 
 def where(diag: Diagnostic, cwd: Path | None = None) -> str:
     """``file:line:column`` of a diagnostic, the file shown as by ``display_path``."""
-    text = display_path(diag.file, cwd)
+    text = printable(display_path(diag.file, cwd))
     if diag.line is not None:
         text += f":{diag.line}"
         if diag.column is not None:
             text += f":{diag.column}"
     elif diag.location:
-        text += f" [{diag.location}]"
+        text += f" [{printable(diag.location)}]"
     return text
 
 
@@ -39,7 +40,7 @@ def hint_lines(diag: Diagnostic) -> list[str]:
     """The hint as printable lines: ``hint: ...`` then its continuation lines, indented."""
     if not diag.hint:
         return []
-    first, *rest = diag.hint.splitlines()
+    first, *rest = printable(diag.hint).splitlines()
     return [f"hint: {first}", *(f"  {line.strip()}" for line in rest)]
 
 
@@ -57,7 +58,7 @@ def diagnostic_text(diag: Diagnostic, *, indent: str = "", mark: bool = False) -
         if placed:
             text.append(f"{where(diag)}: ")
         text.append(f"{diag.severity}: ", style=f"bold {style}")
-    text.append(diag.message)
+    text.append(printable(diag.message))  # ids and values from users' files
     pad = indent + "    "
     for hint in hint_lines(diag):
         text.append("\n")

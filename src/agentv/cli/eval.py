@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
 import typer
 
-from agentv.cli.common import AllowOutsideRoot
+from agentv.cli.common import AllowOutsideRoot, printable
 
 if TYPE_CHECKING:
     from agentv.api import EvalRun, PreparedRun
@@ -182,16 +182,16 @@ def run_eval_command(
             )
     except NoCasesError as exc:
         print_diagnostics(exc.diagnostics, stderr)
-        stderr.write(f"error: {exc}\n")
+        stderr.write(f"error: {printable(str(exc))}\n")
         return EXIT_FAILED
     except InputError as exc:
         if exc.diagnostics:
             print_diagnostics(exc.diagnostics, stderr)
         else:
-            stderr.write(f"error: {exc}\n")
+            stderr.write(f"error: {printable(str(exc))}\n")
         return EXIT_FAILED
     except AgentVError as exc:
-        stderr.write(f"error: {exc}\n")
+        stderr.write(f"error: {printable(str(exc))}\n")
         return EXIT_FAILED
     print_diagnostics(prepared.diagnostics, stderr)
 
@@ -199,7 +199,7 @@ def run_eval_command(
         prepared.out = (cwd / out) if out else default_results_path(cwd, output_format)
         writer = prepared.open_results()
     except AgentVError as exc:
-        stderr.write(f"error: {exc}\n")
+        stderr.write(f"error: {printable(str(exc))}\n")
         return EXIT_FAILED
     assert writer is not None
     stdout.write(f"Output path: {writer.path}\n")
@@ -218,7 +218,7 @@ def run_eval_command(
         run, signum = asyncio.run(_run(prepared, writer, progress))
     except AgentVError as exc:  # e.g. a failed healthcheck
         progress.finish()
-        stderr.write(f"error: {exc}\n")
+        stderr.write(f"error: {printable(str(exc))}\n")
         return EXIT_FAILED
     finally:
         writer.close()

@@ -21,6 +21,8 @@ import time
 from itertools import islice
 from typing import TYPE_CHECKING, Protocol, TextIO, runtime_checkable
 
+from agentv.cli.common import printable
+
 if TYPE_CHECKING:
     # rich is imported only when a live display is shown: loading it costs a run that has
     # none (CI, pipes, --quiet) a few hundredths of a second of start-up.
@@ -152,11 +154,13 @@ class LineProgress(_Counters):
                 line += f": {_first_line(error)}"
         if self.verbose and error and error.strip() != _first_line(error):
             line += "\n" + "\n".join(f"    {x}" for x in error.strip().splitlines())
-        self.stream.write(line + "\n")
+        self.stream.write(printable(line) + "\n")  # ids and errors come from users' files
         self.stream.flush()
 
     def note(self, text: str) -> None:
-        """Print ``text`` as it is (also when quiet: notes are not per case)."""
+        """Print ``text`` as it is, control characters escaped (also when quiet: notes are
+        not per case)."""
+        text = printable(text)
         self.stream.write(text if text.endswith("\n") else text + "\n")
         self.stream.flush()
 
@@ -219,10 +223,11 @@ class LiveProgress(_Counters):
                 self._scored += 1
 
     def note(self, text: str) -> None:
-        """Print ``text`` above the display, verbatim (no markup, no wrapping)."""
+        """Print ``text`` above the display, verbatim (no markup, no wrapping; control
+        characters escaped)."""
         from rich.text import Text
 
-        self.console.print(Text(text.rstrip("\n")), soft_wrap=True, highlight=False)
+        self.console.print(Text(printable(text.rstrip("\n"))), soft_wrap=True, highlight=False)
 
     def finish(self) -> None:
         """Remove the display and print one closing line."""
@@ -266,7 +271,7 @@ class LiveProgress(_Counters):
         rows: list[RenderableType] = [header]
         for label, since in running:
             line = Text("  ↻ ", style="cyan")
-            line.append(label)
+            line.append(printable(label))
             line.append(f"  {now - since:.1f}s", style="dim")
             line.no_wrap = True
             line.overflow = "ellipsis"
@@ -275,7 +280,7 @@ class LiveProgress(_Counters):
             rows.append(Text(f"  … and {running_count - len(running)} more running", style="dim"))
         if last_error:
             line = Text("  last failure: ", style="red")
-            line.append(last_error)
+            line.append(printable(last_error))
             line.no_wrap = True
             line.overflow = "ellipsis"
             rows.append(line)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from agentv.cli.common import AllowOutsideRoot
+from agentv.cli.common import AllowOutsideRoot, printable_all
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -263,6 +263,7 @@ def _print_text(cases: list[dict[str, Any]], out: Console) -> None:
     from agentv.evalfile.files import display_path
 
     for view in cases:
+        view = printable_all(view)  # the files' text, control characters escaped
         title = Text(f" {view['eval_id']} ", style="bold")
         title.append(f"{display_path(view['eval_file'])} ", style="dim")
         out.print(Rule(title, align="left"))

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agentv.cli.common import printable
 from agentv.summary import Summary, Tokens
 
 _RULE = "=" * 50
@@ -59,7 +60,8 @@ def render_summary(
     prompts_dir: Path | None = None,
     facts: RunFacts | None = None,
 ) -> str:
-    """The end-of-run summary as plain text (print it verbatim).
+    """The end-of-run summary as plain text (print it verbatim: control characters in ids,
+    target names and messages are already escaped).
 
     The layout follows the original AgentV's: an ERRORS block naming every case that
     errored or was invalid, the statistics, the score distribution, the top and lowest
@@ -150,4 +152,4 @@ def render_summary(
         lines += ["", f"Results written to: {results_path}"]
     if prompts_dir is not None:
         lines.append(f"Prompt payloads saved to: {prompts_dir}")
-    return "\n".join(lines)
+    return printable("\n".join(lines))

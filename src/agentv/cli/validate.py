@@ -27,6 +27,7 @@ def validate_command(
     from rich.console import Console
     from rich.text import Text
 
+    from agentv.cli.common import printable
     from agentv.cli.diagnostics import diagnostic_text
     from agentv.evalfile.files import display_path
     from agentv.validation import validate_paths
@@ -39,7 +40,7 @@ def validate_command(
     for report in reports:
         line = Text()
         line.append("✓ " if report.valid else "✗ ", style="green" if report.valid else "red")
-        line.append(display_path(report.path))
+        line.append(printable(display_path(report.path)))
         if report.describe():
             line.append(f"  ({report.describe()})", style="dim")
         out.print(line)
