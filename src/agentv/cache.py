@@ -6,10 +6,13 @@ Secrets are never part of what is stored, and they are left out of the key as we
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import shutil
+import threading
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
@@ -52,26 +55,22 @@ class ResponseCache:
         return self.folder / key[:2] / f"{key}.json"
 
     def get(self, key: str) -> ProviderResponse | None:
-        """The stored answer, or None (also when the entry is unreadable)."""
+        """The stored answer, or None: a miss also when the entry cannot be read or is not
+        the shape ``put`` writes (damaged, hand-edited, a folder in its place); the next
+        ``put`` replaces it. Never raises."""
         try:
             data = orjson.loads(self._path(key).read_bytes())
-        except (OSError, orjson.JSONDecodeError):
+            return _response(data)
+        except Exception:  # any damage at all is a miss, never a failed case
             return None
-        usage = data.get("usage")
-        return ProviderResponse(
-            text=data["text"],
-            reasoning=data.get("reasoning"),
-            usage=Usage(**usage) if isinstance(usage, dict) else None,
-            latency_ms=data.get("latency_ms"),
-            raw=data.get("raw"),
-            sent=data.get("sent") or {},
-            attempts=0,  # nothing was sent for it this time
-        )
 
     def put(self, key: str, response: ProviderResponse) -> None:
-        """Store an answer atomically (write to a temporary name, then rename)."""
+        """Store an answer atomically (write to a temporary name, then rename). An empty
+        answer is not stored. Never raises: an entry that cannot be written (a folder in
+        its place that cannot be removed, a full disk) is simply not cached."""
+        if not response.text:
+            return
         path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
         data = {
             "text": response.text,
             "reasoning": response.reasoning,
@@ -80,9 +79,58 @@ class ResponseCache:
             "raw": response.raw,
             "sent": response.sent,
         }
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_bytes(orjson.dumps(data, default=str))
-        os.replace(tmp, path)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        try:
+            _make_folder(path.parent)
+            tmp.write_bytes(orjson.dumps(data, default=str))
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)  # a folder where the entry goes: replace it
+            os.replace(tmp, path)
+        except Exception:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+
+
+def _make_folder(folder: Path) -> None:
+    """``folder`` as a folder, replacing a file in its place."""
+    if folder.exists() and not folder.is_dir():
+        folder.unlink()
+    folder.mkdir(parents=True, exist_ok=True)
+
+
+def _optional(value: Any, kinds: type | tuple[type, ...]) -> Any:
+    if value is not None and (not isinstance(value, kinds) or isinstance(value, bool)):
+        raise TypeError(f"expected {kinds}, got {type(value).__name__}")
+    return value
+
+
+def _response(data: Any) -> ProviderResponse | None:
+    """The answer an entry holds, if it is exactly the shape ``put`` writes (else None)."""
+    if not isinstance(data, dict):
+        return None
+    text = data.get("text")
+    if not isinstance(text, str) or not text:
+        return None
+    usage = data.get("usage")
+    if usage is not None:
+        if not isinstance(usage, dict) or set(usage) - _USAGE_FIELDS:
+            return None
+        usage = Usage(**{k: _optional(v, int) for k, v in usage.items()})
+    sent = data.get("sent")
+    if sent is not None and not isinstance(sent, dict):
+        return None
+    return ProviderResponse(
+        text=text,
+        reasoning=_optional(data.get("reasoning"), str),
+        usage=usage,
+        latency_ms=_optional(data.get("latency_ms"), (int, float)),
+        raw=data.get("raw"),
+        sent=sent or {},
+        attempts=0,  # nothing was sent for it this time
+    )
+
+
+_USAGE_FIELDS = frozenset(f.name for f in fields(Usage))
 
 
 class CachedProvider:
