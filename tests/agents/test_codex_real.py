@@ -1,14 +1,14 @@
 """The real Codex CLI (from the npm registry) against a loopback fake of the Responses API.
 
-Runs when the CLI is already installed in ``tests/.cache/codex`` (git ignores it), or when
-``AGENTV_TEST_REAL_CODEX=1`` allows installing it there with ``npm``. Otherwise, or when the
-CLI cannot run on this machine, the test is skipped with the reason.
+The pinned ``@openai/codex`` is installed with npm into ``.cache/codex`` (git ignores
+it) the first time, and reused after. This test runs in ``make test`` and CI, and never
+skips: when npm is missing, the install fails or the CLI does not start, it fails with the
+one command that fixes it.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import threading
@@ -22,48 +22,84 @@ import pytest
 from agentv.providers.agents.codex import CodexProvider, CodexSettings
 from helpers import ask
 
-CACHE = Path(__file__).resolve().parents[1] / ".cache" / "codex"
+#: The Codex CLI release this test runs; bump it on purpose, with the test passing.
+CODEX_VERSION = "0.169.0"
+# At the repository root, not under tests/ (mutmut copies tests/ for every run).
+CACHE = Path(__file__).resolve().parents[2] / ".cache" / "codex"
 EXECUTABLE = CACHE / "node_modules" / ".bin" / "codex"
+INSTALLED_MANIFEST = CACHE / "node_modules" / "@openai" / "codex" / "package.json"
+INSTALL = [
+    "npm",
+    "install",
+    "--prefix",
+    str(CACHE),
+    "--no-audit",
+    "--no-fund",
+    "--no-save",
+    f"@openai/codex@{CODEX_VERSION}",
+]
+INSTALL_COMMAND = " ".join(INSTALL)
 ANSWER = "The answer is 42."
 API_KEY = "agentv-test-dummy-key"
+
+
+def _installed_version() -> str | None:
+    try:
+        return json.loads(INSTALLED_MANIFEST.read_text(encoding="utf-8")).get("version")
+    except (OSError, ValueError):
+        return None
 
 
 def _install() -> None:
     npm = shutil.which("npm")
     if npm is None:
-        pytest.skip("npm is not available, so the real Codex CLI cannot be installed")
+        pytest.fail(
+            "npm is not installed, so the pinned Codex CLI cannot be installed; "
+            "fix: apt-get install -y nodejs npm",
+            pytrace=False,
+        )
     CACHE.mkdir(parents=True, exist_ok=True)
     try:
         done = subprocess.run(
-            [npm, "install", "--prefix", str(CACHE), "--no-audit", "--no-fund", "@openai/codex"],
-            capture_output=True,
-            text=True,
-            timeout=600,
+            [npm, *INSTALL[1:]], capture_output=True, text=True, timeout=300, check=False
         )
     except subprocess.TimeoutExpired:
-        pytest.skip("npm install @openai/codex did not finish within 10 minutes")
-    if done.returncode != 0 or not EXECUTABLE.exists():
-        tail = (done.stderr or done.stdout).strip()[-500:]
-        pytest.skip(f"npm install @openai/codex failed (exit {done.returncode}): {tail}")
+        pytest.fail(
+            f"npm did not install @openai/codex@{CODEX_VERSION} within 5 minutes; "
+            f"fix (then rerun): {INSTALL_COMMAND}",
+            pytrace=False,
+        )
+    if done.returncode != 0 or _installed_version() != CODEX_VERSION or not EXECUTABLE.exists():
+        tail = (done.stderr or done.stdout).strip()[-800:]
+        pytest.fail(
+            f"npm could not install @openai/codex@{CODEX_VERSION} (exit {done.returncode}): "
+            f"{tail}\nfix (then rerun): {INSTALL_COMMAND}",
+            pytrace=False,
+        )
 
 
 @pytest.fixture(scope="module")
 def real_codex() -> Path:
-    if not EXECUTABLE.exists():
-        if os.environ.get("AGENTV_TEST_REAL_CODEX") != "1":
-            pytest.skip(
-                "the real Codex CLI is not installed in tests/.cache/codex; "
-                "set AGENTV_TEST_REAL_CODEX=1 to install it from the npm registry"
-            )
+    """The pinned Codex CLI, installed once into the git-ignored cache."""
+    if _installed_version() != CODEX_VERSION or not EXECUTABLE.exists():
         _install()
     try:
         version = subprocess.run(
             [str(EXECUTABLE), "--version"], capture_output=True, text=True, timeout=60
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        pytest.skip(f"the installed Codex CLI does not start: {exc}")
-    if version.returncode != 0:
-        pytest.skip(f"`codex --version` failed: {(version.stderr or version.stdout).strip()}")
+        pytest.fail(
+            f"the installed Codex CLI does not start: {exc}; fix: rm -rf {CACHE} && "
+            f"{INSTALL_COMMAND}",
+            pytrace=False,
+        )
+    output = (version.stdout + version.stderr).strip()
+    if version.returncode != 0 or CODEX_VERSION not in output:
+        pytest.fail(
+            f"`codex --version` said {output!r} (exit {version.returncode}); "
+            f"fix: rm -rf {CACHE} && {INSTALL_COMMAND}",
+            pytrace=False,
+        )
     return EXECUTABLE
 
 
@@ -149,14 +185,9 @@ async def test_real_codex_cli_answers_through_a_loopback_model(
         "real-codex",
         CodexSettings(executable=str(real_codex), args=tuple(args), timeout_seconds=120),
     )
-    try:
-        response = await provider.invoke(
-            ask(question="What number is in the notes?", input_files=[attachment])
-        )
-    except Exception as exc:  # the binary may be unable to run in this sandbox
-        if not seen:
-            pytest.skip(f"the real Codex CLI ran but never reached the fake API: {exc}")
-        raise
+    response = await provider.invoke(
+        ask(question="What number is in the notes?", input_files=[attachment])
+    )
     assert response.text == ANSWER
     assert response.usage is not None and response.usage.input_tokens == 11
     request = seen[-1]
