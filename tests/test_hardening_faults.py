@@ -240,3 +240,110 @@ def test_an_empty_answer_is_an_error_and_a_rerun_asks_again(
     (record,) = rows(repo / "b.jsonl")
     assert record["status"] == "ok" and record["candidate_answer"] == "The answer is 42."
     assert len(server.requests) == 3
+
+
+# --- the results file -------------------------------------------------------------------------
+
+
+def many_cases(n: int, answer_size: int = 0) -> str:
+    cases = "".join(
+        f"  - id: case-{i}\n    outcome: Says 42.\n"
+        f"    input_messages: [{{role: user, content: 'Question {i}: what is 6 times 7?'}}]\n"
+        "    execution: {evaluators: [{type: contains, value: '42'}]}\n"
+        for i in range(n)
+    )
+    return f"$schema: agentv-eval-v2\nevalcases:\n{cases}"
+
+
+def test_a_second_run_on_the_same_out_stops_at_once_and_the_first_is_intact(
+    repo: Path, server: FakeLLMServer
+) -> None:
+    server.delay_ms = 300
+    lm_target(repo, server.url)
+    write(repo, "evals/many.yaml", many_cases(12))
+    first = subprocess.Popen(
+        agentv_cmd("eval", "evals/many.yaml", "--out", "same.jsonl", "--workers", "2"),
+        cwd=repo,
+        env=agentv_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert first.stdout is not None
+        assert first.stdout.readline().startswith("Output path: ")  # the file is held now
+        sent_before = len(server.requests)
+        started = time.monotonic()
+        second = agentv(repo, "eval", "evals/many.yaml", "--out", "same.jsonl")
+        took = time.monotonic() - started
+        assert second.returncode == 1
+        assert second.stderr.strip().endswith(
+            "same.jsonl: another agentv run is writing it. Wait for that run to finish, "
+            "or choose another file with --out."
+        )
+        assert "error: Cannot write the results file " in second.stderr
+        assert "Results written to" not in second.stdout
+        assert took < 30
+        assert first.poll() is None, "the second run must not have waited for the first"
+        # nothing of the second run's was sent: only the first run's requests continue
+        assert len(server.requests) - sent_before < 12
+        _, err = first.communicate(timeout=120)
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+    assert first.returncode == 0, err
+    records = rows(repo / "same.jsonl")
+    assert sorted(r["eval_id"] for r in records) == sorted(f"case-{i}" for i in range(12))
+    assert len(server.requests) == 12
+
+
+def test_a_run_after_a_finished_run_may_reuse_its_out(repo: Path, server: FakeLLMServer) -> None:
+    lm_target(repo, server.url)
+    write(repo, "evals/one.yaml", ONE_CASE)
+    for _ in range(2):
+        proc = agentv(repo, "eval", "evals/one.yaml", "--out", "again.jsonl")
+        assert proc.returncode == 0, proc.stderr
+        assert len(rows(repo / "again.jsonl")) == 1
+
+
+def _limit_file_size(limit: int):
+    def apply() -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return apply
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "yaml"])
+def test_a_write_that_fails_part_way_is_cut_back_to_the_last_whole_record(
+    repo: Path, server: FakeLLMServer, fmt: str
+) -> None:
+    server.reply = "The answer is 42. " + "x" * 1500  # records of about 3 KB
+    lm_target(repo, server.url)
+    write(repo, "evals/many.yaml", many_cases(6))
+    out = repo / f"r.{fmt}"
+    limit = 8000  # two or three whole records, then a record cut by the limit
+    proc = subprocess.run(
+        agentv_cmd("eval", "evals/many.yaml", "--out", out.name, "--output-format", fmt),
+        cwd=repo,
+        env=agentv_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=_limit_file_size(limit),
+    )
+    data = out.read_bytes()
+    assert 0 < len(data) < limit and data.endswith(b"\n"), data[-80:]
+    assert proc.returncode == 1, proc.stderr
+    assert f"error: Cannot write to the results file {out}: File too large" in proc.stderr
+    assert "(the file keeps every whole record written before)" in proc.stderr
+    if fmt == "jsonl":
+        records = [json.loads(line) for line in data.decode().splitlines()]
+    else:
+        import yaml
+
+        records = list(yaml.safe_load_all(data.decode()))
+    assert records and all(r["status"] == "ok" for r in records)
+    assert all(r["candidate_answer"].startswith("The answer is 42.") for r in records)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -9,6 +12,11 @@ from pathlib import Path
 from typing import Any, Protocol, Self, runtime_checkable
 
 from agentv.errors import AgentVError, ConfigError
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
 
 
 class ResultsFileError(AgentVError):
@@ -32,33 +40,86 @@ class ResultWriter(Protocol):
 
 
 def open_results_file(path: Path) -> Any:
-    """Create (or truncate) ``path`` and its parents; an unbuffered binary handle.
+    """Create (or empty) ``path`` and its parents, locked for this run; an unbuffered
+    binary handle in append mode.
 
-    Unbuffered so that each record reaches the file in the single ``write`` call that
-    carries it: a killed run keeps every record written so far and never half of one.
+    The lock (an exclusive ``flock``, taken before anything is emptied) makes a second run
+    on the same file stop at once with a ``ConfigError`` instead of mixing its records into
+    this run's. Unbuffered and appending, so that each record reaches the end of the file
+    in the single ``write`` call that carries it: a killed run keeps every record written
+    so far and never half of one.
     """
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        return path.open("wb", buffering=0)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | _CLOEXEC, 0o666)
     except OSError as exc:
         reason = exc.strerror or str(exc)
         raise ConfigError(
             f"Cannot create the results file {path}: {reason}. "
             "Choose a writable location with --out."
         ) from exc
+    try:
+        _lock(fd, path)
+        os.ftruncate(fd, 0)
+    except OSError as exc:
+        os.close(fd)
+        reason = exc.strerror or str(exc)
+        raise ConfigError(
+            f"Cannot create the results file {path}: {reason}. "
+            "Choose a writable location with --out."
+        ) from exc
+    except BaseException:
+        os.close(fd)
+        raise
+    return open(fd, "ab", buffering=0)  # the writer owns it and closes it
+
+
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+
+def _lock(fd: int, path: Path) -> None:
+    """Hold ``path`` for this run alone (released when the file is closed, or the process
+    dies); ``ConfigError`` when another run holds it. Where the file system has no locks,
+    nothing is held."""
+    if fcntl is None:  # pragma: no cover - Windows
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise ConfigError(
+            f"Cannot write the results file {path}: another agentv run is writing it. "
+            "Wait for that run to finish, or choose another file with --out."
+        ) from None
+    except OSError as exc:
+        if exc.errno not in (errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL):
+            raise
 
 
 def write_all(handle: Any, data: bytes, path: Path) -> None:
-    """Write ``data`` completely; a regular file takes it in one system call."""
+    """Append ``data`` whole, or not at all: a regular file takes it in one system call,
+    and a write that fails part-way (disk full, file size limit) is cut back to the end
+    of the last whole record before the error is raised."""
+    start: int | None
+    try:
+        start = os.fstat(handle.fileno()).st_size
+    except (OSError, ValueError):
+        start = None
     try:
         written = handle.write(data)
-        # A raw file may accept less than asked (rare: signals, special files); finish it.
+        # A raw file may accept less than asked (a limit reached, a signal); the next
+        # write says why, or finishes it.
         while written is not None and written < len(data):
             data = data[written:]
             written = handle.write(data)
     except OSError as exc:
+        if start is not None:
+            with contextlib.suppress(OSError, ValueError):
+                os.ftruncate(handle.fileno(), start)
         reason = exc.strerror or str(exc)
-        raise ResultsFileError(f"Cannot write to the results file {path}: {reason}") from exc
+        raise ResultsFileError(
+            f"Cannot write to the results file {path}: {reason} "
+            "(the file keeps every whole record written before)"
+        ) from exc
 
 
 class FileWriter:
