@@ -77,23 +77,64 @@ def _tail(text: str, limit: int) -> str:
     return text if len(text) <= limit else "…" + text[-limit:]
 
 
-class _Capture:
-    """Collects one stream: a capped buffer (tail kept) plus optional line callbacks."""
+def read_head(path: Path, limit: int) -> tuple[bytes, bool]:
+    """The first ``limit`` bytes of the file at ``path``, and whether it holds more. At most
+    ``limit + 1`` bytes are read, whatever the file's size."""
+    with path.open("rb") as fh:
+        data = fh.read(limit + 1)
+    return data[:limit], len(data) > limit
 
-    def __init__(self, name: str, limit: int, on_line: LineSink | None) -> None:
+
+def decode_head(data: bytes, cut: bool) -> str:
+    """``data`` as UTF-8 text; when it was ``cut``, a character split at the cut is dropped
+    rather than shown as a replacement character."""
+    if cut:
+        end = len(data)
+        for back in range(1, min(4, end) + 1):
+            byte = data[end - back]
+            if byte & 0xC0 != 0x80:  # the start of the last character
+                need = 1 if byte < 0x80 else 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
+                if need > back:
+                    data = data[: end - back]
+                break
+    return data.decode("utf-8", errors="replace")
+
+
+def cut_marker(limit: int) -> str:
+    """What ends an answer cut at ``limit`` bytes: ``\n[agentv: output cut at 10 MiB]``."""
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if limit >= size and limit % size == 0:
+            return f"\n[agentv: output cut at {limit // size} {unit}]"
+    return f"\n[agentv: output cut at {limit} bytes]"
+
+
+class _Capture:
+    """Collects one stream: a capped buffer (the tail kept, or with ``head`` the start)
+    plus optional line callbacks."""
+
+    def __init__(
+        self, name: str, limit: int, on_line: LineSink | None, *, head: bool = False
+    ) -> None:
         self.name = name
         self.limit = limit
         self.on_line = on_line
+        self.head = head
         self.buffer = bytearray()
         self.truncated = False
         self._partial = b""
 
     def feed(self, chunk: bytes) -> None:
-        self.buffer += chunk
-        overflow = len(self.buffer) - self.limit
-        if overflow > 0:
-            del self.buffer[:overflow]
-            self.truncated = True
+        if self.head:
+            room = self.limit - len(self.buffer)
+            if len(chunk) > room:
+                self.truncated = True  # the rest is read (the child must not block) and dropped
+            self.buffer += chunk[: max(room, 0)]
+        else:
+            self.buffer += chunk
+            overflow = len(self.buffer) - self.limit
+            if overflow > 0:
+                del self.buffer[:overflow]
+                self.truncated = True
         if self.on_line is not None:
             data = self._partial + chunk
             *lines, self._partial = data.split(b"\n")
@@ -112,6 +153,8 @@ class _Capture:
             self.on_line(self.name, text)
 
     def text(self) -> str:
+        if self.head:
+            return decode_head(bytes(self.buffer), self.truncated)
         return self.buffer.decode("utf-8", errors="replace")
 
 
@@ -189,6 +232,7 @@ async def run_process(
     max_output: int = DEFAULT_MAX_OUTPUT,
     on_line: LineSink | None = None,
     keep_children: bool = False,
+    stdout_head: int | None = None,
 ) -> ProcessResult:
     """Run ``command`` and wait for it, killing its whole process group on timeout.
 
@@ -197,6 +241,8 @@ async def run_process(
     the environment (pass ``os.environ`` merged with extras to inherit it). ``stdin`` is
     written to the child and then closed; without it the child reads from ``/dev/null``.
     ``on_line`` receives each complete output line as it arrives (for live logs).
+    Each of stdout and stderr keeps its last ``max_output`` bytes; with ``stdout_head``
+    (stdout is an answer), stdout keeps its first ``stdout_head`` bytes instead.
 
     When the main process has exited, children it left behind are killed if they still
     hold the output pipes (they would otherwise block the call for as long as they live).
@@ -235,7 +281,10 @@ async def run_process(
         else:
             proc = await asyncio.create_subprocess_exec(*command, **options)
 
-        out = _Capture("stdout", max_output, on_line)
+        if stdout_head is not None:
+            out = _Capture("stdout", stdout_head, on_line, head=True)
+        else:
+            out = _Capture("stdout", max_output, on_line)
         err = _Capture("stderr", max_output, on_line)
         io_tasks = [
             asyncio.ensure_future(_read(proc.stdout, out)),
@@ -272,7 +321,9 @@ async def run_process(
         if keep_children:
             for sink, capture in ((out_sink, out), (err_sink, err)):
                 sink.seek(0)
-                capture.feed(sink.read())
+                while chunk := sink.read(65536):  # the cap holds here too
+                    capture.feed(chunk)
+                capture.finish()
     return ProcessResult(
         command=command if isinstance(command, str) else list(command),
         pid=proc.pid,

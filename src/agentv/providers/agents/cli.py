@@ -29,7 +29,7 @@ from pydantic_core import PydanticCustomError
 
 from agentv.errors import ProviderError
 from agentv.messages import chat_to_dicts
-from agentv.process import run_process
+from agentv.process import cut_marker, decode_head, read_head, run_process
 from agentv.providers.agents.common import (
     OptionalText,
     TimeoutSeconds,
@@ -55,6 +55,8 @@ PLACEHOLDERS: tuple[str, ...] = (
 )
 # `${NAME}` is the shell's own expansion, left alone; `{NAME}` is a placeholder.
 _TOKEN = re.compile(r"(?<!\$)\{([A-Z_]+)\}")
+#: the most of an answer kept (``max_output_bytes``); more is cut, with a marker
+DEFAULT_MAX_ANSWER_BYTES = 10 * 1024 * 1024
 #: a healthcheck must not hang a run; used when neither it nor the target sets a timeout
 DEFAULT_HEALTHCHECK_TIMEOUT_S = 30.0
 
@@ -160,6 +162,12 @@ class CliSettings(ProviderSettings):
     env: dict[str, str] = Field(default_factory=dict)
     timeout_seconds: TimeoutSeconds = Field(
         default=None, validation_alias=AliasChoices("timeout_seconds", "timeoutSeconds")
+    )
+    #: the most of an answer kept, from {OUTPUT_FILE} or stdout (the rest is cut, and said)
+    max_output_bytes: int = Field(
+        default=DEFAULT_MAX_ANSWER_BYTES,
+        ge=1,
+        validation_alias=AliasChoices("max_output_bytes", "maxOutputBytes"),
     )
     healthcheck: Healthcheck | None = None
 
@@ -370,23 +378,35 @@ class CliProvider(Provider):
                 sent["chat_prompt_file"] = str(chat_file)
                 sent["chat_prompt"] = chat_prompt
             try:
-                result = await run_process(command, cwd=cwd, env=self._env(), timeout=timeout)
+                result = await run_process(
+                    command,
+                    cwd=cwd,
+                    env=self._env(),
+                    timeout=timeout,
+                    stdout_head=settings.max_output_bytes,
+                )
             except OSError as exc:
                 raise ProviderError(self.name, f"could not run the CLI command: {exc}") from None
             if not result.ok:
                 raise process_failure(self.name, "CLI command", result, timeout, secrets)
+            cap = settings.max_output_bytes
             if output_file.is_file():
-                text = normalise_newlines(output_file.read_bytes().decode("utf-8", "replace"))
+                data, cut = read_head(output_file, cap)  # never more than cap + 1 bytes
+                text = normalise_newlines(decode_head(data, cut))
                 source = "output_file"
             else:
                 # A trailing newline from print/echo is not part of the answer.
                 text = normalise_newlines(result.stdout).rstrip("\n")
                 source = "stdout"
+                cut = result.stdout_truncated
+            if cut:
+                text += cut_marker(cap)
         raw = {
             "exit_code": result.exit_code,
             "answer_source": source,
             "stderr": result.stderr_tail(4000),
             "stdout_truncated": result.stdout_truncated,
+            "truncated": cut,  # the answer was cut at max_output_bytes (and says so)
             "duration_ms": round(result.duration_s * 1000, 1),
         }
         return ProviderResponse(
