@@ -286,9 +286,12 @@ def test_workers_run_cases_concurrently(repo: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert len(_rows(repo / "r.jsonl")) == 20
     assert len(received) == 20
-    # From the first request to the last answer; serial dispatch would need 20 x 200 ms.
-    window = max(received) - min(received) + 0.2
-    assert window < 0.5 * 20 * 0.2, window
+    # Several requests waited at the server together (each is answered 200 ms after it
+    # arrives, so serial dispatch never has two arrivals within 200 ms). How fast a run is
+    # belongs to the benchmarks (S2 in benchmarks/README.md).
+    times = sorted(received)
+    most = max(sum(1 for u in times if t <= u < t + 0.2) for t in times)
+    assert 1 < most <= 10, most
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])

@@ -51,7 +51,7 @@ class CannedAPI:
 @pytest.fixture
 def canned() -> Iterator[CannedAPI]:
     api = CannedAPI()
-    thread = threading.Thread(target=api.server.serve_forever, daemon=True)
+    thread = threading.Thread(target=api.server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     yield api
     api.server.shutdown()

@@ -75,6 +75,6 @@ def test_a_hanging_request_is_released_when_the_server_stops() -> None:
         time.sleep(0.01)
     started = time.monotonic()
     server.stop()
-    worker.join(10)
+    worker.join(30)
     assert not worker.is_alive()
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 30  # a hang guard: the request was held for an hour

@@ -17,6 +17,14 @@ from helpers import ask
 REQUEST = ask(question="Hello?")
 
 
+def most_in_flight(received: list[float], answer_after: float) -> int:
+    """The most requests the server held at once, from when each arrived: it answers each
+    no sooner than ``answer_after`` seconds later, so requests that arrived within one such
+    span were all waiting together. Serial dispatch gives 1, however slow the machine."""
+    times = sorted(received)
+    return max((sum(1 for u in times if t <= u < t + answer_after) for t in times), default=0)
+
+
 @pytest.mark.parametrize("kind", LM_KINDS)
 async def test_429_with_retry_after_is_waited_out_then_succeeds(
     kind: str, llm_server: FakeLLMServer, make_provider: MakeProvider
@@ -108,7 +116,7 @@ async def test_a_hanging_request_times_out_without_retry(
     started = time.monotonic()
     with pytest.raises(ProviderTimeout) as info:
         await provider.invoke(REQUEST)
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 60  # a hang guard: the fake would hold it for an hour
     assert len(llm_server.requests) == 1
     assert "no answer within 0.3 s" in str(info.value)
     assert info.value.retryable  # the run may retry the case (--max-retries)
@@ -161,8 +169,7 @@ async def test_many_concurrent_requests_share_one_client(
 ) -> None:
     llm_server.delay_ms = 200
     provider = make_provider("openai")
-    started = time.monotonic()
     answers = await asyncio.gather(*(provider.invoke(ask(question=f"q{i}")) for i in range(60)))
-    elapsed = time.monotonic() - started
     assert len(answers) == 60 and len(llm_server.requests) == 60
-    assert elapsed < 6  # one at a time would take 12 s
+    # Requests overlapped (how fast that is belongs to benchmarks/micro.py).
+    assert most_in_flight([r.received_at for r in llm_server.requests], 0.2) > 1
