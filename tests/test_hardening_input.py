@@ -488,3 +488,83 @@ def test_the_live_display_escapes_labels_and_errors() -> None:
     out = stream.getvalue()
     assert "\x1b]0;" not in out and "\x1b[2J" not in out and "\x07" not in out
     assert "\x9b" not in out and EVIL_SHOWN in out
+
+
+# --- 8. known secrets are masked everywhere agentv writes or forwards text ---------------------
+
+SECRET = "sk-hardening-0123456789abcdef"
+LEAKY_TARGETS = """\
+$schema: agentv-targets-v2.2
+targets:
+  - name: default
+    provider: cli
+    command_template: sh -c 'echo "my key is $AGENT_KEY"; echo "err $AGENT_KEY" >&2' {PROMPT}
+    env: {AGENT_KEY: "${{ HARDENING_SECRET }}"}
+    judge_target: echo-judge
+  - name: vendor
+    provider: cli
+    command_template: sh -c 'echo "vendor key $OPENAI_API_KEY"; exit 3' {PROMPT}
+    judge_target: echo-judge
+  - name: echo-judge
+    provider: cli
+    command_template: sh -c 'printf "%s" "$1" | tee -a judge-requests.txt' judge {PROMPT}
+"""
+
+
+def test_a_key_printed_by_an_agent_is_masked_everywhere(repo: Path) -> None:
+    evaluators = "        - {name: script, type: code, script: cat > code-stdin.json; cat v.json}\n"
+    write(repo, "v.json", '{"score": 1}\n')
+    text = (
+        HEADER
+        + "evalcases:\n"
+        + _case("leaky-default-judge")
+        + _case("leaky-listed", evaluators + "        - {name: j, type: llm_judge}\n")
+    )
+    _project(repo, text)
+    write(repo, ".agentv/targets.yaml", LEAKY_TARGETS)
+    env = {"HARDENING_SECRET": SECRET}
+    result = agentv(
+        repo, "eval", "e.yaml", "--out", "r.jsonl", "--verbose", "--dump-prompts", env=env
+    )
+    assert result.returncode == 3, result.stdout + result.stderr  # the judge echoes: no verdict
+    assert SECRET not in result.stdout + result.stderr
+    assert "my key is ***" in result.stdout  # the judge's echo, quoted in its error
+    # the judge got the masked answer, and so did the code evaluator
+    judge_requests = (repo / "judge-requests.txt").read_text(encoding="utf-8")
+    assert "my key is ***" in judge_requests and SECRET not in judge_requests
+    assert "my key is ***" in (repo / "code-stdin.json").read_text(encoding="utf-8")
+    for path in repo.rglob("*"):  # results, prompt dumps, anything agentv wrote
+        if path.is_file():
+            assert SECRET.encode() not in path.read_bytes(), path
+    records = _records(repo / "r.jsonl")
+    for rec in records.values():
+        assert rec["candidate_answer"] == "my key is ***"
+        assert rec["masked_secrets"] is True and list(rec)[-1] == "masked_secrets"
+    # the model reads it back
+    from agentv.records import EvalResult
+
+    assert EvalResult.model_validate(records["leaky-listed"]).masked_secrets is True
+
+
+def test_a_vendor_key_in_an_agent_error_is_masked(repo: Path) -> None:
+    _project(repo, HEADER + "evalcases:\n" + _case("vendor-leak"))
+    write(repo, ".agentv/targets.yaml", LEAKY_TARGETS)
+    env = {"OPENAI_API_KEY": SECRET, "HARDENING_SECRET": "unused-but-set"}
+    result = agentv(repo, "eval", "e.yaml", "--target", "vendor", "--out", "r.jsonl", env=env)
+    assert result.returncode == 3
+    assert SECRET not in result.stdout + result.stderr
+    assert SECRET not in (repo / "r.jsonl").read_text(encoding="utf-8")
+    rec = _records(repo / "r.jsonl")["vendor-leak"]
+    # the cli provider masks credential-looking variables in its own errors already
+    assert "vendor key ***" in str(rec["error"])
+
+
+def test_short_values_and_unrelated_text_are_left_alone() -> None:
+    from agentv.masking import Masker
+
+    masker = Masker(["short", "", "  sk-0123456789  "])
+    assert masker.text("a short word") == ("a short word", False)
+    assert masker.text("key sk-0123456789!") == ("key ***!", True)
+    record = {"candidate_answer": "fine", "error": None}
+    assert masker.record(record) == record and "masked_secrets" not in masker.record(record)
+    assert not Masker(["1234567"])  # under 8 characters: nothing to mask

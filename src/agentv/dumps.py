@@ -9,6 +9,7 @@ from pathlib import Path
 import orjson
 
 from agentv.cases import EvalCase
+from agentv.masking import Masker
 from agentv.messages import chat_to_dicts
 from agentv.prompts import Prompt
 
@@ -22,6 +23,7 @@ class PromptDumper:
         self.folder = folder
         folder.mkdir(parents=True, exist_ok=True)
         self.count = 0
+        self.masker = Masker()  # the run's known secrets, masked in what is written
 
     def dump(self, case: EvalCase, prompt: Prompt, target: str) -> Path:
         """Write one case's prompt; returns the file written."""
@@ -40,6 +42,7 @@ class PromptDumper:
             "input_files": [str(p) for p in prompt.input_files],
             "chat_prompt": chat_to_dicts(prompt.messages),
         }
+        data = self.masker.value(data)[0]
         path.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2))
         self.count += 1
         return path

@@ -22,6 +22,7 @@ from agentv.dumps import PromptDumper
 from agentv.errors import AgentVError, ProviderError, ProviderTimeout
 from agentv.evaluators import grade_case, needs_judge
 from agentv.evaluators.base import CaseGrade, EvaluationContext
+from agentv.masking import Masker
 from agentv.planning import CaseJob, InvalidJob
 from agentv.prompts import Prompt, PromptSettings, build_prompt
 from agentv.providers.base import Provider, ProviderRequest, ProviderResponse, request_for_case
@@ -145,10 +146,15 @@ class Orchestrator:
         self.stats = RunStats()
         self._limits: dict[int, asyncio.Semaphore] = {}
         self._judges: dict[int, Provider] = {}
+        self.masker = Masker()  # the run's known secrets (set when it starts)
 
     async def run(self, jobs: Iterable[CaseJob | InvalidJob], targets: list[RunTarget]) -> RunStats:
         """Run every job (pulled one at a time from ``jobs``); ``targets`` are all the
         targets they use. Returns when every job has a result (or raises CancelledError)."""
+        # every target and judge is built by now: their secrets are known
+        self.masker = Masker(self.registry.run_secrets())
+        if self.settings.dumper is not None:
+            self.settings.dumper.masker = self.masker
         notes = _RetryNotes(self.stats, self.progress)
         for t in targets:
             t.provider.on_retry = notes
@@ -194,7 +200,7 @@ class Orchestrator:
 
     def _invalid(self, job: InvalidJob) -> None:
         invalid = job.invalid
-        record = invalid_record(invalid, job.target)
+        record = self.masker.record(invalid_record(invalid, job.target))
         label = f"{invalid.id or f'#{invalid.index + 1}'} | {invalid.eval_file.name}"
         self.writer.write(record)
         self.collector.add(record)
@@ -225,6 +231,8 @@ class Orchestrator:
             prompt = self._prompt(job)
             if response is None:
                 response, attempts = await self._answer(job, prompt)
+            # before any evaluator (a judge, a script) or record sees it
+            response, masked = self.masker.response(response)
             grade = await grade_case(
                 EvaluationContext(
                     case=case,
@@ -246,6 +254,8 @@ class Orchestrator:
                 pass_threshold=threshold,
                 attempts=attempts,
             )
+            if masked:
+                record["masked_secrets"] = True
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a case must never take the run down
@@ -313,7 +323,7 @@ class Orchestrator:
             attempts += response.attempts
             self.stats.requests += 1
             if key is not None and self.settings.cache is not None:
-                self.settings.cache.put(key, response)
+                self.settings.cache.put(key, self.masker.response(response)[0])
             return response, attempts
         assert last is not None
         if tries > 1:
@@ -340,6 +350,7 @@ class Orchestrator:
     def _finish(
         self, key: str, label: str, record: dict[str, Any], grade: CaseGrade | None
     ) -> None:
+        record = self.masker.record(record)  # what is written and shown holds no known secret
         self.writer.write(record)
         self.collector.add(record, grade)
         self.stats.finished += 1

@@ -74,6 +74,9 @@ class EvalResult(BaseModel):
     """Where the case is written (1-based)."""
     error: str | None = None
     """Why the case's status is ``error`` or ``invalid``."""
+    masked_secrets: bool | None = None
+    """True when a known secret value was masked (``***``) in this record or in the answer
+    its evaluators saw (``agentv.masking``); absent otherwise."""
 
     @model_serializer(mode="wrap")
     def _without_absent(self, handler: Any) -> dict[str, Any]:

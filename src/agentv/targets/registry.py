@@ -70,6 +70,13 @@ class RunTarget:
     repo_root: Path | None = None  # of the eval files using it (where a preview reads .env)
 
     @property
+    def configured_name(self) -> str:
+        """The name in targets.yaml (a dry run's mock is written ``<name>-dry-run``)."""
+        if self.kind == "mock" and self.name.endswith("-dry-run") and self.judge is not None:
+            return self.name.removesuffix("-dry-run")
+        return self.name
+
+    @property
     def label(self) -> str:
         """``name [provider=kind]``, how ``--verbose`` names the target."""
         kind = (
@@ -111,6 +118,8 @@ class TargetRegistry:
     _targets: dict[tuple[Path | None, str], RunTarget] = field(default_factory=dict)
     _by_eval_file: dict[Path, TargetsFile | None] = field(default_factory=dict)
     _environments: dict[Path, dict[str, str]] = field(default_factory=dict)
+    #: the values put in for the built targets' ``${{ VAR }}`` (masked by a run)
+    _substituted: list[str] = field(default_factory=list)
     #: (targets file, target name) -> why its judge cannot be built (asked once)
     _judge_failures: dict[tuple[Path | None, str], str] = field(default_factory=dict)
 
@@ -178,7 +187,7 @@ class TargetRegistry:
             provider = create_provider(definition, env, unset=unset)
         else:
             try:
-                provider = create_provider(definition)
+                provider = create_provider(definition, substituted=self._substituted)
             except (ConfigError, InputError) as exc:
                 raise ConfigError(
                     f"target {definition.name!r} in {tfile.path} cannot be used: "
@@ -271,6 +280,20 @@ class TargetRegistry:
                 f"target {run_target.name!r} in {tfile.path} cannot be judged: "
                 f"its judge_target: {exc}"
             ) from None
+
+    def run_secrets(self) -> list[str]:
+        """The secret values a run knows, for masking (``agentv.masking``): what the built
+        targets' ``${{ VAR }}`` references took, their ``api_key`` values, and the vendors'
+        key variables."""
+        from agentv.masking import vendor_keys
+
+        values = {*self._substituted, *vendor_keys()}
+        for t in self._targets.values():
+            for provider in (t.provider, t.judge):
+                key = getattr(getattr(provider, "settings", None), "api_key", None)
+                if isinstance(key, str) and key.strip():
+                    values.add(key.strip())
+        return sorted(values, key=len, reverse=True)
 
     def all_targets(self) -> list[RunTarget]:
         """Every target built so far (judges included)."""

@@ -48,13 +48,15 @@ def substitute_env(
     target: str,
     field_name: str,
     unset: list[str] | None = None,
+    substituted: list[str] | None = None,
 ) -> Any:
     """``value`` with every ``${{ VAR }}`` replaced from ``env`` (in nested lists and maps too).
 
     A variable that is not set, or set to blank, is a ``ConfigError`` naming the target, the
     field and the variable. When ``unset`` is given (for a preview), such a variable becomes
     ``<unset:VAR>`` instead and its name is added to ``unset``. A ``${{`` that starts no
-    complete reference is a ``ConfigError`` naming the field (never the value).
+    complete reference is a ``ConfigError`` naming the field (never the value). Each value
+    put in is added to ``substituted`` when given (the run masks them: ``agentv.masking``).
     """
     if isinstance(value, str):
         if broken_env_ref(value):
@@ -74,17 +76,33 @@ def substitute_env(
                     f"target {target!r}: field {field_name!r} uses environment variable "
                     f"{var}, which is {what}; {_ENV_HINT}"
                 )
+            if substituted is not None:
+                substituted.append(found.strip())
             return found.strip()
 
         return ENV_REF.sub(replace, value)
     if isinstance(value, dict):
         return {
-            k: substitute_env(v, env, target=target, field_name=f"{field_name}.{k}", unset=unset)
+            k: substitute_env(
+                v,
+                env,
+                target=target,
+                field_name=f"{field_name}.{k}",
+                unset=unset,
+                substituted=substituted,
+            )
             for k, v in value.items()
         }
     if isinstance(value, list):
         return [
-            substitute_env(v, env, target=target, field_name=f"{field_name}[{i}]", unset=unset)
+            substitute_env(
+                v,
+                env,
+                target=target,
+                field_name=f"{field_name}[{i}]",
+                unset=unset,
+                substituted=substituted,
+            )
             for i, v in enumerate(value)
         ]
     return value
@@ -95,6 +113,7 @@ def create_provider(
     env: Mapping[str, str] | None = None,
     *,
     unset: list[str] | None = None,
+    substituted: list[str] | None = None,
 ) -> Provider:
     """Substitute ``${{ VAR }}`` values, validate the provider's settings, build the provider.
 
@@ -102,12 +121,20 @@ def create_provider(
     variable that is not set becomes ``<unset:VAR>`` and is listed in ``unset``, a setting
     that such a placeholder makes invalid (a number) keeps its default, and a missing API
     key is no error. An unusable definition (``TargetDefinition.problems``) raises its
-    ``ConfigError`` before anything else.
+    ``ConfigError`` before anything else. The values put in for ``${{ VAR }}`` are added
+    to ``substituted`` when given.
     """
     definition.require_usable()  # an entry with problems of its own is never built
     env = os.environ if env is None else env
     fields = {
-        key: substitute_env(value, env, target=definition.name, field_name=key, unset=unset)
+        key: substitute_env(
+            value,
+            env,
+            target=definition.name,
+            field_name=key,
+            unset=unset,
+            substituted=substituted,
+        )
         for key, value in definition.fields.items()
     }
     cls = registry.provider_class(definition.kind)
