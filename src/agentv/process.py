@@ -3,8 +3,18 @@
 
 ``run_process`` starts the child in a session of its own, so that a timeout (or the caller
 being cancelled) can kill the whole process group: a shell, the agent it started and
-whatever that agent started in turn. Output is captured with a size cap that keeps the
-tail, since the end of stderr is where a failing program explains itself.
+whatever that agent started in turn. On Linux the process tree is walked too (``/proc``),
+so that a descendant that left the group (``setsid``) dies with it. Output is captured
+with a size cap that keeps the tail, since the end of stderr is where a failing program
+explains itself.
+
+Children are bound to agentv's life, however agentv ends. SIGINT and SIGTERM cancel the
+run, and cancelling kills every group. For the signals nobody can catch (SIGKILL), a small
+watchdog process (one per agentv process, started with the first child) holds the read end
+of a pipe and the list of live groups: when agentv dies the kernel closes the pipe and the
+watchdog kills every group still listed. On Linux each child also gets
+``PR_SET_PDEATHSIG`` (SIGKILL), so it dies with the thread that started it even before the
+watchdog acts.
 """
 
 from __future__ import annotations
@@ -13,7 +23,9 @@ import asyncio
 import contextlib
 import os
 import signal
+import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -30,6 +42,7 @@ DRAIN_TIMEOUT_S = 2.0
 LineSink = Callable[[str, str], None]  # (stream name "stdout" | "stderr", line without "\n")
 
 _POSIX = os.name == "posix"
+_LINUX = sys.platform.startswith("linux")
 
 
 @dataclass(slots=True)
@@ -181,6 +194,184 @@ async def _write(pipe: asyncio.StreamWriter | None, data: bytes | None) -> None:
             await pipe.wait_closed()
 
 
+# --- binding children to agentv's life -------------------------------------------------------
+
+#: The watchdog: reads "+PGID" / "-PGID" lines; at end of input (agentv is gone, whatever
+#: killed it) it kills every group still listed.
+_WATCHDOG_SCRIPT = """
+import os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+groups = set()
+for line in sys.stdin.buffer:
+    try:
+        pgid = int(line[1:])
+    except ValueError:
+        continue
+    if line[:1] == b"+":
+        groups.add(pgid)
+    else:
+        groups.discard(pgid)
+for pgid in groups:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except OSError:
+        pass
+"""
+
+
+class _Watchdog:
+    """agentv's side of the watchdog: which process groups must die with agentv."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._fd: int | None = None
+        self._pid: int | None = None  # the process that started it (a fork must not use it)
+        self._broken = False
+        self._kept: set[int] = set()  # groups left running after their call ended
+
+    def _start(self) -> int | None:
+        if self._fd is not None and self._pid == os.getpid():
+            return self._fd
+        if self._broken or not sys.executable or not hasattr(os, "posix_spawn"):
+            return None
+        read_end, write_end = os.pipe()  # both close on exec: agents never hold them
+        try:
+            os.posix_spawn(
+                sys.executable,
+                [sys.executable, "-I", "-S", "-c", _WATCHDOG_SCRIPT],
+                {k: v for k, v in os.environ.items() if k in ("PATH", "SYSTEMROOT")},
+                file_actions=[(os.POSIX_SPAWN_DUP2, read_end, 0)],
+                setpgroup=0,  # out of the terminal's group: Ctrl-C is agentv's to handle
+            )
+        except OSError:
+            os.close(write_end)
+            self._broken = True
+            return None
+        finally:
+            os.close(read_end)
+        self._fd, self._pid, self._kept = write_end, os.getpid(), set()
+        return write_end
+
+    def _send(self, line: str) -> None:
+        fd = self._start()
+        if fd is None:
+            return
+        try:
+            os.write(fd, line.encode())
+        except OSError:  # the watchdog is gone; PDEATHSIG and cancellation still apply
+            self._broken = True
+            self._fd = None
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def watch(self, pgid: int) -> None:
+        """Kill group ``pgid`` when agentv dies (until ``release``)."""
+        with self._lock:
+            for kept in [g for g in self._kept if not _group_alive(g)]:
+                self._kept.discard(kept)
+                self._send(f"-{kept}\n")
+            self._send(f"+{pgid}\n")
+
+    def release(self, pgid: int) -> None:
+        """The call of group ``pgid`` ended: forget it once it is empty (a group number may
+        be reused after that); a group with processes left stays watched."""
+        with self._lock:
+            if _group_alive(pgid):
+                self._kept.add(pgid)
+            else:
+                self._send(f"-{pgid}\n")
+
+
+_watchdog = _Watchdog()
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def _parent_death_hook() -> Callable[[], None] | None:
+    """A ``preexec_fn`` giving the child ``PR_SET_PDEATHSIG`` = SIGKILL (Linux only)."""
+    if not _LINUX:
+        return None
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # pragma: no cover - a libc without prctl
+        return None
+    parent = os.getpid()
+    pr_set_pdeathsig = 1
+
+    def bind() -> None:
+        prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0)
+        if os.getppid() != parent:  # agentv died while this child was starting
+            os._exit(137)
+
+    return bind
+
+
+def _process_tree(pid: int) -> dict[int, bytes]:
+    """Every descendant of ``pid`` (Linux: read from ``/proc``), with its start time, so a
+    process that left the group (``setsid``) can still be found while ``pid`` lives."""
+    if not _LINUX:
+        return {}
+    children: dict[int, list[int]] = {}
+    starts: dict[int, bytes] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return {}
+    for name in entries:
+        if not name.isdigit():
+            continue
+        fields = _stat_fields(int(name))
+        if fields is None:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(name))
+        starts[int(name)] = fields[19]
+    found: dict[int, bytes] = {}
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            if child not in found:
+                found[child] = starts[child]
+                todo.append(child)
+    return found
+
+
+def _stat_fields(pid: int) -> list[bytes] | None:
+    """``/proc/PID/stat`` after the command name: state, ppid, ..., starttime at [19]."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+        return stat[stat.rindex(b")") + 2 :].split()
+    except (OSError, ValueError):
+        return None
+
+
+def _signal_tree(tree: dict[int, bytes], sig: int) -> None:
+    """Send ``sig`` to each process of ``tree`` that is still the same process."""
+    for pid, started in tree.items():
+        fields = _stat_fields(pid)
+        if fields is None or len(fields) < 20 or fields[19] != started:
+            continue  # gone, or its number now belongs to another process
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+
+
+def _kill_everything(proc: asyncio.subprocess.Process) -> None:
+    """SIGKILL the child's group and every descendant that left it."""
+    tree = _process_tree(proc.pid) if proc.returncode is None else {}
+    _signal_group(proc, signal.SIGKILL)
+    _signal_tree(tree, signal.SIGKILL)
+
+
 def _signal_group(proc: asyncio.subprocess.Process, sig: int) -> None:
     """Send ``sig`` to the child's whole process group (POSIX) or to the child itself."""
     if _POSIX:
@@ -205,12 +396,16 @@ async def _exited(proc: asyncio.subprocess.Process) -> int:
 
 
 async def _terminate(proc: asyncio.subprocess.Process) -> None:
-    """SIGTERM the group, give it a moment, then SIGKILL whatever is left of it."""
+    """SIGTERM the group and every descendant that left it, give them a moment, then
+    SIGKILL whatever is left."""
+    tree = _process_tree(proc.pid)  # before anything dies: orphans lose their parent
     _signal_group(proc, signal.SIGTERM)
+    _signal_tree(tree, signal.SIGTERM)
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(_exited(proc), TERMINATE_GRACE_S)
     # Even when the leader is gone, a child that ignored SIGTERM may remain in the group.
     _signal_group(proc, signal.SIGKILL)
+    _signal_tree(tree, signal.SIGKILL)
     await _exited(proc)
 
 
@@ -273,6 +468,9 @@ async def run_process(
         }
         if _POSIX:
             options["start_new_session"] = True  # own session and group: killable as one
+            hook = _parent_death_hook()
+            if hook is not None:
+                options["preexec_fn"] = hook
         else:  # pragma: no cover - exercised on Windows only
             options["creationflags"] = 0x00000200  # CREATE_NEW_PROCESS_GROUP
         started = time.monotonic()
@@ -280,6 +478,10 @@ async def run_process(
             proc = await asyncio.create_subprocess_shell(command, **options)
         else:
             proc = await asyncio.create_subprocess_exec(*command, **options)
+        # A launcher's detached children (keep_children) are meant to outlive the call.
+        watched = _POSIX and not keep_children
+        if watched:
+            _watchdog.watch(proc.pid)
 
         if stdout_head is not None:
             out = _Capture("stdout", stdout_head, on_line, head=True)
@@ -311,13 +513,17 @@ async def run_process(
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(proc.wait(), DRAIN_TIMEOUT_S)
         except BaseException:
-            # Cancelled (an outer timeout) or failing: leave nothing running behind us.
-            _signal_group(proc, signal.SIGKILL)
+            # Cancelled (an outer timeout, SIGINT or SIGTERM) or failing: leave nothing
+            # running behind us.
+            _kill_everything(proc)
             for task in io_tasks:
                 task.cancel()
             with contextlib.suppress(BaseException):
                 await asyncio.wait_for(proc.wait(), TERMINATE_GRACE_S)
             raise
+        finally:
+            if watched:
+                _watchdog.release(proc.pid)
         if keep_children:
             for sink, capture in ((out_sink, out), (err_sink, err)):
                 sink.seek(0)
