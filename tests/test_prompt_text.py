@@ -330,3 +330,35 @@ def test_build_prompt_in_lm_mode_with_the_configured_system_prompt() -> None:
     assert build_prompt(case).messages[0].content == (
         f"{DEFAULT_SYSTEM_PROMPT}\n\n[[ ## Guidelines ## ]]\n\nRule."
     )
+
+
+def test_with_nothing_visible_an_empty_turn_does_not_end_the_list() -> None:
+    assert sent([msg("user"), msg("user", ref("g.md")), msg("assistant", text(" "))]) == [
+        {"role": "system", "content": DEFAULT_SYSTEM_PROMPT},
+        {"role": "user", "content": "<Attached: g.md>"},
+    ]
+
+
+def test_turns_after_a_tool_fallback_are_kept() -> None:
+    assert sent([msg("user", text("Q")), msg("tool", text("R")), msg("user", text("Next"))]) == [
+        {"role": "system", "content": DEFAULT_SYSTEM_PROMPT},
+        {"role": "user", "content": "Q"},
+        {"role": "user", "content": "@[Tool]:\nR"},
+        {"role": "user", "content": "Next"},
+    ]
+
+
+def test_added_user_turn_without_a_question_is_empty() -> None:
+    out, added = build_messages([msg("assistant", text("A"))], "", needs_user_turn=True)
+    assert added
+    assert chat_to_dicts(out)[1] == {"role": "user", "content": ""}
+
+
+def test_build_prompt_in_lm_mode_for_an_api_that_needs_a_user_turn() -> None:
+    case = _case(msg("assistant", text("Hi")))
+    prompt = build_prompt(case, PromptSettings("lm", None, needs_user_turn=True))
+    assert prompt.added_user_turn
+    assert chat_to_dicts(prompt.messages)[1:] == [
+        {"role": "user", "content": "@[Assistant]:\nHi"},
+        {"role": "assistant", "content": "Hi"},
+    ]

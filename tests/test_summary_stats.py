@@ -265,3 +265,25 @@ def test_render_with_an_empty_error_keeps_the_layout(tmp_path: Path) -> None:
     text = render_summary(c.summary(), results_path=tmp_path / "r.jsonl")
     assert text.startswith("\n" + "=" * 50 + "\nERRORS\n" + "=" * 50 + "\n\n❌ x [invalid]\n\n\n")
     assert text.endswith(f"Results written to: {tmp_path / 'r.jsonl'}")
+
+
+def test_judge_failures_are_counted_and_errors_listed_in_natural_id_order() -> None:
+    c = SummaryCollector()
+    failed_judge = CaseGrade(0.0, [], [], None, 1, None, None, True, error="no verdict")
+    for eval_id in ("c10", "c2", "c1"):
+        c.add(rec(eval_id, 0.0, "error", error=f"{eval_id} broke"), failed_judge)
+    s = c.summary()
+    assert (s.judge_failures, s.evaluator_errors) == (3, (("llm_judge", 3),))
+    assert s.error_details == (
+        ("c1", "error", "c1 broke"),
+        ("c2", "error", "c2 broke"),
+        ("c10", "error", "c10 broke"),
+    )
+
+
+def test_negative_zero_counts_as_zero() -> None:
+    c = SummaryCollector()
+    c.add(rec("z", -0.0, "failed"))
+    s = c.summary()
+    assert math.copysign(1.0, s.min) == 1.0 and s.top == (("z", 0.0),)
+    assert "Min score: 0.000" in render_summary(s, results_path=None)

@@ -135,7 +135,7 @@ class SummaryCollector:
         status = record["status"]
         score = record.get("score", 0.0)
         # Scores are meant to be in [0, 1]; keep a stray value from skewing every statistic.
-        if not score >= 0.0:  # also catches NaN
+        if not score > 0.0:  # also catches NaN, and -0.0 (shown as "-0.000")
             score = 0.0
         elif score > 1.0:
             score = 1.0

@@ -9,8 +9,22 @@ import pytest
 from evaluator_kit import contains, equals, is_json, make_case, make_ctx, regex
 
 from agentv.cases import EvaluatorConfig
-from agentv.evaluators import EvaluatorScore, run_evaluator
+from agentv.evaluators import EvaluatorScore, deterministic, run_evaluator
 from agentv.evaluators.deterministic import parse_json_answer
+
+
+@pytest.fixture(autouse=True)
+def _fresh_caches() -> None:
+    """Each test compiles what it uses: a cache filled by an earlier test (or by mutmut's
+    first pass) must not answer for the code under test."""
+    deterministic._SCHEMAS.clear()
+    for cached in (
+        deterministic._show,
+        deterministic._contains_lines,
+        deterministic._equals_lines,
+        deterministic._compile,
+    ):
+        getattr(cached, "cache_clear", lambda: None)()
 
 
 async def grade(tmp_path: Path, config: EvaluatorConfig, answer: str) -> EvaluatorScore:
@@ -245,6 +259,9 @@ def _failure(error: str, name: str = "is_json") -> tuple[float, list[str], list[
 
 
 def _verdict(result: EvaluatorScore) -> tuple[float, list[str], list[str], str | None]:
+    # each verdict keeps its entry's name and type (the results file shows both)
+    assert result.name in ("is_json", "shape", "contains", "equals", "regex")
+    assert result.type in ("is_json", "contains", "icontains", "equals", "regex")
     return result.score, result.hits, result.misses, result.error
 
 
@@ -335,6 +352,7 @@ async def test_invalid_inline_schema_string_is_an_error_not_no_schema(tmp_path: 
         ("text.yaml", "just words\n", "text"),
         ("empty.yaml", "", "nothing"),
         ("null.json", "null", "nothing"),
+        ("date.yaml", "2024-01-31\n", "date"),
     ],
 )
 async def test_schema_file_holding_no_mapping_is_an_error(

@@ -4,6 +4,7 @@ shapes through the real SDKs are in test_wire.py and test_answers.py.)"""
 
 from __future__ import annotations
 
+import enum
 from typing import Any
 
 import pytest
@@ -356,3 +357,22 @@ def test_anthropic_thinking_budget_limits() -> None:
         AnthropicSettings.model_validate({"model": "m", "max_output_tokens": 1}).max_output_tokens
         == 1
     )
+
+
+def test_openai_completion_without_a_choice() -> None:
+    for data in ({}, {"choices": []}, {"choices": None}):
+        with pytest.raises(ValueError) as info:
+            from_openai_completion(data)
+        assert str(info.value) == "the API answered without any choice"
+
+
+def test_gemini_block_reason_said_by_its_name() -> None:
+    class BlockedReason(enum.Enum):
+        SAFETY = "SAFETY"
+
+    with pytest.raises(ValueError) as info:
+        from_gemini_response(_gemini([], feedback=_Obj(block_reason=BlockedReason.SAFETY)))
+    assert str(info.value) == "the API returned no candidate (prompt blocked: SAFETY)"
+    bare = _Obj(candidates=None, usage_metadata=None)  # no prompt_feedback at all
+    with pytest.raises(ValueError, match=r"^the API returned no candidate$"):
+        from_gemini_response(bare)

@@ -255,7 +255,7 @@ def _schema_for(spec: IsJsonSpec, eval_file: Path) -> _Schema | str | None:
             )
         except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
             return f"invalid JSON Schema (inline string): {exc}"
-        return _inline_schema(data) if isinstance(data, dict) else _compile_schema(data, "")
+        return _inline_schema(data)  # JSON text starting with "{" is an object
     return _file_schema(stripped, eval_file.parent)
 
 
