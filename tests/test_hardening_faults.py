@@ -347,3 +347,25 @@ def test_a_write_that_fails_part_way_is_cut_back_to_the_last_whole_record(
         records = list(yaml.safe_load_all(data.decode()))
     assert records and all(r["status"] == "ok" for r in records)
     assert all(r["candidate_answer"].startswith("The answer is 42.") for r in records)
+
+
+# --- timeouts of LM targets in a run ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fault", ["hanging", "hang_after_headers", "stall_mid_body"])
+def test_a_targets_timeout_seconds_bounds_each_request_of_a_run(
+    repo: Path, server: FakeLLMServer, fault: str
+) -> None:
+    lm_target(repo, server.url, "    timeout_seconds: 1\n    max_retries: 0\n")
+    write(repo, "evals/one.yaml", ONE_CASE)
+    server.script(*[getattr(Fault, fault)()] * 2)
+    started = time.monotonic()
+    # --agent-timeout stays at its 120 s: the target's own, shorter limit wins
+    proc = agentv(repo, "eval", "evals/one.yaml", "--out", "r.jsonl", "--max-retries", "1")
+    took = time.monotonic() - started
+    assert proc.returncode == 3, proc.stderr
+    (record,) = rows(repo / "r.jsonl")
+    assert record["status"] == "error"
+    assert record["error"] == ("target 'default' (openai): no answer within 1 s (after 2 attempts)")
+    assert record["attempts"] == 2
+    assert took < 20, f"two 1 s attempts took {took:.0f} s"
