@@ -163,7 +163,7 @@ class PreparedRun:
         orchestrator.stats = self.stats
         started = time.perf_counter()
         try:
-            await orchestrator.run(self.plan.jobs(), self.plan.targets())
+            await orchestrator.run(self.plan.lanes())
         finally:
             if writer is not None:
                 writer.close()
@@ -198,7 +198,8 @@ def artifacts(registry: TargetRegistry) -> dict[str, list[Path]]:
 def prepare_run(
     paths: PathLike | Sequence[PathLike],
     *,
-    target: str | None = None,
+    target: str | Sequence[str] | None = None,
+    repeat: int | None = None,
     targets_file: PathLike | None = None,
     workers: int | None = None,
     out: PathLike | None = None,
@@ -220,7 +221,9 @@ def prepare_run(
     start, ``NoCasesError`` when no case is left to run. Relative paths start from ``cwd``
     (default: the working directory). ``.env`` is loaded as ``agentv eval`` loads it.
     ``pass_threshold`` (the lowest passing score) overrides every config's
-    ``pass_threshold`` (default 0.8).
+    ``pass_threshold`` (default 0.8). ``target``: one name runs every case there; several
+    run every case on each of them (a matrix). ``repeat``: runs of each case (default: the
+    files' and cases' own ``repeat``, else 1); each run is its own request.
     """
     from agentv.env import load_env_file
 
@@ -236,7 +239,12 @@ def prepare_run(
         dry_run=dry_run or None,
     )
     context = LoadContext(store=FileStore(cwd=base), allow_outside_root=allow_outside_root)
-    plan = plan_run(files, registry, cli_target=target, eval_id=eval_id, context=context)
+    if repeat is not None and repeat < 1:
+        raise InputError(f"repeat must be at least 1 (got {repeat})")
+    names = [target] if isinstance(target, str) else list(target or [])
+    plan = plan_run(
+        files, registry, cli_target=names, repeat=repeat, eval_id=eval_id, context=context
+    )
     if not plan.total:
         if eval_id is not None:
             message = f"no case with id {eval_id!r} in {', '.join(map(str, files))}"
@@ -274,7 +282,7 @@ def _under(base: Path, path: PathLike | None) -> Path | None:
 async def arun_eval(
     paths: PathLike | Sequence[PathLike],
     *,
-    target: str | None = None,
+    target: str | Sequence[str] | None = None,
     targets_file: PathLike | None = None,
     workers: int | None = None,
     out: PathLike | None = None,
@@ -282,11 +290,12 @@ async def arun_eval(
 ) -> EvalRun:
     """Run eval files and grade every case; ``await`` it inside a running event loop.
 
-    ``target`` overrides each case's own target (as ``--target``); ``out`` is a results
-    file to write (JSON Lines; ``output_format="yaml"`` for YAML), None writes no file.
-    Other ``options`` are ``prepare_run``'s: ``eval_id``, ``dry_run``, ``agent_timeout``,
+    ``target`` overrides each case's own target (as ``--target``); several names run every
+    case on each (a matrix). ``out`` is a results file to write (JSON Lines;
+    ``output_format="yaml"`` for YAML), None writes no file. Other ``options`` are
+    ``prepare_run``'s: ``repeat``, ``eval_id``, ``dry_run``, ``agent_timeout``,
     ``max_retries``, ``cache``, ``dump_prompts``, ``allow_outside_root``,
-    ``keep_results``, ``cwd``, ``output_format``.
+    ``pass_threshold``, ``keep_results``, ``cwd``, ``output_format``.
     """
     prepared = prepare_run(
         paths, target=target, targets_file=targets_file, workers=workers, out=out, **options
@@ -297,7 +306,7 @@ async def arun_eval(
 def run_eval(
     paths: PathLike | Sequence[PathLike],
     *,
-    target: str | None = None,
+    target: str | Sequence[str] | None = None,
     targets_file: PathLike | None = None,
     workers: int | None = None,
     out: PathLike | None = None,

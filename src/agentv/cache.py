@@ -42,6 +42,9 @@ def cache_key(provider: Provider, request: ProviderRequest) -> str:
         "guideline_paths": [str(p) for p in request.guideline_paths],
         "model": request.model,
     }
+    if request.repeat:
+        # each run of a repeated case is its own answer; the first keeps the plain key
+        payload["repeat"] = request.repeat
     return hashlib.sha256(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 

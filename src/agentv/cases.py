@@ -47,6 +47,7 @@ class EvalCase:
     conversation_id: str | None = None
     target: str | None = None  # execution.target: run this case on that target
     line: int | None = None  # where the case starts in its file (1-based)
+    repeat: int | None = None  # runs of this case (`repeat:` on the case)
 
     @property
     def guideline_paths(self) -> list[Path]:

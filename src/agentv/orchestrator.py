@@ -1,7 +1,10 @@
 """Step 6 of the data flow: run every case on its target, grade it, write its result.
 
-A fixed pool of worker coroutines pulls cases from one shared iterator, so memory stays
-flat however many cases there are and no case waits behind a slow one. Every case ends
+Each target has its own lane of work and its own pool of workers (as many as the target
+may have requests in flight), pulling its cases from one iterator: memory stays flat
+however many cases there are, no case waits behind a slow one, and a slow or rate-limited
+target never holds up the others. Every request to a target, a judge's included, passes
+through that target's gate (``scheduling``). Every case ends
 with exactly one result and a status (``ok``, ``failed``, ``error``, ``invalid``): a case
 that fails in any way is an ``error`` result and never stops the others; a case that could
 not be loaded or whose target cannot be used is an ``invalid`` result. Each result is
@@ -13,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -23,13 +26,13 @@ from agentv.errors import AgentVError, ProviderError, ProviderTimeout
 from agentv.evaluators import grade_case, needs_judge
 from agentv.evaluators.base import CaseGrade, EvaluationContext
 from agentv.masking import Masker
-from agentv.planning import CaseJob, InvalidJob
+from agentv.planning import CaseJob, InvalidJob, Lane
 from agentv.prompts import Prompt, PromptSettings, build_prompt
 from agentv.providers.base import Provider, ProviderRequest, ProviderResponse, request_for_case
 from agentv.records import DEFAULT_PASS_THRESHOLD, error_record, invalid_record, result_record
+from agentv.scheduling import DEFAULT_WORKERS, GatedProvider, Gates, TargetGate
 from agentv.targets import RunTarget, TargetRegistry
 
-DEFAULT_WORKERS = 3
 #: agent targets enforce the timeout themselves (and clean up); the outer limit is a backstop
 _AGENT_GRACE_S = 10.0
 #: at most one line about a target's retries this often (seconds)
@@ -58,7 +61,7 @@ class ProgressSink(Protocol):
 class RunSettings:
     """How a run behaves (CLI flags, already validated)."""
 
-    workers: int | None = None  # None: the largest target `workers`, else 3
+    workers: int | None = None  # per target; None: each target's `workers`, else 3
     agent_timeout: float | None = 120.0  # seconds per target call; None or 0: no limit
     max_retries: int = 2  # extra attempts after a timeout
     cache: ResponseCache | None = None
@@ -84,12 +87,15 @@ class RunStats:
         return self.statuses["error"] + self.statuses["invalid"]
 
 
-def effective_workers(settings: RunSettings, targets: list[RunTarget]) -> int:
-    """The size of the worker pool: the flag, else the largest target setting, else 3."""
+def target_workers(settings: RunSettings, target: RunTarget) -> int:
+    """How many requests ``target`` may have in flight: what the target itself can take
+    (VS Code: one), else the flag, else its ``workers``, else 3."""
+    own = target.provider.concurrency_limit(target.batching)
+    if own is not None:
+        return own
     if settings.workers is not None:
         return settings.workers
-    configured = [t.workers for t in targets if t.workers]
-    return max(configured) if configured else DEFAULT_WORKERS
+    return target.workers or DEFAULT_WORKERS
 
 
 class _RetryNotes:
@@ -144,13 +150,14 @@ class Orchestrator:
         self.collector = collector
         self.progress = progress
         self.stats = RunStats()
-        self._limits: dict[int, asyncio.Semaphore] = {}
+        self.gates = Gates()
         self._judges: dict[int, Provider] = {}
         self.masker = Masker()  # the run's known secrets (set when it starts)
 
-    async def run(self, jobs: Iterable[CaseJob | InvalidJob], targets: list[RunTarget]) -> RunStats:
-        """Run every job (pulled one at a time from ``jobs``); ``targets`` are all the
-        targets they use. Returns when every job has a result (or raises CancelledError)."""
+    async def run(self, lanes: list[Lane]) -> RunStats:
+        """Run every lane's jobs (each pulled one at a time from its lane). Returns when
+        every job has a result (or raises CancelledError)."""
+        targets = [lane.target for lane in lanes if lane.target is not None]
         # every target and judge is built by now: their secrets are known
         self.masker = Masker(self.registry.run_secrets())
         if self.settings.dumper is not None:
@@ -159,48 +166,54 @@ class Orchestrator:
         for t in targets:
             t.provider.on_retry = notes
         self._notes = notes
-        await self._healthchecks(targets)
-        pool = effective_workers(self.settings, targets)
         for t in targets:
-            limit = _target_limit(t, flag_given=self.settings.workers is not None)
-            if limit is not None and limit < pool:
-                self._limits[id(t)] = asyncio.Semaphore(limit)
-        batches: dict[int, list[CaseJob]] = {}
-        queue = iter(jobs)
-        workers = [asyncio.ensure_future(self._worker(queue, batches)) for _ in range(pool)]
+            await t.provider.healthcheck()  # a ProviderError here stops the run, by design
+        for lane in lanes:
+            if lane.target is None:  # cases that cannot run: their results, at once
+                for job in lane.jobs():
+                    assert isinstance(job, InvalidJob)
+                    self._invalid(job)
+        workers = []
+        for lane in lanes:
+            if lane.target is None:
+                continue
+            if lane.target.batching and lane.target.provider.supports_batch:
+                workers.append(asyncio.ensure_future(self._batch_lane(lane)))
+                continue
+            queue = lane.jobs()
+            count = target_workers(self.settings, lane.target)
+            workers += [asyncio.ensure_future(self._worker(queue)) for _ in range(count)]
         try:
             await asyncio.gather(*workers)
-            # Batched targets get all their cases in one dispatch, once they are all known.
-            await asyncio.gather(*(self._run_batch(b[0].target, b) for b in batches.values()))
         finally:
             for w in workers:
                 w.cancel()
         return self.stats
 
-    async def _healthchecks(self, targets: list[RunTarget]) -> None:
-        for t in targets:
-            await t.provider.healthcheck()  # a ProviderError here stops the run, by design
+    def _gate(self, target: RunTarget) -> TargetGate:
+        return self.gates.for_provider(target.provider, target_workers(self.settings, target))
 
-    async def _worker(
-        self, queue: Iterator[CaseJob | InvalidJob], batches: dict[int, list[CaseJob]]
-    ) -> None:
+    async def _worker(self, queue: Iterator[CaseJob | InvalidJob]) -> None:
         for job in queue:
             if isinstance(job, InvalidJob):
                 self._invalid(job)
-                continue
-            if job.target.batching and job.target.provider.supports_batch:
-                batches.setdefault(id(job.target), []).append(job)
-                continue
-            limit = self._limits.get(id(job.target))
-            if limit is None:
-                await self._run_case(job)
             else:
-                async with limit:
-                    await self._run_case(job)
+                await self._run_case(job)
+
+    async def _batch_lane(self, lane: Lane) -> None:
+        """A batching target's cases, all in one dispatch once they are all known."""
+        jobs: list[CaseJob] = []
+        for job in lane.jobs():
+            if isinstance(job, InvalidJob):
+                self._invalid(job)
+            else:
+                jobs.append(job)
+        if jobs:
+            await self._run_batch(lane.target, jobs)  # type: ignore[arg-type]
 
     def _invalid(self, job: InvalidJob) -> None:
         invalid = job.invalid
-        record = self.masker.record(invalid_record(invalid, job.target))
+        record = self.masker.record(invalid_record(invalid, job.target, job.repeat))
         label = f"{invalid.id or f'#{invalid.index + 1}'} | {invalid.eval_file.name}"
         self.writer.write(record)
         self.collector.add(record)
@@ -218,8 +231,8 @@ class Orchestrator:
 
     async def _run_case(self, job: CaseJob, response: ProviderResponse | None = None) -> None:
         case, target = job.case, job.target
-        key = f"{case.eval_file}::{case.id}"
-        label = f"{case.id} | {target.label}"
+        key = f"{case.eval_file}::{case.id}::{target.name}::{job.repeat}"
+        label = f"{case.id} | {target.label}" + (f" #{job.repeat + 1}" if job.repeat else "")
         self.progress.case_started(key, label)
         started = time.perf_counter()
         prompt: Prompt | None = None
@@ -241,6 +254,7 @@ class Orchestrator:
                     target_name=target.name,
                     judge=self._judge(job),
                     timeout=self.settings.agent_timeout or None,
+                    repeat=job.repeat,
                 )
             )
             record = result_record(
@@ -253,6 +267,7 @@ class Orchestrator:
                 duration_ms=(time.perf_counter() - started) * 1000,
                 pass_threshold=threshold,
                 attempts=attempts,
+                repeat=job.repeat,
             )
             if masked:
                 record["masked_secrets"] = True
@@ -268,6 +283,7 @@ class Orchestrator:
                 error=_describe(exc),
                 duration_ms=(time.perf_counter() - started) * 1000,
                 attempts=attempts + getattr(exc, "attempts", 0),
+                repeat=job.repeat,
             )
         self._finish(key, label, record, grade)
 
@@ -286,10 +302,14 @@ class Orchestrator:
         if found is None:
             judge = self.registry.judge(job.target)
             judge.on_retry = self._notes
+            # its requests count against the judge target's own limit
+            own = next((t for t in self.registry.all_targets() if t.provider is judge), None)
+            limit = target_workers(self.settings, own) if own is not None else DEFAULT_WORKERS
+            gated: Provider = GatedProvider(judge, self.gates.for_provider(judge, limit))  # type: ignore[assignment]
             cache = self.settings.cache
             if cache is not None:
-                judge = CachedProvider(judge, cache, self._judge_cache_hit)  # type: ignore[assignment]
-            found = self._judges[id(job.target)] = judge
+                gated = CachedProvider(gated, cache, self._judge_cache_hit)  # type: ignore[assignment]
+            found = self._judges[id(job.target)] = gated
         return found
 
     def _judge_cache_hit(self) -> None:
@@ -303,7 +323,9 @@ class Orchestrator:
         attempts = 0
         last: ProviderTimeout | None = None
         for attempt in range(tries):
-            request = request_for_case(job.case, prompt, attempt=attempt, timeout=timeout)
+            request = request_for_case(
+                job.case, prompt, attempt=attempt, timeout=timeout, repeat=job.repeat
+            )
             key = None
             if self.settings.cache is not None:
                 key = cache_key(provider, request)
@@ -337,10 +359,11 @@ class Orchestrator:
         self, target: RunTarget, request: ProviderRequest, timeout: float | None
     ) -> ProviderResponse:
         if timeout is None:
-            return await target.provider.invoke(request)
+            async with self._gate(target):
+                return await target.provider.invoke(request)
         limit = timeout + (_AGENT_GRACE_S if target.provider.is_agent else 0.0)
         try:
-            async with asyncio.timeout(limit):
+            async with self._gate(target), asyncio.timeout(limit):
                 return await target.provider.invoke(request)
         except TimeoutError:
             raise ProviderTimeout(
@@ -383,13 +406,6 @@ class Orchestrator:
         self.stats.requests += 1
         for job, response in zip(jobs, responses, strict=True):
             await self._run_case(job, response)
-
-
-def _target_limit(target: RunTarget, *, flag_given: bool) -> int | None:
-    own = target.provider.concurrency_limit(target.batching)
-    if own is not None:
-        return own
-    return None if flag_given else target.workers
 
 
 def _describe(exc: BaseException) -> str:

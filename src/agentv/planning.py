@@ -21,11 +21,12 @@ from agentv.targets import DEFAULT_TARGET, RunTarget, TargetRegistry, choose_tar
 
 @dataclass(slots=True)
 class CaseJob:
-    """One case and the target it runs on."""
+    """One run of a case on one target (``repeat`` counts the runs of that pair from 0)."""
 
     case: EvalCase
     target: RunTarget
     pass_threshold: float | None = None  # the case's config's, else the run's
+    repeat: int = 0
 
 
 @dataclass(slots=True)
@@ -34,6 +35,7 @@ class InvalidJob:
 
     invalid: InvalidCase
     target: str | None = None
+    repeat: int | None = None
 
 
 #: a file with more cases than this is not held in memory: its cases are checked when the
@@ -42,26 +44,43 @@ KEEP_LIMIT = 20_000
 
 
 @dataclass
+class Lane:
+    """Everything one target runs, in file order; ``jobs()`` streams it. Each target has
+    its own lane, so a slow target never holds up the others' cases."""
+
+    plan: Plan
+    target: RunTarget | None  # None: the cases that could not be loaded
+    name: str | None
+
+    def jobs(self) -> Iterator[CaseJob | InvalidJob]:
+        """This lane's jobs, one at a time (large files are read again for each lane)."""
+        return self.plan._lane_jobs(self)
+
+
+@dataclass
 class Plan:
     """Everything a run will do, decided before the first request.
 
-    Every case has been checked, and every target and judge it needs built; ``jobs()``
-    hands the cases out one at a time (re-reading large files), so a run holds only the
-    cases in flight. A case whose own target or judge cannot be used is an ``InvalidJob``;
-    the run's own target (``--target``, else ``default``) failing stops the run instead.
+    Every case has been checked, and every target and judge it needs built. Each case runs
+    on its target (``choose_target``), or on every target of a matrix (several
+    ``--target``), ``repeat`` times. ``lanes()`` hands the work out per target, one job at a
+    time (re-reading large files), so a run holds only the cases in flight. A case whose own
+    target or judge cannot be used is an ``InvalidJob``; a target the run itself names
+    (``--target``, else ``default``) failing stops the run instead.
     """
 
     files: list[LoadedEvalFile]
     diagnostics: list[Diagnostic]
     registry: TargetRegistry
     total: int = 0
-    cli_target: str | None = None
+    cli_targets: list[str] = field(default_factory=list)  # the matrix; empty: each case's own
+    repeat: int | None = None  # runs of every case (the flag); None: the files' and cases'
     eval_id: str | None = None
     context: LoadContext | None = None
     unusable_files: list[Path] = field(default_factory=list)
     #: each file's `.agentv/config.yaml` may set its cases' pass threshold (False: the run's)
     config_thresholds: bool = True
-    #: (targets-file key, target name) -> why that target, or its judge, cannot be used
+    #: (eval file, target name) -> why that target, or its judge, cannot be used
     _broken_targets: dict[tuple[Path, str], str] = field(default_factory=dict)
     _broken_judges: dict[int, str] = field(default_factory=dict)
 
@@ -70,59 +89,99 @@ class Plan:
         """Cases known to be invalid when the plan was made (their targets aside)."""
         return sum(len(loaded.invalid) for loaded in self.files)
 
-    def _name(self, loaded: LoadedEvalFile, case_target: str | None) -> str:
-        return choose_target(self.cli_target, case_target, loaded.target)
+    @property
+    def cli_target(self) -> str | None:
+        """The one target every case runs on, when ``--target`` named exactly one."""
+        return self.cli_targets[0] if len(self.cli_targets) == 1 else None
 
-    def target_for(self, loaded: LoadedEvalFile, case_target: str | None) -> RunTarget:
-        """The target a case runs on (``choose_target`` decides which)."""
-        return self.registry.target(loaded.path, loaded.repo_root, self._name(loaded, case_target))
+    def _names(self, loaded: LoadedEvalFile, case_target: str | None) -> list[str]:
+        if self.cli_targets:
+            return list(self.cli_targets)
+        return [choose_target(None, case_target, loaded.target)]
+
+    def repeats(self, loaded: LoadedEvalFile, case_repeat: int | None) -> int:
+        """Runs of a case: the flag, else the case's `repeat`, else the file's, else 1."""
+        return self.repeat or case_repeat or loaded.repeat or 1
+
+    def target_for(self, loaded: LoadedEvalFile, name: str) -> RunTarget:
+        """The run target called ``name`` for the cases of ``loaded``."""
+        return self.registry.target(loaded.path, loaded.repo_root, name)
 
     def check_targets(self) -> None:
-        """Build every target and judge now, before anything is sent. The run's own target
-        failing raises ``ConfigError``; a target only some cases name marks those cases."""
+        """Build every target and judge now, before anything is sent. A target the run
+        names itself failing raises ``ConfigError``; one only some cases name marks them."""
         for loaded in self.files:
             for case_target in loaded.case_targets:
-                name = self._name(loaded, case_target)
-                try:
-                    target = self.target_for(loaded, case_target)
-                except ConfigError as exc:
-                    if self.cli_target is not None or name == DEFAULT_TARGET:
-                        raise
-                    self._broken_targets[(loaded.path, name)] = str(exc)
-                    continue
-                if id(target) not in self._broken_judges:
+                for name in self._names(loaded, case_target):
                     try:
-                        self.registry.check_judge(target)
+                        target = self.target_for(loaded, name)
                     except ConfigError as exc:
-                        self._broken_judges[id(target)] = str(exc)
+                        if self.cli_targets or name == DEFAULT_TARGET:
+                            raise
+                        self._broken_targets[(loaded.path, name)] = str(exc)
+                        continue
+                    if id(target) not in self._broken_judges:
+                        try:
+                            self.registry.check_judge(target)
+                        except ConfigError as exc:
+                            self._broken_judges[id(target)] = str(exc)
 
     def targets(self) -> list[RunTarget]:
-        """Every usable target some case of this plan runs on."""
+        """Every usable target some case of this plan runs on, in the order first named."""
         seen: dict[int, RunTarget] = {}
         for loaded in self.files:
-            for case_target in loaded.case_targets:
-                if (loaded.path, self._name(loaded, case_target)) in self._broken_targets:
-                    continue
-                t = self.target_for(loaded, case_target)
-                seen.setdefault(id(t), t)
+            for case_target in sorted(loaded.case_targets, key=lambda t: t or ""):
+                for name in self._names(loaded, case_target):
+                    if (loaded.path, name) not in self._broken_targets:
+                        t = self.target_for(loaded, name)
+                        seen.setdefault(id(t), t)
+        if self.cli_targets:  # a matrix keeps the order the targets were given in
+            order = {name: i for i, name in enumerate(self.cli_targets)}
+            return sorted(seen.values(), key=lambda t: order.get(t.configured_name, 0))
         return list(seen.values())
 
+    def lanes(self) -> list[Lane]:
+        """One lane per usable target, plus one for the cases that could not be loaded."""
+        lanes = [Lane(self, None, None)]
+        lanes += [Lane(self, t, t.configured_name) for t in self.targets()]
+        broken = {name for (_, name) in self._broken_targets}
+        lanes += [Lane(self, None, name) for name in sorted(broken)]
+        return lanes
+
     def jobs(self) -> Iterator[CaseJob | InvalidJob]:
-        """The cases, in file order, each with its target; invalid cases first per file."""
+        """Every job of every lane, lane after lane."""
+        for lane in self.lanes():
+            yield from lane.jobs()
+
+    def _lane_jobs(self, lane: Lane) -> Iterator[CaseJob | InvalidJob]:
         for loaded in self.files:
-            for invalid in loaded.invalid:
-                yield InvalidJob(invalid)
+            if lane.target is None and lane.name is None:
+                yield from (InvalidJob(invalid) for invalid in loaded.invalid)
+                continue
+            names = {n for t in loaded.case_targets for n in self._names(loaded, t)}
+            if lane.name not in names:
+                continue
+            broken = self._broken_targets.get((loaded.path, lane.name))  # type: ignore[arg-type]
+            if lane.target is None and broken is None:
+                continue  # usable for this file: another lane runs its cases
+            if lane.target is not None and (
+                broken is not None or self.target_for(loaded, lane.name) is not lane.target  # type: ignore[arg-type]
+            ):
+                continue  # another targets file's target of the same name
             threshold = self._pass_threshold(loaded)
             for case in iter_cases(loaded, eval_id=self.eval_id, context=self.context):
-                name = self._name(loaded, case.target)
-                reason = self._broken_targets.get((loaded.path, name))
-                if reason is None:
-                    target = self.target_for(loaded, case.target)
-                    reason = self._broken_judges.get(id(target)) if needs_judge(case) else None
-                    if reason is None:
-                        yield CaseJob(case, target, threshold)
-                        continue
-                yield InvalidJob(_invalid(loaded, case, reason), name)
+                if lane.name not in self._names(loaded, case.target):
+                    continue
+                runs = self.repeats(loaded, case.repeat)
+                reason = broken
+                if reason is None and lane.target is not None and needs_judge(case):
+                    reason = self._broken_judges.get(id(lane.target))
+                if reason is not None:
+                    invalid = _invalid(loaded, case, reason)
+                    yield from (InvalidJob(invalid, lane.name, r) for r in range(runs))
+                    continue
+                assert lane.target is not None
+                yield from (CaseJob(case, lane.target, threshold, r) for r in range(runs))
 
     def pass_thresholds(self, default: float) -> set[float]:
         """The pass thresholds in force for this plan's files (``default`` where no config
@@ -136,6 +195,12 @@ class Plan:
         config, _ = self.context.guidelines.for_eval_dir(loaded.path.parent, loaded.repo_root)
         return config.pass_threshold
 
+    def _count(self, loaded: LoadedEvalFile) -> int:
+        """Jobs the file's cases make: runs times targets, plus one per invalid case."""
+        targets = max(1, len(self.cli_targets))
+        runs = sum(count * self.repeats(loaded, r) for r, count in loaded.case_repeats.items())
+        return runs * targets + len(loaded.invalid)
+
 
 def _invalid(loaded: LoadedEvalFile, case: EvalCase, reason: str) -> InvalidCase:
     diag = Diagnostic(loaded.path, reason, line=case.line)
@@ -146,21 +211,26 @@ def plan_run(
     eval_files: list[Path],
     registry: TargetRegistry,
     *,
-    cli_target: str | None = None,
+    cli_target: str | list[str] | None = None,
+    repeat: int | None = None,
     eval_id: str | None = None,
     context: LoadContext | None = None,
     keep_limit: int | None = KEEP_LIMIT,
 ) -> Plan:
     """Load and check every eval file and build every target and judge. A case with errors
     becomes an invalid job (its diagnostics are kept for printing); a file that cannot be
-    used at all loses its own cases only (``unusable_files``)."""
+    used at all loses its own cases only (``unusable_files``). ``cli_target``: one target
+    for every case (``default`` means each case's own), or several (a matrix)."""
     ctx = context or LoadContext(store=FileStore(cwd=registry.cwd))
-    override = cli_target if cli_target and cli_target != DEFAULT_TARGET else None
+    names = [cli_target] if isinstance(cli_target, str) else list(cli_target or [])
+    if names == [DEFAULT_TARGET]:
+        names = []  # `--target default`: each case's own target, as without the flag
     plan = Plan(
         files=[],
         diagnostics=[],
         registry=registry,
-        cli_target=override,
+        cli_targets=list(dict.fromkeys(names)),
+        repeat=repeat,
         eval_id=eval_id,
         context=ctx,
     )
@@ -173,7 +243,7 @@ def plan_run(
             continue
         plan.files.append(loaded)
         plan.diagnostics.extend(loaded.diagnostics)
-        plan.total += loaded.case_count + len(loaded.invalid)
+        plan.total += plan._count(loaded)
     plan.check_targets()  # every target and judge now: nothing is spent on a broken one
     plan.diagnostics.extend(registry.diagnostics)
     return plan

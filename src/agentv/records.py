@@ -57,6 +57,8 @@ class EvalResult(BaseModel):
     expected_aspect_count: int
     target: str | None = None
     timestamp: str
+    repeat: int | None = None
+    """Which run of the case on its target (0 .. N-1 with ``--repeat N``)."""
     raw_aspects: list[Any] | None = None
     reasoning: str | None = None
     lm_provider_request: dict[str, Any] | None = None
@@ -72,11 +74,11 @@ class EvalResult(BaseModel):
     eval_file: str | None = None
     line: int | None = None
     """Where the case is written (1-based)."""
-    error: str | None = None
-    """Why the case's status is ``error`` or ``invalid``."""
     masked_secrets: bool | None = None
     """True when a known secret value was masked (``***``) in this record or in the answer
     its evaluators saw (``agentv.masking``); absent otherwise."""
+    error: str | None = None
+    """Why the case's status is ``error`` or ``invalid``."""
 
     @model_serializer(mode="wrap")
     def _without_absent(self, handler: Any) -> dict[str, Any]:
@@ -185,6 +187,7 @@ def result_record(
     duration_ms: float,
     pass_threshold: float = DEFAULT_PASS_THRESHOLD,
     attempts: int = 1,
+    repeat: int = 0,
 ) -> dict[str, Any]:
     """The record of a case that got an answer and was graded."""
     rec = _head(case, grade_status(grade, pass_threshold))
@@ -195,6 +198,7 @@ def result_record(
     rec["expected_aspect_count"] = grade.expected_aspect_count
     rec["target"] = target
     rec["timestamp"] = utc_timestamp()
+    rec["repeat"] = repeat
     if grade.reasoning:
         rec["reasoning"] = grade.reasoning
     rec.update(_requests(prompt, provider, response, None))
@@ -220,6 +224,7 @@ def error_record(
     error: str,
     duration_ms: float,
     attempts: int = 0,
+    repeat: int = 0,
 ) -> dict[str, Any]:
     """The record of a case that failed before it could be graded (score 0, ``error`` set)."""
     rec = _head(case, ERROR)
@@ -231,6 +236,7 @@ def error_record(
         expected_aspect_count=0,
         target=target,
         timestamp=utc_timestamp(),
+        repeat=repeat,
         raw_aspects=[],
     )
     if provider is not None and prompt is not None:
@@ -240,7 +246,9 @@ def error_record(
     return rec
 
 
-def invalid_record(invalid: InvalidCase, target: str | None = None) -> dict[str, Any]:
+def invalid_record(
+    invalid: InvalidCase, target: str | None = None, repeat: int | None = None
+) -> dict[str, Any]:
     """The record of a case that could not run: where it is written and why."""
     rec: dict[str, Any] = {}
     if invalid.id is not None:
@@ -258,6 +266,8 @@ def invalid_record(invalid: InvalidCase, target: str | None = None) -> dict[str,
     if target is not None:
         rec["target"] = target
     rec["timestamp"] = utc_timestamp()
+    if repeat is not None:
+        rec["repeat"] = repeat
     rec["attempts"] = 0
     rec["eval_file"] = str(invalid.eval_file)
     if invalid.line is not None:

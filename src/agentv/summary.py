@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from agentv import stats
+
 if TYPE_CHECKING:
     from agentv.evaluators.base import CaseGrade
 
@@ -30,6 +32,7 @@ _BIN_LIMITS = tuple(end + 1e-9 for end in HISTOGRAM_EDGES[1:-1])
 
 TOP_COUNT = 3
 SLOWEST_COUNT = 5
+CASE_TABLE_MAX = 50
 _DIGITS = re.compile(r"(\d+)")
 
 
@@ -59,6 +62,35 @@ class Tokens:
 
     input: int = 0
     output: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TargetSummary:
+    """One target's results, to set targets side by side (``--target A --target B``).
+
+    Each case weighs the same whatever its number of runs: the mean, its standard error and
+    its 95% interval are over the cases' mean scores (the interval by a seeded bootstrap
+    over cases; see ``agentv.stats.mean_ci``).
+    """
+
+    name: str
+    cases: int
+    runs: int
+    mean: float | None
+    std_error: float | None
+    ci: tuple[float, float] | None
+    pass_rate: float | None  # runs that passed, over all runs
+    ok: int
+    failed: int
+    errors: int
+    invalid: int
+    tokens: Tokens
+    latency_median_ms: float | None
+    latency_p95_ms: float | None
+    #: mean over cases of pass@k and pass^k, for k = 1 .. the fewest runs of any case
+    pass_at: tuple[float, ...] = ()
+    pass_all: tuple[float, ...] = ()
+    flaky: tuple[str, ...] = ()  # cases where some runs passed and some did not
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +130,15 @@ class Summary:
     """Token totals per target, in the order the targets first answered."""
     judge_tokens: Tokens | None = None
     """Token totals of the judge calls (None when no judge reported any)."""
+    targets: tuple[TargetSummary, ...] = ()
+    """Each target's figures (one entry for a one-target run)."""
+    repeats: int = 1
+    """The most runs any case had on one target (``--repeat``)."""
+    case_stats: tuple[tuple[str, str, stats.CaseStats], ...] = ()
+    """With repeats: ``(target, eval_id, statistics of its runs)`` for every case."""
+    case_table: tuple[tuple[str, tuple[float | None, ...]], ...] = ()
+    """For up to ``CASE_TABLE_MAX`` cases: each case's mean score on each target (in
+    ``targets`` order; None where it did not run), ids in natural order."""
 
     @property
     def passed(self) -> int:
@@ -123,6 +164,10 @@ class SummaryCollector:
         self._evaluator_errors: Counter[str] = Counter()
         self._tokens: dict[str, list[int]] = {}
         self._judge_tokens: list[int] | None = None
+        #: (target, case) -> [runs, passes, score sum, score sum of squares, min, max]
+        self._runs: dict[tuple[str, str], list[float]] = {}
+        self._by_target: dict[str, Counter[str]] = {}
+        self._latencies: dict[str, array[float]] = {}
 
     def __len__(self) -> int:
         return len(self._ids)
@@ -146,9 +191,24 @@ class SummaryCollector:
         self._statuses[status] += 1
         if status in ("error", "invalid"):
             self._problems.append((eval_id, status, record.get("error") or ""))
+        target = record.get("target") or "?"
+        self._by_target.setdefault(target, Counter())[status] += 1
+        run = self._runs.get((target, eval_id))
+        if run is None:
+            self._runs[(target, eval_id)] = [1, status == "ok", score, score * score, score, score]
+        else:
+            run[0] += 1
+            run[1] += status == "ok"
+            run[2] += score
+            run[3] += score * score
+            run[4] = min(run[4], score)
+            run[5] = max(run[5], score)
+        latency = record.get("latency_ms")
+        if latency is not None:
+            self._latencies.setdefault(target, array("d")).append(latency)
         usage = record.get("usage")
         if usage:
-            _add_tokens(self._tokens.setdefault(record.get("target") or "?", [0, 0]), usage)
+            _add_tokens(self._tokens.setdefault(target, [0, 0]), usage)
         if grade is not None:
             if grade.judge_failed:
                 self._judge_failures += 1
@@ -191,13 +251,27 @@ class SummaryCollector:
 
         ids = self._ids
         keys = [natural_key(i) for i in ids]
+        repeats = int(max(run[0] for run in self._runs.values()))
+        if repeats > 1 or len(self._by_target) > 1:
+            # one entry per case and target (its runs' mean), named by both when needed
+            several = len(self._by_target) > 1
+            ranked = [
+                (f"{case} [{target}]" if several else case, run[2] / run[0])
+                for (target, case), run in self._runs.items()
+            ]
+        else:
+            ranked = list(zip(ids, scores, strict=True))
+        rank_keys = [natural_key(name) for name, _ in ranked]
+        m = len(ranked)
         # Best first, ties by eval id (results arrive in completion order, which is not
         # reproducible; eval ids are). A small suite is listed once, whole.
-        shown = n if n <= 2 * TOP_COUNT else TOP_COUNT
-        top_idx = heapq.nsmallest(shown, range(n), key=lambda i: (-scores[i], keys[i]))
+        shown = m if m <= 2 * TOP_COUNT else TOP_COUNT
+        top_idx = heapq.nsmallest(shown, range(m), key=lambda i: (-ranked[i][1], rank_keys[i]))
         bottom_idx = []
-        if n > 2 * TOP_COUNT:  # lowest first: "1." is the case most worth a look
-            bottom_idx = heapq.nsmallest(TOP_COUNT, range(n), key=lambda i: (scores[i], keys[i]))
+        if m > 2 * TOP_COUNT:  # lowest first: "1." is the case most worth a look
+            bottom_idx = heapq.nsmallest(
+                TOP_COUNT, range(m), key=lambda i: (ranked[i][1], rank_keys[i])
+            )
 
         timed = [i for i in range(n) if not math.isnan(self._durations[i])]
         slow_idx = heapq.nsmallest(
@@ -221,15 +295,165 @@ class SummaryCollector:
             max=ordered[-1],
             std_dev=std_dev,
             histogram=histogram,
-            top=tuple((ids[i], scores[i]) for i in top_idx),
-            bottom=tuple((ids[i], scores[i]) for i in bottom_idx),
+            top=tuple(ranked[i] for i in top_idx),
+            bottom=tuple(ranked[i] for i in bottom_idx),
             slowest=tuple((ids[i], self._durations[i]) for i in slow_idx),
             error_details=tuple(sorted(self._problems, key=lambda p: natural_key(p[0]))),
             tokens=tuple((t, Tokens(*v)) for t, v in self._tokens.items()),
             judge_tokens=Tokens(*judge) if judge is not None else None,
+            targets=tuple(self._target_summary(t) for t in self._by_target),
+            repeats=repeats,
+            case_stats=self._case_stats() if repeats > 1 else (),
+            case_table=self._case_table(),
         )
+
+    def _case_stats(self) -> tuple[tuple[str, str, stats.CaseStats], ...]:
+        out = []
+        for (target, case), (n, c, total, squares, low, high) in self._runs.items():
+            runs, passes = int(n), int(c)
+            mean = total / runs
+            sd = (
+                math.sqrt(max(0.0, squares - runs * mean * mean) / (runs - 1)) if runs > 1 else None
+            )
+            out.append(
+                (
+                    target,
+                    case,
+                    stats.CaseStats(
+                        n=runs,
+                        passes=passes,
+                        mean=mean,
+                        min=low,
+                        max=high,
+                        std_dev=sd,
+                        pass_at=tuple(stats.pass_at_k(runs, passes, k) for k in range(1, runs + 1)),
+                        pass_all=tuple(
+                            stats.pass_hat_k(runs, passes, k) for k in range(1, runs + 1)
+                        ),
+                    ),
+                )
+            )
+        return tuple(sorted(out, key=lambda row: (row[0], natural_key(row[1]))))
+
+    def _target_summary(self, target: str) -> TargetSummary:
+        runs = [(case, run) for (t, case), run in self._runs.items() if t == target]
+        means = [run[2] / run[0] for _, run in runs]
+        st = self._by_target[target]
+        total = sum(st.values())
+        fewest = int(min(run[0] for _, run in runs))
+        pass_at = [0.0] * fewest
+        pass_all = [0.0] * fewest
+        for _, run in runs:
+            n, c = int(run[0]), int(run[1])
+            for k in range(1, fewest + 1):
+                pass_at[k - 1] += stats.pass_at_k(n, c, k)
+                pass_all[k - 1] += stats.pass_hat_k(n, c, k)
+        latencies = self._latencies.get(target, array("d"))
+        tokens = self._tokens.get(target)
+        return TargetSummary(
+            name=target,
+            cases=len(runs),
+            runs=total,
+            mean=stats.mean(means),
+            std_error=stats.standard_error(means),
+            ci=stats.mean_ci(means),
+            pass_rate=st["ok"] / total if total else None,
+            ok=st["ok"],
+            failed=st["failed"],
+            errors=st["error"],
+            invalid=st["invalid"],
+            tokens=Tokens(*tokens) if tokens else Tokens(),
+            latency_median_ms=stats.percentile(latencies, 0.5),
+            latency_p95_ms=stats.percentile(latencies, 0.95),
+            pass_at=tuple(v / len(runs) for v in pass_at),
+            pass_all=tuple(v / len(runs) for v in pass_all),
+            flaky=tuple(
+                sorted((case for case, run in runs if 0 < run[1] < run[0]), key=natural_key)
+            ),
+        )
+
+    def _case_table(self) -> tuple[tuple[str, tuple[float | None, ...]], ...]:
+        cases = sorted({case for _, case in self._runs}, key=natural_key)
+        if len(cases) > CASE_TABLE_MAX:
+            return ()
+        targets = list(self._by_target)
+        rows = []
+        for case in cases:
+            cells = []
+            for target in targets:
+                run = self._runs.get((target, case))
+                cells.append(run[2] / run[0] if run else None)
+            rows.append((case, tuple(cells)))
+        return tuple(rows)
 
 
 def _add_tokens(total: list[int], usage: Mapping[str, Any]) -> None:
     total[0] += usage.get("input_tokens") or 0
     total[1] += usage.get("output_tokens") or 0
+
+
+def summary_dict(summary: Summary) -> dict[str, Any]:
+    """The summary as JSON-ready data (``--summary-json``; README documents the schema)."""
+    data: dict[str, Any] = {
+        "total": summary.total,
+        "ok": summary.ok,
+        "failed": summary.failed,
+        "errors": summary.errors,
+        "invalid": summary.invalid,
+        "pass_rate": summary.pass_rate,
+        "mean": summary.mean,
+        "median": summary.median,
+        "min": summary.min,
+        "max": summary.max,
+        "std_dev": summary.std_dev,
+        "repeats": summary.repeats,
+        "judge_failures": summary.judge_failures,
+        "evaluator_errors": dict(summary.evaluator_errors),
+        "errors_by_case": [
+            {"eval_id": eid, "status": status, "error": message}
+            for eid, status, message in summary.error_details
+        ],
+        "targets": [
+            {
+                "target": t.name,
+                "cases": t.cases,
+                "runs": t.runs,
+                "mean": t.mean,
+                "std_error": t.std_error,
+                "ci95": list(t.ci) if t.ci is not None else None,
+                "pass_rate": t.pass_rate,
+                "ok": t.ok,
+                "failed": t.failed,
+                "errors": t.errors,
+                "invalid": t.invalid,
+                "tokens": {"input": t.tokens.input, "output": t.tokens.output},
+                "latency_ms": {"median": t.latency_median_ms, "p95": t.latency_p95_ms},
+                "pass_at_k": {str(k): v for k, v in enumerate(t.pass_at, 1)},
+                "pass_all_k": {str(k): v for k, v in enumerate(t.pass_all, 1)},
+                "flaky": list(t.flaky),
+            }
+            for t in summary.targets
+        ],
+        "judge_tokens": (
+            {"input": summary.judge_tokens.input, "output": summary.judge_tokens.output}
+            if summary.judge_tokens is not None
+            else None
+        ),
+        "cases": [
+            {
+                "target": target,
+                "eval_id": case,
+                "runs": cs.n,
+                "passes": cs.passes,
+                "mean": cs.mean,
+                "min": cs.min,
+                "max": cs.max,
+                "std_dev": cs.std_dev,
+                "pass_at_k": {str(k): v for k, v in enumerate(cs.pass_at, 1)},
+                "pass_all_k": {str(k): v for k, v in enumerate(cs.pass_all, 1)},
+                "flaky": cs.flaky,
+            }
+            for target, case, cs in summary.case_stats
+        ],
+    }
+    return data

@@ -50,7 +50,18 @@ def eval_command(
     paths: Annotated[list[str], typer.Argument(help="Eval YAML files, folders or globs.")],
     target: Annotated[
         list[str] | None,
-        typer.Option(help="Target name from targets.yaml (overrides the eval files' targets)."),
+        typer.Option(
+            help="Target name from targets.yaml (overrides the eval files' targets); "
+            "give it several times to run every case on each (a target matrix).",
+        ),
+    ] = None,
+    repeat: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            max=1000,
+            help="Run each case N times, as N requests (default: the files' `repeat`, else 1).",
+        ),
     ] = None,
     targets: Annotated[
         Path | None, typer.Option(help="The targets.yaml to use (default: discovered).")
@@ -65,7 +76,9 @@ def eval_command(
     workers: Annotated[
         int | None,
         typer.Option(
-            min=1, max=50, help="Cases in flight at once (default: target setting, else 3)."
+            min=1,
+            max=50,
+            help="Cases in flight at once, per target (default: its `workers`, else 3).",
         ),
     ] = None,
     dry_run: Annotated[
@@ -110,6 +123,12 @@ def eval_command(
             help="Exit 0 instead of 3 when cases errored or were invalid (gate on the score only).",
         ),
     ] = False,
+    summary_json: Annotated[
+        Path | None,
+        typer.Option(
+            "--summary-json", help="Also write the summary's figures as JSON to this file."
+        ),
+    ] = None,
     allow_outside_root: AllowOutsideRoot = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Say more.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No per-case lines.")] = False,
@@ -117,16 +136,12 @@ def eval_command(
     """Run eval cases against their targets, grade the answers and write results."""
     from agentv.targets import DryRun
 
-    if target is not None and len(target) > 1:
-        # until a run can hold several targets, taking the last one would hide the others
-        raise typer.BadParameter(
-            f"give --target once (got {', '.join(target)}); run one eval per target",
-            param_hint="'--target'",
-        )
     raise typer.Exit(
         run_eval_command(
             paths,
-            target=target[0] if target else None,
+            target=target or None,
+            repeat=repeat,
+            summary_json=summary_json,
             pass_threshold=pass_threshold,
             allow_errors=allow_errors,
             targets_file=targets,
@@ -154,6 +169,7 @@ def run_eval_command(
     *,
     threshold: float | None = None,
     allow_errors: bool = False,
+    summary_json: Path | None = None,
     verbose: bool = False,
     quiet: bool = False,
     out: Path | None = None,
@@ -204,12 +220,11 @@ def run_eval_command(
     assert writer is not None
     stdout.write(f"Output path: {writer.path}\n")
     if verbose:
-        from agentv.orchestrator import effective_workers
+        from agentv.orchestrator import target_workers
 
-        targets = prepared.targets()
-        for t in targets:
-            stdout.write(f"Using target: {t.label}\n")
-        stdout.write(f"Using {effective_workers(prepared.settings, targets)} worker(s)\n")
+        for t in prepared.targets():
+            workers = target_workers(prepared.settings, t)
+            stdout.write(f"Using target: {printable(t.label)} ({workers} at once)\n")
     stdout.flush()
 
     progress = make_progress(stdout, quiet=quiet, verbose=verbose)
@@ -247,6 +262,19 @@ def run_eval_command(
         )
         + "\n"
     )
+    if summary_json is not None:
+        import json
+
+        from agentv.summary import summary_dict
+
+        target = cwd / summary_json
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(json.dumps(summary_dict(run.summary), indent=2) + "\n")
+        except OSError as exc:
+            stderr.write(f"error: cannot write the summary to {target}: {exc.strerror}\n")
+        else:
+            stdout.write(f"Summary written to: {target}\n")
     for label, files in run.artifacts.items():  # e.g. agents' logs, to read later
         stdout.write(f"{label}:\n" + "".join(f"  {i}. {p}\n" for i, p in enumerate(files, 1)))
     return exit_code(run, threshold=threshold, allow_errors=allow_errors, stderr=stderr)

@@ -53,6 +53,53 @@ def _retries(by_status: Mapping[int | None, int]) -> str:
     return f"{sum(by_status.values())} ({', '.join(parts)})"
 
 
+def _k(count: int) -> str:
+    return f"{count / 1000:.1f}k" if count >= 10_000 else str(count)
+
+
+def _targets_block(summary: Summary) -> list[str]:
+    """Targets side by side; with repeats, pass@k, pass^k and flaky cases; for a small
+    suite on several targets, a score per case and target."""
+    width = min(20, max(6, *(len(t.name) for t in summary.targets)))
+    runs = f" over {summary.repeats} runs" if summary.repeats > 1 else ""
+    lines = [
+        f"Targets (mean of case means{runs}, 95% interval):",
+        f"  {'target':<{width}} {'mean':>5} {'interval':<14} {'pass':>6} {'err':>4} "
+        f"{'tokens in/out':>13} {'p50/p95 ms':>12}",
+    ]
+    for t in summary.targets:
+        mean = f"{t.mean:.3f}" if t.mean is not None else "-"
+        ci = f"[{t.ci[0]:.2f}, {t.ci[1]:.2f}]" if t.ci is not None else "-"
+        rate = f"{t.pass_rate:.1%}" if t.pass_rate is not None else "-"
+        tokens = f"{_k(t.tokens.input)}/{_k(t.tokens.output)}"
+        latency = (
+            f"{t.latency_median_ms:,.0f}/{t.latency_p95_ms:,.0f}"
+            if t.latency_median_ms is not None and t.latency_p95_ms is not None
+            else "-"
+        )
+        lines.append(
+            f"  {t.name[:width]:<{width}} {mean:>5} {ci:<14} {rate:>6} "
+            f"{t.errors + t.invalid:>4} {tokens:>13} {latency:>12}"
+        )
+    if summary.repeats > 1:
+        lines += ["", "Repeats (mean over cases):"]
+        for t in summary.targets:
+            at = "  ".join(f"pass@{k} {v:.3f}" for k, v in enumerate(t.pass_at, 1))
+            every = f"pass^{len(t.pass_all)} {t.pass_all[-1]:.3f}" if t.pass_all else ""
+            lines.append(f"  {t.name}: {at}  {every}".rstrip())
+            if t.flaky:
+                lines.append(f"    flaky ({len(t.flaky)}): {', '.join(t.flaky)}")
+    if len(summary.targets) > 1 and summary.case_table:
+        names = [t.name[:12] for t in summary.targets]
+        case_width = min(24, max(4, *(len(case) for case, _ in summary.case_table)))
+        lines += ["", "Scores by case:"]
+        lines.append(f"  {'case':<{case_width}} " + " ".join(f"{n:>12}" for n in names))
+        for case, cells in summary.case_table:
+            shown = " ".join(f"{c:>12.3f}" if c is not None else f"{'-':>12}" for c in cells)
+            lines.append(f"  {case[:case_width]:<{case_width}} {shown}")
+    return lines
+
+
 def render_summary(
     summary: Summary,
     *,
@@ -128,6 +175,9 @@ def render_summary(
         lines += [
             f"  {rank}. {eid}: {secs:.2f}s" for rank, (eid, secs) in enumerate(summary.slowest, 1)
         ]
+
+    if len(summary.targets) > 1 or summary.repeats > 1:
+        lines += ["", *_targets_block(summary)]
 
     closing: list[str] = []
     if summary.tokens or summary.judge_tokens:

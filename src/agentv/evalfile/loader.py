@@ -83,9 +83,12 @@ class LoadedEvalFile(DiagnosticsView):
     case_count: int = 0  # usable cases (those in `cases`, unless `streamed`)
     streamed: bool = False  # too many cases to hold: `cases` is empty, use `iter_cases`
     case_targets: frozenset[str | None] = frozenset()  # the cases' `execution.target` values
+    #: how many usable cases have each `repeat:` value of their own (None: none)
+    case_repeats: dict[int | None, int] = field(default_factory=dict)
     #: one per case entry (of `eval_id`, when given) with an error, in file order; kept even
     #: when the usable cases are `streamed` (a file has few of them)
     invalid: list[InvalidCase] = field(default_factory=list)
+    repeat: int | None = None  # the file's `repeat`: runs of each case without its own
 
 
 def load_eval_file(
@@ -166,6 +169,7 @@ class _FileLoad:
         self.diags: list[Diagnostic] = []
         self.count = 0  # usable cases seen
         self.case_targets: set[str | None] = set()  # their `execution.target` values
+        self.case_repeats: dict[int | None, int] = {}  # their own `repeat:` values, counted
         self.dropped = False  # more usable cases than keep_limit: none are kept
         # case id -> (index, line) of the first case with it
         self._first_seen: dict[str, tuple[int, int]] = {}
@@ -227,7 +231,9 @@ class _FileLoad:
             case_count=self.count,
             streamed=self.dropped,
             case_targets=frozenset(self.case_targets),
+            case_repeats=dict(self.case_repeats),
             invalid=self.invalid,
+            repeat=data.get("repeat") if isinstance(data.get("repeat"), int) else None,
         )
 
     def rebuild(self) -> Iterator[EvalCase]:
@@ -309,6 +315,7 @@ class _FileLoad:
             return
         self.count += 1
         self.case_targets.add(case.target)
+        self.case_repeats[case.repeat] = self.case_repeats.get(case.repeat, 0) + 1
         if self.dropped:
             return
         if self.keep_limit is not None and self.count > self.keep_limit:
@@ -588,6 +595,7 @@ class _CaseBuilder:
             conversation_id=raw.conversation_id,
             target=raw.execution.target if raw.execution and raw.execution.target else None,
             line=line,
+            repeat=raw.repeat,
         )
         return case, diags
 
@@ -870,14 +878,6 @@ class _CaseBuilder:
                             hint=f"`cwd` is relative to the eval file's folder ({self.src.path.parent})",
                         )
                     )
-                else:
-                    cwd = res.resolved
-            elif isinstance(spec, sc.CodeSpec):
-                cwd = self.src.path.parent
-            if isinstance(spec, sc.LlmJudgeSpec) and spec.prompt:
-                prompt_text, prompt_path = self._judge_prompt(
-                    spec.prompt, (*key, k, "prompt"), diags
-                )
                 elif not (
                     self.ctx.allow_outside_root or is_within(res.resolved, self.repo_root)
                 ):  # as every other path: the script would run there
@@ -890,6 +890,14 @@ class _CaseBuilder:
                             "--allow-outside-root if you trust this eval file",
                         )
                     )
+                else:
+                    cwd = res.resolved
+            elif isinstance(spec, sc.CodeSpec):
+                cwd = self.src.path.parent
+            if isinstance(spec, sc.LlmJudgeSpec) and spec.prompt:
+                prompt_text, prompt_path = self._judge_prompt(
+                    spec.prompt, (*key, k, "prompt"), diags
+                )
             problem = self._check_spec(spec, cwd)
             if problem is not None:
                 diags.append(

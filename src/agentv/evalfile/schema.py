@@ -127,6 +127,7 @@ class RawEvalCase(_Strict):
     evaluator: Literal["llm_judge", "code"] | None = None
     execution: RawExecution | None = None
     evaluators: list[EvaluatorSpec] | None = None
+    repeat: Annotated[int, Field(ge=1, le=1000)] | None = None  # runs of this case
     note: str | None = None
     description: str | None = None
 
@@ -146,6 +147,7 @@ class RawEvalFileHeader(_Strict):
     target: str | None = None
     dataset: str | None = None
     evaluator: Literal["llm_judge", "code"] | None = None
+    repeat: Annotated[int, Field(ge=1, le=1000)] | None = None  # runs of each case
     # The original AgentV's file-level defaults: `target` and `evaluators` of every case
     # that has none of its own. Checked on its own (`RawFileExecution`), as the cases are.
     execution: Any = None

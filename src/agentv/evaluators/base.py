@@ -97,6 +97,7 @@ class EvaluationContext:
     judge: Provider | None  # used by llm_judge: the target's judge_target, or the target
     timeout: float | None = None  # seconds; limit for code evaluators (``--agent-timeout``)
     attempt: int = 0
+    repeat: int = 0  # which run of the case (a judge grades each run on its own)
 
 
 class Evaluator(Protocol):

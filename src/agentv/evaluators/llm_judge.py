@@ -280,6 +280,7 @@ class LlmJudgeEvaluator:
             model=model,
             eval_id=ctx.case.id,
             attempt=ctx.attempt,
+            repeat=ctx.repeat,
         )
         started = time.perf_counter()
         try:

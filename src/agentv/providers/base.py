@@ -39,10 +39,16 @@ class ProviderRequest:
     attempt: int = 0
     model: str | None = None  # overrides the target's model (a judge's `model`)
     timeout: float | None = None  # seconds for this call; None: the target's own
+    repeat: int = 0  # which run of the case this is (`--repeat`): each is its own request
 
 
 def request_for_case(
-    case: EvalCase, prompt: Prompt, *, attempt: int = 0, timeout: float | None = None
+    case: EvalCase,
+    prompt: Prompt,
+    *,
+    attempt: int = 0,
+    timeout: float | None = None,
+    repeat: int = 0,
 ) -> ProviderRequest:
     """The request a candidate target gets for one case."""
     return ProviderRequest(
@@ -54,6 +60,7 @@ def request_for_case(
         eval_id=case.id,
         attempt=attempt,
         timeout=timeout,
+        repeat=repeat,
     )
 
 
