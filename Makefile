@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint demo bench bench-peers clean
+.PHONY: install test lint demo bench bench-peers clean mutation
 
 install: $(STAMP)
 
@@ -30,6 +30,12 @@ bench: install
 
 bench-peers: install
 	$(BIN)/python benchmarks/peers.py
+
+# Mutation testing (docs/testing.md): not part of `test`, a few minutes on 2 cores. Results
+# are kept in mutants/ (git-ignored); a rerun only retests what changed.
+mutation: install
+	$(BIN)/mutmut run
+	$(BIN)/python tests/mutation_report.py --survivors
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .agentv/results

@@ -8,10 +8,18 @@ import math
 from pathlib import Path
 from typing import Any
 
+from agentv import stats
 from agentv.cli.summary import render_summary
 from agentv.evaluators.base import CaseGrade, EvaluatorScore
 from agentv.providers.base import Usage
-from agentv.summary import HistogramBin, Summary, SummaryCollector, Tokens, natural_key
+from agentv.summary import (
+    HistogramBin,
+    Summary,
+    SummaryCollector,
+    TargetSummary,
+    Tokens,
+    natural_key,
+)
 
 
 def rec(eval_id: str | None, score: float, status: str, **extra: Any) -> dict[str, Any]:
@@ -86,11 +94,11 @@ def test_every_field_of_a_summary() -> None:
     plain = CaseGrade(1.0, [], [], None, 1, None, None, False, usage=None)
     collector.add(rec("c10", 1.0, "ok", duration_ms=2500, target="a"), plain)
     collector.add(
-        rec("c2", 0.5, "failed", duration_ms=100, target="b", usage={"input_tokens": 3}), judged
+        rec("c2", 0.5, "failed", duration_ms=100, target="a", usage={"input_tokens": 3}), judged
     )
     collector.add(rec("c1", 0.25, "failed", target="a", usage={"output_tokens": 4}))
-    collector.add(rec(None, 0.0, "invalid", eval_file="e.yaml", line=3, error="bad"))
-    collector.add(rec(None, 0.0, "invalid", error="worse"))
+    collector.add(rec(None, 0.0, "invalid", eval_file="e.yaml", line=3, error="bad", target="a"))
+    collector.add(rec(None, 0.0, "invalid", error="worse", target="a"))
     collector.add(
         rec(
             "c3",
@@ -98,11 +106,12 @@ def test_every_field_of_a_summary() -> None:
             "error",
             duration_ms=0,
             error="judge down",
+            target="a",
             usage={"input_tokens": 1, "output_tokens": 2},
         ),
         CaseGrade(0.75, [], [], None, 1, None, None, False, error="judge down", usage=Usage(1, 1)),
     )
-    collector.add(rec("c4", 1.0, "ok", duration_ms=None, usage={}))
+    collector.add(rec("c4", 1.0, "ok", duration_ms=None, target="a", usage={}))
     assert len(collector) == 7
     s = collector.summary()
     scores = [1.0, 0.5, 0.25, 0.0, 0.0, 0.75, 1.0]
@@ -135,8 +144,43 @@ def test_every_field_of_a_summary() -> None:
             ("c3", "error", "judge down"),
             ("e.yaml:3", "invalid", "bad"),
         ),
-        tokens=(("b", Tokens(3, 0)), ("a", Tokens(0, 4)), ("?", Tokens(1, 2))),
+        tokens=(("a", Tokens(4, 6)),),
         judge_tokens=Tokens(8, 1),
+        targets=(
+            TargetSummary(
+                name="a",
+                cases=7,
+                runs=7,
+                mean=mean,
+                std_error=math.sqrt(sum((x - mean) ** 2 for x in scores) / 6) / math.sqrt(7),
+                ci=stats.mean_ci(scores),  # seeded bootstrap (tests/test_stats.py)
+                pass_rate=2 / 7,
+                ok=2,
+                failed=2,
+                errors=1,
+                invalid=2,
+                tokens=Tokens(4, 6),
+                latency_median_ms=None,
+                latency_p95_ms=None,
+                pass_at=(2 / 7,),
+                pass_all=(2 / 7,),
+                flaky=(),
+            ),
+        ),
+        repeats=1,
+        case_stats=(),
+        case_table=tuple(
+            (case, (score,))
+            for case, score in [
+                ("?:?", 0.0),
+                ("c1", 0.25),
+                ("c2", 0.5),
+                ("c3", 0.75),
+                ("c4", 1.0),
+                ("c10", 1.0),
+                ("e.yaml:3", 0.0),
+            ]
+        ),
     )
     assert (s.passed, s.pass_rate) == (2, 2 / 7)
 

@@ -510,6 +510,14 @@ async def test_schema_miss_lines_in_full(
         ),
         ({"minLength": -1}, "(inline) at `minLength`: -1 is less than the minimum of 0"),
         ('{"minLength": -1}', "(inline) at `minLength`: -1 is less than the minimum of 0"),
+        (
+            {"properties": {"a": {"type": "nope"}}},
+            "(inline) at `properties/a/type`: 'nope' is not valid under any of the given schemas",
+        ),
+        (  # an error about the schema as a whole has no location
+            {"$schema": "http://json-schema.org/draft-04/schema#", "exclusiveMinimum": True},
+            "(inline): 'minimum' is a dependency of 'exclusiveMinimum'",
+        ),
     ],
 )
 async def test_invalid_schema_errors_in_full(
