@@ -176,3 +176,32 @@ def test_a_slow_target_does_not_hold_up_a_fast_one(repo: Path) -> None:
         # and neither has more requests in flight than its own `workers`
         assert _peak([r.received_at for r in slow.requests], 0.35) == 1
         assert _peak([r.received_at for r in fast.requests], 0.08) <= 2
+
+
+def test_judge_requests_count_against_the_judge_targets_own_limit(repo: Path) -> None:
+    verdict = '{"score": 1, "hits": [], "misses": [], "reasoning": "ok"}'
+    with FakeLLMServer(delay_ms=20) as model, FakeLLMServer(delay_ms=200, reply=verdict) as judge:
+        write(
+            repo,
+            ".agentv/targets.yaml",
+            "$schema: agentv-targets-v2.2\ntargets:\n"
+            f"  - {{name: m, provider: openai, base_url: '{model.url}/v1', api_key: k-12345678,"
+            " model: m, max_retries: 0, workers: 4, judge_target: j}\n"
+            f"  - {{name: j, provider: openai, base_url: '{judge.url}/v1', api_key: k-12345678,"
+            " model: j, max_retries: 0, workers: 1}\n",
+        )
+        write(
+            repo,
+            "evals/judged.yaml",
+            "$schema: agentv-eval-v2\nevalcases:\n"
+            + "".join(
+                f"  - {{id: j{i}, outcome: ok, input_messages: [{{role: user, content: q{i}}}]}}\n"
+                for i in range(6)
+            ),
+        )
+        proc = agentv_cli(repo, "eval", "evals/", "--target", "m", "--out", "r.jsonl")
+        assert proc.returncode == 0, proc.stderr
+        assert len(judge.requests) == 6
+        # the candidate target runs four at a time; its judge, one at a time
+        assert _peak([r.received_at for r in judge.requests], 0.18) == 1
+        assert _peak([r.received_at for r in model.requests], 0.015) >= 2
