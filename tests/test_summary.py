@@ -168,9 +168,17 @@ def test_render_full_text_at_80_columns() -> None:
     usage = {"input_tokens": 1200, "output_tokens": 340}
     collector.add(record("c1", 1.0, duration_s=2.0, usage=usage, target="gpt"))
     collector.add(record("c10", 0.5, duration_s=4.25, usage=usage, target="gpt"))
-    collector.add(record("c2", 0.0, "error", error="Timed out\nafter 3 tries", duration_s=0.5))
     collector.add(
-        record("c3", 0.25, "error", error="evaluator 'judge' could not grade: empty reply"),
+        record("c2", 0.0, "error", error="Timed out\nafter 3 tries", duration_s=0.5, target="gpt")
+    )
+    collector.add(
+        record(
+            "c3",
+            0.25,
+            "error",
+            error="evaluator 'judge' could not grade: empty reply",
+            target="gpt",
+        ),
         _grade(("judge", "empty reply"), judge_failed=True, usage=Usage(50, 5, 55)),
     )
     facts = RunFacts(

@@ -158,9 +158,9 @@ async def test_every_provider_kind_alias_and_spelling(repo: Path) -> None:
         dry = providers["dry"]
         assert isinstance(dry, MockProvider)
         assert (await dry.invoke(ask(question="q"))).text == '{"answer": 42}'
-        # defaults of the retry fields (the original AgentV's)
+        # defaults of the retry fields (six retries; the delays are the original AgentV's)
         s = providers["gpt"].settings
-        assert (s.max_retries, s.retry_initial_delay_ms, s.retry_max_delay_ms) == (3, 1000, 60000)
+        assert (s.max_retries, s.retry_initial_delay_ms, s.retry_max_delay_ms) == (6, 1000, 60000)
         assert (s.retry_backoff_factor, s.retry_status_codes) == (2, (500, 408, 429, 502, 503, 504))
     finally:
         for provider in providers.values():

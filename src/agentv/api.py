@@ -30,6 +30,7 @@ from agentv.evalfile.loader import load_eval_file as _load_eval_file
 from agentv.orchestrator import Orchestrator, ProgressSink, RunSettings, RunStats
 from agentv.planning import Plan, plan_run
 from agentv.records import EvalResult
+from agentv.scheduling import GateStats
 from agentv.summary import Summary, SummaryCollector
 from agentv.targets import DryRun, RunTarget, TargetRegistry
 from agentv.writers import ResultWriter, open_writer
@@ -69,6 +70,9 @@ class EvalRun:
     """Eval files that could not be used at all (their cases have no results)."""
     wall_seconds: float = 0.0
     """How long the run took, planning excluded."""
+    load: dict[str, GateStats] = field(default_factory=dict)
+    """Per target: requests sent, throttled answers (429/503), time paused, the lowest
+    concurrency it was slowed to."""
     dry_run: bool = False
 
     @property
@@ -178,6 +182,7 @@ class PreparedRun:
             cache_hits=self.stats.cache_hits,
             judge_cache_hits=self.stats.judge_cache_hits,
             retries={t: dict(c) for t, c in self.stats.retries.items()},
+            load={name: gate.stats for name, gate in orchestrator.gates.by_target().items()},
             unusable_files=list(self.plan.unusable_files),
             wall_seconds=time.perf_counter() - started,
             dry_run=self.registry.dry_run is not None,

@@ -30,7 +30,7 @@ from agentv.planning import CaseJob, InvalidJob, Lane
 from agentv.prompts import Prompt, PromptSettings, build_prompt
 from agentv.providers.base import Provider, ProviderRequest, ProviderResponse, request_for_case
 from agentv.records import DEFAULT_PASS_THRESHOLD, error_record, invalid_record, result_record
-from agentv.scheduling import DEFAULT_WORKERS, GatedProvider, Gates, TargetGate
+from agentv.scheduling import DEFAULT_WORKERS, GatedProvider, Gates, TargetGate, through_gate
 from agentv.targets import RunTarget, TargetRegistry
 
 #: agent targets enforce the timeout themselves (and clean up); the outer limit is a backstop
@@ -101,9 +101,10 @@ def target_workers(settings: RunSettings, target: RunTarget) -> int:
 class _RetryNotes:
     """Counts every target's retries and says so at most once every few seconds."""
 
-    def __init__(self, stats: RunStats, progress: ProgressSink) -> None:
+    def __init__(self, stats: RunStats, progress: ProgressSink, gates: Gates) -> None:
         self.stats = stats
         self.progress = progress
+        self.gates = gates
         self._since: dict[str, Counter[int | None]] = {}  # not yet told
         self._told_at: dict[str, float] = {}
 
@@ -115,9 +116,13 @@ class _RetryNotes:
         if now - self._told_at.get(target, -RETRY_NOTE_INTERVAL) < RETRY_NOTE_INTERVAL:
             return
         self._told_at[target] = now
+        gate = self.gates.by_target().get(target)
+        slowed = ""
+        if gate is not None and gate.limit < gate.max_limit:
+            slowed = f"; {gate.limit} of {gate.max_limit} at once until it recovers"
         for code, count in sorted(pending.items(), key=lambda kv: -kv[1]):
             self.progress.note(
-                f"{target}: {retry_phrase(code, count)}, retrying after {delay:.1f} s"
+                f"{target}: {retry_phrase(code, count)}, retrying after {delay:.1f} s{slowed}"
             )
         pending.clear()
 
@@ -125,6 +130,8 @@ class _RetryNotes:
 def retry_phrase(status: int | None, count: int) -> str:
     """``12 requests rate-limited (429)`` and the like."""
     requests = f"{count} request{'' if count == 1 else 's'}"
+    if status == 200:  # answered, but with nothing in it
+        return f"{requests} returned an empty answer"
     if status == 429:
         return f"{requests} rate-limited (429)"
     if status is None:
@@ -162,7 +169,7 @@ class Orchestrator:
         self.masker = Masker(self.registry.run_secrets())
         if self.settings.dumper is not None:
             self.settings.dumper.masker = self.masker
-        notes = _RetryNotes(self.stats, self.progress)
+        notes = _RetryNotes(self.stats, self.progress, self.gates)
         for t in targets:
             t.provider.on_retry = notes
         self._notes = notes
@@ -344,6 +351,11 @@ class Orchestrator:
                 raise
             attempts += response.attempts
             self.stats.requests += 1
+            if isinstance(response.raw, dict) and response.raw.get("truncated"):
+                self.progress.note(
+                    f"{job.target.name}: the answer to {job.case.id!r} was cut at the "
+                    "target's max_output_bytes"
+                )
             if key is not None and self.settings.cache is not None:
                 self.settings.cache.put(key, self.masker.response(response)[0])
             return response, attempts
@@ -358,13 +370,19 @@ class Orchestrator:
     async def _invoke(
         self, target: RunTarget, request: ProviderRequest, timeout: float | None
     ) -> ProviderResponse:
+        gate = self._gate(target)
         if timeout is None:
-            async with self._gate(target):
-                return await target.provider.invoke(request)
+            return await through_gate(
+                gate, target.provider, request, lambda: target.provider.invoke(request)
+            )
         limit = timeout + (_AGENT_GRACE_S if target.provider.is_agent else 0.0)
-        try:
-            async with self._gate(target), asyncio.timeout(limit):
+
+        async def timed() -> ProviderResponse:
+            async with asyncio.timeout(limit):  # from when the gate lets it through
                 return await target.provider.invoke(request)
+
+        try:
+            return await through_gate(gate, target.provider, request, timed)
         except TimeoutError:
             raise ProviderTimeout(
                 target.name, f"target {target.name!r} did not answer within {timeout:g}s"

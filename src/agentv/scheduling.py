@@ -1,11 +1,29 @@
-"""How many requests each target gets at once: one gate per target, shared by every request
-sent to it (a candidate's answer and a judge's grade alike), so a slow or rate-limited
-target never takes the others' capacity and a judge's load counts where it lands.
+"""How many requests each target gets at once, and when: one gate per target, shared by
+every request sent to it (a candidate's answer and a judge's grade alike), so a slow or
+rate-limited target never takes the others' capacity and a judge's load counts where it
+lands.
+
+A gate adapts to the target (AIMD, as TCP does): it starts at the target's ``workers``;
+a 429, a 503 or an "overloaded" answer halves it and pauses the whole target until the
+server's ``Retry-After`` has passed (not just the one request); each window of successes
+(as many as the current limit) adds one back, never above ``workers``. Concurrency alone
+cannot hold a rate when answers come fast, so a throttled gate also paces its requests:
+its rate starts at what the server accepted in the last second, drops by a third at each
+new throttling, and grows by a tenth (at least one request a second) for each second of
+successes. The requests already on their way when a target throttles bring the same
+news: a pause is cut once. Optional
+``max_rpm`` / ``max_tpm`` token buckets pace requests and tokens per minute; tokens are
+estimated from the request's size before the call and corrected from the reported usage
+after.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -13,25 +31,204 @@ if TYPE_CHECKING:
 
 #: a target's concurrency when neither --workers nor its `workers` says
 DEFAULT_WORKERS = 3
+#: statuses that mean "too much load": the target slows down and pauses
+THROTTLE_STATUSES = frozenset({429, 503, 529})
+
+
+class TokenBucket:
+    """``per_minute`` units a minute, at most that many at once (a minute's burst)."""
+
+    def __init__(self, per_minute: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.rate = per_minute / 60.0
+        self.capacity = float(per_minute)
+        self.level = self.capacity
+        self._clock = clock
+        self._at = clock()
+
+    def _refill(self) -> None:
+        now = self._clock()
+        self.level = min(self.capacity, self.level + (now - self._at) * self.rate)
+        self._at = now
+
+    def wait_for(self, amount: float) -> float:
+        """Seconds until ``amount`` units are there (0: now); nothing is taken."""
+        self._refill()
+        need = min(amount, self.capacity) - self.level
+        return max(0.0, need / self.rate) if need > 0 else 0.0
+
+    def take(self, amount: float) -> None:
+        """Take ``amount`` units (the level may go below zero: a correction)."""
+        self._refill()
+        self.level -= amount
+
+    def give_back(self, amount: float) -> None:
+        """Return units taken by an estimate that was too high."""
+        self.level = min(self.capacity, self.level + amount)
+
+
+@dataclass
+class GateStats:
+    """What a target's gate saw, for the summary."""
+
+    requests: int = 0
+    throttled: int = 0  # 429 / 503 / overloaded answers
+    throttled_seconds: float = 0.0  # time the whole target was paused
+    lowest_limit: int = 0
 
 
 class TargetGate:
-    """At most ``limit`` requests to one target in flight; counts the most seen at once."""
+    """At most ``limit`` requests to one target in flight, adapting to the target's answers;
+    counts the most seen at once."""
 
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self._semaphore = asyncio.Semaphore(limit)
+    def __init__(
+        self,
+        limit: int,
+        *,
+        max_rpm: float | None = None,
+        max_tpm: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.max_limit = max(1, limit)
+        self.limit = self.max_limit
         self.in_flight = 0
         self.peak = 0
+        self.paused_until = 0.0
+        self._successes = 0
+        self._clock = clock
+        self._rpm = TokenBucket(max_rpm, clock) if max_rpm else None
+        self._tpm = TokenBucket(max_tpm, clock) if max_tpm else None
+        self._changed = asyncio.Event()
+        self.stats = GateStats(lowest_limit=self.max_limit)
+        #: requests a second once throttled (None: not paced), and when the next may go
+        self.rate: float | None = None
+        self._next_start = 0.0
+        self._recent: deque[float] = deque()  # when the last second's successes came
+        self._paced_successes = 0
 
-    async def __aenter__(self) -> None:
-        await self._semaphore.acquire()
+    # --- waiting for a turn -----------------------------------------------------------------
+
+    def _wait_time(self, tokens: float) -> float | None:
+        """Seconds to wait before a request may go (0: now; None: until one ends)."""
+        now = self._clock()
+        if now < self.paused_until:
+            return self.paused_until - now
+        if self.in_flight >= self.limit:
+            return None
+        waits = [b.wait_for(n) for b, n in ((self._rpm, 1), (self._tpm, tokens)) if b]
+        if self.rate is not None:
+            waits.append(max(0.0, self._next_start - now))
+        return max(waits, default=0.0)
+
+    async def acquire(self, tokens: float = 0.0) -> None:
+        """Wait for a turn: the target not paused, a free slot, and room in the buckets."""
+        while True:
+            wait = self._wait_time(tokens)
+            if wait == 0:
+                break
+            self._changed.clear()
+            try:
+                await asyncio.wait_for(self._changed.wait(), wait)
+            except TimeoutError:
+                pass
         self.in_flight += 1
         self.peak = max(self.peak, self.in_flight)
+        self.stats.requests += 1
+        if self.rate is not None:
+            self._next_start = max(self._clock(), self._next_start) + 1.0 / self.rate
+        if self._rpm is not None:
+            self._rpm.take(1)
+        if self._tpm is not None:
+            self._tpm.take(tokens)
 
-    async def __aexit__(self, *exc: object) -> None:
+    def release(self) -> None:
+        """A request ended."""
         self.in_flight -= 1
-        self._semaphore.release()
+        self._changed.set()
+
+    async def requeue(self, tokens: float = 0.0) -> None:
+        """Give up this request's turn and wait for a new one (before a retry: it goes
+        after the target's pause, within its current limit and buckets)."""
+        self.release()
+        await self.acquire(tokens)
+
+    # --- what the target answered ---------------------------------------------------------
+
+    def succeeded(self) -> None:
+        """One more success: after a window of them, one more request at once (and, when
+        paced, about a second of them adds one request a second)."""
+        now = self._clock()
+        self._recent.append(now)
+        while self._recent and self._recent[0] < now - 1.0:
+            self._recent.popleft()
+        self._successes += 1
+        if self.limit < self.max_limit and self._successes >= self.limit:
+            self._successes = 0
+            self.limit += 1
+            self._changed.set()
+        if self.rate is not None:
+            self._paced_successes += 1
+            if self._paced_successes >= self.rate:
+                self._paced_successes = 0
+                self.rate += max(1.0, self.rate / 10)
+
+    def throttled(self, wait: float) -> None:
+        """The target said "too much": halve the limit, pause everything for ``wait`` s."""
+        self.stats.throttled += 1
+        now = self._clock()
+        if now < self.paused_until:
+            # one cut per pause: the other requests already on their way bring the same news
+            self.stats.throttled_seconds += max(0.0, now + wait - self.paused_until)
+            self.paused_until = max(self.paused_until, now + max(0.0, wait))
+            return
+        self._successes = 0
+        self.limit = max(1, self.limit // 2)
+        accepted = sum(1 for t in self._recent if t >= now - 1.0)
+        if self.rate is None:
+            self.rate = max(1.0, float(accepted))
+        else:
+            self.rate = max(0.5, self.rate * 2 / 3)
+        self._paced_successes = 0
+        self.stats.lowest_limit = min(self.stats.lowest_limit, self.limit)
+        now = self._clock()
+        until = now + max(0.0, wait)
+        if until > self.paused_until:
+            self.stats.throttled_seconds += until - max(now, self.paused_until)
+            self.paused_until = until
+
+    def used_tokens(self, estimated: float, actual: int | None) -> None:
+        """Correct the token bucket once the real usage is known."""
+        if self._tpm is None or actual is None:
+            return
+        if actual > estimated:
+            self._tpm.take(actual - estimated)
+        else:
+            self._tpm.give_back(estimated - actual)
+
+    @property
+    def paused_for(self) -> float:
+        """Seconds until the target resumes (0: not paused)."""
+        return max(0.0, self.paused_until - self._clock())
+
+
+def estimate_tokens(request: ProviderRequest) -> int:
+    """A request's input tokens, guessed before the call: about 4 characters a token."""
+    chars = sum(len(m.content) for m in request.messages) or len(request.question)
+    return chars // 4 + 1
+
+
+async def through_gate(
+    gate: TargetGate, provider: Provider, request: ProviderRequest, call: Any
+) -> ProviderResponse:
+    """``await call()`` in a turn of ``gate``, telling the gate how it went."""
+    estimated = estimate_tokens(request)
+    await gate.acquire(estimated)
+    try:
+        response = await call()
+    finally:
+        gate.release()
+    usage = response.usage
+    gate.used_tokens(estimated, usage.input_tokens if usage is not None else None)
+    return response
 
 
 class GatedProvider:
@@ -47,19 +244,32 @@ class GatedProvider:
 
     async def invoke(self, request: ProviderRequest) -> ProviderResponse:
         """The wrapped provider's answer, sent when the gate lets it through."""
-        async with self._gate:
-            return await self._provider.invoke(request)
+        return await through_gate(
+            self._gate, self._provider, request, lambda: self._provider.invoke(request)
+        )
 
 
 class Gates:
     """The run's gates, one per target provider, made on first use."""
 
     def __init__(self) -> None:
-        self._gates: dict[int, TargetGate] = {}
+        self._gates: dict[int, tuple[Provider, TargetGate]] = {}
 
     def for_provider(self, provider: Provider, limit: int) -> TargetGate:
-        """The gate of ``provider`` (``limit`` applies when it is made)."""
-        gate = self._gates.get(id(provider))
-        if gate is None:
-            gate = self._gates[id(provider)] = TargetGate(max(1, limit))
-        return gate
+        """The gate of ``provider`` (``limit`` and its ``max_rpm``/``max_tpm`` apply when it
+        is made); the provider learns its gate, to report throttling and successes."""
+        found = self._gates.get(id(provider))
+        if found is None:
+            settings = provider.settings
+            gate = TargetGate(
+                limit,
+                max_rpm=getattr(settings, "max_rpm", None),
+                max_tpm=getattr(settings, "max_tpm", None),
+            )
+            provider.gate = gate
+            found = self._gates[id(provider)] = (provider, gate)
+        return found[1]
+
+    def by_target(self) -> dict[str, TargetGate]:
+        """Each gate under its target's name."""
+        return {provider.name: gate for provider, gate in self._gates.values()}

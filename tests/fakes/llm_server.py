@@ -126,7 +126,14 @@ class FakeLLMServer:
     reply: Reply = DEFAULT_REPLY
     reasoning: str | None = None  # returned as thinking/thought/reasoning_content when set
     record: bool = True  # benchmarks may turn recording off
+    #: a rate limit like an API's: at most ``limit_rps`` requests a second, ``limit_burst``
+    #: at once; beyond it a 429 with the Retry-After that a next request would need
+    limit_rps: float | None = None
+    limit_burst: float = 1.0
+    #: times (time.monotonic()) of the requests answered 429 by the rate limit
+    limited_at: list[float] = field(default_factory=list)
     requests: list[RecordedRequest] = field(default_factory=list)
+    _bucket: list[float] = field(default_factory=list, repr=False)  # [level, at]
     _faults: deque[Fault] = field(default_factory=deque, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _ids: itertools.count = field(default_factory=itertools.count, repr=False)
@@ -136,6 +143,22 @@ class FakeLLMServer:
     _closing: asyncio.Event | None = field(default=None, repr=False)
 
     # --- control -------------------------------------------------------------------------
+
+    def _rate_limited(self, now: float) -> float | None:
+        """None when a request may pass the rate limit now (one token taken), else the
+        seconds until it could."""
+        if self.limit_rps is None:
+            return None
+        with self._lock:
+            if not self._bucket:
+                self._bucket[:] = [self.limit_burst, now]
+            level, at = self._bucket
+            level = min(self.limit_burst, level + (now - at) * self.limit_rps)
+            if level >= 1.0:
+                self._bucket[:] = [level - 1.0, now]
+                return None
+            self._bucket[:] = [level, now]
+            return (1.0 - level) / self.limit_rps
 
     @property
     def url(self) -> str:
@@ -239,6 +262,15 @@ class FakeLLMServer:
         if self.record:
             with self._lock:
                 self.requests.append(rec)
+        wait = self._rate_limited(rec.received_at)
+        if wait is not None:
+            self.limited_at.append(rec.received_at)
+            return _error_response(
+                rec.api if rec.api != "unknown" else "openai",
+                429,
+                "Rate limit reached. Please retry later.",
+                wait,
+            )
         fault = self._next_fault()
         if fault is not None and fault.hang:
             assert self._closing is not None

@@ -250,6 +250,7 @@ def run_eval_command(
         pass_threshold=_one(prepared.plan.pass_thresholds(prepared.settings.pass_threshold)),
         dry_run=run.dry_run,
         retries=run.retries,
+        load=run.load,
         cache_hits=run.cache_hits if prepared.settings.cache is not None else None,
         judge_cache_hits=run.judge_cache_hits,
         requests=run.requests,

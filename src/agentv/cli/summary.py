@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentv.cli.common import printable
+from agentv.scheduling import GateStats
 from agentv.summary import Summary, Tokens
 
 _RULE = "=" * 50
@@ -25,6 +26,8 @@ class RunFacts:
     cache_hits: int | None = None  # None: --cache was off
     judge_cache_hits: int = 0
     requests: int = 0
+    #: target -> its gate's figures (requests, throttled answers, time paused)
+    load: Mapping[str, GateStats] = field(default_factory=dict)
     wall_seconds: float | None = None
     unusable_files: list[Path] = field(default_factory=list)
 
@@ -48,7 +51,7 @@ def _tokens(tokens: Tokens) -> str:
 def _retries(by_status: Mapping[int | None, int]) -> str:
     parts = []
     for status, count in sorted(by_status.items(), key=lambda kv: -kv[1]):
-        what = "no answer" if status is None else ("429" if status == 429 else f"HTTP {status}")
+        what = {None: "no answer", 200: "empty answer", 429: "429"}.get(status, f"HTTP {status}")
         parts.append(f"{what} x{count}")
     return f"{sum(by_status.values())} ({', '.join(parts)})"
 
@@ -188,6 +191,14 @@ def render_summary(
     if facts.retries:
         closing.append("Retries:")
         closing += [f"  {target}: {_retries(codes)}" for target, codes in facts.retries.items()]
+    throttled = {t: g for t, g in facts.load.items() if g.throttled}
+    if throttled:
+        closing.append("Throttled targets:")
+        closing += [
+            f"  {t}: {g.requests:,} requests, {g.throttled} throttled (429/503), "
+            f"paused {g.throttled_seconds:.1f} s, down to {g.lowest_limit} at once"
+            for t, g in throttled.items()
+        ]
     if facts.cache_hits is not None:
         closing.append(
             f"Cache: {facts.cache_hits} target answers and {facts.judge_cache_hits} judge "

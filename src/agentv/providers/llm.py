@@ -43,11 +43,17 @@ from agentv.providers.base import (
     ProviderSettings,
     Usage,
 )
+from agentv.scheduling import THROTTLE_STATUSES
 
 #: The original AgentV's documented defaults (docs/architecture.md, "Compatibility").
 DEFAULT_RETRY_STATUS_CODES: tuple[int, ...] = (500, 408, 429, 502, 503, 504)
 #: Client errors that a retry cannot fix, whatever ``retry_status_codes`` says.
+#: retries of a failed request (a 429, a 5xx, a lost connection) before giving up
+DEFAULT_MAX_RETRIES = 6
 NEVER_RETRY: frozenset[int] = frozenset({400, 401, 403, 404})
+#: client errors a retry may fix (timeout, conflict, too early, too many requests); any
+#: other 4xx is an answer about the request itself and is never retried
+RETRYABLE_CLIENT_ERRORS: frozenset[int] = frozenset({408, 409, 425, 429})
 #: Per-request timeout when neither the target nor the request sets one (the SDKs' default).
 DEFAULT_TIMEOUT_SECONDS = 600.0
 #: What an answer without any text is called in errors (retried once, never cached).
@@ -73,7 +79,12 @@ class LLMSettings(ProviderSettings):
     system_prompt: str | None = Field(
         default=None, validation_alias=aliases("system_prompt", "systemPrompt")
     )
-    max_retries: int = Field(default=3, ge=0, validation_alias=aliases("max_retries", "maxRetries"))
+    max_retries: int = Field(
+        default=DEFAULT_MAX_RETRIES, ge=0, validation_alias=aliases("max_retries", "maxRetries")
+    )
+    #: requests and tokens a minute this target may take (None: no limit of its own)
+    max_rpm: float | None = Field(default=None, gt=0, validation_alias=aliases("max_rpm", "maxRpm"))
+    max_tpm: float | None = Field(default=None, gt=0, validation_alias=aliases("max_tpm", "maxTpm"))
     retry_initial_delay_ms: float = Field(
         default=1000,
         ge=0,
@@ -204,6 +215,8 @@ class LLMProvider(Provider):
                 async with asyncio.timeout(timeout):
                     answer = await self.call(payload, timeout)
                 if answer.text.strip():
+                    if self.gate is not None:
+                        self.gate.succeeded()
                     return answer, attempt + 1
                 # Nothing to grade, and nothing worth caching: an error, retried once.
                 empty_answers += 1
@@ -232,10 +245,17 @@ class LLMProvider(Provider):
                 # No time left to retry within the request's limit: say what went wrong,
                 # rather than let the wait end as a timeout.
                 raise self._error(failure, attempt + 1) from None
+            if self.gate is not None and failure.status in THROTTLE_STATUSES:
+                # the whole target slows down and waits, not just this request
+                self.gate.throttled(delay)
             if self.on_retry is not None:
                 status = 200 if failure.empty else failure.status
                 self.on_retry(self.name, status, delay)
             await asyncio.sleep(delay)
+            if self.gate is not None:
+                # the retry queues again: after the target's pause, within its (maybe
+                # lowered) limit, so retries never stampede a limited server
+                await self.gate.requeue()
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _too_long(self, failure: CallFailure, deadline: float | None) -> str | None:
@@ -269,7 +289,9 @@ class LLMProvider(Provider):
     def _retryable(self, failure: CallFailure) -> bool:
         if failure.status is None:
             return failure.connection
-        if failure.status in NEVER_RETRY:
+        if failure.status in NEVER_RETRY or (
+            400 <= failure.status < 500 and failure.status not in RETRYABLE_CLIENT_ERRORS
+        ):
             return False
         return failure.status in self.settings.retry_status_codes
 

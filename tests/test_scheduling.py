@@ -1,0 +1,181 @@
+"""Per-target scheduling: the gate's AIMD and pauses, token buckets, and whole runs against a
+rate-limited loopback server (the whole target pauses, nothing fails, the judge is held to
+its own target's limit while the candidate runs freely)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from agentv.providers.llm import RETRYABLE_CLIENT_ERRORS
+from agentv.scheduling import TargetGate, TokenBucket
+from fakes import FakeLLMServer, RecordedRequest
+from helpers import write
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_token_bucket_paces_and_corrects() -> None:
+    clock = Clock()
+    bucket = TokenBucket(60, clock)  # one a second, a minute's worth at once
+    assert bucket.wait_for(60) == 0
+    bucket.take(60)
+    assert bucket.wait_for(1) == 1.0
+    clock.now += 0.5
+    assert bucket.wait_for(1) == 0.5
+    bucket.give_back(10)
+    assert bucket.wait_for(10) == 0
+
+
+def test_gate_halves_on_throttling_and_grows_back_one_window_at_a_time() -> None:
+    clock = Clock()
+    gate = TargetGate(8, clock=clock)
+    for _ in range(5):  # five successes within the last second
+        gate.succeeded()
+    gate.throttled(2.0)
+    assert (gate.limit, gate.paused_for, gate.rate) == (4, 2.0, 5.0)
+    gate.throttled(1.0)  # more of the same news during the pause: no second cut
+    assert (gate.limit, gate.paused_for) == (4, 2.0)
+    clock.now += 2.0
+    gate.throttled(1.0)  # news after the pause: cut again
+    assert (gate.limit, gate.paused_for) == (2, 1.0)
+    assert gate.rate is not None and abs(gate.rate - 5.0 * 2 / 3) < 1e-9
+    assert gate.stats.throttled_seconds == 3.0 and gate.stats.lowest_limit == 2
+    assert gate.stats.throttled == 3
+    for _ in range(2):
+        gate.succeeded()
+    assert gate.limit == 3  # one window of successes (2) adds one
+    for _ in range(3):
+        gate.succeeded()
+    assert gate.limit == 4
+    for _ in range(100):
+        gate.succeeded()
+    assert gate.limit == 8  # never above the target's workers
+    assert gate.rate > 10  # the pace grew back with the successes
+    clock.now += 1.0
+    assert gate.paused_for == 0
+
+
+async def test_a_paused_gate_lets_nothing_through_until_the_pause_ends() -> None:
+    gate = TargetGate(4)
+    gate.throttled(0.3)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    await gate.acquire()
+    assert loop.time() - started >= 0.28
+    gate.release()
+
+
+async def test_the_gate_never_has_more_in_flight_than_its_limit() -> None:
+    gate = TargetGate(3)
+
+    async def one() -> None:
+        await gate.acquire()
+        await asyncio.sleep(0.01)
+        gate.release()
+
+    await asyncio.gather(*(one() for _ in range(30)))
+    assert gate.peak == 3 and gate.stats.requests == 30
+
+
+def test_deterministic_client_errors_are_not_retried() -> None:
+    assert frozenset({408, 409, 425, 429}) == RETRYABLE_CLIENT_ERRORS
+
+
+def agentv_cli(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "agentv", *args],
+        cwd=repo,
+        env={**os.environ, "CI": "1"},
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+
+
+def rows(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def _cases(n: int, *, judged: bool = False) -> str:
+    evaluators = "" if judged else ", evaluators: [{type: contains, value: fake}]"
+    return "$schema: agentv-eval-v2\nevalcases:\n" + "".join(
+        f"  - {{id: c{i}, outcome: ok, input_messages: [{{role: user, content: q{i}}}]{evaluators}}}\n"
+        for i in range(n)
+    )
+
+
+def test_a_rate_limited_target_pauses_as_a_whole_and_loses_no_case(repo: Path) -> None:
+    with FakeLLMServer(limit_rps=8, limit_burst=4) as server:
+        write(
+            repo,
+            ".agentv/targets.yaml",
+            "$schema: agentv-targets-v2.2\ntargets:\n"
+            f"  - {{name: default, provider: openai, base_url: '{server.url}/v1',"
+            " api_key: k-12345678, model: m, retry_initial_delay_ms: 50}\n",
+        )
+        write(repo, "evals/many.yaml", _cases(30))
+        proc = agentv_cli(repo, "eval", "evals/", "--workers", "20", "--out", "r.jsonl")
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        records = rows(repo / "r.jsonl")
+        assert len(records) == 30 and {r["status"] for r in records} == {"ok"}
+        assert server.limited_at, "the limit was never reached: the test proves nothing"
+        limited = set(server.limited_at)
+        accepted = sorted(r.received_at for r in server.requests if r.received_at not in limited)
+        # never more than the rate allows plus the burst, in any second
+        assert max(sum(1 for t in accepted if s <= t < s + 1.0) for s in accepted) <= 8 + 4
+        # after the first 429, the whole target waits out the Retry-After: no request
+        # reaches the server in that window (those already on their way aside)
+        first = min(server.limited_at)
+        quiet = [
+            t for t in (r.received_at for r in server.requests) if first + 0.02 < t < first + 0.1
+        ]
+        assert quiet == []
+        assert "Throttled targets:" in proc.stdout
+
+
+def test_the_judge_is_throttled_by_its_own_target_while_the_candidate_runs_freely(
+    repo: Path,
+) -> None:
+    verdict = '{"score": 1, "hits": [], "misses": [], "reasoning": "ok"}'
+
+    def reply(rec: RecordedRequest) -> str:
+        return verdict
+
+    with (
+        FakeLLMServer() as model,
+        FakeLLMServer(reply=reply, limit_rps=4, limit_burst=1) as judge,
+    ):
+        write(
+            repo,
+            ".agentv/targets.yaml",
+            "$schema: agentv-targets-v2.2\ntargets:\n"
+            f"  - {{name: m, provider: openai, base_url: '{model.url}/v1', api_key: k-12345678,"
+            " model: m, workers: 8, judge_target: j}\n"
+            f"  - {{name: j, provider: openai, base_url: '{judge.url}/v1', api_key: k-12345678,"
+            " model: j, workers: 8, retry_initial_delay_ms: 50}\n",
+        )
+        write(repo, "evals/judged.yaml", _cases(8, judged=True))
+        proc = agentv_cli(repo, "eval", "evals/", "--target", "m", "--out", "r.jsonl")
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert {r["status"] for r in rows(repo / "r.jsonl")} == {"ok"}
+        assert judge.limited_at  # the judge was rate limited...
+        candidate = [r.received_at for r in model.requests]
+        judged = [
+            r.received_at for r in judge.requests if r.received_at not in set(judge.limited_at)
+        ]
+        # ...while every candidate request went out at once, before the judge was done
+        assert len(candidate) == 8 and max(candidate) - min(candidate) < 0.5
+        assert max(judged) - min(candidate) > 1.0
+        assert "j: " in proc.stdout and "throttled" in proc.stdout
