@@ -9,12 +9,13 @@ credentials.
 
 from __future__ import annotations
 
+import hashlib
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, model_serializer
 
-from agentv.messages import chat_to_dicts
+from agentv.messages import FileSegment, chat_to_dicts
 from agentv.prompts import Prompt
 
 if TYPE_CHECKING:
@@ -74,6 +75,10 @@ class EvalResult(BaseModel):
     eval_file: str | None = None
     line: int | None = None
     """Where the case is written (1-based)."""
+    large_content: dict[str, str] | None = None
+    """Attachments larger than 64 KiB, once each, by SHA-256: the request fields hold
+    ``<<agentv:large_content SHA256>>`` in their place (so a record stays near the size of
+    what was sent; put each text back to get the request exactly as sent)."""
     masked_secrets: bool | None = None
     """True when a known secret value was masked (``***``) in this record or in the answer
     its evaluators saw (``agentv.masking``); absent otherwise."""
@@ -167,11 +172,64 @@ def _head(case: EvalCase, status: str) -> dict[str, Any]:
     return rec
 
 
+#: an attachment larger than this is stored once per record (``large_content``)
+LARGE_CONTENT = 64 * 1024
+_REQUEST_FIELDS = (
+    "lm_provider_request",
+    "agent_provider_request",
+    "raw_request",
+    "evaluator_results",
+    "evaluator_raw_request",
+)
+
+
+def large_content_ref(digest: str) -> str:
+    """What stands for a large attachment's text in a record's request fields."""
+    return f"<<agentv:large_content {digest}>>"
+
+
+def _store_large_once(rec: dict[str, Any], case: EvalCase) -> None:
+    """Keep each large attachment's text once (``large_content``); the question, the
+    messages and the judge prompt refer to it instead of repeating it."""
+    texts = {
+        seg.text.rstrip()
+        for msg in case.input_messages
+        for seg in msg.segments
+        if isinstance(seg, FileSegment) and len(seg.text) > LARGE_CONTENT
+    }
+    if not texts:
+        return
+    refs: dict[str, str] = {}
+    store: dict[str, str] = {}
+    for text in sorted(texts, key=len, reverse=True):  # a text inside another goes after it
+        digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        refs[text] = large_content_ref(digest)
+        store[digest] = text
+
+    def swap(value: Any) -> Any:
+        if isinstance(value, str):
+            for text, ref in refs.items():
+                if text in value:
+                    value = value.replace(text, ref)
+            return value
+        if isinstance(value, dict):
+            return {k: swap(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [swap(v) for v in value]
+        return value
+
+    for key in _REQUEST_FIELDS:
+        if key in rec:
+            rec[key] = swap(rec[key])
+    rec["large_content"] = store
+
+
 def _tail(rec: dict[str, Any], case: EvalCase, attempts: int, error: str | None) -> None:
     rec["attempts"] = attempts
     rec["eval_file"] = str(case.eval_file)
     if case.line is not None:
         rec["line"] = case.line
+    _store_large_once(rec, case)
     if error is not None:
         rec["error"] = error
 
