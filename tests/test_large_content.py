@@ -101,3 +101,32 @@ def test_small_attachments_stay_in_place(repo: Path) -> None:
     record = json.loads((repo / "r.jsonl").read_text(encoding="utf-8"))
     assert "large_content" not in record
     assert record["raw_request"]["chat_prompt"][1]["content"] == "=== small.txt ===\ntiny"
+
+
+def test_a_very_large_attachment_is_warned_about_once(repo: Path) -> None:
+    write(repo, "evals/huge.txt", "y" * (10 * 2**20 + 10))
+    write(
+        repo,
+        "evals/e.yaml",
+        "$schema: agentv-eval-v2\nevalcases:\n"
+        + "".join(
+            f"  - id: c{i}\n    outcome: ok\n"
+            "    input_messages: [{role: user, content: [{type: file, value: huge.txt}]}]\n"
+            for i in range(3)
+        ),
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "agentv", "validate", "evals/e.yaml"],
+        cwd=repo,
+        env={**os.environ, "CI": "1"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout  # a warning, not an error
+    warnings = [x for x in proc.stdout.splitlines() if "MiB of text" in x]
+    assert warnings == [
+        "  ⚠ evals/e.yaml:5:65: case 'c0': referenced file huge.txt is 10 MiB of text: "
+        "it is sent whole "
+        "with every request of the cases that attach it"
+    ]

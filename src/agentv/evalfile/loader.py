@@ -41,6 +41,10 @@ from agentv.yamlstream import NotUtf8Error, StreamResult, iter_stream, stream_ya
 
 _CASE_ADAPTER = sc.RawEvalCase
 
+#: an attachment larger than this (characters) is worth a warning: it goes whole into
+#: every request of the cases that attach it
+LARGE_ATTACHMENT = 10 * 2**20
+
 ROLE_MARKER_RE = re.compile(r"@\[(?:system|user|assistant|tool)\]:", re.IGNORECASE)
 """A role marker as written in ``question`` texts (docs/prompt-rules.md section 4)."""
 
@@ -485,6 +489,7 @@ class _CaseBuilder:
         self.default_evaluator = default_evaluator
         self._classified: dict[Path, bool] = {}
         self._checked: dict[Path, tuple[bool, bool]] = {}  # path -> (inside root, is a file)
+        self._warned_large: set[Path] = set()  # attachments already said to be large
         self._schemas = SchemaChecker()
         self._scripts: dict[tuple[str, Path], Problem | None] = {}
         # The file-level `execution:` block (the original AgentV's): the defaults of the
@@ -787,7 +792,7 @@ class _CaseBuilder:
             )
             return None
         try:
-            return path, self.ctx.store.text(path)
+            text = self.ctx.store.text(path)
         except UnicodeDecodeError as exc:
             diags.append(
                 self.src.diagnostic(
@@ -804,7 +809,20 @@ class _CaseBuilder:
                     hint="check the file's permissions",
                 )
             )
-        return None
+            return None
+        if len(text) > LARGE_ATTACHMENT and path not in self._warned_large:
+            self._warned_large.add(path)  # said once per file, however many cases use it
+            diags.append(
+                self.src.diagnostic(
+                    key,
+                    f"{what} {raw} is {len(text) / 2**20:.0f} MiB of text: it is sent whole "
+                    "with every request of the cases that attach it",
+                    hint="attach an excerpt if the whole file is not needed (it costs "
+                    "tokens, time and memory); results store it once per record",
+                    severity="warning",
+                )
+            )
+        return path, text
 
     def _is_guideline(self, path: Path) -> bool:
         hit = self._classified.get(path)
