@@ -48,6 +48,7 @@ def _register() -> None:
     """Add the commands to ``app`` (importing their modules is cheap: no SDKs)."""
     if app.registered_commands:
         return
+    from agentv.cli.compare import compare_command
     from agentv.cli.eval import EXIT_HELP, eval_command
     from agentv.cli.init import init_command
     from agentv.cli.render import render_command
@@ -57,6 +58,7 @@ def _register() -> None:
     app.command("validate")(validate_command)
     app.command("render")(render_command)
     app.command("init")(init_command)
+    app.command("compare")(compare_command)
 
 
 def main() -> None:

@@ -1,0 +1,139 @@
+"""``agentv compare BASE NEW``: what changed between two runs, for people, tools and pull
+requests."""
+
+from __future__ import annotations
+
+import json
+import sys
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+if TYPE_CHECKING:
+    from agentv.compare import CaseDelta, Comparison
+
+
+class CompareFormat(StrEnum):
+    """Output format of ``compare``."""
+
+    table = "table"
+    json = "json"
+    markdown = "markdown"
+
+
+def compare_command(
+    base: Annotated[Path, typer.Argument(help="The results file to compare against.")],
+    new: Annotated[Path, typer.Argument(help="The results file of the new run.")],
+    output_format: Annotated[
+        CompareFormat, typer.Option("--format", help="table, json, or markdown (for a PR).")
+    ] = CompareFormat.table,
+    fail_on_regression: Annotated[
+        bool,
+        typer.Option(
+            "--fail-on-regression",
+            help="Exit 1 when a case's score fell by more than --min-delta, or it went from "
+            "ok to failed, error or invalid.",
+        ),
+    ] = False,
+    min_delta: Annotated[
+        float,
+        typer.Option(min=0, max=1, help="A score change below this is no change."),
+    ] = 0.05,
+) -> None:
+    """Compare two runs case by case: improved, regressed, unchanged, new and missing cases,
+    the mean score change with a 95% interval, and the pass-rate change."""
+    from agentv.cli.common import printable
+    from agentv.compare import compare_files, comparison_dict
+    from agentv.errors import AgentVError
+
+    try:
+        comparison = compare_files(base, new, min_delta=min_delta)
+    except AgentVError as exc:
+        sys.stderr.write(f"error: {printable(str(exc))}\n")
+        raise typer.Exit(1) from None
+    if output_format is CompareFormat.json:
+        sys.stdout.write(json.dumps(comparison_dict(comparison), indent=2) + "\n")
+    elif output_format is CompareFormat.markdown:
+        sys.stdout.write(markdown(comparison) + "\n")
+    else:
+        sys.stdout.write(printable_table(table(comparison)) + "\n")
+    if fail_on_regression and comparison.regressed:
+        sys.stderr.write(f"{len(comparison.regressed)} case(s) regressed\n")
+        raise typer.Exit(1)
+
+
+def printable_table(text: str) -> str:
+    """The table with terminal control characters from the files made visible."""
+    from agentv.cli.common import printable
+
+    return "\n".join(printable(line) for line in text.splitlines())
+
+
+def _score(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def _rate(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"
+
+
+def _head(c: Comparison) -> list[str]:
+    counts = c.counts
+    mean = "-" if c.mean_delta is None else f"{c.mean_delta:+.3f}"
+    ci = "" if c.ci is None else f" (95% interval {c.ci[0]:+.3f} to {c.ci[1]:+.3f})"
+    rate = _rate(c.base_pass_rate) + " -> " + _rate(c.new_pass_rate)
+    return [
+        f"Improved: {counts['improved']}  Regressed: {counts['regressed']}  "
+        f"Unchanged: {counts['unchanged']}  New: {counts['new']}  Missing: {counts['missing']}",
+        f"Mean score change: {mean}{ci}",
+        f"Pass rate: {rate}",
+    ]
+
+
+def _name(d: CaseDelta) -> str:
+    dataset, eval_id, target = d.key
+    return f"{dataset}/{eval_id}" + (f" [{target}]" if target else "")
+
+
+def _cell(d: CaseDelta, side: str) -> str:
+    result = d.base if side == "base" else d.new
+    return "-" if result is None else f"{result.score:.3f} {result.status}"
+
+
+def table(c: Comparison) -> str:
+    """The comparison for a terminal."""
+    lines = [f"Comparing {c.new_path} with {c.base_path}", *_head(c)]
+    if c.changed:
+        width = min(40, max(len(_name(d)) for d in c.changed))
+        lines += ["", f"  {'case':<{width}}  {'base':<14} {'new':<14} {'delta':>7}  verdict"]
+        for d in c.changed:
+            delta = "-" if d.delta is None else f"{d.delta:+.3f}"
+            lines.append(
+                f"  {_name(d)[:width]:<{width}}  {_cell(d, 'base'):<14} {_cell(d, 'new'):<14} "
+                f"{delta:>7}  {d.verdict}"
+            )
+    return "\n".join(lines)
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def markdown(c: Comparison) -> str:
+    """The comparison as a pull-request comment."""
+    lines = ["### agentv: comparison", "", *(f"- {line}" for line in _head(c))]
+    if c.regressed:
+        lines += ["", f"**{len(c.regressed)} regressed**"]
+    if c.changed:
+        lines += ["", "| case | base | new | delta | verdict |", "|---|---|---|---|---|"]
+        for d in c.changed:
+            delta = "-" if d.delta is None else f"{d.delta:+.3f}"
+            lines.append(
+                f"| {_md(_name(d))} | {_cell(d, 'base')} | {_cell(d, 'new')} | {delta} | "
+                f"{d.verdict} |"
+            )
+    else:
+        lines += ["", "No case changed."]
+    return "\n".join(lines)

@@ -1,0 +1,149 @@
+"""agentv compare: every category from crafted results files, the JSON and markdown
+outputs, a deterministic interval, and --fail-on-regression's exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from agentv.cli.app import _register, app
+from agentv.compare import compare_files, paired_bootstrap
+
+_register()
+
+
+def _line(eval_id: str, score: float, status: str, target: str = "t", **extra: Any) -> str:
+    rec = {"eval_id": eval_id, "dataset": "d", "target": target, "score": score, "status": status}
+    return json.dumps({**rec, **extra})
+
+
+def _write(path: Path, *lines: str) -> Path:
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def runs(tmp_path: Path) -> tuple[Path, Path]:
+    base = _write(
+        tmp_path / "base.jsonl",
+        _line("up", 0.5, "failed"),
+        _line("down", 0.9, "ok"),
+        _line("same", 0.8, "ok"),
+        _line("tiny", 0.5, "failed"),  # +0.03: below min-delta, unchanged
+        _line("broke", 0.85, "ok"),  # ok -> error: regressed even if the score barely moves
+        _line("gone", 1.0, "ok"),
+        _line("rep", 1.0, "ok", repeat=0),
+        _line("rep", 0.0, "failed", repeat=1),  # a repeated case: the mean of its runs, 0.5
+        _line("up", 0.5, "failed", target="u"),  # another target: another case
+    )
+    new = _write(
+        tmp_path / "new.jsonl",
+        _line("up", 1.0, "ok"),
+        _line("down", 0.5, "failed"),
+        _line("same", 0.8, "ok"),
+        _line("tiny", 0.53, "failed"),
+        _line("broke", 0.85, "error", error="boom"),
+        _line("added", 0.7, "failed"),
+        _line("rep", 1.0, "ok", repeat=0),
+        _line("rep", 1.0, "ok", repeat=1),  # 1.0: improved by 0.5
+        _line("up", 0.5, "failed", target="u"),
+    )
+    return base, new
+
+
+def test_every_category(runs: tuple[Path, Path]) -> None:
+    c = compare_files(*runs)
+    verdicts = {(d.key[1], d.key[2]): d.verdict for d in c.cases}
+    assert verdicts == {
+        ("up", "t"): "improved",
+        ("down", "t"): "regressed",
+        ("same", "t"): "unchanged",
+        ("tiny", "t"): "unchanged",
+        ("broke", "t"): "regressed",
+        ("gone", "t"): "missing",
+        ("added", "t"): "new",
+        ("rep", "t"): "improved",
+        ("up", "u"): "unchanged",
+    }
+    assert c.counts == {"improved": 2, "regressed": 2, "unchanged": 3, "new": 1, "missing": 1}
+    # paired deltas over the 7 cases in both runs: +0.5 -0.4 0 +0.03 0 +0.5 0
+    assert c.mean_delta == pytest.approx(0.63 / 7)
+    assert (c.base_pass_rate, c.new_pass_rate) == (pytest.approx(4 / 8), pytest.approx(3 / 8))
+
+
+def test_the_interval_is_deterministic_and_sensible() -> None:
+    deltas = [0.5, -0.4, 0.0, 0.03, 0.0, 0.5, 0.0]
+    first = paired_bootstrap(deltas)
+    assert first == paired_bootstrap(deltas)
+    assert first is not None and first[0] < sum(deltas) / 7 < first[1]
+    assert paired_bootstrap([0.2]) == (0.2, 0.2) and paired_bootstrap([]) is None
+
+
+def test_json_output(runs: tuple[Path, Path]) -> None:
+    result = CliRunner().invoke(app, ["compare", str(runs[0]), str(runs[1]), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["counts"] == {"improved": 2, "regressed": 2, "unchanged": 3, "new": 1, "missing": 1}
+    assert data["min_delta"] == 0.05
+    assert data["pass_rate"]["change"] == pytest.approx(-1 / 8)
+    down = next(x for x in data["changed"] if x["eval_id"] == "down")
+    assert down == {
+        "dataset": "d",
+        "eval_id": "down",
+        "target": "t",
+        "verdict": "regressed",
+        "base": {"score": 0.9, "status": "ok", "runs": 1},
+        "new": {"score": 0.5, "status": "failed", "runs": 1},
+        "delta": pytest.approx(-0.4),
+    }
+    assert {x["eval_id"] for x in data["changed"]} == {
+        "up",
+        "down",
+        "broke",
+        "gone",
+        "added",
+        "rep",
+    }
+    assert data["ci95"][0] < data["mean_delta"] < data["ci95"][1]
+
+
+def test_markdown_output(runs: tuple[Path, Path]) -> None:
+    result = CliRunner().invoke(
+        app, ["compare", str(runs[0]), str(runs[1]), "--format", "markdown"]
+    )
+    assert result.exit_code == 0
+    text = result.stdout
+    assert text.startswith("### agentv: comparison\n\n- Improved: 2  Regressed: 2  Unchanged: 3")
+    assert "- Pass rate: 50.0% -> 37.5%" in text
+    assert "**2 regressed**" in text
+    assert "| case | base | new | delta | verdict |\n|---|---|---|---|---|\n" in text
+    assert "| d/down [t] | 0.900 ok | 0.500 failed | -0.400 | regressed |" in text
+    assert "| d/gone [t] | 1.000 ok | - | - | missing |" in text
+
+
+def test_fail_on_regression_exit_codes(runs: tuple[Path, Path], tmp_path: Path) -> None:
+    base, new = runs
+    failing = CliRunner().invoke(app, ["compare", str(base), str(new), "--fail-on-regression"])
+    assert failing.exit_code == 1
+    assert "d/down [t]" in failing.stdout
+    # against itself nothing regressed
+    same = CliRunner().invoke(app, ["compare", str(base), str(base), "--fail-on-regression"])
+    assert same.exit_code == 0 and "Regressed: 0" in same.stdout
+    # a drop of more than --min-delta regresses; one within it does not
+    small_base = _write(tmp_path / "b2.jsonl", _line("x", 0.5, "failed"))
+    small_new = _write(tmp_path / "n2.jsonl", _line("x", 0.44, "failed"))
+    args = ["compare", str(small_base), str(small_new), "--fail-on-regression"]
+    assert CliRunner().invoke(app, args).exit_code == 1  # -0.06 against the default 0.05
+    assert CliRunner().invoke(app, [*args, "--min-delta", "0.1"]).exit_code == 0
+
+
+def test_a_broken_results_file_is_named_with_its_line(tmp_path: Path) -> None:
+    good = _write(tmp_path / "good.jsonl", _line("x", 1.0, "ok"))
+    bad = _write(tmp_path / "bad.jsonl", _line("x", 1.0, "ok"), "{not json")
+    result = CliRunner().invoke(app, ["compare", str(good), str(bad)])
+    assert result.exit_code == 1
+    assert f"{bad}:2: not a result line" in result.stderr
