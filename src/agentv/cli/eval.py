@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import os
 import signal
 import sys
 from collections.abc import Iterator
@@ -129,6 +130,10 @@ def eval_command(
             "--summary-json", help="Also write the summary's figures as JSON to this file."
         ),
     ] = None,
+    junit: Annotated[
+        Path | None,
+        typer.Option("--junit", help="Also write the results as JUnit XML (for CI) to this file."),
+    ] = None,
     allow_outside_root: AllowOutsideRoot = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Say more.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No per-case lines.")] = False,
@@ -142,6 +147,7 @@ def eval_command(
             target=target or None,
             repeat=repeat,
             summary_json=summary_json,
+            junit=junit,
             pass_threshold=pass_threshold,
             allow_errors=allow_errors,
             targets_file=targets,
@@ -170,6 +176,7 @@ def run_eval_command(
     threshold: float | None = None,
     allow_errors: bool = False,
     summary_json: Path | None = None,
+    junit: Path | None = None,
     verbose: bool = False,
     quiet: bool = False,
     out: Path | None = None,
@@ -218,6 +225,10 @@ def run_eval_command(
         stderr.write(f"error: {printable(str(exc))}\n")
         return EXIT_FAILED
     assert writer is not None
+    ci_records: list[dict[str, Any]] | None = None
+    in_github = os.environ.get("GITHUB_ACTIONS") == "true"
+    if junit is not None or in_github:  # what JUnit and annotations need, per case
+        writer = _Keeping(writer, ci_records := [])
     stdout.write(f"Output path: {writer.path}\n")
     if verbose:
         from agentv.orchestrator import target_workers
@@ -276,9 +287,71 @@ def run_eval_command(
             stderr.write(f"error: cannot write the summary to {target}: {exc.strerror}\n")
         else:
             stdout.write(f"Summary written to: {target}\n")
+    if ci_records is not None:
+        _ci_outputs(ci_records, run, junit=junit, cwd=cwd, stdout=stdout, stderr=stderr)
     for label, files in run.artifacts.items():  # e.g. agents' logs, to read later
         stdout.write(f"{label}:\n" + "".join(f"  {i}. {p}\n" for i, p in enumerate(files, 1)))
     return exit_code(run, threshold=threshold, allow_errors=allow_errors, stderr=stderr)
+
+
+class _Keeping:
+    """The results writer, keeping what JUnit XML and CI annotations need of each record."""
+
+    def __init__(self, writer: ResultWriter, kept: list[dict[str, Any]]) -> None:
+        self._writer = writer
+        self.kept = kept
+        self.path = writer.path
+
+    def write(self, record: dict[str, Any]) -> None:
+        from agentv.junit import slim
+
+        self._writer.write(record)
+        self.kept.append(slim(record))
+
+    def close(self) -> None:
+        self._writer.close()
+
+
+def _ci_outputs(
+    records: list[dict[str, Any]],
+    run: EvalRun,
+    *,
+    junit: Path | None,
+    cwd: Path,
+    stdout: TextIO,
+    stderr: TextIO,
+) -> None:
+    """``--junit``, and under GitHub Actions an annotation per broken case and a summary."""
+    from agentv.junit import github_annotations, junit_xml
+
+    if junit is not None:
+        target = cwd / junit
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(junit_xml(records), encoding="utf-8")
+        except OSError as exc:
+            stderr.write(f"error: cannot write JUnit XML to {target}: {exc.strerror}\n")
+        else:
+            stdout.write(f"JUnit XML written to: {target}\n")
+    if os.environ.get("GITHUB_ACTIONS") != "true":
+        return
+    for line in github_annotations(records, cwd):
+        stdout.write(line + "\n")
+    summary_file = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary_file:
+        s = run.summary
+        rate = f"{s.pass_rate:.1%}" if s.pass_rate is not None else "-"
+        mean = f"{s.mean:.3f}" if s.mean is not None else "-"
+        text = (
+            "### agentv eval\n\n| cases | passed | failed | errors | invalid | pass rate | mean |\n"
+            "|---|---|---|---|---|---|---|\n"
+            f"| {s.total} | {s.ok} | {s.failed} | {s.errors} | {s.invalid} | {rate} | {mean} |\n"
+        )
+        try:
+            with open(summary_file, "a", encoding="utf-8") as fh:
+                fh.write(text)
+        except OSError as exc:
+            stderr.write(f"error: cannot append to GITHUB_STEP_SUMMARY: {exc.strerror}\n")
 
 
 def _one(values: set[float]) -> float | None:

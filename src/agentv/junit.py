@@ -1,0 +1,167 @@
+"""Results as JUnit XML (what Jenkins, GitLab and most CI systems read) and as GitHub
+Actions annotations: one test case per case run, a failure for ``failed``, an error for
+``error`` and ``invalid``.
+"""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from agentv.errors import InputError
+
+#: what a test case keeps of a record (a run of 100,000 cases keeps little)
+KEPT = (
+    "eval_id",
+    "dataset",
+    "target",
+    "repeat",
+    "status",
+    "score",
+    "misses",
+    "error",
+    "duration_ms",
+    "eval_file",
+    "line",
+)
+
+
+def slim(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of a record that JUnit and annotations use."""
+    return {k: record[k] for k in KEPT if k in record}
+
+
+def read_records(path: Path) -> Iterator[dict[str, Any]]:
+    """The records of a JSON Lines results file, one at a time; ``InputError`` naming the
+    line that is not a record."""
+    try:
+        handle = path.open(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot read results file {path}: {exc.strerror or exc}") from None
+    with handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError:
+                raise InputError(f"{path}:{number}: not a JSON result line") from None
+            if not isinstance(record, dict):
+                raise InputError(f"{path}:{number}: not a result record")
+            yield slim(record)
+
+
+def _name(record: Mapping[str, Any]) -> str:
+    name = str(record.get("eval_id") or f"line {record.get('line', '?')}")
+    if record.get("target"):
+        name += f" [{record['target']}]"
+    if record.get("repeat"):
+        name += f" #{int(record['repeat']) + 1}"
+    return name
+
+
+def _clean(text: str) -> str:
+    """Text XML 1.0 can hold (control characters other than tab and newlines dropped)."""
+    return "".join(ch for ch in text if ch in "\t\n\r" or ord(ch) >= 0x20)
+
+
+def junit_xml(records: Iterable[Mapping[str, Any]]) -> str:
+    """JUnit XML for ``records``: a test suite per dataset, in the order they first come."""
+    suites: dict[str, ET.Element] = {}
+    totals = {"tests": 0, "failures": 0, "errors": 0, "time": 0.0}
+    root = ET.Element("testsuites", name="agentv")
+    counts: dict[str, dict[str, float]] = {}
+    for record in records:
+        dataset = str(record.get("dataset") or "eval")
+        suite = suites.get(dataset)
+        if suite is None:
+            suite = suites[dataset] = ET.SubElement(root, "testsuite", name=_clean(dataset))
+            counts[dataset] = {"tests": 0, "failures": 0, "errors": 0, "time": 0.0}
+        seconds = float(record.get("duration_ms") or 0.0) / 1000
+        case = ET.SubElement(
+            suite,
+            "testcase",
+            classname=_clean(dataset),
+            name=_clean(_name(record)),
+            time=f"{seconds:.3f}",
+        )
+        if record.get("eval_file"):
+            case.set("file", _clean(str(record["eval_file"])))
+            if record.get("line"):
+                case.set("line", str(record["line"]))
+        status = record.get("status") or ("error" if record.get("error") else "ok")
+        kind = None
+        if status == "failed":
+            kind = "failures"
+            misses = [str(m) for m in record.get("misses") or []]
+            node = ET.SubElement(
+                case,
+                "failure",
+                message=_clean(f"score {float(record.get('score', 0.0)):.3f}"),
+                type="failed",
+            )
+            node.text = _clean("\n".join(misses))
+        elif status in ("error", "invalid"):
+            kind = "errors"
+            error = str(record.get("error") or status)
+            first = error.strip().splitlines()[0] if error.strip() else status
+            node = ET.SubElement(case, "error", message=_clean(first), type=status)
+            node.text = _clean(error)
+        for bucket in (counts[dataset], totals):
+            bucket["tests"] += 1
+            bucket["time"] += seconds
+            if kind is not None:
+                bucket[kind] += 1
+    for dataset, suite in suites.items():
+        c = counts[dataset]
+        suite.set("tests", str(int(c["tests"])))
+        suite.set("failures", str(int(c["failures"])))
+        suite.set("errors", str(int(c["errors"])))
+        suite.set("skipped", "0")
+        suite.set("time", f"{c['time']:.3f}")
+    root.set("tests", str(int(totals["tests"])))
+    root.set("failures", str(int(totals["failures"])))
+    root.set("errors", str(int(totals["errors"])))
+    root.set("time", f"{totals['time']:.3f}")
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def _escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def github_annotations(records: Iterable[Mapping[str, Any]], cwd: Path) -> list[str]:
+    """One ``::error file=...,line=...::`` workflow command per failed, errored or invalid
+    case, pointing at the case in its eval file (relative to ``cwd`` when inside it)."""
+    out = []
+    for record in records:
+        status = record.get("status")
+        if status not in ("failed", "error", "invalid"):
+            continue
+        where = []
+        if record.get("eval_file"):
+            path = Path(str(record["eval_file"]))
+            try:
+                shown = path.resolve().relative_to(cwd.resolve()).as_posix()
+            except ValueError:
+                shown = str(path)
+            where.append(f"file={_escape_property(shown)}")
+            if record.get("line"):
+                where.append(f"line={int(record['line'])}")
+        where.append(f"title={_escape_property(f'agentv: {_name(record)} {status}')}")
+        if status == "failed":
+            detail = f"score {float(record.get('score', 0.0)):.3f}"
+            misses = "; ".join(str(m) for m in record.get("misses") or [])
+            message = f"{detail}: {misses}" if misses else detail
+        else:
+            message = str(record.get("error") or status)
+        out.append(f"::error {','.join(where)}::{_escape_data(message)}")
+    return out
