@@ -52,6 +52,7 @@ def _register() -> None:
     from agentv.cli.eval import EXIT_HELP, eval_command
     from agentv.cli.init import init_command
     from agentv.cli.render import render_command
+    from agentv.cli.report import report_command
     from agentv.cli.validate import validate_command
 
     app.command("eval", epilog=EXIT_HELP)(eval_command)
@@ -59,6 +60,7 @@ def _register() -> None:
     app.command("render")(render_command)
     app.command("init")(init_command)
     app.command("compare")(compare_command)
+    app.command("report")(report_command)
 
 
 def main() -> None:

@@ -1,0 +1,73 @@
+"""``agentv report RESULTS...``: one self-contained HTML file to look at a run (or several
+side by side) in a browser, offline."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, TextIO
+
+import typer
+
+
+def report_command(
+    results: Annotated[
+        list[Path],
+        typer.Argument(help="Results files (JSONL or YAML); several are shown side by side."),
+    ],
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output",
+            "-o",
+            help="The HTML file to write (default: next to the results, RESULTS.html; for "
+            "several files LAST-vs-FIRST.html beside the last).",
+        ),
+    ] = None,
+    open_it: Annotated[
+        bool, typer.Option("--open", help="Open the report in the default browser.")
+    ] = False,
+) -> None:
+    """Write an HTML report of results files: the run, every case with sort, filters and
+    search, and each case's conversation as sent with every evaluator's grade. One file
+    with no server and no network; nothing from the results runs in it."""
+    code = write_report(results, output, open_it=open_it)
+    if code:
+        raise typer.Exit(code)
+
+
+def write_report(
+    results: list[Path],
+    output: Path | None = None,
+    *,
+    open_it: bool = False,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+) -> int:
+    """Build the report and say where it is; 0, or 1 (said on stderr) when it cannot."""
+    from agentv.cli.common import printable
+    from agentv.errors import AgentVError
+    from agentv.report import build_report, default_report_path
+
+    stdout = stdout or sys.stdout
+    stderr = stderr or sys.stderr
+    target = output if output is not None else default_report_path(results)
+    try:
+        report = build_report(results, target)
+    except AgentVError as exc:
+        stderr.write(f"error: {printable(str(exc))}\n")
+        return 1
+    except OSError as exc:
+        stderr.write(f"error: cannot write the report {target}: {exc.strerror or exc}\n")
+        return 1
+    for path, count in report.skipped.items():
+        stderr.write(
+            f"warning: {printable(path)}: {count} line(s) are not results and were left out\n"
+        )
+    stdout.write(f"Report written to: {report.path} ({report.records} results)\n")
+    if open_it:
+        import webbrowser
+
+        if not webbrowser.open(report.path.resolve().as_uri()):
+            stderr.write("warning: no browser could be opened; open the file above\n")
+    return 0

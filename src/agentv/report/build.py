@@ -1,0 +1,492 @@
+"""Building the report: results files in, one self-contained HTML file out.
+
+The results are read one record at a time. Each record is split in two: a small *index
+row* (what the table shows and searches: id, dataset, target, repeat, score, status,
+duration, attempts, the answer) and its *detail* (what a case's page shows: the request
+exactly as sent, the question, guidelines and every evaluator), minus what the report does
+not show (``lm_provider_request`` and ``agent_provider_request`` repeat ``raw_request``).
+
+The page holds the index rows first, then the browser code, then the details in chunks of
+``CHUNK`` records, each in its own ``<script type="application/json">`` element: the table
+shows its first rows while the browser is still reading the details, and a case's chunk is
+parsed only when the case is opened. Everything taken from a results file goes into the
+page as escaped JSON (``<``, ``>``, ``&``, U+2028 and U+2029 as ``\\uXXXX``: it can never end
+its script element) and the browser code shows it as text only.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import math
+import os
+import secrets
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from importlib import resources
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import orjson
+
+from agentv.errors import InputError
+from agentv.summary import HISTOGRAM_EDGES
+
+#: records per detail chunk (one ``<script type="application/json">`` element each)
+CHUNK = 500
+#: fields of a record the report never shows (they repeat ``raw_request``)
+DROPPED = frozenset({"lm_provider_request", "agent_provider_request", "passed"})
+#: fields that go to the index row (so not to the detail)
+INDEXED = frozenset(
+    {
+        "eval_id",
+        "dataset",
+        "target",
+        "repeat",
+        "score",
+        "status",
+        "duration_ms",
+        "attempts",
+        "candidate_answer",
+    }
+)
+#: a bin is ``score < end + 1e-9`` (agentv.summary's rule: a boundary lands in the lower bin)
+_BIN_LIMITS = tuple(end + 1e-9 for end in HISTOGRAM_EDGES[1:-1])
+_UNSAFE = ((b"<", b"\\u003c"), (b">", b"\\u003e"), (b"&", b"\\u0026"))
+_LINE_SEPARATORS = (("\u2028".encode(), b"\\u2028"), ("\u2029".encode(), b"\\u2029"))
+#: lines that were not results, listed by number (the rest only counted)
+_MAX_LISTED = 5
+
+
+def script_json(value: Any) -> bytes:
+    """``value`` as JSON that is safe inside a ``<script>`` element: ``<``, ``>``, ``&``,
+    U+2028 and U+2029 are escaped (they only occur inside JSON strings, where ``\\uXXXX``
+    means the same character), so no text from a results file can close the element."""
+    try:
+        data = orjson.dumps(value)
+    except TypeError:  # lone surrogates (json.loads lets "\\ud800" through): keep them escaped
+        data = json.dumps(value, ensure_ascii=True, allow_nan=False, default=str).encode()
+    for raw, escaped in _UNSAFE:
+        data = data.replace(raw, escaped)
+    for raw, escaped in _LINE_SEPARATORS:
+        data = data.replace(raw, escaped)
+    return data
+
+
+def _finite(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _int(value: Any) -> int | None:
+    number = _finite(value)
+    return None if number is None else int(number)
+
+
+def _tokens(usage: Any) -> tuple[int, int]:
+    if not isinstance(usage, dict):
+        return 0, 0
+    return _int(usage.get("input_tokens")) or 0, _int(usage.get("output_tokens")) or 0
+
+
+def _parse_time(text: Any) -> float | None:
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
+
+
+class _Table:
+    """Strings repeated across rows (datasets, targets, statuses) stored once, by number."""
+
+    def __init__(self) -> None:
+        self.values: list[str] = []
+        self._index: dict[str, int] = {}
+
+    def __call__(self, value: Any) -> int:
+        text = "" if value is None else str(value)
+        number = self._index.get(text)
+        if number is None:
+            number = self._index[text] = len(self.values)
+            self.values.append(text)
+        return number
+
+
+@dataclass
+class _TargetStats:
+    runs: int = 0
+    score_sum: float = 0.0
+    statuses: dict[str, int] = field(default_factory=dict)
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+@dataclass
+class RunStats:
+    """What the report's head says about one results file."""
+
+    total: int = 0
+    statuses: dict[str, int] = field(default_factory=dict)
+    score_sum: float = 0.0
+    scored: int = 0
+    histogram: list[int] = field(default_factory=lambda: [0] * (len(HISTOGRAM_EDGES) - 1))
+    input_tokens: int = 0
+    output_tokens: int = 0
+    judge_input_tokens: int = 0
+    judge_output_tokens: int = 0
+    first_start: float | None = None
+    last_end: float | None = None
+    duration_sum_ms: float = 0.0
+    targets: dict[str, _TargetStats] = field(default_factory=dict)
+
+    def add(self, record: dict[str, Any], score: float | None, status: str) -> None:
+        self.total += 1
+        self.statuses[status] = self.statuses.get(status, 0) + 1
+        target = self.targets.setdefault(str(record.get("target") or ""), _TargetStats())
+        target.runs += 1
+        target.statuses[status] = target.statuses.get(status, 0) + 1
+        if score is not None:
+            self.score_sum += score
+            self.scored += 1
+            target.score_sum += score
+            bin_index = 0
+            while bin_index < len(_BIN_LIMITS) and score >= _BIN_LIMITS[bin_index]:
+                bin_index += 1
+            self.histogram[bin_index] += 1
+        tokens_in, tokens_out = _tokens(record.get("usage"))
+        self.input_tokens += tokens_in
+        self.output_tokens += tokens_out
+        target.input_tokens += tokens_in
+        target.output_tokens += tokens_out
+        evaluators = record.get("evaluator_results")
+        if isinstance(evaluators, list):
+            for entry in evaluators:
+                if isinstance(entry, dict):
+                    judge_in, judge_out = _tokens(entry.get("usage"))
+                    self.judge_input_tokens += judge_in
+                    self.judge_output_tokens += judge_out
+        duration = _finite(record.get("duration_ms")) or 0.0
+        self.duration_sum_ms += duration
+        end = _parse_time(record.get("timestamp"))
+        if end is not None:
+            start = end - duration / 1000
+            if self.first_start is None or start < self.first_start:
+                self.first_start = start
+            if self.last_end is None or end > self.last_end:
+                self.last_end = end
+
+    def as_dict(self) -> dict[str, Any]:
+        def iso(moment: float | None) -> str | None:
+            if moment is None:
+                return None
+            return datetime.fromtimestamp(moment, UTC).isoformat(timespec="seconds")
+
+        wall = None
+        if self.first_start is not None and self.last_end is not None:
+            wall = round(max(0.0, self.last_end - self.first_start), 3)
+        ok = self.statuses.get("ok", 0)
+        return {
+            "total": self.total,
+            "statuses": self.statuses,
+            "mean": self.score_sum / self.scored if self.scored else None,
+            "pass_rate": ok / self.total if self.total else None,
+            "histogram": [
+                {"start": start, "end": end, "count": count}
+                for start, end, count in zip(
+                    HISTOGRAM_EDGES[:-1], HISTOGRAM_EDGES[1:], self.histogram, strict=True
+                )
+            ],
+            "tokens": {"input": self.input_tokens, "output": self.output_tokens},
+            "judge_tokens": {"input": self.judge_input_tokens, "output": self.judge_output_tokens},
+            "started": iso(self.first_start),
+            "ended": iso(self.last_end),
+            "wall_seconds": wall,
+            "case_seconds": round(self.duration_sum_ms / 1000, 3),
+            "targets": [
+                {
+                    "target": name,
+                    "runs": t.runs,
+                    "mean": t.score_sum / t.runs if t.runs else None,
+                    "pass_rate": t.statuses.get("ok", 0) / t.runs if t.runs else None,
+                    "statuses": t.statuses,
+                    "tokens": {"input": t.input_tokens, "output": t.output_tokens},
+                }
+                for name, t in self.targets.items()
+            ],
+        }
+
+
+def read_records(path: Path) -> Iterator[tuple[int, dict[str, Any] | None]]:
+    """``(line, record)`` for each result of a results file, one at a time (``record`` is
+    None for a line that is not a result: a run killed mid-write may leave a partial last
+    line). JSON Lines, or YAML documents for ``.yaml`` / ``.yml``."""
+    try:
+        handle = path.open("rb")
+    except OSError as exc:
+        raise InputError(f"cannot read results file {path}: {exc.strerror or exc}") from None
+    with handle:
+        if path.suffix.lower() in (".yaml", ".yml"):
+            yield from _read_yaml(handle)
+            return
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                record = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                try:  # NaN, Infinity, lone surrogates: what Python's json accepts
+                    record = json.loads(line)
+                except ValueError:
+                    record = None
+            yield number, record if isinstance(record, dict) else None
+
+
+def _read_yaml(handle: BinaryIO) -> Iterator[tuple[int, dict[str, Any] | None]]:
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    documents = yaml.load_all(handle, Loader=loader)
+    number = 0
+    while True:
+        number += 1
+        try:
+            document = next(documents)
+        except StopIteration:
+            return
+        except yaml.YAMLError:
+            yield number, None
+            return
+        if document is not None:
+            yield number, document if isinstance(document, dict) else None
+
+
+@dataclass
+class RunData:
+    """One results file, read: its index rows, stats, and the detail chunks' byte ranges
+    in the spool file."""
+
+    name: str
+    path: str
+    stats: RunStats = field(default_factory=RunStats)
+    datasets: _Table = field(default_factory=_Table)
+    targets: _Table = field(default_factory=_Table)
+    statuses: _Table = field(default_factory=_Table)
+    rows: list[list[Any]] = field(default_factory=list)
+    chunks: list[tuple[int, int]] = field(default_factory=list)  # (offset, length)
+    bad_lines: list[int] = field(default_factory=list)
+    bad_count: int = 0
+
+    def index(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "path": self.path,
+            "columns": [
+                "eval_id",
+                "dataset",
+                "target",
+                "repeat",
+                "score",
+                "status",
+                "duration_ms",
+                "attempts",
+                "answer",
+            ],
+            "datasets": self.datasets.values,
+            "targets": self.targets.values,
+            "statuses": self.statuses.values,
+            "rows": self.rows,
+            "chunk_size": CHUNK,
+            "chunks": len(self.chunks),
+            "summary": self.stats.as_dict(),
+            "skipped_lines": self.bad_count,
+            "skipped_examples": self.bad_lines,
+        }
+
+
+def detail_of(record: dict[str, Any]) -> dict[str, Any]:
+    """What a case's page needs of a record beyond its index row."""
+    return {k: v for k, v in record.items() if k not in INDEXED and k not in DROPPED}
+
+
+def _index_row(run: RunData, number: int, record: dict[str, Any]) -> list[Any]:
+    score = _finite(record.get("score"))
+    status = record.get("status")
+    if not isinstance(status, str) or not status:
+        status = "error" if record.get("error") else ("ok" if record.get("passed") else "failed")
+    run.stats.add(record, score, status)
+    eval_id = record.get("eval_id")
+    duration = _finite(record.get("duration_ms"))
+    answer = record.get("candidate_answer")
+    return [
+        str(eval_id) if eval_id is not None else "",
+        run.datasets(record.get("dataset")),
+        run.targets(record.get("target")),
+        _int(record.get("repeat")),
+        score,
+        run.statuses(status),
+        None if duration is None else round(duration),
+        _int(record.get("attempts")),
+        answer if isinstance(answer, str) else ("" if answer is None else str(answer)),
+    ]
+
+
+def _read_run(path: Path, name: str, spool: BinaryIO) -> RunData:
+    run = RunData(name=name, path=str(path))
+    pending: list[bytes] = []
+
+    def flush() -> None:
+        if not pending:
+            return
+        offset = spool.tell()
+        spool.write(b"[" + b",".join(pending) + b"]")
+        run.chunks.append((offset, spool.tell() - offset))
+        pending.clear()
+
+    for number, record in read_records(path):
+        if record is None:
+            run.bad_count += 1
+            if len(run.bad_lines) < _MAX_LISTED:
+                run.bad_lines.append(number)
+            continue
+        run.rows.append(_index_row(run, number, record))
+        detail = detail_of(record)
+        detail.setdefault("line_in_results", number)
+        pending.append(script_json(detail))
+        if len(pending) >= CHUNK:
+            flush()
+    flush()
+    return run
+
+
+def _run_names(paths: list[Path]) -> list[str]:
+    names = [p.name for p in paths]
+    if len(set(names)) == len(names):
+        return names
+    return [str(p) for p in paths]
+
+
+def _asset(name: str) -> str:
+    return resources.files("agentv.report").joinpath("assets", name).read_text("utf-8")
+
+
+def _csp_hash(script: str) -> str:
+    digest = hashlib.sha256(script.encode("utf-8")).digest()
+    return "sha256-" + base64.b64encode(digest).decode("ascii")
+
+
+@dataclass(frozen=True)
+class Report:
+    """A written report: where, how many records, and lines that were not results."""
+
+    path: Path
+    records: int
+    skipped: dict[str, int]
+
+
+def build_report(paths: list[Path], out: Path, *, title: str | None = None) -> Report:
+    """Write the report of ``paths`` (results files, shown side by side when several) to
+    ``out`` (written whole to a temporary file first, then moved into place)."""
+    from jinja2 import Environment, PackageLoader, select_autoescape
+
+    if not paths:
+        raise InputError("give at least one results file")
+    script = _asset("report.js")
+    style = _asset("report.css")
+    for text, tag in ((script, "script"), (style, "style")):
+        if f"</{tag}" in text.lower():  # our own files: checked, never trusted blindly
+            raise AssertionError(f"report asset holds </{tag}")
+    env = Environment(
+        loader=PackageLoader("agentv.report", "assets"),
+        autoescape=select_autoescape(default=True, default_for_string=True),
+        keep_trailing_newline=True,
+    )
+    template = env.get_template("report.html.j2")
+    from agentv import __version__
+
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryFile(dir=out.parent) as spool:
+        runs = [
+            _read_run(path, name, spool)
+            for path, name in zip(paths, _run_names(paths), strict=True)
+        ]
+        meta = {
+            "generator": f"agentv {__version__}",
+            "generated": datetime.now(UTC).isoformat(timespec="seconds"),
+            "runs": len(runs),
+        }
+        marker = "\x00AGENTV-DETAILS\x00"
+        page = template.render(
+            title=title or "agentv report: " + ", ".join(r.name for r in runs),
+            csp_script=_csp_hash(script),
+            script=script,
+            style=style,
+            meta=script_json(meta).decode("utf-8"),
+            indexes=[script_json(run.index()).decode("utf-8") for run in runs],
+            details_marker=marker,
+        )
+        head, tail = page.split(marker)
+        tmp_name = out.with_name(f".{out.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+        # os.open with 0o666: the file gets the umask's usual mode (mkstemp's is 0o600)
+        fd = os.open(tmp_name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(head.encode("utf-8"))
+                for r, run in enumerate(runs):
+                    for c, (offset, length) in enumerate(run.chunks):
+                        handle.write(
+                            f'<script type="application/json" id="agentv-d-{r}-{c}">'.encode()
+                        )
+                        spool.seek(offset)
+                        _copy(spool, handle, length)
+                        handle.write(b"</script>\n")
+                handle.write(tail.encode("utf-8"))
+            os.replace(tmp_name, out)
+        except BaseException:
+            Path(tmp_name).unlink(missing_ok=True)
+            raise
+    return Report(
+        path=out,
+        records=sum(len(run.rows) for run in runs),
+        skipped={run.path: run.bad_count for run in runs if run.bad_count},
+    )
+
+
+def _copy(source: BinaryIO, target: BinaryIO, length: int) -> None:
+    remaining = length
+    while remaining > 0:
+        block = source.read(min(remaining, 1 << 20))
+        if not block:
+            raise OSError("the report's temporary file ended early")
+        target.write(block)
+        remaining -= len(block)
+
+
+def default_report_path(paths: list[Path]) -> Path:
+    """Next to the results: ``RESULTS.html`` for one file, ``LAST-vs-FIRST.html`` beside the
+    last for several."""
+    if len(paths) == 1:
+        return paths[0].with_suffix(".html")
+    return paths[-1].with_name(f"{paths[-1].stem}-vs-{paths[0].stem}.html")
+
+
+__all__ = [
+    "CHUNK",
+    "Report",
+    "build_report",
+    "default_report_path",
+    "detail_of",
+    "read_records",
+    "script_json",
+]
