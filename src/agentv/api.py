@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from agentv.evalfile.loader import load_eval_file as _load_eval_file
 from agentv.orchestrator import Orchestrator, ProgressSink, RunSettings, RunStats
 from agentv.planning import Plan, plan_run
 from agentv.records import EvalResult
+from agentv.resume import RERUN_FAILED
 from agentv.scheduling import GateStats
 from agentv.summary import Summary, SummaryCollector
 from agentv.targets import DryRun, RunTarget, TargetRegistry
@@ -128,6 +129,7 @@ class PreparedRun:
     out: Path | None
     output_format: str
     keep_results: bool = True
+    append: bool = False  # `resume`: the results go after what the file holds
     stats: RunStats = field(default_factory=RunStats)
 
     @property
@@ -146,7 +148,9 @@ class PreparedRun:
 
     def open_results(self) -> ResultWriter | None:
         """Create the results file (``out``), or None when the run writes none."""
-        return open_writer(self.out, self.output_format) if self.out is not None else None
+        if self.out is None:
+            return None
+        return open_writer(self.out, self.output_format, append=self.append)
 
     async def run(
         self, *, writer: ResultWriter | None = None, progress: ProgressSink | None = None
@@ -217,6 +221,9 @@ def prepare_run(
     dump_prompts: PathLike | None = None,
     allow_outside_root: bool = False,
     pass_threshold: float | None = None,
+    resume: PathLike | None = None,
+    rerun: PathLike | None = None,
+    rerun_statuses: Iterable[str] = RERUN_FAILED,
     keep_results: bool = True,
     cwd: PathLike | None = None,
 ) -> PreparedRun:
@@ -228,7 +235,10 @@ def prepare_run(
     ``pass_threshold`` (the lowest passing score) overrides every config's
     ``pass_threshold`` (default 0.8). ``target``: one name runs every case there; several
     run every case on each of them (a matrix). ``repeat``: runs of each case (default: the
-    files' and cases' own ``repeat``, else 1); each run is its own request.
+    files' and cases' own ``repeat``, else 1); each run is its own request. ``resume``: a
+    results file to complete (only the runs it has no record of, or whose prompt changed,
+    are run, appended to it). ``rerun``: a results file whose cases with one of
+    ``rerun_statuses`` (default failed, error, invalid) run again, alone.
     """
     from agentv.env import load_env_file
 
@@ -270,6 +280,18 @@ def prepare_run(
     if pass_threshold is not None:
         settings.pass_threshold = pass_threshold
         plan.config_thresholds = False  # the caller's threshold wins over every config's
+    if resume is not None or rerun is not None:
+        from agentv.resume import read_state
+
+        if resume is not None:
+            plan.resume = read_state(base / Path(resume), repair=True)
+            out = resume
+        else:
+            state = read_state(base / Path(rerun), repair=False)  # type: ignore[arg-type]
+            plan.rerun = state.cases_with(rerun_statuses)
+        plan.total = sum(1 for lane in plan.lanes() for _ in lane.jobs())
+        if not plan.total and rerun is not None:
+            raise NoCasesError(f"no case in {rerun} has status {', '.join(sorted(rerun_statuses))}")
     return PreparedRun(
         plan=plan,
         registry=registry,
@@ -277,6 +299,7 @@ def prepare_run(
         out=_under(base, out),
         output_format=output_format,
         keep_results=keep_results,
+        append=resume is not None,
     )
 
 

@@ -16,6 +16,8 @@ from agentv.errors import ConfigError, Diagnostic, InputError
 from agentv.evalfile.files import FileStore
 from agentv.evalfile.loader import LoadContext, LoadedEvalFile, iter_cases, load_eval_file
 from agentv.evaluators.grading import needs_judge
+from agentv.prompts import PromptSettings, build_prompt
+from agentv.resume import ResultsState, prompt_changed
 from agentv.targets import DEFAULT_TARGET, RunTarget, TargetRegistry, choose_target
 
 
@@ -80,6 +82,12 @@ class Plan:
     unusable_files: list[Path] = field(default_factory=list)
     #: each file's `.agentv/config.yaml` may set its cases' pass threshold (False: the run's)
     config_thresholds: bool = True
+    #: ``--resume``: the results file's complete runs (those with the same prompt are not
+    #: run again); ``--rerun-*``: the cases to run again (none other runs)
+    resume: ResultsState | None = None
+    rerun: set[tuple[str, str, str]] | None = None
+    changed_since: int = 0  # resumed runs whose prompt changed since their record
+    _decided: dict[tuple[str, str, str, int], bool] = field(default_factory=dict)
     #: (eval file, target name) -> why that target, or its judge, cannot be used
     _broken_targets: dict[tuple[Path, str], str] = field(default_factory=dict)
     _broken_judges: dict[int, str] = field(default_factory=dict)
@@ -156,7 +164,9 @@ class Plan:
     def _lane_jobs(self, lane: Lane) -> Iterator[CaseJob | InvalidJob]:
         for loaded in self.files:
             if lane.target is None and lane.name is None:
-                yield from (InvalidJob(invalid) for invalid in loaded.invalid)
+                for invalid in loaded.invalid:
+                    if self._wanted_invalid(invalid):
+                        yield InvalidJob(invalid)
                 continue
             names = {n for t in loaded.case_targets for n in self._names(loaded, t)}
             if lane.name not in names:
@@ -169,19 +179,65 @@ class Plan:
             ):
                 continue  # another targets file's target of the same name
             threshold = self._pass_threshold(loaded)
+            # the same for every case: looked up once per file, not per case
+            in_lane = {t: lane.name in self._names(loaded, t) for t in loaded.case_targets}
+            broken_judge = (
+                self._broken_judges.get(id(lane.target)) if lane.target is not None else None
+            )
             for case in iter_cases(loaded, eval_id=self.eval_id, context=self.context):
-                if lane.name not in self._names(loaded, case.target):
+                found = in_lane.get(case.target)
+                if found is None:
+                    found = in_lane[case.target] = lane.name in self._names(loaded, case.target)
+                if not found:
                     continue
                 runs = self.repeats(loaded, case.repeat)
                 reason = broken
-                if reason is None and lane.target is not None and needs_judge(case):
-                    reason = self._broken_judges.get(id(lane.target))
+                if reason is None and broken_judge is not None and needs_judge(case):
+                    reason = broken_judge
+                filtered = self.resume is not None or self.rerun is not None
                 if reason is not None:
                     invalid = _invalid(loaded, case, reason)
-                    yield from (InvalidJob(invalid, lane.name, r) for r in range(runs))
+                    for r in range(runs):
+                        if not filtered or self._wanted(case, lane.name, None, r):  # type: ignore[arg-type]
+                            yield InvalidJob(invalid, lane.name, r)
                     continue
                 assert lane.target is not None
-                yield from (CaseJob(case, lane.target, threshold, r) for r in range(runs))
+                if runs == 1 and not filtered:
+                    yield CaseJob(case, lane.target, threshold, 0)
+                    continue
+                for r in range(runs):
+                    if not filtered or self._wanted(case, lane.name, lane.target, r):  # type: ignore[arg-type]
+                        yield CaseJob(case, lane.target, threshold, r)
+
+    def _wanted(self, case: EvalCase, name: str, target: RunTarget | None, repeat: int) -> bool:
+        """Whether this run of a case is to run: all of them, unless resuming (not those
+        the results file has, with the same prompt) or rerunning (only the picked cases)."""
+        if self.rerun is not None:
+            return (case.dataset, case.id, name) in self.rerun
+        if self.resume is None:
+            return True
+        key = (case.dataset, case.id, name, repeat)
+        decided = self._decided.get(key)
+        if decided is None:
+            previous = self.resume.runs.get(key)
+            decided = previous is None
+            if previous is not None and target is not None:
+                prompt = build_prompt(case, PromptSettings.of(target.provider))
+                if prompt_changed(previous, prompt, is_agent=target.provider.is_agent):
+                    decided = True
+                    self.changed_since += 1
+            self._decided[key] = decided
+        return decided
+
+    def _wanted_invalid(self, invalid: InvalidCase) -> bool:
+        """Whether a case that could not be loaded gets its result again."""
+        if self.rerun is not None:
+            return invalid.id is None or (invalid.dataset, invalid.id, "") in self.rerun
+        if self.resume is None:
+            return True
+        if invalid.id is None:
+            return (str(invalid.eval_file), invalid.line or 0) not in self.resume.invalid_lines
+        return (invalid.dataset, invalid.id, "", 0) not in self.resume.runs
 
     def pass_thresholds(self, default: float) -> set[float]:
         """The pass thresholds in force for this plan's files (``default`` where no config

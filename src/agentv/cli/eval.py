@@ -130,6 +130,27 @@ def eval_command(
             "--summary-json", help="Also write the summary's figures as JSON to this file."
         ),
     ] = None,
+    resume: Annotated[
+        Path | None,
+        typer.Option(
+            "--resume",
+            help="Complete this results file: run only the cases it has no record of (or "
+            "whose prompt changed), appending to it.",
+        ),
+    ] = None,
+    rerun_failed: Annotated[
+        Path | None,
+        typer.Option(
+            "--rerun-failed",
+            help="Run again the cases this results file has as failed, error or invalid.",
+        ),
+    ] = None,
+    rerun_errors: Annotated[
+        Path | None,
+        typer.Option(
+            "--rerun-errors", help="Run again the cases this results file has as error or invalid."
+        ),
+    ] = None,
     junit: Annotated[
         Path | None,
         typer.Option("--junit", help="Also write the results as JUnit XML (for CI) to this file."),
@@ -148,6 +169,7 @@ def eval_command(
             repeat=repeat,
             summary_json=summary_json,
             junit=junit,
+            **_rerun_options(resume, rerun_failed, rerun_errors, out),
             pass_threshold=pass_threshold,
             allow_errors=allow_errors,
             targets_file=targets,
@@ -218,8 +240,30 @@ def run_eval_command(
         return EXIT_FAILED
     print_diagnostics(prepared.diagnostics, stderr)
 
+    resuming = options.get("resume") is not None
+    if resuming:
+        state = prepared.plan.resume
+        assert state is not None
+        if state.set_aside:
+            stderr.write(
+                f"A partial last line ({state.set_aside} bytes) of {state.path} was moved to "
+                f"{state.path.name}.partial\n"
+            )
+        changed = prepared.plan.changed_since
+        stdout.write(
+            f"Resuming {state.path}: {prepared.total} case run(s) to do"
+            + (f", {changed} of them because their prompt changed" if changed else "")
+            + "\n"
+        )
+    elif options.get("rerun") is not None:
+        picked = ", ".join(sorted(options.get("rerun_statuses", ())))
+        stdout.write(f"Rerunning {prepared.total} case run(s) ({picked}) from {options['rerun']}\n")
+    if not prepared.total:
+        stdout.write("Nothing to do: every case already has its result.\n")
+        return EXIT_OK
     try:
-        prepared.out = (cwd / out) if out else default_results_path(cwd, output_format)
+        if not resuming:
+            prepared.out = (cwd / out) if out else default_results_path(cwd, output_format)
         writer = prepared.open_results()
     except AgentVError as exc:
         stderr.write(f"error: {printable(str(exc))}\n")
@@ -352,6 +396,37 @@ def _ci_outputs(
                 fh.write(text)
         except OSError as exc:
             stderr.write(f"error: cannot append to GITHUB_STEP_SUMMARY: {exc.strerror}\n")
+
+
+def _rerun_options(
+    resume: Path | None, rerun_failed: Path | None, rerun_errors: Path | None, out: Path | None
+) -> dict[str, Any]:
+    """``prepare_run``'s options for --resume / --rerun-*; at most one of them, and --out
+    does not go with --resume (the results go to the file resumed)."""
+    from agentv.resume import RERUN_ERRORS, RERUN_FAILED
+
+    given = [
+        n
+        for n, v in (
+            ("--resume", resume),
+            ("--rerun-failed", rerun_failed),
+            ("--rerun-errors", rerun_errors),
+        )
+        if v is not None
+    ]
+    if len(given) > 1:
+        raise typer.BadParameter(f"give one of {', '.join(given)}", param_hint=given[1])
+    if resume is not None:
+        if out is not None:
+            raise typer.BadParameter(
+                "--resume appends to the file it resumes; leave out --out", param_hint="'--out'"
+            )
+        return {"resume": resume}
+    if rerun_failed is not None:
+        return {"rerun": rerun_failed, "rerun_statuses": RERUN_FAILED}
+    if rerun_errors is not None:
+        return {"rerun": rerun_errors, "rerun_statuses": RERUN_ERRORS}
+    return {}
 
 
 def _one(values: set[float]) -> float | None:

@@ -62,9 +62,10 @@ def default_results_path(cwd: Path, fmt: str, *, now: datetime | None = None) ->
     return cwd / ".agentv" / "results" / f"eval_{stamp}.{name}"
 
 
-def open_writer(path: Path, fmt: str = "jsonl") -> ResultWriter:
-    """Create (truncate) ``path`` and its folders and return a writer in format ``fmt``.
+def open_writer(path: Path, fmt: str = "jsonl", *, append: bool = False) -> ResultWriter:
+    """Create (truncate; with ``append``, keep) ``path`` and its folders and return a writer
+    in format ``fmt``.
 
     Raises ``ConfigError`` for an unknown format or a file that cannot be created.
     """
-    return FORMATS[normalize_format(fmt)](path)
+    return FORMATS[normalize_format(fmt)](path, append=append)

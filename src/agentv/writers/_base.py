@@ -39,7 +39,7 @@ class ResultWriter(Protocol):
         ...
 
 
-def open_results_file(path: Path) -> Any:
+def open_results_file(path: Path, *, append: bool = False) -> Any:
     """Create (or empty) ``path`` and its parents, locked for this run; an unbuffered
     binary handle in append mode.
 
@@ -60,7 +60,8 @@ def open_results_file(path: Path) -> Any:
         ) from exc
     try:
         _lock(fd, path)
-        os.ftruncate(fd, 0)
+        if not append:  # `--resume` adds to what the file holds
+            os.ftruncate(fd, 0)
     except OSError as exc:
         os.close(fd)
         reason = exc.strerror or str(exc)
@@ -99,22 +100,21 @@ def write_all(handle: Any, data: bytes, path: Path) -> None:
     """Append ``data`` whole, or not at all: a regular file takes it in one system call,
     and a write that fails part-way (disk full, file size limit) is cut back to the end
     of the last whole record before the error is raised."""
-    start: int | None
-    try:
-        start = os.fstat(handle.fileno()).st_size
-    except (OSError, ValueError):
-        start = None
+    done = 0  # bytes of `data` already in the file
     try:
         written = handle.write(data)
         # A raw file may accept less than asked (a limit reached, a signal); the next
         # write says why, or finishes it.
         while written is not None and written < len(data):
+            done += written
             data = data[written:]
             written = handle.write(data)
     except OSError as exc:
-        if start is not None:
-            with contextlib.suppress(OSError, ValueError):
-                os.ftruncate(handle.fileno(), start)
+        # The file is this run's alone (locked) and appended to: it ended `done` bytes
+        # before where it ends now (a write that fails writes nothing).
+        with contextlib.suppress(OSError, ValueError):
+            fd = handle.fileno()
+            os.ftruncate(fd, os.fstat(fd).st_size - done)
         reason = exc.strerror or str(exc)
         raise ResultsFileError(
             f"Cannot write to the results file {path}: {reason} "
@@ -128,9 +128,9 @@ class FileWriter:
 
     format = ""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, append: bool = False) -> None:
         self.path = path
-        self._handle = open_results_file(path)
+        self._handle = open_results_file(path, append=append)
         self._lock = threading.Lock()
 
     @contextmanager

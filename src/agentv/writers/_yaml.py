@@ -89,9 +89,9 @@ class YamlWriter(FileWriter):
 
     format = "yaml"
 
-    def __init__(self, path: Path) -> None:
-        super().__init__(path)
-        self._first = True
+    def __init__(self, path: Path, *, append: bool = False) -> None:
+        super().__init__(path, append=append)
+        self._first = not append or path.stat().st_size == 0
 
     def write(self, record: dict[str, Any]) -> None:
         """Append one record as a document (``---`` then the body) in a single write."""

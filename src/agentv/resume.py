@@ -1,0 +1,148 @@
+"""Picking up where a results file left off: ``--resume`` runs the cases it has no complete
+record of (appending to it), ``--rerun-failed`` / ``--rerun-errors`` run again the cases it
+says went wrong.
+
+Cases are matched by (dataset, eval id, target) as ``agentv compare`` matches them, and by
+run (``repeat``) for a resume. A resumed case whose prompt changed since its record was
+written (its question or its messages differ) runs again, and the run says how many.
+A killed run may have left a partial last line: it is moved to ``RESULTS.partial`` (never
+silently lost) and the file is cut back to its last whole record, so it stays valid JSONL.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentv.errors import InputError
+from agentv.messages import chat_to_dicts
+from agentv.prompts import Prompt
+from agentv.records import large_content_ref
+
+CaseKey = tuple[str, str, str]  # (dataset, eval id, target)
+RunKey = tuple[str, str, str, int]  # ... and the repeat
+#: what --rerun-failed and --rerun-errors pick
+RERUN_FAILED = frozenset({"failed", "error", "invalid"})
+RERUN_ERRORS = frozenset({"error", "invalid"})
+
+
+@dataclass(frozen=True, slots=True)
+class Previous:
+    """What a results file says of one run of a case."""
+
+    status: str
+    question: str | None
+    messages: Any  # raw_request.chat_prompt, as written
+
+
+@dataclass
+class ResultsState:
+    """A results file's complete records, and where they came from."""
+
+    path: Path
+    runs: dict[RunKey, Previous] = field(default_factory=dict)
+    invalid_lines: set[tuple[str, int]] = field(default_factory=set)  # (eval file, line)
+    set_aside: int = 0  # bytes of a partial last line moved to ``.partial``
+
+    def cases_with(self, statuses: Iterable[str]) -> set[CaseKey]:
+        """The cases that have a run with one of ``statuses``."""
+        wanted = set(statuses)
+        return {key[:3] for key, prev in self.runs.items() if prev.status in wanted}
+
+
+def _repair_tail(path: Path) -> int:
+    """Cut a partial last line off ``path`` into ``path.partial``; the bytes moved."""
+    size = path.stat().st_size
+    if size == 0:
+        return 0
+    with path.open("rb+") as fh:
+        fh.seek(max(0, size - 1))
+        if fh.read(1) == b"\n":
+            return 0
+        # find the start of the last line
+        block = 64 * 1024
+        end = size
+        start = 0
+        while end > 0:
+            begin = max(0, end - block)
+            fh.seek(begin)
+            chunk = fh.read(end - begin)
+            at = chunk.rfind(b"\n")
+            if at >= 0:
+                start = begin + at + 1
+                break
+            end = begin
+        fh.seek(start)
+        partial = fh.read()
+        with path.with_name(path.name + ".partial").open("ab") as aside:
+            aside.write(partial + b"\n")
+            aside.flush()
+            os.fsync(aside.fileno())
+        fh.truncate(start)
+    return len(partial)
+
+
+def read_state(path: Path, *, repair: bool) -> ResultsState:
+    """The complete records of a JSON Lines results file. With ``repair``, a partial last
+    line is set aside first (``--resume`` appends to the file); without, it is ignored."""
+    if not path.is_file():
+        raise InputError(f"results file not found: {path}; give a file that agentv eval wrote")
+    state = ResultsState(path)
+    if repair:
+        state.set_aside = _repair_tail(path)
+    with path.open(encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            if not line.endswith("\n"):
+                break  # a partial line: not a record
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(record, dict) or "status" not in record:
+                continue
+            if record.get("eval_id") is None:  # an invalid case without an id
+                state.invalid_lines.add(
+                    (str(record.get("eval_file")), int(record.get("line") or 0))
+                )
+                continue
+            key = (
+                str(record.get("dataset", "")),
+                str(record["eval_id"]),
+                str(record.get("target") or ""),
+                int(record.get("repeat") or 0),
+            )
+            raw = _put_back(record.get("raw_request") or {}, record.get("large_content") or {})
+            state.runs[key] = Previous(
+                status=str(record["status"]),
+                question=raw.get("question"),
+                messages=raw.get("chat_prompt"),
+            )
+    return state
+
+
+def _put_back(value: Any, store: dict[str, str]) -> Any:
+    """``value`` with the record's large attachments put back in their references."""
+    if not store:
+        return value
+    if isinstance(value, str):
+        for digest, text in store.items():
+            value = value.replace(large_content_ref(digest), text)
+        return value
+    if isinstance(value, dict):
+        return {k: _put_back(v, store) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_put_back(v, store) for v in value]
+    return value
+
+
+def prompt_changed(previous: Previous, prompt: Prompt, *, is_agent: bool) -> bool:
+    """Whether a case's prompt differs from what its record says was sent."""
+    if previous.question is not None and previous.question != prompt.question:
+        return True
+    if is_agent or previous.messages is None:
+        return False
+    return previous.messages != chat_to_dicts(prompt.messages)
