@@ -10,7 +10,6 @@ paired bootstrap 95% interval (seeded: the same files always give the same inter
 
 from __future__ import annotations
 
-import json
 import math
 import random
 from collections.abc import Iterable, Mapping
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from agentv.errors import InputError
+from agentv.records import read_results
 from agentv.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
 from agentv.summary import natural_key
 
@@ -79,33 +79,22 @@ class Comparison:
         return tuple(c for c in self.cases if c.verdict != "unchanged")
 
 
-def read_results(path: Path) -> dict[Key, CaseResult]:
+def read_cases(path: Path) -> dict[Key, CaseResult]:
     """A results file (JSON Lines) as its cases, repeats folded; ``InputError`` naming the
     file and line for a line that is not a result."""
     runs: dict[Key, list[tuple[float, str]]] = {}
-    try:
-        handle = path.open(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot read results file {path}: {exc.strerror or exc}") from None
-    with handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-                key = (
-                    str(record.get("dataset", "")),
-                    str(record.get("eval_id") or f"#{record.get('line', number)}"),
-                    str(record.get("target") or ""),
-                )
-                score = float(record.get("score", 0.0))
-                status = record.get("status") or ("error" if record.get("error") else "ok")
-            except (ValueError, TypeError, AttributeError):
-                raise InputError(
-                    f"{path}:{number}: not a result line (JSON with eval_id, score and status); "
-                    "give results files written by agentv eval"
-                ) from None
-            runs.setdefault(key, []).append((score if math.isfinite(score) else 0.0, status))
+    for number, record in read_results(path):
+        try:
+            key = (
+                str(record.get("dataset", "")),
+                str(record.get("eval_id") or f"#{record.get('line', number)}"),
+                str(record.get("target") or ""),
+            )
+            score = float(record.get("score", 0.0))
+        except (ValueError, TypeError):
+            raise InputError(f"{path}:{number}: a result's score is not a number") from None
+        status = record.get("status") or ("error" if record.get("error") else "ok")
+        runs.setdefault(key, []).append((score if math.isfinite(score) else 0.0, str(status)))
     return {
         key: CaseResult(
             score=sum(s for s, _ in items) / len(items),
@@ -185,8 +174,8 @@ def compare_results(
 def compare_files(base: Path, new: Path, *, min_delta: float = DEFAULT_MIN_DELTA) -> Comparison:
     """Compare two results files."""
     return compare_results(
-        read_results(base),
-        read_results(new),
+        read_cases(base),
+        read_cases(new),
         min_delta=min_delta,
         base_path=str(base),
         new_path=str(new),

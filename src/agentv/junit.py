@@ -5,13 +5,12 @@ Actions annotations: one test case per case run, a failure for ``failed``, an er
 
 from __future__ import annotations
 
-import json
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from agentv.errors import InputError
+from agentv.records import read_results
 
 #: what a test case keeps of a record (a run of 100,000 cases keeps little)
 KEPT = (
@@ -35,23 +34,9 @@ def slim(record: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def read_records(path: Path) -> Iterator[dict[str, Any]]:
-    """The records of a JSON Lines results file, one at a time; ``InputError`` naming the
-    line that is not a record."""
-    try:
-        handle = path.open(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot read results file {path}: {exc.strerror or exc}") from None
-    with handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except ValueError:
-                raise InputError(f"{path}:{number}: not a JSON result line") from None
-            if not isinstance(record, dict):
-                raise InputError(f"{path}:{number}: not a result record")
-            yield slim(record)
+    """What JUnit and annotations use of each record of a results file, one at a time."""
+    for _, record in read_results(path):
+        yield slim(record)
 
 
 def _name(record: Mapping[str, Any]) -> str:

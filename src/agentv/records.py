@@ -10,11 +10,15 @@ credentials.
 from __future__ import annotations
 
 import hashlib
-from datetime import UTC, datetime
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, model_serializer
 
+from agentv.errors import InputError
 from agentv.messages import FileSegment, chat_to_dicts
 from agentv.prompts import Prompt
 
@@ -97,7 +101,15 @@ class EvalResult(BaseModel):
 
 def utc_timestamp() -> str:
     """ISO-8601 UTC with milliseconds, e.g. ``2025-11-30T01:02:03.456Z``."""
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    global _last_second
+    seconds, millis = divmod(time.time_ns() // 1_000_000, 1000)
+    last = _last_second
+    if last[0] != seconds:  # records come many a second: each second is formatted once
+        last = _last_second = (seconds, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)))
+    return f"{last[1]}.{millis:03d}Z"
+
+
+_last_second: tuple[int, str] = (-1, "")  # a second since the epoch, and its text
 
 
 def _paths(paths: list[Any]) -> list[str]:
@@ -150,14 +162,21 @@ def _requests(
 
 def grade_status(grade: CaseGrade, pass_threshold: float) -> str:
     """``error`` when an evaluator could not grade, else ``ok`` or ``failed`` by score."""
-    if grade.evaluator_errors():
+    return _status(grade, pass_threshold, grade.evaluator_errors())
+
+
+def _status(grade: CaseGrade, pass_threshold: float, errors: list[tuple[str, str]]) -> str:
+    if errors:
         return ERROR
     return OK if grade.score >= pass_threshold else FAILED
 
 
 def evaluator_error_text(grade: CaseGrade) -> str | None:
     """The ``error`` of a case whose evaluators could not all grade (None when they did)."""
-    errors = grade.evaluator_errors()
+    return _error_text(grade.evaluator_errors())
+
+
+def _error_text(errors: list[tuple[str, str]]) -> str | None:
     if not errors:
         return None
     return "; ".join(f"evaluator {name!r} could not grade: {reason}" for name, reason in errors)
@@ -186,6 +205,48 @@ _REQUEST_FIELDS = (
 def large_content_ref(digest: str) -> str:
     """What stands for a large attachment's text in a record's request fields."""
     return f"<<agentv:large_content {digest}>>"
+
+
+def put_back_large_content(value: Any, store: dict[str, str]) -> Any:
+    """``value`` (a record's field) with its large attachments put back in their place."""
+    if not store:
+        return value
+    if isinstance(value, str):
+        for digest, text in store.items():
+            value = value.replace(large_content_ref(digest), text)
+        return value
+    if isinstance(value, dict):
+        return {k: put_back_large_content(v, store) for k, v in value.items()}
+    if isinstance(value, list):
+        return [put_back_large_content(v, store) for v in value]
+    return value
+
+
+def read_results(path: Path, *, strict: bool = True) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The records of a JSON Lines results file with their line numbers, one at a time.
+
+    ``strict``: a line that is not a record is an ``InputError`` naming the file and line;
+    otherwise it is passed over (a partial last line left by a killed run, say)."""
+    try:
+        handle = path.open(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise InputError(f"cannot read results file {path}: {exc.strerror or exc}") from None
+    with handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError:
+                record = None
+            if not isinstance(record, dict) or not (strict or line.endswith("\n")):
+                if strict:
+                    raise InputError(
+                        f"{path}:{number}: not a result line (a JSON record); give a results "
+                        "file written by agentv eval"
+                    )
+                continue
+            yield number, record
 
 
 def _store_large_once(rec: dict[str, Any], case: EvalCase) -> None:
@@ -248,7 +309,8 @@ def result_record(
     repeat: int = 0,
 ) -> dict[str, Any]:
     """The record of a case that got an answer and was graded."""
-    rec = _head(case, grade_status(grade, pass_threshold))
+    errors = grade.evaluator_errors()
+    rec = _head(case, _status(grade, pass_threshold, errors))
     rec["score"] = grade.score
     rec["hits"] = grade.hits
     rec["misses"] = grade.misses
@@ -269,7 +331,7 @@ def result_record(
     if response.latency_ms is not None:
         rec["latency_ms"] = round(response.latency_ms, 3)
     rec["duration_ms"] = round(duration_ms, 3)
-    _tail(rec, case, attempts, evaluator_error_text(grade))
+    _tail(rec, case, attempts, _error_text(errors))
     return rec
 
 

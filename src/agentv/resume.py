@@ -11,7 +11,6 @@ silently lost) and the file is cut back to its last whole record, so it stays va
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -21,7 +20,7 @@ from typing import Any
 from agentv.errors import InputError
 from agentv.messages import chat_to_dicts
 from agentv.prompts import Prompt
-from agentv.records import large_content_ref
+from agentv.records import put_back_large_content, read_results
 
 CaseKey = tuple[str, str, str]  # (dataset, eval id, target)
 RunKey = tuple[str, str, str, int]  # ... and the repeat
@@ -94,49 +93,27 @@ def read_state(path: Path, *, repair: bool) -> ResultsState:
     state = ResultsState(path)
     if repair:
         state.set_aside = _repair_tail(path)
-    with path.open(encoding="utf-8", errors="replace") as fh:
-        for line in fh:
-            if not line.endswith("\n"):
-                break  # a partial line: not a record
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            if not isinstance(record, dict) or "status" not in record:
-                continue
-            if record.get("eval_id") is None:  # an invalid case without an id
-                state.invalid_lines.add(
-                    (str(record.get("eval_file")), int(record.get("line") or 0))
-                )
-                continue
-            key = (
-                str(record.get("dataset", "")),
-                str(record["eval_id"]),
-                str(record.get("target") or ""),
-                int(record.get("repeat") or 0),
-            )
-            raw = _put_back(record.get("raw_request") or {}, record.get("large_content") or {})
-            state.runs[key] = Previous(
-                status=str(record["status"]),
-                question=raw.get("question"),
-                messages=raw.get("chat_prompt"),
-            )
+    for _, record in read_results(path, strict=False):
+        if "status" not in record:
+            continue
+        if record.get("eval_id") is None:  # an invalid case without an id
+            state.invalid_lines.add((str(record.get("eval_file")), int(record.get("line") or 0)))
+            continue
+        key = (
+            str(record.get("dataset", "")),
+            str(record["eval_id"]),
+            str(record.get("target") or ""),
+            int(record.get("repeat") or 0),
+        )
+        raw = put_back_large_content(
+            record.get("raw_request") or {}, record.get("large_content") or {}
+        )
+        state.runs[key] = Previous(
+            status=str(record["status"]),
+            question=raw.get("question"),
+            messages=raw.get("chat_prompt"),
+        )
     return state
-
-
-def _put_back(value: Any, store: dict[str, str]) -> Any:
-    """``value`` with the record's large attachments put back in their references."""
-    if not store:
-        return value
-    if isinstance(value, str):
-        for digest, text in store.items():
-            value = value.replace(large_content_ref(digest), text)
-        return value
-    if isinstance(value, dict):
-        return {k: _put_back(v, store) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_put_back(v, store) for v in value]
-    return value
 
 
 def prompt_changed(previous: Previous, prompt: Prompt, *, is_agent: bool) -> bool:
