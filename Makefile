@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint demo bench bench-peers clean mutation
+.PHONY: install test lint demo bench bench-peers bench-report browser clean mutation
 
 install: $(STAMP)
 
@@ -18,8 +18,16 @@ lint: install
 	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/ruff format --check src tests benchmarks examples
 
-test: install lint
+test: install lint browser
 	$(BIN)/python -m pytest
+
+# The report's browser tests drive Debian's chromium (Playwright cannot download browsers
+# here). Installed when missing and we are root; otherwise those tests say how (and fail
+# in CI).
+browser:
+	@command -v chromium >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || \
+		(apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium) || \
+		echo "could not install chromium: apt-get update && apt-get install -y chromium"
 
 # The example suite on an offline example agent: no API key, no network.
 demo: install
@@ -30,6 +38,10 @@ bench: install
 
 bench-peers: install
 	$(BIN)/python benchmarks/peers.py
+
+# The HTML report of 100,000 cases: its size and the time to its first rows in chromium.
+bench-report: install browser
+	$(BIN)/python benchmarks/report_bench.py
 
 # Mutation testing (docs/testing.md): not part of `test`, a few minutes on 2 cores. Results
 # are kept in mutants/ (git-ignored); a rerun only retests what changed.

@@ -52,8 +52,9 @@
   function fmtSeconds(s) {
     if (typeof s !== "number" || !isFinite(s)) return "–";
     if (s < 60) return s.toFixed(1) + " s";
-    var h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60), sec = Math.round(s % 60);
-    return (h ? h + ":" + String(m).padStart(2, "0") : m) + ":" + String(sec).padStart(2, "0");
+    var h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60), sec = Math.floor(s % 60);
+    var mm = String(m).padStart(2, "0") + " min " + String(sec).padStart(2, "0") + " s";
+    return h ? h + " h " + mm : m + " min " + String(sec).padStart(2, "0") + " s";
   }
   function statusNode(status) {
     var known = STATUS_ORDER.indexOf(status) >= 0;
