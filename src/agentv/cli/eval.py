@@ -155,6 +155,12 @@ def eval_command(
         Path | None,
         typer.Option("--junit", help="Also write the results as JUnit XML (for CI) to this file."),
     ] = None,
+    report: Annotated[
+        bool,
+        typer.Option(
+            "--report", help="At the end, write the HTML report next to the results (.html)."
+        ),
+    ] = False,
     allow_outside_root: AllowOutsideRoot = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Say more.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No per-case lines.")] = False,
@@ -169,6 +175,7 @@ def eval_command(
             repeat=repeat,
             summary_json=summary_json,
             junit=junit,
+            report=report,
             **_rerun_options(resume, rerun_failed, rerun_errors, out),
             pass_threshold=pass_threshold,
             allow_errors=allow_errors,
@@ -199,6 +206,7 @@ def run_eval_command(
     allow_errors: bool = False,
     summary_json: Path | None = None,
     junit: Path | None = None,
+    report: bool = False,
     verbose: bool = False,
     quiet: bool = False,
     out: Path | None = None,
@@ -333,6 +341,10 @@ def run_eval_command(
             stdout.write(f"Summary written to: {target}\n")
     if ci_records is not None:
         _ci_outputs(ci_records, run, junit=junit, cwd=cwd, stdout=stdout, stderr=stderr)
+    if report:  # the report of the whole results file, next to it
+        from agentv.cli.report import write_report
+
+        write_report([writer.path], stdout=stdout, stderr=stderr)
     for label, files in run.artifacts.items():  # e.g. agents' logs, to read later
         stdout.write(f"{label}:\n" + "".join(f"  {i}. {p}\n" for i, p in enumerate(files, 1)))
     return exit_code(run, threshold=threshold, allow_errors=allow_errors, stderr=stderr)
