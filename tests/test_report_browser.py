@@ -336,3 +336,73 @@ def test_report_bench_smoke(bench: Any, browser: Any, tmp_path: Path) -> None:
     for key in ("build_s", "first_rows_s", "loaded_s", "search_s", "filter_s", "detail_s"):
         assert figures[key] > 0
     assert "first rows" in bench.table(figures)
+
+
+def test_large_attachments_are_put_back_and_agent_requests_shown(
+    page: Page, tmp_path: Path
+) -> None:
+    digest = "ab" * 32
+    ref = f"<<agentv:large_content {digest}>>"
+    big = "BIG FILE LINE\n" * 3
+    agent = _tool_case() | {"eval_id": "agent-case", "target": "codex"}
+    agent["raw_request"] = {
+        "question": f"Read this:\n{ref}",
+        "guidelines": "",
+        "guideline_paths": [],
+        "input_files": [],
+        "command": "codex exec --json",
+        "cwd": "/repo",
+    }
+    agent["large_content"] = {digest: big}
+    agent.pop("lm_provider_request")
+    agent["agent_provider_request"] = {"question": "repeated"}
+    invalid = {  # an invalid case with no usable id and no target
+        "dataset": "broken",
+        "status": "invalid",
+        "passed": False,
+        "score": 0.0,
+        "hits": [],
+        "misses": ["Invalid: bad YAML"],
+        "candidate_answer": "",
+        "expected_aspect_count": 0,
+        "timestamp": "2025-06-01T10:00:00.000Z",
+        "attempts": 0,
+        "eval_file": "/repo/evals/broken.yaml",
+        "line": 3,
+        "error": "bad YAML",
+    }
+    path = tmp_path / "r.jsonl"
+    path.write_text(json.dumps(agent) + "\n" + json.dumps(invalid) + "\n")
+    p = page.open(build_report([path], tmp_path / "r.html").path)
+    assert page.shown() == 2
+    p.click("#rows tr:nth-child(1)")
+    p.wait_for_selector("#detail:not([hidden])")
+    detail = p.text_content("#detail-body")
+    assert "Read this:\n" + big in p.locator("#detail pre").all_text_contents()
+    assert ref not in detail
+    assert "1 large attachment(s) put back" in detail
+    assert "No message list" in detail
+    assert "codex exec --json" in detail  # what the agent target ran
+    p.keyboard.press("Escape")
+    p.click("#rows tr:nth-child(2)")
+    p.wait_for_selector("#detail:not([hidden])")
+    assert p.text_content("#detail-title") == "(no id)"
+    assert "bad YAML" in p.text_content("#detail-body")
+
+
+def test_an_empty_results_file_gives_an_empty_table(page: Page, tmp_path: Path) -> None:
+    (tmp_path / "r.jsonl").write_text("")
+    p = page.open(build_report([tmp_path / "r.jsonl"], tmp_path / "r.html").path)
+    assert page.shown() == 0
+    assert p.text_content("#page") == "no rows"
+
+
+def test_a_missing_browser_fails_in_ci_and_skips_elsewhere(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="apt-get install -y chromium"):
+        _unavailable("chromium is not installed")
+    monkeypatch.delenv("CI")
+    with pytest.raises(pytest.skip.Exception, match="apt-get install -y chromium"):
+        _unavailable("chromium is not installed")
