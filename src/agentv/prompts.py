@@ -139,8 +139,9 @@ def _tool_call_part(call: ToolCall) -> str:
 
 
 def _question_parts(msg: Message, mode: Mode) -> list[str]:
-    parts = [p for p in (_question_part(s, mode) for s in msg.segments) if p]
-    parts.extend(_tool_call_part(c) for c in msg.tool_calls)
+    parts = [p for s in msg.segments if (p := _question_part(s, mode))]
+    if msg.tool_calls:
+        parts.extend(_tool_call_part(c) for c in msg.tool_calls)
     return parts
 
 
@@ -153,7 +154,7 @@ def build_question(messages: Sequence[Message], mode: Mode = "lm") -> str:
             if parts:
                 turns.append(f"@[{msg.role.capitalize()}]:\n" + "\n".join(parts))
         return "\n\n".join(turns)
-    return "\n".join(p for msg in messages for p in _question_parts(msg, mode))
+    return "\n".join([p for msg in messages for p in _question_parts(msg, mode)])
 
 
 # --- the messages --------------------------------------------------------------------------------
@@ -173,7 +174,7 @@ def _message_part(seg: Segment) -> str:
 
 
 def _content(segments: Sequence[Segment]) -> str:
-    return "\n".join(p for p in map(_message_part, segments) if p)
+    return "\n".join([p for p in map(_message_part, segments) if p])
 
 
 def system_turns(messages: Sequence[Message]) -> str:
@@ -183,7 +184,15 @@ def system_turns(messages: Sequence[Message]) -> str:
         text
         for msg in messages
         if msg.role == "system"
-        and (text := _content([s for s in msg.segments if not isinstance(s, GuidelineRef)]))
+        and (
+            text := "\n".join(
+                [
+                    p
+                    for s in msg.segments
+                    if not isinstance(s, GuidelineRef) and (p := _message_part(s))
+                ]
+            )
+        )
     ]
     return "\n\n".join(turns)
 
@@ -216,13 +225,14 @@ def build_messages(
     API can take it natively.
     """
     out = [ChatMessage("system", _system_content(messages, guidelines, system_prompt))]
-    any_visible = any(m.visible for m in messages)
+    visible = [m.visible for m in messages]
+    any_visible = any(visible)
     called: set[str] = set()
-    for msg in messages:
+    for msg, shown in zip(messages, visible, strict=True):
         if msg.role == "system":
             continue
         structural = bool(msg.tool_calls) or msg.tool_call_id is not None
-        if any_visible and not msg.visible and not structural:
+        if any_visible and not shown and not structural:
             continue  # only <Attached: ...> markers or nothing
         content = _content(msg.segments)
         if not content and not structural:
@@ -230,7 +240,8 @@ def build_messages(
         if msg.role == "tool" and (msg.tool_call_id is None or msg.tool_call_id not in called):
             out.append(ChatMessage("user", f"{TOOL_MARKER}\n{content}"))
             continue
-        called.update(c.id for c in msg.tool_calls)
+        if msg.tool_calls:
+            called.update(c.id for c in msg.tool_calls)
         out.append(
             ChatMessage(
                 msg.role,

@@ -114,6 +114,8 @@ class TargetGate:
             return self.paused_until - now
         if self.in_flight >= self.limit:
             return None
+        if self._rpm is None and self._tpm is None and self.rate is None:
+            return 0.0  # nothing paces this target
         waits = [b.wait_for(n) for b, n in ((self._rpm, 1), (self._tpm, tokens)) if b]
         if self.rate is not None:
             waits.append(max(0.0, self._next_start - now))
@@ -195,6 +197,11 @@ class TargetGate:
             self.stats.throttled_seconds += until - max(now, self.paused_until)
             self.paused_until = until
 
+    @property
+    def counts_tokens(self) -> bool:
+        """Whether requests' tokens matter here (``max_tpm``)."""
+        return self._tpm is not None
+
     def used_tokens(self, estimated: float, actual: int | None) -> None:
         """Correct the token bucket once the real usage is known."""
         if self._tpm is None or actual is None:
@@ -220,7 +227,7 @@ async def through_gate(
     gate: TargetGate, provider: Provider, request: ProviderRequest, call: Any
 ) -> ProviderResponse:
     """``await call()`` in a turn of ``gate``, telling the gate how it went."""
-    estimated = estimate_tokens(request)
+    estimated = estimate_tokens(request) if gate.counts_tokens else 0
     await gate.acquire(estimated)
     try:
         response = await call()

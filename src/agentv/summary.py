@@ -14,8 +14,9 @@ import re
 from array import array
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from agentv import stats
@@ -38,8 +39,10 @@ _DIGITS = re.compile(r"(\d+)")
 
 def natural_key(text: str) -> tuple[Any, ...]:
     """Sort key that orders ``c2`` before ``c10`` (digit runs compare as numbers)."""
-    parts = _DIGITS.split(text)
-    return tuple((0, int(p)) if i % 2 else (1, p.casefold()) for i, p in enumerate(parts))
+    parts: list[Any] = _DIGITS.split(text)
+    parts[::2] = [(1, p.casefold()) for p in parts[::2]]
+    parts[1::2] = [(0, int(p)) for p in parts[1::2]]
+    return tuple(parts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,10 +195,14 @@ class SummaryCollector:
         if status in ("error", "invalid"):
             self._problems.append((eval_id, status, record.get("error") or ""))
         target = record.get("target") or "?"
-        self._by_target.setdefault(target, Counter())[status] += 1
-        run = self._runs.get((target, eval_id))
+        counts = self._by_target.get(target)
+        if counts is None:
+            counts = self._by_target[target] = Counter()
+        counts[status] += 1
+        key = (target, eval_id)
+        run = self._runs.get(key)
         if run is None:
-            self._runs[(target, eval_id)] = [1, status == "ok", score, score * score, score, score]
+            self._runs[key] = [1, status == "ok", score, score * score, score, score]
         else:
             run[0] += 1
             run[1] += status == "ok"
@@ -205,7 +212,10 @@ class SummaryCollector:
             run[5] = max(run[5], score)
         latency = record.get("latency_ms")
         if latency is not None:
-            self._latencies.setdefault(target, array("d")).append(latency)
+            latencies = self._latencies.get(target)
+            if latencies is None:
+                latencies = self._latencies[target] = array("d")
+            latencies.append(latency)
         usage = record.get("usage")
         if usage:
             _add_tokens(self._tokens.setdefault(target, [0, 0]), usage)
@@ -250,8 +260,7 @@ class SummaryCollector:
         )
 
         ids = self._ids
-        keys = [natural_key(i) for i in ids]
-        repeats = int(max(run[0] for run in self._runs.values()))
+        repeats = int(max(map(itemgetter(0), self._runs.values())))
         if repeats > 1 or len(self._by_target) > 1:
             # one entry per case and target (its runs' mean), named by both when needed
             several = len(self._by_target) > 1
@@ -261,22 +270,21 @@ class SummaryCollector:
             ]
         else:
             ranked = list(zip(ids, scores, strict=True))
-        rank_keys = [natural_key(name) for name, _ in ranked]
+        names = [name for name, _ in ranked]
+        values = [value for _, value in ranked]
         m = len(ranked)
         # Best first, ties by eval id (results arrive in completion order, which is not
         # reproducible; eval ids are). A small suite is listed once, whole.
         shown = m if m <= 2 * TOP_COUNT else TOP_COUNT
-        top_idx = heapq.nsmallest(shown, range(m), key=lambda i: (-ranked[i][1], rank_keys[i]))
+        sort_keys: dict[str, tuple[Any, ...]] = {}  # natural keys, computed once each
+        top_idx = _first_by(shown, [-v for v in values], names, sort_keys)
         bottom_idx = []
         if m > 2 * TOP_COUNT:  # lowest first: "1." is the case most worth a look
-            bottom_idx = heapq.nsmallest(
-                TOP_COUNT, range(m), key=lambda i: (ranked[i][1], rank_keys[i])
-            )
+            bottom_idx = _first_by(TOP_COUNT, values, names, sort_keys)
 
-        timed = [i for i in range(n) if not math.isnan(self._durations[i])]
-        slow_idx = heapq.nsmallest(
-            SLOWEST_COUNT, timed, key=lambda i: (-self._durations[i], keys[i])
-        )
+        durations = self._durations
+        timed = [i for i in range(n) if not math.isnan(durations[i])]
+        slow_idx = _first_by(SLOWEST_COUNT, [-durations[i] for i in timed], ids, sort_keys, timed)
         st = self._statuses
         judge = self._judge_tokens
         return Summary(
@@ -343,11 +351,26 @@ class SummaryCollector:
         fewest = int(min(run[0] for _, run in runs))
         pass_at = [0.0] * fewest
         pass_all = [0.0] * fewest
-        for _, run in runs:
-            n, c = int(run[0]), int(run[1])
-            for k in range(1, fewest + 1):
-                pass_at[k - 1] += stats.pass_at_k(n, c, k)
-                pass_all[k - 1] += stats.pass_hat_k(n, c, k)
+        # the same few (runs, passes) pairs again and again: each one's figures computed once
+        pairs = Counter((run[0], run[1]) for _, run in runs)
+        figures = {
+            (n, c): [
+                (stats.pass_at_k(int(n), int(c), k), stats.pass_hat_k(int(n), int(c), k))
+                for k in range(1, fewest + 1)
+            ]
+            for n, c in pairs
+        }
+        if all(v.is_integer() for found in figures.values() for pair in found for v in pair):
+            # 0s and 1s (no repeats): whole sums, the same in any order
+            for pair, found in figures.items():
+                for k, (at, every) in enumerate(found):
+                    pass_at[k] += pairs[pair] * at
+                    pass_all[k] += pairs[pair] * every
+        else:  # added in the cases' order, as always
+            for _, run in runs:
+                for k, (at, every) in enumerate(figures[(run[0], run[1])]):
+                    pass_at[k] += at
+                    pass_all[k] += every
         latencies = self._latencies.get(target, array("d"))
         tokens = self._tokens.get(target)
         return TargetSummary(
@@ -373,9 +396,10 @@ class SummaryCollector:
         )
 
     def _case_table(self) -> tuple[tuple[str, tuple[float | None, ...]], ...]:
-        cases = sorted({case for _, case in self._runs}, key=natural_key)
-        if len(cases) > CASE_TABLE_MAX:
+        unique = {case for _, case in self._runs}
+        if len(unique) > CASE_TABLE_MAX:
             return ()
+        cases = sorted(unique, key=natural_key)
         targets = list(self._by_target)
         rows = []
         for case in cases:
@@ -385,6 +409,39 @@ class SummaryCollector:
                 cells.append(run[2] / run[0] if run else None)
             rows.append((case, tuple(cells)))
         return tuple(rows)
+
+
+def _first_by(
+    count: int,
+    values: list[float],
+    names: list[str],
+    sort_keys: dict[str, tuple[Any, ...]],
+    items: list[int] | None = None,
+) -> list[int]:
+    """The ``count`` entries with the smallest value, ties by name in natural order: indexes
+    into ``names`` (``items[j]`` is the entry of ``values[j]``; by default the j-th).
+
+    Only the entries that can make it (up to the count-th smallest value, with its ties) get
+    their natural sort key computed (kept in ``sort_keys`` for the next call): a large run's
+    ids mostly never need one.
+    """
+    if items is None:
+        items = list(range(len(values)))
+    if count <= 0 or not values:
+        return []
+    chosen: Iterable[int] = range(len(values))
+    if count < len(values):
+        limit = heapq.nsmallest(count, values)[-1]
+        chosen = [j for j, v in enumerate(values) if v <= limit]
+    known = sort_keys.get
+    ranked = []
+    for j in chosen:
+        name = names[items[j]]
+        key = known(name)
+        if key is None:
+            key = sort_keys[name] = natural_key(name)
+        ranked.append((values[j], key, j))  # j last: equal entries keep their order
+    return [items[j] for _, _, j in heapq.nsmallest(count, ranked)]
 
 
 def _add_tokens(total: list[int], usage: Mapping[str, Any]) -> None:

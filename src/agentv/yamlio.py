@@ -4,7 +4,7 @@ Loading uses libyaml's C parser (``yamlstream``) into plain Python values; that 
 fast path every run takes. Line numbers are only needed when something is wrong, so the
 node tree that carries them is composed lazily, once per file, by ``YamlSource.locate``.
 A file read by the stream reader (``StreamSource``) is located from the marks the reader
-kept instead, without reading the file again.
+kept instead; only a problem inside a list item has that item read again.
 """
 
 from __future__ import annotations
@@ -197,9 +197,10 @@ class StreamSource(YamlSource):
     """A file read by the stream reader, located from the marks the reader kept.
 
     The top-level keys and values are located from their marks; inside the streamed list,
-    the item being handed out is located from its events (composed into nodes only when a
-    problem in it is reported). Anything else resolves to the list itself. ``data`` is the
-    document as ``StreamResult.data`` holds it (the streamed list replaced by its length).
+    the item being handed out is located from its events (read again and composed into
+    nodes only when a problem in it is reported). Anything else resolves to the list
+    itself. ``data`` is the document as ``StreamResult.data`` holds it (the streamed list
+    replaced by its length).
     """
 
     def __init__(self, path: Path, result: StreamResult, stream_key: str) -> None:
@@ -214,13 +215,15 @@ class StreamSource(YamlSource):
             len(key) >= 2
             and key[0] == self.stream_key
             and key[1] == result.item_index
-            and result.item_events
+            and result.replay is not None
         ):
-            first = result.item_events[0]
-            if self._item[0] is not first:
-                self._item = (first, _compose_events(result.item_events))
-            if self._item[1] is not None:
-                return self._item[1], key[2:]
+            events = result.replay()
+            if events:
+                first = events[0]
+                if self._item[0] is not first:
+                    self._item = (first, _compose_events(events))
+                if self._item[1] is not None:
+                    return self._item[1], key[2:]
         return self._top(), key
 
     def _top(self) -> yaml.Node | None:

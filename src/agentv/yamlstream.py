@@ -12,8 +12,11 @@ at most ``MAX_DEPTH`` levels (``NestingTooDeepError`` beyond, aliases counted as
 stand for), so that nothing built from a file can exhaust the stack.
 
 The file is read once. What reporting a problem needs later is kept on the way: the marks
-of the top-level keys, the events of the list item being handed out (so that a problem in
-it can be located), and enough of the text to describe a syntax error.
+of the top-level keys, where the streamed list starts, and enough of the text to describe a
+syntax error. Locating a problem inside the list item being handed out needs that item's
+events: only then (rarely) are they read again, by a second parser that follows the first
+one and never goes back (``result.replay()``), so that a file is read at most twice
+however many of its items have problems.
 """
 
 from __future__ import annotations
@@ -76,7 +79,9 @@ class StreamResult:
     #: each top-level key written as a scalar, in file order: (key, its mark, its value's mark)
     top_keys: list[tuple[str, yaml.Mark, yaml.Mark]] = field(default_factory=list)
     item_index: int = -1  # the streamed item being handed out (-1: none)
-    item_events: list[ev.Event] = field(default_factory=list)  # the events that item was built from
+    #: while an item is handed out: gives the events it was built from (None if they cannot
+    #: be read again); set by ``iter_stream``, a new one for each reading
+    replay: Callable[[], list[ev.Event] | None] | None = None
     #: on a syntax error: where the text's last non-blank character ends (the text as parsed)
     text_end: int = 0
     error_char: str = ""  # ... and the character at the error's mark
@@ -321,14 +326,18 @@ class _Builder:
         if key is _MERGE:
             merges.append(self.value(self.get()))
             return False
-        if isinstance(key, list):
-            key = tuple(key)
-        try:
-            hash(key)
-        except TypeError:  # a mapping as a key: PyYAML's safe loader refuses it too
-            raise yaml.constructor.ConstructorError(
-                "while constructing a mapping", None, "found unhashable key", key_event.start_mark
-            ) from None
+        if type(key) is not str:  # almost every key is text, which always hashes
+            if isinstance(key, list):
+                key = tuple(key)
+            try:
+                hash(key)
+            except TypeError:  # a mapping as a key: PyYAML's safe loader refuses it too
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping",
+                    None,
+                    "found unhashable key",
+                    key_event.start_mark,
+                ) from None
         if key in out:
             mark = key_event.start_mark
             self.result.duplicate_keys.append((str(key), mark.line + 1, mark.column + 1))
@@ -363,7 +372,7 @@ def iter_stream(
     document goes into ``result.data`` (the streamed key then holds the number of items);
     ``result.data`` is filled as reading goes, so keys written before the list are already
     there when the first item arrives. While an item is handed out, ``result.item_index``
-    and ``result.item_events`` tell which it is and what it was built from.
+    tells which it is and ``result.replay()`` gives the events it was built from.
 
     A path or binary file is read as ``yamlio.read_text`` reads it (UTF-8, BOM dropped,
     CRLF as LF); bytes that are not UTF-8 raise ``NotUtf8Error``. Raises
@@ -372,12 +381,22 @@ def iter_stream(
     """
     if isinstance(source, Path):
         with source.open("rb") as fh:
-            yield from iter_stream(fh, stream_key, result)
+            yield from _iter_stream(fh, stream_key, result, _Replay(source, result))
         return
+    replay = _Replay(source, result) if isinstance(source, str) else None
+    yield from _iter_stream(source, stream_key, result, replay)
+
+
+def _iter_stream(
+    source: BinaryIO | str,
+    stream_key: str,
+    result: StreamResult,
+    replay: _Replay | None,
+) -> Iterator[tuple[int, Any, int]]:
     reader = _TextReader(None, source) if isinstance(source, str) else _TextReader(source)
     loader = _Loader(reader)
     try:
-        yield from _read_document(loader, stream_key, result)
+        yield from _read_document(loader, stream_key, result, replay)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         result.error_char = reader.char_at(mark.index) if mark is not None else ""
@@ -389,11 +408,13 @@ def iter_stream(
         raise
     finally:
         loader.dispose()
+        if replay is not None:
+            replay.close()
     reader.drain()
 
 
 def _read_document(
-    loader: Any, stream_key: str, result: StreamResult
+    loader: Any, stream_key: str, result: StreamResult, replay: _Replay | None
 ) -> Iterator[tuple[int, Any, int]]:
     builder = _Builder(loader, result)
     get = loader.get_event
@@ -423,7 +444,9 @@ def _read_document(
                     (key_event.value, key_event.start_mark, value_event.start_mark)
                 )
             if key == stream_key and isinstance(value_event, ev.SequenceStartEvent):
-                count = yield from _stream_items(builder, result)
+                if replay is not None:
+                    replay.list_at = value_event.start_mark.index
+                count = yield from _stream_items(builder, result, replay)
                 data[key] = result.items = count
             else:
                 data[key] = builder.value(value_event)
@@ -434,21 +457,27 @@ def _read_document(
 
 
 def _stream_items(
-    builder: _Builder, result: StreamResult
+    builder: _Builder, result: StreamResult, replay: _Replay | None
 ) -> Generator[tuple[int, Any, int], None, int]:
     """Hand out the items of the streamed list (its start already read); returns how many."""
     get = builder.loader.get_event
-    events = result.item_events
-    # An item's events are kept while it is handed out, to locate a problem found in it;
-    # dropped with it, so memory stays that of one item.
-    builder.record(events)
+    events: list[ev.Event] | None = None
+    if replay is None:
+        # A source that cannot be read again: the item's events are kept while it is
+        # handed out (dropped with it, so memory stays that of one item).
+        events = []
+        builder.record(events)
+        result.replay = lambda: events
+    else:
+        result.replay = replay
     builder.depth = 2  # the items are in the top-level mapping's list
     index = 0
     try:
         nxt = get()
         while not isinstance(nxt, ev.SequenceEndEvent):
-            events.clear()
-            events.append(nxt)
+            if events is not None:
+                events.clear()
+                events.append(nxt)
             line = nxt.start_mark.line + 1
             item = builder.value(nxt)
             result.item_index = index
@@ -457,10 +486,101 @@ def _stream_items(
             nxt = get()
     finally:
         builder.depth = 1
-        builder.record(None)
-        events.clear()
+        if events is not None:
+            builder.record(None)
+            events.clear()
         result.item_index = -1
+        result.replay = None
     return index
+
+
+_STARTS = (ev.SequenceStartEvent, ev.MappingStartEvent)
+_ENDS = (ev.SequenceEndEvent, ev.MappingEndEvent)
+
+
+class _Replay:
+    """The events of the list item being handed out, read again when asked for.
+
+    A second parser follows the first one through the same source and never goes back:
+    asking for the items of a file in order costs one more reading of it at most, and
+    nothing until the first time a problem has to be located. Called while
+    ``result.item_index`` is set; None when the events cannot be read again.
+    """
+
+    def __init__(self, source: Path | str, result: StreamResult) -> None:
+        self.source = source
+        self.result = result
+        self.list_at = -1  # where the streamed list being handed out starts (mark index)
+        self._items: Iterator[tuple[int, int, list[ev.Event]]] | None = None
+        self._last: tuple[int, int, list[ev.Event]] | None = None
+        self._loader: Any = None
+        self._file: BinaryIO | None = None
+        self._failed = False
+
+    def __call__(self) -> list[ev.Event] | None:
+        want = (self.list_at, self.result.item_index)
+        if self._last is not None and self._last[:2] == want:
+            return self._last[2]
+        if self._failed or want[1] < 0:
+            return None
+        try:
+            if self._items is None:
+                self._items = self._walk()
+            for found in self._items:
+                if found[:2] == want:
+                    self._last = found
+                    return found[2]
+                if found[:2] > want:
+                    break
+        except (OSError, ValueError, yaml.YAMLError):  # changed since: cannot locate
+            self._failed = True
+            self.close()
+        return None
+
+    def _walk(self) -> Iterator[tuple[int, int, list[ev.Event]]]:
+        """``(list mark index, item index, events)`` of every item of the streamed lists."""
+        if isinstance(self.source, Path):
+            self._file = self.source.open("rb")
+            reader = _TextReader(self._file)
+        else:
+            reader = _TextReader(None, self.source)
+        self._loader = _Loader(reader)
+        get = self._loader.get_event
+        depth = 0  # collections open
+        while True:
+            event = get()
+            if isinstance(event, _STARTS):
+                at = event.start_mark.index
+                if depth == 1 and isinstance(event, ev.SequenceStartEvent) and at == self.list_at:
+                    index = 0
+                    event = get()
+                    while not isinstance(event, ev.SequenceEndEvent):
+                        events = [event]
+                        level = 1 if isinstance(event, _STARTS) else 0
+                        while level:
+                            event = get()
+                            events.append(event)
+                            if isinstance(event, _STARTS):
+                                level += 1
+                            elif isinstance(event, _ENDS):
+                                level -= 1
+                        yield at, index, events
+                        index += 1
+                        event = get()
+                    continue
+                depth += 1
+            elif isinstance(event, _ENDS):
+                depth -= 1
+            elif isinstance(event, ev.StreamEndEvent):
+                return
+
+    def close(self) -> None:
+        if self._loader is not None:
+            self._loader.dispose()
+            self._loader = None
+        if self._file is not None:
+            self._file.close()
+            self._file = None
 
 
 def stream_yaml(

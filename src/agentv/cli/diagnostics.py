@@ -68,6 +68,9 @@ def diagnostic_text(diag: Diagnostic, *, indent: str = "", mark: bool = False) -
 
 def print_diagnostics(diags: Iterable[Diagnostic], out: TextIO | Console) -> None:
     """Print problems, one after the other (a problem without a file: ``error: message``)."""
+    diags = list(diags)
+    if not diags:
+        return  # nothing to print: rich is not even imported (start-up time)
     from rich.console import Console
 
     console = (
