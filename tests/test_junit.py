@@ -3,6 +3,7 @@ annotations, from a real run and from crafted records."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -169,3 +170,28 @@ def test_eval_writes_junit_and_annotates_under_github_actions(repo: Path) -> Non
         "::error file=evals/s.yaml,line=4,", "", 1
     )  # exactly one: the passing case has none
     assert "| 2 | 1 | 1 | 0 | 0 | 50.0% | 0.500 |" in summary.read_text(encoding="utf-8")
+
+
+def test_report_writes_junit_from_a_results_file(tmp_path: Path) -> None:
+    results = tmp_path / "r.jsonl"
+    results.write_text("".join(json.dumps(r) + "\n" for r in RECORDS), encoding="utf-8")
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "agentv",
+            "report",
+            str(results),
+            "-o",
+            str(tmp_path / "r.html"),
+            "--junit",
+            str(tmp_path / "junit.xml"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    text = (tmp_path / "junit.xml").read_text(encoding="utf-8")
+    SCHEMA.validate(text)
+    assert text == junit_xml(RECORDS)

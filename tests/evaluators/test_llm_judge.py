@@ -90,6 +90,7 @@ async def test_single_turn_prompts_and_request(tmp_path: Path) -> None:
         "prompt": request.question,
         "system_prompt": SYSTEM,
         "target": "candidate-target",
+        "reply": VERDICT,  # the judge's words, as it said them
     }
 
 

@@ -27,13 +27,39 @@ def report_command(
     open_it: Annotated[
         bool, typer.Option("--open", help="Open the report in the default browser.")
     ] = False,
+    junit: Annotated[
+        Path | None,
+        typer.Option("--junit", help="Also write the (first) results file as JUnit XML here."),
+    ] = None,
 ) -> None:
     """Write an HTML report of results files: the run, every case with sort, filters and
     search, and each case's conversation as sent with every evaluator's grade. One file
     with no server and no network; nothing from the results runs in it."""
     code = write_report(results, output, open_it=open_it)
+    if code == 0 and junit is not None:
+        code = _write_junit(results[0], junit)
     if code:
         raise typer.Exit(code)
+
+
+def _write_junit(results: Path, target: Path) -> int:
+    """JUnit XML of a results file (JSON Lines), as ``agentv eval --junit`` writes it."""
+    from agentv.cli.common import printable
+    from agentv.errors import AgentVError
+    from agentv.junit import junit_xml, read_records
+
+    try:
+        text = junit_xml(read_records(results))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+    except AgentVError as exc:
+        sys.stderr.write(f"error: {printable(str(exc))}\n")
+        return 1
+    except OSError as exc:
+        sys.stderr.write(f"error: cannot write JUnit XML to {target}: {exc.strerror}\n")
+        return 1
+    sys.stdout.write(f"JUnit XML written to: {target}\n")
+    return 0
 
 
 def write_report(

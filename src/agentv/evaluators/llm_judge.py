@@ -294,6 +294,7 @@ class LlmJudgeEvaluator:
         latency = response.latency_ms
         if latency is None:
             latency = (time.perf_counter() - started) * 1000
+        raw["reply"] = response.text or ""  # what the judge said, as it said it
         verdict = parse_verdict(response.text or "")
         if verdict is None:
             reply = excerpt(response.text or "")
