@@ -29,6 +29,8 @@ MODULES = {
     "agentv.evaluators.deterministic": "src/agentv/evaluators/deterministic.py",
     "agentv.evaluators.grading": "src/agentv/evaluators/grading.py",
     "agentv.summary": "src/agentv/summary.py",
+    "agentv.stats": "src/agentv/stats.py",
+    "agentv.scheduling": "src/agentv/scheduling.py",
     "agentv.providers.openai": "src/agentv/providers/openai.py (converters)",
     "agentv.providers.anthropic": "src/agentv/providers/anthropic.py (converters)",
     "agentv.providers.gemini": "src/agentv/providers/gemini.py (converters)",

@@ -111,6 +111,37 @@ def test_inline_schema_string_that_is_json_is_checked_as_a_schema(repo: Path) ->
     assert message.startswith("case 'bad': invalid JSON Schema (inline string) at `type`: 5 is not")
 
 
+def test_schema_whose_draft_is_not_text(repo: Path) -> None:
+    """jsonschema looks the draft up by the `$schema` string and crashed on a number."""
+    from agentv.evalfile.checks import Problem, check_schema
+
+    assert check_schema({"$schema": 5}, "(inline)") == Problem(
+        "schema",
+        "invalid JSON Schema (inline) at `$schema`: 5 is not a string",
+        "`$schema` names the draft by its URI, such as "
+        "`https://json-schema.org/draft/2020-12/schema`, or leave it out",
+    )
+    path = suite(repo, "      - {type: is_json, schema: {$schema: 5, type: object}}\n")
+    line, column, message, hint = only_error(path)
+    assert (line, column) == (8, 33)
+    assert message == "case 'bad': invalid JSON Schema (inline) at `$schema`: 5 is not a string"
+    assert hint == (
+        "`$schema` names the draft by its URI, such as "
+        "`https://json-schema.org/draft/2020-12/schema`, or leave it out"
+    )
+    result = CliRunner().invoke(app, ["validate", "evals/e.yaml"])
+    assert (result.exit_code, type(result.exception)) == (1, SystemExit)  # not a crash
+    assert result.stdout == (
+        "\nValidation Summary\n\n"
+        "✗ evals/e.yaml  (eval file, 2 cases, 1 with errors)\n"
+        "  ✗ evals/e.yaml:8:33: case 'bad': invalid JSON Schema (inline) at `$schema`: 5 is not "
+        "a string\n"
+        "      hint: `$schema` names the draft by its URI, such as "
+        "`https://json-schema.org/draft/2020-12/schema`, or leave it out\n"
+        "\nTotal files: 1\nValid: 0\nInvalid: 1\n\n"
+    )
+
+
 def test_schema_file_not_found(repo: Path) -> None:
     path = suite(repo, "      - {type: is_json, schema: schemas/answer.json}\n")
     line, column, message, hint = only_error(path)
@@ -356,6 +387,8 @@ def test_regex_check_agrees_with_the_regex_evaluator(pattern: str, flags: str | 
     [
         {"type": "object"},
         {"type": "nope"},
+        {"$schema": 5},
+        {"$schema": None, "type": "object"},
         '{"type": "object"}',
         '{"type": ',
         '{"minLength": -1}',

@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import math
+import random
+from typing import Any
 
 import pytest
 
 from agentv.stats import (
+    BOOTSTRAP_MAX_VALUES,
+    BOOTSTRAP_RESAMPLES,
+    BOOTSTRAP_SEED,
+    CONFIDENCE,
+    CaseStats,
     bootstrap_ci,
     case_stats,
     mean,
+    mean_ci,
     pass_at_k,
     pass_hat_k,
     percentile,
@@ -101,3 +109,98 @@ def test_case_stats_and_flaky() -> None:
     assert not case_stats([0.0], [False]).flaky
     with pytest.raises(ValueError):
         case_stats([1.0], [True, False])
+
+
+def test_impossible_counts_are_named_in_the_error() -> None:
+    for n, c, k in [(3, 4, 1), (3, -1, 1), (3, 1, 0), (3, 1, 4), (0, 0, 1)]:
+        message = f"need 0 <= c <= n and 1 <= k <= n (got n={n}, c={c}, k={k})"
+        for estimator in (pass_at_k, pass_hat_k):
+            with pytest.raises(ValueError) as info:
+                estimator(n, c, k)
+            assert str(info.value) == message
+    # the edges are allowed
+    assert (pass_at_k(3, 0, 1), pass_at_k(3, 3, 3), pass_hat_k(3, 3, 3)) == (0.0, 1.0, 1.0)
+
+
+def test_exact_means_and_deviations() -> None:
+    assert mean([0.25, 0.5, 1.0, 0.25]) == 0.5
+    assert mean([0.1] * 10) == 0.1  # summed exactly (fsum): sum() gives 0.09999999999999999
+    assert std_dev([0.0, 1.0]) == math.sqrt(0.5)
+    assert std_dev([0.5, 0.5, 0.5]) == 0.0
+    assert standard_error([0.0, 1.0]) == math.sqrt(0.5) / math.sqrt(2)
+    assert std_dev([]) is None and standard_error([]) is None
+
+
+def reference_bootstrap(values: list[float], level: float, resamples: int, seed: int) -> Any:
+    """The documented percentile bootstrap, written out again: ``resamples`` means of
+    ``len(values)`` draws with replacement from ``random.Random(seed)``, sorted; the ends
+    are the floor and ceiling ranks of the tails over ``resamples - 1``."""
+    rng = random.Random(seed)
+    n = len(values)
+    means = sorted(sum(rng.choices(values, k=n)) / n for _ in range(resamples))
+    tail = (1 - level) / 2
+    return means[math.floor(tail * (resamples - 1))], means[math.ceil((1 - tail) * (resamples - 1))]
+
+
+def test_bootstrap_interval_is_the_documented_one() -> None:
+    values = [0.0, 0.1, 0.35, 0.5, 0.55, 0.9, 1.0, 0.2]
+    default = bootstrap_ci(values)
+    assert default == reference_bootstrap(values, 0.95, 2000, 20211207)
+    assert (BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, CONFIDENCE) == (2000, 20211207, 0.95)
+    assert bootstrap_ci(values, level=0.5) == reference_bootstrap(values, 0.5, 2000, 20211207)
+    assert bootstrap_ci(values, resamples=101, seed=7) == reference_bootstrap(values, 0.95, 101, 7)
+    assert bootstrap_ci(values, level=0.8, resamples=11, seed=3) == reference_bootstrap(
+        values, 0.8, 11, 3
+    )
+    # five resamples at 50%: the ends are ranks floor(0.25 x 4) = 1 and ceil(0.75 x 4) = 3
+    small = bootstrap_ci(values, level=0.5, resamples=5, seed=3)
+    assert small == reference_bootstrap(values, 0.5, 5, 3)
+    rng = random.Random(3)
+    means = sorted(sum(rng.choices(values, k=8)) / 8 for _ in range(5))
+    assert small == (means[1], means[3]) and means[0] < means[1]
+    # the values are not reordered or changed
+    assert values == [0.0, 0.1, 0.35, 0.5, 0.55, 0.9, 1.0, 0.2]
+    assert bootstrap_ci((0.25, 0.75)) == (0.25, 0.75)  # a tuple does as well as a list
+    assert bootstrap_ci([0.4, 0.6]) == (0.4, 0.6)  # each end drawn twice in a quarter of draws
+
+
+def test_mean_ci_bootstraps_up_to_500_values_then_uses_the_normal_interval() -> None:
+    assert BOOTSTRAP_MAX_VALUES == 500
+    five_hundred = [i % 5 / 4 for i in range(500)]  # 0, 0.25, 0.5, 0.75, 1 a hundred times each
+    assert mean_ci(five_hundred) == bootstrap_ci(five_hundred)
+    more = [*five_hundred, 0.5]
+    m = mean(more)
+    se = standard_error(more)
+    assert m == 0.5 and se is not None
+    assert mean_ci(more) == (0.5 - 1.959964 * se, 0.5 + 1.959964 * se)
+    assert mean_ci([]) is None
+    assert mean_ci([0.3]) == (0.3, 0.3)
+
+
+def test_percentile_ends_and_one_value() -> None:
+    values = [4.0, 1.0, 3.0, 2.0]
+    assert (percentile(values, 0.0), percentile(values, 1.0)) == (1.0, 4.0)
+    assert percentile(values, 1 / 3) == 2.0  # rank 1 exactly
+    assert percentile(values, 0.5) == 2.5
+    assert percentile([7.0], 0.95) == 7.0
+    assert values == [4.0, 1.0, 3.0, 2.0]
+
+
+def test_case_stats_exact() -> None:
+    assert case_stats([0.5, 1.0, 0.0, 0.5], [False, True, False, True]) == CaseStats(
+        n=4,
+        passes=2,
+        mean=0.5,
+        min=0.0,
+        max=1.0,
+        std_dev=math.sqrt(0.5 / 3),  # squares 0 + 0.25 + 0.25 + 0
+        # 1 - C(2,k)/C(4,k): 1 - 2/4, 1 - 1/6, 1, 1
+        pass_at=(1 - 2 / 4, 1 - 1 / 6, 1.0, 1.0),
+        # C(2,k)/C(4,k): 2/4, 1/6, 0, 0
+        pass_all=(2 / 4, 1 / 6, 0.0, 0.0),
+    )
+    assert case_stats([0.25], [True]) == CaseStats(1, 1, 0.25, 0.25, 0.25, None, (1.0,), (1.0,))
+    for scores, passed in [([], []), ([1.0], [True, False]), ([1.0, 0.0], [True])]:
+        with pytest.raises(ValueError) as info:
+            case_stats(scores, passed)
+        assert str(info.value) == "need one pass flag per score, and at least one score"

@@ -75,6 +75,34 @@ def test_empty_missing_and_multi_line_error_messages() -> None:
     )
 
 
+def test_a_message_of_only_spaces_prints_no_line_of_spaces() -> None:
+    collector = SummaryCollector()
+    collector.add(rec("blank", 0.0, "error", error="   "))
+    collector.add(rec("tabs", 0.0, "error", error=" \t\n  \n"))
+    collector.add(rec("padded", 0.0, "invalid", error="  \n  first  \n \n  second\t\n   "))
+    rule = "=" * 50
+    assert errors_block(collector.summary()) == "\n".join(
+        [
+            "",
+            rule,
+            "ERRORS",
+            rule,
+            "",
+            "❌ blank [error]",
+            "",
+            "",
+            "❌ padded [invalid]",
+            "     first",
+            "",
+            "     second",
+            "",
+            "❌ tabs [error]",
+            "",
+            "",
+        ]
+    )
+
+
 def test_every_field_of_a_summary() -> None:
     collector = SummaryCollector()
     judged = CaseGrade(

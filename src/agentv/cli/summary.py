@@ -33,8 +33,13 @@ class RunFacts:
 
 
 def _indent_message(message: str) -> list[str]:
-    lines = message.strip("\n").splitlines() or [""]
-    return [f"   {line}" if line else "" for line in lines]
+    # no line of only spaces: blank lines (also of spaces or tabs) print empty, and none
+    # lead or trail
+    lines = [line.rstrip() for line in message.splitlines()]
+    while lines and not lines[-1]:
+        lines.pop()
+    start = next((i for i, line in enumerate(lines) if line), len(lines))
+    return [f"   {line}" if line else "" for line in lines[start:]] or [""]
 
 
 def _clock(seconds: float) -> str:

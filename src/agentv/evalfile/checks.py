@@ -167,6 +167,15 @@ def check_schema(schema: Any, label: str) -> Problem | None:
             f"invalid JSON Schema {label}: a schema must be a mapping, not {kind}",
             "write the schema as a mapping, such as `{type: object, required: [answer]}`",
         )
+    if isinstance(schema, dict) and not isinstance(schema.get("$schema", ""), str):
+        # jsonschema would crash on it (it looks the draft up by this string); worded as the
+        # is_json evaluator says it at run time
+        return Problem(
+            "schema",
+            f"invalid JSON Schema {label} at `$schema`: {schema['$schema']!r} is not a string",
+            "`$schema` names the draft by its URI, such as "
+            "`https://json-schema.org/draft/2020-12/schema`, or leave it out",
+        )
     # jsonschema is imported only when a schema is used: it is slow to import.
     from jsonschema import exceptions, validators
 

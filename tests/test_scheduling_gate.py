@@ -1,0 +1,485 @@
+"""The per-target gate in-process (``agentv.scheduling``): token buckets, AIMD concurrency,
+whole-target pauses, pacing, token corrections, ``through_gate``, ``GatedProvider`` and
+``Gates``, with exact values on a fake clock. The few tests on the real clock only wait
+for another task to let a request through, under generous hang guards."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from agentv.messages import ChatMessage
+from agentv.providers.base import ProviderRequest, ProviderResponse, Usage
+from agentv.scheduling import (
+    GatedProvider,
+    Gates,
+    GateStats,
+    TargetGate,
+    TokenBucket,
+    estimate_tokens,
+    through_gate,
+)
+
+HANG_GUARD = 10.0  # seconds; every wait here is for a step another task takes at once
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+# --- token buckets ------------------------------------------------------------------------------
+
+
+def test_a_bucket_starts_full_and_refills_at_its_rate_up_to_a_minutes_worth() -> None:
+    clock = Clock()
+    bucket = TokenBucket(120, clock)  # two a second
+    assert (bucket.rate, bucket.capacity, bucket.level) == (2.0, 120.0, 120.0)
+    bucket.take(100)
+    assert bucket.level == 20.0
+    assert bucket.wait_for(20) == 0.0  # exactly there
+    assert bucket.wait_for(21) == 0.5  # one more unit: half a second
+    assert bucket.wait_for(30) == 5.0
+    assert bucket.wait_for(500) == 50.0  # more than a minute's worth waits for a full bucket
+    clock.now += 2.0
+    assert (bucket.wait_for(30), bucket.level) == (3.0, 24.0)
+    clock.now += 1.0  # refilled from the last refill, not from the start
+    assert (bucket.wait_for(30), bucket.level) == (2.0, 26.0)
+    clock.now += 1000.0
+    assert (bucket.wait_for(120), bucket.level) == (0.0, 120.0)  # never above capacity
+
+
+def test_a_bucket_can_go_below_zero_and_takes_back_what_was_over_estimated() -> None:
+    clock = Clock()
+    bucket = TokenBucket(60, clock)
+    bucket.take(50)
+    clock.now += 5.0
+    bucket.take(20)  # refilled first: 10 + 5 - 20
+    assert bucket.level == -5.0
+    assert bucket.wait_for(1) == 6.0
+    bucket.give_back(8)
+    assert bucket.level == 3.0
+    bucket.give_back(100)
+    assert bucket.level == 60.0  # never above capacity
+
+
+# --- the gate's limit, pauses and pace ----------------------------------------------------------
+
+
+def test_a_new_gate() -> None:
+    gate = TargetGate(4, clock=Clock())
+    assert (gate.max_limit, gate.limit, gate.in_flight, gate.peak) == (4, 4, 0, 0)
+    assert (gate.paused_until, gate.paused_for, gate.rate) == (0.0, 0.0, None)
+    assert gate.stats == GateStats(requests=0, throttled=0, throttled_seconds=0.0, lowest_limit=4)
+    assert gate._rpm is None and gate._tpm is None
+    assert gate._wait_time(1000.0) == 0.0
+    for workers in (0, 1):  # at least one request at once
+        one = TargetGate(workers, clock=Clock())
+        assert (one.max_limit, one.limit, one.stats.lowest_limit) == (1, 1, 1)
+
+
+async def turn(gate: TargetGate, tokens: float | None = None) -> None:
+    """``gate.acquire``, under the hang guard (with the default tokens when None)."""
+    waiting = gate.acquire() if tokens is None else gate.acquire(tokens)
+    await asyncio.wait_for(waiting, HANG_GUARD)
+
+
+async def test_turns_count_requests_and_the_most_at_once() -> None:
+    gate = TargetGate(2, clock=Clock())
+    await turn(gate)
+    await turn(gate)
+    assert (gate.in_flight, gate.peak, gate.stats.requests) == (2, 2, 2)
+    assert gate._wait_time(0.0) is None  # full: until one ends
+    gate.release()
+    assert (gate.in_flight, gate._changed.is_set()) == (1, True)
+    assert gate._wait_time(0.0) == 0.0
+    await asyncio.wait_for(gate.requeue(), HANG_GUARD)  # its turn back, and a new one
+    assert (gate.in_flight, gate.peak, gate.stats.requests) == (1, 2, 3)
+    gate.release()
+    await turn(gate)
+    assert (gate.in_flight, gate.peak, gate.stats.requests) == (1, 2, 4)
+
+
+def test_throttling_halves_the_limit_pauses_the_target_and_starts_pacing() -> None:
+    clock = Clock()
+    gate = TargetGate(8, clock=clock)
+    for _ in range(3):
+        gate.succeeded()
+    clock.now = 100.5
+    gate.succeeded()
+    gate.succeeded()
+    clock.now = 101.0
+    gate.throttled(2.0)
+    # the five successes of the last second (100.0 included) set the pace
+    assert (gate.limit, gate.rate, gate.paused_until, gate.paused_for) == (4, 5.0, 103.0, 2.0)
+    assert gate.stats == GateStats(requests=0, throttled=1, throttled_seconds=2.0, lowest_limit=4)
+    assert gate._wait_time(0.0) == 2.0
+    clock.now = 102.0
+    assert (gate.paused_for, gate._wait_time(0.0)) == (1.0, 1.0)
+    gate.throttled(3.0)  # the same news during the pause: it is longer, not cut again
+    assert (gate.limit, gate.rate, gate.paused_until) == (4, 5.0, 105.0)
+    assert gate.stats == GateStats(requests=0, throttled=2, throttled_seconds=4.0, lowest_limit=4)
+    gate.throttled(0.5)  # a shorter one changes nothing but the count
+    gate.throttled(-1.0)
+    assert (gate.limit, gate.paused_until) == (4, 105.0)
+    assert gate.stats == GateStats(requests=0, throttled=4, throttled_seconds=4.0, lowest_limit=4)
+    clock.now = 104.75
+    gate.throttled(0.5)  # a little past the pause: a quarter of a second more
+    assert (gate.limit, gate.paused_until) == (4, 105.25)
+    assert gate.stats == GateStats(requests=0, throttled=5, throttled_seconds=4.25, lowest_limit=4)
+    clock.now = 105.5  # after the pause: cut again, the pace by a third
+    gate.throttled(1.0)
+    assert (gate.limit, gate.rate, gate.paused_until) == (2, 5.0 * 2 / 3, 106.5)
+    assert gate.stats == GateStats(requests=0, throttled=6, throttled_seconds=5.25, lowest_limit=2)
+    clock.now = 106.5
+    assert (gate.paused_for, gate._wait_time(0.0)) == (0.0, 0.0)
+    gate.throttled(0.0)  # no wait: cut, no pause
+    assert (gate.limit, gate.paused_until, gate.stats.throttled_seconds) == (1, 106.5, 5.25)
+    for step in range(1, 6):
+        clock.now = 200.0 + step
+        gate.throttled(-3.0)  # a negative wait is no wait
+        assert gate.paused_until == clock.now
+    assert (gate.limit, gate.rate, gate.stats.lowest_limit) == (1, 0.5, 1)  # the floors
+    assert gate.stats.throttled_seconds == 5.25
+
+
+def test_without_recent_successes_the_pace_starts_at_one_a_second() -> None:
+    clock = Clock()
+    gate = TargetGate(3, clock=clock)
+    gate.succeeded()
+    clock.now = 101.5
+    gate.throttled(1.0)
+    assert (gate.limit, gate.rate) == (1, 1.0)
+
+
+def test_only_the_last_seconds_successes_set_the_pace() -> None:
+    clock = Clock()
+    gate = TargetGate(3, clock=clock)
+    gate.succeeded()  # 100.0
+    clock.now = 100.75
+    gate.succeeded()
+    clock.now = 101.0
+    gate.succeeded()  # 100.0 is exactly a second old: kept, and counted
+    gate.throttled(1.0)
+    assert (list(gate._recent), gate.rate) == ([100.0, 100.75, 101.0], 3.0)
+    later = TargetGate(3, clock=clock)
+    clock.now = 100.0
+    later.succeeded()
+    clock.now = 100.75
+    later.succeeded()
+    clock.now = 101.5
+    later.succeeded()  # 100.0 is more than a second old: dropped
+    later.throttled(1.0)
+    assert (list(later._recent), later.rate) == ([100.75, 101.5], 2.0)
+    quiet = TargetGate(3, clock=clock)
+    clock.now = 100.0
+    quiet.succeeded()
+    clock.now = 100.5
+    quiet.succeeded()
+    quiet.succeeded()
+    clock.now = 101.25  # no success since 100.5: the one at 100.0 is kept, but not counted
+    quiet.throttled(1.0)
+    assert (list(quiet._recent), quiet.rate) == ([100.0, 100.5, 100.5], 2.0)
+
+
+def test_each_window_of_successes_adds_one_request_at_once_up_to_the_workers() -> None:
+    clock = Clock()
+    gate = TargetGate(6, clock=clock)
+    gate.throttled(0.0)  # no pause, so each one cuts: 6 -> 3 -> 1 -> 1
+    gate.throttled(0.0)
+    clock.now = 101.0
+    gate.throttled(0.0)
+    assert gate.limit == 1
+    gate._changed.clear()
+    gate.succeeded()  # a window of one
+    assert (gate.limit, gate._changed.is_set()) == (2, True)
+    gate._changed.clear()
+    gate.succeeded()
+    assert (gate.limit, gate._changed.is_set()) == (2, False)
+    gate.succeeded()
+    assert gate.limit == 3
+    for expected in (3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 5, 6, 6, 6, 6, 6, 6, 6, 6):
+        gate.succeeded()
+        assert gate.limit == expected
+    gate._changed.clear()
+    gate.succeeded()
+    assert (gate.limit, gate._changed.is_set()) == (6, False)
+
+
+def test_a_cut_starts_the_windows_and_the_pace_afresh() -> None:
+    clock = Clock()
+    gate = TargetGate(4, clock=clock)
+    for _ in range(5):
+        gate.succeeded()  # at the top: counted, but the limit stays
+    clock.now = 200.0
+    gate.throttled(0.0)
+    assert (gate.limit, gate.rate) == (2, 1.0)  # no success in the last second
+    gate.succeeded()
+    assert (gate.limit, gate.rate) == (2, 2.0)  # half a window; a rate's worth of successes
+    gate.succeeded()
+    assert (gate.limit, gate.rate) == (3, 2.0)
+    gate.succeeded()  # two successes at a pace of two: three a second
+    assert (gate.limit, gate.rate) == (3, 3.0)
+    gate.succeeded()  # one of the three the pace needs now
+    clock.now = 201.0
+    gate.throttled(0.0)
+    assert (gate.limit, gate.rate) == (1, 2.0)  # 3 // 2, and 3 x 2/3
+    gate.succeeded()  # a new window of one; a new count towards the pace
+    assert (gate.limit, gate.rate) == (2, 2.0)
+    gate.succeeded()
+    assert (gate.limit, gate.rate) == (2, 3.0)
+
+
+def test_the_pace_grows_by_a_tenth_or_one_after_a_rate_of_successes() -> None:
+    clock = Clock()
+    gate = TargetGate(4, clock=clock)
+    clock.now = 200.0
+    gate.throttled(0.0)  # no success in the last second: one a second
+    assert gate.rate == 1.0
+    rates = []
+    for _ in range(30):
+        gate.succeeded()
+        rates.append(gate.rate)
+    # 1 -> 2 after one success, -> 3 after two more, -> 4 after three more, ...
+    assert (
+        rates
+        == [2.0]
+        + [2.0, 3.0]
+        + [3.0] * 2
+        + [4.0]
+        + [4.0] * 3
+        + [5.0]
+        + [5.0] * 4
+        + [6.0]
+        + [6.0] * 5
+        + [7.0]
+        + [7.0] * 6
+        + [8.0]
+        + [8.0] * 2
+    )
+    gate.rate = 20.0
+    gate._paced_successes = 0
+    for _ in range(19):
+        gate.succeeded()
+    assert gate.rate == 20.0
+    gate.succeeded()
+    assert gate.rate == 22.0  # a tenth, once that is more than one
+    gate.rate = 0.5
+    gate.succeeded()
+    assert gate.rate == 1.5
+
+
+async def test_a_paced_gate_spaces_its_requests() -> None:
+    clock = Clock()
+    gate = TargetGate(4, clock=clock)
+    gate.throttled(0.0)  # rate 1.0: a request a second
+    assert (gate.rate, gate._wait_time(0.0)) == (1.0, 0.0)
+    gate.rate = 2.0
+    await turn(gate)
+    gate.release()
+    assert (gate._next_start, gate._wait_time(0.0)) == (100.5, 0.5)
+    clock.now = 100.5
+    await turn(gate)
+    gate.release()
+    assert (gate._next_start, gate._wait_time(0.0)) == (101.0, 0.5)
+    clock.now = 103.0  # long after: the next may go at once, and the one after half a second on
+    assert gate._wait_time(0.0) == 0.0
+    await turn(gate)
+    assert gate._next_start == 103.5
+
+
+def test_the_longest_of_the_waits_counts() -> None:
+    clock = Clock()
+    gate = TargetGate(4, max_rpm=60, max_tpm=600, clock=clock)
+    assert gate._rpm is not None and gate._tpm is not None
+    assert (gate._rpm.capacity, gate._tpm.capacity) == (60.0, 600.0)
+    gate._rpm.take(60)  # the next request in a second
+    assert gate._wait_time(0.0) == 1.0
+    gate._tpm.take(600)  # 300 tokens in half a minute
+    assert gate._wait_time(300.0) == 30.0
+    assert gate._wait_time(0.0) == 1.0
+    gate.throttled(0.0)
+    gate.rate = 0.1
+    gate._next_start = 150.0
+    assert gate._wait_time(0.0) == 50.0
+    clock.now = 101.0
+    gate.throttled(2.0)  # a pause counts before all else
+    assert gate._wait_time(10_000.0) == 2.0
+
+
+async def test_a_turn_takes_a_request_and_its_tokens_from_the_buckets() -> None:
+    clock = Clock()
+    gate = TargetGate(4, max_rpm=60, max_tpm=600, clock=clock)
+    await turn(gate, 100.0)
+    await turn(gate, 250.0)
+    assert gate._rpm is not None and gate._tpm is not None
+    assert (gate._rpm.level, gate._tpm.level) == (58.0, 250.0)
+    gate.used_tokens(100.0, 130)  # 30 more than estimated
+    assert gate._tpm.level == 220.0
+    gate.used_tokens(250.0, 50)  # 200 fewer
+    assert gate._tpm.level == 420.0
+    gate.used_tokens(250.0, None)  # unknown: the estimate stands
+    assert gate._tpm.level == 420.0
+    gate.used_tokens(10.0, 10)
+    assert gate._tpm.level == 420.0
+    gate.release()
+    await turn(gate)  # no tokens said: none taken
+    await asyncio.wait_for(gate.requeue(), HANG_GUARD)
+    assert (gate._rpm.level, gate._tpm.level) == (56.0, 420.0)
+    await asyncio.wait_for(gate.requeue(20.0), HANG_GUARD)
+    assert (gate._rpm.level, gate._tpm.level) == (55.0, 400.0)
+    plain = TargetGate(4, clock=clock)
+    plain.used_tokens(1.0, 1000)  # no token bucket: nothing to correct
+    assert plain._tpm is None
+
+
+# --- waiting for a turn (the real clock) ----------------------------------------------------------
+
+
+def test_one_bucket_alone_paces_too() -> None:
+    clock = Clock()
+    by_requests = TargetGate(4, max_rpm=60, clock=clock)
+    assert by_requests._rpm is not None and by_requests._tpm is None
+    by_requests._rpm.take(60)
+    assert by_requests._wait_time(0.0) == 1.0
+    by_tokens = TargetGate(4, max_tpm=60, clock=clock)
+    assert by_tokens._rpm is None and by_tokens._tpm is not None
+    assert by_tokens._wait_time(90.0) == 0.0  # a full bucket lets one big request go
+    by_tokens._tpm.take(60)
+    assert by_tokens._wait_time(3.0) == 3.0
+
+
+async def test_a_paused_gate_lets_the_request_go_once_the_pause_is_over() -> None:
+    gate = TargetGate(2)
+    gate.throttled(0.05)  # nobody ends a request meanwhile: the wait itself ends
+    await turn(gate)
+    assert (gate.in_flight, gate.paused_for) == (1, 0.0)
+
+
+async def test_a_full_gate_lets_the_next_request_go_when_one_ends() -> None:
+    gate = TargetGate(1)
+    await turn(gate)
+    waiting = asyncio.create_task(gate.acquire())
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert (waiting.done(), gate.in_flight) == (False, 1)
+    gate.release()
+    await asyncio.wait_for(waiting, HANG_GUARD)
+    assert (gate.in_flight, gate.peak, gate.stats.requests) == (1, 1, 2)
+    gate.release()
+
+
+async def test_a_grown_limit_lets_a_waiting_request_go() -> None:
+    clock = Clock()
+    gate = TargetGate(2, clock=clock)
+    gate.throttled(0.0)  # limit 1
+    gate.rate = None  # not paced: only the limit holds it
+    await turn(gate)
+    waiting = asyncio.create_task(gate.acquire())
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert waiting.done() is False
+    gate.succeeded()  # a window of one: limit 2, and the waiting request is told
+    await asyncio.wait_for(waiting, HANG_GUARD)
+    assert (gate.limit, gate.in_flight, gate.peak) == (2, 2, 2)
+
+
+# --- through the gate -----------------------------------------------------------------------------
+
+
+def request(*contents: str, question: str = "") -> ProviderRequest:
+    return ProviderRequest(
+        question=question, messages=[ChatMessage("user", text) for text in contents]
+    )
+
+
+def test_tokens_are_estimated_at_four_characters_each() -> None:
+    assert estimate_tokens(request("abcdefg", "123456789")) == 5  # 16 // 4 + 1
+    assert estimate_tokens(request("abc")) == 1  # 3 // 4 + 1
+    assert estimate_tokens(request(question="0123456789")) == 3  # no messages: the question
+    assert estimate_tokens(request("", question="01234567")) == 3
+    assert estimate_tokens(request()) == 1
+
+
+class FakeProvider:
+    def __init__(self, gate: TargetGate | None = None, usage: Usage | None = None) -> None:
+        self.name = "fake"
+        self.settings = SimpleNamespace(max_rpm=None, max_tpm=None)
+        self.gate: Any = None
+        self.seen: list[tuple[str, int]] = []
+        self._watch = gate
+        self._usage = usage
+
+    async def invoke(self, req: ProviderRequest) -> ProviderResponse:
+        in_flight = self._watch.in_flight if self._watch is not None else -1
+        self.seen.append((req.question, in_flight))
+        if req.question == "boom":
+            raise RuntimeError("boom")
+        return ProviderResponse(text=f"answer to {req.question}", usage=self._usage)
+
+
+async def test_through_gate_takes_a_turn_and_corrects_the_tokens() -> None:
+    clock = Clock()
+    gate = TargetGate(2, max_tpm=600, clock=clock)
+    provider = FakeProvider(gate, usage=Usage(input_tokens=40, output_tokens=7))
+    req = request("x" * 40, question="q")  # estimated 11
+    response = await through_gate(gate, provider, req, lambda: provider.invoke(req))  # type: ignore[arg-type]
+    assert response == ProviderResponse(text="answer to q", usage=Usage(40, 7))
+    assert provider.seen == [("q", 1)]  # called inside the turn
+    assert gate._tpm is not None and gate._tpm.level == 560.0  # 11 taken, then 29 more
+    assert (gate.in_flight, gate.stats.requests) == (0, 1)
+    no_usage = FakeProvider(gate)
+    await through_gate(gate, no_usage, req, lambda: no_usage.invoke(req))  # type: ignore[arg-type]
+    assert gate._tpm.level == 549.0  # the estimate stands
+
+
+async def test_through_gate_ends_the_turn_of_a_failed_call() -> None:
+    gate = TargetGate(1, clock=Clock())
+    provider = FakeProvider(gate)
+    req = request(question="boom")
+    with pytest.raises(RuntimeError, match=r"^boom$"):
+        await through_gate(gate, provider, req, lambda: provider.invoke(req))  # type: ignore[arg-type]
+    assert (gate.in_flight, gate.stats.requests, provider.seen) == (0, 1, [("boom", 1)])
+
+
+async def test_a_gated_provider_is_its_provider_with_invoke_through_the_gate() -> None:
+    gate = TargetGate(1, max_tpm=60, clock=Clock())
+    provider = FakeProvider(gate, usage=Usage(input_tokens=4))
+    gated = GatedProvider(provider, gate)  # type: ignore[arg-type]
+    assert (gated.name, gated.settings, gated.seen) == ("fake", provider.settings, provider.seen)
+    response = await gated.invoke(request("abcd", question="hi"))
+    assert response == ProviderResponse(text="answer to hi", usage=Usage(4, None))
+    assert provider.seen == [("hi", 1)]
+    assert (gate.in_flight, gate.stats.requests) == (0, 1)
+    assert gate._tpm is not None and gate._tpm.level == 56.0  # 2 estimated, 4 used
+    with pytest.raises(AttributeError):
+        _ = gated.missing
+
+
+def test_gates_one_per_provider_made_on_first_use() -> None:
+    gates = Gates()
+    assert gates.by_target() == {}
+    first = FakeProvider()
+    second = FakeProvider()
+    second.name = "limited"
+    second.settings = SimpleNamespace(max_rpm=30, max_tpm=1200)
+    third = FakeProvider()
+    third.name = "bare"
+    third.settings = object()  # settings without the rate fields
+    gate = gates.for_provider(first, 5)  # type: ignore[arg-type]
+    assert (gate.max_limit, gate._rpm, gate._tpm, first.gate) == (5, None, None, gate)
+    assert gates.for_provider(first, 9) is gate  # made once: the first limit holds
+    assert gate.max_limit == 5
+    limited = gates.for_provider(second, 2)  # type: ignore[arg-type]
+    assert limited._rpm is not None and limited._tpm is not None
+    assert (limited.max_limit, limited._rpm.capacity, limited._tpm.capacity) == (2, 30.0, 1200.0)
+    assert second.gate is limited
+    bare = gates.for_provider(third, 1)  # type: ignore[arg-type]
+    assert (bare._rpm, bare._tpm, third.gate) == (None, None, bare)
+    assert gates.by_target() == {"fake": gate, "limited": limited, "bare": bare}
