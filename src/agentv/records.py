@@ -252,12 +252,11 @@ def read_results(path: Path, *, strict: bool = True) -> Iterator[tuple[int, dict
 def _store_large_once(rec: dict[str, Any], case: EvalCase) -> None:
     """Keep each large attachment's text once (``large_content``); the question, the
     messages and the judge prompt refer to it instead of repeating it."""
-    texts = {
-        seg.text.rstrip()
-        for msg in case.input_messages
-        for seg in msg.segments
-        if isinstance(seg, FileSegment) and len(seg.text) > LARGE_CONTENT
-    }
+    texts: set[str] = set()
+    for msg in case.input_messages:  # a plain loop: this runs for every record
+        for seg in msg.segments:
+            if isinstance(seg, FileSegment) and len(seg.text) > LARGE_CONTENT:
+                texts.add(seg.text.rstrip())
     if not texts:
         return
     refs: dict[str, str] = {}

@@ -167,8 +167,8 @@ class SummaryCollector:
         self._evaluator_errors: Counter[str] = Counter()
         self._tokens: dict[str, list[int]] = {}
         self._judge_tokens: list[int] | None = None
-        #: (target, case) -> [runs, passes, score sum, score sum of squares, min, max]
-        self._runs: dict[tuple[str, str], list[float]] = {}
+        #: (target, case) -> (runs, passes, score sum, score sum of squares, min, max)
+        self._runs: dict[tuple[str, str], tuple[float, ...]] = {}
         self._by_target: dict[str, Counter[str]] = {}
         self._latencies: dict[str, array[float]] = {}
 
@@ -201,15 +201,19 @@ class SummaryCollector:
         counts[status] += 1
         key = (target, eval_id)
         run = self._runs.get(key)
+        # tuples, not lists: once collected, the garbage collector no longer walks them
         if run is None:
-            self._runs[key] = [1, status == "ok", score, score * score, score, score]
+            self._runs[key] = (1, status == "ok", score, score * score, score, score)
         else:
-            run[0] += 1
-            run[1] += status == "ok"
-            run[2] += score
-            run[3] += score * score
-            run[4] = min(run[4], score)
-            run[5] = max(run[5], score)
+            n, passes, total, squares, low, high = run
+            self._runs[key] = (
+                n + 1,
+                passes + (status == "ok"),
+                total + score,
+                squares + score * score,
+                min(low, score),
+                max(high, score),
+            )
         latency = record.get("latency_ms")
         if latency is not None:
             latencies = self._latencies.get(target)

@@ -56,6 +56,8 @@ _IMPLICIT_FIRST = frozenset(
 #: far below Python's recursion limit (1000), which everything that walks values afterwards
 #: (validation, copies, JSON) must stay under.
 MAX_DEPTH = 200
+_STARTS = (ev.SequenceStartEvent, ev.MappingStartEvent)
+_ENDS = (ev.SequenceEndEvent, ev.MappingEndEvent)
 
 
 class NestingTooDeepError(yaml.MarkedYAMLError):
@@ -264,7 +266,7 @@ class _Builder:
             if height:  # an alias to a collection nests it here again
                 self.enter(event.start_mark, height)
             return out
-        elif isinstance(event, ev.SequenceStartEvent | ev.MappingStartEvent):
+        elif isinstance(event, _STARTS):
             start = self.depth
             if start >= MAX_DEPTH:
                 raise NestingTooDeepError(event.start_mark)
@@ -492,10 +494,6 @@ def _stream_items(
         result.item_index = -1
         result.replay = None
     return index
-
-
-_STARTS = (ev.SequenceStartEvent, ev.MappingStartEvent)
-_ENDS = (ev.SequenceEndEvent, ev.MappingEndEvent)
 
 
 class _Replay:
