@@ -159,6 +159,10 @@ class Orchestrator:
         self.stats = RunStats()
         self.gates = Gates()
         self._judges: dict[int, Provider] = {}
+        # per run target (they live as long as the run): looked up once, not once per case
+        self._target_gates: dict[int, TargetGate] = {}
+        self._prompt_settings: dict[int, PromptSettings] = {}
+        self._labels: dict[int, str] = {}
         self.masker = Masker()  # the run's known secrets (set when it starts)
 
     async def run(self, lanes: list[Lane]) -> RunStats:
@@ -198,7 +202,11 @@ class Orchestrator:
         return self.stats
 
     def _gate(self, target: RunTarget) -> TargetGate:
-        return self.gates.for_provider(target.provider, target_workers(self.settings, target))
+        gate = self._target_gates.get(id(target))
+        if gate is None:
+            limit = target_workers(self.settings, target)
+            gate = self._target_gates[id(target)] = self.gates.for_provider(target.provider, limit)
+        return gate
 
     async def _worker(self, queue: Iterator[CaseJob | InvalidJob]) -> None:
         for job in queue:
@@ -239,7 +247,10 @@ class Orchestrator:
     async def _run_case(self, job: CaseJob, response: ProviderResponse | None = None) -> None:
         case, target = job.case, job.target
         key = f"{case.eval_file}::{case.id}::{target.name}::{job.repeat}"
-        label = f"{case.id} | {target.label}" + (f" #{job.repeat + 1}" if job.repeat else "")
+        target_label = self._labels.get(id(target))
+        if target_label is None:
+            target_label = self._labels[id(target)] = target.label
+        label = f"{case.id} | {target_label}" + (f" #{job.repeat + 1}" if job.repeat else "")
         self.progress.case_started(key, label)
         started = time.perf_counter()
         prompt: Prompt | None = None
@@ -295,7 +306,12 @@ class Orchestrator:
         self._finish(key, label, record, grade)
 
     def _prompt(self, job: CaseJob) -> Prompt:
-        prompt = build_prompt(job.case, PromptSettings.of(job.target.provider))
+        settings = self._prompt_settings.get(id(job.target))
+        if settings is None:
+            settings = self._prompt_settings[id(job.target)] = PromptSettings.of(
+                job.target.provider
+            )
+        prompt = build_prompt(job.case, settings)
         if self.settings.dumper is not None:
             self.settings.dumper.dump(job.case, prompt, job.target.name)
         return prompt

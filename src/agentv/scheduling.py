@@ -121,6 +121,13 @@ class TargetGate:
             waits.append(max(0.0, self._next_start - now))
         return max(waits, default=0.0)
 
+    def try_acquire(self, tokens: float = 0.0) -> bool:
+        """Take a turn if one is free now (what ``acquire`` does without waiting)."""
+        if self._wait_time(tokens) != 0:
+            return False
+        self._enter(tokens)
+        return True
+
     async def acquire(self, tokens: float = 0.0) -> None:
         """Wait for a turn: the target not paused, a free slot, and room in the buckets."""
         while True:
@@ -132,6 +139,9 @@ class TargetGate:
                 await asyncio.wait_for(self._changed.wait(), wait)
             except TimeoutError:
                 pass
+        self._enter(tokens)
+
+    def _enter(self, tokens: float) -> None:
         self.in_flight += 1
         self.peak = max(self.peak, self.in_flight)
         self.stats.requests += 1
@@ -228,7 +238,8 @@ async def through_gate(
 ) -> ProviderResponse:
     """``await call()`` in a turn of ``gate``, telling the gate how it went."""
     estimated = estimate_tokens(request) if gate.counts_tokens else 0
-    await gate.acquire(estimated)
+    if not gate.try_acquire(estimated):  # mostly a turn is free: no waiting to set up
+        await gate.acquire(estimated)
     try:
         response = await call()
     finally:
