@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -125,8 +126,13 @@ def write_eval_file(path: Path, n: int, needle: str = NEEDLE) -> None:
         out.write("".join(chunk))
 
 
-def targets_yaml(server_url: str | None, answer: str = ANSWER) -> str:
-    """The targets file: an instant mock target and, with a server URL, an OpenAI target."""
+def targets_yaml(
+    server_url: str | None,
+    answer: str = ANSWER,
+    http_settings: Mapping[str, float | int | str] | None = None,
+) -> str:
+    """The targets file: an instant mock target and, with a server URL, an OpenAI target
+    (with ``http_settings`` added to it, e.g. ``timeout_seconds``)."""
     lines = [
         "$schema: agentv-targets-v2.2",
         "targets:",
@@ -142,13 +148,19 @@ def targets_yaml(server_url: str | None, answer: str = ANSWER) -> str:
             "    api_key: dummy",
             "    model: fake",
         ]
+        lines += [f"    {key}: {json.dumps(value)}" for key, value in (http_settings or {}).items()]
     return "\n".join(lines) + "\n"
 
 
-def write_targets(suite: Suite, server_url: str | None) -> None:
+def write_targets(
+    suite: Suite,
+    server_url: str | None,
+    http_settings: Mapping[str, float | int | str] | None = None,
+) -> None:
     """(Re)write the suite's targets file, e.g. once the fake server's port is known."""
     suite.targets_file.parent.mkdir(parents=True, exist_ok=True)
-    suite.targets_file.write_text(targets_yaml(server_url), encoding="utf-8")
+    text = targets_yaml(server_url, http_settings=http_settings)
+    suite.targets_file.write_text(text, encoding="utf-8")
 
 
 def _manifest(n: int, needle: str) -> dict[str, object]:
@@ -156,7 +168,12 @@ def _manifest(n: int, needle: str) -> dict[str, object]:
 
 
 def generate_suite(
-    folder: Path, n: int, *, needle: str = NEEDLE, server_url: str | None = None
+    folder: Path,
+    n: int,
+    *,
+    needle: str = NEEDLE,
+    server_url: str | None = None,
+    http_settings: Mapping[str, float | int | str] | None = None,
 ) -> Suite:
     """Write a suite of ``n`` cases into ``folder``; reuse it when it is already there.
 
@@ -180,7 +197,7 @@ def generate_suite(
         (folder / GUIDELINE_FILE).write_text(_GUIDELINE_TEXT, encoding="utf-8")
         write_eval_file(suite.eval_file, n, needle)
         manifest_path.write_text(json.dumps(wanted) + "\n", encoding="utf-8")
-    write_targets(suite, server_url)
+    write_targets(suite, server_url, http_settings)
     return suite
 
 

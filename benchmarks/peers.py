@@ -7,11 +7,15 @@ repetition so that machine noise hits them alike:
 - start-up: ``--version``;
 - S1 overhead: N cases on an instant mock (agentv: the ``mock`` target; AgentV: ``--dry-run``;
   Inspect: ``mockllm/model`` with preset usage);
-- S2 concurrency: N cases against the loopback fake OpenAI server with 100 ms per call.
+- S2 concurrency: N cases against the loopback fake OpenAI server with 100 ms per call;
+- S5 rate-limited goodput: 1,000 cases against the fake server limited to 20 requests/s
+  with a burst of 20 (429 with ``Retry-After`` beyond it), one run per tool by default
+  (``--s5-reps``): each takes about a minute at best.
 
-Every run is checked (exit code 0, N passing results, and for S2 exactly N requests at the
-server). It prints medians and the peer/agentv ratios of the wall time, and writes them to
-``benchmarks/results/peers.json``.
+Every S1/S2 run is checked (exit code 0, N passing results, and for S2 exactly N requests at
+the server). S5 counts the failed cases instead: a tool that gives up on 429s has that as
+its result. It prints medians and the peer/agentv ratios of the wall time, and writes them
+to ``benchmarks/results/peers.json``.
 
 The peers' suites are the ones their published figures were measured on: 4-message
 conversations and one substring check, without the attached file and guideline file that
@@ -39,18 +43,31 @@ from pathlib import Path
 from typing import Any
 
 from gen_suite import ANSWER, HTTP_TARGET, MOCK_TARGET, generate_suite
-from measure import Measurement, load_fake_server_module, log_tail, measure, summarize
-from run import BENCH_DIR, Bench, RunCheckError, child_env, find_agentv, run_checked_eval
+from measure import Measurement, load_fake_server_module, log_tail, measure, median, summarize
+from run import (
+    BENCH_DIR,
+    Bench,
+    RunCheckError,
+    child_env,
+    find_agentv,
+    run_checked_eval,
+    run_counted_eval,
+    server_figures,
+)
 
 PEERS_DIR = BENCH_DIR / ".peers"
 AGENTV_TS_VERSION = "4.42.4"
 INSPECT_VERSION = "0.3.285"
 INSPECT_TASK = BENCH_DIR / "peers" / "inspect_task.py"
 TOOLS = ("agentv", "agentv-ts", "inspect")
+#: S5 only, on request (``--tools``): Inspect with its adaptive connections (the default when
+#: no ``--max-connections`` is given; min 10, start 20, max 100), 50 samples at once
+OPTIONAL_TOOLS = ("inspect-adaptive",)
 TOOL_NAMES = {
     "agentv": "agentv (this project)",
     "agentv-ts": f"AgentV {AGENTV_TS_VERSION} (TypeScript)",
     "inspect": f"Inspect AI {INSPECT_VERSION}",
+    "inspect-adaptive": f"Inspect AI {INSPECT_VERSION}, adaptive connections",
 }
 AGENTV_TS_DRY_RUN_NEEDLE = "dry-run mock"  # AgentV's --dry-run answer contains it
 INSPECT_MOCK_NEEDLE = "Default output"  # inspect_task.MOCK_ANSWER
@@ -239,14 +256,23 @@ class PeerBench:
 
     bench: Bench  # agentv's own settings (work folder, workers, environment)
     work: Path
-    server: Any = None  # the fake OpenAI server (S2 only)
+    server: Any = None  # the fake OpenAI server (S2)
+    limited_server: Any = None  # the same, rate-limited (S5)
     log: Callable[[str], None] = print
 
-    def server_url(self) -> str:
+    def server_for(self, scenario: str) -> Any:
+        """The running fake server of ``scenario`` (S2 or S5)."""
+        server = self.limited_server if scenario == "S5" else self.server
+        if server is None:
+            raise RuntimeError(f"the fake server of {scenario} is not running")
+        return server
+
+    def server_url(self, scenario: str = "S2") -> str:
         """The running fake server's base URL."""
-        if self.server is None:
-            raise RuntimeError("the fake server is not running")
-        return str(self.server.url)
+        return str(self.server_for(scenario).url)
+
+
+HTTP_SCENARIOS = ("S2", "S5")
 
 
 def _fresh(path: Path) -> Path:
@@ -254,12 +280,14 @@ def _fresh(path: Path) -> Path:
     return path
 
 
-def run_agentv_ts(pb: PeerBench, scenario: str, n: int, rep: int) -> Measurement:
-    """One AgentV (TypeScript) run, checked."""
+def _agentv_ts_once(
+    pb: PeerBench, scenario: str, n: int, rep: int, timeout_s: float
+) -> tuple[Measurement, Path, Path]:
+    """One AgentV (TypeScript) run: the measurement, its output folder and its log."""
     folder = pb.work / "agentv-ts"
     folder.mkdir(parents=True, exist_ok=True)
-    http = scenario == "S2"
-    write_agentv_ts_targets(folder, pb.server_url() if http else None)
+    http = scenario in HTTP_SCENARIOS
+    write_agentv_ts_targets(folder, pb.server_url(scenario) if http else None)
     needle = HTTP_NEEDLE if http else AGENTV_TS_DRY_RUN_NEEDLE
     suite = _ensure(
         folder / f"{'http' if http else 'dry'}{n}.yaml",
@@ -272,7 +300,13 @@ def run_agentv_ts(pb: PeerBench, scenario: str, n: int, rep: int) -> Measurement
         argv.append("--dry-run")
     env = {**pb.bench.env, "OPENAI_API_KEY": "dummy", "FAKE_MODEL": "fake"}
     log = pb.work / "logs" / f"agentv-ts-{scenario}-{n}-{rep}.log"
-    m = measure(argv, cwd=folder, log_path=log, env=env, timeout_s=120 + n * 0.2)
+    m = measure(argv, cwd=folder, log_path=log, env=env, timeout_s=timeout_s)
+    return m, out, log
+
+
+def run_agentv_ts(pb: PeerBench, scenario: str, n: int, rep: int) -> Measurement:
+    """One AgentV (TypeScript) run, checked."""
+    m, out, log = _agentv_ts_once(pb, scenario, n, rep, 120 + n * 0.2)
     if m.returncode != 0 or m.timed_out:
         raise RunCheckError(f"AgentV exit code {m.returncode}; log {log}:\n{log_tail(log)}")
     check_agentv_ts(out, n)
@@ -280,11 +314,13 @@ def run_agentv_ts(pb: PeerBench, scenario: str, n: int, rep: int) -> Measurement
     return m
 
 
-def run_inspect(pb: PeerBench, scenario: str, n: int, rep: int) -> Measurement:
-    """One Inspect AI run, checked."""
+def _inspect_once(
+    pb: PeerBench, scenario: str, n: int, rep: int, timeout_s: float, adaptive: bool = False
+) -> tuple[Measurement, Path, Path]:
+    """One Inspect AI run: the measurement, its log folder and its console log."""
     folder = pb.work / "inspect"
     folder.mkdir(parents=True, exist_ok=True)
-    http = scenario == "S2"
+    http = scenario in HTTP_SCENARIOS
     needle = HTTP_NEEDLE if http else INSPECT_MOCK_NEEDLE
     data = _ensure(
         folder / f"{'http' if http else 'mock'}{n}.jsonl",
@@ -295,16 +331,25 @@ def run_inspect(pb: PeerBench, scenario: str, n: int, rep: int) -> Measurement:
     argv = [str(inspect_venv() / "bin" / "inspect"), "eval", INSPECT_TASK.name]
     argv += ["-T", f"data={data.name}", "--log-dir", str(out), "--display", "none"]
     conc = str(pb.bench.workers)
-    argv += ["--max-connections", conc, "--max-samples", conc]
+    # an explicit --max-connections turns Inspect's adaptive connections off
+    argv += (
+        ["--max-samples", conc] if adaptive else ["--max-connections", conc, "--max-samples", conc]
+    )
     env = dict(pb.bench.env)
     if http:
-        argv += ["--model", "openai/fake", "--model-base-url", pb.server_url() + "/v1"]
+        argv += ["--model", "openai/fake", "--model-base-url", pb.server_url(scenario) + "/v1"]
         argv += ["-M", "responses_api=false"]
         env["OPENAI_API_KEY"] = "dummy"
     else:
         argv += ["-T", "mock=true", "--model", "mockllm/model"]
     log = pb.work / "logs" / f"inspect-{scenario}-{n}-{rep}.log"
-    m = measure(argv, cwd=folder, log_path=log, env=env, timeout_s=120 + n * 0.3)
+    m = measure(argv, cwd=folder, log_path=log, env=env, timeout_s=timeout_s)
+    return m, out, log
+
+
+def run_inspect(pb: PeerBench, scenario: str, n: int, rep: int) -> Measurement:
+    """One Inspect AI run, checked."""
+    m, out, log = _inspect_once(pb, scenario, n, rep, 120 + n * 0.3)
     if m.returncode != 0 or m.timed_out:
         raise RunCheckError(f"Inspect exit code {m.returncode}; log {log}:\n{log_tail(log)}")
     check_inspect(out, n)
@@ -313,9 +358,9 @@ def run_inspect(pb: PeerBench, scenario: str, n: int, rep: int) -> Measurement:
 
 def run_ours(pb: PeerBench, scenario: str, n: int, rep: int) -> Measurement:
     """One agentv run, checked exactly as in ``make bench``."""
-    http = scenario == "S2"
+    http = scenario in HTTP_SCENARIOS
     folder = pb.bench.work / "suites" / f"n{n}"
-    suite = generate_suite(folder, n, server_url=pb.server_url() if http else None)
+    suite = generate_suite(folder, n, server_url=pb.server_url(scenario) if http else None)
     return run_checked_eval(
         pb.bench, suite, HTTP_TARGET if http else MOCK_TARGET, f"peers-{scenario}-{n}-{rep}"
     )
@@ -326,6 +371,152 @@ RUNNERS: dict[str, Callable[[PeerBench, str, int, int], Measurement]] = {
     "agentv-ts": run_agentv_ts,
     "inspect": run_inspect,
 }
+
+
+# --- S5: the rate-limited server -----------------------------------------------------------
+
+
+def count_agentv_ts(out_dir: Path, n: int) -> tuple[int, list[str]]:
+    """Failed cases of an AgentV run (not ``ok`` with score 1, or no result at all)."""
+    index = out_dir / "index.jsonl"
+    if not index.exists():
+        return n, [f"AgentV wrote no {index.name}"]
+    passed: set[str] = set()
+    errors: list[str] = []
+    with index.open(encoding="utf-8") as handle:
+        for line in handle:
+            if not line.strip():
+                continue
+            rec = json.loads(line)
+            if rec.get("execution_status") == "ok" and rec.get("score") == 1:
+                passed.add(rec.get("test_id"))
+            elif len(errors) < 3:
+                errors.append(
+                    f"{rec.get('test_id')}: {rec.get('execution_status')}: {rec.get('error')!r}"[
+                        :300
+                    ]
+                )
+    return n - len(passed), errors
+
+
+_INSPECT_COUNT = """
+import json, pathlib, sys
+from inspect_ai.log import read_eval_log
+logs = sorted(pathlib.Path(sys.argv[1]).glob("*.eval"))
+if not logs:
+    print(json.dumps({"status": "no log", "passed": 0, "errors": []}))
+    raise SystemExit
+log = read_eval_log(str(logs[-1]))
+passed, errors = 0, []
+for s in log.samples or []:
+    if s.error is None and s.scores and all(v.value == "C" for v in s.scores.values()):
+        passed += 1
+    elif s.error is not None and len(errors) < 3:
+        errors.append(str(s.error.message)[:300])
+if log.error is not None:
+    errors.append(str(log.error.message)[:300])
+print(json.dumps({"status": log.status, "passed": passed, "errors": errors}))
+"""
+
+
+def count_inspect(log_dir: Path, n: int) -> tuple[int, list[str]]:
+    """Failed samples of an Inspect run (errors, wrong answers, or never run)."""
+    out = subprocess.run(
+        [str(inspect_venv() / "bin" / "python"), "-c", _INSPECT_COUNT, str(log_dir)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if out.returncode != 0:
+        return n, [f"could not read the Inspect log: {out.stderr.strip()[-300:]}"]
+    info = json.loads(out.stdout)
+    errors = list(info["errors"])
+    if info["status"] != "success":
+        errors.insert(0, f"run status {info['status']}")
+    return n - int(info["passed"]), errors
+
+
+def run_s5(pb: PeerBench, tool: str, n: int, rep: int, timeout_s: float) -> dict[str, Any]:
+    """One S5 run of ``tool`` against the rate-limited server: wall time, what the server
+    saw, the failed cases. A run that does not finish is a result too (``finished``)."""
+    server = pb.server_for("S5")
+    server.reset()
+    time.sleep(server.limit_burst / server.limit_rps + 0.1)  # the bucket fills up again
+    if tool == "agentv":
+        folder = pb.bench.work / "suites" / f"n{n}"
+        suite = generate_suite(folder, n, server_url=pb.server_url("S5"))
+        bench = Bench(**{**pb.bench.__dict__, "timeout_s": timeout_s})
+        try:
+            m, failed, errors, _ = run_counted_eval(
+                bench, suite, HTTP_TARGET, f"peers-S5-{n}-{rep}"
+            )
+            finished = True
+        except RunCheckError as exc:
+            raise RunCheckError(f"agentv: {exc}") from None
+    else:
+        if tool == "agentv-ts":
+            m, out, log = _agentv_ts_once(pb, "S5", n, rep, timeout_s)
+        else:
+            m, out, log = _inspect_once(
+                pb, "S5", n, rep, timeout_s, adaptive=tool == "inspect-adaptive"
+            )
+        finished = not m.timed_out
+        counter = count_agentv_ts if tool == "agentv-ts" else count_inspect
+        failed, errors = counter(out, n)
+        if m.timed_out:
+            errors.insert(0, f"did not finish within {timeout_s:g} s")
+        elif m.returncode != 0 and not errors:
+            errors.append(f"exit code {m.returncode}; log {log}:\n{log_tail(log, 5)}")
+    passed = n - failed
+    requests = list(server.requests)
+    figures = server_figures(requests, pb.bench.delay_ms / 1000, m, passed, strict=False)
+    window = figures["window_s"]
+    return {
+        **m.to_dict(),
+        **figures,
+        "finished": finished,
+        "failed_cases": failed,
+        "errors": errors,
+        "limited_share": figures["limited"] / figures["requests"] if figures["requests"] else 0,
+        "goodput": passed / window / server.limit_rps if window else 0.0,
+    }
+
+
+def format_s5(rows: Sequence[dict[str, Any]]) -> str:
+    """The S5 table of ``main``."""
+    lines = [
+        "| tool | N | runs | wall s | request window s | goodput | requests | 429s (share) "
+        "| failed cases | result |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        name = TOOL_NAMES[row["tool"]]
+        if "error" in row and "wall_s" not in row:
+            lines.append(f"| {name} | {row['n']:,} | – | FAILED: {row['error']} | | | | | | |")
+            continue
+        share = f"{row['limited']:,} ({100 * row['limited_share']:.1f} %)"
+        result = "ok" if row["failed_cases"] == 0 and row["finished"] else row["result"]
+        lines.append(
+            f"| {name} | {row['n']:,} | {len(row['runs'])} | {row['wall_s']:.2f} "
+            f"| {row['window_s']:.2f} | {row['goodput']:.2f} | {row['requests']:,} | {share} "
+            f"| {row['failed_cases']:,} | {result} |"
+        )
+    return "\n".join(lines)
+
+
+def summarize_s5(tool: str, n: int, runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Medians of the S5 runs of one tool (failed cases: the worst run)."""
+    row: dict[str, Any] = {"tool": tool, "scenario": "S5", "n": n}
+    for name in ("wall_s", "window_s", "goodput", "limited_share", "cpu_s", "max_rss_mb"):
+        row[name] = round(median([r[name] for r in runs]), 3)
+    for name in ("requests", "limited"):
+        row[name] = int(median([r[name] for r in runs]))
+    row["failed_cases"] = max(r["failed_cases"] for r in runs)
+    row["finished"] = all(r["finished"] for r in runs)
+    worst = max(runs, key=lambda r: r["failed_cases"])
+    row["result"] = "; ".join(worst["errors"][:2]).replace("\n", " ").replace("|", "/")[:400]
+    row["runs"] = list(runs)
+    return row
 
 
 def version_argv(tool: str, ours: Path) -> list[str]:
@@ -372,24 +563,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="agentv against AgentV (TypeScript) and Inspect AI.")
     p.add_argument("--s1-sizes", default="2000", help="S1 case counts (default 2000)")
     p.add_argument("--s2-sizes", default="2000", help="S2 case counts (default 2000)")
+    p.add_argument("--s5-sizes", default="1000", help="S5 case counts (default 1000; '' skips)")
     p.add_argument("--reps", type=int, default=3, help="runs per cell; medians are shown")
+    p.add_argument("--s5-reps", type=int, default=1, help="runs per tool in S5 (default 1)")
+    p.add_argument("--s5-timeout", type=float, default=600, help="S5: seconds before giving up")
+    p.add_argument("--limit-rps", type=float, default=20.0, help="S5: requests/s the server allows")
+    p.add_argument("--limit-burst", type=float, default=20.0, help="S5: the limit's burst")
     p.add_argument("--tools", default=",".join(TOOLS), help=f"subset of {', '.join(TOOLS)}")
     p.add_argument("--skip-install", action="store_true", help="use the installed peers as is")
     p.add_argument("--workers", type=int, default=50)
     p.add_argument("--delay-ms", type=float, default=100.0)
     p.add_argument("--output", type=Path, default=BENCH_DIR / "results" / "peers.json")
+    p.add_argument("--agentv", type=Path, help="this project's agentv (default: the venv's)")
     args = p.parse_args(argv)
     tools = [t.strip() for t in args.tools.split(",") if t.strip()]
-    if unknown := [t for t in tools if t not in TOOLS]:
-        p.error(f"unknown tool {unknown[0]!r}; valid choices: {', '.join(TOOLS)}")
+    if unknown := [t for t in tools if t not in TOOLS + OPTIONAL_TOOLS]:
+        valid = ", ".join(TOOLS + OPTIONAL_TOOLS)
+        p.error(f"unknown tool {unknown[0]!r}; valid choices: {valid}")
     s1 = [int(x) for x in args.s1_sizes.split(",") if x.strip()]
     s2 = [int(x) for x in args.s2_sizes.split(",") if x.strip()]
+    s5 = [int(x) for x in args.s5_sizes.split(",") if x.strip()]
+    cell_tools = [t for t in tools if t not in OPTIONAL_TOOLS]  # S5 only for the others
 
     if not args.skip_install and any(t != "agentv" for t in tools):
         install_peers(print)
     work = PEERS_DIR / "work"
     bench = Bench(
-        agentv=find_agentv(),
+        agentv=args.agentv or find_agentv(),
         work=(BENCH_DIR / ".work").resolve(),
         reps=args.reps,
         workers=args.workers,
@@ -407,15 +607,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     module = load_fake_server_module()
     pb.server = module.FakeLLMServer(delay_ms=args.delay_ms, reply=ANSWER, record=True)
     pb.server.start()
+    pb.limited_server = module.FakeLLMServer(
+        delay_ms=args.delay_ms,
+        reply=ANSWER,
+        record=True,
+        limit_rps=args.limit_rps,
+        limit_burst=args.limit_burst,
+    )
+    pb.limited_server.start()
     results: dict[tuple[str, str, int], list[Measurement]] = {}
     failures: dict[tuple[str, str, int], str] = {}
+    s5_runs: dict[tuple[str, int], list[dict[str, Any]]] = {}
     started = datetime.now(UTC)
     t0 = time.perf_counter()
     try:
         for scenario, n in cells:
             reps = max(args.reps, 5) if scenario == "version" else args.reps
             for rep in range(reps):
-                for tool in tools:  # alternate the tools inside every repetition
+                for tool in cell_tools:  # alternate the tools inside every repetition
                     key = (tool, scenario, n)
                     if key in failures:
                         continue
@@ -427,9 +636,28 @@ def main(argv: Sequence[str] | None = None) -> int:
                         continue
                     results.setdefault(key, []).append(m)
                     print(f"  {tool} {scenario} N={n} run {rep + 1}: {m.wall_s:.2f} s")
+        for n in s5:
+            for rep in range(args.s5_reps):
+                for tool in tools:
+                    key = (tool, "S5", n)
+                    if key in failures:
+                        continue
+                    try:
+                        r = run_s5(pb, tool, n, rep, args.s5_timeout)
+                    except RunCheckError as exc:
+                        failures[key] = str(exc)
+                        print(f"  {tool} S5 {n}: FAILED: {exc}")
+                        continue
+                    s5_runs.setdefault((tool, n), []).append(r)
+                    print(
+                        f"  {tool} S5 N={n} run {rep + 1}: {r['wall_s']:.2f} s, goodput "
+                        f"{r['goodput']:.2f}, {r['limited']} 429s of {r['requests']} requests, "
+                        f"{r['failed_cases']} failed"
+                    )
     finally:
         pb.server.stop()
-        for n in {*s1, *s2}:  # leave agentv's suites pointing at no server
+        pb.limited_server.stop()
+        for n in {*s1, *s2, *s5}:  # leave agentv's suites pointing at no server
             generate_suite(bench.work / "suites" / f"n{n}", n)
 
     rows: list[dict[str, Any]] = []
@@ -438,7 +666,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "|---|---|---|---|---|---|---|---|",
     ]
     for scenario, n in cells:
-        for tool in tools:
+        for tool in cell_tools:
             key = (tool, scenario, n)
             if key in failures:
                 lines.append(f"| {TOOL_NAMES[tool]} | {scenario} | {n:,} | FAILED | | | | |")
@@ -452,7 +680,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 row["efficiency"] = round(ideal / s["wall_s"], 3)
             row["runs"] = [r.to_dict() for r in results[key]]
             rows.append(row)
-    others = [t for t in tools if t != "agentv"]
+    others = [t for t in cell_tools if t != "agentv"]
     ratio_lines = [
         "| scenario | N | " + " | ".join(f"{TOOL_NAMES[t]} / agentv" for t in others) + " |"
     ]
@@ -472,11 +700,28 @@ def main(argv: Sequence[str] | None = None) -> int:
                 cells_text.append(f"{ratio:.1f}x")
             ratio_lines.append(f"| {scenario} | {n:,} | " + " | ".join(cells_text) + " |")
 
+    s5_rows = []
+    for n in s5:
+        for tool in tools:
+            if (tool, "S5", n) in failures:
+                s5_rows.append(
+                    {"tool": tool, "scenario": "S5", "n": n, "error": failures[(tool, "S5", n)]}
+                )
+            elif (tool, n) in s5_runs:
+                s5_rows.append(summarize_s5(tool, n, s5_runs[(tool, n)]))
+    rows.extend(s5_rows)
+
     print()
     print("\n".join(lines))
     if "agentv" in tools and others:
         print("\nWall-time ratios (peer / agentv; above 1 means agentv is faster):\n")
         print("\n".join(ratio_lines))
+    if s5_rows:
+        print(
+            f"\nS5: {args.limit_rps:g} requests/s, burst {args.limit_burst:g}, "
+            f"{args.delay_ms:g} ms/call (medians of {args.s5_reps} runs; failed cases: the worst):\n"
+        )
+        print(format_s5(s5_rows))
     meta = {
         "started": started.isoformat(timespec="seconds"),
         "duration_s": round(time.perf_counter() - t0, 1),
@@ -486,6 +731,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "reps": args.reps,
         "workers": args.workers,
         "delay_ms": args.delay_ms,
+        "s5_reps": args.s5_reps,
+        "limit_rps": args.limit_rps,
+        "limit_burst": args.limit_burst,
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)
     payload = {"meta": meta, "rows": rows, "ratios": ratios}

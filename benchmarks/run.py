@@ -3,14 +3,22 @@
 Scenarios (issue "Speed"):
 
 - S1 overhead: 2,000 and 10,000 cases on the instant ``mock`` target, 50 workers;
-- S2 concurrency: 2,000 cases on the loopback fake OpenAI server answering after 100 ms;
+- S2 concurrency: 2,000 and 10,000 cases on the loopback fake OpenAI server answering
+  after 100 ms;
 - S3 scale: 100,000 cases on the instant target (memory must stay flat);
-- S4 start-up: ``agentv --version`` and a 1-case run.
+- S4 start-up: ``agentv --version`` and a 1-case run;
+- S5 rate-limited goodput (issue "Rate limits and faults"): 1,000 cases on the fake server
+  limited to 20 requests/s with a burst of 20 (429 with ``Retry-After`` beyond it);
+- S6 faults: 2,000 cases on the fake server answering every 5th request 500 and letting
+  every 50th hang past the target's 2 s timeout, against the fault-free S2 run.
 
 Every run is checked before its figures count: exit code 0, one result line per case with
 the expected ids, every score 1.0 from the one ``contains`` evaluator, and for S2 exactly one
-request per case at the fake server. Figures are medians over ``--reps`` runs. The table is
-printed and written, with every single run, to ``benchmarks/results/latest.json``.
+request per case at the fake server. S5 and S6 count failed cases instead (they are a goal,
+not a broken run): there a run must only write one result line per case, and the server
+must have answered exactly one request with success per case that passed. Figures are
+medians over ``--reps`` runs. The table is printed and written, with every single run, to
+``benchmarks/results/latest.json``.
 
 Usage::
 
@@ -20,9 +28,11 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import bisect
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -48,10 +58,35 @@ from measure import (
 BENCH_DIR = Path(__file__).resolve().parent
 DEFAULT_WORK = BENCH_DIR / ".work"
 DEFAULT_OUTPUT = BENCH_DIR / "results" / "latest.json"
-SCENARIOS = ("S1", "S2", "S3", "S4")
+SCENARIOS = ("S1", "S2", "S3", "S4", "S5", "S6")
 
-FULL_SIZES = {"S1": (2000, 10000), "S2": (2000,), "S3": (100000,)}
-QUICK_SIZES = {"S1": (200, 1000), "S2": (200,), "S3": (5000,)}
+FULL_SIZES = {
+    "S1": (2000, 10000),
+    "S2": (2000, 10000),
+    "S3": (100000,),
+    "S5": (1000,),
+    "S6": (2000,),
+}
+QUICK_SIZES = {"S1": (200, 1000), "S2": (200,), "S3": (5000,), "S5": (100,), "S6": (200,)}
+
+#: agentv's exit code when cases ended in an error (S5 / S6 count them instead of failing)
+EXIT_CASE_ERRORS = 3
+
+# S6: which requests the fake server spoils (by their number at the server, retries
+# included): every 5th answered 500 (20 %), every 50th from the first on hangs (2 %; the
+# two never meet, since 1 + 50k is never a multiple of 5).
+S6_FAIL_EVERY = 5
+S6_HANG_EVERY = 50
+#: the S6 target's settings: a request timeout of 2 s (20 times the 100 ms answer) and quick
+#: retries of 500s (100 ms, 200 ms, 400 ms, ... with +-25 % jitter, at most 2 s apart, six
+#: of them); the timeouts are retried per case by the run (``--max-retries``, default 2)
+S6_TARGET_SETTINGS: dict[str, float | int | str] = {
+    "timeout_seconds": 2,
+    "max_retries": 6,
+    "retry_initial_delay_ms": 100,
+    "retry_backoff_factor": 2,
+    "retry_max_delay_ms": 2000,
+}
 
 # S2 references (bare_client.py modes): the same calls without agentv.
 REFERENCE_MODES = {
@@ -85,8 +120,40 @@ GOALS = (
     Goal("S1/10000", "cases_per_s", ">=", 1500, "S1 10,000 cases: >= 1,500 cases/s"),
     Goal("S1/10000", "max_rss_mb", "<=", 150, "S1 10,000 cases: peak RSS <= 150 MB"),
     Goal("S2/2000", "efficiency", ">=", 0.8, "S2 2,000 cases, 100 ms: efficiency >= 0.8"),
+    Goal(
+        "S2/2000",
+        "efficiency_window",
+        ">=",
+        0.9,
+        "S2 2,000 cases: efficiency within the request window >= 0.9",
+    ),
+    Goal(
+        "S2/10000",
+        "efficiency_window",
+        ">=",
+        0.9,
+        "S2 10,000 cases: efficiency within the request window >= 0.9",
+    ),
+    Goal(
+        "S2/10000",
+        "efficiency",
+        ">=",
+        0.85,
+        "S2 10,000 cases: whole-process efficiency >= 0.85",
+    ),
     Goal("S3/100000", "max_rss_mb", "<=", 300, "S3 100,000 cases: peak RSS <= 300 MB"),
     Goal("S4/version", "wall_s", "<=", 0.3, "S4 agentv --version: <= 0.3 s"),
+    Goal("S5/1000", "failed_cases", "<=", 0, "S5 1,000 cases, rate-limited: no failed case"),
+    Goal(
+        "S5/1000",
+        "goodput",
+        ">=",
+        0.9,
+        "S5 1,000 cases: goodput >= 0.9 of the limit within the request window",
+    ),
+    Goal("S5/1000", "limited_share", "<=", 0.1, "S5 1,000 cases: 429s <= 10 % of requests"),
+    Goal("S6/2000", "failed_cases", "<=", 0, "S6 2,000 cases, faults: every case ends ok"),
+    Goal("S6/2000", "wall_vs_s2", "<=", 1.5, "S6 2,000 cases: wall <= 1.5 x fault-free S2"),
 )
 
 
@@ -108,6 +175,8 @@ class Bench:
     log: Callable[[str], None] = print
     env: dict[str, str] = field(default_factory=dict)
     references: bool = True  # S2: also time the bare clients of bare_client.py
+    limit_rps: float = 20.0  # S5: the fake server's rate limit...
+    limit_burst: float = 20.0  # ...and its burst
 
     def suite(self, n: int) -> Suite:
         """The suite of ``n`` cases (generated on first use, then reused)."""
@@ -258,13 +327,15 @@ def scenario_instant(
     return _row(key, scenario, label, n, runs)
 
 
-def scenario_http(bench: Bench, n: int) -> list[dict[str, Any]]:
+def scenario_http(bench: Bench, n: int, *, references: bool | None = None) -> list[dict[str, Any]]:
     """S2: ``n`` cases on the fake OpenAI server with a fixed latency per call.
 
-    agentv first; then, unless ``bench.references`` is off, the bare clients of
-    ``bare_client.py`` send agentv's own request ``n`` times to the same server: what the
+    agentv first; then, if ``references`` (default ``bench.references``), the bare clients
+    of ``bare_client.py`` send agentv's own request ``n`` times to the same server: what the
     calls alone cost, without any eval work.
     """
+    if references is None:
+        references = bench.references
     key = f"S2/{n}"
     label = f"S2 concurrency ({bench.delay_ms:g} ms/call)"
     module = load_fake_server_module()
@@ -283,7 +354,7 @@ def scenario_http(bench: Bench, n: int) -> list[dict[str, Any]]:
                 lambda rep: run_checked_eval(bench, suite, HTTP_TARGET, f"S2-{n}-{rep}"),
             )
         )
-        if rows[0]["ok"] and bench.references:
+        if rows[0]["ok"] and references:
             # The server still holds the requests of agentv's last run.
             body_file = bench.work / "runs" / f"S2-{n}-body.json"
             body_file.write_text(json.dumps(server.requests[0].body), encoding="utf-8")
@@ -375,6 +446,253 @@ def _http_row(
     return row
 
 
+# --- S5 and S6: a rate-limited server and a faulty one -----------------------------------
+
+
+def count_results(path: Path, suite: Suite) -> tuple[int, list[str]]:
+    """The failed cases of a run that may have some: how many, and the first few errors.
+
+    A case failed when its record carries an ``error``, a status other than ``ok`` or a
+    score other than 1.0. Raises ``RunCheckError`` unless there is exactly one record per
+    case (a run that lost cases or wrote one twice is broken, whatever its figures).
+    """
+    expected = set(suite.case_ids())
+    seen: set[str] = set()
+    failed = 0
+    errors: list[str] = []
+    try:
+        handle = path.open("rb")
+    except OSError as exc:
+        raise RunCheckError(f"no results file at {path}: {exc}") from None
+    with handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = _load_json_line(line)
+            except ValueError as exc:
+                raise RunCheckError(f"{path}:{number}: not JSON: {exc}") from None
+            case = rec.get("eval_id")
+            if case not in expected or case in seen:
+                raise RunCheckError(f"{path}:{number}: unexpected or repeated eval_id {case!r}")
+            seen.add(case)
+            bad = "error" in rec or rec.get("status", "ok") != "ok" or rec.get("score") != 1.0
+            if bad:
+                failed += 1
+                if len(errors) < 3:
+                    errors.append(f"{case}: {rec.get('error') or rec.get('status')}")
+    if len(seen) != suite.n:
+        raise RunCheckError(f"{path}: {len(seen)} result lines for {suite.n} cases")
+    return failed, errors
+
+
+def run_counted_eval(
+    bench: Bench, suite: Suite, target: str, name: str
+) -> tuple[Measurement, int, list[str], str]:
+    """One measured ``agentv eval`` run whose cases may fail (S5, S6): the measurement, the
+    failed cases, their first errors, and the log's text."""
+    runs = bench.work / "runs"
+    out = runs / f"{name}.jsonl"
+    log = runs / f"{name}.log"
+    out.unlink(missing_ok=True)
+    m = measure(
+        bench.eval_argv(suite, target, out),
+        cwd=suite.folder,
+        log_path=log,
+        env=bench.env,
+        timeout_s=bench.run_timeout(suite.n),
+    )
+    if m.timed_out:
+        raise RunCheckError(f"timed out after {m.wall_s:.0f} s; log {log}:\n{log_tail(log)}")
+    if m.returncode not in (0, EXIT_CASE_ERRORS):
+        raise RunCheckError(f"exit code {m.returncode}; log {log}:\n{log_tail(log)}")
+    failed, errors = count_results(out, suite)
+    if (m.returncode == 0) != (failed == 0):
+        raise RunCheckError(f"exit code {m.returncode} with {failed} failed cases; log {log}")
+    if not bench.keep:
+        out.unlink(missing_ok=True)
+    return m, failed, errors, log.read_text(encoding="utf-8", errors="replace")
+
+
+_THROTTLED = re.compile(r"paused ([\d.]+) s, down to (\d+) at once")
+
+
+def server_figures(
+    requests: Sequence[Any], delay_s: float, m: Measurement, passed: int, *, strict: bool = True
+) -> dict[str, Any]:
+    """What the fake server saw of one run: requests, 429s, 500s, hangs, and the request
+    window (first request to last successful answer, by the server's clock; 0 without any
+    success). ``strict``: exactly one successful request per passed case, else
+    ``RunCheckError``."""
+    faults = [r.fault for r in requests]
+    ok = sorted(r.received_at for r, f in zip(requests, faults, strict=True) if f is None)
+    if strict and len(ok) != passed:
+        raise RunCheckError(
+            f"the fake server answered {len(ok)} requests with success for {passed} passed cases"
+        )
+    figures: dict[str, Any] = {
+        "requests": len(requests),
+        "limited": sum(1 for f in faults if f is not None and f.status == 429 and not f.hang),
+        "server_errors": sum(1 for f in faults if f is not None and f.status == 500 and not f.hang),
+        "hangs": sum(1 for f in faults if f is not None and f.hang),
+        "window_s": 0.0,
+        "head_s": 0.0,
+        "tail_s": 0.0,
+        "peak_per_s": 0,
+    }
+    if ok:
+        first = min(r.received_at for r in requests)
+        last = ok[-1] + delay_s
+        figures["window_s"] = last - first
+        figures["head_s"] = first - m.started_at
+        figures["tail_s"] = m.ended_at - last
+        # the most successful requests that began within any one second
+        figures["peak_per_s"] = max(bisect.bisect_left(ok, t + 1.0) - i for i, t in enumerate(ok))
+    return figures
+
+
+def _faulty_row(
+    bench: Bench,
+    server: Any,
+    key: str,
+    scenario: str,
+    label: str,
+    suite: Suite,
+    pause_s: float,
+) -> dict[str, Any]:
+    """Repeat an S5 / S6 run against ``server``: wall time, server figures, failed cases."""
+    delay_s = bench.delay_ms / 1000
+    per_run: list[dict[str, Any]] = []
+
+    def once(rep: int) -> Measurement:
+        server.reset()
+        time.sleep(pause_s)  # untimed: a rate limit's bucket fills up again
+        m, failed, errors, log = run_counted_eval(
+            bench, suite, HTTP_TARGET, f"{scenario}-{suite.n}-{rep}"
+        )
+        figures = server_figures(list(server.requests), delay_s, m, suite.n - failed)
+        figures.update(failed_cases=failed, errors=errors)
+        found = _THROTTLED.search(log)
+        if found:
+            figures["paused_s"] = float(found.group(1))
+            figures["lowest_limit"] = int(found.group(2))
+        per_run.append(figures)
+        if failed:
+            bench.log(f"  {key} run {rep + 1}: {failed} failed cases, e.g. {errors[0]}")
+        return m
+
+    try:
+        runs = _repeat(bench, key, once)
+    except RunCheckError as exc:
+        bench.log(f"  {key} FAILED: {exc}")
+        return _failed_row(key, scenario, label, suite.n, str(exc))
+    row = _row(key, scenario, label, suite.n, runs)
+    for name in ("window_s", "head_s", "tail_s"):
+        row[f"server_{name}" if name == "window_s" else name] = round(
+            median([f[name] for f in per_run]), 3
+        )
+    for name in ("requests", "limited", "server_errors", "hangs", "peak_per_s"):
+        row[name] = int(median([f[name] for f in per_run]))
+    row["limited_share"] = round(median([f["limited"] / f["requests"] for f in per_run]), 4)
+    row["failed_cases"] = max(f["failed_cases"] for f in per_run)  # the worst run counts
+    if any("paused_s" in f for f in per_run):
+        row["paused_s"] = round(median([f.get("paused_s", 0.0) for f in per_run]), 2)
+        row["lowest_limit"] = min(f.get("lowest_limit", bench.workers) for f in per_run)
+    for f, run in zip(per_run, row["runs"], strict=True):
+        run.update({k: (round(v, 3) if isinstance(v, float) else v) for k, v in f.items()})
+    return row
+
+
+def scenario_rate_limited(bench: Bench, n: int) -> dict[str, Any]:
+    """S5: ``n`` cases on the fake server limited to ``bench.limit_rps`` requests a second
+    (burst ``bench.limit_burst``), the target's default retry settings.
+
+    Goodput: the passed cases per second of the request window (the server's clock, first
+    request to last successful answer) over the limit; 1.0 is the limit itself (a little
+    more is possible: the burst is free at the start)."""
+    key = f"S5/{n}"
+    label = f"S5 rate-limited ({bench.limit_rps:g}/s, burst {bench.limit_burst:g})"
+    module = load_fake_server_module()
+    server = module.FakeLLMServer(
+        delay_ms=bench.delay_ms,
+        reply=ANSWER,
+        record=True,
+        limit_rps=bench.limit_rps,
+        limit_burst=bench.limit_burst,
+    )
+    server.start()
+    try:
+        suite = generate_suite(bench.work / "suites" / f"n{n}", n, server_url=server.url)
+        pause = bench.limit_burst / bench.limit_rps + 0.1
+        row = _faulty_row(bench, server, key, "S5", label, suite, pause)
+    finally:
+        server.stop()
+        generate_suite(bench.work / "suites" / f"n{n}", n)
+    if row["ok"]:
+        passed = n - row["failed_cases"]
+        window = row["server_window_s"]
+        row["goodput"] = round(passed / window / bench.limit_rps, 3) if window else 0.0
+        row["limit_rps"] = bench.limit_rps
+        row["limit_burst"] = bench.limit_burst
+        # the run's bound: n / (limit x 0.9) seconds of requests, plus start-up
+        row["wall_bound_s"] = round(n / (bench.limit_rps * 0.9) + row["head_s"], 2)
+    return row
+
+
+def scenario_faults(bench: Bench, n: int) -> dict[str, Any]:
+    """S6: ``n`` cases on the fake server that answers every ``S6_FAIL_EVERY``-th request
+    500 and lets every ``S6_HANG_EVERY``-th hang, the target set as ``S6_TARGET_SETTINGS``."""
+    key = f"S6/{n}"
+    label = (
+        f"S6 faults ({100 / S6_FAIL_EVERY:g} % 500, {100 / S6_HANG_EVERY:g} % hang, "
+        f"{bench.delay_ms:g} ms/call)"
+    )
+    module = load_fake_server_module()
+    standing = (
+        module.Every(S6_FAIL_EVERY, module.Fault.server_error()),
+        module.Every(S6_HANG_EVERY, module.Fault.hanging(), at=1),
+    )
+    server = module.FakeLLMServer(
+        delay_ms=bench.delay_ms, reply=ANSWER, record=True, standing=standing
+    )
+    server.start()
+    try:
+        suite = generate_suite(
+            bench.work / "suites" / f"n{n}",
+            n,
+            server_url=server.url,
+            http_settings=S6_TARGET_SETTINGS,
+        )
+        row = _faulty_row(bench, server, key, "S6", label, suite, 0.0)
+    finally:
+        server.stop()  # releases the hanging requests
+        generate_suite(bench.work / "suites" / f"n{n}", n)
+    if row["ok"]:
+        ideal = n * bench.delay_ms / 1000 / bench.workers
+        row["efficiency"] = round(ideal / row["wall_s"], 3)
+        row["target_settings"] = dict(S6_TARGET_SETTINGS)
+        # the least any runner with this many requests in flight could take: start-up, then
+        # every request's time at the server (a hang: the timeout) spread evenly over the
+        # workers, with no wait between retries and no tail
+        busy = (row["requests"] - row["hangs"]) * bench.delay_ms / 1000
+        busy += row["hangs"] * float(S6_TARGET_SETTINGS["timeout_seconds"])
+        row["floor_s"] = round(row["head_s"] + busy / bench.workers, 2)
+        row["max_in_flight_limit"] = bench.workers
+    return row
+
+
+def compare_with_s2(rows: Sequence[dict[str, Any]]) -> None:
+    """Each S6 row's wall time over the fault-free S2 run of the same size."""
+    by_key = {row["key"]: row for row in rows}
+    for row in rows:
+        if row["scenario"] != "S6" or not row["ok"]:
+            continue
+        s2 = by_key.get(f"S2/{row['n']}")
+        if s2 is not None and s2["ok"]:
+            row["s2_wall_s"] = s2["wall_s"]
+            row["wall_vs_s2"] = round(row["wall_s"] / s2["wall_s"], 3)
+
+
 def scenario_startup(bench: Bench) -> list[dict[str, Any]]:
     """S4: ``agentv --version`` and a 1-case run."""
     rows = []
@@ -423,7 +741,49 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
             f"| {_fmt(row['cpu_s'])} | {_fmt(row['max_rss_mb'], 0)} "
             f"| {_fmt(row.get('efficiency'))} |"
         )
-    notes = [_http_note(row) for row in rows if row["ok"] and "server_window_s" in row]
+    notes = [
+        _http_note(row)
+        for row in rows
+        if row["ok"] and row["scenario"] == "S2" and "server_window_s" in row
+    ]
+    return "\n".join(lines + ([""] if notes else []) + notes)
+
+
+def format_faults_table(rows: Sequence[dict[str, Any]]) -> str:
+    """S5 and S6 in detail: what the fake server saw, and the failed cases (medians; failed
+    cases: the worst run). Empty when neither ran."""
+    picked = [row for row in rows if row["scenario"] in ("S5", "S6") and row["ok"]]
+    if not picked:
+        return ""
+    lines = [
+        "| scenario | N | wall s | spawn to first request s | request window s | goodput "
+        "| requests | 429s (share) | 500s | hangs | failed cases | wall / S2 |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in picked:
+        share = f"{row['limited']:,} ({100 * row['limited_share']:.1f} %)"
+        lines.append(
+            f"| {row['label']} | {_fmt(row['n'])} | {row['wall_s']:.2f} | {row['head_s']:.2f} "
+            f"| {row['server_window_s']:.2f} | {_fmt(row.get('goodput'))} "
+            f"| {_fmt(row['requests'])} | {share} | {_fmt(row['server_errors'])} "
+            f"| {_fmt(row['hangs'])} | {_fmt(row['failed_cases'])} "
+            f"| {_fmt(row.get('wall_vs_s2'))} |"
+        )
+    notes = []
+    for row in picked:
+        if "floor_s" in row:
+            notes.append(
+                f"{row['key']}: no runner with {row['max_in_flight_limit']} requests in flight "
+                f"could take less than {row['floor_s']:.2f} s (start-up, then every request's "
+                "time at the server, a hang's being the timeout, spread evenly, without waits "
+                "between retries or a tail)."
+            )
+        if "paused_s" in row:
+            notes.append(
+                f"{row['key']}: the target was paused {row['paused_s']:.1f} s in all and went "
+                f"down to {row['lowest_limit']} requests at once; at most "
+                f"{row['peak_per_s']} successful requests began within one second."
+            )
     return "\n".join(lines + ([""] if notes else []) + notes)
 
 
@@ -528,8 +888,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--only", default=",".join(SCENARIOS), help="scenarios to run, e.g. S1,S4")
     p.add_argument("--quick", action="store_true", help="small suites, for a quick look")
     p.add_argument("--s1-sizes", type=_sizes, help="case counts for S1 (default 2000,10000)")
-    p.add_argument("--s2-size", type=_sizes, help="case count for S2 (default 2000)")
+    p.add_argument("--s2-size", type=_sizes, help="case counts for S2 (default 2000,10000)")
     p.add_argument("--s3-size", type=_sizes, help="case count for S3 (default 100000)")
+    p.add_argument("--s5-size", type=_sizes, help="case count for S5 (default 1000)")
+    p.add_argument("--s6-size", type=_sizes, help="case count for S6 (default 2000)")
+    p.add_argument("--limit-rps", type=float, default=20.0, help="S5: requests/s the server allows")
+    p.add_argument("--limit-burst", type=float, default=20.0, help="S5: the limit's burst")
     p.add_argument("--workers", type=int, default=50, help="agentv --workers (default 50)")
     p.add_argument("--delay-ms", type=float, default=100.0, help="fake server latency for S2")
     p.add_argument("--timeout", type=float, help="seconds before a run counts as hung")
@@ -556,6 +920,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "S1": args.s1_sizes or base["S1"],
         "S2": args.s2_size or base["S2"],
         "S3": args.s3_size or base["S3"],
+        "S5": args.s5_size or base["S5"],
+        "S6": args.s6_size or base["S6"],
     }
     return args
 
@@ -576,12 +942,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         keep=args.keep,
         env=child_env(),
         references=args.references,
+        limit_rps=args.limit_rps,
+        limit_burst=args.limit_burst,
     )
     (bench.work / "runs").mkdir(parents=True, exist_ok=True)
     started = datetime.now(UTC)
     meta = {
         "started": started.isoformat(timespec="seconds"),
         "agentv_version": _agentv_version(bench.agentv),
+        # the commit below is this checkout's; with --agentv the runs used that executable
+        "agentv_executable": str(bench.agentv),
         **_git_state(),
         "python": platform.python_version(),
         "platform": platform.platform(),
@@ -589,6 +959,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "load_average_at_start": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
         "reps": args.reps,
         "workers": args.workers,
+        "delay_ms": args.delay_ms,
+        "limit_rps": args.limit_rps,
+        "limit_burst": args.limit_burst,
         "quick": args.quick,
     }
     # An untimed 1-case run first: byte-compiles agentv and warms the file cache, so the
@@ -608,18 +981,34 @@ def main(argv: Sequence[str] | None = None) -> int:
             for n in args.sizes["S1"]:
                 rows.append(scenario_instant(bench, "S1", n, "S1 overhead (instant target)"))
         elif scenario == "S2":
-            for n in args.sizes["S2"]:
-                rows.extend(scenario_http(bench, n))
+            for i, n in enumerate(args.sizes["S2"]):
+                # the references (bare clients) for the first size only: they show what
+                # the SDK costs, which larger suites do not change
+                rows.extend(scenario_http(bench, n, references=bench.references and i == 0))
         elif scenario == "S3":
             for n in args.sizes["S3"]:
                 rows.append(scenario_instant(bench, "S3", n, "S3 scale (instant target)"))
-        else:
+        elif scenario == "S4":
             rows.extend(scenario_startup(bench))
+        elif scenario == "S5":
+            for n in args.sizes["S5"]:
+                rows.append(scenario_rate_limited(bench, n))
+        else:
+            for n in args.sizes["S6"]:
+                if not any(row["key"] == f"S2/{n}" for row in rows):
+                    bench.log(f"  S6 needs the fault-free S2 run of {n:,} cases:")
+                    rows.extend(scenario_http(bench, n, references=False))
+                rows.append(scenario_faults(bench, n))
+    compare_with_s2(rows)
     goals = judge_goals(rows)
     meta["duration_s"] = round(time.perf_counter() - t0, 1)
 
     print()
     print(format_table(rows))
+    faults_table = format_faults_table(rows)
+    if faults_table:
+        print()
+        print(faults_table)
     print()
     print(format_goals(goals))
     args.output.parent.mkdir(parents=True, exist_ok=True)

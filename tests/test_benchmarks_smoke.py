@@ -234,3 +234,56 @@ async def test_fake_server_streams_chat_completions_for_streaming_clients(
     assert finish == "stop"
     assert usage is not None and usage.completion_tokens == 4
     assert server.requests[0].body["stream"] is True
+
+
+def test_make_bench_rate_limit_and_fault_scenarios_at_tiny_sizes(
+    bench: dict[str, ModuleType], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # S5 against a limit low enough to answer 429s, S6 with its 500s and one hang (the
+    # first request: cut by the target's 2 s timeout), and the S2 run S6 is compared with
+    run = bench["run"]
+    output = tmp_path / "latest.json"
+    argv = ["--only", "S5,S6", "--s5-size", "20", "--s6-size", "20", "--delay-ms", "5"]
+    argv += ["--limit-rps", "10", "--limit-burst", "5", "--reps", "1", "--workers", "5"]
+    argv += ["--work", str(tmp_path / "work"), "--output", str(output)]
+
+    code = run.main(argv)
+
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    data = json.loads(output.read_text())
+    rows = {row["key"]: row for row in data["rows"]}
+    assert list(rows) == ["S5/20", "S2/20", "S6/20"]  # S6 ran its fault-free S2 first
+    assert all(row["ok"] for row in rows.values())
+    s5, s6 = rows["S5/20"], rows["S6/20"]
+    assert s5["failed_cases"] == 0 and s5["limited"] > 0
+    assert s5["requests"] == 20 + s5["limited"]
+    assert 0 < s5["limited_share"] < 1 and s5["goodput"] > 0 and s5["server_window_s"] > 0
+    assert s6["failed_cases"] == 0 and s6["hangs"] >= 1 and s6["server_errors"] >= 1
+    assert s6["requests"] == 20 + s6["hangs"] + s6["server_errors"]
+    assert s6["wall_vs_s2"] > 0 and s6["floor_s"] > 0
+    assert s6["target_settings"]["timeout_seconds"] == run.S6_TARGET_SETTINGS["timeout_seconds"]
+    assert "| S5 rate-limited (10/s, burst 5) | 20 |" in printed
+    assert "request window s | goodput" in printed
+    # goals are tied to the full sizes: n/a here
+    assert {g["status"] for g in data["goals"]} == {"n/a"}
+
+
+def test_peer_s5_counts_failed_cases_instead_of_failing(
+    bench: dict[str, ModuleType], tmp_path: Path
+) -> None:
+    # the peers' S5 readers: a peer that gives up on 429s has that as its result
+    sys.modules.pop("peers", None)
+    import peers
+
+    out = tmp_path / "out"
+    out.mkdir()
+    records = [
+        {"test_id": "case-000000", "execution_status": "ok", "score": 1},
+        {"test_id": "case-000001", "execution_status": "execution_error", "error": "HTTP 429"},
+    ]
+    (out / "index.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    failed, errors = peers.count_agentv_ts(out, 3)  # one passed, one error, one missing
+    assert failed == 2 and "HTTP 429" in errors[0]
+    assert peers.count_agentv_ts(tmp_path / "none", 3)[0] == 3
+    sys.modules.pop("peers", None)

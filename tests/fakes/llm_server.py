@@ -10,8 +10,11 @@ It speaks just enough of each wire format for the official SDKs to be happy:
 Every request is recorded (method, path, query, headers, JSON body). Faults can be scripted
 for the next requests: an error status (with ``Retry-After`` if wanted, in the vendor's error
 body format), a hang before any byte, a hang after the headers, a body that stalls half-way,
-a connection reset, or a successful answer whose text is empty (``Fault.empty_answer``). A fixed ``delay_ms`` is added to every answer, so benchmarks can use
-it as a stand-in for a real API. It serves many concurrent requests (aiohttp).
+a connection reset, or a successful answer whose text is empty (``Fault.empty_answer``).
+Standing faults (``Every``) hit a fixed share of all requests, e.g. every 5th answered 500,
+for as long as the server runs; a rate limit (``limit_rps``, ``limit_burst``) answers 429
+beyond it. A fixed ``delay_ms`` is added to every answer, so benchmarks can use it as a
+stand-in for a real API. It serves many concurrent requests (aiohttp).
 
 In a test::
 
@@ -19,6 +22,9 @@ In a test::
         server.script(Fault.rate_limited(retry_after=0.2))
         ...  # point an SDK at server.url
         assert server.requests[-1].body["messages"][0]["role"] == "system"
+
+    # 20 % of all requests fail with 500, 2 % hang (the numbers never overlap)
+    FakeLLMServer(standing=(Every(5, Fault.server_error()), Every(50, Fault.hanging(), at=1)))
 
 As a process (prints its URL on the first line, then serves until interrupted)::
 
@@ -58,6 +64,9 @@ class RecordedRequest:
     raw: bytes
     received_at: float  # time.monotonic()
     raw_path: str = ""  # as sent, percent-encoding included (no query)
+    #: how the server answered it instead of succeeding (a scripted, standing or rate-limit
+    #: fault), else None
+    fault: Fault | None = None
 
     @property
     def api(self) -> str:
@@ -113,6 +122,25 @@ class Fault:
         return cls(200, empty=True)
 
 
+@dataclass(frozen=True, slots=True)
+class Every:
+    """A standing fault: requests number ``at``, ``at + every``, ``at + 2 * every``, ... get
+    ``fault`` (numbered from 1 since the last ``reset()``, counting the requests that passed
+    the rate limit and had no scripted fault; ``at`` 0 means ``every``)."""
+
+    every: int
+    fault: Fault
+    at: int = 0
+
+    def __post_init__(self) -> None:
+        if self.every < 1:
+            raise ValueError("every must be at least 1")
+
+    def hits(self, number: int) -> bool:
+        """Whether request ``number`` gets the fault."""
+        return number % self.every == self.at % self.every
+
+
 Reply = str | Callable[[RecordedRequest], str]
 
 
@@ -132,11 +160,14 @@ class FakeLLMServer:
     limit_burst: float = 1.0
     #: times (time.monotonic()) of the requests answered 429 by the rate limit
     limited_at: list[float] = field(default_factory=list)
+    #: standing faults, checked in order (the first that hits a request's number wins)
+    standing: tuple[Every, ...] = ()
     requests: list[RecordedRequest] = field(default_factory=list)
     _bucket: list[float] = field(default_factory=list, repr=False)  # [level, at]
     _faults: deque[Fault] = field(default_factory=deque, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _ids: itertools.count = field(default_factory=itertools.count, repr=False)
+    _numbers: itertools.count = field(default_factory=lambda: itertools.count(1), repr=False)
     _loop: asyncio.AbstractEventLoop | None = field(default=None, repr=False)
     _thread: threading.Thread | None = field(default=None, repr=False)
     _runner: web.AppRunner | None = field(default=None, repr=False)
@@ -171,10 +202,13 @@ class FakeLLMServer:
             self._faults.extend(faults)
 
     def reset(self) -> None:
-        """Forget recorded requests and pending faults."""
+        """Forget recorded requests, the rate limit's 429 times and pending faults; standing
+        faults count from 1 again."""
         with self._lock:
             self.requests.clear()
+            self.limited_at.clear()
             self._faults.clear()
+            self._numbers = itertools.count(1)
 
     def start(self) -> FakeLLMServer:
         """Start serving on a daemon thread; returns once the port is bound."""
@@ -241,7 +275,12 @@ class FakeLLMServer:
 
     def _next_fault(self) -> Fault | None:
         with self._lock:
-            return self._faults.popleft() if self._faults else None
+            if self._faults:
+                return self._faults.popleft()
+            if not self.standing:
+                return None
+            number = next(self._numbers)
+        return next((rule.fault for rule in self.standing if rule.hits(number)), None)
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         raw = await request.read()
@@ -265,13 +304,14 @@ class FakeLLMServer:
         wait = self._rate_limited(rec.received_at)
         if wait is not None:
             self.limited_at.append(rec.received_at)
+            rec.fault = Fault.rate_limited(wait)
             return _error_response(
                 rec.api if rec.api != "unknown" else "openai",
                 429,
                 "Rate limit reached. Please retry later.",
                 wait,
             )
-        fault = self._next_fault()
+        fault = rec.fault = self._next_fault()
         if fault is not None and fault.hang:
             assert self._closing is not None
             with contextlib.suppress(TimeoutError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -11,7 +12,9 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from fakes import FakeLLMServer, Fault
+import pytest
+
+from fakes import Every, FakeLLMServer, Fault
 
 SCRIPT = Path(__file__).resolve().parents[1] / "fakes" / "llm_server.py"
 
@@ -78,3 +81,45 @@ def test_a_hanging_request_is_released_when_the_server_stops() -> None:
     worker.join(30)
     assert not worker.is_alive()
     assert time.monotonic() - started < 30  # a hang guard: the request was held for an hour
+
+
+def test_standing_faults_hit_a_fixed_share_of_requests_until_reset() -> None:
+    # every 5th request fails with 500, every 10th from the 3rd on hangs; a scripted fault
+    # goes first and takes no number
+    standing = (Every(5, Fault.server_error()), Every(10, Fault.hanging(), at=3))
+    with FakeLLMServer(standing=standing) as server:
+        url = f"{server.url}/v1/chat/completions"
+        server.script(Fault.bad_request())
+        assert _post(url, {})[0] == 400
+        statuses = []
+        for number in range(1, 11):
+            if number == 3:
+                with contextlib.suppress(TimeoutError, urllib.error.URLError):
+                    _post(url, {}, timeout=0.3)  # the hanging one
+                statuses.append(None)
+                continue
+            statuses.append(_post(url, {"model": "m", "messages": []})[0])
+        assert statuses == [200, 200, None, 200, 500, 200, 200, 200, 200, 500]
+        faults = [r.fault for r in server.requests]
+        assert faults[0] == Fault.bad_request()
+        assert faults[3] == Fault.hanging() and faults[5] == Fault.server_error()
+        assert sum(f is None for f in faults) == 7
+
+        body = {"model": "m", "messages": []}
+        assert _post(url, body)[0] == 200  # number 11
+        server.reset()  # numbering starts again: 1 and 2 succeed (12 would too, 13 hangs)
+        assert [_post(url, body, timeout=5)[0] for _ in range(2)] == [200, 200]
+    with pytest.raises(ValueError, match="every must be at least 1"):
+        Every(0, Fault.server_error())
+
+
+def test_the_rate_limit_answers_429_with_retry_after_and_records_it() -> None:
+    with FakeLLMServer(limit_rps=2, limit_burst=2) as server:
+        url = f"{server.url}/v1/chat/completions"
+        statuses = [_post(url, {"model": "m", "messages": []})[0] for _ in range(3)]
+        assert statuses == [200, 200, 429]
+        assert len(server.limited_at) == 1
+        assert server.requests[2].fault is not None and server.requests[2].fault.status == 429
+        assert 0 < server.requests[2].fault.retry_after <= 0.5
+        server.reset()
+        assert server.limited_at == [] and server.requests == []
