@@ -14,7 +14,7 @@ from typing import Any
 
 from agentv.providers.llm import RETRYABLE_CLIENT_ERRORS
 from agentv.scheduling import TargetGate, TokenBucket
-from fakes import FakeLLMServer, RecordedRequest
+from fakes import FakeLLMServer, Fault, RecordedRequest
 from helpers import write
 
 
@@ -137,11 +137,12 @@ def test_a_rate_limited_target_pauses_as_a_whole_and_loses_no_case(repo: Path) -
         assert max(sum(1 for t in accepted if s <= t < s + 1.0) for s in accepted) <= 8 + 4
         # after the first 429, the whole target waits out the Retry-After: no request
         # reaches the server in that window (those already on their way aside)
-        first = min(server.limited_at)
-        quiet = [
-            t for t in (r.received_at for r in server.requests) if first + 0.02 < t < first + 0.1
-        ]
-        assert quiet == []
+        throttled = [r for r in server.requests if r.fault is not None and r.fault.status == 429]
+        windows = [(r.received_at, r.fault.retry_after or 0.0) for r in throttled]  # type: ignore[union-attr]
+        assert max(asked for _, asked in windows) >= 0.05  # at least one real pause
+        received = [r.received_at for r in server.requests]
+        for t0, asked in windows:  # each 429's wait: the target sends nothing during it
+            assert [t for t in received if t0 + 0.02 < t < t0 + asked - 0.005] == []
         assert "Throttled targets:" in proc.stdout
 
 
@@ -179,3 +180,25 @@ def test_the_judge_is_throttled_by_its_own_target_while_the_candidate_runs_freel
         assert len(candidate) == 8 and max(candidate) - min(candidate) < 0.5
         assert max(judged) - min(candidate) > 1.0
         assert "j: " in proc.stdout and "throttled" in proc.stdout
+
+
+def test_one_429_pauses_every_request_of_the_target_for_its_retry_after(repo: Path) -> None:
+    with FakeLLMServer() as server:
+        server.script(Fault.rate_limited(retry_after=0.6))  # the first answer only
+        write(
+            repo,
+            ".agentv/targets.yaml",
+            "$schema: agentv-targets-v2.2\ntargets:\n"
+            f"  - {{name: default, provider: openai, base_url: '{server.url}/v1',"
+            " api_key: k-12345678, model: m, workers: 4}\n",
+        )
+        write(repo, "evals/many.yaml", _cases(12))
+        proc = agentv_cli(repo, "eval", "evals/", "--out", "r.jsonl")
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        received = sorted(r.received_at for r in server.requests)
+        limited = next(r for r in server.requests if r.fault is not None)
+        t0 = limited.received_at
+        # requests already on their way when the 429 came arrive with it; after that,
+        # nothing reaches the server until the Retry-After has passed
+        assert [t for t in received if t0 + 0.05 < t < t0 + 0.55] == []
+        assert len(received) == 13 and max(received) > t0 + 0.55
