@@ -31,6 +31,7 @@ MODULES = {
     "agentv.summary": "src/agentv/summary.py",
     "agentv.stats": "src/agentv/stats.py",
     "agentv.scheduling": "src/agentv/scheduling.py",
+    "agentv.compare": "src/agentv/compare.py",
     "agentv.providers.openai": "src/agentv/providers/openai.py (converters)",
     "agentv.providers.anthropic": "src/agentv/providers/anthropic.py (converters)",
     "agentv.providers.gemini": "src/agentv/providers/gemini.py (converters)",
