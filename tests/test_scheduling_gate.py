@@ -440,7 +440,7 @@ async def test_through_gate_takes_a_turn_and_corrects_the_tokens() -> None:
 
 
 async def test_through_gate_ends_the_turn_of_a_failed_call() -> None:
-    gate = TargetGate(1, clock=Clock())
+    gate = TargetGate(2, clock=Clock())  # room for two: a second turn taken would show
     provider = FakeProvider(gate)
     req = request(question="boom")
     with pytest.raises(RuntimeError, match=r"^boom$"):
@@ -449,7 +449,7 @@ async def test_through_gate_ends_the_turn_of_a_failed_call() -> None:
 
 
 async def test_a_gated_provider_is_its_provider_with_invoke_through_the_gate() -> None:
-    gate = TargetGate(1, max_tpm=60, clock=Clock())
+    gate = TargetGate(2, max_tpm=60, clock=Clock())
     provider = FakeProvider(gate, usage=Usage(input_tokens=4))
     gated = GatedProvider(provider, gate)  # type: ignore[arg-type]
     assert (gated.name, gated.settings, gated.seen) == ("fake", provider.settings, provider.seen)
@@ -460,6 +460,37 @@ async def test_a_gated_provider_is_its_provider_with_invoke_through_the_gate() -
     assert gate._tpm is not None and gate._tpm.level == 56.0  # 2 estimated, 4 used
     with pytest.raises(AttributeError):
         _ = gated.missing
+
+
+async def test_through_gate_waits_for_a_busy_gate_with_the_requests_tokens() -> None:
+    clock = Clock()
+    gate = TargetGate(1, max_tpm=600, clock=clock)
+    assert gate.try_acquire(100)  # someone else's turn
+    provider = FakeProvider(gate)
+    req = request("x" * 40, question="q")  # estimated 11
+    task = asyncio.create_task(through_gate(gate, provider, req, lambda: provider.invoke(req)))  # type: ignore[arg-type]
+    await asyncio.sleep(0)
+    assert (provider.seen, gate.stats.requests) == ([], 1)  # waiting
+    gate.release()
+    response = await asyncio.wait_for(task, HANG_GUARD)
+    assert response.text == "answer to q"
+    assert (provider.seen, gate.in_flight, gate.stats.requests) == ([("q", 1)], 0, 2)
+    assert gate._tpm is not None and gate._tpm.level == 489.0  # 100 + its 11 estimated
+
+
+def test_try_acquire_takes_a_free_turn_at_once_and_leaves_a_busy_gate_alone() -> None:
+    clock = Clock()
+    gate = TargetGate(1, max_tpm=60, clock=clock)
+    assert gate.try_acquire(60) is True
+    assert (gate.in_flight, gate.peak, gate.stats.requests) == (1, 1, 1)
+    assert gate._tpm is not None and gate._tpm.level == 0.0
+    assert gate.try_acquire() is False  # full: nothing taken
+    assert (gate.in_flight, gate.stats.requests, gate._tpm.level) == (1, 1, 0.0)
+    gate.release()
+    assert gate.try_acquire(1) is False  # a slot, but no token left
+    assert (gate.in_flight, gate.stats.requests) == (0, 1)
+    assert gate.try_acquire() is True  # no tokens by default: the empty bucket does not matter
+    assert (gate.in_flight, gate.stats.requests, gate._tpm.level) == (1, 2, 0.0)
 
 
 def test_gates_one_per_provider_made_on_first_use() -> None:
