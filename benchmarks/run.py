@@ -37,7 +37,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -223,11 +223,11 @@ def _load_json_line(line: bytes) -> Any:
     return orjson.loads(line)
 
 
-def check_results(path: Path, suite: Suite) -> None:
-    """Raise ``RunCheckError`` unless ``path`` holds one passing record per case of ``suite``.
-
-    Streams the file, so a 100,000-line result costs little memory here.
-    """
+def _suite_records(path: Path, suite: Suite) -> Iterator[tuple[int, str, dict[str, Any]]]:
+    """``(line number, eval_id, record)`` for each record of a run of ``suite``, streamed
+    (a 100,000-line result costs little memory here). Raises ``RunCheckError`` unless there
+    is exactly one record per case: a run that lost cases or wrote one twice is broken,
+    whatever its figures."""
     expected = set(suite.case_ids())
     seen: set[str] = set()
     try:
@@ -248,20 +248,26 @@ def check_results(path: Path, suite: Suite) -> None:
             if case in seen:
                 raise RunCheckError(f"{path}:{number}: eval_id {case!r} written twice")
             seen.add(case)
-            if "error" in rec:
-                raise RunCheckError(f"{path}:{number}: case {case} failed: {rec['error']}")
-            if rec.get("score") != 1.0:
-                raise RunCheckError(f"{path}:{number}: case {case} scored {rec.get('score')!r}")
-            evals = rec.get("evaluator_results") or []
-            if len(evals) != 1 or evals[0].get("type") != "contains" or evals[0]["score"] != 1.0:
-                raise RunCheckError(
-                    f"{path}:{number}: case {case}: expected one passing contains evaluator, "
-                    f"got {evals!r}"
-                )
-            if suite.needle not in str(rec.get("candidate_answer", "")):
-                raise RunCheckError(f"{path}:{number}: case {case}: answer lacks the needle")
+            yield number, case, rec
     if len(seen) != suite.n:
         raise RunCheckError(f"{path}: {len(seen)} result lines for {suite.n} cases")
+
+
+def check_results(path: Path, suite: Suite) -> None:
+    """Raise ``RunCheckError`` unless ``path`` holds one passing record per case of ``suite``."""
+    for number, case, rec in _suite_records(path, suite):
+        if "error" in rec:
+            raise RunCheckError(f"{path}:{number}: case {case} failed: {rec['error']}")
+        if rec.get("score") != 1.0:
+            raise RunCheckError(f"{path}:{number}: case {case} scored {rec.get('score')!r}")
+        evals = rec.get("evaluator_results") or []
+        if len(evals) != 1 or evals[0].get("type") != "contains" or evals[0]["score"] != 1.0:
+            raise RunCheckError(
+                f"{path}:{number}: case {case}: expected one passing contains evaluator, "
+                f"got {evals!r}"
+            )
+        if suite.needle not in str(rec.get("candidate_answer", "")):
+            raise RunCheckError(f"{path}:{number}: case {case}: answer lacks the needle")
 
 
 def run_checked_eval(bench: Bench, suite: Suite, target: str, name: str) -> Measurement:
@@ -456,33 +462,13 @@ def count_results(path: Path, suite: Suite) -> tuple[int, list[str]]:
     score other than 1.0. Raises ``RunCheckError`` unless there is exactly one record per
     case (a run that lost cases or wrote one twice is broken, whatever its figures).
     """
-    expected = set(suite.case_ids())
-    seen: set[str] = set()
     failed = 0
     errors: list[str] = []
-    try:
-        handle = path.open("rb")
-    except OSError as exc:
-        raise RunCheckError(f"no results file at {path}: {exc}") from None
-    with handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                rec = _load_json_line(line)
-            except ValueError as exc:
-                raise RunCheckError(f"{path}:{number}: not JSON: {exc}") from None
-            case = rec.get("eval_id")
-            if case not in expected or case in seen:
-                raise RunCheckError(f"{path}:{number}: unexpected or repeated eval_id {case!r}")
-            seen.add(case)
-            bad = "error" in rec or rec.get("status", "ok") != "ok" or rec.get("score") != 1.0
-            if bad:
-                failed += 1
-                if len(errors) < 3:
-                    errors.append(f"{case}: {rec.get('error') or rec.get('status')}")
-    if len(seen) != suite.n:
-        raise RunCheckError(f"{path}: {len(seen)} result lines for {suite.n} cases")
+    for _, case, rec in _suite_records(path, suite):
+        if "error" in rec or rec.get("status", "ok") != "ok" or rec.get("score") != 1.0:
+            failed += 1
+            if len(errors) < 3:
+                errors.append(f"{case}: {rec.get('error') or rec.get('status')}")
     return failed, errors
 
 

@@ -287,3 +287,25 @@ def test_peer_s5_counts_failed_cases_instead_of_failing(
     assert failed == 2 and "HTTP 429" in errors[0]
     assert peers.count_agentv_ts(tmp_path / "none", 3)[0] == 3
     sys.modules.pop("peers", None)
+
+
+def test_counted_results_count_failed_cases_and_reject_broken_runs(
+    bench: dict[str, ModuleType], tmp_path: Path
+) -> None:
+    run = bench["run"]
+    suite = bench["gen_suite"].generate_suite(tmp_path / "s", 3)
+    ids = suite.case_ids()
+    out = tmp_path / "out.jsonl"
+    records = [
+        _record(ids[0]),
+        {**_record(ids[1], 0.0), "status": "error", "error": "HTTP 500"},
+        {**_record(ids[2]), "status": "failed"},
+    ]
+    out.write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert run.count_results(out, suite) == (2, [f"{ids[1]}: HTTP 500", f"{ids[2]}: failed"])
+    out.write_text("".join(json.dumps(r) + "\n" for r in records[:2]))
+    with pytest.raises(run.RunCheckError, match="2 result lines for 3 cases"):
+        run.count_results(out, suite)
+    out.write_text("".join(json.dumps(r) + "\n" for r in [*records, records[0]]))
+    with pytest.raises(run.RunCheckError, match="written twice"):
+        run.count_results(out, suite)
