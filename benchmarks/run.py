@@ -270,23 +270,35 @@ def check_results(path: Path, suite: Suite) -> None:
             raise RunCheckError(f"{path}:{number}: case {case}: answer lacks the needle")
 
 
-def run_checked_eval(bench: Bench, suite: Suite, target: str, name: str) -> Measurement:
-    """One measured ``agentv eval`` run, checked; the results file is removed afterwards."""
+def _measure_checked(
+    bench: Bench, argv: list[str], cwd: Path, log: Path, n: int, exit_codes: tuple[int, ...] = (0,)
+) -> Measurement:
+    """One measured run of ``argv``; ``RunCheckError`` when it timed out or exited with a
+    code not in ``exit_codes``."""
+    m = measure(argv, cwd=cwd, log_path=log, env=bench.env, timeout_s=bench.run_timeout(n))
+    if m.timed_out:
+        raise RunCheckError(f"timed out after {m.wall_s:.0f} s; log {log}:\n{log_tail(log)}")
+    if m.returncode not in exit_codes:
+        raise RunCheckError(f"exit code {m.returncode}; log {log}:\n{log_tail(log)}")
+    return m
+
+
+def _measured_eval(
+    bench: Bench, suite: Suite, target: str, name: str, *, exit_codes: tuple[int, ...]
+) -> tuple[Measurement, Path, Path]:
+    """One measured ``agentv eval`` run into ``runs/NAME.jsonl`` (removed first): the
+    measurement, the results file and the log."""
     runs = bench.work / "runs"
     out = runs / f"{name}.jsonl"
     log = runs / f"{name}.log"
     out.unlink(missing_ok=True)
-    m = measure(
-        bench.eval_argv(suite, target, out),
-        cwd=suite.folder,
-        log_path=log,
-        env=bench.env,
-        timeout_s=bench.run_timeout(suite.n),
-    )
-    if m.timed_out:
-        raise RunCheckError(f"timed out after {m.wall_s:.0f} s; log {log}:\n{log_tail(log)}")
-    if m.returncode != 0:
-        raise RunCheckError(f"exit code {m.returncode}; log {log}:\n{log_tail(log)}")
+    argv = bench.eval_argv(suite, target, out)
+    return _measure_checked(bench, argv, suite.folder, log, suite.n, exit_codes), out, log
+
+
+def run_checked_eval(bench: Bench, suite: Suite, target: str, name: str) -> Measurement:
+    """One measured ``agentv eval`` run, checked; the results file is removed afterwards."""
+    m, out, _ = _measured_eval(bench, suite, target, name, exit_codes=(0,))
     check_results(out, suite)
     if not bench.keep:
         out.unlink(missing_ok=True)
@@ -395,12 +407,7 @@ def run_bare_client(
         *("--mode", mode, "--url", url, "--body", str(body_file)),
         *("--n", str(n), "--workers", str(bench.workers), "--needle", needle),
     ]
-    m = measure(argv, cwd=bench.work, log_path=log, env=bench.env, timeout_s=bench.run_timeout(n))
-    if m.timed_out:
-        raise RunCheckError(f"timed out after {m.wall_s:.0f} s; log {log}:\n{log_tail(log)}")
-    if m.returncode != 0:
-        raise RunCheckError(f"exit code {m.returncode}; log {log}:\n{log_tail(log)}")
-    return m
+    return _measure_checked(bench, argv, bench.work, log, n)
 
 
 def _http_row(
@@ -477,21 +484,7 @@ def run_counted_eval(
 ) -> tuple[Measurement, int, list[str], str]:
     """One measured ``agentv eval`` run whose cases may fail (S5, S6): the measurement, the
     failed cases, their first errors, and the log's text."""
-    runs = bench.work / "runs"
-    out = runs / f"{name}.jsonl"
-    log = runs / f"{name}.log"
-    out.unlink(missing_ok=True)
-    m = measure(
-        bench.eval_argv(suite, target, out),
-        cwd=suite.folder,
-        log_path=log,
-        env=bench.env,
-        timeout_s=bench.run_timeout(suite.n),
-    )
-    if m.timed_out:
-        raise RunCheckError(f"timed out after {m.wall_s:.0f} s; log {log}:\n{log_tail(log)}")
-    if m.returncode not in (0, EXIT_CASE_ERRORS):
-        raise RunCheckError(f"exit code {m.returncode}; log {log}:\n{log_tail(log)}")
+    m, out, log = _measured_eval(bench, suite, target, name, exit_codes=(0, EXIT_CASE_ERRORS))
     failed, errors = count_results(out, suite)
     if (m.returncode == 0) != (failed == 0):
         raise RunCheckError(f"exit code {m.returncode} with {failed} failed cases; log {log}")
