@@ -24,6 +24,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from statistics import median
 from typing import Any
 
 import orjson
@@ -282,12 +283,6 @@ def time_in_browser(report: Path, browser: Any = None) -> dict[str, float]:
     return figures
 
 
-def _median(values: list[float]) -> float:
-    ordered = sorted(values)
-    middle = len(ordered) // 2
-    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
-
-
 def run(cases: int, reps: int, work: Path, browser: Any = None) -> dict[str, Any]:
     """Generate (once per size), build and open; figures are medians over ``reps``."""
     results = work / f"results-{cases}.jsonl"
@@ -320,8 +315,8 @@ def run(cases: int, reps: int, work: Path, browser: Any = None) -> dict[str, Any
         "jsonl_bytes": jsonl_bytes,
         "html_bytes": html_bytes,
         "size_ratio": html_bytes / jsonl_bytes,
-        "build_s": _median(builds),
-        **{key: _median([b[key] for b in browsers]) for key in browsers[0]},
+        "build_s": median(builds),
+        **{key: median([b[key] for b in browsers]) for key in browsers[0]},
         "reps": reps,
     }
     figures["goals"] = {
