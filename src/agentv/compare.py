@@ -11,7 +11,6 @@ paired bootstrap 95% interval (seeded: the same files always give the same inter
 from __future__ import annotations
 
 import math
-import random
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import Any
 
 from agentv.errors import InputError
 from agentv.records import read_results
-from agentv.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
+from agentv.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, bootstrap_ci
 from agentv.summary import natural_key
 
 Key = tuple[str, str, str]  # (dataset, eval id, target)
@@ -117,15 +116,11 @@ def _verdict(base: CaseResult, new: CaseResult, min_delta: float) -> str:
 def paired_bootstrap(
     deltas: list[float], *, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED
 ) -> tuple[float, float] | None:
-    """95% percentile interval of the mean paired delta (the cases resampled together)."""
-    n = len(deltas)
-    if n == 0:
-        return None
-    if n == 1:
-        return (deltas[0], deltas[0])
-    rng = random.Random(seed)
-    means = sorted(sum(rng.choices(deltas, k=n)) / n for _ in range(resamples))
-    return (means[math.floor(0.025 * (resamples - 1))], means[math.ceil(0.975 * (resamples - 1))])
+    """95% percentile interval of the mean paired delta (the cases resampled together).
+
+    The paired deltas are one sample, so this is ``stats.bootstrap_ci`` of them (same
+    seed, resamples and ranks: floor(0.025 * (R - 1)) and ceil(0.975 * (R - 1)))."""
+    return bootstrap_ci(deltas, resamples=resamples, seed=seed)
 
 
 def _pass_rate(cases: Iterable[CaseResult]) -> float | None:
@@ -154,7 +149,7 @@ def compare_results(
         else:
             verdict = _verdict(b, n, min_delta)
         deltas.append(CaseDelta(key, b, n, verdict))
-    paired = [d.delta for d in deltas if d.delta is not None]
+    paired = [delta for d in deltas if (delta := d.delta) is not None]
     counts = {v: 0 for v in ("improved", "regressed", "unchanged", "new", "missing")}
     for d in deltas:
         counts[d.verdict] += 1
@@ -164,8 +159,8 @@ def compare_results(
         min_delta=min_delta,
         cases=tuple(deltas),
         counts=counts,
-        mean_delta=sum(paired) / len(paired) if paired else None,  # type: ignore[arg-type]
-        ci=paired_bootstrap(paired),  # type: ignore[arg-type]
+        mean_delta=sum(paired) / len(paired) if paired else None,
+        ci=paired_bootstrap(paired),
         base_pass_rate=_pass_rate(base.values()),
         new_pass_rate=_pass_rate(new.values()),
     )
