@@ -241,6 +241,17 @@ def test_byte_order_mark_is_not_content(repo: Path) -> None:
     assert isinstance(seg, FileSegment) and seg.text == "hello"
 
 
+def test_attachment_that_is_not_utf8_makes_the_case_invalid(repo: Path) -> None:
+    # The decode error is the case's error: the loader must not go on with no text.
+    (repo / "bin.dat").write_bytes(b"ok \xff\xfe\x00")
+    loaded = load_eval_file(write(repo, "e.yaml", HEADER + one_file_case("bin.dat")))
+    assert loaded.cases == []
+    (bad,) = loaded.invalid
+    assert [d.message for d in bad.diagnostics] == [
+        "case 'c': referenced file bin.dat is not UTF-8 text (byte 0xff on line 1)"
+    ]
+
+
 def test_file_referenced_by_1000_cases_is_read_once(repo: Path) -> None:
     write(repo, "shared.txt", "shared attachment")
     write(repo, "team.instructions.md", "shared guideline")

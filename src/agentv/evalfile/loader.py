@@ -801,6 +801,7 @@ class _CaseBuilder:
                     hint="reference text files only, saved as UTF-8",
                 )
             )
+            return None
         except OSError as exc:
             diags.append(
                 self.src.diagnostic(
