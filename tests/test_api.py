@@ -16,6 +16,7 @@ import pytest
 
 import agentv
 from agentv.records import EvalResult
+from cli_run import agentv_cli
 from helpers import write
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -81,18 +82,6 @@ def project(tmp_path: Path) -> Path:
     targets = root / "examples" / ".agentv" / "targets.yaml"
     targets.write_text(targets.read_text(encoding="utf-8") + MOCK_TARGETS, encoding="utf-8")
     return root
-
-
-def agentv_cli(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """``python -m agentv ARGS`` in ``project``, as a user runs it in CI."""
-    return subprocess.run(
-        [sys.executable, "-m", "agentv", *args],
-        cwd=project,
-        env={**os.environ, "CI": "1"},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
 
 
 def _comparable(record: dict[str, Any]) -> dict[str, Any]:

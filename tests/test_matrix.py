@@ -4,15 +4,12 @@ repeat its own request (and cache entry), per-target concurrency, the side-by-si
 from __future__ import annotations
 
 import itertools
-import json
-import os
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import agentv
+from cli_run import agentv_cli, rows
 from fakes import FakeLLMServer, RecordedRequest
 from helpers import write
 
@@ -29,21 +26,6 @@ targets:
   - {name: a, provider: mock, response: "The answer is 42."}
   - {name: b, provider: mock, response: "I think 41."}
 """
-
-
-def agentv_cli(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "agentv", *args],
-        cwd=repo,
-        env={**os.environ, "CI": "1"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
-def rows(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
 def test_repeat_on_two_targets_runs_each_case_target_and_repeat_once(repo: Path) -> None:

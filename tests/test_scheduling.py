@@ -5,15 +5,11 @@ its own target's limit while the candidate runs freely)."""
 from __future__ import annotations
 
 import asyncio
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
-from typing import Any
 
 from agentv.providers.llm import RETRYABLE_CLIENT_ERRORS
 from agentv.scheduling import TargetGate, TokenBucket
+from cli_run import agentv_cli, rows
 from fakes import FakeLLMServer, Fault, RecordedRequest
 from helpers import write
 
@@ -91,21 +87,6 @@ async def test_the_gate_never_has_more_in_flight_than_its_limit() -> None:
 
 def test_deterministic_client_errors_are_not_retried() -> None:
     assert frozenset({408, 409, 425, 429}) == RETRYABLE_CLIENT_ERRORS
-
-
-def agentv_cli(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "agentv", *args],
-        cwd=repo,
-        env={**os.environ, "CI": "1"},
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-
-
-def rows(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
 def _cases(n: int, *, judged: bool = False) -> str:

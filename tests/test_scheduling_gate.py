@@ -429,13 +429,13 @@ async def test_through_gate_takes_a_turn_and_corrects_the_tokens() -> None:
     gate = TargetGate(2, max_tpm=600, clock=clock)
     provider = FakeProvider(gate, usage=Usage(input_tokens=40, output_tokens=7))
     req = request("x" * 40, question="q")  # estimated 11
-    response = await through_gate(gate, provider, req, lambda: provider.invoke(req))  # type: ignore[arg-type]
+    response = await through_gate(gate, req, lambda: provider.invoke(req))
     assert response == ProviderResponse(text="answer to q", usage=Usage(40, 7))
     assert provider.seen == [("q", 1)]  # called inside the turn
     assert gate._tpm is not None and gate._tpm.level == 560.0  # 11 taken, then 29 more
     assert (gate.in_flight, gate.stats.requests) == (0, 1)
     no_usage = FakeProvider(gate)
-    await through_gate(gate, no_usage, req, lambda: no_usage.invoke(req))  # type: ignore[arg-type]
+    await through_gate(gate, req, lambda: no_usage.invoke(req))
     assert gate._tpm.level == 549.0  # the estimate stands
 
 
@@ -444,7 +444,7 @@ async def test_through_gate_ends_the_turn_of_a_failed_call() -> None:
     provider = FakeProvider(gate)
     req = request(question="boom")
     with pytest.raises(RuntimeError, match=r"^boom$"):
-        await through_gate(gate, provider, req, lambda: provider.invoke(req))  # type: ignore[arg-type]
+        await through_gate(gate, req, lambda: provider.invoke(req))
     assert (gate.in_flight, gate.stats.requests, provider.seen) == (0, 1, [("boom", 1)])
 
 
@@ -468,7 +468,7 @@ async def test_through_gate_waits_for_a_busy_gate_with_the_requests_tokens() -> 
     assert gate.try_acquire(100)  # someone else's turn
     provider = FakeProvider(gate)
     req = request("x" * 40, question="q")  # estimated 11
-    task = asyncio.create_task(through_gate(gate, provider, req, lambda: provider.invoke(req)))  # type: ignore[arg-type]
+    task = asyncio.create_task(through_gate(gate, req, lambda: provider.invoke(req)))
     await asyncio.sleep(0)
     assert (provider.seen, gate.stats.requests) == ([], 1)  # waiting
     gate.release()

@@ -213,6 +213,19 @@ def test_the_matrix_summary_whole() -> None:
 def test_summary_json_of_the_matrix() -> None:
     runs = [0.0] * 5 + [0.5] * 4 + [1.0] * 3
     sd = math.sqrt(0.25 - 2 * 0.25**2)
+    # c2 went the same way on both targets: one pass in two runs
+    c2 = {
+        "eval_id": "c2",
+        "runs": 2,
+        "passes": 1,
+        "mean": 0.25,
+        "min": 0.0,
+        "max": 0.5,
+        "std_dev": sd,
+        "pass_at_k": {"1": 0.5, "2": 1.0},
+        "pass_all_k": {"1": 0.5, "2": 0.0},
+        "flaky": True,
+    }
     assert summary_dict(matrix()) == {
         "total": 12,
         "ok": 6,
@@ -272,19 +285,7 @@ def test_summary_json_of_the_matrix() -> None:
         ],
         "judge_tokens": {"input": 8, "output": 2},
         "cases": [
-            {
-                "target": "claude",
-                "eval_id": "c2",
-                "runs": 2,
-                "passes": 1,
-                "mean": 0.25,
-                "min": 0.0,
-                "max": 0.5,
-                "std_dev": sd,
-                "pass_at_k": {"1": 0.5, "2": 1.0},
-                "pass_all_k": {"1": 0.5, "2": 0.0},
-                "flaky": True,
-            },
+            {"target": "claude", **c2},
             {
                 "target": "claude",
                 "eval_id": "c3",
@@ -324,19 +325,7 @@ def test_summary_json_of_the_matrix() -> None:
                 "pass_all_k": {"1": 1.0, "2": 1.0},
                 "flaky": False,
             },
-            {
-                "target": "gpt",
-                "eval_id": "c2",
-                "runs": 2,
-                "passes": 1,
-                "mean": 0.25,
-                "min": 0.0,
-                "max": 0.5,
-                "std_dev": sd,
-                "pass_at_k": {"1": 0.5, "2": 1.0},
-                "pass_all_k": {"1": 0.5, "2": 0.0},
-                "flaky": True,
-            },
+            {"target": "gpt", **c2},
             {
                 "target": "gpt",
                 "eval_id": "c10",

@@ -97,11 +97,11 @@ class Masker:
         masked = dataclasses.replace(response, text=text, reasoning=reasoning, raw=raw, sent=sent)
         return masked, True
 
-    def record(self, record: dict[str, Any], *, masked: bool = False) -> dict[str, Any]:
+    def record(self, record: dict[str, Any]) -> dict[str, Any]:
         """A result record with every secret masked; ``masked_secrets: true`` ends it when
-        anything was (here, or before: ``masked``)."""
+        anything was (an answer masked before grading already says so in the record)."""
         out, changed = self.value(record)
-        if changed or masked:
+        if changed:
             out = dict(out)
             out.pop("masked_secrets", None)
             out["masked_secrets"] = True

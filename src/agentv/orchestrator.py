@@ -388,9 +388,7 @@ class Orchestrator:
     ) -> ProviderResponse:
         gate = self._gate(target)
         if timeout is None:
-            return await through_gate(
-                gate, target.provider, request, lambda: target.provider.invoke(request)
-            )
+            return await through_gate(gate, request, lambda: target.provider.invoke(request))
         limit = timeout + (_AGENT_GRACE_S if target.provider.is_agent else 0.0)
 
         async def timed() -> ProviderResponse:
@@ -398,7 +396,7 @@ class Orchestrator:
                 return await target.provider.invoke(request)
 
         try:
-            return await through_gate(gate, target.provider, request, timed)
+            return await through_gate(gate, request, timed)
         except TimeoutError:
             raise ProviderTimeout(
                 target.name, f"target {target.name!r} did not answer within {timeout:g}s"

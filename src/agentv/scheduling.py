@@ -201,7 +201,6 @@ class TargetGate:
             self.rate = max(0.5, self.rate * 2 / 3)
         self._paced_successes = 0
         self.stats.lowest_limit = min(self.stats.lowest_limit, self.limit)
-        now = self._clock()
         until = now + max(0.0, wait)
         if until > self.paused_until:
             self.stats.throttled_seconds += until - max(now, self.paused_until)
@@ -233,9 +232,7 @@ def estimate_tokens(request: ProviderRequest) -> int:
     return chars // 4 + 1
 
 
-async def through_gate(
-    gate: TargetGate, provider: Provider, request: ProviderRequest, call: Any
-) -> ProviderResponse:
+async def through_gate(gate: TargetGate, request: ProviderRequest, call: Any) -> ProviderResponse:
     """``await call()`` in a turn of ``gate``, telling the gate how it went."""
     estimated = estimate_tokens(request) if gate.counts_tokens else 0
     if not gate.try_acquire(estimated):  # mostly a turn is free: no waiting to set up
@@ -262,9 +259,7 @@ class GatedProvider:
 
     async def invoke(self, request: ProviderRequest) -> ProviderResponse:
         """The wrapped provider's answer, sent when the gate lets it through."""
-        return await through_gate(
-            self._gate, self._provider, request, lambda: self._provider.invoke(request)
-        )
+        return await through_gate(self._gate, request, lambda: self._provider.invoke(request))
 
 
 class Gates:
