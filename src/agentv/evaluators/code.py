@@ -6,9 +6,10 @@ environment inherited. It gets one JSON document on stdin and prints a JSON obje
 stdout: ``{"score": 0..1, "hits": [...], "misses": [...], "reasoning": "..."}``.
 
 A non-zero exit, output without a numeric ``score``, a score outside [0, 1] (or not a finite
-number), a start failure or a timeout is a failure of the evaluator (score 0, ``error`` set, the reason and stderr's tail in
-``misses``), so a broken script is never mistaken for a bad answer. On timeout or
-cancellation the script's whole process group is killed, grandchildren included.
+number), a start failure or a timeout is a failure of the evaluator (score 0, ``error`` set,
+the reason and stderr's tail in ``misses``), so a broken script is never mistaken for a bad
+answer. On timeout or cancellation the script's whole process group is killed,
+grandchildren included.
 """
 
 from __future__ import annotations

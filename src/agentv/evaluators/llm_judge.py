@@ -115,7 +115,8 @@ def _segment_dict(seg: TextSegment | FileSegment | GuidelineRef) -> dict[str, st
         case FileSegment():
             return {"type": "file", "path": seg.path, "text": seg.text}
         case GuidelineRef():
-            # the guideline's text is not copied into the judge prompt (docs/prompt-rules.md section 7)
+            # the guideline's text is not copied into the judge prompt
+            # (docs/prompt-rules.md section 7)
             return {"type": "guideline", "path": seg.path}
     raise TypeError(f"unknown segment {seg!r}")  # pragma: no cover
 

@@ -47,9 +47,9 @@ from agentv.scheduling import THROTTLE_STATUSES
 
 #: The original AgentV's documented defaults (docs/architecture.md, "Compatibility").
 DEFAULT_RETRY_STATUS_CODES: tuple[int, ...] = (500, 408, 429, 502, 503, 504)
-#: Client errors that a retry cannot fix, whatever ``retry_status_codes`` says.
 #: retries of a failed request (a 429, a 5xx, a lost connection) before giving up
 DEFAULT_MAX_RETRIES = 6
+#: Client errors that a retry cannot fix, whatever ``retry_status_codes`` says.
 NEVER_RETRY: frozenset[int] = frozenset({400, 401, 403, 404})
 #: client errors a retry may fix (timeout, conflict, too early, too many requests); any
 #: other 4xx is an answer about the request itself and is never retried

@@ -5,9 +5,9 @@ shell-quoted, so a prompt or a file name can never run as shell code: templates 
 add quotes of their own around placeholders. The answer is what the command wrote to
 ``{OUTPUT_FILE}``, or its standard output when it wrote no such file.
 
-A CLI target gets the LM-mode question in ``{PROMPT}`` (docs/prompt-rules.md section 6) and, through
-``{CHAT_PROMPT_FILE}``, the chat prompt as a JSON file so the roles of a multi-turn
-conversation survive.
+A CLI target gets the LM-mode question in ``{PROMPT}`` (docs/prompt-rules.md section 6)
+and, through ``{CHAT_PROMPT_FILE}``, the chat prompt as a JSON file so the roles of a
+multi-turn conversation survive.
 """
 
 from __future__ import annotations
@@ -316,9 +316,6 @@ class CliProvider(Provider):
         # Every file the case refers to: guideline files first, then attachments.
         return unique_paths(request.guideline_paths, request.input_files)
 
-    def _chat_prompt(self, request: ProviderRequest) -> list[dict[str, Any]]:
-        return chat_to_dicts(request.messages)
-
     def preview(self, request: ProviderRequest) -> dict[str, Any]:
         """The command that would run, with placeholder paths for the per-call files."""
         values = self._values(
@@ -331,7 +328,7 @@ class CliProvider(Provider):
             "cwd": self.settings.cwd,
         }
         if uses_placeholder(self.settings.command_template, "CHAT_PROMPT_FILE"):
-            sent["chat_prompt"] = self._chat_prompt(request)
+            sent["chat_prompt"] = chat_to_dicts(request.messages)
         return redact(sent, self._secrets())
 
     def _values(self, request: ProviderRequest, output: Path, chat: Path) -> dict[str, str]:
@@ -359,7 +356,7 @@ class CliProvider(Provider):
             label = safe_label(request.eval_id, "unknown")
             output_file = Path(tmp) / f"agentv-{label}-output.json"
             chat_file = Path(tmp) / f"agentv-{label}-chat.json"
-            chat_prompt = self._chat_prompt(request) if uses_chat else None
+            chat_prompt = chat_to_dicts(request.messages) if uses_chat else None
             if chat_prompt is not None:
                 chat_file.write_text(
                     json.dumps(chat_prompt, ensure_ascii=False, indent=2), encoding="utf-8"
