@@ -27,7 +27,8 @@ from agentv.evalfile.files import FileStore, find_repo_root
 from agentv.evalfile.finder import expand_eval_paths
 from agentv.evalfile.loader import LoadContext, LoadedEvalFile
 from agentv.evalfile.loader import load_eval_file as _load_eval_file
-from agentv.orchestrator import Orchestrator, ProgressSink, RunSettings, RunStats
+from agentv.orchestrator import Orchestrator, ProgressSink
+from agentv.pipeline import RunSettings, RunStats
 from agentv.planning import Plan, plan_run
 from agentv.records import EvalResult
 from agentv.resume import RERUN_FAILED

@@ -283,7 +283,7 @@ def run_eval_command(
         writer = _Keeping(writer, ci_records := [])
     stdout.write(f"Output path: {writer.path}\n")
     if verbose:
-        from agentv.orchestrator import target_workers
+        from agentv.pipeline import target_workers
 
         for t in prepared.targets():
             workers = target_workers(prepared.settings, t)
