@@ -14,6 +14,7 @@ it adds printing, signals and exit codes, nothing else. Nothing here prints.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -27,7 +28,8 @@ from agentv.evalfile.files import FileStore, find_repo_root
 from agentv.evalfile.finder import expand_eval_paths
 from agentv.evalfile.loader import LoadContext, LoadedEvalFile
 from agentv.evalfile.loader import load_eval_file as _load_eval_file
-from agentv.orchestrator import Orchestrator, ProgressSink
+from agentv.executors import make_executor
+from agentv.orchestrator import Executor, Orchestrator, ProgressSink
 from agentv.pipeline import RunSettings, RunStats
 from agentv.planning import Plan, plan_run
 from agentv.records import EvalResult
@@ -132,6 +134,8 @@ class PreparedRun:
     keep_results: bool = True
     append: bool = False  # `resume`: the results go after what the file holds
     stats: RunStats = field(default_factory=RunStats)
+    #: where the cases run (``agentv.executors``); None: here, in this process
+    executor: Executor | None = None
 
     @property
     def total(self) -> int:
@@ -168,6 +172,7 @@ class PreparedRun:
             writer=sink,
             collector=collector,
             progress=progress or _Silent(),
+            executor=self.executor,
         )
         orchestrator.stats = self.stats
         started = time.perf_counter()
@@ -227,6 +232,9 @@ def prepare_run(
     rerun_statuses: Iterable[str] = RERUN_FAILED,
     keep_results: bool = True,
     cwd: PathLike | None = None,
+    executor: str = "local",
+    ray_address: str | None = None,
+    ray_cpus_per_case: float | None = None,
 ) -> PreparedRun:
     """Plan a run: find the eval files, load and check every case, build every target.
 
@@ -240,13 +248,22 @@ def prepare_run(
     results file to complete (only the runs it has no record of, or whose prompt changed,
     are run, appended to it). ``rerun``: a results file whose cases with one of
     ``rerun_statuses`` (default failed, error, invalid) run again, alone.
+    ``executor="ray"`` runs the cases on Ray (``ray_address``: a cluster to attach to, else
+    ``RAY_ADDRESS``, else a local Ray started for the run; ``ray_cpus_per_case``: CPUs each
+    case reserves, default 1), with the same results as a local run.
     """
     from agentv.env import load_env_file
 
     base = Path(cwd).resolve() if cwd is not None else Path.cwd().resolve()
     args = [str(paths)] if isinstance(paths, (str, Path)) else [str(p) for p in paths]
     files = expand_eval_paths(args, base)
-    load_env_file(find_repo_root(files[0].parent, base), base)
+    env_file = load_env_file(find_repo_root(files[0].parent, base), base)
+    chosen = make_executor(
+        executor,
+        ray_address=ray_address,
+        ray_cpus_per_case=ray_cpus_per_case,
+        env=_driver_env(env_file),
+    )
     if dry_run is True:
         dry_run = DryRun()
     registry = TargetRegistry(
@@ -301,7 +318,21 @@ def prepare_run(
         output_format=output_format,
         keep_results=keep_results,
         append=resume is not None,
+        executor=chosen,
     )
+
+
+def _driver_env(env_file: Path | None) -> dict[str, str]:
+    """What a case running elsewhere needs of this process's environment: the vendors' key
+    variables and what ``.env`` set (a cluster's nodes have neither)."""
+    from dotenv import dotenv_values
+
+    from agentv.masking import VENDOR_KEY_VARIABLES
+
+    names = set(VENDOR_KEY_VARIABLES)
+    if env_file is not None:
+        names.update(dotenv_values(env_file, encoding="utf-8"))
+    return {name: os.environ[name] for name in sorted(names) if name in os.environ}
 
 
 def _under(base: Path, path: PathLike | None) -> Path | None:
@@ -324,7 +355,8 @@ async def arun_eval(
     ``output_format="yaml"`` for YAML), None writes no file. Other ``options`` are
     ``prepare_run``'s: ``repeat``, ``eval_id``, ``dry_run``, ``agent_timeout``,
     ``max_retries``, ``cache``, ``dump_prompts``, ``allow_outside_root``,
-    ``pass_threshold``, ``keep_results``, ``cwd``, ``output_format``.
+    ``pass_threshold``, ``keep_results``, ``cwd``, ``output_format``, ``executor``
+    (``"local"`` or ``"ray"``), ``ray_address``, ``ray_cpus_per_case``.
     """
     prepared = prepare_run(
         paths, target=target, targets_file=targets_file, workers=workers, out=out, **options

@@ -40,6 +40,11 @@ finished case is already in the results file).
 """
 
 
+class ExecutorName(StrEnum):
+    local = "local"
+    ray = "ray"
+
+
 class OutputFormat(StrEnum):
     """``--output-format``: the results file's format (anything else is a usage error)."""
 
@@ -81,6 +86,20 @@ def eval_command(
             max=50,
             help="Cases in flight at once, per target (default: its `workers`, else 3).",
         ),
+    ] = None,
+    executor: Annotated[
+        ExecutorName,
+        typer.Option(help="Where cases run: here (local), or on a Ray cluster (ray)."),
+    ] = ExecutorName.local,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            help="Ray cluster to attach to (default: RAY_ADDRESS, else a local Ray is started)."
+        ),
+    ] = None,
+    ray_cpus_per_case: Annotated[
+        float | None,
+        typer.Option(help="CPUs each case reserves on the Ray cluster (default 1; may be 0.1)."),
     ] = None,
     dry_run: Annotated[
         bool, typer.Option(help="Answer every case with a mock instead of calling targets.")
@@ -184,6 +203,9 @@ def eval_command(
             out=out,
             output_format=output_format,
             workers=workers,
+            executor=executor.value,
+            ray_address=ray_address,
+            ray_cpus_per_case=ray_cpus_per_case,
             dry_run=DryRun(dry_run_delay, dry_run_delay_min, dry_run_delay_max)
             if dry_run
             else None,

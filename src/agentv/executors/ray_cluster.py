@@ -1,0 +1,447 @@
+"""``--executor ray``: cases run in Ray tasks, on a local Ray or an existing cluster.
+
+The driver (``agentv eval`` or ``run_eval``) plans the run as always and hands each case to
+a Ray task; the task runs the same ``CasePipeline`` as the local executor (prompt, target,
+evaluators, record) in a worker process and returns the record; the driver writes it the
+moment it arrives, so the results file, progress, summary, resume and exit codes are those
+of a local run. See docs/architecture.md ("Executors") and README "Running on a cluster".
+
+- What a case needs travels with it: the case as loaded (its files already read) and, once
+  per run, the run's targets with their settings resolved on the driver (``${{ VAR }}``
+  substituted, vendor keys and ``.env`` values included). That goes through Ray's object
+  store, never into a task's name, a log line or ``runtime_env`` (which the dashboard shows).
+- Each worker process builds the targets once per run and keeps its own event loop, so a
+  case costs one task, not one SDK client.
+- Backpressure: at most ``in_flight`` cases are submitted at once (twice the cluster's CPUs
+  divided by ``cpus_per_case``), pulled from the plan one at a time: memory stays flat.
+- A worker that dies mid-case (killed, out of memory, its node lost): the case is sent again,
+  up to ``LOST_WORKER_TRIES`` times in all; Ray's own task retries are off so that every lost
+  try is counted in the record's ``attempts``. A case is written once, by the driver.
+- Cancelling the run (Ctrl-C, SIGTERM) cancels every outstanding task; finished records are
+  already written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import os
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from agentv.errors import ConfigError
+from agentv.masking import Masker
+from agentv.pipeline import CasePipeline, RunSettings, RunStats, target_workers
+from agentv.planning import CaseJob
+from agentv.records import error_record
+from agentv.scheduling import GateStats
+from agentv.targets import RunTarget
+
+if TYPE_CHECKING:
+    from agentv.cases import EvalCase
+    from agentv.evaluators.base import CaseGrade
+    from agentv.orchestrator import Orchestrator
+    from agentv.planning import Lane
+    from agentv.providers.base import Provider
+
+#: tries a case gets when the worker running it dies (the first included)
+LOST_WORKER_TRIES = 3
+#: what every task is called in Ray's dashboard and logs (nothing about the case: no secrets)
+TASK_NAME = "agentv-case"
+#: set in every Ray worker: the id of the node it runs on (agents inherit it)
+NODE_ID_VARIABLE = "AGENTV_RAY_NODE_ID"
+
+
+# --- what travels to the workers ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProviderSpec:
+    """How to build a provider again: its class, its name and its resolved settings."""
+
+    cls: type[Provider]
+    name: str
+    settings: Any
+
+    def build(self) -> Provider:
+        return self.cls(self.name, self.settings)
+
+
+@dataclass(frozen=True)
+class TargetSpec:
+    """A run target as a worker rebuilds it; providers are named by their key in the spec."""
+
+    name: str
+    kind: str
+    provider: int
+    workers: int | None
+    batching: bool
+    judge: int | None = None
+    judge_limit: int = 1
+    judge_error: str | None = None  # why this target's cases cannot be judged
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Everything a worker needs for every case of one run (sent once, through Ray)."""
+
+    run_id: str
+    providers: dict[int, ProviderSpec]
+    targets: dict[int, TargetSpec]
+    settings: RunSettings
+    secrets: tuple[str, ...]
+    env: dict[str, str]
+
+
+@dataclass(frozen=True)
+class CasePayload:
+    """One case of the run, as sent to a task."""
+
+    run_id: str
+    case: EvalCase
+    target: int
+    pass_threshold: float | None
+    repeat: int
+
+
+@dataclass
+class CaseOutcome:
+    """What a task sends back: the record and grade, and what the case added to the
+    worker's counters (the driver adds it to the run's)."""
+
+    record: dict[str, Any]
+    grade: CaseGrade | None
+    requests: int = 0
+    cache_hits: int = 0
+    judge_cache_hits: int = 0
+    retries: dict[str, Counter[int | None]] = field(default_factory=dict)
+    gates: dict[str, GateStats] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    dumps: int = 0
+    node_id: str = ""
+    pid: int = 0
+
+
+# --- the worker side ------------------------------------------------------------------------
+
+
+class _Notes:
+    """The worker's progress notes (retries, cut answers), kept for the driver to show."""
+
+    def __init__(self) -> None:
+        self.pending: list[str] = []
+
+    def note(self, text: str) -> None:
+        self.pending.append(text)
+
+    def take(self) -> list[str]:
+        taken, self.pending = self.pending, []
+        return taken
+
+
+class _Worker:
+    """One worker process's part of one run: its targets, built once, and a pipeline."""
+
+    def __init__(self, spec: RunSpec) -> None:
+        # the driver's view of the environment: keys and .env values (a cluster's nodes
+        # have neither), and a cli agent inherits it as it would on the driver
+        os.environ.update(spec.env)
+        import ray
+
+        # an agent (a `cli` target) can tell which node of the cluster it runs on
+        os.environ[NODE_ID_VARIABLE] = ray.get_runtime_context().get_node_id()
+        self.run_id = spec.run_id
+        self.loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(self.loop)
+        providers = {key: p.build() for key, p in spec.providers.items()}
+        self.targets: dict[int, RunTarget] = {}
+        self._judges: dict[int, tuple[Provider, int] | str] = {}
+        for key, t in spec.targets.items():
+            target = RunTarget(
+                name=t.name,
+                kind=t.kind,
+                provider=providers[t.provider],
+                workers=t.workers,
+                batching=t.batching,
+            )
+            self.targets[key] = target
+            if t.judge is not None:
+                self._judges[id(target)] = (providers[t.judge], t.judge_limit)
+            else:
+                self._judges[id(target)] = t.judge_error or f"target {t.name!r} has no judge"
+        self.stats = RunStats()
+        self.notes = _Notes()
+        self.pipeline = CasePipeline(
+            spec.settings,
+            judge_of=self._judge_of,
+            stats=self.stats,
+            progress=self.notes,
+            masker=Masker(spec.secrets),
+        )
+        for target in self.targets.values():
+            self.pipeline.watch(target)
+
+    def _judge_of(self, target: RunTarget) -> tuple[Provider, int]:
+        found = self._judges[id(target)]
+        if isinstance(found, str):
+            raise ConfigError(found)
+        return found
+
+    def run(self, payload: CasePayload) -> CaseOutcome:
+        target = self.targets[payload.target]
+        job = CaseJob(
+            case=payload.case,
+            target=target,
+            pass_threshold=payload.pass_threshold,
+            repeat=payload.repeat,
+        )
+        stats, gates = self.stats, self.pipeline.gates
+        dumper = self.pipeline.settings.dumper
+        before = (stats.requests, stats.cache_hits, stats.judge_cache_hits)
+        retries_before = {name: Counter(c) for name, c in stats.retries.items()}
+        gates_before = {name: _copy(g.stats) for name, g in gates.by_target().items()}
+        dumps_before = dumper.count if dumper is not None else 0
+        record, grade = self.loop.run_until_complete(self.pipeline.run(job))
+        return CaseOutcome(
+            record=record,
+            grade=grade,
+            requests=stats.requests - before[0],
+            cache_hits=stats.cache_hits - before[1],
+            judge_cache_hits=stats.judge_cache_hits - before[2],
+            retries={
+                name: delta
+                for name, counts in stats.retries.items()
+                if (delta := counts - retries_before.get(name, Counter()))
+            },
+            gates={
+                name: _minus(g.stats, gates_before.get(name))
+                for name, g in gates.by_target().items()
+            },
+            notes=self.notes.take(),
+            dumps=(dumper.count if dumper is not None else 0) - dumps_before,
+            node_id=os.environ[NODE_ID_VARIABLE],
+            pid=os.getpid(),
+        )
+
+
+def _copy(stats: GateStats) -> GateStats:
+    return GateStats(stats.requests, stats.throttled, stats.throttled_seconds, stats.lowest_limit)
+
+
+def _minus(after: GateStats, before: GateStats | None) -> GateStats:
+    if before is None:
+        return _copy(after)
+    return GateStats(
+        requests=after.requests - before.requests,
+        throttled=after.throttled - before.throttled,
+        throttled_seconds=after.throttled_seconds - before.throttled_seconds,
+        lowest_limit=after.lowest_limit,
+    )
+
+
+#: this worker process's part of the current run (a process serves one run at a time)
+_current: _Worker | None = None
+
+
+def run_case_task(spec_box: list[Any], payload: CasePayload) -> CaseOutcome:
+    """The Ray task: one case through the pipeline. ``spec_box`` holds the run's ``RunSpec``
+    reference, boxed so that Ray fetches it only when this process first sees the run."""
+    global _current
+    if _current is None or _current.run_id != payload.run_id:
+        import ray
+
+        _current = _Worker(ray.get(spec_box[0]))
+    return _current.run(payload)
+
+
+# --- the driver side ------------------------------------------------------------------------
+
+
+class RayExecutor:
+    """Sends the run's cases to Ray and hands their records back to the orchestrator."""
+
+    def __init__(self, *, address: str | None, cpus_per_case: float, env: dict[str, str]):
+        self.address = address
+        self.cpus_per_case = cpus_per_case
+        self.env = env
+        self.in_flight = 0  # the most cases submitted at once (set by ``start``)
+        self._owns_ray = False
+        self._orchestrator: Orchestrator | None = None
+        self._task: Any = None
+        self._spec_box: list[Any] = []
+        self._run_id = ""
+        #: where each case ran: (node id, worker process id) -> cases
+        self.placements: Counter[tuple[str, int]] = Counter()
+
+    async def start(self, orchestrator: Orchestrator, lanes: list[Lane]) -> int:
+        import ray
+
+        if not ray.is_initialized():
+            # no address: RAY_ADDRESS when set (as Ray documents), else a local Ray
+            ray.init(
+                address=self.address,
+                logging_level=logging.WARNING,
+                log_to_driver=False,  # workers' output stays in Ray's logs, off the display
+            )
+            self._owns_ray = True
+        self._orchestrator = orchestrator
+        spec = self._spec(orchestrator, lanes)
+        self._spec_box = [ray.put(spec)]
+        self._task = ray.remote(run_case_task).options(
+            num_cpus=self.cpus_per_case, max_retries=0, name=TASK_NAME
+        )
+        cpus = float(ray.cluster_resources().get("CPU", 1.0))
+        self.in_flight = max(1, math.floor(2 * cpus / self.cpus_per_case))
+        return self.in_flight
+
+    def _spec(self, orchestrator: Orchestrator, lanes: list[Lane]) -> RunSpec:
+        providers: dict[int, ProviderSpec] = {}
+
+        def key(provider: Provider) -> int:
+            if id(provider) not in providers:
+                providers[id(provider)] = ProviderSpec(
+                    type(provider), provider.name, provider.settings
+                )
+            return id(provider)
+
+        targets: dict[int, TargetSpec] = {}
+        for lane in lanes:
+            t = lane.target
+            assert t is not None
+            judge, limit, problem = None, 1, None
+            try:
+                found, limit = orchestrator.judge_of(t)
+                judge = key(found)
+            except ConfigError as exc:
+                problem = str(exc)
+            orchestrator.pipeline.gate(t)  # the run's figures per target add up here
+            if judge is not None:
+                orchestrator.gates.for_provider(found, limit)
+            targets[id(t)] = TargetSpec(
+                name=t.name,
+                kind=t.kind,
+                provider=key(t.provider),
+                workers=target_workers(orchestrator.settings, t),
+                batching=t.batching,
+                judge=judge,
+                judge_limit=limit,
+                judge_error=problem,
+            )
+        self._run_id = uuid.uuid4().hex
+        return RunSpec(
+            run_id=self._run_id,
+            providers=providers,
+            targets=targets,
+            settings=orchestrator.settings,
+            secrets=orchestrator.masker.secrets,
+            env=self.env,
+        )
+
+    async def run_case(self, job: CaseJob) -> tuple[dict[str, Any], CaseGrade | None]:
+        import ray
+        from ray.exceptions import (
+            NodeDiedError,
+            ObjectLostError,
+            OutOfMemoryError,
+            OwnerDiedError,
+            RayError,
+            WorkerCrashedError,
+        )
+
+        lost_kinds = (
+            WorkerCrashedError,
+            NodeDiedError,
+            OutOfMemoryError,
+            ObjectLostError,
+            OwnerDiedError,
+        )
+        payload = CasePayload(
+            run_id=self._run_id,
+            case=job.case,
+            target=id(job.target),  # the target's key in the run's spec
+            pass_threshold=job.pass_threshold,
+            repeat=job.repeat,
+        )
+        started = time.perf_counter()
+        lost = 0
+        while True:
+            ref = self._task.remote(self._spec_box, payload)
+            try:
+                outcome: CaseOutcome = await ref
+            except asyncio.CancelledError:
+                ray.cancel(ref, force=True)
+                raise
+            except lost_kinds as exc:
+                lost += 1
+                if lost < LOST_WORKER_TRIES:
+                    continue
+                return self._failed(
+                    job,
+                    started,
+                    lost,
+                    f"the Ray worker running it died {lost} times: {type(exc).__name__}",
+                ), None
+            except RayError as exc:
+                return self._failed(
+                    job, started, lost, f"Ray could not run it: {_first_line(exc)}"
+                ), None
+            break
+        self._absorb(outcome)
+        record = outcome.record
+        if lost:
+            record["attempts"] = record.get("attempts", 0) + lost
+        return record, outcome.grade
+
+    def _failed(self, job: CaseJob, started: float, lost: int, error: str) -> dict[str, Any]:
+        return error_record(
+            job.case,
+            target=job.target.name,
+            provider=job.target.provider,
+            prompt=None,
+            error=error,
+            duration_ms=(time.perf_counter() - started) * 1000,
+            attempts=lost,
+            repeat=job.repeat,
+        )
+
+    def _absorb(self, outcome: CaseOutcome) -> None:
+        """Add what the case did on its worker to the run's figures, and show its notes."""
+        orch = self._orchestrator
+        assert orch is not None
+        stats = orch.stats
+        stats.requests += outcome.requests
+        stats.cache_hits += outcome.cache_hits
+        stats.judge_cache_hits += outcome.judge_cache_hits
+        for name, counts in outcome.retries.items():
+            stats.retries.setdefault(name, Counter()).update(counts)
+        gates = orch.gates.by_target()
+        for name, delta in outcome.gates.items():
+            gate = gates.get(name)
+            if gate is None:
+                continue
+            gate.stats.requests += delta.requests
+            gate.stats.throttled += delta.throttled
+            gate.stats.throttled_seconds += delta.throttled_seconds
+            gate.stats.lowest_limit = min(gate.stats.lowest_limit, delta.lowest_limit)
+        dumper = orch.settings.dumper
+        if dumper is not None:
+            dumper.count += outcome.dumps
+        for text in outcome.notes:
+            orch.progress.note(text)
+        self.placements[(outcome.node_id, outcome.pid)] += 1
+
+    async def stop(self) -> None:
+        if self._owns_ray:
+            import ray
+
+            ray.shutdown()
+            self._owns_ray = False
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -1,0 +1,422 @@
+"""``--executor ray`` on a real local Ray (2 CPUs): the same records as the local executor,
+agents running in Ray workers, a worker killed mid-run, and secrets kept out of Ray.
+
+These tests need Ray (``agentv[ray]``, part of the dev install) and run in CI.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import ray
+
+import agentv
+from agentv.errors import ConfigError, InputError
+from agentv.executors import RAY_INSTALL_HINT, make_executor
+from agentv.executors.ray_cluster import TASK_NAME
+from fakes.llm_server import FakeLLMServer
+from helpers import write
+from test_eval_e2e import SECRET, _reply, _suite, _targets
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+@pytest.fixture(scope="module")
+def local_ray() -> Any:
+    """One local Ray with 2 CPUs for the module; runs attach to it (and leave it running)."""
+    ray.init(num_cpus=2, logging_level=logging.WARNING, log_to_driver=False)
+    yield ray.get_runtime_context().gcs_address
+    ray.shutdown()
+
+
+@pytest.fixture
+def server():
+    with FakeLLMServer(reply=_reply) as srv:
+        yield srv
+
+
+def _comparable(record: dict[str, Any]) -> dict[str, Any]:
+    """A record without what differs from run to run (times, the cli target's temporary
+    folder, whose name is random in every run)."""
+    out = {k: v for k, v in record.items() if k not in ("timestamp", "duration_ms", "latency_ms")}
+    for entry in out.get("evaluator_results") or []:
+        entry.pop("latency_ms", None)
+        (entry.get("evaluator_raw_request") or {}).pop("duration_ms", None)
+    return json.loads(re.sub(r"agentv-cli-[A-Za-z0-9_]+", "agentv-cli-TMP", json.dumps(out)))
+
+
+def _by_key(run: agentv.EvalRun) -> dict[tuple[Any, ...], dict[str, Any]]:
+    records = [_comparable(r.model_dump(mode="json")) for r in run.results]
+    keyed = {(r.get("eval_file"), r.get("eval_id"), r["target"], r["repeat"]): r for r in records}
+    assert len(keyed) == len(records)  # every case exactly once
+    return keyed
+
+
+def _examples(tmp_path: Path, url: str) -> Path:
+    """The examples as their own repository, with a `fake` target on the loopback server."""
+    root = tmp_path / "project"
+    shutil.copytree(EXAMPLES, root / "examples")
+    (root / ".git").mkdir()
+    targets = root / "examples" / ".agentv" / "targets.yaml"
+    targets.write_text(
+        targets.read_text(encoding="utf-8")
+        + f"""
+  - name: fake
+    provider: openai
+    base_url: {url}/v1
+    api_key: ${{{{ E2E_API_KEY }}}}
+    model: fake-model
+""",
+        encoding="utf-8",
+    )
+    return root
+
+
+def test_examples_give_the_same_records_on_ray_as_locally(
+    local_ray: str, server: FakeLLMServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("E2E_API_KEY", SECRET)
+    root = _examples(tmp_path, server.url)
+    for target in ("default", "fake"):  # the offline cli agent, and an LM API on the wire
+        local = agentv.run_eval("examples/", target=target, cwd=root)
+        sent_locally = len(server.requests)
+        remote = agentv.run_eval("examples/", target=target, cwd=root, executor="ray")
+        assert _by_key(remote) == _by_key(local)
+        assert len(local.results) == 4
+        assert remote.summary.total == local.summary.total
+        assert remote.summary.mean == local.summary.mean
+        if target == "fake":  # the same requests reached the server, judges included
+            assert sent_locally > 0
+            assert len(server.requests) == 2 * sent_locally
+            assert remote.requests == local.requests
+            assert remote.load["fake"].requests == local.load["fake"].requests
+        server.reset()
+
+
+def test_multi_turn_suite_gives_the_same_records_on_ray(
+    local_ray: str, server: FakeLLMServer, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("E2E_API_KEY", SECRET)
+    _targets(repo, server.url)
+    _suite(repo)
+    local = agentv.run_eval("evals/debug.yaml", cwd=repo)
+    local_bodies = sorted(json.dumps(r.body, sort_keys=True) for r in server.requests)
+    server.reset()
+    remote = agentv.run_eval("evals/debug.yaml", cwd=repo, executor="ray")
+    remote_bodies = sorted(json.dumps(r.body, sort_keys=True) for r in server.requests)
+
+    assert _by_key(remote) == _by_key(local)
+    assert remote_bodies == local_bodies  # the wire too
+    statuses = {r.eval_id: r.status for r in remote.results}
+    assert statuses == {"multi-turn": "ok", "provider-down": "error", "checker-crash": "error"}
+    multi = next(r for r in remote.results if r.eval_id == "multi-turn")
+    roles = [m["role"] for m in multi.raw_request["chat_prompt"]]
+    assert roles == ["system", "user", "assistant", "user"]  # a real multi-turn list
+    assert {e["name"] for e in multi.evaluator_results} == {"judge", "check"}
+    # the key travelled to the workers (the server saw it) and nowhere else
+    assert all(r.headers.get("authorization") == f"Bearer {SECRET}" for r in server.requests)
+    assert SECRET not in json.dumps([r.model_dump(mode="json") for r in remote.results])
+
+
+BURN_AGENT = """\
+import json, os, sys, time
+out, log_dir, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
+started = time.time()
+end = time.process_time() + seconds
+while time.process_time() < end:  # burn CPU, as an agent at work does
+    pass
+def ray_worker():  # the nearest ancestor that is a Ray worker (the shell comes between)
+    pid = os.getppid()
+    while pid > 1:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmd = f.read().split(b"\\0")[0].decode()
+        if cmd.startswith("ray::"):
+            return pid, cmd
+        with open(f"/proc/{pid}/stat") as f:
+            pid = int(f.read().rsplit(")", 1)[1].split()[1])
+    return None, None
+worker_pid, worker = ray_worker()
+record = {"pid": os.getpid(), "worker_pid": worker_pid, "worker": worker,
+          "node": os.environ.get("AGENTV_RAY_NODE_ID"), "start": started, "end": time.time()}
+with open(os.path.join(log_dir, f"{os.getpid()}-{started}.json"), "w") as f:
+    json.dump(record, f)
+with open(out, "w") as f:
+    f.write("done: 42")
+"""
+
+
+def _agent_suite(repo: Path, cases: int, command: str, *, timeout: int = 60) -> None:
+    write(
+        repo,
+        ".agentv/targets.yaml",
+        f"""$schema: agentv-targets-v2.2
+targets:
+  - name: default
+    provider: cli
+    command_template: {command}
+    cwd: .
+    timeout_seconds: {timeout}
+""",
+    )
+    body = "".join(
+        f"""  - id: case-{i}
+    outcome: Says 42.
+    input_messages:
+      - role: user
+        content: Work on task {i}.
+    execution:
+      evaluators:
+        - type: contains
+          value: "42"
+"""
+        for i in range(cases)
+    )
+    write(repo, "evals/agent.yaml", f"$schema: agentv-eval-v2\nevalcases:\n{body}")
+
+
+def test_agent_cases_run_in_ray_workers_no_more_than_the_cpus_allow(
+    local_ray: str, repo: Path
+) -> None:
+    logs = repo / "logs"
+    logs.mkdir()
+    write(repo, "burn.py", BURN_AGENT)
+    _agent_suite(repo, 8, f"python3 burn.py {{OUTPUT_FILE}} {logs} 0.3")
+
+    run = agentv.run_eval("evals/agent.yaml", cwd=repo, executor="ray")
+
+    assert [r.status for r in run.results] == ["ok"] * 8
+    seen = [json.loads(p.read_text()) for p in logs.iterdir()]
+    assert len(seen) == 8  # each case's agent ran once
+    assert {s["worker"] for s in seen} == {f"ray::{TASK_NAME}"}  # inside a Ray worker
+    assert all(s["worker_pid"] != os.getpid() for s in seen)
+    assert {s["node"] for s in seen} == {ray.get_runtime_context().get_node_id()}
+    # 2 CPUs, 1 per case: never more than 2 agents at once
+    events = sorted([(s["start"], 1) for s in seen] + [(s["end"], -1) for s in seen])
+    running = peak = 0
+    for _, step in events:
+        running += step
+        peak = max(peak, running)
+    assert 1 <= peak <= 2
+
+
+def test_cpus_per_case_bounds_the_cases_at_once(local_ray: str, repo: Path) -> None:
+    logs = repo / "logs"
+    logs.mkdir()
+    write(repo, "burn.py", BURN_AGENT)
+    _agent_suite(repo, 4, f"python3 burn.py {{OUTPUT_FILE}} {logs} 0.2")
+    run = agentv.run_eval("evals/agent.yaml", cwd=repo, executor="ray", ray_cpus_per_case=2)
+    assert [r.status for r in run.results] == ["ok"] * 4
+    seen = [json.loads(p.read_text()) for p in logs.iterdir()]
+    spans = sorted((s["start"], s["end"]) for s in seen)
+    # 2 CPUs, 2 per case: one at a time
+    assert all(a_end <= b_start for (_, a_end), (b_start, _) in itertools.pairwise(spans))
+
+
+VICTIM_AGENT = """\
+import os, sys, time
+out, marker = sys.argv[1], sys.argv[2]
+task = open(sys.argv[3]).read()
+if "task 0." in task and not os.path.exists(marker):
+    pid = os.getppid()  # the Ray worker running this case (above the shell)
+    while not open(f"/proc/{pid}/cmdline", "rb").read().startswith(b"ray::"):
+        pid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+    with open(marker, "w") as f:
+        f.write(str(pid))
+    time.sleep(60)  # until the test kills that worker
+time.sleep(0.2)
+with open(out, "w") as f:
+    f.write("done: 42")
+"""
+
+
+def test_a_killed_worker_costs_an_attempt_and_the_case_runs_once_more(
+    local_ray: str, repo: Path
+) -> None:
+    marker = repo / "victim.pid"
+    write(repo, "victim.py", VICTIM_AGENT)
+    _agent_suite(repo, 6, f"python3 victim.py {{OUTPUT_FILE}} {marker} {{CHAT_PROMPT_FILE}}")
+    killed: list[int] = []
+
+    def kill_when_ready() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if marker.exists() and marker.read_text().strip():
+                pid = int(marker.read_text())
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+                return
+            time.sleep(0.05)
+
+    killer = threading.Thread(target=kill_when_ready)
+    killer.start()
+    run = agentv.run_eval("evals/agent.yaml", cwd=repo, executor="ray")
+    killer.join()
+
+    assert killed, "the victim case never started"
+    ids = [r.eval_id for r in run.results]
+    assert sorted(ids) == sorted(f"case-{i}" for i in range(6))  # every case exactly once
+    assert [r.status for r in run.results] == ["ok"] * 6
+    attempts = {r.eval_id: r.attempts for r in run.results}
+    assert attempts["case-0"] == 2
+    assert all(attempts[f"case-{i}"] == 1 for i in range(1, 6))
+
+
+def test_the_key_is_in_no_record_log_line_or_task_name(
+    local_ray: str, server: FakeLLMServer, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a vendor key from the environment (shipped to the workers by the driver) and one
+    # substituted into targets.yaml
+    vendor_key = "sk-vendor-" + "k" * 30
+    monkeypatch.setenv("E2E_API_KEY", SECRET)
+    monkeypatch.setenv("OPENAI_API_KEY", vendor_key)
+    _targets(repo, server.url)
+    _suite(repo)
+    # the answer quotes the key: masked before any record is made
+    server.reply = lambda rec: f"The answer is 42. {SECRET}"  # type: ignore[assignment]
+    out = repo / "out.jsonl"
+    run = agentv.run_eval("evals/debug.yaml", cwd=repo, executor="ray", out=out)
+    assert run.results
+    text = out.read_text(encoding="utf-8")
+    assert SECRET not in text and vendor_key not in text
+    assert '"masked_secrets":true' in text.replace(" ", "")
+    logs = Path(ray.get_runtime_context().get_temp_dir()) / "session_latest" / "logs"
+    if not logs.is_dir():  # where this Ray version keeps the session's logs
+        logs = Path(ray._private.worker._global_node.get_session_dir_path()) / "logs"
+    assert logs.is_dir()
+    for path in logs.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            assert SECRET.encode() not in data, path
+            assert vendor_key.encode() not in data, path
+    assert SECRET not in TASK_NAME
+
+
+def test_the_cli_attaches_to_a_cluster_and_writes_the_usual_results(
+    local_ray: str, server: FakeLLMServer, repo: Path
+) -> None:
+    _targets(repo, server.url)
+    _suite(repo)
+    env = {**os.environ, "E2E_API_KEY": SECRET, "CI": "1"}
+    env.pop("RAY_ADDRESS", None)
+    args = [sys.executable, "-m", "agentv", "eval", "evals/debug.yaml"]
+    local = subprocess.run(
+        [*args, "--out", "local.jsonl"], cwd=repo, env=env, capture_output=True, text=True
+    )
+    remote = subprocess.run(
+        [*args, "--out", "ray.jsonl", "--executor", "ray", "--ray-address", local_ray],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert remote.returncode == local.returncode == 3, remote.stderr  # errors: exit code 3
+    assert SECRET not in remote.stdout + remote.stderr
+
+    def lines(name: str) -> dict[str, dict[str, Any]]:
+        rows = [json.loads(x) for x in (repo / name).read_text().splitlines()]
+        return {r["eval_id"]: _comparable(r) for r in rows}
+
+    assert lines("ray.jsonl") == lines("local.jsonl")
+    # the summary is the same apart from times
+    assert "Total eval cases: 3" in remote.stdout
+
+
+SLOW_AGENT = """\
+import sys, time
+time.sleep(float(sys.argv[2]))
+open(sys.argv[1], "w").write("done: 42")
+"""
+
+
+def test_ctrl_c_on_a_local_ray_run_keeps_finished_results_and_stops_ray(repo: Path) -> None:
+    """Without --ray-address the command starts its own local Ray, and stops it on Ctrl-C."""
+    write(repo, "slow.py", SLOW_AGENT)
+    _agent_suite(repo, 40, "python3 slow.py {OUTPUT_FILE} 0.5")
+    env = {**os.environ, "CI": "1"}
+    env.pop("RAY_ADDRESS", None)
+    proc = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "agentv", "eval", "evals/agent.yaml", "--out", "r.jsonl"),
+            *("--executor", "ray", "--ray-cpus-per-case", "0.5"),
+        ],
+        cwd=repo,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    results = repo / "r.jsonl"
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        if results.exists() and len(results.read_text().splitlines()) >= 3:
+            break
+        time.sleep(0.1)
+    # its own local Ray: Ray names the session after the process that started it
+    assert _raylets(proc.pid), "no local Ray was started"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    rows = [json.loads(x) for x in results.read_text().splitlines()]
+    assert 3 <= len(rows) < 40
+    assert len({r["eval_id"] for r in rows}) == len(rows)  # none twice
+    assert all(r["status"] == "ok" for r in rows)
+    assert "Interrupted" in err
+    # the local Ray it started is gone
+    deadline = time.monotonic() + 10
+    while _raylets(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _raylets(proc.pid)
+
+
+def _raylets(driver_pid: int) -> list[str]:
+    """The raylet processes of the local Ray that process ``driver_pid`` started."""
+    found = subprocess.run(
+        ["pgrep", "-f", f"raylet --raylet_socket_name=\\S*/session_\\S*_{driver_pid}/"],
+        capture_output=True,
+        text=True,
+    )
+    return found.stdout.split()
+
+
+def test_without_ray_the_error_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a)
+    )
+    with pytest.raises(ConfigError) as caught:
+        make_executor("ray")
+    assert RAY_INSTALL_HINT in str(caught.value)
+
+
+def test_executor_options_are_checked() -> None:
+    assert make_executor("local") is None
+    with pytest.raises(InputError, match="executor must be one of local, ray"):
+        make_executor("cluster")
+    with pytest.raises(InputError, match="need --executor ray"):
+        make_executor("local", ray_address="127.0.0.1:6379")
+    with pytest.raises(InputError, match="above 0"):
+        make_executor("ray", ray_cpus_per_case=0)
+
+
+def test_the_local_path_does_not_import_ray(tmp_path: Path) -> None:
+    code = (
+        "import sys, agentv.api, agentv.cli.app, agentv.orchestrator\nprint('ray' in sys.modules)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.stdout.strip() == "False", proc.stderr
