@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint demo bench bench-peers bench-report browser clean mutation
+.PHONY: install test lint demo bench bench-peers bench-ray bench-report browser clean mutation
 
 install: $(STAMP)
 
@@ -38,6 +38,10 @@ bench: install
 
 bench-peers: install
 	$(BIN)/python benchmarks/peers.py
+
+# S7: --executor ray against the local executor, and a simulated Ray cluster (about 6 minutes).
+bench-ray: install
+	$(BIN)/python benchmarks/s7_ray.py
 
 # The HTML report of 100,000 cases: its size and the time to its first rows in chromium.
 bench-report: install browser

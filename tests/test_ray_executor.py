@@ -131,6 +131,35 @@ def test_multi_turn_suite_gives_the_same_records_on_ray(
     assert SECRET not in json.dumps([r.model_dump(mode="json") for r in remote.results])
 
 
+def test_cache_and_resume_work_as_in_a_local_run(
+    local_ray: str, server: FakeLLMServer, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("E2E_API_KEY", SECRET)
+    _targets(repo, server.url)
+    _suite(repo)
+    first = agentv.run_eval("evals/debug.yaml", cwd=repo, executor="ray", cache=True)
+    sent = len(server.requests)
+    assert sent and first.cache_hits == 0
+    again = agentv.run_eval("evals/debug.yaml", cwd=repo, executor="ray", cache=True)
+    # answers and verdicts come from the cache the workers wrote: nothing new is sent
+    # (only the target that cannot be reached is asked again: errors are never cached)
+    assert again.cache_hits == 2  # multi-turn and checker-crash
+    assert again.judge_cache_hits == 1
+    assert len(server.requests) == sent
+    assert {(r.eval_id, r.status, r.score) for r in again.results} == {
+        (r.eval_id, r.status, r.score) for r in first.results
+    }
+
+    # a results file holding one case: a resumed run on Ray adds the other two, once
+    out = repo / "r.jsonl"
+    kept = next(r for r in first.results if r.eval_id == "multi-turn")
+    out.write_text(json.dumps(kept.model_dump(mode="json")) + "\n", encoding="utf-8")
+    resumed = agentv.run_eval("evals/debug.yaml", cwd=repo, executor="ray", resume=out)
+    assert sorted(r.eval_id for r in resumed.results) == ["checker-crash", "provider-down"]
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    assert sorted(r["eval_id"] for r in rows) == ["checker-crash", "multi-turn", "provider-down"]
+
+
 BURN_AGENT = """\
 import json, os, sys, time
 out, log_dir, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
