@@ -449,3 +449,16 @@ def test_the_local_path_does_not_import_ray(tmp_path: Path) -> None:
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.stdout.strip() == "False", proc.stderr
+
+
+def test_a_runs_variables_do_not_outlive_it_in_a_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentv.executors import ray_cluster
+
+    monkeypatch.setenv("KEPT_VAR", "before")
+    monkeypatch.delenv("RUN_ONE_KEY", raising=False)
+    monkeypatch.setattr(ray_cluster, "_saved_env", {})
+    ray_cluster._apply_env({"RUN_ONE_KEY": "sk-one", "KEPT_VAR": "during"})
+    assert os.environ["RUN_ONE_KEY"] == "sk-one" and os.environ["KEPT_VAR"] == "during"
+    ray_cluster._apply_env({})  # the next run in the same worker process
+    assert "RUN_ONE_KEY" not in os.environ
+    assert os.environ["KEPT_VAR"] == "before"

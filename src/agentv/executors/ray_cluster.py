@@ -149,7 +149,7 @@ class _Worker:
     def __init__(self, spec: RunSpec) -> None:
         # the driver's view of the environment: keys and .env values (a cluster's nodes
         # have neither), and a cli agent inherits it as it would on the driver
-        os.environ.update(spec.env)
+        _apply_env(spec.env)
         import ray
 
         # an agent (a `cli` target) can tell which node of the cluster it runs on
@@ -245,6 +245,22 @@ def _minus(after: GateStats, before: GateStats | None) -> GateStats:
 
 #: this worker process's part of the current run (a process serves one run at a time)
 _current: _Worker | None = None
+#: what the variables set for the current run were before it (None: unset)
+_saved_env: dict[str, str | None] = {}
+
+
+def _apply_env(env: dict[str, str]) -> None:
+    """Set a run's variables, after putting back what an earlier run in this process set
+    (one driver may run several evals on one cluster: no key outlives its run)."""
+    for name, value in _saved_env.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    _saved_env.clear()
+    for name, value in env.items():
+        _saved_env[name] = os.environ.get(name)
+        os.environ[name] = value
 
 
 def run_case_task(spec_box: list[Any], payload: CasePayload) -> CaseOutcome:
