@@ -29,14 +29,18 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import heapq
+import itertools
 import json
 import os
 import platform
+import random
 import re
 import shutil
 import subprocess
 import sys
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -618,6 +622,86 @@ def scenario_rate_limited(bench: Bench, n: int) -> dict[str, Any]:
     return row
 
 
+def ideal_fault_window(
+    n: int,
+    workers: int,
+    delay_s: float,
+    *,
+    fail_every: int = S6_FAIL_EVERY,
+    hang_every: int = S6_HANG_EVERY,
+    settings: dict[str, float | int | str] = S6_TARGET_SETTINGS,
+    seed: int = 0,
+) -> float:
+    """S6's request window for an ideal runner (seconds from the first request to the last
+    answer): no CPU time at all, at most ``workers`` requests in flight, a free turn taken
+    at once by the first request waiting (first come, first served), a retry's back-off
+    holding no turn, as many cases waiting as it takes; the same faults by request number
+    as the fake server (every ``fail_every``-th a 500 after ``delay_s``, every
+    ``hang_every``-th from the first on cut by the timeout) and the same back-off with its
+    jitter (drawn from ``seed``). Cases are retried until they succeed. Unlike an even
+    spread of the requests' time, this counts the tail: a hang late in the run holds its
+    case for the whole timeout, and the few cases left send too few requests to use the
+    turns."""
+    rng = random.Random(seed)
+    timeout_s = float(settings["timeout_seconds"])
+    first_delay = float(settings["retry_initial_delay_ms"]) / 1000
+    factor = float(settings["retry_backoff_factor"])
+    cap = float(settings["retry_max_delay_ms"]) / 1000
+    events: list[tuple[float, int, int, str]] = []  # (time, order, case, what)
+    order = itertools.count()
+    waiting: deque[int] = deque()  # cases waiting for a turn
+    failures = [0] * n  # 500s of each case's current request
+    in_flight = numbered = started = 0
+    now = end = 0.0
+
+    def send(case: int) -> None:
+        nonlocal numbered
+        numbered += 1
+        if numbered % hang_every == 1 % hang_every:
+            heapq.heappush(events, (now + timeout_s, next(order), case, "hang"))
+        elif numbered % fail_every == 0:
+            heapq.heappush(events, (now + delay_s, next(order), case, "500"))
+        else:
+            heapq.heappush(events, (now + delay_s, next(order), case, "ok"))
+
+    def turn(case: int) -> None:
+        nonlocal in_flight
+        if in_flight < workers:
+            in_flight += 1
+            send(case)
+        else:
+            waiting.append(case)
+
+    def freed() -> None:
+        nonlocal in_flight, started
+        in_flight -= 1
+        if waiting:
+            turn(waiting.popleft())
+        elif started < n:
+            started += 1
+            turn(started - 1)
+
+    for _ in range(min(workers, n)):
+        started += 1
+        turn(started - 1)
+    while events:
+        now, _, case, what = heapq.heappop(events)
+        if what == "retry":
+            turn(case)
+            continue
+        if what == "ok":
+            end = now
+        elif what == "500":
+            back_off = min(cap, first_delay * factor ** failures[case]) * rng.uniform(0.75, 1.25)
+            failures[case] += 1
+            heapq.heappush(events, (now + back_off, next(order), case, "retry"))
+        else:  # a hang: the case tries again at once, as a new request
+            failures[case] = 0
+            waiting.appendleft(case)
+        freed()
+    return end
+
+
 def scenario_faults(bench: Bench, n: int) -> dict[str, Any]:
     """S6: ``n`` cases on the fake server that answers every ``S6_FAIL_EVERY``-th request
     500 and lets every ``S6_HANG_EVERY``-th hang, the target set as ``S6_TARGET_SETTINGS``."""
@@ -657,6 +741,15 @@ def scenario_faults(bench: Bench, n: int) -> dict[str, Any]:
         busy += row["hangs"] * float(S6_TARGET_SETTINGS["timeout_seconds"])
         row["floor_s"] = round(row["head_s"] + busy / bench.workers, 2)
         row["max_in_flight_limit"] = bench.workers
+        # the same with the tail: an ideal runner's window (median of 5 draws of jitter)
+        ideal_window = median(
+            [
+                ideal_fault_window(n, bench.workers, bench.delay_ms / 1000, seed=seed)
+                for seed in range(5)
+            ]
+        )
+        row["ideal_window_s"] = round(ideal_window, 2)
+        row["ideal_s"] = round(row["head_s"] + ideal_window, 2)
     return row
 
 
@@ -670,6 +763,8 @@ def compare_with_s2(rows: Sequence[dict[str, Any]]) -> None:
         if s2 is not None and s2["ok"]:
             row["s2_wall_s"] = s2["wall_s"]
             row["wall_vs_s2"] = round(row["wall_s"] / s2["wall_s"], 3)
+            if "ideal_s" in row:  # what the goal would need of a runner without CPU time
+                row["ideal_vs_s2"] = round(row["ideal_s"] / s2["wall_s"], 3)
 
 
 def scenario_startup(bench: Bench) -> list[dict[str, Any]]:
@@ -756,6 +851,14 @@ def format_faults_table(rows: Sequence[dict[str, Any]]) -> str:
                 f"could take less than {row['floor_s']:.2f} s (start-up, then every request's "
                 "time at the server, a hang's being the timeout, spread evenly, without waits "
                 "between retries or a tail)."
+            )
+        if "ideal_s" in row:
+            notes.append(
+                f"{row['key']}: an ideal runner (no CPU time, every free turn taken at once, "
+                f"no turn held while backing off) would take {row['ideal_s']:.2f} s with this "
+                f"start-up: {row['ideal_window_s']:.2f} s of requests, the tail included "
+                f"(measured: {row['server_window_s']:.2f} s)"
+                + (f", {row['ideal_vs_s2']:.2f} x S2's wall time." if "ideal_vs_s2" in row else ".")
             )
         if "paused_s" in row:
             notes.append(

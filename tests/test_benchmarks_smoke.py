@@ -262,11 +262,36 @@ def test_make_bench_rate_limit_and_fault_scenarios_at_tiny_sizes(
     assert s6["failed_cases"] == 0 and s6["hangs"] >= 1 and s6["server_errors"] >= 1
     assert s6["requests"] == 20 + s6["hangs"] + s6["server_errors"]
     assert s6["wall_vs_s2"] > 0 and s6["floor_s"] > 0
+    # the ideal runner's window holds at least the hang's 2 s timeout, and its S2 ratio is
+    # the ideal time over the same S2 wall time as the measured one
+    assert s6["ideal_window_s"] > 2 and s6["ideal_s"] > s6["ideal_window_s"]
+    ratio = s6["ideal_s"] / s6["s2_wall_s"]
+    assert s6["ideal_vs_s2"] == pytest.approx(ratio, abs=0.001)
     assert s6["target_settings"]["timeout_seconds"] == run.S6_TARGET_SETTINGS["timeout_seconds"]
     assert "| S5 rate-limited (10/s, burst 5) | 20 |" in printed
     assert "request window s | goodput" in printed
     # goals are tied to the full sizes: n/a here
     assert {g["status"] for g in data["goals"]} == {"n/a"}
+
+
+def test_the_ideal_fault_window_counts_every_requests_time_and_the_tail(
+    bench: dict[str, ModuleType],
+) -> None:
+    ideal = bench["run"].ideal_fault_window
+    never = 10**9
+    # no 500s; only request 1 hangs: for its 2 s the other 4 turns serve 80 cases, then
+    # its retry and the 419 cases left take 84 rounds of 5 x 0.1 s
+    assert ideal(500, 5, 0.1, fail_every=never, hang_every=never) == pytest.approx(10.4)
+    # one request at a time: every request in turn, the hang's 2 s included
+    assert ideal(10, 1, 0.1, fail_every=never, hang_every=never) == pytest.approx(3.0)
+    # 500s add their requests and back-offs; the jitter is drawn from the seed
+    faulty = [ideal(200, 10, 0.01, hang_every=never, seed=s) for s in range(3)]
+    assert all(x > ideal(200, 10, 0.01, fail_every=never, hang_every=never) for x in faulty)
+    assert ideal(200, 10, 0.01, hang_every=never, seed=1) == faulty[1]
+    # S6 itself: a hang late in the run leaves a tail the even spread does not count
+    s6 = ideal(2000, 50, 0.1)
+    even = (2564 - 52) * 0.1 / 50 + 52 * 2.0 / 50
+    assert even + 1.0 < s6 < even + 4.0
 
 
 def test_peer_s5_counts_failed_cases_instead_of_failing(

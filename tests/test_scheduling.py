@@ -5,6 +5,7 @@ its own target's limit while the candidate runs freely)."""
 from __future__ import annotations
 
 import asyncio
+from itertools import pairwise
 from pathlib import Path
 
 from agentv.providers.llm import RETRYABLE_CLIENT_ERRORS
@@ -183,3 +184,26 @@ def test_one_429_pauses_every_request_of_the_target_for_its_retry_after(repo: Pa
         # nothing reaches the server until the Retry-After has passed
         assert [t for t in received if t0 + 0.05 < t < t0 + 0.55] == []
         assert len(received) == 13 and max(received) > t0 + 0.55
+
+
+def test_a_case_waiting_to_retry_a_500_leaves_its_turn_to_the_next_cases(repo: Path) -> None:
+    with FakeLLMServer(delay_ms=100) as server:
+        server.script(Fault.server_error())  # the first answer only
+        write(
+            repo,
+            ".agentv/targets.yaml",
+            "$schema: agentv-targets-v2.2\ntargets:\n"
+            f"  - {{name: default, provider: openai, base_url: '{server.url}/v1',"
+            " api_key: k-12345678, model: m, workers: 1, retry_initial_delay_ms: 1000}\n",
+        )
+        write(repo, "evals/many.yaml", _cases(3))
+        proc = agentv_cli(repo, "eval", "evals/", "--out", "r.jsonl")
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert {r["status"] for r in rows(repo / "r.jsonl")} == {"ok"}
+        asked = [r.body["messages"][-1]["content"] for r in server.requests]
+        # the other two cases ran while the first waited (0.75 s or more) to retry...
+        assert asked == ["q0", "q1", "q2", "q0"]
+        # ...and the target never had more requests in flight than its `workers`
+        received = sorted(r.received_at for r in server.requests)
+        assert all(later - earlier >= 0.09 for earlier, later in pairwise(received))
+        assert "Throttled targets:" not in proc.stdout  # a 500 slows nothing down

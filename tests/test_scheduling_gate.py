@@ -6,6 +6,7 @@ for another task to let a request through, under generous hang guards."""
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from types import SimpleNamespace
 from typing import Any
 
@@ -388,6 +389,164 @@ async def test_a_grown_limit_lets_a_waiting_request_go() -> None:
     gate.succeeded()  # a window of one: limit 2, and the waiting request is told
     await asyncio.wait_for(waiting, HANG_GUARD)
     assert (gate.limit, gate.in_flight, gate.peak) == (2, 2, 2)
+
+
+async def test_a_request_backing_off_holds_no_turn_until_its_wait_is_over() -> None:
+    gate = TargetGate(1)
+    await turn(gate)
+    backing_off = asyncio.create_task(gate.requeue(after=0.05))
+    await asyncio.sleep(0)
+    assert gate.in_flight == 0  # its turn is free for others while it waits
+    assert gate.try_acquire() is True
+    gate.release()
+    await asyncio.wait_for(backing_off, HANG_GUARD)
+    assert (gate.in_flight, gate.peak, gate.stats.requests) == (1, 1, 3)
+    assert (gate.limit, gate.stats.throttled) == (1, 0)  # waiting to retry is no throttling
+
+
+async def test_a_request_backing_off_queues_behind_the_turn_taken_meanwhile() -> None:
+    gate = TargetGate(1)
+    await turn(gate)
+    backing_off = asyncio.create_task(gate.requeue(after=0.01))
+    await asyncio.sleep(0)
+    assert gate.try_acquire() is True  # another request uses the turn
+    await asyncio.sleep(0.05)
+    assert backing_off.done() is False  # its wait is over, but the turn is taken
+    gate.release()
+    await asyncio.wait_for(backing_off, HANG_GUARD)
+    assert (gate.in_flight, gate.peak) == (1, 1)
+
+
+@pytest.mark.parametrize("while_", ["backing off", "waiting for a turn"])
+async def test_a_request_cancelled_during_a_requeue_still_holds_the_turn_its_caller_ends(
+    while_: str,
+) -> None:
+    gate = TargetGate(3)
+    await turn(gate)  # another request's turn
+    await turn(gate)  # the one that requeues
+    if while_ == "waiting for a turn":
+        gate.throttled(10.0)  # paused: the requeue waits in line for its new turn
+    task = asyncio.create_task(gate.requeue(after=10.0 if while_ == "backing off" else 0.0))
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert (task.done(), gate.in_flight, len(gate._line)) == (
+        False,
+        1,
+        0 if while_ == "backing off" else 1,
+    )
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert (gate.in_flight, len(gate._line), gate.stats.requests) == (2, 0, 2)
+    gate.release()  # what through_gate does for its caller
+    assert gate.in_flight == 1
+
+
+async def test_a_requeue_without_a_wait_takes_a_free_turn_back_at_once() -> None:
+    gate = TargetGate(1)
+    await turn(gate)
+    task = asyncio.create_task(gate.requeue())
+    await asyncio.sleep(0)  # one step of the task: no sleep, no waiting in line
+    assert task.done()
+    assert (gate.in_flight, gate.stats.requests) == (1, 2)
+
+
+async def test_a_request_arriving_during_a_pause_waits_even_for_exactly_a_second() -> None:
+    clock = Clock()
+    gate = TargetGate(2, clock=clock)
+    gate.throttled(1.0)
+    assert gate._wait_time(0.0) == 1.0
+    waiting = asyncio.create_task(gate.acquire())
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert (waiting.done(), gate.in_flight, len(gate._line)) == (False, 0, 1)
+    clock.now += 1.0
+    gate._changed.set()  # the first in line looks again: the pause is over
+    await asyncio.wait_for(waiting, HANG_GUARD)
+    assert (gate.in_flight, len(gate._line)) == (1, 0)
+
+
+async def test_a_request_arriving_while_others_wait_goes_behind_them() -> None:
+    gate = TargetGate(1)
+    await turn(gate)
+    entered: list[str] = []
+
+    async def wait(name: str) -> None:
+        await gate.acquire()
+        entered.append(name)
+
+    async def arrive_on(go: asyncio.Event) -> None:
+        await go.wait()
+        await wait("later")
+
+    first = asyncio.create_task(wait("first"))
+    go = asyncio.Event()
+    later = asyncio.create_task(arrive_on(go))
+    for _ in range(3):
+        await asyncio.sleep(0)
+    go.set()  # the later request arrives before the first in line has looked again...
+    gate.release()  # ...at a free turn
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert (entered, gate.in_flight, len(gate._line)) == (["first"], 1, 1)
+    gate.release()
+    await asyncio.wait_for(asyncio.gather(first, later), HANG_GUARD)
+    assert entered == ["first", "later"]
+
+
+async def test_waiting_requests_get_their_turns_in_order() -> None:
+    gate = TargetGate(1)
+    await turn(gate)
+    entered: list[int] = []
+
+    async def wait(i: int) -> None:
+        await gate.acquire()
+        entered.append(i)
+
+    tasks = [asyncio.create_task(wait(i)) for i in range(4)]
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert (entered, len(gate._line)) == ([], 4)
+    tasks[1].cancel()  # one in the middle of the line gives up
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert len(gate._line) == 3
+    for expected in ([0], [0, 2], [0, 2, 3]):
+        gate.release()
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert entered == expected
+        assert gate.in_flight == 1
+    assert gate._line == deque()
+    tasks[0].cancel()  # done already: nothing changes
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def test_the_first_in_line_cancelled_passes_its_watch_to_the_next() -> None:
+    clock = Clock()
+    gate = TargetGate(1, clock=clock)
+    await turn(gate)
+    first = asyncio.create_task(gate.acquire())
+    second = asyncio.create_task(gate.acquire())
+    for _ in range(3):
+        await asyncio.sleep(0)
+    first.cancel()
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert (first.cancelled(), len(gate._line)) == (True, 1)
+    gate.release()
+    await asyncio.wait_for(second, HANG_GUARD)
+    assert (gate.in_flight, gate.stats.requests, len(gate._line)) == (1, 2, 0)
+
+
+async def test_a_freed_turn_after_a_pause_goes_down_the_line() -> None:
+    gate = TargetGate(3)
+    gate.throttled(0.05)  # limit 1, paused, then paced at one a second
+    gate.rate = None
+    gate.limit = 3
+    waiting = [asyncio.create_task(gate.acquire()) for _ in range(3)]
+    await asyncio.wait_for(asyncio.gather(*waiting), HANG_GUARD)
+    assert (gate.in_flight, len(gate._line)) == (3, 0)  # each woke the next
 
 
 # --- through the gate -----------------------------------------------------------------------------

@@ -138,7 +138,7 @@ class Orchestrator:
                 remote.append(lane)
             else:
                 queue = lane.jobs()
-                count = target_workers(self.settings, lane.target)
+                count = target_workers(self.settings, lane.target) * 5 // 4 + 1  # 25 % spare
                 workers += [asyncio.ensure_future(self._worker(queue)) for _ in range(count)]
         executor = self.executor if remote else None
         try:

@@ -15,6 +15,12 @@ news: a pause is cut once. Optional
 ``max_rpm`` / ``max_tpm`` token buckets pace requests and tokens per minute; tokens are
 estimated from the request's size before the call and corrected from the reported usage
 after.
+
+A turn is held only while a request is on its way: a request waiting to be retried (its
+back-off, or the target's pause) gives its turn back and queues again for a new one, so a
+lane may run more cases than its gate has turns and keep them all busy; any other error
+(a 500) leaves the limit and the pace alone. Requests that have to wait for a turn stand
+in line and get their turns in order.
 """
 
 from __future__ import annotations
@@ -97,13 +103,15 @@ class TargetGate:
         self._clock = clock
         self._rpm = TokenBucket(max_rpm, clock) if max_rpm else None
         self._tpm = TokenBucket(max_tpm, clock) if max_tpm else None
-        self._changed = asyncio.Event()
+        self._changed = asyncio.Event()  # a request ended, or the limit grew
         self.stats = GateStats(lowest_limit=self.max_limit)
         #: requests a second once throttled (None: not paced), and when the next may go
         self.rate: float | None = None
         self._next_start = 0.0
         self._recent: deque[float] = deque()  # when the last second's successes came
         self._paced_successes = 0
+        #: requests waiting for a turn, in order; only the first watches ``_changed``
+        self._line: deque[asyncio.Future[None]] = deque()
 
     # --- waiting for a turn -----------------------------------------------------------------
 
@@ -129,17 +137,46 @@ class TargetGate:
         return True
 
     async def acquire(self, tokens: float = 0.0) -> None:
-        """Wait for a turn: the target not paused, a free slot, and room in the buckets."""
-        while True:
-            wait = self._wait_time(tokens)
-            if wait == 0:
-                break
-            self._changed.clear()
-            try:
-                await asyncio.wait_for(self._changed.wait(), wait)
-            except TimeoutError:
-                pass
+        """Wait for a turn: the target not paused, a free slot, and room in the buckets.
+
+        Waiting requests stand in line: only the first one watches the gate (a request
+        ending, the limit growing, the pause or pace running out), and it wakes the next
+        once it has its turn, so one free slot never wakes every waiting request."""
+        line = self._line
+        if not line and self._wait_time(tokens) == 0:
+            self._enter(tokens)
+            return
+        me: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        line.append(me)
+        try:
+            if line[0] is not me:
+                await me  # woken when the requests ahead of it have had their turns
+            while True:
+                wait = self._wait_time(tokens)
+                if wait == 0:
+                    break
+                self._changed.clear()
+                if wait is None:
+                    await self._changed.wait()
+                else:
+                    try:
+                        await asyncio.wait_for(self._changed.wait(), wait)
+                    except TimeoutError:
+                        pass
+        finally:
+            self._leave_line(me)
         self._enter(tokens)
+
+    def _leave_line(self, me: asyncio.Future[None]) -> None:
+        """``me`` stops waiting (it has its turn, or was cancelled); a new first in line
+        is woken to watch the gate."""
+        line = self._line
+        if line[0] is not me:
+            line.remove(me)  # cancelled while others were ahead of it
+            return
+        line.popleft()
+        if line and not line[0].done():
+            line[0].set_result(None)
 
     def _enter(self, tokens: float) -> None:
         self.in_flight += 1
@@ -157,11 +194,19 @@ class TargetGate:
         self.in_flight -= 1
         self._changed.set()
 
-    async def requeue(self, tokens: float = 0.0) -> None:
-        """Give up this request's turn and wait for a new one (before a retry: it goes
-        after the target's pause, within its current limit and buckets)."""
+    async def requeue(self, tokens: float = 0.0, *, after: float = 0.0) -> None:
+        """Give up this request's turn, wait ``after`` seconds without one (a retry's
+        back-off: other requests use the turn meanwhile), then wait for a new one (after
+        the target's pause, within its current limit and buckets). The caller holds a turn
+        before and after, also when cancelled meanwhile, so its own release stays right."""
         self.release()
-        await self.acquire(tokens)
+        try:
+            if after > 0:
+                await asyncio.sleep(after)
+            await self.acquire(tokens)
+        except BaseException:  # cancelled: back to holding a turn, which the caller ends
+            self.in_flight += 1
+            raise
 
     # --- what the target answered ---------------------------------------------------------
 

@@ -11,6 +11,7 @@ from wire_support import KEYS, LM_KINDS, MakeProvider
 
 from agentv.errors import ProviderError, ProviderHTTPError, ProviderTimeout
 from agentv.providers.registry import provider_class
+from agentv.scheduling import GatedProvider, Gates
 from fakes import FakeLLMServer, Fault
 from helpers import ask
 
@@ -173,3 +174,24 @@ async def test_many_concurrent_requests_share_one_client(
     assert len(answers) == 60 and len(llm_server.requests) == 60
     # Requests overlapped (how fast that is belongs to benchmarks/micro.py).
     assert most_in_flight([r.received_at for r in llm_server.requests], 0.2) > 1
+
+
+async def test_a_500_backing_off_leaves_its_turn_to_another_request_and_the_limit_alone(
+    llm_server: FakeLLMServer, make_provider: MakeProvider
+) -> None:
+    llm_server.delay_ms = 50
+    llm_server.script(Fault.server_error())  # the first request only
+    provider = make_provider("openai", retry_initial_delay_ms=400)
+    gate = Gates().for_provider(provider, 1)  # one request at a time
+    gated = GatedProvider(provider, gate)
+    answers = await asyncio.gather(
+        gated.invoke(ask(question="first")), gated.invoke(ask(question="second"))
+    )
+    assert [a.attempts for a in answers] == [2, 1]
+    asked = [r.body["messages"][-1]["content"] for r in llm_server.requests]
+    # while the first waited to retry (0.3 s or more), the second had the turn
+    assert asked == ["first", "second", "first"]
+    assert most_in_flight([r.received_at for r in llm_server.requests], 0.05) == 1
+    # a 500 is no sign of load: the target neither slowed down nor paused
+    assert (gate.limit, gate.stats.throttled, gate.rate, gate.in_flight) == (1, 0, None, 0)
+    assert (gate.peak, gate.stats.requests) == (1, 3)

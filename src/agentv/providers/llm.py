@@ -251,11 +251,14 @@ class LLMProvider(Provider):
             if self.on_retry is not None:
                 status = 200 if failure.empty else failure.status
                 self.on_retry(self.name, status, delay)
-            await asyncio.sleep(delay)
-            if self.gate is not None:
-                # the retry queues again: after the target's pause, within its (maybe
-                # lowered) limit, so retries never stampede a limited server
-                await self.gate.requeue()
+            if self.gate is None:
+                await asyncio.sleep(delay)
+            else:
+                # the wait holds no turn at the target (other cases use it meanwhile; a 500
+                # is no sign of load, so the target's limit stays), then the retry queues
+                # again: after the target's pause, within its (maybe lowered) limit, so
+                # retries never stampede a limited server
+                await self.gate.requeue(after=delay)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _too_long(self, failure: CallFailure, deadline: float | None) -> str | None:
