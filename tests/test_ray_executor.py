@@ -37,7 +37,8 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 @pytest.fixture(scope="module")
 def local_ray() -> Any:
     """One local Ray with 2 CPUs for the module; runs attach to it (and leave it running)."""
-    ray.init(num_cpus=2, logging_level=logging.WARNING, log_to_driver=False)
+    # "local": a new Ray of its own, even if another one runs on this machine
+    ray.init(address="local", num_cpus=2, logging_level=logging.WARNING, log_to_driver=False)
     yield ray.get_runtime_context().gcs_address
     ray.shutdown()
 

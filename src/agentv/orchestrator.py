@@ -1,7 +1,9 @@
 """Step 6 of the data flow: run every case on its target, grade it, write its result.
 
-Each target has its own lane of work and its own pool of workers (as many as the target
-may have requests in flight), pulling its cases from one iterator: memory stays flat
+Each target has its own lane of work and its own pool of workers (a quarter more than the
+target may have requests in flight, so that its turns stay busy while some cases wait to
+retry; the target's gate keeps the requests within its limit), pulling its cases from one
+iterator: memory stays flat
 however many cases there are, no case waits behind a slow one, and a slow or rate-limited
 target never holds up the others. Every request to a target, a judge's included, passes
 through that target's gate (``scheduling``). What happens to one case is the
