@@ -158,6 +158,15 @@ GOALS = (
     Goal("S5/1000", "limited_share", "<=", 0.1, "S5 1,000 cases: 429s <= 10 % of requests"),
     Goal("S6/2000", "failed_cases", "<=", 0, "S6 2,000 cases, faults: every case ends ok"),
     Goal("S6/2000", "wall_vs_s2", "<=", 1.5, "S6 2,000 cases: wall <= 1.5 x fault-free S2"),
+    # The 1.5 x S2 asks for less than an ideal runner can do with these faults (see
+    # benchmarks/README.md, S6); this one says how close agentv comes to that ideal runner.
+    Goal(
+        "S6/2000",
+        "window_vs_ideal",
+        "<=",
+        1.1,
+        "S6 2,000 cases: request window <= 1.1 x an ideal runner's",
+    ),
 )
 
 
@@ -749,6 +758,7 @@ def scenario_faults(bench: Bench, n: int) -> dict[str, Any]:
             ]
         )
         row["ideal_window_s"] = round(ideal_window, 2)
+        row["window_vs_ideal"] = round(row["server_window_s"] / ideal_window, 3)
         row["ideal_s"] = round(row["head_s"] + ideal_window, 2)
     return row
 
