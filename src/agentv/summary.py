@@ -35,12 +35,17 @@ TOP_COUNT = 3
 SLOWEST_COUNT = 5
 CASE_TABLE_MAX = 50
 _DIGITS = re.compile(r"(\d+)")
+_split_digits = _DIGITS.split
 
 
 def natural_key(text: str) -> tuple[Any, ...]:
     """Sort key that orders ``c2`` before ``c10`` (digit runs compare as numbers)."""
-    parts: list[Any] = _DIGITS.split(text)
-    parts[::2] = [(1, p.casefold()) for p in parts[::2]]
+    # Case-folding the whole text first is the same as folding each part: no character
+    # folds into or out of a digit. Most ids hold one number: that shape is built directly.
+    parts: list[Any] = _split_digits(text.casefold())
+    if len(parts) == 3:
+        return ((1, parts[0]), (0, int(parts[1])), (1, parts[2]))
+    parts[::2] = [(1, p) for p in parts[::2]]
     parts[1::2] = [(0, int(p)) for p in parts[1::2]]
     return tuple(parts)
 
@@ -429,8 +434,6 @@ def _first_by(
     their natural sort key computed (kept in ``sort_keys`` for the next call): a large run's
     ids mostly never need one.
     """
-    if items is None:
-        items = list(range(len(values)))
     if count <= 0 or not values:
         return []
     chosen: Iterable[int] = range(len(values))
@@ -438,14 +441,16 @@ def _first_by(
         limit = heapq.nsmallest(count, values)[-1]
         chosen = [j for j, v in enumerate(values) if v <= limit]
     known = sort_keys.get
-    ranked = []
-    for j in chosen:
-        name = names[items[j]]
+
+    def rank(j: int) -> tuple[float, tuple[Any, ...]]:
+        name = names[j if items is None else items[j]]
         key = known(name)
         if key is None:
             key = sort_keys[name] = natural_key(name)
-        ranked.append((values[j], key, j))  # j last: equal entries keep their order
-    return [items[j] for _, _, j in heapq.nsmallest(count, ranked)]
+        return values[j], key
+
+    picked = heapq.nsmallest(count, chosen, key=rank)  # equal entries keep their order
+    return picked if items is None else [items[j] for j in picked]
 
 
 def _add_tokens(total: list[int], usage: Mapping[str, Any]) -> None:
