@@ -46,7 +46,9 @@ class EvalResult(BaseModel):
     key order.
     """
 
-    model_config = ConfigDict(extra="allow", frozen=True)
+    # built on first use (the Python API, ``compare``, ``report``), not by every import:
+    # the command line writes records as dicts and never needs it
+    model_config = ConfigDict(extra="allow", frozen=True, defer_build=True)
 
     eval_id: str | None = None
     """The case's id (absent only for an invalid case without a usable id)."""
