@@ -624,25 +624,22 @@ class _CaseBuilder:
                 if not isinstance(msg, dict):
                     continue
                 content = msg.get("content")
-                texts: list[tuple[PathKey, Any]] = [((*base, field_name, i, "content"), content)]
+                # (where, text): a location is only spelled out for a text with a marker
+                texts: list[tuple[tuple[Any, ...], Any]] = [((), content)]
                 for j, block in _enumerate_list(content):
                     if isinstance(block, dict) and block.get("type") == "text":
-                        texts.append(
-                            ((*base, field_name, i, "content", j, "value"), block.get("value"))
-                        )
+                        texts.append(((j, "value"), block.get("value")))
                     else:
-                        texts.append(((*base, field_name, i, "content", j), block))
-                for key, text in texts:
+                        texts.append(((j,), block))
+                for where, text in texts:
                     # Every marker starts with "@[": the substring test spares most texts the regex.
-                    found = (
-                        ROLE_MARKER_RE.search(text)
-                        if isinstance(text, str) and "@[" in text
-                        else None
-                    )
+                    if not (isinstance(text, str) and "@[" in text):
+                        continue
+                    found = ROLE_MARKER_RE.search(text)
                     if found:
                         out.append(
                             self.src.diagnostic(
-                                key,
+                                (*base, field_name, i, "content", *where),
                                 f"content contains the role marker {found.group(0)!r}",
                                 hint="agentv writes role markers itself; one inside content can "
                                 "pass for a real turn (prompt injection). Rephrase it unless the "
