@@ -157,6 +157,20 @@ def test_statuses_errors_evaluators_judges_tokens_and_slowest() -> None:
     assert s.slowest[0] == ("judged", 9.0)
 
 
+def test_slowest_leaves_out_unknown_durations_and_ties_by_natural_id() -> None:
+    collector = SummaryCollector()
+    collector.add(record("c10", 1.0, duration_s=2.0))
+    collector.add(record("untimed", 1.0))
+    collector.add(record("c9", 1.0, duration_s=2.0))
+    collector.add(record("c1", 1.0, duration_s=0.5))
+    # fewer timed cases than places: every timed one, the unknown one left out
+    assert collector.summary().slowest == (("c9", 2.0), ("c10", 2.0), ("c1", 0.5))
+    for i in range(20):
+        collector.add(record(f"z{i}", 1.0, duration_s=2.0))
+    # more ties at the top than places: the first ids in natural order
+    assert [eid for eid, _ in collector.summary().slowest] == ["c9", "c10", "z0", "z1", "z2"]
+
+
 def test_empty_summary() -> None:
     s = SummaryCollector().summary()
     assert s.total == 0 and s.mean is None and s.histogram == ()

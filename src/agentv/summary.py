@@ -14,8 +14,9 @@ import re
 from array import array
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import filterfalse
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
@@ -270,30 +271,23 @@ class SummaryCollector:
 
         ids = self._ids
         repeats = int(max(map(itemgetter(0), self._runs.values())))
+        names: list[str] = ids
+        values: Sequence[float] = scores
         if repeats > 1 or len(self._by_target) > 1:
             # one entry per case and target (its runs' mean), named by both when needed
             several = len(self._by_target) > 1
-            ranked = [
-                (f"{case} [{target}]" if several else case, run[2] / run[0])
-                for (target, case), run in self._runs.items()
-            ]
-        else:
-            ranked = list(zip(ids, scores, strict=True))
-        names = [name for name, _ in ranked]
-        values = [value for _, value in ranked]
-        m = len(ranked)
+            names = [f"{case} [{target}]" if several else case for target, case in self._runs]
+            values = array("d", (run[2] / run[0] for run in self._runs.values()))
+        m = len(names)
         # Best first, ties by eval id (results arrive in completion order, which is not
         # reproducible; eval ids are). A small suite is listed once, whole.
         shown = m if m <= 2 * TOP_COUNT else TOP_COUNT
-        sort_keys: dict[str, tuple[Any, ...]] = {}  # natural keys, computed once each
-        top_idx = _first_by(shown, [-v for v in values], names, sort_keys)
+        top_idx = _first_by(shown, values, names, largest=True)
         bottom_idx = []
         if m > 2 * TOP_COUNT:  # lowest first: "1." is the case most worth a look
-            bottom_idx = _first_by(TOP_COUNT, values, names, sort_keys)
-
+            bottom_idx = _first_by(TOP_COUNT, values, names)
         durations = self._durations
-        timed = [i for i in range(n) if not math.isnan(durations[i])]
-        slow_idx = _first_by(SLOWEST_COUNT, [-durations[i] for i in timed], ids, sort_keys, timed)
+        slow_idx = _first_by(SLOWEST_COUNT, durations, ids, largest=True)
         st = self._statuses
         judge = self._judge_tokens
         return Summary(
@@ -312,9 +306,9 @@ class SummaryCollector:
             max=ordered[-1],
             std_dev=std_dev,
             histogram=histogram,
-            top=tuple(ranked[i] for i in top_idx),
-            bottom=tuple(ranked[i] for i in bottom_idx),
-            slowest=tuple((ids[i], self._durations[i]) for i in slow_idx),
+            top=tuple((names[i], values[i]) for i in top_idx),
+            bottom=tuple((names[i], values[i]) for i in bottom_idx),
+            slowest=tuple((ids[i], durations[i]) for i in slow_idx),
             error_details=tuple(sorted(self._problems, key=lambda p: natural_key(p[0]))),
             tokens=tuple((t, Tokens(*v)) for t, v in self._tokens.items()),
             judge_tokens=Tokens(*judge) if judge is not None else None,
@@ -353,15 +347,16 @@ class SummaryCollector:
         return tuple(sorted(out, key=lambda row: (row[0], natural_key(row[1]))))
 
     def _target_summary(self, target: str) -> TargetSummary:
-        runs = [(case, run) for (t, case), run in self._runs.items() if t == target]
-        means = [run[2] / run[0] for _, run in runs]
+        entries = self._runs.items()
+        runs = [run for (t, _), run in entries if t == target]
+        means = array("d", (run[2] / run[0] for run in runs))
         st = self._by_target[target]
         total = sum(st.values())
-        fewest = int(min(run[0] for _, run in runs))
+        fewest = int(min(run[0] for run in runs))
         pass_at = [0.0] * fewest
         pass_all = [0.0] * fewest
         # the same few (runs, passes) pairs again and again: each one's figures computed once
-        pairs = Counter((run[0], run[1]) for _, run in runs)
+        pairs = Counter((run[0], run[1]) for run in runs)
         figures = {
             (n, c): [
                 (stats.pass_at_k(int(n), int(c), k), stats.pass_hat_k(int(n), int(c), k))
@@ -376,7 +371,7 @@ class SummaryCollector:
                     pass_at[k] += pairs[pair] * at
                     pass_all[k] += pairs[pair] * every
         else:  # added in the cases' order, as always
-            for _, run in runs:
+            for run in runs:
                 for k, (at, every) in enumerate(figures[(run[0], run[1])]):
                     pass_at[k] += at
                     pass_all[k] += every
@@ -400,7 +395,10 @@ class SummaryCollector:
             pass_at=tuple(v / len(runs) for v in pass_at),
             pass_all=tuple(v / len(runs) for v in pass_all),
             flaky=tuple(
-                sorted((case for case, run in runs if 0 < run[1] < run[0]), key=natural_key)
+                sorted(
+                    (case for (t, case), run in entries if t == target and 0 < run[1] < run[0]),
+                    key=natural_key,
+                )
             ),
         )
 
@@ -421,36 +419,34 @@ class SummaryCollector:
 
 
 def _first_by(
-    count: int,
-    values: list[float],
-    names: list[str],
-    sort_keys: dict[str, tuple[Any, ...]],
-    items: list[int] | None = None,
+    count: int, values: Sequence[float], names: Sequence[str], *, largest: bool = False
 ) -> list[int]:
-    """The ``count`` entries with the smallest value, ties by name in natural order: indexes
-    into ``names`` (``items[j]`` is the entry of ``values[j]``; by default the j-th).
+    """The indexes of the ``count`` entries with the smallest (``largest``: the largest)
+    value, ties by name in natural order. NaN values (unknown) are left out.
 
-    Only the entries that can make it (up to the count-th smallest value, with its ties) get
-    their natural sort key computed (kept in ``sort_keys`` for the next call): a large run's
-    ids mostly never need one.
+    Only the entries that can make it (up to the count-th value, with its ties) get their
+    natural sort key computed, and none is kept: with every score tied, a large run would
+    otherwise hold a key for each of its ids at once.
     """
-    if count <= 0 or not values:
+    if count <= 0:
         return []
-    chosen: Iterable[int] = range(len(values))
-    if count < len(values):
-        limit = heapq.nsmallest(count, values)[-1]
-        chosen = [j for j, v in enumerate(values) if v <= limit]
-    known = sort_keys.get
+    pick = heapq.nlargest if largest else heapq.nsmallest
+    best = pick(count, filterfalse(math.isnan, values))
+    if not best:
+        return []
+    limit = best[-1]
+    if len(best) < count:  # every known value makes it
+        chosen = (j for j, v in enumerate(values) if v == v)
+    elif largest:
+        chosen = (j for j, v in enumerate(values) if v >= limit)
+    else:
+        chosen = (j for j, v in enumerate(values) if v <= limit)
+    sign = -1.0 if largest else 1.0
 
     def rank(j: int) -> tuple[float, tuple[Any, ...]]:
-        name = names[j if items is None else items[j]]
-        key = known(name)
-        if key is None:
-            key = sort_keys[name] = natural_key(name)
-        return values[j], key
+        return sign * values[j], natural_key(names[j])
 
-    picked = heapq.nsmallest(count, chosen, key=rank)  # equal entries keep their order
-    return picked if items is None else [items[j] for j in picked]
+    return heapq.nsmallest(count, chosen, key=rank)  # equal entries keep their order
 
 
 def _add_tokens(total: list[int], usage: Mapping[str, Any]) -> None:
