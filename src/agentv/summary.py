@@ -14,10 +14,9 @@ import re
 from array import array
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import filterfalse
-from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from agentv import stats
@@ -173,8 +172,11 @@ class SummaryCollector:
         self._evaluator_errors: Counter[str] = Counter()
         self._tokens: dict[str, list[int]] = {}
         self._judge_tokens: list[int] | None = None
-        #: (target, case) -> (runs, passes, score sum, score sum of squares, min, max)
-        self._runs: dict[tuple[str, str], tuple[float, ...]] = {}
+        #: target -> case -> the row of its one run so far or, from its second run on,
+        #: (runs, passes, score sum, score sum of squares, min, max): a run without repeats
+        #: keeps no figures of its own (they are its row's)
+        self._runs: dict[str, dict[str, int | tuple[float, ...]]] = {}
+        self._ok = bytearray()  # per row: the status is "ok"
         self._by_target: dict[str, Counter[str]] = {}
         self._latencies: dict[str, array[float]] = {}
 
@@ -193,8 +195,10 @@ class SummaryCollector:
             score = 0.0
         elif score > 1.0:
             score = 1.0
+        row = len(self._ids)
         self._ids.append(eval_id)
         self._scores.append(score)
+        self._ok.append(status == "ok")
         duration = record.get("duration_ms")
         self._durations.append(math.nan if duration is None else duration / 1000)
         self._statuses[status] += 1
@@ -204,15 +208,16 @@ class SummaryCollector:
         counts = self._by_target.get(target)
         if counts is None:
             counts = self._by_target[target] = Counter()
+            self._runs[target] = {}
         counts[status] += 1
-        key = (target, eval_id)
-        run = self._runs.get(key)
-        # tuples, not lists: once collected, the garbage collector no longer walks them
-        if run is None:
-            self._runs[key] = (1, status == "ok", score, score * score, score, score)
+        cases = self._runs[target]
+        seen = cases.get(eval_id)
+        if seen is None:
+            cases[eval_id] = row
         else:
-            n, passes, total, squares, low, high = run
-            self._runs[key] = (
+            # tuples, not lists: once collected, the garbage collector no longer walks them
+            n, passes, total, squares, low, high = self._figures(seen)
+            cases[eval_id] = (
                 n + 1,
                 passes + (status == "ok"),
                 total + score,
@@ -245,6 +250,21 @@ class SummaryCollector:
                     },
                 )
 
+    def _figures(self, entry: int | tuple[float, ...]) -> tuple[float, ...]:
+        """A (target, case)'s (runs, passes, score sum, sum of squares, min, max)."""
+        if isinstance(entry, tuple):
+            return entry
+        score = self._scores[entry]
+        return (1, self._ok[entry], score, score * score, score, score)
+
+    def _each_run(self, target: str | None = None) -> Iterator[tuple[str, str, tuple[float, ...]]]:
+        """(target, case, figures) of every target's cases, or of one target's."""
+        figures = self._figures
+        chosen = self._runs.items() if target is None else [(target, self._runs[target])]
+        for name, cases in chosen:
+            for case, entry in cases.items():
+                yield name, case, figures(entry)
+
     def summary(self) -> Summary:
         """The statistics over everything added so far."""
         n = len(self._scores)
@@ -270,14 +290,27 @@ class SummaryCollector:
         )
 
         ids = self._ids
-        repeats = int(max(map(itemgetter(0), self._runs.values())))
+        repeats = int(
+            max(
+                (
+                    entry[0]
+                    for cases in self._runs.values()
+                    for entry in cases.values()
+                    if isinstance(entry, tuple)
+                ),
+                default=1,
+            )
+        )
         names: list[str] = ids
         values: Sequence[float] = scores
         if repeats > 1 or len(self._by_target) > 1:
             # one entry per case and target (its runs' mean), named by both when needed
             several = len(self._by_target) > 1
-            names = [f"{case} [{target}]" if several else case for target, case in self._runs]
-            values = array("d", (run[2] / run[0] for run in self._runs.values()))
+            names = []
+            values = array("d")
+            for target, case, run in self._each_run():
+                names.append(f"{case} [{target}]" if several else case)
+                values.append(run[2] / run[0])
         m = len(names)
         # Best first, ties by eval id (results arrive in completion order, which is not
         # reproducible; eval ids are). A small suite is listed once, whole.
@@ -320,7 +353,7 @@ class SummaryCollector:
 
     def _case_stats(self) -> tuple[tuple[str, str, stats.CaseStats], ...]:
         out = []
-        for (target, case), (n, c, total, squares, low, high) in self._runs.items():
+        for target, case, (n, c, total, squares, low, high) in self._each_run():
             runs, passes = int(n), int(c)
             mean = total / runs
             sd = (
@@ -347,16 +380,19 @@ class SummaryCollector:
         return tuple(sorted(out, key=lambda row: (row[0], natural_key(row[1]))))
 
     def _target_summary(self, target: str) -> TargetSummary:
-        entries = self._runs.items()
-        runs = [run for (t, _), run in entries if t == target]
-        means = array("d", (run[2] / run[0] for run in runs))
+        # one pass over the cases (no list of them: a large run's would be large)
+        means = array("d")
+        # the same few (runs, passes) pairs again and again: each one's figures computed once
+        pairs: Counter[tuple[float, float]] = Counter()
+        for _, _, run in self._each_run(target):
+            means.append(run[2] / run[0])
+            pairs[(run[0], run[1])] += 1
+        cases = len(means)
         st = self._by_target[target]
         total = sum(st.values())
-        fewest = int(min(run[0] for run in runs))
+        fewest = int(min(n for n, _ in pairs))
         pass_at = [0.0] * fewest
         pass_all = [0.0] * fewest
-        # the same few (runs, passes) pairs again and again: each one's figures computed once
-        pairs = Counter((run[0], run[1]) for run in runs)
         figures = {
             (n, c): [
                 (stats.pass_at_k(int(n), int(c), k), stats.pass_hat_k(int(n), int(c), k))
@@ -371,7 +407,7 @@ class SummaryCollector:
                     pass_at[k] += pairs[pair] * at
                     pass_all[k] += pairs[pair] * every
         else:  # added in the cases' order, as always
-            for run in runs:
+            for _, _, run in self._each_run(target):
                 for k, (at, every) in enumerate(figures[(run[0], run[1])]):
                     pass_at[k] += at
                     pass_all[k] += every
@@ -379,7 +415,7 @@ class SummaryCollector:
         tokens = self._tokens.get(target)
         return TargetSummary(
             name=target,
-            cases=len(runs),
+            cases=cases,
             runs=total,
             mean=stats.mean(means),
             std_error=stats.standard_error(means),
@@ -392,18 +428,18 @@ class SummaryCollector:
             tokens=Tokens(*tokens) if tokens else Tokens(),
             latency_median_ms=stats.percentile(latencies, 0.5),
             latency_p95_ms=stats.percentile(latencies, 0.95),
-            pass_at=tuple(v / len(runs) for v in pass_at),
-            pass_all=tuple(v / len(runs) for v in pass_all),
+            pass_at=tuple(v / cases for v in pass_at),
+            pass_all=tuple(v / cases for v in pass_all),
             flaky=tuple(
                 sorted(
-                    (case for (t, case), run in entries if t == target and 0 < run[1] < run[0]),
+                    (case for _, case, run in self._each_run(target) if 0 < run[1] < run[0]),
                     key=natural_key,
                 )
             ),
         )
 
     def _case_table(self) -> tuple[tuple[str, tuple[float | None, ...]], ...]:
-        unique = {case for _, case in self._runs}
+        unique = {case for cases in self._runs.values() for case in cases}
         if len(unique) > CASE_TABLE_MAX:
             return ()
         cases = sorted(unique, key=natural_key)
@@ -412,8 +448,12 @@ class SummaryCollector:
         for case in cases:
             cells = []
             for target in targets:
-                run = self._runs.get((target, case))
-                cells.append(run[2] / run[0] if run else None)
+                entry = self._runs[target].get(case)
+                if entry is None:
+                    cells.append(None)
+                else:
+                    run = self._figures(entry)
+                    cells.append(run[2] / run[0])
             rows.append((case, tuple(cells)))
         return tuple(rows)
 
