@@ -109,6 +109,15 @@ def test_top_and_bottom_ties_by_natural_eval_id() -> None:
     assert s.bottom == (("c2", 0.0), ("c11", 0.0), ("c3", 0.5))  # c2 before c11
 
 
+def test_every_score_equal_lists_the_first_ids_both_ways() -> None:
+    collector = SummaryCollector()
+    for eval_id in ("c10", "c9", "b2", "c1", "a10", "a9", "a1x"):
+        collector.add(record(eval_id, 0.5))
+    s = collector.summary()
+    assert s.top == (("a1x", 0.5), ("a9", 0.5), ("a10", 0.5))
+    assert s.bottom == s.top
+
+
 def test_a_small_suite_is_listed_once() -> None:
     s = _collect(0.3, 0.9, 0.5).summary()
     assert s.top == (("case-1", 0.9), ("case-2", 0.5), ("case-0", 0.3))

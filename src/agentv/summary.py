@@ -259,11 +259,15 @@ class SummaryCollector:
 
     def _each_run(self, target: str | None = None) -> Iterator[tuple[str, str, tuple[float, ...]]]:
         """(target, case, figures) of every target's cases, or of one target's."""
-        figures = self._figures
+        scores, ok = self._scores, self._ok
         chosen = self._runs.items() if target is None else [(target, self._runs[target])]
         for name, cases in chosen:
             for case, entry in cases.items():
-                yield name, case, figures(entry)
+                if isinstance(entry, tuple):
+                    yield name, case, entry
+                else:  # _figures, inline: once per case of a large run
+                    score = scores[entry]
+                    yield name, case, (1, ok[entry], score, score * score, score, score)
 
     def summary(self) -> Summary:
         """The statistics over everything added so far."""
@@ -318,7 +322,9 @@ class SummaryCollector:
         top_idx = _first_by(shown, values, names, largest=True)
         bottom_idx = []
         if m > 2 * TOP_COUNT:  # lowest first: "1." is the case most worth a look
-            bottom_idx = _first_by(TOP_COUNT, values, names)
+            # every value equal (e.g. all passed): the lowest are the same first ids as the best
+            tied = min(values) == max(values)
+            bottom_idx = top_idx if tied else _first_by(TOP_COUNT, values, names)
         durations = self._durations
         slow_idx = _first_by(SLOWEST_COUNT, durations, ids, largest=True)
         st = self._statuses
@@ -384,9 +390,12 @@ class SummaryCollector:
         means = array("d")
         # the same few (runs, passes) pairs again and again: each one's figures computed once
         pairs: Counter[tuple[float, float]] = Counter()
-        for _, _, run in self._each_run(target):
+        flaky = []
+        for _, case, run in self._each_run(target):
             means.append(run[2] / run[0])
             pairs[(run[0], run[1])] += 1
+            if 0 < run[1] < run[0]:
+                flaky.append(case)
         cases = len(means)
         st = self._by_target[target]
         total = sum(st.values())
@@ -430,12 +439,7 @@ class SummaryCollector:
             latency_p95_ms=stats.percentile(latencies, 0.95),
             pass_at=tuple(v / cases for v in pass_at),
             pass_all=tuple(v / cases for v in pass_all),
-            flaky=tuple(
-                sorted(
-                    (case for _, case, run in self._each_run(target) if 0 < run[1] < run[0]),
-                    key=natural_key,
-                )
-            ),
+            flaky=tuple(sorted(flaky, key=natural_key)),
         )
 
     def _case_table(self) -> tuple[tuple[str, tuple[float | None, ...]], ...]:
