@@ -96,6 +96,13 @@ def test_ids_sort_naturally() -> None:
         "c2",
         "c10",
     ]
+    # one number against several: the text after the number counts before the next number
+    assert sorted(["c1b2", "c1", "c1a10", "c1a9"], key=natural_key) == [
+        "c1",
+        "c1a9",
+        "c1a10",
+        "c1b2",
+    ]
 
 
 def test_top_and_bottom_ties_by_natural_eval_id() -> None:
