@@ -9,6 +9,7 @@ never import this one. They import the heavy parts of agentv only when they run,
 from __future__ import annotations
 
 import gc
+import importlib
 import sys
 
 import typer
@@ -44,23 +45,28 @@ def _root(
     """Evaluate LLMs and AI agents on multi-turn eval suites written in YAML."""
 
 
-def _register() -> None:
-    """Add the commands to ``app`` (importing their modules is cheap: no SDKs)."""
-    if app.registered_commands:
-        return
-    from agentv.cli.compare import compare_command
-    from agentv.cli.eval import EXIT_HELP, eval_command
-    from agentv.cli.init import init_command
-    from agentv.cli.render import render_command
-    from agentv.cli.report import report_command
-    from agentv.cli.validate import validate_command
+#: the commands in the order ``--help`` lists them: name -> (module, function); a module is
+#: imported only when its command is registered
+_COMMANDS = {
+    "eval": ("agentv.cli.eval", "eval_command"),
+    "validate": ("agentv.cli.validate", "validate_command"),
+    "render": ("agentv.cli.render", "render_command"),
+    "init": ("agentv.cli.init", "init_command"),
+    "compare": ("agentv.cli.compare", "compare_command"),
+    "report": ("agentv.cli.report", "report_command"),
+}
 
-    app.command("eval", epilog=EXIT_HELP)(eval_command)
-    app.command("validate")(validate_command)
-    app.command("render")(render_command)
-    app.command("init")(init_command)
-    app.command("compare")(compare_command)
-    app.command("report")(report_command)
+
+def _register(only: str | None = None) -> None:
+    """Add the commands to ``app`` (importing their modules is cheap: no SDKs): all of them,
+    or ``only`` the one being run, which is all a run needs."""
+    registered = {command.name for command in app.registered_commands}
+    for name, (module_name, function) in _COMMANDS.items():
+        if name in registered or only not in (None, name):
+            continue
+        module = importlib.import_module(module_name)
+        epilog = getattr(module, "EXIT_HELP", None)  # the exit codes, under ``--help``
+        app.command(name, epilog=epilog)(getattr(module, function))
 
 
 def main() -> None:
@@ -68,7 +74,8 @@ def main() -> None:
     if sys.argv[1:] in (["--version"], ["-V"]):  # fast path: no command modules needed
         print(__version__)
         return
-    _register()
+    command = sys.argv[1] if len(sys.argv) > 1 else None
+    _register(command if command in _COMMANDS else None)
     try:
         app()
     finally:

@@ -1,0 +1,62 @@
+"""The command line's entry point: what each invocation imports, and the command list."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import agentv
+
+COMMANDS = ["eval", "validate", "render", "init", "compare", "report"]
+
+# Runs the console-script entry point with the given arguments, then prints which command
+# modules were imported (as JSON, on the last line of stdout).
+PROBE = """
+import json, sys
+sys.argv = ["agentv", *sys.argv[1:]]
+from agentv.cli.app import main
+code = 0
+try:
+    main()
+except SystemExit as exit:
+    code = exit.code or 0
+loaded = sorted(m.rsplit(".", 1)[1] for m in sys.modules if m.startswith("agentv.cli."))
+print(json.dumps({"code": code, "loaded": loaded}))
+"""
+
+
+def _probe(*args: str) -> tuple[dict[str, object], str]:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, *args], capture_output=True, text=True, timeout=60
+    )
+    *output, last = done.stdout.rstrip("\n").split("\n")
+    return json.loads(last), "\n".join(output) + done.stderr
+
+
+def test_a_command_imports_only_its_own_module() -> None:
+    found, output = _probe("eval", "--help")
+    assert found["code"] == 0
+    assert "--target" in output and "Exit codes" in output  # eval's options and epilog
+    loaded = set(found["loaded"])  # type: ignore[arg-type]
+    assert "eval" in loaded
+    assert not loaded & {"compare", "init", "render", "report", "validate"}
+
+
+def test_help_lists_every_command_in_order() -> None:
+    found, output = _probe("--help")
+    assert found["code"] == 0
+    positions = [output.find(f" {name} ") for name in COMMANDS]
+    assert -1 not in positions and positions == sorted(positions), output
+
+
+def test_version_needs_no_command_module() -> None:
+    found, output = _probe("--version")
+    assert output.strip() == agentv.__version__
+    assert not set(found["loaded"]) & set(COMMANDS)  # type: ignore[arg-type]
+
+
+def test_an_unknown_command_is_a_usage_error_with_every_command_known() -> None:
+    found, output = _probe("evl", "x.yaml")
+    assert found["code"] == 2
+    assert "No such command" in output and "evl" in output
