@@ -177,6 +177,7 @@ class SummaryCollector:
         #: keeps no figures of its own (they are its row's)
         self._runs: dict[str, dict[str, int | tuple[float, ...]]] = {}
         self._ok = bytearray()  # per row: the status is "ok"
+        self._most_runs = 1  # of any (target, case)
         self._by_target: dict[str, Counter[str]] = {}
         self._latencies: dict[str, array[float]] = {}
 
@@ -217,6 +218,7 @@ class SummaryCollector:
         else:
             # tuples, not lists: once collected, the garbage collector no longer walks them
             n, passes, total, squares, low, high = self._figures(seen)
+            self._most_runs = max(self._most_runs, int(n) + 1)
             cases[eval_id] = (
                 n + 1,
                 passes + (status == "ok"),
@@ -294,17 +296,7 @@ class SummaryCollector:
         )
 
         ids = self._ids
-        repeats = int(
-            max(
-                (
-                    entry[0]
-                    for cases in self._runs.values()
-                    for entry in cases.values()
-                    if isinstance(entry, tuple)
-                ),
-                default=1,
-            )
-        )
+        repeats = self._most_runs
         names: list[str] = ids
         values: Sequence[float] = scores
         if repeats > 1 or len(self._by_target) > 1:
