@@ -261,15 +261,11 @@ class SummaryCollector:
 
     def _each_run(self, target: str | None = None) -> Iterator[tuple[str, str, tuple[float, ...]]]:
         """(target, case, figures) of every target's cases, or of one target's."""
-        scores, ok = self._scores, self._ok
+        figures = self._figures
         chosen = self._runs.items() if target is None else [(target, self._runs[target])]
         for name, cases in chosen:
             for case, entry in cases.items():
-                if isinstance(entry, tuple):
-                    yield name, case, entry
-                else:  # _figures, inline: once per case of a large run
-                    score = scores[entry]
-                    yield name, case, (1, ok[entry], score, score * score, score, score)
+                yield name, case, figures(entry)
 
     def summary(self) -> Summary:
         """The statistics over everything added so far."""
