@@ -8,6 +8,8 @@ import asyncio
 from itertools import pairwise
 from pathlib import Path
 
+import pytest
+
 from agentv.providers.llm import RETRYABLE_CLIENT_ERRORS
 from agentv.scheduling import TargetGate, TokenBucket
 from cli_run import agentv_cli, rows
@@ -21,6 +23,13 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
+
+
+def sent(gate: TargetGate, count: int) -> None:
+    """``count`` requests through ``gate`` now (whatever its pace says)."""
+    for _ in range(count):
+        gate._enter(0.0)
+        gate.release()
 
 
 def test_token_bucket_paces_and_corrects() -> None:
@@ -38,16 +47,16 @@ def test_token_bucket_paces_and_corrects() -> None:
 def test_gate_halves_on_throttling_and_grows_back_one_window_at_a_time() -> None:
     clock = Clock()
     gate = TargetGate(8, clock=clock)
-    for _ in range(5):  # five successes within the last second
-        gate.succeeded()
+    sent(gate, 6)  # six requests within the last second, one of them refused
     gate.throttled(2.0)
-    assert (gate.limit, gate.paused_for, gate.rate) == (4, 2.0, 5.0)
+    assert (gate.limit, gate.paused_for, gate.rate) == (4, 2.0, pytest.approx(0.9 * 5))
     gate.throttled(1.0)  # more of the same news during the pause: no second cut
-    assert (gate.limit, gate.paused_for) == (4, 2.0)
+    assert (gate.limit, gate.paused_for, gate.rate) == (4, 2.0, pytest.approx(0.9 * 4))
     clock.now += 2.0
-    gate.throttled(1.0)  # news after the pause: cut again
+    sent(gate, 6)
+    gate.throttled(1.0)  # news after the pause: cut again, the pace by a third at least
     assert (gate.limit, gate.paused_for) == (2, 1.0)
-    assert gate.rate is not None and abs(gate.rate - 5.0 * 2 / 3) < 1e-9
+    assert gate.rate == pytest.approx(0.9 * 4 * 2 / 3)
     assert gate.stats.throttled_seconds == 3.0 and gate.stats.lowest_limit == 2
     assert gate.stats.throttled == 3
     for _ in range(2):

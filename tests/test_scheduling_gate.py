@@ -107,41 +107,54 @@ async def test_turns_count_requests_and_the_most_at_once() -> None:
     assert (gate.in_flight, gate.peak, gate.stats.requests) == (1, 2, 4)
 
 
+def sent(gate: TargetGate, count: int = 1) -> None:
+    """``count`` requests through ``gate`` at the clock's time (whatever its pace says)."""
+    for _ in range(count):
+        gate._enter(0.0)
+        gate.release()
+
+
 def test_throttling_halves_the_limit_pauses_the_target_and_starts_pacing() -> None:
     clock = Clock()
     gate = TargetGate(8, clock=clock)
-    for _ in range(3):
-        gate.succeeded()
+    sent(gate, 3)
     clock.now = 100.5
-    gate.succeeded()
-    gate.succeeded()
+    sent(gate, 3)
     clock.now = 101.0
     gate.throttled(2.0)
-    # the five successes of the last second (100.0 included) set the pace
-    assert (gate.limit, gate.rate, gate.paused_until, gate.paused_for) == (4, 5.0, 103.0, 2.0)
-    assert gate.stats == GateStats(requests=0, throttled=1, throttled_seconds=2.0, lowest_limit=4)
+    # the six requests of the last second (100.0 included), less the one refused, at 0.9
+    assert (gate.limit, gate.paused_until, gate.paused_for) == (4, 103.0, 2.0)
+    assert gate.rate == pytest.approx(0.9 * 5)
+    assert gate.stats == GateStats(requests=6, throttled=1, throttled_seconds=2.0, lowest_limit=4)
     assert gate._wait_time(0.0) == 2.0
     clock.now = 102.0
     assert (gate.paused_for, gate._wait_time(0.0)) == (1.0, 1.0)
     gate.throttled(3.0)  # the same news during the pause: it is longer, not cut again
-    assert (gate.limit, gate.rate, gate.paused_until) == (4, 5.0, 105.0)
-    assert gate.stats == GateStats(requests=0, throttled=2, throttled_seconds=4.0, lowest_limit=4)
-    gate.throttled(0.5)  # a shorter one changes nothing but the count
+    assert (gate.limit, gate.paused_until) == (4, 105.0)
+    assert gate.rate == pytest.approx(0.9 * 4)  # one request fewer was accepted
+    assert gate.stats == GateStats(requests=6, throttled=2, throttled_seconds=4.0, lowest_limit=4)
+    gate.throttled(0.5)  # a shorter one changes nothing but the count and the pace
     gate.throttled(-1.0)
     assert (gate.limit, gate.paused_until) == (4, 105.0)
-    assert gate.stats == GateStats(requests=0, throttled=4, throttled_seconds=4.0, lowest_limit=4)
+    assert gate.rate == pytest.approx(0.9 * 2)
+    assert gate.stats == GateStats(requests=6, throttled=4, throttled_seconds=4.0, lowest_limit=4)
     clock.now = 104.75
     gate.throttled(0.5)  # a little past the pause: a quarter of a second more
     assert (gate.limit, gate.paused_until) == (4, 105.25)
-    assert gate.stats == GateStats(requests=0, throttled=5, throttled_seconds=4.25, lowest_limit=4)
-    clock.now = 105.5  # after the pause: cut again, the pace by a third
+    assert gate.stats == GateStats(requests=6, throttled=5, throttled_seconds=4.25, lowest_limit=4)
+    assert gate.rate == 1.0  # one request accepted: 0.9 a second, but one at least
+    clock.now = 105.5  # after the pause: cut again, the pace by a third at least
+    sent(gate, 5)
     gate.throttled(1.0)
-    assert (gate.limit, gate.rate, gate.paused_until) == (2, 5.0 * 2 / 3, 106.5)
-    assert gate.stats == GateStats(requests=0, throttled=6, throttled_seconds=5.25, lowest_limit=2)
+    assert (gate.limit, gate.paused_until) == (2, 106.5)
+    assert gate.rate == pytest.approx(2 / 3)  # not the 0.9 x 4 of what was accepted
+    assert gate.stats.throttled_seconds == 5.25 and gate.stats.lowest_limit == 2
     clock.now = 106.5
-    assert (gate.paused_for, gate._wait_time(0.0)) == (0.0, 0.0)
+    # no longer paused, but paced: the five sent at 105.5 used a second each
+    assert (gate.paused_for, gate._wait_time(0.0)) == (0.0, 4.0)
     gate.throttled(0.0)  # no wait: cut, no pause
     assert (gate.limit, gate.paused_until, gate.stats.throttled_seconds) == (1, 106.5, 5.25)
+    assert gate.rate == 0.5  # two thirds of two thirds is under the floor
     for step in range(1, 6):
         clock.now = 200.0 + step
         gate.throttled(-3.0)  # a negative wait is no wait
@@ -150,43 +163,56 @@ def test_throttling_halves_the_limit_pauses_the_target_and_starts_pacing() -> No
     assert gate.stats.throttled_seconds == 5.25
 
 
-def test_without_recent_successes_the_pace_starts_at_one_a_second() -> None:
+def test_refusals_during_the_pause_bring_the_pace_down_to_what_was_accepted() -> None:
+    clock = Clock()
+    gate = TargetGate(50, clock=clock)
+    sent(gate, 50)  # a burst; the server takes 20 and refuses 30 at once
+    clock.now = 100.005
+    gate.throttled(0.05)
+    assert (gate.limit, gate.rate) == (25, pytest.approx(0.9 * 49))
+    for _ in range(29):
+        clock.now += 0.001
+        gate.throttled(0.05)
+    assert (gate.limit, gate.rate) == (25, pytest.approx(0.9 * 20))
+    assert gate.stats.throttled == 30 and gate.stats.lowest_limit == 25
+
+
+def test_without_recent_requests_the_pace_starts_at_one_a_second() -> None:
     clock = Clock()
     gate = TargetGate(3, clock=clock)
-    gate.succeeded()
+    sent(gate, 5)
     clock.now = 101.5
     gate.throttled(1.0)
     assert (gate.limit, gate.rate) == (1, 1.0)
 
 
-def test_only_the_last_seconds_successes_set_the_pace() -> None:
+def test_only_the_last_seconds_requests_set_the_pace() -> None:
     clock = Clock()
     gate = TargetGate(3, clock=clock)
-    gate.succeeded()  # 100.0
+    sent(gate)  # 100.0
     clock.now = 100.75
-    gate.succeeded()
+    sent(gate)
     clock.now = 101.0
-    gate.succeeded()  # 100.0 is exactly a second old: kept, and counted
+    sent(gate, 2)  # 100.0 is exactly a second old: kept, and counted
     gate.throttled(1.0)
-    assert (list(gate._recent), gate.rate) == ([100.0, 100.75, 101.0], 3.0)
+    assert (list(gate._starts), gate.rate) == ([100.0, 100.75, 101.0, 101.0], 0.9 * 3)
     later = TargetGate(3, clock=clock)
     clock.now = 100.0
-    later.succeeded()
+    sent(later)
     clock.now = 100.75
-    later.succeeded()
+    sent(later)
     clock.now = 101.5
-    later.succeeded()  # 100.0 is more than a second old: dropped
+    sent(later, 2)  # 100.0 is more than a second old: dropped
     later.throttled(1.0)
-    assert (list(later._recent), later.rate) == ([100.75, 101.5], 2.0)
+    assert (list(later._starts), later.rate) == ([100.75, 101.5, 101.5], 0.9 * 2)
     quiet = TargetGate(3, clock=clock)
     clock.now = 100.0
-    quiet.succeeded()
+    sent(quiet)
     clock.now = 100.5
-    quiet.succeeded()
-    quiet.succeeded()
-    clock.now = 101.25  # no success since 100.5: the one at 100.0 is kept, but not counted
+    sent(quiet, 4)
+    clock.now = 101.25  # none since 100.5: the one at 100.0 is kept, but not counted
     quiet.throttled(1.0)
-    assert (list(quiet._recent), quiet.rate) == ([100.0, 100.5, 100.5], 2.0)
+    assert (list(quiet._starts), quiet.rate) == ([100.0] + [100.5] * 4, 0.9 * 3)
 
 
 def test_each_window_of_successes_adds_one_request_at_once_up_to_the_workers() -> None:
@@ -220,7 +246,7 @@ def test_a_cut_starts_the_windows_and_the_pace_afresh() -> None:
         gate.succeeded()  # at the top: counted, but the limit stays
     clock.now = 200.0
     gate.throttled(0.0)
-    assert (gate.limit, gate.rate) == (2, 1.0)  # no success in the last second
+    assert (gate.limit, gate.rate) == (2, 1.0)  # no request in the last second
     gate.succeeded()
     assert (gate.limit, gate.rate) == (2, 2.0)  # half a window; a rate's worth of successes
     gate.succeeded()
@@ -228,9 +254,11 @@ def test_a_cut_starts_the_windows_and_the_pace_afresh() -> None:
     gate.succeeded()  # two successes at a pace of two: three a second
     assert (gate.limit, gate.rate) == (3, 3.0)
     gate.succeeded()  # one of the three the pace needs now
+    clock.now = 200.5
+    sent(gate, 4)
     clock.now = 201.0
     gate.throttled(0.0)
-    assert (gate.limit, gate.rate) == (1, 2.0)  # 3 // 2, and 3 x 2/3
+    assert (gate.limit, gate.rate) == (1, 2.0)  # 3 // 2, and 3 x 2/3 (under 0.9 x 3)
     gate.succeeded()  # a new window of one; a new count towards the pace
     assert (gate.limit, gate.rate) == (2, 2.0)
     gate.succeeded()

@@ -7,11 +7,12 @@ A gate adapts to the target (AIMD, as TCP does): it starts at the target's ``wor
 a 429, a 503 or an "overloaded" answer halves it and pauses the whole target until the
 server's ``Retry-After`` has passed (not just the one request); each window of successes
 (as many as the current limit) adds one back, never above ``workers``. Concurrency alone
-cannot hold a rate when answers come fast, so a throttled gate also paces its requests:
-its rate starts at what the server accepted in the last second, drops by a third at each
-new throttling, and grows by a tenth (at least one request a second) for each second of
-successes. The requests already on their way when a target throttles bring the same
-news: a pause is cut once. Optional
+cannot hold a rate when answers come fast, so a throttled gate also paces its requests at
+nine tenths of what the server accepted in the last second: the requests sent then, less
+those refused (counted until the pause ends, since the refusals of requests already on
+their way bring the same news: a pause cuts the limit once). A later throttling also cuts
+the pace by at least a third; it grows by a tenth (at least one request a second) for each
+second of successes. Optional
 ``max_rpm`` / ``max_tpm`` token buckets pace requests and tokens per minute; tokens are
 estimated from the request's size before the call and corrected from the reported usage
 after.
@@ -39,6 +40,9 @@ if TYPE_CHECKING:
 DEFAULT_WORKERS = 3
 #: statuses that mean "too much load": the target slows down and pauses
 THROTTLE_STATUSES = frozenset({429, 503, 529})
+#: a throttled gate paces its requests at this share of what the server accepted: just
+#: under the server's rate, so its bucket refills a little instead of refusing the next one
+PACE_SHARE = 0.9
 
 
 class TokenBucket:
@@ -108,8 +112,13 @@ class TargetGate:
         #: requests a second once throttled (None: not paced), and when the next may go
         self.rate: float | None = None
         self._next_start = 0.0
-        self._recent: deque[float] = deque()  # when the last second's successes came
+        self._starts: deque[float] = deque()  # when the last second's requests went out
         self._paced_successes = 0
+        #: during a pause: the requests sent in the second before it, those refused since,
+        #: and the pace before it (None: not paced then), which the new pace stays under
+        self._sent = 0
+        self._refused = 0
+        self._pace_cap: float | None = None
         #: requests waiting for a turn, in order; only the first watches ``_changed``
         self._line: deque[asyncio.Future[None]] = deque()
 
@@ -182,8 +191,13 @@ class TargetGate:
         self.in_flight += 1
         self.peak = max(self.peak, self.in_flight)
         self.stats.requests += 1
+        now = self._clock()
+        starts = self._starts
+        starts.append(now)
+        while starts[0] < now - 1.0:
+            starts.popleft()
         if self.rate is not None:
-            self._next_start = max(self._clock(), self._next_start) + 1.0 / self.rate
+            self._next_start = max(now, self._next_start) + 1.0 / self.rate
         if self._rpm is not None:
             self._rpm.take(1)
         if self._tpm is not None:
@@ -213,10 +227,6 @@ class TargetGate:
     def succeeded(self) -> None:
         """One more success: after a window of them, one more request at once (and, when
         paced, about a second of them adds one request a second)."""
-        now = self._clock()
-        self._recent.append(now)
-        while self._recent and self._recent[0] < now - 1.0:
-            self._recent.popleft()
         self._successes += 1
         if self.limit < self.max_limit and self._successes >= self.limit:
             self._successes = 0
@@ -229,27 +239,40 @@ class TargetGate:
                 self.rate += max(1.0, self.rate / 10)
 
     def throttled(self, wait: float) -> None:
-        """The target said "too much": halve the limit, pause everything for ``wait`` s."""
+        """The target said "too much": halve the limit, pause everything for ``wait`` s,
+        and pace the requests under what the server accepted."""
         self.stats.throttled += 1
         now = self._clock()
         if now < self.paused_until:
-            # one cut per pause: the other requests already on their way bring the same news
+            # one cut per pause: the other requests already on their way bring the same
+            # news, and each refusal says the server accepted one request fewer
             self.stats.throttled_seconds += max(0.0, now + wait - self.paused_until)
             self.paused_until = max(self.paused_until, now + max(0.0, wait))
+            self._refused += 1
+            self._pace()
             return
         self._successes = 0
         self.limit = max(1, self.limit // 2)
-        accepted = sum(1 for t in self._recent if t >= now - 1.0)
-        if self.rate is None:
-            self.rate = max(1.0, float(accepted))
-        else:
-            self.rate = max(0.5, self.rate * 2 / 3)
+        self._sent = sum(1 for t in self._starts if t >= now - 1.0)
+        self._refused = 1
+        self._pace_cap = self.rate
+        self._pace()
         self._paced_successes = 0
         self.stats.lowest_limit = min(self.stats.lowest_limit, self.limit)
         until = now + max(0.0, wait)
         if until > self.paused_until:
             self.stats.throttled_seconds += until - max(now, self.paused_until)
             self.paused_until = until
+
+    def _pace(self) -> None:
+        """The pace from the requests of the second before the pause that were not
+        refused: at least one a second the first time; after that at least half of one,
+        and at most two thirds of the pace before the pause."""
+        pace = PACE_SHARE * max(0, self._sent - self._refused)
+        if self._pace_cap is None:
+            self.rate = max(1.0, pace)
+        else:
+            self.rate = max(0.5, min(pace, self._pace_cap * 2 / 3))
 
     @property
     def counts_tokens(self) -> bool:
