@@ -3,6 +3,7 @@ line, on real files, then shown to be a located error instead of a traceback."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -568,3 +569,48 @@ def test_short_values_and_unrelated_text_are_left_alone() -> None:
     record = {"candidate_answer": "fine", "error": None}
     assert masker.record(record) == record and "masked_secrets" not in masker.record(record)
     assert not Masker(["1234567"])  # under 8 characters: nothing to mask
+
+
+QUOTING_JUDGE_TARGETS = """\
+$schema: agentv-targets-v2.2
+targets:
+  - name: default
+    provider: mock
+    response: fine
+    judge_target: quoting-judge
+  - name: quoting-judge
+    provider: cli
+    command_template: sh judge.sh {PROMPT}
+    env: {JUDGE_KEY: "${{ HARDENING_SECRET }}"}
+"""
+
+
+def test_a_judge_quoting_a_key_is_masked_in_the_cache_too(repo: Path) -> None:
+    _project(
+        repo, HEADER + "evalcases:\n" + _case("quoted", "        - {name: j, type: llm_judge}\n")
+    )
+    write(repo, ".agentv/targets.yaml", QUOTING_JUDGE_TARGETS)
+    write(
+        repo,
+        "judge.sh",
+        'printf \'{"score": 1, "hits": ["ok"], "misses": [], "reasoning": "used %s"}\' '
+        '"$JUDGE_KEY"\n',
+    )
+    env = {"HARDENING_SECRET": SECRET}
+    for run in ("first", "second"):
+        result = agentv(repo, "eval", "e.yaml", "--cache", "--out", f"{run}.jsonl", env=env)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert SECRET not in result.stdout + result.stderr
+        rec = _records(repo / f"{run}.jsonl")["quoted"]
+        assert rec["status"] == "ok" and rec["score"] == 1
+        assert "used ***" in json.dumps(rec)
+        if run == "first":
+            assert rec["masked_secrets"] is True
+        else:  # the judge's answer was masked when it was cached
+            assert "1 target answers and 1 judge answers reused" in result.stdout
+    cached = list((repo / ".agentv" / "cache").rglob("*.json"))
+    assert len(cached) == 2  # the target's answer and the judge's
+    assert any(b"used ***" in path.read_bytes() for path in cached)  # the judge's, masked
+    for path in repo.rglob("*"):  # results, the cache, anything agentv wrote
+        if path.is_file():
+            assert SECRET.encode() not in path.read_bytes(), path

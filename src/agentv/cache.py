@@ -138,13 +138,21 @@ _USAGE_FIELDS = frozenset(f.name for f in fields(Usage))
 
 class CachedProvider:
     """A target whose answers come from the cache when it has them (``--cache`` on judge
-    targets: a rerun asks the judge nothing it was asked before). Everything but
+    targets: a rerun asks the judge nothing it was asked before). ``stored`` is what an
+    answer is written as (the run's secrets masked: a judge can quote one). Everything but
     ``invoke`` is the wrapped provider's."""
 
-    def __init__(self, provider: Provider, cache: ResponseCache, on_hit: Callable[[], None]):
+    def __init__(
+        self,
+        provider: Provider,
+        cache: ResponseCache,
+        on_hit: Callable[[], None],
+        stored: Callable[[ProviderResponse], ProviderResponse] | None = None,
+    ):
         self._provider = provider
         self._cache = cache
         self._on_hit = on_hit
+        self._stored = stored
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._provider, name)
@@ -157,5 +165,5 @@ class CachedProvider:
             self._on_hit()
             return hit
         response = await self._provider.invoke(request)
-        self._cache.put(key, response)
+        self._cache.put(key, response if self._stored is None else self._stored(response))
         return response

@@ -250,9 +250,14 @@ class CasePipeline:
             gated: Provider = GatedProvider(judge, self.gates.for_provider(judge, limit))  # type: ignore[assignment]
             cache = self.settings.cache
             if cache is not None:
-                gated = CachedProvider(gated, cache, self._judge_cache_hit)  # type: ignore[assignment]
+                gated = CachedProvider(  # type: ignore[assignment]
+                    gated, cache, self._judge_cache_hit, self._masked
+                )
             found = self._judges[id(job.target)] = gated
         return found
+
+    def _masked(self, response: ProviderResponse) -> ProviderResponse:
+        return self.masker.response(response)[0]
 
     def _judge_cache_hit(self) -> None:
         self.stats.judge_cache_hits += 1
@@ -292,7 +297,7 @@ class CasePipeline:
                     "target's max_output_bytes"
                 )
             if key is not None and self.settings.cache is not None:
-                self.settings.cache.put(key, self.masker.response(response)[0])
+                self.settings.cache.put(key, self._masked(response))
             return response, attempts
         assert last is not None
         if tries > 1:
