@@ -175,6 +175,11 @@ def test_refusals_during_the_pause_bring_the_pace_down_to_what_was_accepted() ->
         gate.throttled(0.05)
     assert (gate.limit, gate.rate) == (25, pytest.approx(0.9 * 20))
     assert gate.stats.throttled == 30 and gate.stats.lowest_limit == 25
+    clock.now = 101.5  # later, every request of the last second refused: the floor
+    sent(gate, 3)
+    for _ in range(3):
+        gate.throttled(0.05)
+    assert (gate.limit, gate.rate) == (12, 0.5)
 
 
 def test_without_recent_requests_the_pace_starts_at_one_a_second() -> None:
