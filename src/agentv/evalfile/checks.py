@@ -138,14 +138,23 @@ class SchemaChecker:
         return problem
 
 
+#: what reading a schema file may raise: unreadable, not UTF-8, not JSON or YAML, too deep
+SCHEMA_READ_ERRORS = (OSError, UnicodeDecodeError, ValueError, RecursionError, yaml.YAMLError)
+
+
+def read_schema_file(path: Path) -> Any:
+    """The JSON Schema ``path`` holds: YAML for ``.yaml`` / ``.yml`` (nesting and cycles
+    bounded as in eval files), else JSON. Raises one of ``SCHEMA_READ_ERRORS``."""
+    text = path.read_text(encoding="utf-8")
+    if path.suffix.lower() in (".yaml", ".yml"):
+        return stream_yaml(text).data
+    return json.loads(text)
+
+
 def _schema_file_problem(ref: str, path: Path) -> Problem | None:
     try:
-        text = path.read_text(encoding="utf-8")
-        if path.suffix.lower() in (".yaml", ".yml"):
-            data = stream_yaml(text).data  # nesting and cycles bounded as in eval files
-        else:
-            data = json.loads(text)
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError, yaml.YAMLError) as exc:
+        data = read_schema_file(path)
+    except SCHEMA_READ_ERRORS as exc:
         kind = "YAML" if path.suffix.lower() in (".yaml", ".yml") else "JSON"
         return Problem(
             "schema",
@@ -156,7 +165,8 @@ def _schema_file_problem(ref: str, path: Path) -> Problem | None:
 
 
 def check_schema(schema: Any, label: str) -> Problem | None:
-    """Why ``schema`` is not a valid JSON Schema (for its ``$schema`` draft), or None."""
+    """Why ``schema`` is not a valid JSON Schema (for its ``$schema`` draft), or None; the
+    ``is_json`` evaluator says the same at run time."""
     # Booleans are valid schemas (true: anything, false: nothing), as at run time.
     if not isinstance(schema, dict | bool):
         kind = {list: "a list", str: "text", int: "a number", float: "a number"}.get(

@@ -17,11 +17,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import orjson
-import yaml
 
+from agentv.evalfile.checks import SCHEMA_READ_ERRORS, check_schema, read_schema_file
 from agentv.evalfile.schema import ContainsSpec, EqualsSpec, IsJsonSpec, RegexSpec
 from agentv.evaluators.base import EvaluationContext, EvaluatorScore, excerpt, failed
-from agentv.yamlstream import stream_yaml
 
 if TYPE_CHECKING:
     from agentv.cases import EvaluatorConfig
@@ -174,28 +173,14 @@ class _Schema:
 _SCHEMAS: dict[str, _Schema | str] = {}
 
 
-_KINDS = {list: "a list", str: "text", int: "a number", float: "a number"}
-
-
 def _compile_schema(schema: Any, label: str) -> _Schema | str:
+    problem = check_schema(schema, label)  # worded as `agentv validate` says it
+    if problem is not None:
+        return problem.message
     # jsonschema is imported only when a schema is used: it is slow to import.
-    from jsonschema import exceptions, validators
+    from jsonschema import validators
 
-    if not isinstance(schema, dict | bool):
-        # worded as `agentv validate` says it (evalfile/checks.py)
-        kind = _KINDS.get(type(schema), "nothing" if schema is None else type(schema).__name__)
-        return f"invalid JSON Schema {label}: a schema must be a mapping, not {kind}"
-    if isinstance(schema, dict) and not isinstance(schema.get("$schema", ""), str):
-        # jsonschema would crash on it (it looks the draft up by this string)
-        return f"invalid JSON Schema {label} at `$schema`: {schema['$schema']!r} is not a string"
-    try:
-        cls = validators.validator_for(schema)
-        cls.check_schema(schema)
-    except exceptions.SchemaError as exc:
-        where = "/".join(str(p) for p in exc.absolute_path)
-        at = f" at `{where}`" if where else ""
-        return f"invalid JSON Schema {label}{at}: {exc.message}"
-    return _Schema(cls(schema), label)
+    return _Schema(validators.validator_for(schema)(schema), label)
 
 
 def _inline_schema(schema: dict[str, Any]) -> _Schema | str:
@@ -225,12 +210,8 @@ def _file_schema(ref: str, base: Path) -> _Schema | str:
         )
     else:
         try:
-            text = path.read_text(encoding="utf-8")
-            if path.suffix.lower() in (".yaml", ".yml"):
-                data = stream_yaml(text).data  # nesting and cycles bounded as in eval files
-            else:
-                data = json.loads(text)
-        except (OSError, UnicodeDecodeError, ValueError, RecursionError, yaml.YAMLError) as exc:
+            data = read_schema_file(path)
+        except SCHEMA_READ_ERRORS as exc:
             cached = f"cannot read JSON Schema file {path}: {exc}"
         else:
             cached = _compile_schema(data, f"in {path}")
