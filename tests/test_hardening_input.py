@@ -606,8 +606,11 @@ def test_a_judge_quoting_a_key_is_masked_in_the_cache_too(repo: Path) -> None:
         assert "used ***" in json.dumps(rec)
         if run == "first":
             assert rec["masked_secrets"] is True
+            assert "0 target answers and 0 judge answers reused, 1 target request sent" in (
+                result.stdout
+            )
         else:  # the judge's answer was masked when it was cached
-            assert "1 target answers and 1 judge answers reused" in result.stdout
+            assert "1 target answer and 1 judge answer reused" in result.stdout
     cached = list((repo / ".agentv" / "cache").rglob("*.json"))
     assert len(cached) == 2  # the target's answer and the judge's
     assert any(b"used ***" in path.read_bytes() for path in cached)  # the judge's, masked

@@ -276,7 +276,7 @@ Tokens:
   judges: in 50 / out 5
 Retries:
   gpt: 14 (429 x12, HTTP 500 x2)
-Cache: 3 target answers and 1 judge answers reused, 2 target requests sent
+Cache: 3 target answers and 1 judge answer reused, 2 target requests sent
 Wall time: 0:01:15
 
 Results written to: {Path("out/r.jsonl")}

@@ -42,6 +42,11 @@ def _indent_message(message: str) -> list[str]:
     return [f"   {line}" if line else "" for line in lines[start:]] or [""]
 
 
+def _count(number: int, noun: str) -> str:
+    """``1 target answer``, ``3 target answers``."""
+    return f"{number:,} {noun}{'' if number == 1 else 's'}"
+
+
 def _clock(seconds: float) -> str:
     whole = max(0, int(seconds))
     hours, rest = divmod(whole, 3600)
@@ -206,8 +211,9 @@ def render_summary(
         ]
     if facts.cache_hits is not None:
         closing.append(
-            f"Cache: {facts.cache_hits} target answers and {facts.judge_cache_hits} judge "
-            f"answers reused, {facts.requests} target requests sent"
+            f"Cache: {_count(facts.cache_hits, 'target answer')} and "
+            f"{_count(facts.judge_cache_hits, 'judge answer')} reused, "
+            f"{_count(facts.requests, 'target request')} sent"
         )
     if facts.wall_seconds is not None:
         closing.append(f"Wall time: {_clock(facts.wall_seconds)}")
