@@ -225,8 +225,7 @@ def test_cache_covers_the_judge_too(repo: Path, server: FakeLLMServer) -> None:
     assert second.returncode == 0, second.stderr
     assert len(server.requests) == 2  # neither was asked again
     assert (
-        "Cache: 1 target answer and 1 judge answer reused, 0 target requests sent"
-        in second.stdout
+        "Cache: 1 target answer and 1 judge answer reused, 0 target requests sent" in second.stdout
     )
     (a,), (b,) = rows(repo / "a.jsonl"), rows(repo / "b.jsonl")
     assert a["score"] == b["score"] == pytest.approx(0.95)
