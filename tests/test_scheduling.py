@@ -195,6 +195,31 @@ def test_one_429_pauses_every_request_of_the_target_for_its_retry_after(repo: Pa
         assert len(received) == 13 and max(received) > t0 + 0.55
 
 
+def test_a_round_of_429s_without_a_wait_cuts_the_target_once(repo: Path) -> None:
+    # the server answers after 200 ms, so all eight requests are out before the first 429
+    # comes back; four of them are refused with "Retry-After: 0"
+    with FakeLLMServer(delay_ms=200) as server:
+        server.script(*[Fault.rate_limited(retry_after=0)] * 4)
+        write(
+            repo,
+            ".agentv/targets.yaml",
+            "$schema: agentv-targets-v2.2\ntargets:\n"
+            f"  - {{name: default, provider: openai, base_url: '{server.url}/v1',"
+            " api_key: k-12345678, model: m, workers: 8}\n",
+        )
+        write(repo, "evals/many.yaml", _cases(8))
+        proc = agentv_cli(repo, "eval", "evals/", "--out", "r.jsonl")
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert {r["status"] for r in rows(repo / "r.jsonl")} == {"ok"}
+        first = sorted(r.received_at for r in server.requests)[:8]
+        assert max(first) - min(first) < 0.15  # one round, sent before any answer
+        assert len(server.requests) == 12
+        # the four refusals are news of one round: one cut (8 -> 4), not four (8 -> 1)
+        assert "default: 12 requests, 4 throttled (429/503), paused 0.0 s, down to 4 at once" in (
+            proc.stdout
+        )
+
+
 def test_a_case_waiting_to_retry_a_500_leaves_its_turn_to_the_next_cases(repo: Path) -> None:
     with FakeLLMServer(delay_ms=100) as server:
         server.script(Fault.server_error())  # the first answer only

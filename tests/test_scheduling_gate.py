@@ -182,6 +182,31 @@ def test_refusals_during_the_pause_bring_the_pace_down_to_what_was_accepted() ->
     assert (gate.limit, gate.rate) == (12, 0.5)
 
 
+def test_refusals_of_requests_sent_before_the_cut_are_the_same_news_without_a_pause() -> None:
+    clock = Clock()
+    gate = TargetGate(50, clock=clock)
+    sent(gate, 50)  # at 100.0
+    clock.now = 100.01
+    gate.throttled(0.0, sent_at=100.0)  # the server asks for no wait at all
+    assert (gate.limit, gate.paused_until, gate.rate) == (25, 100.01, pytest.approx(0.9 * 49))
+    for step in range(1, 30):  # the rest of the burst's refusals, after the (empty) pause
+        clock.now = 100.01 + step * 0.01
+        gate.throttled(0.0, sent_at=100.0)
+    assert (gate.limit, gate.rate) == (25, pytest.approx(0.9 * 20))  # cut once
+    assert (gate.stats.throttled, gate.stats.throttled_seconds) == (30, 0.0)
+    clock.now = 100.5
+    gate.throttled(0.5, sent_at=100.0)  # a late one: the pause runs from now
+    assert (gate.limit, gate.paused_until, gate.stats.throttled_seconds) == (25, 101.0, 0.5)
+    assert gate.rate == pytest.approx(0.9 * 19)
+    clock.now = 101.5
+    sent(gate, 10)
+    gate.throttled(0.0, sent_at=101.5)  # sent after the cut: new news, a new cut
+    assert (gate.limit, gate.stats.lowest_limit) == (12, 12)
+    assert gate.rate == pytest.approx(0.9 * 9)  # the ten of the last second, one refused
+    gate.throttled(0.0)  # no time given: as if sent now, so a new cut
+    assert gate.limit == 6
+
+
 def test_without_recent_requests_the_pace_starts_at_one_a_second() -> None:
     clock = Clock()
     gate = TargetGate(3, clock=clock)

@@ -147,7 +147,7 @@ class CachedProvider:
         provider: Provider,
         cache: ResponseCache,
         on_hit: Callable[[], None],
-        stored: Callable[[ProviderResponse], ProviderResponse] | None = None,
+        stored: Callable[[ProviderResponse], ProviderResponse],
     ):
         self._provider = provider
         self._cache = cache
@@ -165,5 +165,5 @@ class CachedProvider:
             self._on_hit()
             return hit
         response = await self._provider.invoke(request)
-        self._cache.put(key, response if self._stored is None else self._stored(response))
+        self._cache.put(key, self._stored(response))
         return response

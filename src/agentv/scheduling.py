@@ -8,11 +8,12 @@ a 429, a 503 or an "overloaded" answer halves it and pauses the whole target unt
 server's ``Retry-After`` has passed (not just the one request); each window of successes
 (as many as the current limit) adds one back, never above ``workers``. Concurrency alone
 cannot hold a rate when answers come fast, so a throttled gate also paces its requests at
-nine tenths of what the server accepted in the last second: the requests sent then, less
-those refused (counted until the pause ends, since the refusals of requests already on
-their way bring the same news: a pause cuts the limit once). A later throttling also cuts
-the pace by at least a third; it grows by a tenth (at least one request a second) for each
-second of successes. Optional
+nine tenths of what the server accepted in the last second, at least one a second: the
+requests sent then, less those refused. The refusals of requests sent before the cut, or
+received during the pause, bring the same news: each takes one off what was accepted, but
+the limit is cut once per round, however short the server's wait. A later round also cuts
+the pace by at least a third (never below half a request a second); it grows by a tenth
+(at least one request a second) for each second of successes. Optional
 ``max_rpm`` / ``max_tpm`` token buckets pace requests and tokens per minute; tokens are
 estimated from the request's size before the call and corrected from the reported usage
 after.
@@ -27,6 +28,7 @@ in line and get their turns in order.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections import deque
 from collections.abc import Callable
@@ -119,6 +121,7 @@ class TargetGate:
         self._sent = 0
         self._refused = 0
         self._pace_cap: float | None = None
+        self._cut_at = -math.inf  # when the limit was last cut
         #: requests waiting for a turn, in order; only the first watches ``_changed``
         self._line: deque[asyncio.Future[None]] = deque()
 
@@ -238,19 +241,29 @@ class TargetGate:
                 self._paced_successes = 0
                 self.rate += max(1.0, self.rate / 10)
 
-    def throttled(self, wait: float) -> None:
-        """The target said "too much": halve the limit, pause everything for ``wait`` s,
-        and pace the requests under what the server accepted."""
+    def now(self) -> float:
+        """The gate's clock (when a request goes out, for ``throttled``'s ``sent_at``)."""
+        return self._clock()
+
+    def throttled(self, wait: float, *, sent_at: float | None = None) -> None:
+        """The target said "too much" to a request sent at ``sent_at`` (None: just now):
+        halve the limit, pause everything for ``wait`` s, and pace the requests under what
+        the server accepted. A request sent before the last cut, or refused during the
+        pause, brings the same news as the one that cut: the limit is cut once per round
+        of requests, however short the server's wait."""
         self.stats.throttled += 1
         now = self._clock()
-        if now < self.paused_until:
-            # one cut per pause: the other requests already on their way bring the same
-            # news, and each refusal says the server accepted one request fewer
-            self.stats.throttled_seconds += max(0.0, now + wait - self.paused_until)
-            self.paused_until = max(self.paused_until, now + max(0.0, wait))
+        until = now + max(0.0, wait)
+        if now < self.paused_until or (sent_at is not None and sent_at < self._cut_at):
+            # one more refusal of that round: the pause may be longer, and the server
+            # accepted one request fewer than the pace counted
+            start = max(now, self.paused_until)
+            self.stats.throttled_seconds += max(0.0, until - start)
+            self.paused_until = max(self.paused_until, until)
             self._refused += 1
             self._pace()
             return
+        self._cut_at = now
         self._successes = 0
         self.limit = max(1, self.limit // 2)
         self._sent = sum(1 for t in self._starts if t >= now - 1.0)
@@ -259,7 +272,6 @@ class TargetGate:
         self._pace()
         self._paced_successes = 0
         self.stats.lowest_limit = min(self.stats.lowest_limit, self.limit)
-        until = now + max(0.0, wait)
         if until > self.paused_until:
             self.stats.throttled_seconds += until - max(now, self.paused_until)
             self.paused_until = until

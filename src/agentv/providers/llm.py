@@ -211,6 +211,7 @@ class LLMProvider(Provider):
         deadline = None if not budget else time.monotonic() + budget
         empty_answers = 0
         for attempt in range(attempts):
+            sent_at = self.gate.now() if self.gate is not None else 0.0
             try:
                 async with asyncio.timeout(timeout):
                     answer = await self.call(payload, timeout)
@@ -247,7 +248,7 @@ class LLMProvider(Provider):
                 raise self._error(failure, attempt + 1) from None
             if self.gate is not None and failure.status in THROTTLE_STATUSES:
                 # the whole target slows down and waits, not just this request
-                self.gate.throttled(delay)
+                self.gate.throttled(delay, sent_at=sent_at)
             if self.on_retry is not None:
                 status = 200 if failure.empty else failure.status
                 self.on_retry(self.name, status, delay)
