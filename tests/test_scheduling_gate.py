@@ -205,6 +205,8 @@ def test_refusals_of_requests_sent_before_the_cut_are_the_same_news_without_a_pa
     assert gate.rate == pytest.approx(0.9 * 9)  # the ten of the last second, one refused
     gate.throttled(0.0)  # no time given: as if sent now, so a new cut
     assert gate.limit == 6
+    gate.throttled(0.0, sent_at=101.5)  # sent at the very time of that cut: after it
+    assert gate.limit == 3
 
 
 def test_without_recent_requests_the_pace_starts_at_one_a_second() -> None:
