@@ -32,6 +32,7 @@ MODULES = {
     "agentv.stats": "src/agentv/stats.py",
     "agentv.scheduling": "src/agentv/scheduling.py",
     "agentv.compare": "src/agentv/compare.py",
+    "agentv.evalfile.checks": "src/agentv/evalfile/checks.py",
     "agentv.providers.openai": "src/agentv/providers/openai.py (converters)",
     "agentv.providers.anthropic": "src/agentv/providers/anthropic.py (converters)",
     "agentv.providers.gemini": "src/agentv/providers/gemini.py (converters)",

@@ -22,6 +22,13 @@ from helpers import write
 
 _register()
 
+
+@pytest.fixture(autouse=True)
+def _fresh_regex_cache() -> None:
+    """``regex_problem`` is cached per process: each test starts from an empty cache."""
+    regex_problem.cache_clear()
+
+
 HEADER = "$schema: agentv-eval-v2\nevalcases:\n"
 GOOD = "  - {id: good, outcome: ok, input_messages: [{role: user, content: hi}]}\n"
 
@@ -65,6 +72,18 @@ def test_regex_that_does_not_compile(repo: Path) -> None:
         "at position 1"
     )
     assert hint is not None and hint.startswith("fix `value` (Python `re` syntax)")
+
+
+def test_a_long_or_non_ascii_pattern_is_shown_shortened_and_as_written() -> None:
+    whole = regex_problem("(" + "a" * 79, None)  # 80 characters, 82 with the quotes
+    assert whole is not None
+    assert whole.message.startswith('invalid regular expression "(' + "a" * 79 + '": ')
+    cut = regex_problem("(" + "a" * 80, None)  # one more: cut to 80 and an ellipsis
+    assert cut is not None
+    assert cut.message.startswith('invalid regular expression "(' + "a" * 78 + '…": ')
+    accented = regex_problem("é(", None)
+    assert accented is not None
+    assert accented.message.startswith('invalid regular expression "é(": ')
 
 
 def test_regex_flags_are_checked_and_used(repo: Path) -> None:
@@ -187,6 +206,92 @@ def test_schema_file_that_is_not_a_schema(repo: Path, name: str, text: str, mess
     assert only_error(path)[2] == f"case 'bad': {message}"
 
 
+@pytest.mark.parametrize(
+    ("name", "kind"),
+    [("a.yaml", "YAML"), ("b.yml", "YAML"), ("C.YML", "YAML"), ("d.json", "JSON")],
+)
+def test_a_schema_file_that_cannot_be_read_says_how_it_must_be_written(
+    repo: Path, name: str, kind: str
+) -> None:
+    write(repo, f"evals/{name}", "a: [\n" if kind == "YAML" else "{")
+    path = suite(repo, f"      - {{type: is_json, schema: {name}}}\n")
+    line, column, message, hint = only_error(path)
+    assert (line, column) == (8, 33)  # at `schema`
+    assert message.startswith(f"case 'bad': cannot read JSON Schema file {name}: ")
+    assert hint == f"the file must hold one JSON Schema written as {kind} (UTF-8)"
+
+
+def test_schema_hints_say_how_to_fix_it() -> None:
+    from agentv.evalfile.checks import check_schema
+
+    not_a_mapping = check_schema([1], "(inline)")
+    assert not_a_mapping is not None and not_a_mapping.hint == (
+        "write the schema as a mapping, such as `{type: object, required: [answer]}`"
+    )
+    bad_keyword = check_schema({"type": 5}, "(inline)")
+    assert bad_keyword is not None
+    assert bad_keyword.hint == "fix the schema (https://json-schema.org/understanding-json-schema/)"
+
+
+def test_a_schema_path_that_is_a_folder(repo: Path) -> None:
+    (repo / "evals" / "schemas").mkdir(parents=True)
+    path = suite(repo, "      - {type: is_json, schema: schemas}\n")
+    line, column, message, hint = only_error(path)
+    assert (line, column) == (8, 33)
+    assert message == "case 'bad': JSON Schema file is a folder, not a file: schemas"
+    folder = repo / "evals"
+    assert hint == (
+        f"`schema` is a file path relative to the eval file's folder ({folder}), or the schema "
+        f"itself as a mapping; looked at {folder / 'schemas'}"
+    )
+
+
+def test_each_case_naming_a_missing_schema_file_is_invalid(repo: Path) -> None:
+    case = (
+        "  - id: c{i}\n    outcome: ok\n    input_messages: [{{role: user, content: hi}}]\n"
+        "    evaluators:\n      - {{type: is_json, schema: gone.json}}\n"
+    )
+    loaded = load_eval_file(
+        write(repo, "evals/two.yaml", HEADER + case.format(i=1) + case.format(i=2))
+    )
+    assert [c.id for c in loaded.invalid] == ["c1", "c2"]  # the second from the cache
+    assert loaded.cases == []
+
+
+def test_inline_schemas_are_told_apart_by_value(repo: Path) -> None:
+    path = write(
+        repo,
+        "evals/e.yaml",
+        HEADER + "  - {id: a, outcome: ok, input_messages: [{role: user, content: hi}],"
+        " evaluators: [{type: is_json, schema: {type: object}}]}\n"
+        "  - {id: b, outcome: ok, input_messages: [{role: user, content: hi}],"
+        " evaluators: [{type: is_json, schema: {type: 5}}]}\n",
+    )
+    loaded = load_eval_file(path)
+    assert [c.id for c in loaded.cases] == ["a"]
+    assert [c.id for c in loaded.invalid] == ["b"]
+    (error,) = loaded.errors
+    assert error.message.startswith("case 'b': invalid JSON Schema (inline) at `type`: 5 is not")
+
+
+def test_a_mapping_whose_keys_cannot_be_sorted_is_checked_as_it_is() -> None:
+    from agentv.evalfile.checks import SchemaChecker
+
+    # eval files only have text keys; the checker does not depend on it
+    problem = SchemaChecker().problem({"type": 5, 1: "x"}, Path("."))
+    assert problem is not None
+    assert problem.message.startswith("invalid JSON Schema (inline) at `type`: 5 is not")
+
+
+def test_an_inline_schema_string_nested_too_deeply() -> None:
+    from agentv.evalfile.checks import SchemaChecker
+
+    problem = SchemaChecker().problem('{"a":' * 100_000, Path("."))
+    assert problem is not None and problem.message.startswith(
+        "invalid JSON Schema (inline string): not valid JSON: maximum recursion depth exceeded"
+    )
+
+
 def test_good_schemas_load(repo: Path) -> None:
     write(repo, "evals/answer.json", '{"type": "object", "required": ["answer"]}')
     write(repo, "evals/anything.json", "true")  # a boolean is a JSON Schema
@@ -223,11 +328,18 @@ def test_a_schema_is_checked_once_for_the_whole_file(
         f"  - id: c{i}\n    outcome: ok\n    input_messages: [{{role: user, content: hi}}]\n"
         "    evaluators:\n      - {type: is_json, schema: answer.json}\n"
         "      - {type: is_json, schema: {type: object}}\n"
+        + (
+            "      - {type: is_json, schema: {type: object, minProperties: 1}}\n"
+            if i % 2
+            else "      - {type: is_json, schema: {minProperties: 1, type: object}}\n"
+        )
+        + "      - {type: is_json, schema: {type: object, default: 2024-01-01}}\n"
         for i in range(50)
     )
     loaded = load_eval_file(write(repo, "evals/many.yaml", HEADER + cases))
     assert len(loaded.cases) == 50
-    assert calls == ["in answer.json", "(inline)"]
+    # the same mapping in another key order, and a date (no JSON value), are each one schema
+    assert calls == ["in answer.json", "(inline)", "(inline)", "(inline)"]
 
 
 # --- code ---------------------------------------------------------------------------------------
@@ -305,10 +417,39 @@ def test_commands_that_name_no_file_are_not_checked(repo: Path) -> None:
         ("python $HOME/check.py", None),  # expanded by the shell, not checked
         ("python 'unbalanced", None),
         ("", None),
+        ("python https://example.com/a.py", None),  # a URL, even after a runner
+        ("-v/check.sh", None),  # an option, not a path
+        ("python3 tools/X.py", "tools/X.py"),
+        ("python 'my.py'", "my.py"),  # the shell's quotes are not part of the name
+        ("python a#b.py", "a#b.py"),  # a `#` inside a word is no comment to the shell
+        ("x=1 ./run.sh", "./run.sh"),  # a lower-case assignment is not the command
+        ("python -c check.py", None),  # inline code, whatever it looks like
     ],
 )
 def test_which_word_of_a_command_is_its_script(command: str, file: str | None) -> None:
     assert script_file(command) == file
+
+
+def test_only_the_command_itself_is_looked_for_on_path(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from agentv.evalfile.checks import script_problem
+
+    bin_dir = tmp_path / "bin"
+    write(bin_dir, "grade.py", "#!/bin/sh\n").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
+    cwd = repo / "evals"
+    cwd.mkdir(parents=True, exist_ok=True)
+    assert script_problem("grade.py", cwd) is None  # the command, found on PATH
+    # a runner's argument is a file in the evaluator's folder, whatever PATH holds
+    problem = script_problem("python3 grade.py", cwd)
+    assert problem is not None and problem.message == "code evaluator script not found: grade.py"
+    # a path is never looked up on PATH, nor from the folder agentv was started in
+    monkeypatch.chdir(tmp_path)
+    problem = script_problem("bin/grade.py", cwd)
+    assert (
+        problem is not None and problem.message == "code evaluator script not found: bin/grade.py"
+    )
 
 
 def test_a_program_on_path_is_never_checked(
