@@ -116,8 +116,8 @@ class TargetGate:
         self._next_start = 0.0
         self._starts: deque[float] = deque()  # when the last second's requests went out
         self._paced_successes = 0
-        #: during a pause: the requests sent in the second before it, those refused since,
-        #: and the pace before it (None: not paced then), which the new pace stays under
+        #: the round since the last cut: the requests sent in the second before it, those
+        #: refused since, and the pace before it (None: not paced), which the new one stays under
         self._sent = 0
         self._refused = 0
         self._pace_cap: float | None = None
