@@ -107,15 +107,20 @@ def _cases(n: int, *, judged: bool = False) -> str:
     )
 
 
+def _openai_target(repo: Path, server: FakeLLMServer, settings: str) -> None:
+    """The project's only target: ``default``, OpenAI at ``server``, with ``settings``."""
+    write(
+        repo,
+        ".agentv/targets.yaml",
+        "$schema: agentv-targets-v2.2\ntargets:\n"
+        f"  - {{name: default, provider: openai, base_url: '{server.url}/v1',"
+        f" api_key: k-12345678, model: m, {settings}}}\n",
+    )
+
+
 def test_a_rate_limited_target_pauses_as_a_whole_and_loses_no_case(repo: Path) -> None:
     with FakeLLMServer(limit_rps=8, limit_burst=4) as server:
-        write(
-            repo,
-            ".agentv/targets.yaml",
-            "$schema: agentv-targets-v2.2\ntargets:\n"
-            f"  - {{name: default, provider: openai, base_url: '{server.url}/v1',"
-            " api_key: k-12345678, model: m, retry_initial_delay_ms: 50}\n",
-        )
+        _openai_target(repo, server, "retry_initial_delay_ms: 50")
         write(repo, "evals/many.yaml", _cases(30))
         proc = agentv_cli(repo, "eval", "evals/", "--workers", "20", "--out", "r.jsonl")
         assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -176,13 +181,7 @@ def test_the_judge_is_throttled_by_its_own_target_while_the_candidate_runs_freel
 def test_one_429_pauses_every_request_of_the_target_for_its_retry_after(repo: Path) -> None:
     with FakeLLMServer() as server:
         server.script(Fault.rate_limited(retry_after=0.6))  # the first answer only
-        write(
-            repo,
-            ".agentv/targets.yaml",
-            "$schema: agentv-targets-v2.2\ntargets:\n"
-            f"  - {{name: default, provider: openai, base_url: '{server.url}/v1',"
-            " api_key: k-12345678, model: m, workers: 4}\n",
-        )
+        _openai_target(repo, server, "workers: 4")
         write(repo, "evals/many.yaml", _cases(12))
         proc = agentv_cli(repo, "eval", "evals/", "--out", "r.jsonl")
         assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -200,13 +199,7 @@ def test_a_round_of_429s_without_a_wait_cuts_the_target_once(repo: Path) -> None
     # comes back; four of them are refused with "Retry-After: 0"
     with FakeLLMServer(delay_ms=500) as server:
         server.script(*[Fault.rate_limited(retry_after=0)] * 4)
-        write(
-            repo,
-            ".agentv/targets.yaml",
-            "$schema: agentv-targets-v2.2\ntargets:\n"
-            f"  - {{name: default, provider: openai, base_url: '{server.url}/v1',"
-            " api_key: k-12345678, model: m, workers: 8}\n",
-        )
+        _openai_target(repo, server, "workers: 8")
         write(repo, "evals/many.yaml", _cases(8))
         proc = agentv_cli(repo, "eval", "evals/", "--out", "r.jsonl")
         assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -223,13 +216,7 @@ def test_a_round_of_429s_without_a_wait_cuts_the_target_once(repo: Path) -> None
 def test_a_case_waiting_to_retry_a_500_leaves_its_turn_to_the_next_cases(repo: Path) -> None:
     with FakeLLMServer(delay_ms=100) as server:
         server.script(Fault.server_error())  # the first answer only
-        write(
-            repo,
-            ".agentv/targets.yaml",
-            "$schema: agentv-targets-v2.2\ntargets:\n"
-            f"  - {{name: default, provider: openai, base_url: '{server.url}/v1',"
-            " api_key: k-12345678, model: m, workers: 1, retry_initial_delay_ms: 1000}\n",
-        )
+        _openai_target(repo, server, "workers: 1, retry_initial_delay_ms: 1000")
         write(repo, "evals/many.yaml", _cases(3))
         proc = agentv_cli(repo, "eval", "evals/", "--out", "r.jsonl")
         assert proc.returncode == 0, proc.stdout + proc.stderr
