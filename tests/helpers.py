@@ -22,3 +22,11 @@ def ask(question: str, **fields: Any) -> ProviderRequest:
     default system message (with ``guidelines`` when given), as prompt building makes it."""
     messages = request_messages(question, guidelines=fields.get("guidelines", ""))
     return ProviderRequest(question=question, messages=messages, **fields)
+
+
+def sent(gate: Any, count: int = 1) -> None:
+    """``count`` requests through a ``TargetGate`` at its clock's time, whatever its pace
+    says (each enters and ends at once)."""
+    for _ in range(count):
+        gate._enter(0.0)
+        gate.release()

@@ -14,7 +14,7 @@ from agentv.providers.llm import RETRYABLE_CLIENT_ERRORS
 from agentv.scheduling import TargetGate, TokenBucket
 from cli_run import agentv_cli, rows
 from fakes import FakeLLMServer, Fault, RecordedRequest
-from helpers import write
+from helpers import sent, write
 
 
 class Clock:
@@ -23,13 +23,6 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
-
-
-def sent(gate: TargetGate, count: int) -> None:
-    """``count`` requests through ``gate`` now (whatever its pace says)."""
-    for _ in range(count):
-        gate._enter(0.0)
-        gate.release()
 
 
 def test_token_bucket_paces_and_corrects() -> None:

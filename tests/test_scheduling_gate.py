@@ -23,6 +23,7 @@ from agentv.scheduling import (
     estimate_tokens,
     through_gate,
 )
+from helpers import sent
 
 HANG_GUARD = 10.0  # seconds; every wait here is for a step another task takes at once
 
@@ -105,13 +106,6 @@ async def test_turns_count_requests_and_the_most_at_once() -> None:
     gate.release()
     await turn(gate)
     assert (gate.in_flight, gate.peak, gate.stats.requests) == (1, 2, 4)
-
-
-def sent(gate: TargetGate, count: int = 1) -> None:
-    """``count`` requests through ``gate`` at the clock's time (whatever its pace says)."""
-    for _ in range(count):
-        gate._enter(0.0)
-        gate.release()
 
 
 def test_throttling_halves_the_limit_pauses_the_target_and_starts_pacing() -> None:

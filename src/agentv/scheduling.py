@@ -257,9 +257,7 @@ class TargetGate:
         if now < self.paused_until or (sent_at is not None and sent_at < self._cut_at):
             # one more refusal of that round: the pause may be longer, and the server
             # accepted one request fewer than the pace counted
-            start = max(now, self.paused_until)
-            self.stats.throttled_seconds += max(0.0, until - start)
-            self.paused_until = max(self.paused_until, until)
+            self._pause_until(now, until)
             self._refused += 1
             self._pace()
             return
@@ -272,14 +270,17 @@ class TargetGate:
         self._pace()
         self._paced_successes = 0
         self.stats.lowest_limit = min(self.stats.lowest_limit, self.limit)
-        if until > self.paused_until:
-            self.stats.throttled_seconds += until - max(now, self.paused_until)
-            self.paused_until = until
+        self._pause_until(now, until)
+
+    def _pause_until(self, now: float, until: float) -> None:
+        """Pause the target until ``until`` at least, counting the seconds added."""
+        self.stats.throttled_seconds += max(0.0, until - max(now, self.paused_until))
+        self.paused_until = max(self.paused_until, until)
 
     def _pace(self) -> None:
-        """The pace from the requests of the second before the pause that were not
+        """The pace from the requests of the second before the round's cut that were not
         refused: at least one a second the first time; after that at least half of one,
-        and at most two thirds of the pace before the pause."""
+        and at most two thirds of the pace before the cut."""
         pace = PACE_SHARE * max(0, self._sent - self._refused)
         if self._pace_cap is None:
             self.rate = max(1.0, pace)
