@@ -221,3 +221,30 @@ def test_a_case_waiting_to_retry_a_500_leaves_its_turn_to_the_next_cases(repo: P
         received = sorted(r.received_at for r in server.requests)
         assert all(later - earlier >= 0.09 for earlier, later in pairwise(received))
         assert "Throttled targets:" not in proc.stdout  # a 500 slows nothing down
+
+
+@pytest.mark.parametrize(
+    ("settings", "why"),
+    [
+        ("max_retries: 0", "its last attempt"),
+        ("retry_max_delay_ms: 300", "a wait longer than retry_max_delay_ms"),
+    ],
+)
+def test_a_429_that_is_not_retried_still_pauses_the_target(
+    repo: Path, settings: str, why: str
+) -> None:
+    with FakeLLMServer(delay_ms=20) as server:
+        server.script(Fault.rate_limited(retry_after=0.6))  # the first answer only
+        _openai_target(repo, server, f"workers: 4, {settings}")
+        write(repo, "evals/many.yaml", _cases(12))
+        proc = agentv_cli(repo, "eval", "evals/", "--out", "r.jsonl")
+        records = rows(repo / "r.jsonl")
+        failed = [r for r in records if r["status"] != "ok"]
+        assert len(records) == 12 and len(failed) == 1, why  # that one request is not retried
+        t0 = next(r for r in server.requests if r.fault is not None).received_at
+        received = sorted(r.received_at for r in server.requests)
+        # the other cases wait out the server's word (at most retry_max_delay_ms) instead
+        # of meeting the same refusal at once
+        assert [t for t in received if t0 + 0.05 < t < t0 + 0.25] == [], why
+        assert len(received) == 12
+        assert "default: 12 requests, 1 throttled (429/503)" in proc.stdout, why

@@ -233,6 +233,12 @@ class LLMProvider(Provider):
                 error = ProviderTimeout(self.name, self._line(failure))
                 error.attempts = attempt + 1
                 raise error from None
+            delay = self._delay(attempt, failure.retry_after)
+            if self.gate is not None and failure.status in THROTTLE_STATUSES:
+                # the whole target slows down and waits, not just this request; also when
+                # this request is not retried (its last attempt, or a wait longer than
+                # allowed): the next cases would only meet the same refusal
+                self.gate.throttled(delay, sent_at=sent_at)
             if failure.empty:
                 if last or empty_answers > 1:
                     raise self._error(failure, attempt + 1) from None
@@ -241,14 +247,10 @@ class LLMProvider(Provider):
             too_long = self._too_long(failure, deadline)
             if too_long is not None:
                 raise self._error(failure, attempt + 1, too_long) from None
-            delay = self._delay(attempt, failure.retry_after)
             if deadline is not None and time.monotonic() + delay >= deadline:
                 # No time left to retry within the request's limit: say what went wrong,
                 # rather than let the wait end as a timeout.
                 raise self._error(failure, attempt + 1) from None
-            if self.gate is not None and failure.status in THROTTLE_STATUSES:
-                # the whole target slows down and waits, not just this request
-                self.gate.throttled(delay, sent_at=sent_at)
             if self.on_retry is not None:
                 status = 200 if failure.empty else failure.status
                 self.on_retry(self.name, status, delay)
