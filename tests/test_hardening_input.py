@@ -613,7 +613,20 @@ def test_a_judge_quoting_a_key_is_masked_in_the_cache_too(repo: Path) -> None:
             assert "1 target answer and 1 judge answer reused" in result.stdout
     cached = list((repo / ".agentv" / "cache").rglob("*.json"))
     assert len(cached) == 2  # the target's answer and the judge's
-    assert any(b"used ***" in path.read_bytes() for path in cached)  # the judge's, masked
+    (judged,) = [path for path in cached if b"used ***" in path.read_bytes()]  # masked
+    # an entry an older agentv stored unmasked: reused masked, and rewritten so on disk
+    judged.write_bytes(judged.read_bytes().replace(b"used ***", b"used " + SECRET.encode()))
+    result = agentv(repo, "eval", "e.yaml", "--cache", "--out", "third.jsonl", env=env)
+    assert "1 target answer and 1 judge answer reused" in result.stdout
+    assert "used ***" in json.dumps(_records(repo / "third.jsonl")["quoted"])
+    assert b"used ***" in judged.read_bytes()
+    # the same for a target's answer (the judge is asked again: its prompt holds the answer)
+    (answer,) = [path for path in cached if path != judged]
+    answer.write_bytes(answer.read_bytes().replace(b'"fine"', b'"fine ' + SECRET.encode() + b'"'))
+    result = agentv(repo, "eval", "e.yaml", "--cache", "--out", "fourth.jsonl", env=env)
+    assert "1 target answer and 0 judge answers reused" in result.stdout
+    assert _records(repo / "fourth.jsonl")["quoted"]["candidate_answer"] == "fine ***"
+    assert b"fine ***" in answer.read_bytes()
     for path in repo.rglob("*"):  # results, the cache, anything agentv wrote
         if path.is_file():
             assert SECRET.encode() not in path.read_bytes(), path

@@ -67,6 +67,20 @@ class ResponseCache:
         except Exception:  # any damage at all is a miss, never a failed case
             return None
 
+    def reuse(
+        self, key: str, stored: Callable[[ProviderResponse], ProviderResponse]
+    ) -> ProviderResponse | None:
+        """``get``, as ``stored`` makes it (the run's secrets masked; ``stored`` returns the
+        answer itself when it changes nothing). An entry written before answers were stored
+        that way, which still holds a secret, is rewritten so."""
+        hit = self.get(key)
+        if hit is None:
+            return None
+        cleaned = stored(hit)
+        if cleaned is not hit:
+            self.put(key, cleaned)
+        return cleaned
+
     def put(self, key: str, response: ProviderResponse) -> None:
         """Store an answer atomically (write to a temporary name, then rename). An empty
         answer is not stored. Never raises: an entry that cannot be written (a folder in
@@ -160,7 +174,7 @@ class CachedProvider:
     async def invoke(self, request: ProviderRequest) -> ProviderResponse:
         """The cached answer to ``request``, else the provider's (then stored)."""
         key = cache_key(self._provider, request)
-        hit = self._cache.get(key)
+        hit = self._cache.reuse(key, self._stored)
         if hit is not None:
             self._on_hit()
             return hit

@@ -276,7 +276,7 @@ class CasePipeline:
             key = None
             if self.settings.cache is not None:
                 key = cache_key(provider, request)
-                hit = self.settings.cache.get(key)
+                hit = self.settings.cache.reuse(key, self._masked)
                 if hit is not None:
                     self.stats.cache_hits += 1
                     return hit, attempts
