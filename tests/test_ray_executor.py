@@ -27,7 +27,7 @@ import agentv
 from agentv.errors import ConfigError, InputError
 from agentv.executors import RAY_INSTALL_HINT, make_executor
 from agentv.executors.ray_cluster import TASK_NAME
-from fakes.llm_server import FakeLLMServer
+from fakes.llm_server import FakeLLMServer, Fault
 from helpers import write
 from test_eval_e2e import SECRET, _reply, _suite, _targets
 
@@ -188,7 +188,9 @@ with open(out, "w") as f:
 """
 
 
-def _agent_suite(repo: Path, cases: int, command: str, *, timeout: int = 60) -> None:
+def _agent_suite(
+    repo: Path, cases: int, command: str, *, timeout: int = 60, workers: str = ""
+) -> None:
     write(
         repo,
         ".agentv/targets.yaml",
@@ -199,6 +201,7 @@ targets:
     command_template: {command}
     cwd: .
     timeout_seconds: {timeout}
+    {workers}
 """,
     )
     body = "".join(
@@ -277,7 +280,14 @@ def test_a_killed_worker_costs_an_attempt_and_the_case_runs_once_more(
 ) -> None:
     marker = repo / "victim.pid"
     write(repo, "victim.py", VICTIM_AGENT)
-    _agent_suite(repo, 6, f"python3 victim.py {{OUTPUT_FILE}} {marker} {{CHAT_PROMPT_FILE}}")
+    # one case at a time across the cluster: the killed worker's turn must come back, or the
+    # other cases wait for it forever
+    _agent_suite(
+        repo,
+        6,
+        f"python3 victim.py {{OUTPUT_FILE}} {marker} {{CHAT_PROMPT_FILE}}",
+        workers="workers: 1",
+    )
     killed: list[int] = []
 
     def kill_when_ready() -> None:
@@ -463,3 +473,81 @@ def test_a_runs_variables_do_not_outlive_it_in_a_worker(monkeypatch: pytest.Monk
     ray_cluster._apply_env({})  # the next run in the same worker process
     assert "RUN_ONE_KEY" not in os.environ
     assert os.environ["KEPT_VAR"] == "before"
+
+
+def _api_suite(repo: Path, server: FakeLLMServer, cases: int, settings: str = "") -> None:
+    write(
+        repo,
+        ".agentv/targets.yaml",
+        "$schema: agentv-targets-v2.2\ntargets:\n"
+        f"  - {{name: default, provider: openai, base_url: '{server.url}/v1',"
+        f" api_key: k-12345678, model: m{settings}}}\n",
+    )
+    write(
+        repo,
+        "evals/api.yaml",
+        "$schema: agentv-eval-v2\nevalcases:\n"
+        + "".join(
+            f"  - {{id: c{i}, outcome: ok, input_messages: [{{role: user, content: q{i}}}],"
+            " evaluators: [{type: contains, value: fake}]}\n"
+            for i in range(cases)
+        ),
+    )
+
+
+def test_a_targets_workers_caps_its_requests_across_the_cluster(local_ray: str, repo: Path) -> None:
+    with FakeLLMServer(delay_ms=150) as server:
+        _api_suite(repo, server, 6, ", workers: 1")
+        run = agentv.run_eval("evals/api.yaml", cwd=repo, executor="ray")
+        assert [r.status for r in run.results] == ["ok"] * 6
+        received = sorted(r.received_at for r in server.requests)
+        # 2 worker processes run cases at once, but the target's one turn is the cluster's:
+        # each request reaches the server after the one before was answered
+        assert len(received) == 6
+        assert all(b - a >= 0.14 for a, b in itertools.pairwise(received)), received
+
+
+def test_one_429_pauses_the_target_in_every_worker_process(local_ray: str, repo: Path) -> None:
+    with FakeLLMServer(delay_ms=50) as server:
+        server.script(Fault.rate_limited(retry_after=0.8))  # the first answer only
+        _api_suite(repo, server, 12)
+        run = agentv.run_eval("evals/api.yaml", cwd=repo, executor="ray")
+        assert [r.status for r in run.results] == ["ok"] * 12
+        t0 = next(r for r in server.requests if r.fault is not None).received_at
+        received = sorted(r.received_at for r in server.requests)
+        # the other worker process (its requests already on their way aside) waits too
+        assert [t for t in received if t0 + 0.1 < t < t0 + 0.75] == [], (t0, received)
+        assert len(received) == 13 and max(received) > t0 + 0.75
+        # the run's figures are the cluster's gate's
+        assert run.load["default"].requests == 13
+        assert run.load["default"].throttled == 1
+        assert run.load["default"].throttled_seconds >= 0.75
+
+
+async def test_the_gate_keeper_gives_back_turns_of_dropped_requests_and_lost_cases() -> None:
+    import asyncio
+
+    from agentv.executors.ray_gates import GateKeeper, GateSpec
+
+    keeper = GateKeeper({7: GateSpec("api", 1)})
+    assert await keeper.acquire(7, 0, "case-a", "t1") is not None  # the only turn
+    waiting = asyncio.ensure_future(keeper.acquire(7, 0, "case-b", "t2"))
+    await asyncio.sleep(0.01)
+    assert not waiting.done()
+    keeper.drop("t2")  # gave up while waiting: no turn taken
+    assert await waiting is None
+    keeper.drop("t3")  # gave up before its request came: it gets none
+    assert await keeper.acquire(7, 0, "case-b", "t3") is None
+    keeper.forget("case-a")  # its worker died holding the turn
+    granted = await asyncio.wait_for(keeper.acquire(7, 0, "case-c", "t4"), 1)
+    assert granted is not None and granted[1] == 1
+    keeper.drop("t4")  # granted, but its request had stopped waiting: the turn comes back
+    assert await asyncio.wait_for(keeper.acquire(7, 0, "case-d", "t5"), 1) is not None
+    keeper.release("t5")
+    keeper.release("t5")  # a second release of one ticket changes nothing
+    assert await asyncio.wait_for(keeper.acquire(7, 0, "case-e", "t6"), 1) is not None
+    late = asyncio.ensure_future(keeper.acquire(7, 0, "case-f", "t7"))
+    await asyncio.sleep(0.01)
+    assert not late.done()  # one turn, held by t6
+    late.cancel()
+    assert keeper.stats()["api"].requests == 4  # t1, t4, t5, t6

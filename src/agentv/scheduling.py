@@ -354,16 +354,24 @@ class Gates:
         is made); the provider learns its gate, to report throttling and successes."""
         found = self._gates.get(id(provider))
         if found is None:
-            settings = provider.settings
-            gate = TargetGate(
-                limit,
-                max_rpm=getattr(settings, "max_rpm", None),
-                max_tpm=getattr(settings, "max_tpm", None),
-            )
+            gate = self._make(provider, limit)
             provider.gate = gate
             found = self._gates[id(provider)] = (provider, gate)
         return found[1]
 
+    def _make(self, provider: Provider, limit: int) -> TargetGate:
+        return TargetGate(limit, max_rpm=max_rpm(provider), max_tpm=max_tpm(provider))
+
     def by_target(self) -> dict[str, TargetGate]:
         """Each gate under its target's name."""
         return {provider.name: gate for provider, gate in self._gates.values()}
+
+
+def max_rpm(provider: Provider) -> float | None:
+    """The requests a minute ``provider``'s target allows itself (None: no limit of its own)."""
+    return getattr(provider.settings, "max_rpm", None)
+
+
+def max_tpm(provider: Provider) -> float | None:
+    """The tokens a minute ``provider``'s target allows itself (None: no limit of its own)."""
+    return getattr(provider.settings, "max_tpm", None)

@@ -12,6 +12,9 @@ of a local run. See docs/architecture.md ("Executors") and README "Running on a 
   store, never into a task's name, a log line or ``runtime_env`` (which the dashboard shows).
 - Each worker process builds the targets once per run and keeps its own event loop, so a
   case costs one task, not one SDK client.
+- Rate limits: one gate per target for the whole run, in a Ray actor every worker asks for
+  its requests' turns (``agentv.executors.ray_gates``): a 429 seen anywhere pauses the
+  target everywhere, and a target's own ``workers`` caps its requests across the cluster.
 - Backpressure: at most ``in_flight`` cases are submitted at once (twice the cluster's CPUs
   divided by ``cpus_per_case``), pulled from the plan one at a time: memory stays flat.
 - A worker that dies mid-case (killed, out of memory, its node lost): the case is sent again,
@@ -34,11 +37,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agentv.errors import ConfigError
+from agentv.executors.ray_gates import GateKeeper, GateSpec, RemoteGates, hold_for
 from agentv.masking import Masker
 from agentv.pipeline import CasePipeline, RunSettings, RunStats, target_workers
 from agentv.planning import CaseJob
 from agentv.records import error_record
-from agentv.scheduling import GateStats
+from agentv.scheduling import GateStats, max_rpm, max_tpm
 from agentv.targets import RunTarget
 
 if TYPE_CHECKING:
@@ -52,6 +56,8 @@ if TYPE_CHECKING:
 LOST_WORKER_TRIES = 3
 #: what every task is called in Ray's dashboard and logs (nothing about the case: no secrets)
 TASK_NAME = "agentv-case"
+#: how long the end of a run waits for the gates' figures
+KEEPER_TIMEOUT_S = 10.0
 #: set in every Ray worker: the id of the node it runs on (agents inherit it)
 NODE_ID_VARIABLE = "AGENTV_RAY_NODE_ID"
 
@@ -95,6 +101,8 @@ class RunSpec:
     settings: RunSettings
     secrets: tuple[str, ...]
     env: dict[str, str]
+    keeper: Any  # the run's GateKeeper actor
+    gates: dict[int, GateSpec]  # by provider key
 
 
 @dataclass(frozen=True)
@@ -119,7 +127,6 @@ class CaseOutcome:
     cache_hits: int = 0
     judge_cache_hits: int = 0
     retries: dict[str, Counter[int | None]] = field(default_factory=dict)
-    gates: dict[str, GateStats] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     dumps: int = 0
     node_id: str = ""
@@ -175,12 +182,14 @@ class _Worker:
                 self._judges[id(target)] = t.judge_error or f"target {t.name!r} has no judge"
         self.stats = RunStats()
         self.notes = _Notes()
+        keys = {id(provider): key for key, provider in providers.items()}
         self.pipeline = CasePipeline(
             spec.settings,
             judge_of=self._judge_of,
             stats=self.stats,
             progress=self.notes,
             masker=Masker(spec.secrets),
+            gates=RemoteGates(spec.keeper, keys, spec.gates),
         )
         for target in self.targets.values():
             self.pipeline.watch(target)
@@ -191,7 +200,8 @@ class _Worker:
             raise ConfigError(found)
         return found
 
-    def run(self, payload: CasePayload) -> CaseOutcome:
+    def run(self, payload: CasePayload, holder: str) -> CaseOutcome:
+        hold_for(holder)
         target = self.targets[payload.target]
         job = CaseJob(
             case=payload.case,
@@ -199,11 +209,10 @@ class _Worker:
             pass_threshold=payload.pass_threshold,
             repeat=payload.repeat,
         )
-        stats, gates = self.stats, self.pipeline.gates
+        stats = self.stats
         dumper = self.pipeline.settings.dumper
         before = (stats.requests, stats.cache_hits, stats.judge_cache_hits)
         retries_before = {name: Counter(c) for name, c in stats.retries.items()}
-        gates_before = {name: _copy(g.stats) for name, g in gates.by_target().items()}
         dumps_before = dumper.count if dumper is not None else 0
         record, grade = self.loop.run_until_complete(self.pipeline.run(job))
         return CaseOutcome(
@@ -217,10 +226,6 @@ class _Worker:
                 for name, counts in stats.retries.items()
                 if (delta := counts - retries_before.get(name, Counter()))
             },
-            gates={
-                name: _minus(g.stats, gates_before.get(name))
-                for name, g in gates.by_target().items()
-            },
             notes=self.notes.take(),
             dumps=(dumper.count if dumper is not None else 0) - dumps_before,
             node_id=os.environ[NODE_ID_VARIABLE],
@@ -228,19 +233,11 @@ class _Worker:
         )
 
 
-def _copy(stats: GateStats) -> GateStats:
-    return GateStats(stats.requests, stats.throttled, stats.throttled_seconds, stats.lowest_limit)
-
-
-def _minus(after: GateStats, before: GateStats | None) -> GateStats:
-    if before is None:
-        return _copy(after)
-    return GateStats(
-        requests=after.requests - before.requests,
-        throttled=after.throttled - before.throttled,
-        throttled_seconds=after.throttled_seconds - before.throttled_seconds,
-        lowest_limit=after.lowest_limit,
-    )
+def _add(into: GateStats, more: GateStats) -> None:
+    into.requests += more.requests
+    into.throttled += more.throttled
+    into.throttled_seconds += more.throttled_seconds
+    into.lowest_limit = min(into.lowest_limit, more.lowest_limit)
 
 
 #: this worker process's part of the current run (a process serves one run at a time)
@@ -263,15 +260,16 @@ def _apply_env(env: dict[str, str]) -> None:
         os.environ[name] = value
 
 
-def run_case_task(spec_box: list[Any], payload: CasePayload) -> CaseOutcome:
+def run_case_task(spec_box: list[Any], payload: CasePayload, holder: str) -> CaseOutcome:
     """The Ray task: one case through the pipeline. ``spec_box`` holds the run's ``RunSpec``
-    reference, boxed so that Ray fetches it only when this process first sees the run."""
+    reference, boxed so that Ray fetches it only when this process first sees the run;
+    ``holder`` names this try of the case at the run's gates."""
     global _current
     if _current is None or _current.run_id != payload.run_id:
         import ray
 
         _current = _Worker(ray.get(spec_box[0]))
-    return _current.run(payload)
+    return _current.run(payload, holder)
 
 
 # --- the driver side ------------------------------------------------------------------------
@@ -288,6 +286,7 @@ class RayExecutor:
         self._owns_ray = False
         self._orchestrator: Orchestrator | None = None
         self._task: Any = None
+        self._keeper: Any = None
         self._spec_box: list[Any] = []
         self._run_id = ""
         #: where each case ran: (node id, worker process id) -> cases
@@ -305,13 +304,13 @@ class RayExecutor:
             )
             self._owns_ray = True
         self._orchestrator = orchestrator
+        cpus = float(ray.cluster_resources().get("CPU", 1.0))
+        self.in_flight = max(1, math.floor(2 * cpus / self.cpus_per_case))
         spec = self._spec(orchestrator, lanes)
         self._spec_box = [ray.put(spec)]
         self._task = ray.remote(run_case_task).options(
             num_cpus=self.cpus_per_case, max_retries=0, name=TASK_NAME
         )
-        cpus = float(ray.cluster_resources().get("CPU", 1.0))
-        self.in_flight = max(1, math.floor(2 * cpus / self.cpus_per_case))
         return self.in_flight
 
     def _spec(self, orchestrator: Orchestrator, lanes: list[Lane]) -> RunSpec:
@@ -325,6 +324,19 @@ class RayExecutor:
             return id(provider)
 
         targets: dict[int, TargetSpec] = {}
+        gates: dict[int, GateSpec] = {}
+
+        def gate(provider: Provider) -> None:
+            # a target's own `workers` caps it across the cluster; else the cases at once do
+            own = next(
+                (t for t in orchestrator.registry.all_targets() if t.provider is provider), None
+            )
+            limit = own.workers if own is not None and own.workers else self.in_flight
+            gates.setdefault(
+                key(provider),
+                GateSpec(provider.name, limit, max_rpm(provider), max_tpm(provider)),
+            )
+
         for lane in lanes:
             t = lane.target
             assert t is not None
@@ -335,8 +347,10 @@ class RayExecutor:
             except ConfigError as exc:
                 problem = str(exc)
             orchestrator.pipeline.gate(t)  # the run's figures per target add up here
+            gate(t.provider)
             if judge is not None:
                 orchestrator.gates.for_provider(found, limit)
+                gate(found)
             targets[id(t)] = TargetSpec(
                 name=t.name,
                 kind=t.kind,
@@ -348,6 +362,9 @@ class RayExecutor:
                 judge_error=problem,
             )
         self._run_id = uuid.uuid4().hex
+        import ray
+
+        self._keeper = ray.remote(GateKeeper).options(num_cpus=0).remote(gates)
         return RunSpec(
             run_id=self._run_id,
             providers=providers,
@@ -355,6 +372,8 @@ class RayExecutor:
             settings=orchestrator.settings,
             secrets=orchestrator.masker.secrets,
             env=self.env,
+            keeper=self._keeper,
+            gates=gates,
         )
 
     async def run_case(self, job: CaseJob) -> tuple[dict[str, Any], CaseGrade | None]:
@@ -385,13 +404,16 @@ class RayExecutor:
         started = time.perf_counter()
         lost = 0
         while True:
-            ref = self._task.remote(self._spec_box, payload)
+            holder = uuid.uuid4().hex  # this try's turns at the run's gates
+            ref = self._task.remote(self._spec_box, payload, holder)
             try:
                 outcome: CaseOutcome = await ref
             except asyncio.CancelledError:
                 ray.cancel(ref, force=True)
+                self._keeper.forget.remote(holder)
                 raise
             except lost_kinds as exc:
+                self._keeper.forget.remote(holder)  # the turns its requests held
                 lost += 1
                 if lost < LOST_WORKER_TRIES:
                     continue
@@ -434,15 +456,6 @@ class RayExecutor:
         stats.judge_cache_hits += outcome.judge_cache_hits
         for name, counts in outcome.retries.items():
             stats.retries.setdefault(name, Counter()).update(counts)
-        gates = orch.gates.by_target()
-        for name, delta in outcome.gates.items():
-            gate = gates.get(name)
-            if gate is None:
-                continue
-            gate.stats.requests += delta.requests
-            gate.stats.throttled += delta.throttled
-            gate.stats.throttled_seconds += delta.throttled_seconds
-            gate.stats.lowest_limit = min(gate.stats.lowest_limit, delta.lowest_limit)
         dumper = orch.settings.dumper
         if dumper is not None:
             dumper.count += outcome.dumps
@@ -451,6 +464,20 @@ class RayExecutor:
         self.placements[(outcome.node_id, outcome.pid)] += 1
 
     async def stop(self) -> None:
+        if self._keeper is not None:
+            import ray
+
+            keeper, self._keeper = self._keeper, None
+            try:  # what the run's gates saw, for the summary
+                seen = await asyncio.wait_for(keeper.stats.remote(), KEEPER_TIMEOUT_S)
+            except Exception:  # a lost keeper costs the summary's load lines, not the run
+                seen = {}
+            assert self._orchestrator is not None
+            gates = self._orchestrator.gates.by_target()
+            for name, stats in seen.items():
+                if name in gates:
+                    _add(gates[name].stats, stats)
+            ray.kill(keeper)
         if self._owns_ray:
             import ray
 
