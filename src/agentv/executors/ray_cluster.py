@@ -331,11 +331,16 @@ class RayExecutor:
             own = next(
                 (t for t in orchestrator.registry.all_targets() if t.provider is provider), None
             )
-            limit = own.workers if own is not None and own.workers else self.in_flight
-            gates.setdefault(
-                key(provider),
-                GateSpec(provider.name, limit, max_rpm(provider), max_tpm(provider)),
+            workers = own.workers if own is not None else None
+            spec = GateSpec(
+                provider.name, workers or self.in_flight, max_rpm(provider), max_tpm(provider)
             )
+            if provider.is_agent and not (workers or spec.max_rpm or spec.max_tpm):
+                # nothing to share: an agent is never throttled by the run (its API's limits
+                # are its own business), so each process keeps a gate of its own and a case
+                # makes no round trip to the keeper (S7 in benchmarks/README.md)
+                return
+            gates.setdefault(key(provider), spec)
 
         for lane in lanes:
             t = lane.target
@@ -362,9 +367,10 @@ class RayExecutor:
                 judge_error=problem,
             )
         self._run_id = uuid.uuid4().hex
-        import ray
+        if gates:  # else no actor at all: nothing is shared
+            import ray
 
-        self._keeper = ray.remote(GateKeeper).options(num_cpus=0).remote(gates)
+            self._keeper = ray.remote(GateKeeper).options(num_cpus=0).remote(gates)
         return RunSpec(
             run_id=self._run_id,
             providers=providers,
@@ -410,10 +416,10 @@ class RayExecutor:
                 outcome: CaseOutcome = await ref
             except asyncio.CancelledError:
                 ray.cancel(ref, force=True)
-                self._keeper.forget.remote(holder)
+                self._forget(holder)
                 raise
             except lost_kinds as exc:
-                self._keeper.forget.remote(holder)  # the turns its requests held
+                self._forget(holder)  # the turns its requests held
                 lost += 1
                 if lost < LOST_WORKER_TRIES:
                     continue
@@ -433,6 +439,10 @@ class RayExecutor:
         if lost:
             record["attempts"] = record.get("attempts", 0) + lost
         return record, outcome.grade
+
+    def _forget(self, holder: str) -> None:
+        if self._keeper is not None:
+            self._keeper.forget.remote(holder)
 
     def _failed(self, job: CaseJob, started: float, lost: int, error: str) -> dict[str, Any]:
         return error_record(

@@ -10,7 +10,9 @@ See docs/architecture.md ("Executors").
 
 - Concurrency: a target's own ``workers`` caps its requests across the cluster. A target
   without it is capped only by the cases Ray runs at once (``--workers`` does not apply to
-  Ray runs), so its limit starts there and halves from there when it is throttled.
+  Ray runs), so its limit starts there and halves from there when it is throttled. An
+  agent target without ``workers``, ``max_rpm`` or ``max_tpm`` has nothing to share (the
+  run never sees it throttled) and keeps a gate per process: no round trip per case.
 - Turns are tickets: the keeper knows which case (its ``holder``, one per Ray task) holds
   each, so the turns of a case whose worker died are given back (``forget``), and a request
   cancelled while it waited gives back the turn it may have been granted meanwhile (``drop``).
@@ -192,4 +194,6 @@ class RemoteGates(Gates):
 
     def _make(self, provider: Provider, limit: int) -> Any:
         key = self._keys[id(provider)]
+        if key not in self._specs:  # an agent without limits: nothing to share
+            return super()._make(provider, limit)
         return RemoteGate(self._keeper, key, self._specs[key])
