@@ -6,6 +6,7 @@ These tests need Ray (``agentv[ray]``, part of the dev install) and run in CI.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import logging
@@ -525,8 +526,6 @@ def test_one_429_pauses_the_target_in_every_worker_process(local_ray: str, repo:
 
 
 async def test_the_gate_keeper_gives_back_turns_of_dropped_requests_and_lost_cases() -> None:
-    import asyncio
-
     from agentv.executors.ray_gates import GateKeeper, GateSpec
 
     keeper = GateKeeper({7: GateSpec("api", 1)})

@@ -109,7 +109,7 @@ class Orchestrator:
     def judge_of(self, target: RunTarget) -> tuple[Provider, int]:
         """``target``'s judge (built while planning) and its own target's request limit."""
         judge = self.registry.judge(target)
-        own = next((t for t in self.registry.all_targets() if t.provider is judge), None)
+        own = self.registry.owner(judge)
         limit = target_workers(self.settings, own) if own is not None else DEFAULT_WORKERS
         return judge, limit
 

@@ -328,9 +328,7 @@ class RayExecutor:
 
         def gate(provider: Provider) -> None:
             # a target's own `workers` caps it across the cluster; else the cases at once do
-            own = next(
-                (t for t in orchestrator.registry.all_targets() if t.provider is provider), None
-            )
+            own = orchestrator.registry.owner(provider)
             workers = own.workers if own is not None else None
             spec = GateSpec(
                 provider.name, workers or self.in_flight, max_rpm(provider), max_tpm(provider)

@@ -136,7 +136,6 @@ class RemoteGate:
         self.max_limit = spec.limit
         self.limit = spec.limit  # as of the last turn granted
         self.counts_tokens = spec.max_tpm is not None
-        self.stats = GateStats(lowest_limit=spec.limit)  # the keeper keeps the run's
         self._held: list[str] = []  # tickets of this process's requests in flight
         self._offset = 0.0  # the keeper's clock minus this process's
 

@@ -295,6 +295,11 @@ class TargetRegistry:
                     values.add(key.strip())
         return sorted(values, key=len, reverse=True)
 
+    def owner(self, provider: Provider) -> RunTarget | None:
+        """The run target whose provider ``provider`` is (None: a judge built for a target,
+        not a target of its own)."""
+        return next((t for t in self.all_targets() if t.provider is provider), None)
+
     def all_targets(self) -> list[RunTarget]:
         """Every target built so far (judges included)."""
         return list(self._targets.values())
