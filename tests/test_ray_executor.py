@@ -276,6 +276,38 @@ with open(out, "w") as f:
 """
 
 
+def test_codex_logs_written_in_workers_are_under_the_run_and_listed_by_it(
+    local_ray: str, repo: Path
+) -> None:
+    # the fake Codex of the agent tests, named by path: the workers' PATH is Ray's
+    codex = repo / "bin" / "codex"
+    source = Path(__file__).resolve().parent / "agents" / "fake_codex.py"
+    write(repo, "bin/codex", f"#!{sys.executable}\n" + source.read_text(encoding="utf-8"))
+    codex.chmod(0o755)
+    _agent_suite(repo, 4, "unused")
+    write(
+        repo,
+        ".agentv/targets.yaml",
+        f"""$schema: agentv-targets-v2.2
+targets:
+  - name: default
+    provider: codex
+    executable: {codex}
+    timeout_seconds: 60
+""",
+    )
+
+    run = agentv.run_eval("evals/agent.yaml", cwd=repo, executor="ray")
+
+    # answered (the fake echoes the question, so the check for "42" fails: not an error)
+    assert [r.status for r in run.results] == ["failed"] * 4
+    assert all(r.candidate_answer.startswith("ANSWER: ") for r in run.results)
+    logs = run.artifacts["Codex CLI logs"]
+    # each case's log, written where a local run writes it (not in the workers' folder)
+    assert sorted(logs) == sorted((repo / ".agentv" / "logs" / "codex").iterdir())
+    assert sorted(log.name.split("_")[2] for log in logs) == [f"case-{i}" for i in range(4)]
+
+
 def test_a_killed_worker_costs_an_attempt_and_the_case_runs_once_more(
     local_ray: str, repo: Path
 ) -> None:

@@ -102,7 +102,7 @@ async def test_answer_prompt_arguments_logs_and_cleanup(
 
     log_file = Path(response.raw["log_file"])
     assert log_file.parent == repo / ".agentv" / "logs" / "codex"
-    assert provider.log_files == [log_file]
+    assert provider.artifacts == [log_file]
     assert re.fullmatch(
         r"\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d-\d{3}Z_codex-agent_fix_bug_1_attempt-2_[0-9a-f]{8}\.log",
         log_file.name,
@@ -165,7 +165,7 @@ async def test_stream_logs_can_be_disabled(
     response = await provider.invoke(ask(question="Q"))
     assert response.raw["log_file"] is None
     assert not (repo / ".agentv" / "logs").exists()
-    assert provider.log_files == []
+    assert provider.artifacts == []
 
 
 async def test_missing_executable_says_how_to_install(repo: Path, bin_dir: Path) -> None:

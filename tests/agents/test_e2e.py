@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from agent_helpers import HERE, install_script
 
+import agentv as agentv_api
 from helpers import write
 
 PY = shlex.quote(sys.executable)
@@ -152,6 +153,25 @@ def test_codex_agent_target(repo: Path, suite: Path) -> None:
     logs = list((repo / ".agentv/logs/codex").glob("*_codex_debug_attempt-1_*.log"))
     assert len(logs) == 1
     assert f"Codex CLI logs:\n  1. {logs[0]}\n" in proc.stdout
+
+
+def test_codex_logs_go_under_the_runs_folder_and_are_listed(
+    repo: Path, suite: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``run_eval(cwd=...)`` from another working directory: the default log folder is the
+    run's, as for ``agentv eval`` run there, and the run lists the log it wrote."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.setenv("FAKE_CODEX_RECORD", str(repo / "codex-calls.jsonl"))
+
+    run = agentv_api.run_eval("evals/agents.yaml", target="codex", cwd=repo)
+
+    assert [r.status for r in run.results] == ["ok"]
+    (log,) = run.artifacts["Codex CLI logs"]
+    assert log.parent == repo / ".agentv" / "logs" / "codex"
+    assert log.read_text().startswith("# Codex CLI stream log")
+    assert not (elsewhere / ".agentv").exists()
 
 
 def test_failed_healthcheck_stops_the_run(repo: Path, suite: Path) -> None:

@@ -34,6 +34,7 @@ import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentv.errors import ConfigError
@@ -129,6 +130,8 @@ class CaseOutcome:
     retries: dict[str, Counter[int | None]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     dumps: int = 0
+    #: files the case's targets left for people to read (agent logs), by provider key
+    artifacts: dict[int, list[Path]] = field(default_factory=dict)
     node_id: str = ""
     pid: int = 0
 
@@ -165,6 +168,8 @@ class _Worker:
         self.loop = asyncio.new_event_loop()
         asyncio.set_event_loop(self.loop)
         providers = {key: p.build() for key, p in spec.providers.items()}
+        self.providers = providers
+        self._artifacts_seen = dict.fromkeys(providers, 0)
         self.targets: dict[int, RunTarget] = {}
         self._judges: dict[int, tuple[Provider, int] | str] = {}
         for key, t in spec.targets.items():
@@ -228,9 +233,19 @@ class _Worker:
             },
             notes=self.notes.take(),
             dumps=(dumper.count if dumper is not None else 0) - dumps_before,
+            artifacts=self._new_artifacts(),
             node_id=os.environ[NODE_ID_VARIABLE],
             pid=os.getpid(),
         )
+
+    def _new_artifacts(self) -> dict[int, list[Path]]:
+        found: dict[int, list[Path]] = {}
+        for key, provider in self.providers.items():
+            files = provider.artifacts
+            if len(files) > self._artifacts_seen[key]:
+                found[key] = files[self._artifacts_seen[key] :]
+                self._artifacts_seen[key] = len(files)
+        return found
 
 
 def _add(into: GateStats, more: GateStats) -> None:
@@ -289,6 +304,8 @@ class RayExecutor:
         self._keeper: Any = None
         self._spec_box: list[Any] = []
         self._run_id = ""
+        #: the driver's providers by their key in the run's spec
+        self._providers: dict[int, Provider] = {}
         #: where each case ran: (node id, worker process id) -> cases
         self.placements: Counter[tuple[str, int]] = Counter()
 
@@ -321,6 +338,7 @@ class RayExecutor:
                 providers[id(provider)] = ProviderSpec(
                     type(provider), provider.name, provider.settings
                 )
+                self._providers[id(provider)] = provider
             return id(provider)
 
         targets: dict[int, TargetSpec] = {}
@@ -469,6 +487,9 @@ class RayExecutor:
             dumper.count += outcome.dumps
         for text in outcome.notes:
             orch.progress.note(text)
+        for key, files in outcome.artifacts.items():  # listed at the end, as in a local run
+            for path in files:
+                self._providers[key].keep_artifact(path)
         self.placements[(outcome.node_id, outcome.pid)] += 1
 
     async def stop(self) -> None:

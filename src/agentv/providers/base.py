@@ -8,9 +8,10 @@ providers send the agent-mode question and point at files (docs/prompt-rules.md 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
@@ -106,6 +107,9 @@ class ProviderSettings(BaseModel):
     #: fields naming a file or folder: a relative value starts from the project folder
     #: (the targets file's, see ``agentv.targets``); a nested model declares its own
     path_fields: ClassVar[frozenset[str]] = frozenset()
+    #: fields that, when unset, name a path under the run's folder (``agentv eval``'s
+    #: working directory, ``run_eval``'s ``cwd``): field -> path relative to that folder
+    run_folder_defaults: ClassVar[Mapping[str, str]] = MappingProxyType({})
 
 
 class Provider(ABC):
@@ -129,6 +133,7 @@ class Provider(ABC):
         #: the run's gate for this target (``agentv.scheduling``): told of throttling and
         #: successes, and waited on before a retry
         self.gate: Any = None
+        self._artifacts: list[Path] = []
 
     @property
     def id(self) -> str:
@@ -154,7 +159,12 @@ class Provider(ABC):
     @property
     def artifacts(self) -> list[Path]:
         """Files the target left for people to read (agent logs), in the order written."""
-        return []
+        return list(self._artifacts)
+
+    def keep_artifact(self, path: Path) -> None:
+        """Add a file for the run's closing summary to list (on a Ray run, the driver adds
+        the files its workers wrote)."""
+        self._artifacts.append(path)
 
     @abstractmethod
     async def invoke(self, request: ProviderRequest) -> ProviderResponse:

@@ -187,7 +187,7 @@ class TargetRegistry:
             provider = create_provider(definition, env, unset=unset)
         else:
             try:
-                provider = create_provider(definition, substituted=self._substituted)
+                provider = create_provider(definition, substituted=self._substituted, cwd=self.cwd)
             except (ConfigError, InputError) as exc:
                 raise ConfigError(
                     f"target {definition.name!r} in {tfile.path} cannot be used: "

@@ -114,6 +114,7 @@ def create_provider(
     *,
     unset: list[str] | None = None,
     substituted: list[str] | None = None,
+    cwd: Path | None = None,
 ) -> Provider:
     """Substitute ``${{ VAR }}`` values, validate the provider's settings, build the provider.
 
@@ -122,7 +123,9 @@ def create_provider(
     that such a placeholder makes invalid (a number) keeps its default, and a missing API
     key is no error. An unusable definition (``TargetDefinition.problems``) raises its
     ``ConfigError`` before anything else. The values put in for ``${{ VAR }}`` are added
-    to ``substituted`` when given.
+    to ``substituted`` when given. ``cwd``: the run's folder, where the settings' unset
+    ``run_folder_defaults`` point (given as absolute paths, so that a case run on another
+    machine's process writes where the run was started, not where that process runs).
     """
     definition.require_usable()  # an entry with problems of its own is never built
     env = os.environ if env is None else env
@@ -156,6 +159,14 @@ def create_provider(
         # A preview sends nothing and never shows a key, so a target that would take its
         # key from the vendor's usual variable renders without that variable.
         settings = settings.model_copy(update={"api_key": unset_placeholder("api_key")})
+    if cwd is not None:
+        defaults = {
+            name: str(cwd / relative)
+            for name, relative in cls.Settings.run_folder_defaults.items()
+            if getattr(settings, name) is None
+        }
+        if defaults:
+            settings = settings.model_copy(update=defaults)
     return cls(definition.name, settings)
 
 

@@ -17,8 +17,10 @@ import shutil
 import tempfile
 import time
 import uuid
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, ClassVar, Literal, TextIO
 
 from pydantic import AliasChoices, Field, field_validator
@@ -49,6 +51,8 @@ log = logging.getLogger("agentv.codex")
 
 LOGS_ENV = "AGENTV_CODEX_STREAM_LOGS"
 LOG_FORMAT_ENV = "AGENTV_CODEX_LOG_FORMAT"
+#: where stream logs go without ``log_dir``, under the run's folder
+LOG_DIR = ".agentv/logs/codex"
 INSTALL_HINT = "npm install -g @openai/codex"
 FIXED_ARGS: tuple[str, ...] = (
     "--ask-for-approval",
@@ -80,6 +84,7 @@ class CodexSettings(ProviderSettings):
     """``provider: codex`` fields."""
 
     path_fields: ClassVar[frozenset[str]] = frozenset({"cwd", "log_dir"})
+    run_folder_defaults: ClassVar[Mapping[str, str]] = MappingProxyType({"log_dir": LOG_DIR})
     executable: str = Field(
         default="codex", validation_alias=AliasChoices("executable", "command", "binary")
     )
@@ -372,13 +377,6 @@ class CodexProvider(Provider):
     def __init__(self, name: str, settings: CodexSettings) -> None:
         super().__init__(name, settings)
         self._executable: Path | None = None
-        #: every stream log written by this target, for the run's closing summary
-        self.log_files: list[Path] = []
-
-    @property
-    def artifacts(self) -> list[Path]:
-        """The stream logs of this run: where to look when an answer puzzles you."""
-        return list(self.log_files)
 
     def executable(self) -> Path:
         """The Codex program (looked up once); ``ProviderError`` saying how to install it."""
@@ -414,7 +412,7 @@ class CodexProvider(Provider):
         folder = (
             Path(self.settings.log_dir).expanduser().absolute()
             if self.settings.log_dir
-            else Path.cwd() / ".agentv" / "logs" / "codex"
+            else Path.cwd() / LOG_DIR
         )
         stamp = _iso_now()
         name = (
@@ -432,7 +430,7 @@ class CodexProvider(Provider):
         except OSError as exc:
             log.warning("Skipping Codex stream logging (could not create %s): %s", folder, exc)
             return None
-        self.log_files.append(stream_log.path)
+        self.keep_artifact(stream_log.path)  # where to look when an answer puzzles you
         return stream_log
 
     def _argv(self, executable: Path) -> list[str]:
