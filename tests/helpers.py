@@ -30,3 +30,13 @@ def sent(gate: Any, count: int = 1) -> None:
     for _ in range(count):
         gate._enter(0.0)
         gate.release()
+
+
+class Clock:
+    """A clock for the schedulers that moves only when a test sets ``now``."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now

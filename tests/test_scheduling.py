@@ -14,15 +14,7 @@ from agentv.providers.llm import RETRYABLE_CLIENT_ERRORS
 from agentv.scheduling import TargetGate, TokenBucket
 from cli_run import agentv_cli, rows
 from fakes import FakeLLMServer, Fault, RecordedRequest
-from helpers import sent, write
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
+from helpers import Clock, sent, write
 
 
 def test_token_bucket_paces_and_corrects() -> None:

@@ -23,17 +23,9 @@ from agentv.scheduling import (
     estimate_tokens,
     through_gate,
 )
-from helpers import sent
+from helpers import Clock, sent
 
 HANG_GUARD = 10.0  # seconds; every wait here is for a step another task takes at once
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 # --- token buckets ------------------------------------------------------------------------------
