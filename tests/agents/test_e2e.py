@@ -54,6 +54,10 @@ targets:
     healthcheck:
       type: command
       command_template: {PY} -c "print('ready')"
+  - name: no-cwd
+    provider: cli
+    command_template: {PY} agent.py {{PROMPT}} {{CHAT_PROMPT_FILE}} {{OUTPUT_FILE}} {{FILES}}
+    timeout_seconds: 60
   - name: codex
     provider: codex
     args: [--model, fake-model]
@@ -172,6 +176,23 @@ def test_codex_logs_go_under_the_runs_folder_and_are_listed(
     assert log.parent == repo / ".agentv" / "logs" / "codex"
     assert log.read_text().startswith("# Codex CLI stream log")
     assert not (elsewhere / ".agentv").exists()
+
+
+def test_a_cli_target_without_cwd_runs_in_the_runs_folder(
+    repo: Path, suite: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As ``agentv eval`` run in the project runs ``agent.py`` there, so does
+    ``run_eval(cwd=project)`` called from anywhere else."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+
+    run = agentv_api.run_eval("evals/agents.yaml", target="no-cwd", cwd=repo)
+
+    (result,) = run.results
+    assert result.status == "ok", result.error
+    assert result.candidate_answer.startswith("The answer is 42.")
+    assert result.raw_request["cwd"] == str(repo)
 
 
 def test_failed_healthcheck_stops_the_run(repo: Path, suite: Path) -> None:

@@ -21,7 +21,9 @@ import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
@@ -149,6 +151,9 @@ class CliSettings(ProviderSettings):
     """``provider: cli`` fields."""
 
     path_fields: ClassVar[frozenset[str]] = frozenset({"cwd"})
+    #: without `cwd` the command runs where the run started, also from `run_eval(cwd=...)`
+    #: and in a Ray worker
+    run_folder_defaults: ClassVar[Mapping[str, str]] = MappingProxyType({"cwd": "."})
     command_template: str = Field(
         validation_alias=AliasChoices("command_template", "commandTemplate")
     )
