@@ -41,6 +41,17 @@ def test_same_values_as_pyyaml(doc: object, flow: bool | None) -> None:
     assert stream_yaml(text).data == yaml.safe_load(text)
 
 
+@pytest.mark.parametrize("key", ["\0none", "evalcases", None])
+def test_no_top_level_key_is_taken_for_a_streamed_list_when_nothing_is_streamed(
+    key: str | None,
+) -> None:
+    # found by the property above: a key spelled like the reader's old "no list" marker
+    text = yaml.safe_dump({key: [1, 2], "other": []})
+    result = stream_yaml(text)
+    assert result.data == {key: [1, 2], "other": []}
+    assert result.items is None
+
+
 def test_plain_words_typed_as_pyyaml_types_them() -> None:
     # The reader decides most plain words without PyYAML's resolver: check every bool and
     # null spelling, and words that only look like them, against it.

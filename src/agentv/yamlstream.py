@@ -365,10 +365,11 @@ _MERGE = _MergeMarker()
 
 def iter_stream(
     source: Path | BinaryIO | str,
-    stream_key: str,
+    stream_key: str | None,
     result: StreamResult,
 ) -> Iterator[tuple[int, Any, int]]:
-    """Yield ``(index, item, line)`` for each item of the top-level list ``stream_key``.
+    """Yield ``(index, item, line)`` for each item of the top-level list ``stream_key``
+    (None: nothing is streamed, the whole document goes into ``result.data``).
 
     Items are built one at a time as the file is read, and not kept. Everything else in the
     document goes into ``result.data`` (the streamed key then holds the number of items);
@@ -391,7 +392,7 @@ def iter_stream(
 
 def _iter_stream(
     source: BinaryIO | str,
-    stream_key: str,
+    stream_key: str | None,
     result: StreamResult,
     replay: _Replay | None,
 ) -> Iterator[tuple[int, Any, int]]:
@@ -416,7 +417,7 @@ def _iter_stream(
 
 
 def _read_document(
-    loader: Any, stream_key: str, result: StreamResult, replay: _Replay | None
+    loader: Any, stream_key: str | None, result: StreamResult, replay: _Replay | None
 ) -> Iterator[tuple[int, Any, int]]:
     builder = _Builder(loader, result)
     get = loader.get_event
@@ -445,14 +446,15 @@ def _read_document(
                 result.top_keys.append(
                     (key_event.value, key_event.start_mark, value_event.start_mark)
                 )
-            if key == stream_key and isinstance(value_event, ev.SequenceStartEvent):
+            streamed = stream_key is not None and key == stream_key
+            if streamed and isinstance(value_event, ev.SequenceStartEvent):
                 if replay is not None:
                     replay.list_at = value_event.start_mark.index
                 count = yield from _stream_items(builder, result, replay)
                 data[key] = result.items = count
             else:
                 data[key] = builder.value(value_event)
-                if key == stream_key:
+                if streamed:
                     result.items = None  # written again, not as a list: the last one counts
         key_event = get()
     builder.merge(data, merges)
@@ -596,7 +598,7 @@ def stream_yaml(
     """
     result = result if result is not None else StreamResult(data=None)
     key = stream_key if on_item is not None else None
-    for index, value, line in iter_stream(source, key or "\0none", result):
+    for index, value, line in iter_stream(source, key, result):
         if on_item is not None:
             on_item(index, value, line)
     return result
