@@ -2,7 +2,8 @@
 
 Scenarios (issue "Speed"):
 
-- S1 overhead: 2,000 and 10,000 cases on the instant ``mock`` target, 50 workers;
+- S1 overhead: 2,000 and 10,000 cases on the instant ``mock`` target, 50 workers; and
+  ``agentv validate`` of the largest of those suites;
 - S2 concurrency: 2,000 and 10,000 cases on the loopback fake OpenAI server answering
   after 100 ms;
 - S3 scale: 100,000 cases on the instant target (memory must stay flat);
@@ -123,6 +124,14 @@ class Goal:
 GOALS = (
     Goal("S1/10000", "cases_per_s", ">=", 1500, "S1 10,000 cases: >= 1,500 cases/s"),
     Goal("S1/10000", "max_rss_mb", "<=", 150, "S1 10,000 cases: peak RSS <= 150 MB"),
+    # our own: checking a suite costs no more than running it on the instant target
+    Goal(
+        "S1/10000/validate",
+        "cases_per_s",
+        ">=",
+        3000,
+        "S1 10,000 cases: agentv validate >= 3,000 cases/s",
+    ),
     Goal("S2/2000", "efficiency", ">=", 0.8, "S2 2,000 cases, 100 ms: efficiency >= 0.8"),
     Goal(
         "S2/2000",
@@ -777,6 +786,30 @@ def compare_with_s2(rows: Sequence[dict[str, Any]]) -> None:
                 row["ideal_vs_s2"] = round(row["ideal_s"] / s2["wall_s"], 3)
 
 
+def scenario_validate(bench: Bench, n: int) -> dict[str, Any]:
+    """S1's ``agentv validate`` of the same suite: checking a suite in CI should cost no
+    more than running it on an instant target."""
+    key = f"S1/{n}/validate"
+    label = "S1 agentv validate (same suite)"
+    try:
+        suite = bench.suite(n)
+        log = bench.work / "runs" / f"S1-{n}-validate.log"
+        argv = [str(bench.agentv), "validate", str(suite.folder)]
+
+        def once(_rep: int) -> Measurement:
+            m = _measure_checked(bench, argv, suite.folder, log, n)
+            summary = log.read_text(encoding="utf-8")
+            if "Invalid: 0" not in summary or f"(eval file, {n} case" not in summary:
+                raise RunCheckError(f"the suite did not validate cleanly; log {log}")
+            return m
+
+        runs = _repeat(bench, key, once)
+    except RunCheckError as exc:
+        bench.log(f"  {key} FAILED: {exc}")
+        return _failed_row(key, "S1", label, n, str(exc))
+    return _row(key, "S1", label, n, runs)
+
+
 def scenario_startup(bench: Bench) -> list[dict[str, Any]]:
     """S4: ``agentv --version`` and a 1-case run."""
     rows = []
@@ -1072,6 +1105,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if scenario == "S1":
             for n in args.sizes["S1"]:
                 rows.append(scenario_instant(bench, "S1", n, "S1 overhead (instant target)"))
+            if args.sizes["S1"]:
+                rows.append(scenario_validate(bench, max(args.sizes["S1"])))
         elif scenario == "S2":
             for i, n in enumerate(args.sizes["S2"]):
                 # the references (bare clients) for the first size only: they show what

@@ -161,13 +161,14 @@ def test_make_bench_code_path_at_tiny_sizes(
     data = json.loads(output.read_text())
     references = [f"S2/10/{mode}" for mode in run.REFERENCE_MODES]
     keys = [row["key"] for row in data["rows"]]
-    assert keys == ["S1/20", "S2/10", *references, "S4/version", "S4/1-case"]
+    assert keys == ["S1/20", "S1/20/validate", "S2/10", *references, "S4/version", "S4/1-case"]
     for row in data["rows"]:
         assert row["wall_s"] > 0 and row["max_rss_mb"] > 0 and row["cpu_s"] >= 0
         assert row["runs"]
     rows = {row["key"]: row for row in data["rows"]}
     s1 = rows["S1/20"]
     assert s1["cases_per_s"] > 0 and len(s1["runs"]) == 1
+    assert rows["S1/20/validate"]["ok"] and len(rows["S1/20/validate"]["runs"]) == 1
     for key in ("S2/10", *references):
         assert rows[key]["efficiency"] > 0 and rows[key]["max_in_flight"] >= 1
     assert len(rows["S4/version"]["runs"]) == 5  # --version gets at least 5 runs

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+import yaml
 from typer.testing import CliRunner, Result
 
 from agentv.cli.app import _register, app
@@ -150,6 +152,48 @@ def test_duplicate_keys_are_errors(repo: Path) -> None:
         "  ✗ e.yaml:5:5: key 'outcome' is written twice in the same mapping (first on line 4); "
         "only the last one counts\n"
     ) in result.stdout
+
+
+def test_a_file_without_duplicate_keys_is_not_composed_again(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first parse already looks for keys written twice: a large suite is not composed
+    into PyYAML's node tree (seconds and hundreds of MB at 10,000 cases) to find none."""
+    write(repo, "e.yaml", EVAL)
+    composed: list[object] = []
+    real = yaml.compose
+    monkeypatch.setattr(yaml, "compose", lambda *a, **k: composed.append(a) or real(*a, **k))
+    (report,) = validate_paths([repo / "e.yaml"])
+    assert report.valid and report.diagnostics == []
+    assert composed == []
+    twice = EVAL + "  - id: b\n    outcome: x\n    outcome: y\n    input_messages: []\n"
+    write(repo, "d.yaml", twice)
+    (report,) = validate_paths([repo / "d.yaml"])  # a duplicate: found, with its first line
+    assert [(d.line, d.message.split(";")[0]) for d in report.diagnostics][:1] == [
+        (6, "key 'outcome' is written twice in the same mapping (first on line 5)")
+    ]
+
+
+def test_the_quick_eval_check_reports_what_the_general_path_reports(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Eval files that start with `$schema` are checked from the loader's one reading; every
+    example and bad-input file gets the same report as from the general path."""
+    from agentv import validation
+
+    root = Path(__file__).resolve().parents[1]
+    files = sorted(
+        p
+        for folder in (root / "examples", root / "tests" / "data")
+        for p in folder.rglob("*.y*ml")
+        if "agentv-eval-v2" in p.read_text(encoding="utf-8", errors="replace")
+    )
+    assert len(files) > 20
+    quick = [validation.validate_file(p) for p in files]
+    assert any(validation._quick_eval_check(p, validation.LoadContext()) for p in files)
+    monkeypatch.setattr(validation, "_quick_eval_check", lambda *_: None)
+    general = [validation.validate_file(p) for p in files]
+    assert quick == general
 
 
 def test_broken_config_is_reported_under_its_own_file(repo: Path) -> None:

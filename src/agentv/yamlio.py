@@ -9,11 +9,13 @@ kept instead; only a problem inside a list item has that item read again.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
+from yaml import events as ev
 
 from agentv.errors import Diagnostic, InputError
 from agentv.yamlstream import (
@@ -63,6 +65,8 @@ class YamlSource:
     path: Path
     text: str | None  # None: read from `path` when a location is first needed
     data: Any
+    #: the parse saw a key written twice somewhere (None: not known; the tree is searched)
+    has_duplicates: bool | None = None
     _root: yaml.Node | None = field(default=None, repr=False)
     _composed: bool = field(default=False, repr=False)
 
@@ -109,6 +113,9 @@ class YamlSource:
 
     def duplicate_keys(self) -> list[Diagnostic]:
         """A diagnostic for every mapping key written twice (YAML keeps the last silently)."""
+        if self.has_duplicates is False:
+            # the parse already looked: composing a large file's tree costs seconds
+            return []
         root = self._tree()
         out: list[Diagnostic] = []
         stack: list[yaml.Node] = [root] if root is not None else []
@@ -381,6 +388,29 @@ def format_key(key: PathKey) -> str:
     return out
 
 
+def leading_schema(text: str) -> str | None:
+    """The document's ``$schema`` when it is the first key of its top-level mapping, read
+    without parsing the rest; None otherwise (not there, or not YAML)."""
+    try:
+        head = list(itertools.islice(yaml.parse(text, Loader=_Loader), 5))
+    except yaml.YAMLError:
+        return None
+    if len(head) < 5 or not all(isinstance(e, t) for e, t in zip(head, _LEADING, strict=True)):
+        return None
+    key, value = head[3], head[4]
+    return value.value if key.value == "$schema" else None
+
+
+#: the events that open a document whose first key is a plain scalar with a scalar value
+_LEADING = (
+    ev.StreamStartEvent,
+    ev.DocumentStartEvent,
+    ev.MappingStartEvent,
+    ev.ScalarEvent,
+    ev.ScalarEvent,
+)
+
+
 def load_yaml(path: Path) -> YamlSource:
     """Parse a YAML file; a missing file or a syntax error raises ``InputError`` with a location."""
     result = StreamResult(data=None)
@@ -390,4 +420,6 @@ def load_yaml(path: Path) -> YamlSource:
         stream_yaml(text, result=result)
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise read_error(path, exc, result) from None
-    return YamlSource(path=path, text=text, data=result.data)
+    return YamlSource(
+        path=path, text=text, data=result.data, has_duplicates=bool(result.duplicate_keys)
+    )
