@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -48,6 +49,22 @@ def test_help_lists_every_command_in_order() -> None:
     assert found["code"] == 0
     positions = [output.find(f" {name} ") for name in COMMANDS]
     assert -1 not in positions and positions == sorted(positions), output
+
+
+def test_the_command_list_shows_each_summary_unbroken() -> None:
+    # wide enough for every summary on one line: a break left in one is the docstring's
+    done = subprocess.run(
+        [sys.executable, "-m", "agentv", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "COLUMNS": "400", "NO_COLOR": "1"},
+    )
+    rows = [line for line in done.stdout.splitlines() if line.startswith("│ ")]
+    listed = {row.split()[1]: row for row in rows if row.split()[1] in COMMANDS}
+    assert sorted(listed) == sorted(COMMANDS), done.stdout
+    assert all(row.rstrip(" │").endswith(".") for row in listed.values()), done.stdout
+    assert "missing cases, the mean score change" in listed["compare"]
 
 
 def test_version_needs_no_command_module() -> None:

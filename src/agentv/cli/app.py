@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import importlib
+import inspect
 import sys
 
 import typer
@@ -65,8 +66,16 @@ def _register(only: str | None = None) -> None:
         if name in registered or only not in (None, name):
             continue
         module = importlib.import_module(module_name)
+        command = getattr(module, function)
         epilog = getattr(module, "EXIT_HELP", None)  # the exit codes, under ``--help``
-        app.command(name, epilog=epilog)(getattr(module, function))
+        app.command(name, epilog=epilog, short_help=_summary(command))(command)
+
+
+def _summary(command: object) -> str:
+    """A command's docstring's first paragraph as one line: the command list shows it as
+    given, so the docstring's own line breaks would cut its sentences."""
+    doc = inspect.getdoc(command) or ""
+    return " ".join(doc.split("\n\n", 1)[0].split())
 
 
 def main() -> None:
