@@ -465,6 +465,62 @@ def _raylets(driver_pid: int) -> list[str]:
     return found.stdout.split()
 
 
+# A cluster of two nodes on this machine: a head with no CPU for cases (where the driver
+# runs, as on a cluster whose head only coordinates) and a worker node with 2 CPUs.
+TWO_NODES = """
+import asyncio, json, logging, sys
+import ray
+from ray.cluster_utils import Cluster
+from agentv.api import prepare_run
+
+cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
+cluster.add_node(num_cpus=2)
+cluster.wait_for_nodes()
+ray.init(address=cluster.address, logging_level=logging.ERROR, log_to_driver=False)
+try:
+    prepared = prepare_run("evals/e.yaml", cwd=sys.argv[1], executor="ray")
+    run = asyncio.run(prepared.run())
+    print(json.dumps({
+        "driver": ray.get_runtime_context().get_node_id(),
+        "keeper": prepared.executor.keeper_node,
+        "case_nodes": sorted({node for node, _ in prepared.executor.placements}),
+        "statuses": [r.status for r in run.results],
+    }))
+finally:
+    ray.shutdown()
+    cluster.shutdown()
+"""
+
+
+def test_the_gate_keeper_runs_on_the_drivers_node_not_a_workers(repo: Path) -> None:
+    # Ray would place an actor that needs no CPU on the worker node most of the time: then
+    # losing that node would fail every request left in the run
+    write(
+        repo,
+        ".agentv/targets.yaml",
+        "$schema: agentv-targets-v2.2\ntargets:\n  - name: default\n    provider: mock\n"
+        "    response: The answer is 42.\n",
+    )
+    cases = "".join(
+        f"  - id: c{i}\n    outcome: Says 42.\n    input_messages:\n"
+        f"      - role: user\n        content: Question {i}\n"
+        "    execution:\n      evaluators:\n        - type: contains\n          value: '42'\n"
+        for i in range(4)
+    )
+    write(repo, "evals/e.yaml", f"$schema: agentv-eval-v2\nevalcases:\n{cases}")
+    done = subprocess.run(
+        [sys.executable, "-c", TWO_NODES, str(repo)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["statuses"] == ["ok"] * 4
+    assert seen["case_nodes"] and seen["driver"] not in seen["case_nodes"]  # two real nodes
+    assert seen["keeper"] == seen["driver"]
+
+
 def test_without_ray_the_error_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
     import importlib.util
 

@@ -306,6 +306,8 @@ class RayExecutor:
         self._run_id = ""
         #: the driver's providers by their key in the run's spec
         self._providers: dict[int, Provider] = {}
+        #: the node the run's gate keeper runs on ("" when the run needs none)
+        self.keeper_node = ""
         #: where each case ran: (node id, worker process id) -> cases
         self.placements: Counter[tuple[str, int]] = Counter()
 
@@ -324,6 +326,8 @@ class RayExecutor:
         cpus = float(ray.cluster_resources().get("CPU", 1.0))
         self.in_flight = max(1, math.floor(2 * cpus / self.cpus_per_case))
         spec = self._spec(orchestrator, lanes)
+        if self._keeper is not None:  # up before the first case, where the driver runs
+            self.keeper_node = await self._keeper.node.remote()
         self._spec_box = [ray.put(spec)]
         self._task = ray.remote(run_case_task).options(
             num_cpus=self.cpus_per_case, max_retries=0, name=TASK_NAME
@@ -385,8 +389,16 @@ class RayExecutor:
         self._run_id = uuid.uuid4().hex
         if gates:  # else no actor at all: nothing is shared
             import ray
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-            self._keeper = ray.remote(GateKeeper).options(num_cpus=0).remote(gates)
+            # on the driver's node: Ray would put an actor that needs no CPU on any node,
+            # often a worker's, and losing that node would fail every request left
+            here = NodeAffinitySchedulingStrategy(
+                ray.get_runtime_context().get_node_id(), soft=False
+            )
+            self._keeper = (
+                ray.remote(GateKeeper).options(num_cpus=0, scheduling_strategy=here).remote(gates)
+            )
         return RunSpec(
             run_id=self._run_id,
             providers=providers,

@@ -110,6 +110,12 @@ class GateKeeper:
     def used_tokens(self, key: int, estimated: float, actual: int | None) -> None:
         self._gates[key].used_tokens(estimated, actual)
 
+    def node(self) -> str:
+        """The Ray node this keeper runs on."""
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
+
     def stats(self) -> dict[str, GateStats]:
         """What each gate saw, under its target's name."""
         return {self._names[key]: gate.stats for key, gate in self._gates.items()}
