@@ -190,17 +190,18 @@ with open(out, "w") as f:
 
 
 def _agent_suite(
-    repo: Path, cases: int, command: str, *, timeout: int = 60, workers: str = ""
+    repo: Path, cases: int, command: str, *, timeout: int = 60, workers: str = "", target: str = ""
 ) -> None:
+    """``cases`` cases on the target ``default``: a cli target running ``command``, unless
+    ``target`` gives the target's own fields."""
+    target = target or f"provider: cli\n    command_template: {command}\n    cwd: ."
     write(
         repo,
         ".agentv/targets.yaml",
         f"""$schema: agentv-targets-v2.2
 targets:
   - name: default
-    provider: cli
-    command_template: {command}
-    cwd: .
+    {target}
     timeout_seconds: {timeout}
     {workers}
 """,
@@ -284,18 +285,7 @@ def test_codex_logs_written_in_workers_are_under_the_run_and_listed_by_it(
     source = Path(__file__).resolve().parent / "agents" / "fake_codex.py"
     write(repo, "bin/codex", f"#!{sys.executable}\n" + source.read_text(encoding="utf-8"))
     codex.chmod(0o755)
-    _agent_suite(repo, 4, "unused")
-    write(
-        repo,
-        ".agentv/targets.yaml",
-        f"""$schema: agentv-targets-v2.2
-targets:
-  - name: default
-    provider: codex
-    executable: {codex}
-    timeout_seconds: 60
-""",
-    )
+    _agent_suite(repo, 4, "", target=f"provider: codex\n    executable: {codex}")
 
     run = agentv.run_eval("evals/agent.yaml", cwd=repo, executor="ray")
 
