@@ -47,6 +47,50 @@ def test_only_the_first_file_is_loaded(repo: Path, tmp_path: Path) -> None:
     assert "AGENTV_T_CWD_ONLY" not in os.environ
 
 
+def test_a_later_load_takes_back_what_an_earlier_one_set(repo: Path, tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    write(repo, ".env", "AGENTV_T_ONE=from-a\nAGENTV_T_A_ONLY=a\n")
+    write(other, ".env", "AGENTV_T_ONE=from-b\n")
+    load_env_file(repo)
+    os.environ["AGENTV_T_A_ONLY"] = "set-by-the-user-meanwhile"
+    load_env_file(other)
+    assert os.environ["AGENTV_T_ONE"] == "from-b"  # not the first project's value
+    assert os.environ["AGENTV_T_A_ONLY"] == "set-by-the-user-meanwhile"  # theirs: kept
+    write(other, ".env", "AGENTV_T_TWO=edited\n")  # the file edited between two runs
+    load_env_file(other)
+    assert "AGENTV_T_ONE" not in os.environ and os.environ["AGENTV_T_TWO"] == "edited"
+    assert load_env_file(tmp_path / "none", tmp_path / "none") is None
+    assert "AGENTV_T_TWO" not in os.environ
+
+
+def test_two_projects_run_from_one_process_each_see_their_own_env_file(tmp_path: Path) -> None:
+    import agentv
+
+    answers = []
+    for name in ("alpha", "beta"):
+        root = tmp_path / name
+        (root / ".git").mkdir(parents=True)
+        write(root, ".env", f"AGENTV_T_ANSWER=answer from {name}\n")
+        write(
+            root,
+            ".agentv/targets.yaml",
+            # the agent inherits the run's environment (a `${{ VAR }}` value would be
+            # masked in the results as a secret)
+            "$schema: agentv-targets-v2.2\ntargets:\n  - name: default\n    provider: cli\n"
+            "    command_template: printenv AGENTV_T_ANSWER\n",
+        )
+        write(
+            root,
+            "evals/e.yaml",
+            "$schema: agentv-eval-v2\nevalcases:\n  - id: c\n    outcome: Answers.\n"
+            "    input_messages: [{role: user, content: hi}]\n"
+            "    execution: {evaluators: [{type: contains, value: answer}]}\n",
+        )
+        (result,) = agentv.run_eval("evals/e.yaml", cwd=root).results
+        answers.append(result.candidate_answer.strip())
+    assert answers == ["answer from alpha", "answer from beta"]
+
+
 def test_no_env_file(repo: Path) -> None:
     assert load_env_file(repo, repo) is None
 
