@@ -465,6 +465,7 @@ def test_target_renders_without_its_variables_set(
     assert tool.exit_code == 0, tool.output
     (case,) = json.loads(tool.stdout)
     assert case["request"]["command"] == "run --token *** --host <unset:RENDER_HOST> Hello"
+    assert case["request"]["cwd"] == str(repo.resolve())  # where `agentv eval` would run it
     assert "tok-from-dotenv" not in tool.output
     assert "RENDER_SERVICE_TOKEN" not in tool.stderr  # it is set (in .env)
     assert "uses RENDER_API_TOKEN, which is not set" in tool.stderr

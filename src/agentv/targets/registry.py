@@ -184,7 +184,7 @@ class TargetRegistry:
         if self.preview:
             # errors are shown as they are: the command names the file already
             env = self._environment(repo_root)
-            provider = create_provider(definition, env, unset=unset)
+            provider = create_provider(definition, env, unset=unset, cwd=self.cwd)
         else:
             try:
                 provider = create_provider(definition, substituted=self._substituted, cwd=self.cwd)

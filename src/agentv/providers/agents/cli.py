@@ -255,7 +255,8 @@ class CliProvider(Provider):
             raise ProviderError(
                 self.name,
                 f"CLI target '{self.name}': working directory '{path}' does not exist; "
-                "fix `cwd` in targets.yaml",
+                "fix `cwd` in targets.yaml (without `cwd` it is the folder the run started "
+                "from: on a Ray cluster, the project must be at that path on every node)",
             )
         return path
 
