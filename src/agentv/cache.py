@@ -25,7 +25,9 @@ _SECRET_WORDS = ("key", "token", "secret", "password")
 
 
 def _public_settings(provider: Provider) -> dict[str, Any]:
-    data = provider.settings.model_dump(mode="json")
+    data = provider.settings.model_dump(
+        mode="json", exclude=set(provider.settings.not_in_cache_key)
+    )
     return {k: v for k, v in data.items() if not any(w in k.lower() for w in _SECRET_WORDS)}
 
 

@@ -306,3 +306,22 @@ async def test_hostile_text_and_file_names_reach_codex_verbatim(
     link = call["prompt"].splitlines()[1]
     assert link == f"* [a\\]b $(touch PWNED) \\[x\\].md]({odd.as_uri()})."
     assert not (repo / "PWNED").exists() and not (tmp_path / "PWNED").exists()
+
+
+def test_the_run_folder_sets_the_default_log_folder_but_not_the_cache_key(tmp_path: Path) -> None:
+    from agentv.cache import cache_key
+    from agentv.targets import TargetDefinition, create_provider
+
+    def built(folder: str, **fields: Any) -> Any:
+        definition = TargetDefinition(name="cx", kind="codex", provider="codex", fields=fields)
+        return create_provider(definition, env={}, cwd=tmp_path / folder)
+
+    a, b = built("a"), built("b")
+    assert a.settings.log_dir == str(tmp_path / "a" / ".agentv" / "logs" / "codex")
+    assert b.settings.log_dir == str(tmp_path / "b" / ".agentv" / "logs" / "codex")
+    request = ask(question="Q", eval_id="e")
+    # where logs go cannot change an answer: one cache entry wherever the run starts
+    assert cache_key(a, request) == cache_key(b, request)
+    assert cache_key(a, request) == cache_key(built("a", log_format="json"), request)
+    assert cache_key(a, request) != cache_key(built("a", args=["--model", "o3"]), request)
+    assert built("a", log_dir="/elsewhere").settings.log_dir == "/elsewhere"  # given: kept

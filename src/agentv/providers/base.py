@@ -110,6 +110,9 @@ class ProviderSettings(BaseModel):
     #: fields that, when unset, name a path under the run's folder (``agentv eval``'s
     #: working directory, ``run_eval``'s ``cwd``): field -> path relative to that folder
     run_folder_defaults: ClassVar[Mapping[str, str]] = MappingProxyType({})
+    #: fields that cannot change an answer (where logs go): left out of `--cache` keys, so
+    #: that they do not split the cache by the folder a run starts from
+    not_in_cache_key: ClassVar[frozenset[str]] = frozenset()
 
 
 class Provider(ABC):

@@ -85,6 +85,7 @@ class CodexSettings(ProviderSettings):
 
     path_fields: ClassVar[frozenset[str]] = frozenset({"cwd", "log_dir"})
     run_folder_defaults: ClassVar[Mapping[str, str]] = MappingProxyType({"log_dir": LOG_DIR})
+    not_in_cache_key: ClassVar[frozenset[str]] = frozenset({"log_dir", "log_format"})
     executable: str = Field(
         default="codex", validation_alias=AliasChoices("executable", "command", "binary")
     )
