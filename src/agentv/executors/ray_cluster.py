@@ -241,10 +241,10 @@ class _Worker:
     def _new_artifacts(self) -> dict[int, list[Path]]:
         found: dict[int, list[Path]] = {}
         for key, provider in self.providers.items():
-            files = provider.artifacts
-            if len(files) > self._artifacts_seen[key]:
-                found[key] = files[self._artifacts_seen[key] :]
-                self._artifacts_seen[key] = len(files)
+            files = provider.artifacts_after(self._artifacts_seen[key])
+            if files:
+                found[key] = files
+                self._artifacts_seen[key] += len(files)
         return found
 
 

@@ -164,6 +164,10 @@ class Provider(ABC):
         """Files the target left for people to read (agent logs), in the order written."""
         return list(self._artifacts)
 
+    def artifacts_after(self, count: int) -> list[Path]:
+        """The files kept after the first ``count`` (what a case added)."""
+        return self._artifacts[count:]
+
     def keep_artifact(self, path: Path) -> None:
         """Add a file for the run's closing summary to list (on a Ray run, the driver adds
         the files its workers wrote)."""
