@@ -174,11 +174,28 @@ def test_a_file_without_duplicate_keys_is_not_composed_again(
     ]
 
 
+# files whose keys or cases are read in unusual ways: a merge key, an alias, keys that load
+# as the same value, a second document
+TRICKY_EVALS = {
+    "merged-cases.yaml": "$schema: agentv-eval-v2\n<<: {evalcases: [{id: a, outcome: x, "
+    "input_messages: []}]}\n",
+    "aliased-cases.yaml": "$schema: agentv-eval-v2\nx-cases: &c [{id: a, outcome: x, "
+    "input_messages: []}]\nevalcases: *c\n",
+    "same-key.yaml": "$schema: agentv-eval-v2\nevalcases:\n  - id: a\n    outcome: x\n"
+    "    input_messages:\n      - role: user\n        content: hi\n"
+    "      - role: assistant\n        tool_calls:\n          - {id: t, name: f, arguments: "
+    "{true: 1, yes: 2, '1': a, 2: b, 2.0: c}}\n",
+    "two-documents.yaml": "$schema: agentv-eval-v2\nevalcases: []\n---\na: 1\na: 2\n",
+    "schema-twice.yaml": "$schema: agentv-eval-v2\nevalcases: []\n$schema: agentv-config-v2\n",
+}
+
+
 def test_the_quick_eval_check_reports_what_the_general_path_reports(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """Eval files that start with `$schema` are checked from the loader's one reading; every
-    example and bad-input file gets the same report as from the general path."""
+    example and bad-input file, and a few odd ones, get the same report as from the general
+    path."""
     from agentv import validation
 
     root = Path(__file__).resolve().parents[1]
@@ -189,11 +206,30 @@ def test_the_quick_eval_check_reports_what_the_general_path_reports(
         if "agentv-eval-v2" in p.read_text(encoding="utf-8", errors="replace")
     )
     assert len(files) > 20
+    files += [write(tmp_path, name, text) for name, text in TRICKY_EVALS.items()]
     quick = [validation.validate_file(p) for p in files]
     assert any(validation._quick_eval_check(p, validation.LoadContext()) for p in files)
     monkeypatch.setattr(validation, "_quick_eval_check", lambda *_: None)
     general = [validation.validate_file(p) for p in files]
     assert quick == general
+
+
+def test_keys_that_load_as_the_same_value_are_written_twice(tmp_path: Path) -> None:
+    write(tmp_path, "e.yaml", TRICKY_EVALS["same-key.yaml"])
+    (report,) = validate_paths([tmp_path / "e.yaml"])
+    twice = [(d.column, d.message) for d in report.diagnostics if "twice" in d.message]
+    assert twice == [
+        (
+            51,
+            "key 'yes' is written twice in the same mapping (first on line 10, as 'true'); "
+            "only the last one counts",
+        ),
+        (
+            73,
+            "key '2.0' is written twice in the same mapping (first on line 10, as '2'); "
+            "only the last one counts",
+        ),
+    ]  # '1' (text) and 1 are two keys: not reported
 
 
 def test_broken_config_is_reported_under_its_own_file(repo: Path) -> None:

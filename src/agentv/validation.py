@@ -206,11 +206,11 @@ def _quick_eval_check(
     except Exception:  # the general path reports it (a bug included)
         return None
     stream = loaded.source.result if isinstance(loaded.source, StreamSource) else None
-    if stream is None:
-        return None
+    if stream is None or stream.items is None:
+        return None  # no list of cases read as one (merged in, an alias): counted there
     report = FileReport(path, kind="eval", entries=loaded.total_cases)
     report.skipped = len(loaded.invalid)
-    twice = YamlSource(path, text, None, has_duplicates=bool(stream.duplicate_keys))
+    twice = YamlSource(path, text, None, stream_duplicates=stream.duplicate_keys)
     return _settle(report, twice.duplicate_keys(), loaded.diagnostics)
 
 

@@ -65,8 +65,9 @@ class YamlSource:
     path: Path
     text: str | None  # None: read from `path` when a location is first needed
     data: Any
-    #: the parse saw a key written twice somewhere (None: not known; the tree is searched)
-    has_duplicates: bool | None = None
+    #: the keys the parse saw written twice: (key, line, column); None: not known, the tree
+    #: is searched
+    stream_duplicates: list[tuple[str, int, int]] | None = None
     _root: yaml.Node | None = field(default=None, repr=False)
     _composed: bool = field(default=False, repr=False)
 
@@ -112,11 +113,14 @@ class YamlSource:
         return self._root
 
     def duplicate_keys(self) -> list[Diagnostic]:
-        """A diagnostic for every mapping key written twice (YAML keeps the last silently)."""
-        if self.has_duplicates is False:
+        """A diagnostic for every mapping key written twice (YAML keeps the last silently):
+        keys that load as the same value (``true`` and ``yes``, ``1`` and ``1.0``), as the
+        reader builds them; ``1`` and ``'1'`` are two keys."""
+        if self.stream_duplicates is not None and not self.stream_duplicates:
             # the parse already looked: composing a large file's tree costs seconds
             return []
         root = self._tree()
+        keys = yaml.constructor.SafeConstructor()  # one per search: it keeps what it built
         out: list[Diagnostic] = []
         stack: list[yaml.Node] = [root] if root is not None else []
         visited: set[int] = set()  # aliases share nodes: visit each once
@@ -126,28 +130,40 @@ class YamlSource:
                 continue
             visited.add(id(node))
             if isinstance(node, yaml.MappingNode):
-                first: dict[str, yaml.Node] = {}
+                first: dict[Any, yaml.ScalarNode] = {}
                 for k, v in node.value:
                     stack.append(v)
-                    if not isinstance(k, yaml.ScalarNode) or k.value == "<<":
+                    if not isinstance(k, yaml.ScalarNode) or k.tag == _MERGE_TAG:
                         continue
-                    if k.value in first:
-                        line = first[k.value].start_mark.line + 1
-                        out.append(
-                            Diagnostic(
-                                self.path,
-                                f"key {k.value!r} is written twice in the same mapping "
-                                f"(first on line {line}); only the last one counts",
-                                line=k.start_mark.line + 1,
-                                column=k.start_mark.column + 1,
-                                hint="remove or merge one of them",
-                            )
+                    key = _key_value(k, keys)
+                    if key not in first:
+                        first[key] = k
+                        continue
+                    was = first[key]
+                    spelled = "" if was.value == k.value else f", as {was.value!r}"
+                    out.append(
+                        self._twice(
+                            f"{k.value!r}",
+                            k.start_mark.line + 1,
+                            k.start_mark.column + 1,
+                            f" (first on line {was.start_mark.line + 1}{spelled})",
                         )
-                    else:
-                        first[k.value] = k
+                    )
             elif isinstance(node, yaml.SequenceNode):
                 stack.extend(node.value)
+        if root is None and self.stream_duplicates:
+            # the tree cannot be composed (a second document): the reader's own record
+            out = [self._twice(repr(k), line, col, "") for k, line, col in self.stream_duplicates]
         return sorted(out, key=lambda d: (d.line or 0, d.column or 0))
+
+    def _twice(self, key: str, line: int, column: int, where: str) -> Diagnostic:
+        return Diagnostic(
+            self.path,
+            f"key {key} is written twice in the same mapping{where}; only the last one counts",
+            line=line,
+            column=column,
+            hint="remove or merge one of them",
+        )
 
     def diagnostic(
         self,
@@ -388,6 +404,19 @@ def format_key(key: PathKey) -> str:
     return out
 
 
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+def _key_value(node: yaml.ScalarNode, keys: yaml.constructor.SafeConstructor) -> Any:
+    """A scalar key as the reader loads it (what makes two keys the same), else its text."""
+    try:
+        value = keys.construct_object(node)
+        hash(value)
+    except Exception:  # an unknown tag, a value that cannot be a key: compare the text
+        return ("text", node.value)
+    return value
+
+
 def leading_schema(text: str) -> str | None:
     """The document's ``$schema`` when it is the first key of its top-level mapping, read
     without parsing the rest; None otherwise (not there, or not YAML)."""
@@ -421,5 +450,5 @@ def load_yaml(path: Path) -> YamlSource:
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise read_error(path, exc, result) from None
     return YamlSource(
-        path=path, text=text, data=result.data, has_duplicates=bool(result.duplicate_keys)
+        path=path, text=text, data=result.data, stream_duplicates=result.duplicate_keys
     )
