@@ -14,6 +14,10 @@ ray_address=...)``); throughput is cases per second against the ideal of CPUs / 
 measured after a small first run that starts the nodes' worker processes (that run's wall
 time is reported as ``warm_up_s``).
 
+Part 3 (the shared gate): the time a turn at a target's gate takes through the run's
+``GateKeeper`` actor, which every LM API request of a Ray run asks, against the same gate
+in this process; one turn after another, and 50 at once.
+
     python benchmarks/s7_ray.py                  # the issue's sizes (about 6 minutes)
     python benchmarks/s7_ray.py --cases 40 --cluster-cases 24   # a quick look
 
@@ -218,13 +222,57 @@ def part_two(args: argparse.Namespace) -> list[dict[str, Any]]:
     return rows
 
 
+def part_three(args: argparse.Namespace) -> dict[str, Any]:
+    """What one LM API request pays on Ray for the run's shared gate: a turn asked of the
+    keeper actor (one round trip), its success and the turn given back (one-way messages),
+    one request after another and with 50 at once, against the same gate in this
+    process."""
+    import asyncio
+
+    import ray
+
+    from agentv.executors.ray_gates import GateKeeper, GateSpec, RemoteGate
+    from agentv.scheduling import TargetGate
+
+    async def turns(gate: Any, count: int, at_once: int) -> float:
+        async def one_after_another(n: int) -> None:
+            for _ in range(n):  # what a request that succeeds tells its gate
+                await gate.acquire()
+                gate.succeeded()
+                gate.release()
+
+        started = time.perf_counter()
+        await asyncio.gather(*(one_after_another(count // at_once) for _ in range(at_once)))
+        return time.perf_counter() - started
+
+    spec = GateSpec("bench", 50)
+    ray.init(address="local", num_cpus=2, logging_level=logging.WARNING, log_to_driver=False)
+    try:
+        keeper = ray.remote(GateKeeper).options(num_cpus=0).remote({0: spec})
+        ray.get(keeper.node.remote())  # started
+        figures: dict[str, Any] = {"turns": args.gate_turns}
+        for at_once in (1, 50):
+            remote = asyncio.run(turns(RemoteGate(keeper, 0, spec), args.gate_turns, at_once))
+            local = asyncio.run(turns(TargetGate(50), args.gate_turns, at_once))
+            figures[f"at_once_{at_once}"] = {
+                "keeper_us_per_turn": round(remote / args.gate_turns * 1e6, 1),
+                "local_us_per_turn": round(local / args.gate_turns * 1e6, 1),
+            }
+            print(f"  {at_once} at once: {figures[f'at_once_{at_once}']}", flush=True)
+        ray.kill(keeper)
+    finally:
+        ray.shutdown()
+    return figures
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--cases", type=int, default=400, help="part 1: cases (default 400)")
     p.add_argument("--burn", type=float, default=0.5, help="part 1: CPU seconds per case")
     p.add_argument("--cluster-cases", type=int, default=96, help="part 2: cases (default 96)")
     p.add_argument("--wait", type=float, default=0.5, help="part 2: seconds each agent waits")
-    p.add_argument("--only", default="1,2", help="parts to run: 1, 2 or 1,2")
+    p.add_argument("--gate-turns", type=int, default=2000, help="part 3: turns (default 2000)")
+    p.add_argument("--only", default="1,2,3", help="parts to run: 1, 2, 3 or a list (1,3)")
     p.add_argument("--work", type=Path, default=DEFAULT_WORK)
     p.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)
     p.add_argument("--agentv", type=Path, default=Path(sys.executable).parent / "agentv")
@@ -237,6 +285,9 @@ def main(argv: list[str] | None = None) -> int:
     if "2" in parts:
         print(f"S7 part 2: {args.cluster_cases} cases waiting {args.wait} s each", flush=True)
         figures["simulated_cluster"] = part_two(args)
+    if "3" in parts:
+        print(f"S7 part 3: {args.gate_turns} turns at the shared gate", flush=True)
+        figures["shared_gate"] = part_three(args)
     figures["load_average_at_end"] = os.getloadavg()[0]
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")

@@ -628,3 +628,37 @@ async def test_the_gate_keeper_gives_back_turns_of_dropped_requests_and_lost_cas
     assert not late.done()  # one turn, held by t6
     late.cancel()
     assert keeper.stats()["api"].requests == 4  # t1, t4, t5, t6
+
+
+async def test_successes_reach_the_keeper_with_the_turn_given_back() -> None:
+    from agentv.executors.ray_gates import GateKeeper, GateSpec, RemoteGate
+
+    class Direct:
+        """The keeper's methods called at once, as the actor's ``.remote`` would."""
+
+        def __init__(self, keeper: GateKeeper) -> None:
+            self.keeper = keeper
+
+        def __getattr__(self, name: str) -> Any:
+            method = getattr(self.keeper, name)
+
+            class Call:
+                @staticmethod
+                def remote(*args: Any) -> Any:
+                    result = method(*args)
+                    if asyncio.iscoroutine(result):
+                        return asyncio.ensure_future(result)
+                    return None
+
+            return Call
+
+    keeper = GateKeeper({3: GateSpec("api", 4)})
+    gate = RemoteGate(Direct(keeper), 3, GateSpec("api", 4))
+    keeper.throttled(3, 0.0, None)  # 4 -> 2 at once
+    assert keeper._gates[3].limit == 2
+    for _ in range(2):  # a window of successes: one more at once
+        await gate.acquire()
+        gate.succeeded()
+        assert keeper._gates[3].limit == 2  # told with the release, not before
+        gate.release()
+    assert keeper._gates[3].limit == 3

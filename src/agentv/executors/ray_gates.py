@@ -78,11 +78,15 @@ class GateKeeper:
         self._granted[ticket] = (holder, key)
         return gate.now(), gate.limit
 
-    def release(self, ticket: str) -> None:
-        """The request holding ``ticket`` ended (a ticket unknown here is already back)."""
+    def release(self, ticket: str, successes: int = 0) -> None:
+        """The request holding ``ticket`` ended (a ticket unknown here is already back),
+        after ``successes`` answers at the gate (sent along, one message fewer a request)."""
         found = self._granted.pop(ticket, None)
         if found is not None:
-            self._gates[found[1]].release()
+            gate = self._gates[found[1]]
+            for _ in range(successes):
+                gate.succeeded()
+            gate.release()
 
     def drop(self, ticket: str) -> None:
         """The request that asked for ``ticket`` stopped waiting for it: whether the turn
@@ -100,9 +104,6 @@ class GateKeeper:
         for ticket, (owner, _) in list(self._granted.items()):
             if owner == holder:
                 self.release(ticket)
-
-    def succeeded(self, key: int) -> None:
-        self._gates[key].succeeded()
 
     def throttled(self, key: int, wait: float, sent_at: float | None) -> None:
         self._gates[key].throttled(wait, sent_at=sent_at)
@@ -143,6 +144,7 @@ class RemoteGate:
         self.limit = spec.limit  # as of the last turn granted
         self.counts_tokens = spec.max_tpm is not None
         self._held: list[str] = []  # tickets of this process's requests in flight
+        self._successes = 0  # answers not yet told to the keeper (they go with a release)
         self._offset = 0.0  # the keeper's clock minus this process's
 
     def try_acquire(self, tokens: float = 0.0) -> bool:
@@ -166,7 +168,8 @@ class RemoteGate:
         # turns are alike: any ticket of this gate will do (none left: a requeue that was
         # cancelled already gave its turn back)
         if self._held:
-            self._keeper.release.remote(self._held.pop())
+            self._keeper.release.remote(self._held.pop(), self._successes)
+            self._successes = 0
 
     async def requeue(self, tokens: float = 0.0, *, after: float = 0.0) -> None:
         self.release()
@@ -175,7 +178,9 @@ class RemoteGate:
         await self.acquire(tokens)
 
     def succeeded(self) -> None:
-        self._keeper.succeeded.remote(self._key)
+        # an answer ends its request, whose turn goes back next: the keeper hears of both
+        # in one message
+        self._successes += 1
 
     def now(self) -> float:
         return time.monotonic() + self._offset
