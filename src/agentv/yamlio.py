@@ -20,6 +20,7 @@ from yaml import events as ev
 from agentv.errors import Diagnostic, InputError
 from agentv.yamlstream import (
     MAX_DEPTH,
+    MERGE_TAG,
     NestingTooDeepError,
     NotUtf8Error,
     StreamResult,
@@ -133,7 +134,7 @@ class YamlSource:
                 first: dict[Any, yaml.ScalarNode] = {}
                 for k, v in node.value:
                     stack.append(v)
-                    if not isinstance(k, yaml.ScalarNode) or k.tag == _MERGE_TAG:
+                    if not isinstance(k, yaml.ScalarNode) or k.tag == MERGE_TAG:
                         continue
                     key = _key_value(k, keys)
                     if key not in first:
@@ -402,9 +403,6 @@ def format_key(key: PathKey) -> str:
         else:
             out += f".{part}" if out else str(part)
     return out
-
-
-_MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
 def _key_value(node: yaml.ScalarNode, keys: yaml.constructor.SafeConstructor) -> Any:

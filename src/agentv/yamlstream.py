@@ -38,7 +38,7 @@ except AttributeError:  # pragma: no cover - PyYAML without libyaml
     _Loader = yaml.SafeLoader
 
 _STR_TAG = "tag:yaml.org,2002:str"
-_MERGE_TAG = "tag:yaml.org,2002:merge"
+MERGE_TAG = "tag:yaml.org,2002:merge"  # a `<<` key
 _INTERN_MAX = 256
 _WORD_FIRST = frozenset("yYnNtTfFoO")
 #: the only plain scalars starting with one of those letters that are not strings (YAML 1.1
@@ -235,7 +235,7 @@ class _Builder:
             tag = self.loader.resolve(yaml.ScalarNode, value, event.implicit)
         if tag == _STR_TAG:
             return sys.intern(value) if len(value) <= _INTERN_MAX else value
-        if tag == _MERGE_TAG:
+        if tag == MERGE_TAG:
             return _MERGE
         node = yaml.ScalarNode(tag, value, event.start_mark, event.end_mark, event.style)
         constructor = self.constructors.get(tag)
