@@ -59,6 +59,8 @@ LOST_WORKER_TRIES = 3
 TASK_NAME = "agentv-case"
 #: how long the end of a run waits for the gates' figures
 KEEPER_TIMEOUT_S = 10.0
+#: how long a run waits for its gate keeper to start (a new worker process on the node)
+KEEPER_START_S = 120.0
 #: set in every Ray worker: the id of the node it runs on (agents inherit it)
 NODE_ID_VARIABLE = "AGENTV_RAY_NODE_ID"
 
@@ -327,7 +329,16 @@ class RayExecutor:
         self.in_flight = max(1, math.floor(2 * cpus / self.cpus_per_case))
         spec = self._spec(orchestrator, lanes)
         if self._keeper is not None:  # up before the first case, where the driver runs
-            self.keeper_node = await self._keeper.node.remote()
+            try:
+                self.keeper_node = await asyncio.wait_for(
+                    self._keeper.node.remote(), KEEPER_START_S
+                )
+            except TimeoutError:
+                raise ConfigError(
+                    f"the run's rate-limit keeper (a Ray actor on this node) did not start "
+                    f"within {KEEPER_START_S:g} s; check that this node can start Ray "
+                    "workers (`ray status`)"
+                ) from None
         self._spec_box = [ray.put(spec)]
         self._task = ray.remote(run_case_task).options(
             num_cpus=self.cpus_per_case, max_retries=0, name=TASK_NAME
