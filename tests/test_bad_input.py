@@ -34,6 +34,8 @@ class Expected:
     #: `validate` tells files apart by `$schema`, so a file without an eval schema is
     #: described as "not one of agentv's files" rather than as a broken eval file
     validate_message: str | None = None
+    #: `validate` is stricter than a run where it says so (a key written twice)
+    validate_severity: str | None = None
 
 
 EXPECTED = [
@@ -235,6 +237,17 @@ EXPECTED = [
         usable_cases=1,
     ),
     Expected(
+        "key-twice.yaml",
+        12,
+        5,
+        "key 'execution' is written twice in the same mapping (first on line 8); only the "
+        "last one counts",
+        "remove or merge one of them",
+        severity="warning",
+        usable_cases=1,
+        validate_severity="error",
+    ),
+    Expected(
         "role-marker-in-content.yaml",
         7,
         18,
@@ -318,13 +331,14 @@ def test_validate_reports_the_message(expected: Expected, monkeypatch: pytest.Mo
     monkeypatch.chdir(BAD)
     result = CliRunner().invoke(app, ["validate", expected.file])
     assert result.exception is None or isinstance(result.exception, SystemExit)
-    mark = "✗" if expected.severity == "error" else "⚠"
+    severity = expected.validate_severity or expected.severity
+    mark = "✗" if severity == "error" else "⚠"
     if expected.file == "targets-not-eval.yaml":
         assert result.exit_code == 0  # a fine targets file; no targets to check here
         return
     message = expected.validate_message or expected.message
     assert f"  {mark} {_where(expected)}: {message}\n" in result.stdout
-    assert result.exit_code == (1 if expected.severity == "error" else 0)
+    assert result.exit_code == (1 if severity == "error" else 0)
 
 
 def test_many_problems_in_one_file_are_reported_together(tmp_path: Path, monkeypatch) -> None:

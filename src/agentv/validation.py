@@ -218,12 +218,14 @@ def _settle(
     report: FileReport, diags: list[Diagnostic], found: list[Diagnostic]
 ) -> tuple[FileReport, list[Diagnostic]]:
     """``found`` split into the file's own diagnostics (added to ``diags``, sorted into the
-    report) and those about other files (returned)."""
+    report) and those about other files (returned). A problem ``diags`` holds already (a
+    key written twice: an error here, a run's warning in ``found``) is not added again."""
     others: list[Diagnostic] = []
+    seen = {(d.line, d.column, d.message) for d in diags}
     for diag in found:
         if diag.file is not None and Path(diag.file) != report.path:
             others.append(diag)
-        else:
+        elif (diag.line, diag.column, diag.message) not in seen:
             diags.append(diag)
     report.diagnostics = sorted(diags, key=lambda d: (d.line or 0, d.column or 0))
     return report, others

@@ -218,6 +218,7 @@ class _FileLoad:
                     severity="warning",
                 )
             )
+        header_diags += self._written_twice(text)
         if any(d.severity == "error" for d in header_diags):
             raise InputError(
                 f"{self.path}: not a usable eval file",
@@ -239,6 +240,15 @@ class _FileLoad:
             invalid=self.invalid,
             repeat=data.get("repeat") if isinstance(data.get("repeat"), int) else None,
         )
+
+    def _written_twice(self, text: str | None) -> list[Diagnostic]:
+        """Keys the file writes twice in one mapping, as warnings: the run uses the last
+        one, which silently drops the first (two `execution:` blocks in a case, say).
+        ``agentv validate`` reports them as errors."""
+        if not self.stream.duplicate_keys:
+            return []
+        twice = YamlSource(self.path, text, None, stream_duplicates=self.stream.duplicate_keys)
+        return [replace(d, severity="warning") for d in twice.duplicate_keys()]
 
     def rebuild(self) -> Iterator[EvalCase]:
         """The usable cases, read again (after ``load`` dropped them); no diagnostics."""
