@@ -232,6 +232,27 @@ def test_keys_that_load_as_the_same_value_are_written_twice(tmp_path: Path) -> N
     ]  # '1' (text) and 1 are two keys: not reported
 
 
+def test_a_large_file_names_a_key_written_twice_without_composing_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentv import yamlio
+    from agentv.evalfile.loader import load_eval_file
+
+    path = write(tmp_path, "e.yaml", TRICKY_EVALS["same-key.yaml"])
+    monkeypatch.setattr(yamlio, "COMPOSE_LIMIT", 10)  # "large": every file here
+    monkeypatch.setattr(yaml, "compose", lambda *a, **k: pytest.fail("composed"))
+    expected = [
+        (10, 51, "key 'yes' is written twice in the same mapping; only the last one counts"),
+        (10, 73, "key '2.0' is written twice in the same mapping; only the last one counts"),
+    ]
+    (report,) = validate_paths([path])
+    assert [(d.line, d.column, d.message) for d in report.errors if "twice" in d.message] == (
+        expected
+    )
+    loaded = load_eval_file(path)  # a run warns of the same
+    assert [(d.line, d.column, d.message) for d in loaded.warnings] == expected
+
+
 def test_broken_config_is_reported_under_its_own_file(repo: Path) -> None:
     write(repo, ".agentv/config.yaml", "$schema: agentv-config-v2\nguideline_patterns: 7\n")
     write(repo, "evals/e.yaml", EVAL)

@@ -75,7 +75,9 @@ class StreamResult:
     """The document with the streamed list replaced by its length, and what was noticed."""
 
     data: Any
-    duplicate_keys: list[tuple[str, int, int]] = field(default_factory=list)  # key, line, column
+    duplicate_keys: list[tuple[str, int, int]] = field(
+        default_factory=list
+    )  # as written, line, col
     items: int | None = None  # items in the streamed list; None when the key holds no list
     root_mark: yaml.Mark | None = None  # where the document's top value starts
     #: each top-level key written as a scalar, in file order: (key, its mark, its value's mark)
@@ -342,7 +344,8 @@ class _Builder:
                 ) from None
         if key in out:
             mark = key_event.start_mark
-            self.result.duplicate_keys.append((str(key), mark.line + 1, mark.column + 1))
+            written = key_event.value if type(key_event) is ev.ScalarEvent else str(key)
+            self.result.duplicate_keys.append((written, mark.line + 1, mark.column + 1))
         self._last_key = key
         return True
 
