@@ -63,31 +63,48 @@ def test_a_later_load_takes_back_what_an_earlier_one_set(repo: Path, tmp_path: P
     assert "AGENTV_T_TWO" not in os.environ
 
 
+def _project(tmp_path: Path, name: str) -> Path:
+    """A project whose agent answers with ``AGENTV_T_ANSWER``, set by its own ``.env``."""
+    root = tmp_path / name
+    (root / ".git").mkdir(parents=True)
+    write(root, ".env", f"AGENTV_T_ANSWER=answer from {name}\n")
+    write(
+        root,
+        ".agentv/targets.yaml",
+        # the agent inherits the run's environment (a `${{ VAR }}` value would be masked
+        # in the results as a secret)
+        "$schema: agentv-targets-v2.2\ntargets:\n  - name: default\n    provider: cli\n"
+        "    command_template: printenv AGENTV_T_ANSWER\n",
+    )
+    write(
+        root,
+        "evals/e.yaml",
+        "$schema: agentv-eval-v2\nevalcases:\n  - id: c\n    outcome: Answers.\n"
+        "    input_messages: [{role: user, content: hi}]\n"
+        "    execution: {evaluators: [{type: contains, value: answer}]}\n",
+    )
+    return root
+
+
 def test_two_projects_run_from_one_process_each_see_their_own_env_file(tmp_path: Path) -> None:
     import agentv
 
     answers = []
     for name in ("alpha", "beta"):
-        root = tmp_path / name
-        (root / ".git").mkdir(parents=True)
-        write(root, ".env", f"AGENTV_T_ANSWER=answer from {name}\n")
-        write(
-            root,
-            ".agentv/targets.yaml",
-            # the agent inherits the run's environment (a `${{ VAR }}` value would be
-            # masked in the results as a secret)
-            "$schema: agentv-targets-v2.2\ntargets:\n  - name: default\n    provider: cli\n"
-            "    command_template: printenv AGENTV_T_ANSWER\n",
-        )
-        write(
-            root,
-            "evals/e.yaml",
-            "$schema: agentv-eval-v2\nevalcases:\n  - id: c\n    outcome: Answers.\n"
-            "    input_messages: [{role: user, content: hi}]\n"
-            "    execution: {evaluators: [{type: contains, value: answer}]}\n",
-        )
+        root = _project(tmp_path, name)
         (result,) = agentv.run_eval("evals/e.yaml", cwd=root).results
         answers.append(result.candidate_answer.strip())
+    assert answers == ["answer from alpha", "answer from beta"]
+
+
+async def test_a_run_prepared_before_another_one_runs_with_its_own_env_file(
+    tmp_path: Path,
+) -> None:
+    import agentv
+
+    alpha = agentv.prepare_run("evals/e.yaml", cwd=_project(tmp_path, "alpha"))
+    beta = agentv.prepare_run("evals/e.yaml", cwd=_project(tmp_path, "beta"))
+    answers = [(await run.run()).results[0].candidate_answer.strip() for run in (alpha, beta)]
     assert answers == ["answer from alpha", "answer from beta"]
 
 

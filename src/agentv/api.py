@@ -136,6 +136,9 @@ class PreparedRun:
     stats: RunStats = field(default_factory=RunStats)
     #: where the cases run (``agentv.executors``); None: here, in this process
     executor: Executor | None = None
+    #: (repository root, run folder) whose ``.env`` the run loads again when it starts, in
+    #: case another run was prepared meanwhile (agents inherit the environment then)
+    env_folders: tuple[Path, Path] | None = None
 
     @property
     def total(self) -> int:
@@ -163,6 +166,10 @@ class PreparedRun:
         """Run every case; each result is written the moment its case ends. ``writer`` is
         the results file (default: ``open_results()``); it is closed at the end. On
         cancellation every finished result is already written; ``stats`` says how many."""
+        if self.env_folders is not None:
+            from agentv.env import load_env_file
+
+            load_env_file(*self.env_folders)
         writer = writer if writer is not None else self.open_results()
         sink = _Sink(writer, self.keep_results)
         collector = SummaryCollector()
@@ -257,7 +264,8 @@ def prepare_run(
     base = Path(cwd).resolve() if cwd is not None else Path.cwd().resolve()
     args = [str(paths)] if isinstance(paths, (str, Path)) else [str(p) for p in paths]
     files = expand_eval_paths(args, base)
-    env_file = load_env_file(find_repo_root(files[0].parent, base), base)
+    env_folders = (find_repo_root(files[0].parent, base), base)
+    env_file = load_env_file(*env_folders)
     chosen = make_executor(
         executor,
         ray_address=ray_address,
@@ -319,6 +327,7 @@ def prepare_run(
         keep_results=keep_results,
         append=resume is not None,
         executor=chosen,
+        env_folders=env_folders,
     )
 
 
