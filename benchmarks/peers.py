@@ -10,12 +10,16 @@ repetition so that machine noise hits them alike:
 - S2 concurrency: N cases against the loopback fake OpenAI server with 100 ms per call;
 - S5 rate-limited goodput: 1,000 cases against the fake server limited to 20 requests/s
   with a burst of 20 (429 with ``Retry-After`` beyond it), one run per tool by default
-  (``--s5-reps``): each takes about a minute at best.
+  (``--s5-reps``): each takes about a minute at best;
+- S6 faults: 2,000 cases against the fake server answering every 5th request 500 and
+  leaving every 50th hanging, each tool's request timeout set to 2 s (agentv's target
+  ``timeout_seconds``, AgentV's ``--agent-timeout``, Inspect's ``--attempt-timeout``) and its
+  retries left at its defaults but agentv's, which are ``make bench``'s S6 settings.
 
 Every S1/S2 run is checked (exit code 0, N passing results, and for S2 exactly N requests at
-the server). S5 counts the failed cases instead: a tool that gives up on 429s has that as
-its result. It prints medians and the peer/agentv ratios of the wall time, and writes them
-to ``benchmarks/results/peers.json``.
+the server). S5 and S6 count the failed cases instead: a tool that gives up on 429s, or
+on 500s and hangs, has that as its result. It prints medians and the peer/agentv ratios of
+the wall time, and writes them to ``benchmarks/results/peers.json``.
 
 The peers' suites are the ones their published figures were measured on: 4-message
 conversations and one substring check, without the attached file and guideline file that
@@ -46,6 +50,9 @@ from gen_suite import ANSWER, HTTP_TARGET, MOCK_TARGET, generate_suite
 from measure import Measurement, load_fake_server_module, log_tail, measure, median, summarize
 from run import (
     BENCH_DIR,
+    S6_FAIL_EVERY,
+    S6_HANG_EVERY,
+    S6_TARGET_SETTINGS,
     Bench,
     RunCheckError,
     child_env,
@@ -258,11 +265,12 @@ class PeerBench:
     work: Path
     server: Any = None  # the fake OpenAI server (S2)
     limited_server: Any = None  # the same, rate-limited (S5)
+    faulty_server: Any = None  # the same, answering 500 and hanging (S6)
     log: Callable[[str], None] = print
 
     def server_for(self, scenario: str) -> Any:
-        """The running fake server of ``scenario`` (S2 or S5)."""
-        server = self.limited_server if scenario == "S5" else self.server
+        """The running fake server of ``scenario`` (S2, S5 or S6)."""
+        server = {"S5": self.limited_server, "S6": self.faulty_server}.get(scenario, self.server)
         if server is None:
             raise RuntimeError(f"the fake server of {scenario} is not running")
         return server
@@ -272,7 +280,9 @@ class PeerBench:
         return str(self.server_for(scenario).url)
 
 
-HTTP_SCENARIOS = ("S2", "S5")
+HTTP_SCENARIOS = ("S2", "S5", "S6")
+#: S6: every tool's request timeout (agentv's is in ``S6_TARGET_SETTINGS``)
+S6_TIMEOUT_S = int(S6_TARGET_SETTINGS["timeout_seconds"])
 
 
 def _fresh(path: Path) -> Path:
@@ -298,6 +308,8 @@ def _agentv_ts_once(
     argv += ["--output", str(out)]
     if not http:
         argv.append("--dry-run")
+    if scenario == "S6":  # each provider call aborted after the timeout, then retried
+        argv += ["--agent-timeout", str(S6_TIMEOUT_S)]
     env = {**pb.bench.env, "OPENAI_API_KEY": "dummy", "FAKE_MODEL": "fake"}
     log = pb.work / "logs" / f"agentv-ts-{scenario}-{n}-{rep}.log"
     m = measure(argv, cwd=folder, log_path=log, env=env, timeout_s=timeout_s)
@@ -340,6 +352,8 @@ def _inspect_once(
         argv += ["--model", "openai/fake", "--model-base-url", pb.server_url(scenario) + "/v1"]
         argv += ["-M", "responses_api=false"]
         env["OPENAI_API_KEY"] = "dummy"
+        if scenario == "S6":  # per attempt (Inspect's --timeout bounds all the retries)
+            argv += ["--attempt-timeout", str(S6_TIMEOUT_S)]
     else:
         argv += ["-T", "mock=true", "--model", "mockllm/model"]
     log = pb.work / "logs" / f"inspect-{scenario}-{n}-{rep}.log"
@@ -436,29 +450,36 @@ def count_inspect(log_dir: Path, n: int) -> tuple[int, list[str]]:
     return n - int(info["passed"]), errors
 
 
-def run_s5(pb: PeerBench, tool: str, n: int, rep: int, timeout_s: float) -> dict[str, Any]:
-    """One S5 run of ``tool`` against the rate-limited server: wall time, what the server
-    saw, the failed cases. A run that does not finish is a result too (``finished``)."""
-    server = pb.server_for("S5")
+def run_faulty(
+    pb: PeerBench, scenario: str, tool: str, n: int, rep: int, timeout_s: float
+) -> dict[str, Any]:
+    """One S5 or S6 run of ``tool`` against that scenario's server: wall time, what the
+    server saw, the failed cases. A run that does not finish is a result too
+    (``finished``)."""
+    server = pb.server_for(scenario)
     server.reset()
-    time.sleep(server.limit_burst / server.limit_rps + 0.1)  # the bucket fills up again
+    if scenario == "S5":
+        time.sleep(server.limit_burst / server.limit_rps + 0.1)  # the bucket fills up again
     if tool == "agentv":
         folder = pb.bench.work / "suites" / f"n{n}"
-        suite = generate_suite(folder, n, server_url=pb.server_url("S5"))
+        settings = S6_TARGET_SETTINGS if scenario == "S6" else None
+        suite = generate_suite(
+            folder, n, server_url=pb.server_url(scenario), http_settings=settings
+        )
         bench = Bench(**{**pb.bench.__dict__, "timeout_s": timeout_s})
         try:
             m, failed, errors, _ = run_counted_eval(
-                bench, suite, HTTP_TARGET, f"peers-S5-{n}-{rep}"
+                bench, suite, HTTP_TARGET, f"peers-{scenario}-{n}-{rep}"
             )
             finished = True
         except RunCheckError as exc:
             raise RunCheckError(f"agentv: {exc}") from None
     else:
         if tool == "agentv-ts":
-            m, out, log = _agentv_ts_once(pb, "S5", n, rep, timeout_s)
+            m, out, log = _agentv_ts_once(pb, scenario, n, rep, timeout_s)
         else:
             m, out, log = _inspect_once(
-                pb, "S5", n, rep, timeout_s, adaptive=tool == "inspect-adaptive"
+                pb, scenario, n, rep, timeout_s, adaptive=tool == "inspect-adaptive"
             )
         finished = not m.timed_out
         counter = count_agentv_ts if tool == "agentv-ts" else count_inspect
@@ -471,6 +492,7 @@ def run_s5(pb: PeerBench, tool: str, n: int, rep: int, timeout_s: float) -> dict
     requests = list(server.requests)
     figures = server_figures(requests, pb.bench.delay_ms / 1000, m, passed, strict=False)
     window = figures["window_s"]
+    limit = getattr(server, "limit_rps", None)
     return {
         **m.to_dict(),
         **figures,
@@ -478,7 +500,7 @@ def run_s5(pb: PeerBench, tool: str, n: int, rep: int, timeout_s: float) -> dict
         "failed_cases": failed,
         "errors": errors,
         "limited_share": figures["limited"] / figures["requests"] if figures["requests"] else 0,
-        "goodput": passed / window / server.limit_rps if window else 0.0,
+        "goodput": passed / window / limit if window and limit else 0.0,
     }
 
 
@@ -504,12 +526,36 @@ def format_s5(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def summarize_s5(tool: str, n: int, runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Medians of the S5 runs of one tool (failed cases: the worst run)."""
-    row: dict[str, Any] = {"tool": tool, "scenario": "S5", "n": n}
+def format_s6(rows: Sequence[dict[str, Any]]) -> str:
+    """The S6 table of ``main``: wall / S2 is against the same tool's S2 of this run."""
+    lines = [
+        "| tool | N | runs | wall s | wall / S2 | requests | 500s | hangs | failed cases "
+        "| result |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        name = TOOL_NAMES[row["tool"]]
+        if "error" in row and "wall_s" not in row:
+            lines.append(f"| {name} | {row['n']:,} | – | FAILED: {row['error']} | | | | | | |")
+            continue
+        vs = f"{row['wall_vs_s2']:.2f}" if row.get("wall_vs_s2") else "–"
+        result = "ok" if row["failed_cases"] == 0 and row["finished"] else row["result"]
+        lines.append(
+            f"| {name} | {row['n']:,} | {len(row['runs'])} | {row['wall_s']:.2f} | {vs} "
+            f"| {row['requests']:,} | {row['server_errors']:,} | {row['hangs']:,} "
+            f"| {row['failed_cases']:,} | {result} |"
+        )
+    return "\n".join(lines)
+
+
+def summarize_faulty(
+    tool: str, scenario: str, n: int, runs: Sequence[dict[str, Any]]
+) -> dict[str, Any]:
+    """Medians of the S5 or S6 runs of one tool (failed cases: the worst run)."""
+    row: dict[str, Any] = {"tool": tool, "scenario": scenario, "n": n}
     for name in ("wall_s", "window_s", "goodput", "limited_share", "cpu_s", "max_rss_mb"):
         row[name] = round(median([r[name] for r in runs]), 3)
-    for name in ("requests", "limited"):
+    for name in ("requests", "limited", "server_errors", "hangs"):
         row[name] = int(median([r[name] for r in runs]))
     row["failed_cases"] = max(r["failed_cases"] for r in runs)
     row["finished"] = all(r["finished"] for r in runs)
@@ -567,6 +613,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--reps", type=int, default=3, help="runs per cell; medians are shown")
     p.add_argument("--s5-reps", type=int, default=1, help="runs per tool in S5 (default 1)")
     p.add_argument("--s5-timeout", type=float, default=600, help="S5: seconds before giving up")
+    p.add_argument("--s6-sizes", default="2000", help="S6 case counts (default 2000; '' skips)")
+    p.add_argument("--s6-reps", type=int, default=1, help="runs per tool in S6 (default 1)")
+    p.add_argument("--s6-timeout", type=float, default=600, help="S6: seconds before giving up")
     p.add_argument("--limit-rps", type=float, default=20.0, help="S5: requests/s the server allows")
     p.add_argument("--limit-burst", type=float, default=20.0, help="S5: the limit's burst")
     p.add_argument("--tools", default=",".join(TOOLS), help=f"subset of {', '.join(TOOLS)}")
@@ -583,6 +632,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     s1 = [int(x) for x in args.s1_sizes.split(",") if x.strip()]
     s2 = [int(x) for x in args.s2_sizes.split(",") if x.strip()]
     s5 = [int(x) for x in args.s5_sizes.split(",") if x.strip()]
+    s6 = [int(x) for x in args.s6_sizes.split(",") if x.strip()]
     cell_tools = [t for t in tools if t not in OPTIONAL_TOOLS]  # S5 only for the others
 
     if not args.skip_install and any(t != "agentv" for t in tools):
@@ -615,9 +665,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         limit_burst=args.limit_burst,
     )
     pb.limited_server.start()
+    pb.faulty_server = module.FakeLLMServer(
+        delay_ms=args.delay_ms,
+        reply=ANSWER,
+        record=True,
+        standing=(
+            module.Every(S6_FAIL_EVERY, module.Fault.server_error()),
+            module.Every(S6_HANG_EVERY, module.Fault.hanging(), at=1),
+        ),
+    )
+    pb.faulty_server.start()
     results: dict[tuple[str, str, int], list[Measurement]] = {}
     failures: dict[tuple[str, str, int], str] = {}
-    s5_runs: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    faulty_runs: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
     started = datetime.now(UTC)
     t0 = time.perf_counter()
     try:
@@ -636,28 +696,31 @@ def main(argv: Sequence[str] | None = None) -> int:
                         continue
                     results.setdefault(key, []).append(m)
                     print(f"  {tool} {scenario} N={n} run {rep + 1}: {m.wall_s:.2f} s")
-        for n in s5:
-            for rep in range(args.s5_reps):
-                for tool in tools:
-                    key = (tool, "S5", n)
+        faulty = [("S5", n, args.s5_reps, args.s5_timeout, tools) for n in s5]
+        faulty += [("S6", n, args.s6_reps, args.s6_timeout, cell_tools) for n in s6]
+        for scenario, n, reps, limit_s, scenario_tools in faulty:
+            for rep in range(reps):
+                for tool in scenario_tools:
+                    key = (tool, scenario, n)
                     if key in failures:
                         continue
                     try:
-                        r = run_s5(pb, tool, n, rep, args.s5_timeout)
+                        r = run_faulty(pb, scenario, tool, n, rep, limit_s)
                     except RunCheckError as exc:
                         failures[key] = str(exc)
-                        print(f"  {tool} S5 {n}: FAILED: {exc}")
+                        print(f"  {tool} {scenario} {n}: FAILED: {exc}")
                         continue
-                    s5_runs.setdefault((tool, n), []).append(r)
+                    faulty_runs.setdefault(key, []).append(r)
                     print(
-                        f"  {tool} S5 N={n} run {rep + 1}: {r['wall_s']:.2f} s, goodput "
-                        f"{r['goodput']:.2f}, {r['limited']} 429s of {r['requests']} requests, "
-                        f"{r['failed_cases']} failed"
+                        f"  {tool} {scenario} N={n} run {rep + 1}: {r['wall_s']:.2f} s, "
+                        f"{r['requests']} requests ({r['limited']} 429s, {r['server_errors']} "
+                        f"500s, {r['hangs']} hangs), {r['failed_cases']} failed"
                     )
     finally:
         pb.server.stop()
         pb.limited_server.stop()
-        for n in {*s1, *s2, *s5}:  # leave agentv's suites pointing at no server
+        pb.faulty_server.stop()  # releases the hanging requests
+        for n in {*s1, *s2, *s5, *s6}:  # leave agentv's suites pointing at no server
             generate_suite(bench.work / "suites" / f"n{n}", n)
 
     rows: list[dict[str, Any]] = []
@@ -700,16 +763,22 @@ def main(argv: Sequence[str] | None = None) -> int:
                 cells_text.append(f"{ratio:.1f}x")
             ratio_lines.append(f"| {scenario} | {n:,} | " + " | ".join(cells_text) + " |")
 
-    s5_rows = []
-    for n in s5:
-        for tool in tools:
-            if (tool, "S5", n) in failures:
-                s5_rows.append(
-                    {"tool": tool, "scenario": "S5", "n": n, "error": failures[(tool, "S5", n)]}
-                )
-            elif (tool, n) in s5_runs:
-                s5_rows.append(summarize_s5(tool, n, s5_runs[(tool, n)]))
-    rows.extend(s5_rows)
+    faulty_rows: dict[str, list[dict[str, Any]]] = {"S5": [], "S6": []}
+    for scenario, n, _, _, scenario_tools in faulty:
+        for tool in scenario_tools:
+            key = (tool, scenario, n)
+            if key in failures:
+                row = {"tool": tool, "scenario": scenario, "n": n, "error": failures[key]}
+            elif key in faulty_runs:
+                row = summarize_faulty(tool, scenario, n, faulty_runs[key])
+                s2 = results.get((tool, "S2", n))
+                if scenario == "S6" and s2:  # against the same tool's fault-free run
+                    row["wall_vs_s2"] = round(row["wall_s"] / summarize(s2)["wall_s"], 2)
+            else:
+                continue
+            faulty_rows[scenario].append(row)
+    s5_rows, s6_rows = faulty_rows["S5"], faulty_rows["S6"]
+    rows.extend(s5_rows + s6_rows)
 
     print()
     print("\n".join(lines))
@@ -722,6 +791,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{args.delay_ms:g} ms/call (medians of {args.s5_reps} runs; failed cases: the worst):\n"
         )
         print(format_s5(s5_rows))
+    if s6_rows:
+        print(
+            f"\nS6: every {S6_FAIL_EVERY}th request 500, every {S6_HANG_EVERY}th hanging, "
+            f"request timeouts {S6_TIMEOUT_S} s, {args.delay_ms:g} ms/call (medians of "
+            f"{args.s6_reps} runs; failed cases: the worst):\n"
+        )
+        print(format_s6(s6_rows))
     meta = {
         "started": started.isoformat(timespec="seconds"),
         "duration_s": round(time.perf_counter() - t0, 1),
@@ -732,6 +808,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "workers": args.workers,
         "delay_ms": args.delay_ms,
         "s5_reps": args.s5_reps,
+        "s6_reps": args.s6_reps,
+        "s6_timeout_s": S6_TIMEOUT_S,
         "limit_rps": args.limit_rps,
         "limit_burst": args.limit_burst,
     }

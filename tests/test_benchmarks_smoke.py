@@ -315,6 +315,48 @@ def test_peer_s5_counts_failed_cases_instead_of_failing(
     sys.modules.pop("peers", None)
 
 
+def test_peer_s6_runs_agentv_against_the_faulty_server_and_reports_it(
+    bench: dict[str, ModuleType], tmp_path: Path
+) -> None:
+    # the peers' S6 path for this project (the peers themselves need npm and PyPI)
+    sys.modules.pop("peers", None)
+    import peers
+
+    run = bench["run"]
+    work = tmp_path / "work"
+    (work / "runs").mkdir(parents=True)
+    settings = run.Bench(
+        agentv=run.find_agentv(),
+        work=work,
+        reps=1,
+        workers=5,
+        delay_ms=5,
+        timeout_s=None,
+        keep=False,
+        env=run.child_env(),
+    )
+    module = bench["measure"].load_fake_server_module()
+    faults = (
+        module.Every(peers.S6_FAIL_EVERY, module.Fault.server_error()),
+        module.Every(peers.S6_HANG_EVERY, module.Fault.hanging(), at=1),
+    )
+    with module.FakeLLMServer(
+        delay_ms=5, reply="The answer is 42.", record=True, standing=faults
+    ) as server:
+        pb = peers.PeerBench(bench=settings, work=tmp_path / "peers", faulty_server=server)
+        result = peers.run_faulty(pb, "S6", "agentv", 12, 0, 120)
+
+    assert result["finished"] and result["failed_cases"] == 0, result["errors"]
+    assert result["hangs"] == 1 and result["server_errors"] >= 2  # the first request hung
+    assert result["requests"] == 12 + result["hangs"] + result["server_errors"]
+    row = peers.summarize_faulty("agentv", "S6", 12, [result])
+    row["wall_vs_s2"] = 2.5
+    table = peers.format_s6([row])
+    assert "| agentv (this project) | 12 | 1 |" in table and "| 2.50 |" in table
+    assert table.rstrip().endswith("| 0 | ok |")
+    sys.modules.pop("peers", None)
+
+
 def test_counted_results_count_failed_cases_and_reject_broken_runs(
     bench: dict[str, ModuleType], tmp_path: Path
 ) -> None:
