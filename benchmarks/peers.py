@@ -504,48 +504,50 @@ def run_faulty(
     }
 
 
+def _faulty_table(
+    rows: Sequence[dict[str, Any]], middle: dict[str, Callable[[dict[str, Any]], str]]
+) -> str:
+    """An S5 or S6 table: tool, N, runs, wall time, the ``middle`` columns (heading ->
+    cell), failed cases and the result."""
+    head = ["tool", "N", "runs", "wall s", *middle, "failed cases", "result"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in rows:
+        cells = [TOOL_NAMES[row["tool"]], f"{row['n']:,}"]
+        if "error" in row and "wall_s" not in row:
+            cells += ["–", f"FAILED: {row['error']}"] + [""] * (len(head) - 4)
+        else:
+            result = "ok" if row["failed_cases"] == 0 and row["finished"] else row["result"]
+            cells += [str(len(row["runs"])), f"{row['wall_s']:.2f}"]
+            cells += [cell(row) for cell in middle.values()]
+            cells += [f"{row['failed_cases']:,}", result]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def format_s5(rows: Sequence[dict[str, Any]]) -> str:
     """The S5 table of ``main``."""
-    lines = [
-        "| tool | N | runs | wall s | request window s | goodput | requests | 429s (share) "
-        "| failed cases | result |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for row in rows:
-        name = TOOL_NAMES[row["tool"]]
-        if "error" in row and "wall_s" not in row:
-            lines.append(f"| {name} | {row['n']:,} | – | FAILED: {row['error']} | | | | | | |")
-            continue
-        share = f"{row['limited']:,} ({100 * row['limited_share']:.1f} %)"
-        result = "ok" if row["failed_cases"] == 0 and row["finished"] else row["result"]
-        lines.append(
-            f"| {name} | {row['n']:,} | {len(row['runs'])} | {row['wall_s']:.2f} "
-            f"| {row['window_s']:.2f} | {row['goodput']:.2f} | {row['requests']:,} | {share} "
-            f"| {row['failed_cases']:,} | {result} |"
-        )
-    return "\n".join(lines)
+    return _faulty_table(
+        rows,
+        {
+            "request window s": lambda row: f"{row['window_s']:.2f}",
+            "goodput": lambda row: f"{row['goodput']:.2f}",
+            "requests": lambda row: f"{row['requests']:,}",
+            "429s (share)": lambda row: f"{row['limited']:,} ({100 * row['limited_share']:.1f} %)",
+        },
+    )
 
 
 def format_s6(rows: Sequence[dict[str, Any]]) -> str:
     """The S6 table of ``main``: wall / S2 is against the same tool's S2 of this run."""
-    lines = [
-        "| tool | N | runs | wall s | wall / S2 | requests | 500s | hangs | failed cases "
-        "| result |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for row in rows:
-        name = TOOL_NAMES[row["tool"]]
-        if "error" in row and "wall_s" not in row:
-            lines.append(f"| {name} | {row['n']:,} | – | FAILED: {row['error']} | | | | | | |")
-            continue
-        vs = f"{row['wall_vs_s2']:.2f}" if row.get("wall_vs_s2") else "–"
-        result = "ok" if row["failed_cases"] == 0 and row["finished"] else row["result"]
-        lines.append(
-            f"| {name} | {row['n']:,} | {len(row['runs'])} | {row['wall_s']:.2f} | {vs} "
-            f"| {row['requests']:,} | {row['server_errors']:,} | {row['hangs']:,} "
-            f"| {row['failed_cases']:,} | {result} |"
-        )
-    return "\n".join(lines)
+    return _faulty_table(
+        rows,
+        {
+            "wall / S2": lambda row: f"{row['wall_vs_s2']:.2f}" if row.get("wall_vs_s2") else "–",
+            "requests": lambda row: f"{row['requests']:,}",
+            "500s": lambda row: f"{row['server_errors']:,}",
+            "hangs": lambda row: f"{row['hangs']:,}",
+        },
+    )
 
 
 def summarize_faulty(
