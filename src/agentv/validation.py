@@ -122,7 +122,7 @@ def validate_paths(paths: Sequence[Path], *, allow_outside_root: bool = False) -
     an eval file relies on) is reported under that other file.
     """
     files, problems = find_yaml_files(paths)
-    context = LoadContext(allow_outside_root=allow_outside_root)
+    context = LoadContext(allow_outside_root=allow_outside_root, keys_twice="error")
     reports: dict[Path, FileReport] = {r.path: r for r in problems}
     for path in files:
         own, others = validate_file(path, context)
@@ -152,7 +152,7 @@ def validate_file(
     path: Path, context: LoadContext | None = None
 ) -> tuple[FileReport, list[Diagnostic]]:
     """Check one file: its report, and diagnostics that belong to other files."""
-    context = context or LoadContext()
+    context = context or LoadContext(keys_twice="error")
     quick = _quick_eval_check(path, context)
     if quick is not None:
         return quick
@@ -169,7 +169,8 @@ def validate_file(
         report.diagnostics = [_schema_problem(src, schema)]
         return report, []
     report.kind = kind
-    diags = src.duplicate_keys()
+    # an eval file's keys written twice come with the loader's reading
+    diags = src.duplicate_keys() if kind != "eval" else []
     try:
         if kind == "eval":
             found, report.entries, report.skipped = _check_eval(src, context)
@@ -192,7 +193,7 @@ def _quick_eval_check(
     path: Path, context: LoadContext
 ) -> tuple[FileReport, list[Diagnostic]] | None:
     """An eval file that starts with its ``$schema`` and loads: checked from the loader's
-    one reading (which also notices keys written twice), as a run reads it. Anything else
+    one reading (keys written twice included), as a run reads it. Anything else
     (None) takes the general path, which reads the whole file first: at 10,000 cases that
     reading costs a third of ``validate``'s time (S1 in benchmarks/README.md)."""
     try:
@@ -210,22 +211,19 @@ def _quick_eval_check(
         return None  # no list of cases read as one (merged in, an alias): counted there
     report = FileReport(path, kind="eval", entries=loaded.total_cases)
     report.skipped = len(loaded.invalid)
-    twice = YamlSource(path, text, None, stream_duplicates=stream.duplicate_keys)
-    return _settle(report, twice.duplicate_keys(), loaded.diagnostics)
+    return _settle(report, [], loaded.diagnostics)
 
 
 def _settle(
     report: FileReport, diags: list[Diagnostic], found: list[Diagnostic]
 ) -> tuple[FileReport, list[Diagnostic]]:
     """``found`` split into the file's own diagnostics (added to ``diags``, sorted into the
-    report) and those about other files (returned). A problem ``diags`` holds already (a
-    key written twice: an error here, a run's warning in ``found``) is not added again."""
+    report) and those about other files (returned)."""
     others: list[Diagnostic] = []
-    seen = {(d.line, d.column, d.message) for d in diags}
     for diag in found:
         if diag.file is not None and Path(diag.file) != report.path:
             others.append(diag)
-        elif (diag.line, diag.column, diag.message) not in seen:
+        else:
             diags.append(diag)
     report.diagnostics = sorted(diags, key=lambda d: (d.line or 0, d.column or 0))
     return report, others

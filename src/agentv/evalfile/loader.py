@@ -21,7 +21,7 @@ import yaml
 from pydantic import ValidationError
 
 from agentv.cases import EvalCase, EvaluatorConfig, InvalidCase
-from agentv.errors import Diagnostic, DiagnosticsView, InputError
+from agentv.errors import Diagnostic, DiagnosticsView, InputError, Severity
 from agentv.evalfile import schema as sc
 from agentv.evalfile.checks import Problem, SchemaChecker, regex_problem, script_problem
 from agentv.evalfile.files import FileStore, find_repo_root, is_within, search_roots
@@ -65,6 +65,9 @@ class LoadContext:
     store: FileStore = field(default_factory=FileStore)
     guidelines: GuidelineResolver = field(default_factory=GuidelineResolver)
     allow_outside_root: bool = False
+    #: how a key written twice is reported: a run warns and uses the last one, as YAML does;
+    #: ``agentv validate`` calls it an error
+    keys_twice: Severity = "warning"
 
     @property
     def cwd(self) -> Path:
@@ -218,18 +221,18 @@ class _FileLoad:
                     severity="warning",
                 )
             )
-        header_diags += self._written_twice(text)
+        twice = self._written_twice(text)
         if any(d.severity == "error" for d in header_diags):
             raise InputError(
                 f"{self.path}: not a usable eval file",
-                header_diags + self.config_diags + self.diags,
+                header_diags + twice + self.config_diags + self.diags,
             )
         return LoadedEvalFile(
             path=self.path,
             dataset=builder.dataset,
             target=target or builder.default_target,
             cases=self.cases,
-            diagnostics=header_diags + self.config_diags + self.diags,
+            diagnostics=header_diags + twice + self.config_diags + self.diags,
             repo_root=self.repo_root,
             total_cases=self.stream.items or 0,
             source=self.src,
@@ -242,13 +245,12 @@ class _FileLoad:
         )
 
     def _written_twice(self, text: str | None) -> list[Diagnostic]:
-        """Keys the file writes twice in one mapping, as warnings: the run uses the last
-        one, which silently drops the first (two `execution:` blocks in a case, say).
-        ``agentv validate`` reports them as errors."""
+        """Keys the file writes twice in one mapping (the first is silently dropped: two
+        `execution:` blocks in a case, say), with the context's ``keys_twice`` severity."""
         if not self.stream.duplicate_keys:
             return []
         twice = YamlSource(self.path, text, None, stream_duplicates=self.stream.duplicate_keys)
-        return [replace(d, severity="warning") for d in twice.duplicate_keys()]
+        return [replace(d, severity=self.ctx.keys_twice) for d in twice.duplicate_keys()]
 
     def rebuild(self) -> Iterator[EvalCase]:
         """The usable cases, read again (after ``load`` dropped them); no diagnostics."""
