@@ -635,6 +635,36 @@ async def test_the_gate_keeper_gives_back_turns_of_dropped_requests_and_lost_cas
     assert keeper.stats()["api"].requests == 4  # t1, t4, t5, t6
 
 
+async def test_successes_grow_the_limit_of_a_real_keeper_actor(local_ray: str) -> None:
+    from agentv.executors.ray_gates import GateKeeper, GateSpec, RemoteGate
+
+    spec = GateSpec("api", 4)
+    keeper = ray.remote(GateKeeper).options(num_cpus=0).remote({3: spec})
+    try:
+        gate = RemoteGate(keeper, 3, spec)
+        await keeper.throttled.remote(3, 0.0, None)  # 4 -> 2 at once
+        await gate.acquire()
+        assert gate.limit == 2
+        gate.succeeded()
+        gate.release()
+        await gate.acquire()  # a window of two successes...
+        gate.succeeded()
+        gate.release()
+        # ...one more at once (an async actor need not run one caller's calls in order:
+        # ask again until the last release has arrived)
+        limits = []
+        for _ in range(50):
+            await gate.acquire()
+            limits.append(gate.limit)
+            gate.release()
+            if limits[-1] == 3:
+                break
+            await asyncio.sleep(0.02)
+        assert limits[-1] == 3 and set(limits) <= {2, 3}
+    finally:
+        ray.kill(keeper)
+
+
 async def test_successes_reach_the_keeper_with_the_turn_given_back() -> None:
     from agentv.executors.ray_gates import GateKeeper, GateSpec, RemoteGate
 
