@@ -1,25 +1,64 @@
-# Everything installs into .venv inside the repo; nothing is needed on the machine but python3.
+# Everything installs inside the repository; nothing is needed on the machine but python3.
+# uv (pinned below) is bootstrapped from PyPI into .tools/, then installs the locked set of
+# uv.lock into .venv. docs/maintainers/dependencies.md says how to change a dependency.
 PYTHON ?= python3
+UV_VERSION := 0.13.9
+TOOLS := .tools
+UV := $(TOOLS)/bin/uv
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+LATEST := .venv-latest
 
-.PHONY: install test lint demo bench bench-peers bench-ray bench-report browser clean mutation
+# uv uses the machine's Python, never one it downloads, and keeps the venv where the
+# Makefile says (an activated venv elsewhere must not redirect it).
+export UV_PYTHON := $(PYTHON)
+export UV_PYTHON_DOWNLOADS := never
+export UV_PROJECT_ENVIRONMENT := $(VENV)
+unexport VIRTUAL_ENV
+
+.PHONY: install lock lock-upgrade test test-latest lint docs docs-serve demo bench bench-peers bench-ray bench-report browser clean mutation
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+$(UV):
+	$(PYTHON) -m venv $(TOOLS)
+	$(TOOLS)/bin/python -m pip install --quiet 'uv==$(UV_VERSION)'
+
+# The locked set: every extra (the tests use every provider SDK and Ray) and the dev group.
+$(STAMP): $(UV) pyproject.toml uv.lock
+	$(UV) sync --frozen --all-extras
 	touch $(STAMP)
+
+# After changing pyproject.toml: record the new requirement, keeping every other version.
+lock: $(UV)
+	$(UV) lock
+
+# Move every locked version to the newest that pyproject.toml allows.
+lock-upgrade: $(UV)
+	$(UV) lock --upgrade
 
 lint: install
 	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/ruff format --check src tests benchmarks examples
 
-test: install lint browser
+test: install lint browser docs
 	$(BIN)/python -m pytest
+
+# The suite against the newest versions pyproject.toml allows (no lock), in its own venv:
+# drift in a dependency shows here before a user's fresh install meets it.
+test-latest: $(UV) browser
+	rm -rf $(LATEST)
+	$(UV) venv --quiet $(LATEST)
+	VIRTUAL_ENV=$(LATEST) $(UV) pip install --quiet --upgrade -e '.[all,ray]' --group dev
+	$(LATEST)/bin/python -m pytest
+
+# The manual (docs/) as a site in site/; strict: a broken link or reference fails the build.
+docs: install
+	$(BIN)/mkdocs build --strict --quiet
+
+docs-serve: install
+	$(BIN)/mkdocs serve
 
 # The report's browser tests drive Debian's chromium (Playwright cannot download browsers
 # here). Installed when missing and we are root; otherwise those tests say how (and fail
@@ -54,4 +93,4 @@ mutation: install
 	$(BIN)/python tests/mutation_report.py --survivors
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .agentv/results
+	rm -rf $(VENV) $(LATEST) $(TOOLS) site .pytest_cache .ruff_cache .agentv/results

@@ -63,18 +63,24 @@ CYCLE = (
 )
 
 
+# Either agentv's own depth check speaks or, from PyYAML 6.0.4 on, libyaml's (it stops flow
+# nesting at 1,000 levels, before agentv's 200-level check sees the node). Both are located
+# errors a user can act on; the line must be right either way.
+TOO_DEEP = (f"nested too deeply (more than {MAX_DEPTH} levels)", "exceeded maximum nesting depth")
+
+
 @pytest.mark.parametrize(
-    ("text", "line", "message"),
+    ("text", "line", "messages"),
     [
-        (DEEP_MAP, 8, f"nested too deeply (more than {MAX_DEPTH} levels)"),
-        (DEEP_LIST, 2, f"nested too deeply (more than {MAX_DEPTH} levels)"),
-        (CYCLE, 11, "nested too deeply: the alias *s repeats a value that contains it"),
+        (DEEP_MAP, 8, TOO_DEEP),
+        (DEEP_LIST, 2, TOO_DEEP),
+        (CYCLE, 11, ("nested too deeply: the alias *s repeats a value that contains it",)),
     ],
     ids=["map-5000", "list-100000", "alias-cycle"],
 )
 @pytest.mark.parametrize("command", ["validate", "eval", "render"])
 def test_deep_nesting_is_a_located_error(
-    repo: Path, text: str, line: int, message: str, command: str
+    repo: Path, text: str, line: int, messages: tuple[str, ...], command: str
 ) -> None:
     _project(repo, text)
     start = time.monotonic()
@@ -82,7 +88,8 @@ def test_deep_nesting_is_a_located_error(
     assert time.monotonic() - start < 30
     out = result.stdout + result.stderr
     assert "Traceback" not in out and "RecursionError" not in out
-    assert f"e.yaml:{line}:" in out and message in out, out
+    located = [row for row in out.splitlines() if f"e.yaml:{line}:" in row]
+    assert any(m in row for row in located for m in messages), out
     assert result.returncode == 1
 
 
@@ -98,7 +105,8 @@ def test_deep_nesting_in_targets_and_config_files(repo: Path, rel: str) -> None:
         result = agentv(repo, *args)
         out = result.stdout + result.stderr
         assert "Traceback" not in out
-        assert f"{rel}:2:" in out and "nested too deeply" in out, out
+        located = [row for row in out.splitlines() if f"{rel}:2:" in row]
+        assert any(m in row for row in located for m in ("nested too deeply", TOO_DEEP[1])), out
         assert result.returncode in (1, 3)  # 3: the case that needed the config is invalid
 
 
