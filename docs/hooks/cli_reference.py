@@ -1,0 +1,258 @@
+"""MkDocs hook: the command-line reference of docs/cli.md, generated from the CLI itself.
+
+The marker ``<!-- agentv-cli-reference -->`` in cli.md is replaced by a section per command
+of the ``agentv`` typer app: its help text, usage, arguments, a table of its options (flags,
+type, default, help) and its exit codes where the command states them. The page cannot drift
+from ``agentv --help``: both are read from the same objects. Registered in mkdocs.yml
+(``hooks:``); the build fails when the marker is missing.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+MARKER = "<!-- agentv-cli-reference -->"
+PAGE = "cli.md"
+
+
+def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
+    """Replace the marker on the CLI page with the generated reference."""
+    if page.file.src_uri != PAGE:
+        return markdown
+    if MARKER not in markdown:
+        raise ValueError(f"{PAGE} lost its marker {MARKER}: the CLI reference goes there")
+    reference = cli_reference(Path(config.config_file_path).parent)
+    return markdown.replace(MARKER, f'<div class="cli-reference" markdown>\n\n{reference}\n</div>')
+
+
+def cli_reference(root: Path) -> str:
+    """The reference of every command, as Markdown."""
+    import typer
+
+    try:
+        from agentv.cli.app import _register, app
+    except ImportError:  # agentv not installed in this environment: use the checkout's src/
+        sys.path.insert(0, str(root / "src"))
+        from agentv.cli.app import _register, app
+
+    _register()
+    group = typer.main.get_command(app)
+    root_ctx = group.make_context("agentv", [], resilient_parsing=True)
+    parts = [_root_section(group, root_ctx)]
+    for name, command in group.commands.items():
+        ctx = command.make_context(name, [], resilient_parsing=True, parent=root_ctx)
+        parts.append(_command_section(name, command, ctx))
+    return "\n\n".join(parts) + "\n"
+
+
+# --- one section per command ----------------------------------------------------------------
+
+
+def _root_section(group: Any, ctx: Any) -> str:
+    lines = ["## `agentv`", "", _text(group.help or ""), ""]
+    lines += ["```text", "agentv [OPTIONS] COMMAND [ARGS]...", "```", ""]
+    lines += ["| command | what it does |", "|---|---|"]
+    for name, command in group.commands.items():
+        summary = command.short_help or (command.help or "").split("\n\n")[0]
+        lines.append(f"| [`{name}`](#agentv-{name}) | {_cell(summary)} |")
+    lines += ["", *_options_table(_options(group, ctx), ctx)]
+    return "\n".join(lines).rstrip()
+
+
+def _command_section(name: str, command: Any, ctx: Any) -> str:
+    params = [p for p in command.get_params(ctx) if not getattr(p, "hidden", False)]
+    arguments = [p for p in params if p.param_type_name == "argument"]
+    options = _options(command, ctx)
+    lines = [f"## `agentv {name}` {{#agentv-{name}}}", ""]
+    lines += [_text(command.help or ""), ""]
+    lines += ["```text", _usage(name, arguments, bool(options)), "```", ""]
+    if arguments:
+        lines += [
+            "**Arguments**",
+            "",
+            "| argument | type | default | meaning |",
+            "|---|---|---|---|",
+        ]
+        for p in arguments:
+            label = p.name.upper() + ("..." if p.nargs == -1 else "")
+            lines.append(f"| `{label}` | {_type(p, ctx)} | {_default(p)} | {_cell(p.help or '')} |")
+        lines.append("")
+    if options:
+        lines += ["**Options**", "", *_options_table(options, ctx), ""]
+    if command.epilog:
+        lines += _epilog(command.epilog)
+    return "\n".join(lines).rstrip()
+
+
+def _options(command: Any, ctx: Any) -> list[Any]:
+    return [
+        p
+        for p in command.get_params(ctx)
+        if p.param_type_name == "option" and p.name != "help" and not getattr(p, "hidden", False)
+    ]
+
+
+def _options_table(options: list[Any], ctx: Any) -> list[str]:
+    lines = ["| option | type | default | meaning |", "|---|---|---|---|"]
+    for p in options:
+        flags = ", ".join(f"`{o}`" for o in sorted(p.opts, key=len, reverse=True))
+        if p.secondary_opts:
+            flags += " / " + ", ".join(f"`{o}`" for o in p.secondary_opts)
+        help_text = p.help or ""
+        if getattr(p, "multiple", False):
+            help_text += " (May be given more than once.)"
+        lines.append(f"| {flags} | {_type(p, ctx)} | {_default(p)} | {_cell(help_text)} |")
+    return lines
+
+
+def _usage(name: str, arguments: list[Any], has_options: bool) -> str:
+    words = ["agentv", name]
+    if has_options:
+        words.append("[OPTIONS]")
+    for p in arguments:
+        word = p.name.upper() + ("..." if p.nargs == -1 else "")
+        words.append(word if p.required else f"[{word}]")
+    return " ".join(words)
+
+
+# --- the columns ------------------------------------------------------------------------------
+
+#: what the parameter types are called on the page
+_TYPE_NAMES = {
+    "str": "text",
+    "text": "text",
+    "string": "text",
+    "path": "path",
+    "int": "integer",
+    "integer": "integer",
+    "int range": "integer",
+    "integer range": "integer",
+    "float": "number",
+    "float range": "number",
+}
+
+
+def _type(p: Any, ctx: Any) -> str:
+    """``integer, 1 to 50``, ``path``, `` `jsonl` \\| `yaml` ``, ``flag``."""
+    if getattr(p, "is_flag", False) or getattr(p, "is_bool_flag", False):
+        return "flag"
+    choices = getattr(getattr(p, "type", None), "choices", None)
+    shown = _shown_type(p, ctx)
+    if choices is None and "|" in shown:
+        choices = shown.split("|")
+    if choices:
+        return " \\| ".join(f"`{_choice(c)}`" for c in choices)
+    inner = re.fullmatch(r"list\[(.+)\]", shown)  # a repeated value: name its items
+    if inner:
+        shown = inner.group(1)
+    name = _TYPE_NAMES.get(shown.lower(), shown.lower() or "text")
+    low, high = _bounds(p)
+    if low is not None and high is not None:
+        return f"{name}, {_number(low)} to {_number(high)}"
+    if low is not None:
+        return f"{name}, at least {_number(low)}"
+    if high is not None:
+        return f"{name}, at most {_number(high)}"
+    return name
+
+
+def _shown_type(p: Any, ctx: Any) -> str:
+    """The type as ``--help`` names it, without decoration."""
+    for attr in ("display_type", "make_metavar"):
+        method = getattr(p, attr, None)
+        if callable(method):
+            try:
+                value = method(ctx)
+            except TypeError:
+                value = method()
+            if isinstance(value, str) and value:
+                return _undecorated(value)
+    kind = getattr(p, "type", None)
+    return str(getattr(kind, "name", "") or "")
+
+
+def _undecorated(shown: str) -> str:
+    """``<list[str]>``, ``[jsonl|yaml]`` or ``PATHS...`` without the brackets and dots."""
+    shown = shown.strip().removesuffix("...")
+    for left, right in ("<>", "[]"):
+        if shown.startswith(left) and shown.endswith(right):
+            shown = shown[1:-1]
+    return shown
+
+
+def _bounds(p: Any) -> tuple[Any, Any]:
+    for holder in (p, getattr(p, "type", None)):
+        low, high = getattr(holder, "min", None), getattr(holder, "max", None)
+        if low is not None or high is not None:
+            return low, high
+    return None, None
+
+
+def _choice(value: Any) -> str:
+    return value.value if isinstance(value, Enum) else str(value)
+
+
+def _number(value: Any) -> str:
+    return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
+
+
+def _default(p: Any) -> str:
+    """What a command uses when the parameter is not given."""
+    if p.required:
+        return "required"
+    value = p.default
+    if p.secondary_opts:  # --x / --no-x
+        return f"`{p.opts[0] if value else p.secondary_opts[0]}`"
+    if getattr(p, "is_flag", False):
+        return "on" if value else "off"
+    if value is None or value == () or value == []:
+        return ""
+    if isinstance(value, Enum):
+        value = value.value
+    elif isinstance(value, float):
+        value = _number(value)
+    return f"`{value}`"
+
+
+# --- text -------------------------------------------------------------------------------------
+
+
+def _escape(text: str) -> str:
+    """Markdown-safe text: ``<time>`` shown, not taken for HTML; code spans kept as code."""
+    pieces = text.split("`")
+    for i in range(0, len(pieces), 2):  # outside code spans
+        pieces[i] = html.escape(pieces[i], quote=False)
+    return "`".join(pieces)
+
+
+def _text(text: str) -> str:
+    """A help text's paragraphs, each joined onto one line."""
+    paragraphs = [" ".join(p.split()) for p in text.strip().split("\n\n")]
+    return "\n\n".join(_escape(p) for p in paragraphs if p)
+
+
+def _cell(text: str) -> str:
+    return _escape(" ".join(text.split())).replace("|", "\\|")
+
+
+_CODE = re.compile(r"^(\d+(?: / \d+)*) (.+)$", re.DOTALL)
+
+
+def _epilog(epilog: str) -> list[str]:
+    """``Exit codes: 0 ...; 1 ...`` as a table; any other epilog as a paragraph."""
+    text = " ".join(epilog.split())
+    head, sep, rest = text.partition("Exit codes:")
+    if not sep or head.strip():
+        return [_text(epilog), ""]
+    rows = []
+    for item in re.split(r";\s+(?=\d)", rest.strip()):
+        match = _CODE.match(item.strip())
+        if match is None:
+            return [_text(epilog), ""]
+        rows.append(f"| {match.group(1)} | {_cell(match.group(2).rstrip('.'))} |")
+    return ["**Exit codes**", "", "| code | when |", "|---|---|", *rows, ""]
