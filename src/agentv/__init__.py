@@ -1,6 +1,6 @@
 """agentv: evaluate LLMs and AI agents on multi-turn eval suites written in YAML.
 
-The public Python API (``__all__``; see README "Python API")::
+The public Python API is ``__all__`` (docs/python-api.md)::
 
     import agentv
 

@@ -27,7 +27,11 @@ Severity = Literal["error", "warning"]
 
 @dataclass(slots=True)
 class Diagnostic:
-    """One problem in a user's file."""
+    """One problem in a user's file: the ``file``, the ``message``, its ``severity``
+    (``"error"`` or ``"warning"``), the ``line`` and ``column`` (1-based, when known), a
+    ``hint`` saying how to fix it, and the ``location`` of the value inside the file (such as
+    ``evalcases[2].input_messages[0].role``). ``format()`` is how the command line prints
+    it."""
 
     file: Path | None
     message: str
@@ -71,11 +75,13 @@ class DiagnosticsView:
 
 
 class AgentVError(Exception):
-    """Base of every error agentv raises on purpose."""
+    """Base of every error agentv raises on purpose; its message is written for the user
+    (what is wrong, where, and what to do)."""
 
 
 class InputError(AgentVError):
-    """A user's file cannot be used; ``diagnostics`` says every reason found."""
+    """A user's file cannot be used (an eval, targets or config file); ``diagnostics``
+    lists every problem found, each with its file, line and hint."""
 
     def __init__(self, message: str, diagnostics: list[Diagnostic] | None = None) -> None:
         super().__init__(message)
@@ -88,11 +94,18 @@ class InputError(AgentVError):
 
 
 class ConfigError(AgentVError):
-    """Settings (targets, CLI options) that cannot be used as given."""
+    """Settings that cannot be used as given: a target that is missing or cannot be built,
+    a variable a target reads that is not set, a missing SDK, no eval files found, a results
+    file that cannot be written."""
 
 
 class ProviderError(AgentVError):
-    """A target failed to produce an answer. The message never contains a secret."""
+    """A target failed to produce an answer. The message never contains a secret.
+
+    ``target`` names the target; ``status`` is the HTTP status when the API answered with
+    one; ``attempts`` counts the requests made before giving up; ``retryable`` and
+    ``retry_after`` (seconds) say whether and when asking again may help.
+    """
 
     def __init__(
         self,
