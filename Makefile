@@ -15,6 +15,9 @@ LATEST := .venv-latest
 export UV_PYTHON := $(PYTHON)
 export UV_PYTHON_DOWNLOADS := never
 export UV_PROJECT_ENVIRONMENT := $(VENV)
+# Compile .pyc files at install, as pip does: uv leaves them out by default, and where
+# PYTHONDONTWRITEBYTECODE is set every start-up would compile the SDKs again (seconds).
+export UV_COMPILE_BYTECODE := 1
 unexport VIRTUAL_ENV
 
 .PHONY: install lock lock-upgrade test test-latest lint docs docs-serve demo bench bench-peers bench-ray bench-report browser clean mutation
@@ -70,6 +73,13 @@ browser:
 
 # The example suite on an offline example agent: no API key, no network.
 demo: install
+	@echo "agentv demo: the 4 example cases of examples/ (multi-turn conversations, guideline"
+	@echo "and attached files, tool calls, deterministic checks and a judge) on an offline"
+	@echo "example agent. Its llm_judge checks are graded by an offline stand-in that only counts"
+	@echo "the outcome's words found in the answer, so expect 2 passed and 2 failed: the failed"
+	@echo "ones show how a miss is reported. With OPENAI_API_KEY set, --target openai grades by"
+	@echo "meaning instead."
+	@echo
 	$(BIN)/agentv eval examples/ --target default
 
 bench: install
