@@ -148,6 +148,12 @@ def test_schema_whose_draft_is_not_text(repo: Path) -> None:
         "`$schema` names the draft by its URI, such as "
         "`https://json-schema.org/draft/2020-12/schema`, or leave it out"
     )
+    # a targets file, so that validate checks the targets as a run would (no warning)
+    write(
+        repo,
+        ".agentv/targets.yaml",
+        "$schema: agentv-targets-v2.2\ntargets: [{name: default, provider: mock}]\n",
+    )
     result = CliRunner().invoke(app, ["validate", "evals/e.yaml"])
     assert (result.exit_code, type(result.exception)) == (1, SystemExit)  # not a crash
     assert result.stdout == (

@@ -16,6 +16,7 @@ _register()
 
 TARGETS = """$schema: agentv-targets-v2.2
 targets:
+  - {name: default, provider: mock, response: from default, judge_target: j}
   - {name: a, provider: mock, response: from a, judge_target: j}
   - {name: b, provider: mock, response: from b, judge_target: j}
   - {name: c, provider: mock, response: from c, judge_target: j}
@@ -56,11 +57,11 @@ def test_render_and_eval_pick_the_same_target_for_each_case(repo: Path) -> None:
     # execution.target beats the file's `target`, which beats `default`
     assert _rendered(path) == {"on-c": "c", "plain": "b"}
     assert _evaluated(repo, path) == {"on-c": ("c", "from c"), "plain": ("b", "from b")}
-    # `--target default` is no override, in both commands
-    assert _rendered(path, "--target", "default") == {"on-c": "c", "plain": "b"}
+    # `--target default` overrides like any other name, in both commands
+    assert _rendered(path, "--target", "default") == {"on-c": "default", "plain": "default"}
     assert _evaluated(repo, path, "--target", "default") == {
-        "on-c": ("c", "from c"),
-        "plain": ("b", "from b"),
+        "on-c": ("default", "from default"),
+        "plain": ("default", "from default"),
     }
     # `--target a` overrides both
     assert _rendered(path, "--target", "a") == {"on-c": "a", "plain": "a"}
@@ -92,7 +93,7 @@ def test_render_without_any_named_target_shows_none(repo: Path) -> None:
     ("cli", "case", "file", "expected"),
     [
         (None, None, None, "default"),
-        ("default", "c", "b", "c"),
+        ("default", "c", "b", "default"),
         ("a", "c", "b", "a"),
         (None, None, "b", "b"),
         ("", "c", None, "c"),

@@ -334,19 +334,14 @@ def test_file_level_problems(repo: Path) -> None:
     assert "must be a YAML mapping" in root.message
 
 
-def test_a_missing_judge_target_is_the_entrys_problem(repo: Path) -> None:
+def test_a_missing_judge_target_is_an_error_for_validate_and_a_run(repo: Path) -> None:
     path = write(repo, "t.yaml", HEADER + "  - name: m\n    provider: mock\n    judge_target: j\n")
     (error,) = validate_targets_file(path)
     assert (error.severity, error.line) == ("error", 5)
-    targets = load_targets_file(path)  # the file loads; a run is warned
-    assert [d.severity for d in targets.diagnostics] == ["warning"]
-    assert targets.get("m").usable  # cases that need no judge still run on 'm'
-    with pytest.raises(ConfigError) as info:  # no longer "judges its own answers"
-        targets.judge_for("m")
-    assert str(info.value) == (
-        f"target 'm' in {path.resolve()} cannot be judged: "
-        "line 5: judge_target 'j' is not a target in this file"
-    )
+    assert error.message == "target 'm': judge_target 'j' is not a target in this file"
+    with pytest.raises(InputError) as info:  # a run refuses the file, with the same error
+        load_targets_file(path)
+    assert info.value.diagnostics == [error]
 
 
 def test_unknown_target_name_lists_the_available_ones(repo: Path) -> None:

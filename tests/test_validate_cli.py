@@ -102,7 +102,7 @@ def test_files_are_recognised_by_schema(repo: Path) -> None:
     write(
         repo,
         "suite/.agentv/targets.yaml",
-        "$schema: agentv-targets-v2.2\ntargets:\n  - name: m\n    provider: mock\n",
+        "$schema: agentv-targets-v2.2\ntargets:\n  - name: default\n    provider: mock\n",
     )
     write(repo, "suite/notes.yaml", "title: not an agentv file\n")
     write(repo, "suite/other.yaml", "$schema: something-else\n")
@@ -160,6 +160,11 @@ def test_a_file_without_duplicate_keys_is_not_composed_again(
     """The first parse already looks for keys written twice: a large suite is not composed
     into PyYAML's node tree (seconds and hundreds of MB at 10,000 cases) to find none."""
     write(repo, "e.yaml", EVAL)
+    write(
+        repo,
+        ".agentv/targets.yaml",
+        "$schema: agentv-targets-v2.2\ntargets: [{name: default, provider: mock}]\n",
+    )
     composed: list[object] = []
     real = yaml.compose
     monkeypatch.setattr(yaml, "compose", lambda *a, **k: composed.append(a) or real(*a, **k))
@@ -345,3 +350,84 @@ def test_cases_with_errors_are_counted_as_a_run_records_them(repo: Path) -> None
     assert "  ✗ evals/e.yaml:7:10: case id 'ok' is used more than once (first on line 6)\n" in out
     assert "  ✗ evals/e.yaml:8:10: case id 'ok' is used more than once (first on line 6)\n" in out
     assert "unknown key 'execution'" not in out  # the original AgentV's file-level block
+
+
+# --- validate makes the checks eval makes before sending ------------------------------
+
+TARGETS = """$schema: agentv-targets-v2.2
+targets:
+  - {name: default, provider: mock, response: hi}
+  - {name: keyed, provider: openai, model: m, api_key: "${{ VALIDATE_TEST_KEY }}"}
+"""
+
+
+def _eval_exit(repo: Path, *args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(app, ["eval", *args, "--out", str(repo / "r.jsonl")])
+    return result.exit_code, result.output
+
+
+def test_validate_fails_where_eval_would_not_start_every_case(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("VALIDATE_TEST_KEY", raising=False)
+    monkeypatch.chdir(repo)
+    write(repo, ".agentv/targets.yaml", TARGETS)
+    checked = "  - id: ok\n    outcome: hi\n    input_messages: [{role: user, content: hi}]\n"
+    checked += "    execution: {evaluators: [{type: contains, value: hi}]}\n"
+    write(repo, "evals/typo.yaml", "$schema: agentv-eval-v2\ntarget: mokc\nevalcases:\n" + checked)
+    result = validate("evals")
+    assert result.exit_code == 1
+    assert (
+        "  ✗ evals/typo.yaml:4: case 'ok' cannot run: target 'mokc' not found in "
+        f"{(repo / '.agentv/targets.yaml').resolve()}; available targets: default, keyed\n"
+    ) in result.stdout
+    code, _ = _eval_exit(repo, "evals")
+    assert code == 3  # eval records the case as invalid: validate told the truth
+
+    # --target picks the target as eval's does
+    assert validate("evals", "--target", "default").exit_code == 0
+    assert _eval_exit(repo, "evals", "--target", "default")[0] == 0
+
+    # a target whose variable is not set: both refuse it
+    result = validate("evals", "--target", "keyed")
+    assert result.exit_code == 1
+    assert "VALIDATE_TEST_KEY" in result.stdout
+    assert _eval_exit(repo, "evals", "--target", "keyed")[0] == 1
+    monkeypatch.setenv("VALIDATE_TEST_KEY", "sk-test")
+    assert validate("evals", "--target", "keyed").exit_code == 0
+
+
+def test_a_typo_in_targets_yaml_is_an_error_for_validate_and_eval(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(repo)
+    write(
+        repo,
+        ".agentv/targets.yaml",
+        "$schema: agentv-targets-v2.2\ntargets:\n"
+        "  - {name: default, provider: mock, response: hi}\n"
+        "  - name: other\n    provider: openai\n    model: m\n    base_ulr: http://x\n",
+    )
+    write(repo, "evals/e.yaml", EVAL)
+    where = ".agentv/targets.yaml:7:5"
+    result = validate("evals")  # the targets file is found through the eval file
+    assert result.exit_code == 1
+    assert f"✗ {where}: target 'other': unknown setting 'base_ulr'" in result.stdout
+    code, output = _eval_exit(repo, "evals")  # even though no case uses `other`
+    assert code == 1
+    assert f"{where}: error: target 'other': unknown setting 'base_ulr'" in output
+    assert "did you mean 'base_url'?" in output
+    assert not (repo / "r.jsonl").exists()  # nothing ran
+
+
+def test_without_a_targets_file_validate_warns_that_targets_were_not_checked(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(repo)
+    write(repo, "evals/e.yaml", EVAL)
+    result = validate("evals")
+    assert result.exit_code == 0
+    assert (
+        "  ⚠ evals/e.yaml: no targets file found, so the targets its cases run on were not "
+        "checked\n"
+    ) in result.stdout

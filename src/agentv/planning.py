@@ -115,16 +115,17 @@ class Plan:
         """The run target called ``name`` for the cases of ``loaded``."""
         return self.registry.target(loaded.path, loaded.repo_root, name)
 
-    def check_targets(self) -> None:
+    def check_targets(self, *, stop: bool = True) -> None:
         """Build every target and judge now, before anything is sent. A target the run
-        names itself failing raises ``ConfigError``; one only some cases name marks them."""
+        names itself failing raises ``ConfigError`` (unless not ``stop``: ``validate`` wants
+        every problem); one only some cases name marks them."""
         for loaded in self.files:
             for case_target in loaded.case_targets:
                 for name in self._names(loaded, case_target):
                     try:
                         target = self.target_for(loaded, name)
                     except ConfigError as exc:
-                        if self.cli_targets or name == DEFAULT_TARGET:
+                        if stop and (self.cli_targets or name == DEFAULT_TARGET):
                             raise
                         self._broken_targets[(loaded.path, name)] = str(exc)
                         continue
@@ -133,6 +134,47 @@ class Plan:
                             self.registry.check_judge(target)
                         except ConfigError as exc:
                             self._broken_judges[id(target)] = str(exc)
+
+    def target_problems(self) -> list[Diagnostic]:
+        """For ``agentv validate``, after ``check_targets(stop=False)``: per eval file and
+        reason, an error at the first case that cannot run because its target or judge
+        cannot be used, counting the cases it holds back. Empty when every case can run."""
+        out: list[Diagnostic] = []
+        for loaded in self.files:
+            names = {n for t in loaded.case_targets for n in self._names(loaded, t)}
+            broken = {n for n in names if (loaded.path, n) in self._broken_targets}
+            judged = {
+                n: self._broken_judges[id(t)]
+                for n in names - broken
+                if id(t := self.target_for(loaded, n)) in self._broken_judges
+            }
+            if not broken and not judged:
+                continue  # every case of the file can run: no need to read them
+            found: dict[str, tuple[EvalCase, int]] = {}  # reason -> (first case, cases)
+            for case in iter_cases(loaded, eval_id=self.eval_id, context=self.context):
+                for name in self._names(loaded, case.target):
+                    reason = self._broken_targets.get((loaded.path, name))
+                    if reason is None and name in judged and needs_judge(case):
+                        reason = judged[name]
+                    if reason is not None:
+                        first, count = found.get(reason, (case, 0))
+                        found[reason] = (first, count + 1)
+            for reason, (case, count) in found.items():
+                cases = (
+                    f"case {case.id!r} cannot run"
+                    if count == 1
+                    else (f"{count} cases cannot run (the first is {case.id!r})")
+                )
+                out.append(
+                    Diagnostic(
+                        loaded.path,
+                        f"{cases}: {reason}",
+                        line=case.line,
+                        hint="`agentv eval` would record them as invalid; fix the target "
+                        "or pick another one",
+                    )
+                )
+        return out
 
     def targets(self) -> list[RunTarget]:
         """Every usable target some case of this plan runs on, in the order first named."""
@@ -276,11 +318,9 @@ def plan_run(
     """Load and check every eval file and build every target and judge. A case with errors
     becomes an invalid job (its diagnostics are kept for printing); a file that cannot be
     used at all loses its own cases only (``unusable_files``). ``cli_target``: one target
-    for every case (``default`` means each case's own), or several (a matrix)."""
+    for every case, or several (a matrix)."""
     ctx = context or LoadContext(store=FileStore(cwd=registry.cwd))
     names = [cli_target] if isinstance(cli_target, str) else list(cli_target or [])
-    if names == [DEFAULT_TARGET]:
-        names = []  # `--target default`: each case's own target, as without the flag
     plan = Plan(
         files=[],
         diagnostics=[],

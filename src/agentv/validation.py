@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from agentv.errors import Diagnostic, DiagnosticsView, InputError
+from agentv.errors import ConfigError, Diagnostic, DiagnosticsView, InputError
 from agentv.evalfile.finder import is_yaml, yaml_files
 from agentv.evalfile.guidelines import CONFIG_SCHEMA, parse_config
-from agentv.evalfile.loader import LoadContext, load_eval_file
+from agentv.evalfile.loader import LoadContext, LoadedEvalFile, load_eval_file
 from agentv.evalfile.schema import EVAL_SCHEMA
+from agentv.planning import Plan
 from agentv.targets import TARGETS_SCHEMA, validate_targets_file
 from agentv.yamlio import StreamSource, YamlSource, leading_schema, load_yaml, read_text
 
@@ -39,6 +40,8 @@ class FileReport(DiagnosticsView):
     diagnostics: list[Diagnostic] = field(default_factory=list)
     entries: int | None = None  # cases, targets or patterns found in the file
     skipped: int = 0  # eval files: cases that have errors (they would run as `invalid`)
+    #: eval files: the loader's reading, for the checks of the targets its cases need
+    loaded: LoadedEvalFile | None = field(default=None, repr=False, compare=False)
 
     @property
     def valid(self) -> bool:
@@ -115,29 +118,112 @@ def _walk(folder: Path, problems: list[FileReport]) -> list[Path]:
     return yaml_files(folder, on_error=unreadable)
 
 
-def validate_paths(paths: Sequence[Path], *, allow_outside_root: bool = False) -> list[FileReport]:
+def validate_paths(
+    paths: Sequence[Path],
+    *,
+    allow_outside_root: bool = False,
+    target: str | Sequence[str] | None = None,
+    targets_file: Path | None = None,
+    cwd: Path | None = None,
+) -> list[FileReport]:
     """Validate every YAML file under ``paths``; one report per file, in a stable order.
 
     A problem found in another file while checking one (a broken ``.agentv/config.yaml``
-    an eval file relies on) is reported under that other file.
+    an eval file relies on) is reported under that other file. Eval files also get the
+    checks ``agentv eval`` makes before sending anything (``check_run_targets``): with the
+    same ``target`` and ``targets_file``, ``validate`` passes exactly when a run would start
+    every case.
     """
     files, problems = find_yaml_files(paths)
     context = LoadContext(allow_outside_root=allow_outside_root, keys_twice="error")
     reports: dict[Path, FileReport] = {r.path: r for r in problems}
-    for path in files:
-        own, others = validate_file(path, context)
-        _merge(reports, own)
+
+    def add(report: FileReport, others: Iterable[Diagnostic]) -> None:
+        _merge(reports, report)
         for diag in others:
             assert diag.file is not None
-            other = FileReport(Path(diag.file), kind=None, diagnostics=[diag])
-            _merge(reports, other)
+            _merge(reports, FileReport(Path(diag.file), kind=None, diagnostics=[diag]))
+
+    for path in files:
+        add(*validate_file(path, context))
+    loaded = [r.loaded for r in reports.values() if r.loaded is not None]
+    if loaded:
+        names = [target] if isinstance(target, str) else list(target or [])
+        found = check_run_targets(
+            loaded, context, cli_targets=names, targets_file=targets_file, cwd=cwd
+        )
+        for diag in found:
+            add(FileReport(Path(diag.file or loaded[0].path)), [diag])
     return list(reports.values())
+
+
+def check_run_targets(
+    files: Sequence[LoadedEvalFile],
+    context: LoadContext,
+    *,
+    cli_targets: Sequence[str] = (),
+    targets_file: Path | None = None,
+    cwd: Path | None = None,
+) -> list[Diagnostic]:
+    """What ``agentv eval`` checks before the first request, for already loaded eval files:
+    each case's target (``--target``, else its own, else ``default``) and judge exist in the
+    targets file found for it, and can be built (settings valid, ``${{ VAR }}`` set, from the
+    environment or the ``.env`` a run loads). Nothing is sent; healthchecks are not run.
+
+    An eval file for which no targets file is found gets a warning: its targets cannot be
+    checked (a run needs a targets file, or ``--dry-run``).
+    """
+    import asyncio
+
+    from agentv.env import load_env_file
+    from agentv.targets import TargetRegistry
+    from agentv.targets.discovery import find_targets_file
+
+    base = (cwd or Path.cwd()).resolve()
+    out: list[Diagnostic] = []
+    checked: list[LoadedEvalFile] = []
+    for loaded in files:
+        if targets_file is None and find_targets_file(loaded.path, loaded.repo_root, base) is None:
+            out.append(
+                Diagnostic(
+                    loaded.path,
+                    "no targets file found, so the targets its cases run on were not checked",
+                    severity="warning",
+                    hint="`agentv init` writes .agentv/targets.yaml; or pass --targets PATH",
+                )
+            )
+        else:
+            checked.append(loaded)
+    if not checked:
+        return out
+    load_env_file(checked[0].repo_root, base)  # as a run loads it (docs/targets.md)
+    registry = TargetRegistry(
+        cwd=base, targets_path=(base / targets_file) if targets_file is not None else None
+    )
+    plan = Plan(
+        files=list(checked),
+        diagnostics=[],
+        registry=registry,
+        cli_targets=list(dict.fromkeys(cli_targets)),
+        context=context,
+    )
+    try:
+        plan.check_targets(stop=False)
+        out.extend(plan.target_problems())
+    except InputError as exc:  # a targets file that cannot be read: reported under it
+        out.extend(exc.diagnostics or [Diagnostic(None, str(exc))])
+    except ConfigError as exc:  # --targets names no file
+        out.append(Diagnostic(checked[0].path, str(exc), hint="check the --targets path"))
+    finally:
+        asyncio.run(registry.aclose())
+    return out
 
 
 def _merge(reports: dict[Path, FileReport], report: FileReport) -> None:
     existing = reports.setdefault(report.path, FileReport(report.path))
     existing.kind = existing.kind or report.kind
     existing.skipped = existing.skipped or report.skipped
+    existing.loaded = existing.loaded or report.loaded
     if existing.entries is None:
         existing.entries = report.entries
     seen = {(d.line, d.column, d.message) for d in existing.diagnostics}
@@ -173,7 +259,7 @@ def validate_file(
     diags = src.duplicate_keys() if kind != "eval" else []
     try:
         if kind == "eval":
-            found, report.entries, report.skipped = _check_eval(src, context)
+            found, report.entries, report.skipped, report.loaded = _check_eval(src, context)
         elif kind == "targets":
             found, report.entries = _check_targets(src)
         else:
@@ -209,7 +295,7 @@ def _quick_eval_check(
     stream = loaded.source.result if isinstance(loaded.source, StreamSource) else None
     if stream is None or stream.items is None:
         return None  # no list of cases read as one (merged in, an alias): counted there
-    report = FileReport(path, kind="eval", entries=loaded.total_cases)
+    report = FileReport(path, kind="eval", entries=loaded.total_cases, loaded=loaded)
     report.skipped = len(loaded.invalid)
     return _settle(report, [], loaded.diagnostics)
 
@@ -243,8 +329,10 @@ def _schema_problem(src: YamlSource, schema: object) -> Diagnostic:
     )
 
 
-def _check_eval(src: YamlSource, context: LoadContext) -> tuple[list[Diagnostic], int, int]:
-    """(diagnostics, number of cases, number of cases with errors).
+def _check_eval(
+    src: YamlSource, context: LoadContext
+) -> tuple[list[Diagnostic], int, int, LoadedEvalFile | None]:
+    """(diagnostics, number of cases, number of cases with errors, the loaded file).
 
     The cases with errors are the loader's invalid cases: those a run records as
     ``invalid`` (when the file as a whole is unusable, those its errors are about).
@@ -257,8 +345,8 @@ def _check_eval(src: YamlSource, context: LoadContext) -> tuple[list[Diagnostic]
         loaded = load_eval_file(src.path, context=context, text=src.text)
     except InputError as exc:
         bad = {case_index(d) for d in exc.diagnostics if d.severity == "error"}
-        return exc.diagnostics, total, len(bad - {None})
-    return loaded.diagnostics, total, len(loaded.invalid)
+        return exc.diagnostics, total, len(bad - {None}), None
+    return loaded.diagnostics, total, len(loaded.invalid), loaded
 
 
 def case_index(diag: Diagnostic) -> int | None:

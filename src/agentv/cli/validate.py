@@ -19,10 +19,25 @@ def validate_command(
         ),
     ],
     allow_outside_root: AllowOutsideRoot = False,
+    target: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Check the eval files as `agentv eval --target NAME` would run them "
+            "(repeatable); default: each case's own target, else `default`.",
+            show_default=False,
+        ),
+    ] = None,
+    targets: Annotated[
+        Path | None,
+        typer.Option(help="The targets.yaml to check the eval files against (default: found)."),
+    ] = None,
 ) -> None:
     """Check eval, targets and config files: every problem, with file:line:column and a fix.
 
-    Exits with code 1 when any file has an error; warnings alone exit with 0.
+    Eval files also get the checks `agentv eval` makes before sending anything (each case's
+    target and judge exist and can be built, their variables are set), so validate passes
+    exactly when a run would start every case. Exits with code 1 when any file has an
+    error; warnings alone exit with 0.
     """
     from rich.console import Console
     from rich.text import Text
@@ -32,7 +47,9 @@ def validate_command(
     from agentv.evalfile.files import display_path
     from agentv.validation import validate_paths
 
-    reports = validate_paths(paths, allow_outside_root=allow_outside_root)
+    reports = validate_paths(
+        paths, allow_outside_root=allow_outside_root, target=target, targets_file=targets
+    )
     out = Console(highlight=False, soft_wrap=True)
     out.print()
     out.print(Text("Validation Summary", style="bold cyan"))

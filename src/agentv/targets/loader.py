@@ -12,7 +12,6 @@ reasons and their lines). Problems of the file itself make it unusable.
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -44,26 +43,22 @@ from agentv.yamlio import PathKey, YamlSource, format_key, load_yaml
 
 
 def load_targets_file(path: Path) -> TargetsFile:
-    """Parse and check a targets file for a run; raises ``InputError`` when the file itself
-    is unusable (not a mapping, a wrong or missing ``$schema``, ``targets`` not a list, a
-    name used twice).
+    """Parse and check a targets file for a run; raises ``InputError`` with every located
+    problem when the file has an error: the file itself is unusable (not a mapping, a wrong
+    or missing ``$schema``, ``targets`` not a list, a name used twice), or an entry has an
+    invalid or misspelled setting or a ``judge_target`` naming no target. ``agentv validate``
+    reports exactly these as errors, so it passes when a run can read the file.
 
-    A problem of one entry (an unknown provider, an invalid or unknown setting, a
-    ``judge_target`` naming no target) belongs to that entry: the entry is kept, marked
-    unusable (``TargetDefinition.problems``, ``judge_problems``), and is an error only when
-    a run uses it (``TargetsFile.get``, ``judge_for``); until then the file's
-    ``diagnostics`` hold it as a warning.
+    An unknown provider kind is the one problem that stays a warning (``diagnostics``) until
+    a run uses that target (``TargetsFile.get`` then raises): the file may be shared with a
+    newer agentv (docs/targets.md).
     """
     path = Path(path).resolve()
     src = load_yaml(path)
     parsed = _parse(src)
-    if parsed.file_errors:
+    if any(d.severity == "error" for d in parsed.diagnostics):
         raise InputError(f"{path}: invalid targets file", parsed.diagnostics)
-    warnings = [
-        d if d.severity == "warning" else dataclasses.replace(d, severity="warning")
-        for d in parsed.diagnostics
-    ]
-    return TargetsFile(path=path, targets=parsed.targets, diagnostics=warnings)
+    return TargetsFile(path=path, targets=parsed.targets, diagnostics=parsed.diagnostics)
 
 
 def validate_targets_file(path: Path) -> list[Diagnostic]:

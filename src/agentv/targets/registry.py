@@ -46,10 +46,11 @@ def choose_target(
     *,
     default: str | None = DEFAULT_TARGET,
 ) -> str | None:
-    """The name of the target a case runs on: ``cli_target`` (``--target``) when given and
-    not ``default``, else ``case_target`` (its ``execution.target``), else ``file_target``
-    (the eval file's ``target``), else ``default`` (None: no target at all)."""
-    if cli_target and cli_target != DEFAULT_TARGET:
+    """The name of the target a case runs on: ``cli_target`` (``--target``) when given
+    (``--target default`` included: it overrides like any other name), else ``case_target``
+    (its ``execution.target``), else ``file_target`` (the eval file's ``target``), else
+    ``default`` (None: no target at all)."""
+    if cli_target:
         return cli_target
     return case_target or file_target or default
 
