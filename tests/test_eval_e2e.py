@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -326,14 +327,24 @@ def test_interrupt_keeps_finished_cases(repo: Path, signum: int) -> None:
             time.sleep(0.05)
         proc.send_signal(signum)
         _stdout, stderr = proc.communicate(timeout=30)
-    assert proc.returncode == (130 if signum == signal.SIGINT else 143), stderr
-    text = out.read_text()
-    assert text.endswith("\n")
-    rows = [json.loads(line) for line in text.splitlines()]
-    assert 3 <= len(rows) < 40
-    assert all(r["score"] == 1.0 for r in rows)
-    assert "Interrupted:" in stderr
-    assert str(out) in stderr
+        assert proc.returncode == (130 if signum == signal.SIGINT else 143), stderr
+        text = out.read_text()
+        assert text.endswith("\n")
+        rows = [json.loads(line) for line in text.splitlines()]
+        assert 3 <= len(rows) < 40
+        assert all(r["score"] == 1.0 for r in rows)
+        assert "Interrupted:" in stderr
+        assert str(out) in stderr
+        # the command it prints finishes the run, into the same file
+        said = [x for x in stderr.splitlines() if x.startswith("To finish the run: ")]
+        assert said == ["To finish the run: agentv eval evals/many.yaml --resume r.jsonl"]
+        words = shlex.split(said[0].removeprefix("To finish the run: "))
+        done = subprocess.run(
+            [sys.executable, "-m", *words], cwd=repo, env=env, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+    ids = [json.loads(line)["eval_id"] for line in out.read_text().splitlines()]
+    assert sorted(ids) == [f"case-{i:02d}" for i in range(40)]
 
 
 def test_threshold_sets_exit_code(repo: Path, server: FakeLLMServer) -> None:

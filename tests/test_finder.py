@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from agentv.errors import ConfigError
 from agentv.evalfile.finder import expand_eval_paths
 from agentv.validation import find_yaml_files
 from helpers import write
@@ -36,3 +39,18 @@ def test_eval_and_validate_search_folders_alike(tmp_path: Path) -> None:
         root / "evals/a.yaml",
         root / "evals/deep/b.YML",
     ]
+
+
+def test_paths_that_give_no_eval_file_each_say_why(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.yaml").write_text("title: not an eval file\n")
+    with pytest.raises(ConfigError) as info:
+        expand_eval_paths(["empty", "other", "missing", "evals/**/*.yaml"], tmp_path)
+    assert str(info.value) == (
+        "no eval files found: the folder empty holds no YAML files; the folder other holds "
+        "1 YAML file, none of them an eval file (an eval file starts with "
+        "`$schema: agentv-eval-v2`); missing: no such file or folder; evals/**/*.yaml: no "
+        "YAML file matches this pattern. Give eval files, folders holding them, or globs (e.g. "
+        '"evals/**/*.yaml"); `agentv init` writes an example in evals/.'
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 import time
 
 import pytest
@@ -36,7 +37,12 @@ def test_line_mode_prints_one_exact_line_per_finished_case() -> None:
     assert out.getvalue() == ""  # nothing for started cases
     progress.case_finished("k1", LABEL, status="ok", score=0.75, error=None)
     progress.case_finished(
-        "k2", "case-2 | t [provider=cli]", status="failed", score=0.25, error=None
+        "k2",
+        "case-2 | t [provider=cli]",
+        status="failed",
+        score=0.25,
+        error=None,
+        miss="does not mention\nthe refund",
     )
     progress.case_finished(
         "k3", "case-3 | t [provider=cli]", status="error", score=0.0, error="HTTP 500\nbody: oops"
@@ -55,7 +61,7 @@ def test_line_mode_prints_one_exact_line_per_finished_case() -> None:
     progress.finish()
     assert out.getvalue() == (
         "✓ case-1 | gpt [provider=openai] score=0.750\n"
-        "✗ case-2 | t [provider=cli] score=0.250\n"
+        "✗ case-2 | t [provider=cli] score=0.250 miss: does not mention …\n"
         "! case-3 | t [provider=cli] error: HTTP 500 …\n"
         "! case-4 | t [provider=cli] invalid\n"
         "! case-5 | t [provider=cli] error: evaluator 'rx' could not grade: bad pattern\n"
@@ -196,3 +202,22 @@ def test_per_case_calls_do_not_render() -> None:
     assert progress.done == n
     # Redraws come from rich's timer (10 per second), never one per call.
     assert renders <= 10 * spent + 5
+
+
+def test_live_display_prints_each_case_that_did_not_pass_above_it() -> None:
+    out = FakeTTY()
+    console = Console(file=out, force_terminal=True, width=100, color_system=None)
+    progress = LiveProgress(console, refresh_per_second=50)
+    progress.start(4)
+    progress.case_finished("a", "a | t", status="ok", score=1.0, error=None)
+    progress.case_finished("b", "b | t", status="failed", score=0.4, error=None, miss="no 42")
+    progress.case_finished("c", "c | t", status="error", score=None, error="HTTP 500\nbody")
+    progress.case_finished("d", "d | t", status="invalid", score=None, error="no target 'x'")
+    progress.finish()
+    # the display's own redraws (cursor codes) aside, the lines printed above it
+    plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "\n", out.getvalue())
+    shown = [line.strip() for line in plain.splitlines()]
+    assert "✗ b | t score=0.400 miss: no 42" in shown
+    assert "! c | t error: HTTP 500 …" in shown
+    assert "! d | t invalid: no target 'x'" in shown
+    assert not any(line.startswith("✓ a") for line in shown)  # a pass needs no line

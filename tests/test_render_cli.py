@@ -455,8 +455,8 @@ def test_target_renders_without_its_variables_set(
     api = render(path, "--target", "api", "--format", "json")
     assert api.exit_code == 0, api.output
     (case,) = json.loads(api.stdout)
-    assert case["request"]["request"]["model"] == "<unset:RENDER_MODEL>"
-    assert "temperature" not in case["request"]["request"]  # not a number yet: default
+    assert case["request"]["model"] == "<unset:RENDER_MODEL>"
+    assert "temperature" not in case["request"]  # not a number yet: default
     for var in ("RENDER_MODEL", "OPENAI_API_KEY", "RENDER_TEMPERATURE"):
         assert f"warning: target 'api' uses {var}, which is not set; " in api.stderr
     assert "(`agentv eval` needs it set)" in api.stderr
@@ -473,7 +473,7 @@ def test_target_renders_without_its_variables_set(
 
     implicit = render(path, "--target", "implicit_key", "--format", "json")
     assert implicit.exit_code == 0, implicit.output
-    assert json.loads(implicit.stdout)[0]["request"]["request"]["model"] == "claude-test"
+    assert json.loads(implicit.stdout)[0]["request"]["model"] == "claude-test"
 
 
 def test_eval_still_needs_the_variables(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:

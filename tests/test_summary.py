@@ -324,3 +324,43 @@ def test_a_hundred_thousand_cases_stay_cheap() -> None:
     assert s.top[0] == ("case-000999", 1.0)  # the lowest id among the perfect scores
     assert s.bottom[0] == ("case-000000", 0.0)  # the lowest id among the zeros
     assert s.slowest[0][0] == "case-099999"
+
+
+def test_runs_are_told_from_cases_and_named_by_target_and_repeat() -> None:
+    collector = SummaryCollector()
+    for target in ("gpt", "claude"):
+        for repeat in range(3):
+            for case, secs in (("a", 1.0), ("b", 2.0 + repeat)):
+                rec = record(case, 1.0, duration_s=secs if target == "gpt" else 0.5, target=target)
+                rec["repeat"] = repeat
+                collector.add(rec)
+    s = collector.summary()
+    assert (s.total, s.cases) == (12, 2)
+    # the same id three times over: the slowest say which run each is
+    assert [eid for eid, _ in s.slowest] == [
+        "b [gpt, repeat 2]",
+        "b [gpt, repeat 1]",
+        "b [gpt, repeat 0]",
+        "a [gpt, repeat 0]",
+        "a [gpt, repeat 1]",
+    ]
+    text = render_summary(s, results_path=None)
+    assert "\nRuns: 12 of 2 eval cases (2 targets x 3 repeats)\n" in text
+    assert "\nPass rate: 100.0% (12 of 12 runs)\n" in text
+    assert "Total eval cases" not in text
+
+
+def test_a_run_with_nothing_graded_shows_no_score_statistics() -> None:
+    collector = SummaryCollector()
+    collector.add(
+        {"eval_id": "x", "status": "invalid", "score": 0.0, "error": "bad", "duration_ms": 0}
+    )
+    collector.add(record("y", 0.0, "error", error="HTTP 500", duration_s=1.25))
+    s = collector.summary()
+    assert (s.mean, s.median, s.min, s.max, s.std_dev) == (None,) * 5
+    assert s.histogram == () and s.top == () and s.bottom == ()
+    assert s.slowest == (("y", 1.25),)  # the invalid case took no time: not listed
+    text = render_summary(s, results_path=None)
+    assert "Scores: none (no run was graded: every run errored or was invalid)" in text
+    for gone in ("Mean score", "Median", "Score distribution", "by score", "0.00s"):
+        assert gone not in text

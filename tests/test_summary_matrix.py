@@ -161,7 +161,8 @@ def test_the_matrix_summary_whole() -> None:
             ("c3 [claude]", 0.0),
         ),
         bottom=(),
-        slowest=(("c1", 2.0),),
+        cases=4,
+        slowest=(("c1 [gpt, repeat 0]", 2.0),),  # c1 ran more than once: which run
         error_details=(("c3", "invalid", "no such file"), ("c10", "error", "timeout")),
         tokens=(("gpt", Tokens(13, 5)),),
         judge_tokens=Tokens(8, 2),
@@ -228,6 +229,7 @@ def test_summary_json_of_the_matrix() -> None:
     }
     assert summary_dict(matrix()) == {
         "total": 12,
+        "eval_cases": 4,
         "ok": 6,
         "failed": 4,
         "errors": 1,
@@ -349,6 +351,7 @@ def test_summary_json_of_a_plain_run_and_of_an_empty_one() -> None:
     collector.add(run("t", "b", 0.25, "failed", latency_ms=120))
     assert summary_dict(collector.summary()) == {
         "total": 2,
+        "eval_cases": 2,
         "ok": 1,
         "failed": 1,
         "errors": 0,
@@ -389,6 +392,7 @@ def test_summary_json_of_a_plain_run_and_of_an_empty_one() -> None:
     }
     assert summary_dict(SummaryCollector().summary()) == {
         "total": 0,
+        "eval_cases": 0,
         "ok": 0,
         "failed": 0,
         "errors": 0,

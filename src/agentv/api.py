@@ -113,7 +113,14 @@ class _Silent:
         pass
 
     def case_finished(
-        self, key: str, label: str, *, status: str, score: float | None, error: str | None
+        self,
+        key: str,
+        label: str,
+        *,
+        status: str,
+        score: float | None,
+        error: str | None,
+        miss: str | None = None,
     ) -> None:
         pass
 

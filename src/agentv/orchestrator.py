@@ -49,7 +49,14 @@ class ProgressSink(Protocol):
     def case_started(self, key: str, label: str) -> None: ...
 
     def case_finished(
-        self, key: str, label: str, *, status: str, score: float | None, error: str | None
+        self,
+        key: str,
+        label: str,
+        *,
+        status: str,
+        score: float | None,
+        error: str | None,
+        miss: str | None = None,
     ) -> None: ...
 
     def note(self, text: str) -> None: ...
@@ -212,8 +219,17 @@ class Orchestrator:
         self.collector.add(record, grade)
         self.stats.finished += 1
         self.stats.statuses[record["status"]] += 1
+        status = record["status"]
+        misses = record.get("misses") if status == "failed" else None
         self.progress.case_finished(
-            key, label, status=record["status"], score=record["score"], error=record.get("error")
+            key,
+            label,
+            status=status,
+            score=record["score"],
+            error=record.get("error"),
+            miss=next((m for m in misses if isinstance(m, str) and m.strip()), None)
+            if isinstance(misses, list)
+            else None,
         )
 
     # --- provider batching ----------------------------------------------------------------

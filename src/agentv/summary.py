@@ -106,6 +106,10 @@ class Summary:
     """Statistics over all results of a run; ``None`` where there is nothing to compute."""
 
     total: int
+    """Runs summarised: one per case, target and repeat."""
+    cases: int = 0
+    """Distinct eval cases among them (fewer than ``total`` with repeats or several
+    targets)."""
     ok: int = 0
     """Graded at or above the pass threshold."""
     failed: int = 0
@@ -119,6 +123,7 @@ class Summary:
     evaluator_errors: tuple[tuple[str, int], ...] = ()
     """``(evaluator name, cases)`` for each evaluator that could not grade, most first."""
     mean: float | None = None
+    """Over every run's score (None when no run was graded: all errored or invalid)."""
     median: float | None = None
     min: float | None = None
     max: float | None = None
@@ -131,7 +136,9 @@ class Summary:
     """The lowest scores, lowest first, ties by eval id; empty when ``top`` already lists
     every case (a small suite)."""
     slowest: tuple[tuple[str, float], ...] = ()
-    """``(eval_id, seconds)``, slowest first."""
+    """``(eval_id, seconds)``, slowest first; runs that took no time (invalid) left out.
+    Where a case ran more than once, its label names the target and the repeat
+    (``id [target, repeat 2]``)."""
     error_details: tuple[tuple[str, str, str], ...] = field(default=())
     """``(eval_id, status, message)`` of every ``error`` and ``invalid`` case, by id."""
     tokens: tuple[tuple[str, Tokens], ...] = ()
@@ -177,6 +184,9 @@ class SummaryCollector:
         #: keeps no figures of its own (they are its row's)
         self._runs: dict[str, dict[str, int | tuple[float, ...]]] = {}
         self._ok = bytearray()  # per row: the status is "ok"
+        self._row_target = array("I")  # per row: its target's index in `_by_target`
+        self._row_repeat = array("I")  # per row: its repeat (0 .. N-1)
+        self._target_index: dict[str, int] = {}
         self._most_runs = 1  # of any (target, case)
         self._by_target: dict[str, Counter[str]] = {}
         self._latencies: dict[str, array[float]] = {}
@@ -211,6 +221,9 @@ class SummaryCollector:
             counts = self._by_target[target] = Counter()
             self._runs[target] = {}
         counts[status] += 1
+        self._row_target.append(self._target_index.setdefault(target, len(self._target_index)))
+        repeat = record.get("repeat")
+        self._row_repeat.append(repeat if isinstance(repeat, int) and repeat >= 0 else 0)
         cases = self._runs[target]
         seen = cases.get(eval_id)
         if seen is None:
@@ -313,12 +326,19 @@ class SummaryCollector:
             # every value equal (e.g. all passed): the lowest are the same first ids as the best
             tied = min(values) == max(values)
             bottom_idx = top_idx if tied else _first_by(TOP_COUNT, values, names)
-        durations = self._durations
+        # a run that took no time (an invalid case) is no "slowest"
+        durations = array("d", (d if d > 0 else math.nan for d in self._durations))
         slow_idx = _first_by(SLOWEST_COUNT, durations, ids, largest=True)
         st = self._statuses
         judge = self._judge_tokens
+        graded = st["ok"] + st["failed"]
+        seen = Counter(ids)  # runs per eval id
+        if not graded:  # every run errored or was invalid: no score means anything
+            mean = median = std_dev = None
+            histogram, top_idx, bottom_idx = (), [], []
         return Summary(
             total=n,
+            cases=len(seen),
             ok=st["ok"],
             failed=st["failed"],
             errors=st["error"],
@@ -329,13 +349,13 @@ class SummaryCollector:
             ),
             mean=mean,
             median=median,
-            min=ordered[0],
-            max=ordered[-1],
+            min=ordered[0] if graded else None,
+            max=ordered[-1] if graded else None,
             std_dev=std_dev,
             histogram=histogram,
             top=tuple((names[i], values[i]) for i in top_idx),
             bottom=tuple((names[i], values[i]) for i in bottom_idx),
-            slowest=tuple((ids[i], durations[i]) for i in slow_idx),
+            slowest=tuple((self._run_label(i, seen[ids[i]]), durations[i]) for i in slow_idx),
             error_details=tuple(sorted(self._problems, key=lambda p: natural_key(p[0]))),
             tokens=tuple((t, Tokens(*v)) for t, v in self._tokens.items()),
             judge_tokens=Tokens(*judge) if judge is not None else None,
@@ -344,6 +364,19 @@ class SummaryCollector:
             case_stats=self._case_stats() if repeats > 1 else (),
             case_table=self._case_table(),
         )
+
+    def _run_label(self, row: int, runs: int) -> str:
+        """A row's eval id; with its target and repeat when its id has other ``runs``."""
+        if runs == 1:
+            return self._ids[row]
+        names = list(self._target_index)
+        target = names[self._row_target[row]]
+        # "?": a record without a target (an invalid case), which names no other target
+        several = sum(1 for name in names if name != "?") > 1
+        parts = [target] if several and target != "?" else []
+        if self._most_runs > 1:
+            parts.append(f"repeat {self._row_repeat[row]}")
+        return f"{self._ids[row]} [{', '.join(parts)}]" if parts else self._ids[row]
 
     def _case_stats(self) -> tuple[tuple[str, str, stats.CaseStats], ...]:
         out = []
@@ -490,6 +523,7 @@ def summary_dict(summary: Summary) -> dict[str, Any]:
     """The summary as JSON-ready data (``--summary-json``; README documents the schema)."""
     data: dict[str, Any] = {
         "total": summary.total,
+        "eval_cases": summary.cases,
         "ok": summary.ok,
         "failed": summary.failed,
         "errors": summary.errors,

@@ -282,8 +282,8 @@ async def test_preview_and_sent_payload_are_what_goes_on_the_wire(
     preview = provider.preview(request)
     assert llm_server.requests == []  # preview calls nothing
     response = await provider.invoke(request)
-    assert response.sent == preview
-    assert _same_as_wire(kind, llm_server.requests[0], preview["request"])
+    assert response.sent == {"request": preview}
+    assert _same_as_wire(kind, llm_server.requests[0], preview)
 
 
 # --- requests stated directly -----------------------------------------------------------

@@ -328,6 +328,7 @@ def run_eval_command(
         stderr.write(
             f"Interrupted: {done} of {prepared.total} cases finished; "
             f"their results are in {writer.path}\n"
+            f"To finish the run: {_resume_command(paths, {**options, 'output_format': output_format}, writer.path, cwd)}\n"
         )
         return EXIT_SIGINT if signum == signal.SIGINT else EXIT_SIGTERM
 
@@ -369,6 +370,8 @@ def run_eval_command(
         write_report([writer.path], stdout=stdout, stderr=stderr)
     for label, files in run.artifacts.items():  # e.g. agents' logs, to read later
         stdout.write(f"{label}:\n" + "".join(f"  {i}. {p}\n" for i, p in enumerate(files, 1)))
+    if not report:
+        stdout.write(f"See every case in a browser: agentv report {_shown(writer.path, cwd)}\n")
     return exit_code(run, threshold=threshold, allow_errors=allow_errors, stderr=stderr)
 
 
@@ -461,6 +464,43 @@ def _rerun_options(
     if rerun_errors is not None:
         return {"rerun": rerun_errors, "rerun_statuses": RERUN_ERRORS}
     return {}
+
+
+def _shown(path: Path, cwd: Path) -> str:
+    """``path`` for a command line: relative to ``cwd`` when under it, shell-quoted."""
+    import shlex
+
+    try:
+        path = path.relative_to(cwd)
+    except ValueError:
+        pass
+    return shlex.quote(str(path))
+
+
+def _resume_command(paths: list[str], options: dict[str, Any], results: Path, cwd: Path) -> str:
+    """The command that finishes an interrupted run: the same cases, targets and repeats,
+    appending to the same results file."""
+    import shlex
+
+    words = ["agentv", "eval", *(shlex.quote(p) for p in paths)]
+    targets = options.get("target") or []
+    for name in [targets] if isinstance(targets, str) else targets:
+        words += ["--target", shlex.quote(name)]
+    for flag, key in (
+        ("--targets", "targets_file"),
+        ("--repeat", "repeat"),
+        ("--eval-id", "eval_id"),
+    ):
+        if options.get(key) is not None:
+            words += [flag, shlex.quote(str(options[key]))]
+    if options.get("dry_run"):
+        words.append("--dry-run")
+    if options.get("cache"):
+        words.append("--cache")
+    words += ["--resume", _shown(results, cwd)]
+    if options.get("output_format", "jsonl") != "jsonl":
+        words += ["--output-format", str(options["output_format"])]
+    return " ".join(words)
 
 
 def _one(values: set[float]) -> float | None:

@@ -46,10 +46,18 @@ class Progress(Protocol):
         ...
 
     def case_finished(
-        self, key: str, label: str, *, status: str, score: float | None, error: str | None
+        self,
+        key: str,
+        label: str,
+        *,
+        status: str,
+        score: float | None,
+        error: str | None,
+        miss: str | None = None,
     ) -> None:
         """Case ``key`` ended with ``status`` (ok, failed, error, invalid); ``error`` says
-        why for the last two."""
+        why for the last two, ``miss`` (the first of its evaluators' misses) why a case
+        failed."""
         ...
 
     def note(self, text: str) -> None:
@@ -74,6 +82,29 @@ def _clock(seconds: float) -> str:
     hours, rest = divmod(seconds, 3600)
     minutes, secs = divmod(rest, 60)
     return f"{hours}:{minutes:02d}:{secs:02d}"
+
+
+def case_line(
+    marks: dict[str, str],
+    label: str,
+    status: str,
+    score: float | None,
+    error: str | None,
+    miss: str | None,
+) -> str:
+    """A finished case on one line, with why it did not pass: ``✗ id | target score=0.400
+    miss: <its first miss>``, ``! id | target error: <the error's first line>``."""
+    mark = marks.get(status, "?")
+    if status in ("ok", "failed"):
+        tail = f"score={score:.3f}" if score is not None else status
+        line = f"{mark} {label} {tail}"
+        if error:  # graded, but an evaluator could not do its job
+            line += f" {status}: {_first_line(error)}"
+        elif miss and status == "failed":
+            line += f" miss: {_first_line(miss)}"
+        return line
+    line = f"{mark} {label} {status}"
+    return line + f": {_first_line(error)}" if error else line
 
 
 #: the mark each status gets on screen (and its plain-ASCII stand-in)
@@ -135,23 +166,21 @@ class LineProgress(_Counters):
         """Nothing is shown for a started case."""
 
     def case_finished(
-        self, key: str, label: str, *, status: str, score: float | None, error: str | None
+        self,
+        key: str,
+        label: str,
+        *,
+        status: str,
+        score: float | None,
+        error: str | None,
+        miss: str | None = None,
     ) -> None:
         """Count the case and, unless quiet, print its line: ``✓`` ok, ``✗`` failed (below
         the pass threshold), ``!`` error or invalid, with the reason."""
         self.count(status)
         if self.quiet:
             return
-        mark = self._marks.get(status, "?")
-        if status in ("ok", "failed"):
-            tail = f"score={score:.3f}" if score is not None else status
-            line = f"{mark} {label} {tail}"
-            if error:  # graded, but an evaluator could not do its job
-                line += f" {status}: {_first_line(error)}"
-        else:
-            line = f"{mark} {label} {status}"
-            if error:
-                line += f": {_first_line(error)}"
+        line = case_line(self._marks, label, status, score, error, miss)
         if self.verbose and error and error.strip() != _first_line(error):
             line += "\n" + "\n".join(f"    {x}" for x in error.strip().splitlines())
         self.stream.write(printable(line) + "\n")  # ids and errors come from users' files
@@ -210,9 +239,17 @@ class LiveProgress(_Counters):
             self._running[key] = (label, time.monotonic())
 
     def case_finished(
-        self, key: str, label: str, *, status: str, score: float | None, error: str | None
+        self,
+        key: str,
+        label: str,
+        *,
+        status: str,
+        score: float | None,
+        error: str | None,
+        miss: str | None = None,
     ) -> None:
-        """Count the case; shown at the next refresh."""
+        """Count the case (shown at the next refresh); a case that did not pass also gets its
+        line above the display, with why."""
         with self._lock:
             self._running.pop(key, None)
             self.count(status)
@@ -221,6 +258,8 @@ class LiveProgress(_Counters):
             if score is not None:
                 self._score_sum += score
                 self._scored += 1
+        if status != "ok":
+            self.note(case_line(MARKS, label, status, score, error, miss))
 
     def note(self, text: str) -> None:
         """Print ``text`` above the display, verbatim (no markup, no wrapping; control

@@ -177,14 +177,8 @@ _MESSAGE_FIELDS = ("system", "systemInstruction", "messages", "contents")
 
 
 def _lm_payload(request: dict[str, Any]) -> dict[str, Any] | None:
-    """The vendor payload of an LM API target's request (None: the target runs a program).
-
-    LM API providers preview ``{"request": payload}``; the mock previews the payload itself.
-    """
-    body = request.get("request") if set(request) == {"request"} else request
-    if isinstance(body, dict) and any(k in body for k in ("messages", "contents")):
-        return body
-    return None
+    """The vendor payload of an LM API target's request (None: the target runs a program)."""
+    return request if any(k in request for k in ("messages", "contents")) else None
 
 
 def _wire_note(provider: str, body: dict[str, Any], messages: list[dict[str, Any]]) -> str:

@@ -70,6 +70,38 @@ def _k(count: int) -> str:
     return f"{count / 1000:.1f}k" if count >= 10_000 else str(count)
 
 
+def _runs_line(summary: Summary) -> str:
+    """``Total eval cases: 4``, or with several runs a case: how the runs come about."""
+    if summary.total == summary.cases:
+        return f"Total eval cases: {summary.total}"
+    targets, repeats = len(summary.targets), summary.repeats
+    line = f"Runs: {summary.total} of {_count(summary.cases, 'eval case')}"
+    if summary.total == summary.cases * targets * repeats:
+        factors = [_count(targets, "target")] if targets > 1 else []
+        factors += [_count(repeats, "repeat")] if repeats > 1 else []
+        line += f" ({' x '.join(factors)})"
+    return line
+
+
+def _score_lines(summary: Summary) -> list[str]:
+    """The score statistics, distribution and ranking; one line when no run was graded."""
+    if summary.mean is None:
+        return ["Scores: none (no run was graded: every run errored or was invalid)"]
+    lines = [
+        f"Mean score: {summary.mean:.3f}",
+        f"Median score: {summary.median:.3f}",
+        f"Min score: {summary.min:.3f}",
+        f"Max score: {summary.max:.3f}",
+    ]
+    if summary.std_dev is not None:
+        lines.append(f"Std deviation: {summary.std_dev:.3f}")
+    lines += ["", "Score distribution:"]
+    lines += [f"  {b.label}: {b.count}" for b in summary.histogram]
+    lines += ["", "Top performing eval cases:" if summary.bottom else "Eval cases by score:"]
+    lines += [f"  {rank}. {eid}: {score:.3f}" for rank, (eid, score) in enumerate(summary.top, 1)]
+    return lines
+
+
 def _targets_block(summary: Summary) -> list[str]:
     """Targets side by side; with repeats, pass@k, pass^k and flaky cases; for a small
     suite on several targets, a score per case and target."""
@@ -142,7 +174,7 @@ def render_summary(
     title = "EVALUATION SUMMARY" + (
         " (dry run: no target or judge was called)" if facts.dry_run else ""
     )
-    lines += ["", _RULE, title, _RULE, f"Total eval cases: {summary.total}"]
+    lines += ["", _RULE, title, _RULE, _runs_line(summary)]
     lines.append(
         f"Passed: {summary.ok}  Failed: {summary.failed}  "
         f"Errors: {summary.errors}  Invalid: {summary.invalid}"
@@ -151,7 +183,8 @@ def render_summary(
     threshold = (
         f", pass threshold {facts.pass_threshold:.2f}" if facts.pass_threshold is not None else ""
     )
-    lines.append(f"Pass rate: {rate:.1%} ({summary.ok} of {summary.total}{threshold})")
+    of = f"{summary.total} runs" if summary.total != summary.cases else str(summary.total)
+    lines.append(f"Pass rate: {rate:.1%} ({summary.ok} of {of}{threshold})")
     if facts.unusable_files:
         lines.append(f"Eval files that could not be used: {len(facts.unusable_files)}")
         lines += [f"  {p}" for p in facts.unusable_files]
@@ -160,23 +193,7 @@ def render_summary(
         lines.append(f"Evaluator errors: {named}")
     if summary.judge_failures:
         lines.append(f"Judge failures: {summary.judge_failures}")
-    lines += [
-        f"Mean score: {summary.mean:.3f}",
-        f"Median score: {summary.median:.3f}",
-        f"Min score: {summary.min:.3f}",
-        f"Max score: {summary.max:.3f}",
-    ]
-    if summary.std_dev is not None:
-        lines.append(f"Std deviation: {summary.std_dev:.3f}")
-
-    lines += ["", "Score distribution:"]
-    lines += [f"  {b.label}: {b.count}" for b in summary.histogram]
-
-    if summary.bottom:
-        lines += ["", "Top performing eval cases:"]
-    else:
-        lines += ["", "Eval cases by score:"]
-    lines += [f"  {rank}. {eid}: {score:.3f}" for rank, (eid, score) in enumerate(summary.top, 1)]
+    lines += _score_lines(summary)
     if summary.bottom:
         lines += ["", "Lowest performing eval cases:"]
         lines += [

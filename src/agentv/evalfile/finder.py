@@ -60,9 +60,10 @@ def declares_eval_schema(path: Path) -> bool:
 
 def expand_eval_paths(args: list[str], cwd: Path) -> list[Path]:
     """Files, folders (searched as above, eval files only) or globs -> sorted, de-duplicated
-    eval files; ``ConfigError`` naming whatever matched nothing."""
+    eval files; ``ConfigError`` saying, for each argument that gave none, why: a path that
+    does not exist, a folder without eval files, a glob that matches nothing."""
     found: dict[Path, None] = {}
-    unmatched: list[str] = []
+    problems: list[str] = []
     for arg in (a.strip() for a in args):
         if not arg:
             continue
@@ -71,7 +72,13 @@ def expand_eval_paths(args: list[str], cwd: Path) -> list[Path]:
             found.setdefault(path.resolve(), None)
             continue
         if path.is_dir():
-            matches = [p for p in yaml_files(path) if p.is_file() and declares_eval_schema(p)]
+            yamls = [p for p in yaml_files(path) if p.is_file()]
+            matches = [p for p in yamls if declares_eval_schema(p)]
+            if not matches:
+                problems.append(_no_eval_files(arg, len(yamls)))
+        elif not glob.is_magic(arg.replace("\\", "/"), flags=glob.GLOBSTAR):
+            problems.append(f"{arg}: no such file or folder")
+            continue
         else:
             pattern = arg.replace("\\", "/")
             matches = [
@@ -80,15 +87,27 @@ def expand_eval_paths(args: list[str], cwd: Path) -> list[Path]:
                 if is_yaml(p)
             ]
             matches = [m for m in matches if m.is_file()]
-        if not matches:
-            unmatched.append(arg)
+            if not matches:
+                problems.append(f"{arg}: no YAML file matches this pattern")
         for m in matches:
             found.setdefault(m.resolve(), None)
-    if unmatched:
+    if problems:
         raise ConfigError(
-            f"no eval files matched: {', '.join(unmatched)}. "
-            'Give YAML files, folders or globs (e.g. "evals/**/*.yaml").'
+            "no eval files found: "
+            + "; ".join(problems)
+            + '. Give eval files, folders holding them, or globs (e.g. "evals/**/*.yaml"); '
+            "`agentv init` writes an example in evals/."
         )
     if not found:
         raise ConfigError("no eval paths given. Usage: agentv eval EVAL_FILE_OR_GLOB...")
     return sorted(found)
+
+
+def _no_eval_files(folder: str, yaml_count: int) -> str:
+    if not yaml_count:
+        return f"the folder {folder} holds no YAML files"
+    files = "file" if yaml_count == 1 else "files"
+    return (
+        f"the folder {folder} holds {yaml_count} YAML {files}, none of them an eval file "
+        f"(an eval file starts with `$schema: {EVAL_SCHEMA_MARK}`)"
+    )

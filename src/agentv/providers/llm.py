@@ -182,8 +182,9 @@ class LLMProvider(Provider):
         return min(limits) if limits else DEFAULT_TIMEOUT_SECONDS
 
     def preview(self, request: ProviderRequest) -> dict[str, Any]:
-        """The vendor payload ``invoke`` would send; nothing is called."""
-        return self.build_payload(request).sent()
+        """The vendor payload ``invoke`` would send, itself (``render`` shows it as the
+        case's ``request``); nothing is called."""
+        return self.build_payload(request).request
 
     async def invoke(self, request: ProviderRequest) -> ProviderResponse:
         payload = self.build_payload(request)
