@@ -1,4 +1,4 @@
-"""README's "Code evaluators: input and output" is checked against a real run: its example
+"""The manual's "Code evaluators" (docs/eval-files.md) is checked against a real run: its example
 eval and script run through `agentv eval` on a mock target, the script gets exactly the
 documented input, prints the documented output, and the field table lists every field."""
 
@@ -13,15 +13,15 @@ from pathlib import Path
 
 from helpers import write
 
-README = Path(__file__).resolve().parents[1] / "README.md"
-TITLE = "### Code evaluators: input and output"
-DOC_ROOT = "/home/me/project"  # where the README's example runs
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "eval-files.md"
+TITLE = "## Code evaluators"
+DOC_ROOT = "/home/me/project"  # where the page's example runs
 
 
 def _section() -> str:
-    text = README.read_text(encoding="utf-8")
-    assert TITLE in text, f"README lost its section {TITLE!r}"
-    body = text.split(TITLE, 1)[1]
+    text = PAGE.read_text(encoding="utf-8")
+    assert f"\n{TITLE}\n" in text, f"{PAGE.name} lost its section {TITLE!r}"
+    body = text.split(f"\n{TITLE}\n", 1)[1]
     return re.split(r"\n#{2,3} ", body, maxsplit=1)[0]
 
 
@@ -42,7 +42,7 @@ def _field_table(section: str) -> dict[str, str | None]:
     return fields
 
 
-def test_readme_example_is_what_the_script_gets_and_prints(tmp_path: Path) -> None:
+def test_the_documented_example_is_what_the_script_gets_and_prints(tmp_path: Path) -> None:
     section = _section()
     blocks = _blocks(section)
     (eval_yaml,) = blocks["yaml"]
