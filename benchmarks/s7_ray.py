@@ -231,8 +231,8 @@ def part_three(args: argparse.Namespace) -> dict[str, Any]:
 
     import ray
 
-    from agentv.executors.ray_gates import GateKeeper, GateSpec, RemoteGate
-    from agentv.scheduling import TargetGate
+    from agentv.run.executors.ray_gates import GateKeeper, GateSpec, RemoteGate
+    from agentv.run.scheduling import TargetGate
 
     async def turns(gate: Any, count: int, at_once: int) -> float:
         async def one_after_another(n: int) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import agentv
-from agentv.records import EvalResult
+from agentv.results.record import EvalResult
 from cli_run import agentv_cli
 from helpers import write
 

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from agentv.cli.app import _register, app
-from agentv.compare import compare_files, paired_bootstrap
+from agentv.results.compare import compare_files, paired_bootstrap
 
 _register()
 

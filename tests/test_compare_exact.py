@@ -1,4 +1,4 @@
-"""agentv.compare with exact values: whole ``Comparison`` objects and ``comparison_dict``
+"""agentv.results.compare with exact values: whole ``Comparison`` objects and ``comparison_dict``
 outputs, cases read from crafted files (defaults, repeats, worst status, bad scores), the
 verdict rules at their boundaries, and the paired bootstrap against its algorithm written
 out again (seed 20211207, 2000 resamples, ranks 49 and 1950)."""
@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from agentv.compare import (
+from agentv.errors import InputError
+from agentv.results.compare import (
     CaseDelta,
     CaseResult,
     Comparison,
@@ -22,7 +23,6 @@ from agentv.compare import (
     paired_bootstrap,
     read_cases,
 )
-from agentv.errors import InputError
 
 # many distinct values, so that neighbouring ranks of the sorted resample means differ
 SPREAD = [0.113, -0.371, 0.229, 0.0517, -0.4103, 0.6719, 0.2903, -0.1307, 0.8311, 0.0179]

@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from agentv.cache import ResponseCache
 from agentv.providers.base import ProviderResponse, Usage
+from agentv.run.cache import ResponseCache
 from fakes import FakeLLMServer, Fault
 from helpers import write
 
@@ -145,7 +145,7 @@ def test_a_folder_that_cannot_be_removed_is_left_and_nothing_is_cached(tmp_path:
 PUT_UNDER_A_FILE_SIZE_LIMIT = """
 import resource, sys
 from pathlib import Path
-from agentv.cache import ResponseCache
+from agentv.run.cache import ResponseCache
 from agentv.providers.base import ProviderResponse
 resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
 cache = ResponseCache(Path(sys.argv[1]))

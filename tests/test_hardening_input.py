@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agentv.yamlstream import MAX_DEPTH
+from agentv.yaml.stream import MAX_DEPTH
 from helpers import write
 
 CASE = """\
@@ -111,7 +111,7 @@ def test_deep_nesting_in_targets_and_config_files(repo: Path, rel: str) -> None:
 
 
 def test_nesting_up_to_the_limit_is_read() -> None:
-    from agentv.yamlstream import stream_yaml
+    from agentv.yaml.stream import stream_yaml
 
     # The top-level mapping is level 1: MAX_DEPTH - 1 lists fit below it.
     depth = MAX_DEPTH - 1
@@ -557,7 +557,7 @@ def test_a_key_printed_by_an_agent_is_masked_everywhere(repo: Path) -> None:
         assert rec["candidate_answer"] == "my key is ***"
         assert rec["masked_secrets"] is True and list(rec)[-1] == "masked_secrets"
     # the model reads it back
-    from agentv.records import EvalResult
+    from agentv.results.record import EvalResult
 
     assert EvalResult.model_validate(records["leaky-listed"]).masked_secrets is True
 
@@ -576,7 +576,7 @@ def test_a_vendor_key_in_an_agent_error_is_masked(repo: Path) -> None:
 
 
 def test_short_values_and_unrelated_text_are_left_alone() -> None:
-    from agentv.masking import Masker
+    from agentv.run.masking import Masker
 
     masker = Masker(["short", "", "  sk-0123456789  "])
     assert masker.text("a short word") == ("a short word", False)

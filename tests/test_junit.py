@@ -12,7 +12,7 @@ from pathlib import Path
 
 import xmlschema
 
-from agentv.junit import github_annotations, junit_xml
+from agentv.results.junit import github_annotations, junit_xml
 from helpers import write
 
 SCHEMA = xmlschema.XMLSchema(Path(__file__).parent / "data" / "junit.xsd")

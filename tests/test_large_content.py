@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from agentv.records import large_content_ref
+from agentv.results.record import large_content_ref
 from fakes import FakeLLMServer
 from helpers import write
 

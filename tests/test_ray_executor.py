@@ -26,8 +26,8 @@ import ray
 
 import agentv
 from agentv.errors import ConfigError, InputError
-from agentv.executors import RAY_INSTALL_HINT, make_executor
-from agentv.executors.ray_cluster import TASK_NAME
+from agentv.run.executors import RAY_INSTALL_HINT, make_executor
+from agentv.run.executors.ray_cluster import TASK_NAME
 from fakes.llm_server import FakeLLMServer, Fault
 from helpers import write
 from test_eval_e2e import SECRET, _reply, _suite, _targets
@@ -539,15 +539,13 @@ def test_executor_options_are_checked() -> None:
 
 
 def test_the_local_path_does_not_import_ray(tmp_path: Path) -> None:
-    code = (
-        "import sys, agentv.api, agentv.cli.app, agentv.orchestrator\nprint('ray' in sys.modules)\n"
-    )
+    code = "import sys, agentv.api, agentv.cli.app, agentv.run.orchestrator\nprint('ray' in sys.modules)\n"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.stdout.strip() == "False", proc.stderr
 
 
 def test_a_runs_variables_do_not_outlive_it_in_a_worker(monkeypatch: pytest.MonkeyPatch) -> None:
-    from agentv.executors import ray_cluster
+    from agentv.run.executors import ray_cluster
 
     monkeypatch.setenv("KEPT_VAR", "before")
     monkeypatch.delenv("RUN_ONE_KEY", raising=False)
@@ -609,7 +607,7 @@ def test_one_429_pauses_the_target_in_every_worker_process(local_ray: str, repo:
 
 
 async def test_the_gate_keeper_gives_back_turns_of_dropped_requests_and_lost_cases() -> None:
-    from agentv.executors.ray_gates import GateKeeper, GateSpec
+    from agentv.run.executors.ray_gates import GateKeeper, GateSpec
 
     keeper = GateKeeper({7: GateSpec("api", 1)})
     assert await keeper.acquire(7, 0, "case-a", "t1") is not None  # the only turn
@@ -636,7 +634,7 @@ async def test_the_gate_keeper_gives_back_turns_of_dropped_requests_and_lost_cas
 
 
 async def test_successes_grow_the_limit_of_a_real_keeper_actor(local_ray: str) -> None:
-    from agentv.executors.ray_gates import GateKeeper, GateSpec, RemoteGate
+    from agentv.run.executors.ray_gates import GateKeeper, GateSpec, RemoteGate
 
     spec = GateSpec("api", 4)
     keeper = ray.remote(GateKeeper).options(num_cpus=0).remote({3: spec})
@@ -666,7 +664,7 @@ async def test_successes_grow_the_limit_of_a_real_keeper_actor(local_ray: str) -
 
 
 async def test_successes_reach_the_keeper_with_the_turn_given_back() -> None:
-    from agentv.executors.ray_gates import GateKeeper, GateSpec, RemoteGate
+    from agentv.run.executors.ray_gates import GateKeeper, GateSpec, RemoteGate
 
     class Direct:
         """The keeper's methods called at once, as the actor's ``.remote`` would."""

@@ -14,8 +14,8 @@ import pytest
 from typer.testing import CliRunner
 
 from agentv.cli.app import _register, app
-from agentv.report import build_report, default_report_path
-from agentv.report.build import CHUNK, detail_of, read_records, script_json
+from agentv.results.report import build_report, default_report_path
+from agentv.results.report.build import CHUNK, detail_of, read_records, script_json
 
 BENCH_DIR = Path(__file__).resolve().parent.parent / "benchmarks"
 SCRIPT = re.compile(r'<script(?: type="application/json" id="([^"]+)")?>(.*?)</script>', re.S)
@@ -171,7 +171,7 @@ def test_lines_that_are_not_results_are_counted_and_left_out(bench: Any, tmp_pat
 
 
 def test_yaml_results(bench: Any, tmp_path: Path) -> None:
-    from agentv.writers._yaml import dumps_document
+    from agentv.results.writers._yaml import dumps_document
 
     records = [bench.make_record(n) for n in range(4)]
     path = tmp_path / "r.yaml"

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from agentv.report import build_report
+from agentv.results.report import build_report
 
 BENCH_DIR = Path(__file__).resolve().parent.parent / "benchmarks"
 ARTIFACTS = Path(__file__).resolve().parent / ".artifacts"

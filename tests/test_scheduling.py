@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from agentv.providers.llm import RETRYABLE_CLIENT_ERRORS
-from agentv.scheduling import TargetGate, TokenBucket
+from agentv.run.scheduling import TargetGate, TokenBucket
 from cli_run import agentv_cli, rows
 from fakes import FakeLLMServer, Fault, RecordedRequest
 from helpers import Clock, sent, write

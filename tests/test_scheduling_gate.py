@@ -1,4 +1,4 @@
-"""The per-target gate in-process (``agentv.scheduling``): token buckets, AIMD concurrency,
+"""The per-target gate in-process (``agentv.run.scheduling``): token buckets, AIMD concurrency,
 whole-target pauses, pacing, token corrections, ``through_gate``, ``GatedProvider`` and
 ``Gates``, with exact values on a fake clock. The few tests on the real clock only wait
 for another task to let a request through, under generous hang guards."""
@@ -14,7 +14,7 @@ import pytest
 
 from agentv.messages import ChatMessage
 from agentv.providers.base import ProviderRequest, ProviderResponse, Usage
-from agentv.scheduling import (
+from agentv.run.scheduling import (
     GatedProvider,
     Gates,
     GateStats,

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from agentv.stats import (
+from agentv.results.stats import (
     BOOTSTRAP_MAX_VALUES,
     BOOTSTRAP_RESAMPLES,
     BOOTSTRAP_SEED,

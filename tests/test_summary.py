@@ -12,7 +12,7 @@ from agentv.cli.progress import status_line
 from agentv.cli.summary import RunFacts, render_summary
 from agentv.evaluators.base import CaseGrade, EvaluatorScore
 from agentv.providers.base import Usage
-from agentv.summary import SummaryCollector, Tokens, natural_key
+from agentv.results.summary import SummaryCollector, Tokens, natural_key
 
 
 def record(

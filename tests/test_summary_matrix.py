@@ -12,10 +12,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from agentv import stats
 from agentv.evaluators.base import CaseGrade, EvaluatorScore
 from agentv.providers.base import Usage
-from agentv.summary import (
+from agentv.results import stats
+from agentv.results.summary import (
     CASE_TABLE_MAX,
     HistogramBin,
     Summary,

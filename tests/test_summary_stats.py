@@ -8,11 +8,11 @@ import math
 from pathlib import Path
 from typing import Any
 
-from agentv import stats
 from agentv.cli.summary import render_summary
 from agentv.evaluators.base import CaseGrade, EvaluatorScore
 from agentv.providers.base import Usage
-from agentv.summary import (
+from agentv.results import stats
+from agentv.results.summary import (
     HistogramBin,
     Summary,
     SummaryCollector,

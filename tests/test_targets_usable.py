@@ -12,7 +12,7 @@ import pytest
 from agentv.errors import ConfigError, InputError
 from agentv.providers.mock import MockProvider
 from agentv.targets import DryRun, TargetRegistry, load_targets_file, validate_targets_file
-from agentv.targets import registry as registry_module
+from agentv.targets import pool as registry_module
 from helpers import write
 
 HEADER = "$schema: agentv-targets-v2.2\ntargets:\n"

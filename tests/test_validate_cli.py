@@ -240,8 +240,8 @@ def test_keys_that_load_as_the_same_value_are_written_twice(tmp_path: Path) -> N
 def test_a_large_file_names_a_key_written_twice_without_composing_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from agentv import yamlio
     from agentv.evalfile.loader import load_eval_file
+    from agentv.yaml import source as yamlio
 
     path = write(tmp_path, "e.yaml", TRICKY_EVALS["same-key.yaml"])
     monkeypatch.setattr(yamlio, "COMPOSE_LIMIT", 10)  # "large": every file here

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from agentv.errors import InputError
 from agentv.evalfile.loader import iter_cases, load_eval_file
-from agentv.yamlstream import StreamResult, iter_stream, stream_yaml
+from agentv.yaml.stream import StreamResult, iter_stream, stream_yaml
 from helpers import write
 
 scalars = (
@@ -165,12 +165,12 @@ def test_a_file_is_read_once_even_when_it_is_wrong(
     repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Diagnostics come from what the stream reader kept, never from reading the file again."""
-    import agentv.yamlio
+    import agentv.yaml.source
 
     def refuse(*_args: object, **_kwargs: object) -> None:
         raise AssertionError("the file was read again")
 
-    monkeypatch.setattr(agentv.yamlio, "read_text", refuse)
+    monkeypatch.setattr(agentv.yaml.source, "read_text", refuse)
     monkeypatch.setattr(yaml, "compose", refuse)
     bad_case = "  - id: b\n    outcome: x\n    input_messages: [{role: usr, content: hi}]\n"
     path = write(repo, "e.yaml", f"evalcases:\n{bad_case}dataset: d\nextra: 1\n")

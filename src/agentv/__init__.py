@@ -23,13 +23,13 @@ _EXPORTS: dict[str, str] = {
     "AgentVError": "agentv.errors",
     "ConfigError": "agentv.errors",
     "Diagnostic": "agentv.errors",
-    "EvalResult": "agentv.records",
+    "EvalResult": "agentv.results.record",
     "EvalRun": "agentv.api",
     "InputError": "agentv.errors",
     "NoCasesError": "agentv.api",
     "PreparedRun": "agentv.api",
     "ProviderError": "agentv.errors",
-    "Summary": "agentv.summary",
+    "Summary": "agentv.results.summary",
     "arun_eval": "agentv.api",
     "load_eval_file": "agentv.api",
     "prepare_run": "agentv.api",
@@ -82,5 +82,5 @@ if TYPE_CHECKING:
         run_eval,
     )
     from agentv.errors import AgentVError, ConfigError, Diagnostic, InputError, ProviderError
-    from agentv.records import EvalResult
-    from agentv.summary import Summary
+    from agentv.results.record import EvalResult
+    from agentv.results.summary import Summary

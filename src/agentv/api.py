@@ -21,23 +21,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentv.cache import ResponseCache
-from agentv.dumps import PromptDumper
 from agentv.errors import Diagnostic, InputError
 from agentv.evalfile.files import FileStore, find_repo_root
 from agentv.evalfile.finder import expand_eval_paths
 from agentv.evalfile.loader import LoadContext, LoadedEvalFile
 from agentv.evalfile.loader import load_eval_file as _load_eval_file
-from agentv.executors import make_executor
-from agentv.orchestrator import Executor, Orchestrator, ProgressSink
-from agentv.pipeline import RunSettings, RunStats
-from agentv.planning import Plan, plan_run
-from agentv.records import EvalResult
-from agentv.resume import RERUN_FAILED
-from agentv.scheduling import GateStats
-from agentv.summary import Summary, SummaryCollector
+from agentv.results.dumps import PromptDumper
+from agentv.results.record import EvalResult
+from agentv.results.summary import Summary, SummaryCollector
+from agentv.results.writers import ResultWriter, open_writer
+from agentv.run.cache import ResponseCache
+from agentv.run.executors import make_executor
+from agentv.run.orchestrator import Executor, Orchestrator, ProgressSink
+from agentv.run.pipeline import RunSettings, RunStats
+from agentv.run.plan import Plan, plan_run
+from agentv.run.resume import RERUN_FAILED
+from agentv.run.scheduling import GateStats
 from agentv.targets import DryRun, RunTarget, TargetRegistry
-from agentv.writers import ResultWriter, open_writer
 
 PathLike = str | Path
 
@@ -141,7 +141,7 @@ class PreparedRun:
     keep_results: bool = True
     append: bool = False  # `resume`: the results go after what the file holds
     stats: RunStats = field(default_factory=RunStats)
-    #: where the cases run (``agentv.executors``); None: here, in this process
+    #: where the cases run (``agentv.run.executors``); None: here, in this process
     executor: Executor | None = None
     #: (repository root, run folder) whose ``.env`` the run loads again when it starts, in
     #: case another run was prepared meanwhile (agents inherit the environment then)
@@ -314,7 +314,7 @@ def prepare_run(
         settings.pass_threshold = pass_threshold
         plan.config_thresholds = False  # the caller's threshold wins over every config's
     if resume is not None or rerun is not None:
-        from agentv.resume import read_state
+        from agentv.run.resume import read_state
 
         if resume is not None:
             plan.resume = read_state(base / Path(resume), repair=True)
@@ -343,7 +343,7 @@ def _driver_env(env_file: Path | None) -> dict[str, str]:
     variables and what ``.env`` set (a cluster's nodes have neither)."""
     from dotenv import dotenv_values
 
-    from agentv.masking import VENDOR_KEY_VARIABLES
+    from agentv.run.masking import VENDOR_KEY_VARIABLES
 
     names = set(VENDOR_KEY_VARIABLES)
     if env_file is not None:
@@ -425,7 +425,7 @@ def render(
     ``mode`` (``"lm"`` / ``"agent"``) changes only how ``question`` is shown. Raises
     ``InputError`` (with every problem as ``diagnostics``) when a file could not be used.
     """
-    from agentv.preview import preview
+    from agentv.run.preview import preview
 
     if mode not in (None, "lm", "agent"):
         raise InputError(f"mode must be 'lm' or 'agent' (got {mode!r})")

@@ -19,9 +19,9 @@ from agentv.evalfile.finder import is_yaml, yaml_files
 from agentv.evalfile.guidelines import CONFIG_SCHEMA, parse_config
 from agentv.evalfile.loader import LoadContext, LoadedEvalFile, load_eval_file
 from agentv.evalfile.schema import EVAL_SCHEMA
-from agentv.planning import Plan
+from agentv.run.plan import Plan
 from agentv.targets import TARGETS_SCHEMA, validate_targets_file
-from agentv.yamlio import StreamSource, YamlSource, leading_schema, load_yaml, read_text
+from agentv.yaml.source import StreamSource, YamlSource, leading_schema, load_yaml, read_text
 
 FileKind = Literal["eval", "targets", "config"]
 SCHEMAS: dict[str, FileKind] = {

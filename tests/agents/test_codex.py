@@ -309,7 +309,7 @@ async def test_hostile_text_and_file_names_reach_codex_verbatim(
 
 
 def test_the_run_folder_sets_the_default_log_folder_but_not_the_cache_key(tmp_path: Path) -> None:
-    from agentv.cache import cache_key
+    from agentv.run.cache import cache_key
     from agentv.targets import TargetDefinition, create_provider
 
     def built(folder: str, **fields: Any) -> Any:

@@ -11,7 +11,7 @@ from wire_support import KEYS, LM_KINDS, MakeProvider
 
 from agentv.errors import ProviderError, ProviderHTTPError, ProviderTimeout
 from agentv.providers.registry import provider_class
-from agentv.scheduling import GatedProvider, Gates
+from agentv.run.scheduling import GatedProvider, Gates
 from fakes import FakeLLMServer, Fault
 from helpers import ask
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agentv.writers import JsonlWriter, ResultsFileError, dumps_line, open_writer
+from agentv.results.writers import JsonlWriter, ResultsFileError, dumps_line, open_writer
 
 
 def _read_lines(path: Path) -> list[dict]:
@@ -80,7 +80,7 @@ def test_write_after_close_is_a_clear_error(tmp_path: Path) -> None:
 _CHILD = """
 import sys, time
 from pathlib import Path
-from agentv.writers import open_writer
+from agentv.results.writers import open_writer
 writer = open_writer(Path(sys.argv[1]), "jsonl")
 for i in range(50):
     writer.write({"eval_id": f"case-{i}", "candidate_answer": "x" * 5000})

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agentv.errors import ConfigError
-from agentv.writers import (
+from agentv.results.writers import (
     JsonlWriter,
     ResultWriter,
     YamlWriter,

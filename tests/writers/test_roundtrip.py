@@ -9,7 +9,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentv.writers import dumps_document, dumps_line
+from agentv.results.writers import dumps_document, dumps_line
 
 _text = st.text(st.characters(exclude_categories=("Cs",)), max_size=40)
 _scalars = (

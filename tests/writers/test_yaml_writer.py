@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agentv.writers import ResultsFileError, dumps_document, open_writer
+from agentv.results.writers import ResultsFileError, dumps_document, open_writer
 
 
 def _documents(path: Path) -> list[dict]:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 if TYPE_CHECKING:
-    from agentv.compare import CaseDelta, Comparison
+    from agentv.results.compare import CaseDelta, Comparison
 
 
 class CompareFormat(StrEnum):
@@ -45,8 +45,8 @@ def compare_command(
     """Compare two runs case by case: improved, regressed, unchanged, new and missing cases,
     the mean score change with a 95% interval, and the pass-rate change."""
     from agentv.cli.common import printable
-    from agentv.compare import compare_files, comparison_dict
     from agentv.errors import AgentVError
+    from agentv.results.compare import compare_files, comparison_dict
 
     try:
         comparison = compare_files(base, new, min_delta=min_delta)

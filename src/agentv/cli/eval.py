@@ -20,7 +20,7 @@ from agentv.cli.common import AllowOutsideRoot, printable
 if TYPE_CHECKING:
     from agentv.api import EvalRun, PreparedRun
     from agentv.cli.progress import Progress
-    from agentv.writers import ResultWriter
+    from agentv.results.writers import ResultWriter
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -244,7 +244,7 @@ def run_eval_command(
     from agentv.cli.progress import make_progress
     from agentv.cli.summary import RunFacts, render_summary
     from agentv.errors import AgentVError, InputError
-    from agentv.writers import default_results_path
+    from agentv.results.writers import default_results_path
 
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
@@ -305,7 +305,7 @@ def run_eval_command(
         writer = _Keeping(writer, ci_records := [])
     stdout.write(f"Output path: {writer.path}\n")
     if verbose:
-        from agentv.pipeline import target_workers
+        from agentv.run.pipeline import target_workers
 
         for t in prepared.targets():
             workers = target_workers(prepared.settings, t)
@@ -352,7 +352,7 @@ def run_eval_command(
     if summary_json is not None:
         import json
 
-        from agentv.summary import summary_dict
+        from agentv.results.summary import summary_dict
 
         target = cwd / summary_json
         try:
@@ -384,7 +384,7 @@ class _Keeping:
         self.path = writer.path
 
     def write(self, record: dict[str, Any]) -> None:
-        from agentv.junit import slim
+        from agentv.results.junit import slim
 
         self._writer.write(record)
         self.kept.append(slim(record))
@@ -403,7 +403,7 @@ def _ci_outputs(
     stderr: TextIO,
 ) -> None:
     """``--junit``, and under GitHub Actions an annotation per broken case and a summary."""
-    from agentv.junit import github_annotations, junit_xml
+    from agentv.results.junit import github_annotations, junit_xml
 
     if junit is not None:
         target = cwd / junit
@@ -440,7 +440,7 @@ def _rerun_options(
 ) -> dict[str, Any]:
     """``prepare_run``'s options for --resume / --rerun-*; at most one of them, and --out
     does not go with --resume (the results go to the file resumed)."""
-    from agentv.resume import RERUN_ERRORS, RERUN_FAILED
+    from agentv.run.resume import RERUN_ERRORS, RERUN_FAILED
 
     given = [
         n

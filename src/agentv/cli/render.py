@@ -76,7 +76,7 @@ def render_command(
     from rich.console import Console
 
     from agentv.cli.diagnostics import print_diagnostics
-    from agentv.preview import preview
+    from agentv.run.preview import preview
 
     result = preview(
         eval_files,

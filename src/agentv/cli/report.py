@@ -46,7 +46,7 @@ def _write_junit(results: Path, target: Path) -> int:
     """JUnit XML of a results file (JSON Lines), as ``agentv eval --junit`` writes it."""
     from agentv.cli.common import printable
     from agentv.errors import AgentVError
-    from agentv.junit import junit_xml, read_records
+    from agentv.results.junit import junit_xml, read_records
 
     try:
         text = junit_xml(read_records(results))
@@ -73,7 +73,7 @@ def write_report(
     """Build the report and say where it is; 0, or 1 (said on stderr) when it cannot."""
     from agentv.cli.common import printable
     from agentv.errors import AgentVError
-    from agentv.report import build_report, default_report_path
+    from agentv.results.report import build_report, default_report_path
 
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr

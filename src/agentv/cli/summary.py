@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentv.cli.common import printable
-from agentv.scheduling import GateStats
-from agentv.summary import Summary, Tokens
+from agentv.results.summary import Summary, Tokens
+from agentv.run.scheduling import GateStats
 
 _RULE = "=" * 50
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from agentv.yamlstream import stream_yaml
+from agentv.yaml.stream import stream_yaml
 
 # As `evaluators/deterministic.py` reads `flags`.
 REGEX_FLAGS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "x": re.VERBOSE}

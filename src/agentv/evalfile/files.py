@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agentv.yamlio import read_text
+from agentv.yaml.source import read_text
 
 
 def find_repo_root(start: Path, cwd: Path | None = None) -> Path:

@@ -17,7 +17,7 @@ from wcmatch import glob
 from wcmatch._wcparse import PatternLimitException
 
 from agentv.errors import Diagnostic, InputError
-from agentv.yamlio import load_yaml
+from agentv.yaml.source import load_yaml
 
 CONFIG_SCHEMA = "agentv-config-v2"
 DEFAULT_GUIDELINE_PATTERNS: tuple[str, ...] = (

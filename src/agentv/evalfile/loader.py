@@ -26,7 +26,7 @@ from agentv.evalfile import schema as sc
 from agentv.evalfile.checks import Problem, SchemaChecker, regex_problem, script_problem
 from agentv.evalfile.files import FileStore, find_repo_root, is_within, search_roots
 from agentv.evalfile.guidelines import GuidelineResolver, is_guideline
-from agentv.evalfile.validation_errors import grader_key, translate, unknown_key
+from agentv.evalfile.schema_errors import grader_key, translate, unknown_key
 from agentv.messages import (
     FileSegment,
     GuidelineFile,
@@ -36,8 +36,8 @@ from agentv.messages import (
     TextSegment,
     ToolCall,
 )
-from agentv.yamlio import PathKey, StreamSource, YamlSource, describe_decode_error, read_error
-from agentv.yamlstream import NotUtf8Error, StreamResult, iter_stream, stream_yaml
+from agentv.yaml.source import PathKey, StreamSource, YamlSource, describe_decode_error, read_error
+from agentv.yaml.stream import NotUtf8Error, StreamResult, iter_stream, stream_yaml
 
 _CASE_ADAPTER = sc.RawEvalCase
 

@@ -133,7 +133,7 @@ class Provider(ABC):
         self.settings = settings
         #: the run's listener for retries (so they are visible, not silent)
         self.on_retry: RetryListener | None = None
-        #: the run's gate for this target (``agentv.scheduling``): told of throttling and
+        #: the run's gate for this target (``agentv.run.scheduling``): told of throttling and
         #: successes, and waited on before a retry
         self.gate: Any = None
         self._artifacts: list[Path] = []

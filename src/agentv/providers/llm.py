@@ -43,7 +43,7 @@ from agentv.providers.base import (
     ProviderSettings,
     Usage,
 )
-from agentv.scheduling import THROTTLE_STATUSES
+from agentv.run.scheduling import THROTTLE_STATUSES
 
 #: The original AgentV's documented defaults (docs/architecture.md, "Compatibility").
 DEFAULT_RETRY_STATUS_CODES: tuple[int, ...] = (500, 408, 429, 502, 503, 504)

@@ -37,7 +37,7 @@ from agentv.targets.loader import (
     setup_diagnostics,
     validate_targets_file,
 )
-from agentv.targets.registry import (
+from agentv.targets.pool import (
     DEFAULT_TARGET,
     DryRun,
     RunTarget,

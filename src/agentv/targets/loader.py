@@ -39,7 +39,7 @@ from agentv.targets.schema import (
     translate_errors,
     validate_without,
 )
-from agentv.yamlio import PathKey, YamlSource, format_key, load_yaml
+from agentv.yaml.source import PathKey, YamlSource, format_key, load_yaml
 
 
 def load_targets_file(path: Path) -> TargetsFile:

@@ -38,9 +38,9 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
 
 from agentv.errors import ConfigError, Diagnostic
-from agentv.evalfile.validation_errors import unknown_key
+from agentv.evalfile.schema_errors import unknown_key
 from agentv.providers import registry
-from agentv.yamlio import PathKey, YamlSource, format_key
+from agentv.yaml.source import PathKey, YamlSource, format_key
 
 TARGETS_SCHEMA = "agentv-targets-v2.2"
 

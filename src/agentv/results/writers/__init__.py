@@ -14,9 +14,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from agentv.errors import ConfigError
-from agentv.writers._base import ResultsFileError, ResultWriter
-from agentv.writers._jsonl import JsonlWriter, dumps_line
-from agentv.writers._yaml import YamlWriter, dumps_document
+from agentv.results.writers._base import ResultsFileError, ResultWriter
+from agentv.results.writers._jsonl import JsonlWriter, dumps_line
+from agentv.results.writers._yaml import YamlWriter, dumps_document
 
 __all__ = [
     "FORMATS",

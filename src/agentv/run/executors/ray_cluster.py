@@ -13,7 +13,7 @@ of a local run. See docs/architecture.md ("Executors") and README "Running on a 
 - Each worker process builds the targets once per run and keeps its own event loop, so a
   case costs one task, not one SDK client.
 - Rate limits: one gate per target for the whole run, in a Ray actor every worker asks for
-  its requests' turns (``agentv.executors.ray_gates``): a 429 seen anywhere pauses the
+  its requests' turns (``agentv.run.executors.ray_gates``): a 429 seen anywhere pauses the
   target everywhere, and a target's own ``workers`` caps its requests across the cluster.
 - Backpressure: at most ``in_flight`` cases are submitted at once (twice the cluster's CPUs
   divided by ``cpus_per_case``), pulled from the plan one at a time: memory stays flat.
@@ -38,20 +38,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentv.errors import ConfigError
-from agentv.executors.ray_gates import GateKeeper, GateSpec, RemoteGates, hold_for
-from agentv.masking import Masker
-from agentv.pipeline import CasePipeline, RunSettings, RunStats, target_workers
-from agentv.planning import CaseJob
-from agentv.records import error_record
-from agentv.scheduling import GateStats, max_rpm, max_tpm
+from agentv.results.record import error_record
+from agentv.run.executors.ray_gates import GateKeeper, GateSpec, RemoteGates, hold_for
+from agentv.run.masking import Masker
+from agentv.run.pipeline import CasePipeline, RunSettings, RunStats, target_workers
+from agentv.run.plan import CaseJob
+from agentv.run.scheduling import GateStats, max_rpm, max_tpm
 from agentv.targets import RunTarget
 
 if TYPE_CHECKING:
     from agentv.cases import EvalCase
     from agentv.evaluators.base import CaseGrade
-    from agentv.orchestrator import Orchestrator
-    from agentv.planning import Lane
     from agentv.providers.base import Provider
+    from agentv.run.orchestrator import Orchestrator
+    from agentv.run.plan import Lane
 
 #: tries a case gets when the worker running it dies (the first included)
 LOST_WORKER_TRIES = 3

@@ -12,7 +12,7 @@ with exactly one result and a status (``ok``, ``failed``, ``error``, ``invalid``
 that fails in any way is an ``error`` result and never stops the others; a case that could
 not be loaded or whose target cannot be used is an ``invalid`` result. Each result is
 written (and flushed) the moment its case ends, then forgotten. With an ``executor``
-(``agentv.executors``: Ray) the cases run elsewhere and their results come back here.
+(``agentv.run.executors``: Ray) the cases run elsewhere and their results come back here.
 """
 
 from __future__ import annotations
@@ -23,17 +23,17 @@ from typing import Any, Protocol
 
 from agentv.errors import ProviderError
 from agentv.evaluators.base import CaseGrade
-from agentv.masking import Masker
-from agentv.pipeline import (
+from agentv.providers.base import Provider, ProviderResponse, request_for_case
+from agentv.results.record import invalid_record
+from agentv.run.masking import Masker
+from agentv.run.pipeline import (
     CasePipeline,
     RunSettings,
     RunStats,
     target_workers,
 )
-from agentv.planning import CaseJob, InvalidJob, Lane
-from agentv.providers.base import Provider, ProviderResponse, request_for_case
-from agentv.records import invalid_record
-from agentv.scheduling import DEFAULT_WORKERS, Gates
+from agentv.run.plan import CaseJob, InvalidJob, Lane
+from agentv.run.scheduling import DEFAULT_WORKERS, Gates
 from agentv.targets import RunTarget, TargetRegistry
 
 

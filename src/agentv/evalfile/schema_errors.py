@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from agentv.errors import Diagnostic
 from agentv.evalfile import schema as sc
-from agentv.yamlio import PathKey, YamlSource, format_key
+from agentv.yaml.source import PathKey, YamlSource, format_key
 
 
 def unknown_key(

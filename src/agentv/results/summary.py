@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from itertools import filterfalse
 from typing import TYPE_CHECKING, Any
 
-from agentv import stats
+from agentv.results import stats
 
 if TYPE_CHECKING:
     from agentv.evaluators.base import CaseGrade
@@ -78,7 +78,7 @@ class TargetSummary:
 
     Each case weighs the same whatever its number of runs: the mean, its standard error and
     its 95% interval are over the cases' mean scores (the interval by a seeded bootstrap
-    over cases; see ``agentv.stats.mean_ci``).
+    over cases; see ``agentv.results.stats.mean_ci``).
     """
 
     name: str

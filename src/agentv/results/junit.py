@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from agentv.records import read_results
+from agentv.results.record import read_results
 
 #: what a test case keeps of a record (a run of 100,000 cases keeps little)
 KEPT = (

@@ -87,7 +87,7 @@ class EvalResult(BaseModel):
     what was sent; put each text back to get the request exactly as sent)."""
     masked_secrets: bool | None = None
     """True when a known secret value was masked (``***``) in this record or in the answer
-    its evaluators saw (``agentv.masking``); absent otherwise."""
+    its evaluators saw (``agentv.run.masking``); absent otherwise."""
     error: str | None = None
     """Why the case's status is ``error`` or ``invalid``."""
 

@@ -1,7 +1,7 @@
-"""Where cases run: on this machine (the default, ``agentv.orchestrator`` alone) or on a
-Ray cluster (``--executor ray``, ``agentv.executors.ray_cluster``).
+"""Where cases run: on this machine (the default, ``agentv.run.orchestrator`` alone) or on a
+Ray cluster (``--executor ray``, ``agentv.run.executors.ray_cluster``).
 
-Every executor runs the same per-case pipeline (``agentv.pipeline``); only where it runs
+Every executor runs the same per-case pipeline (``agentv.run.pipeline``); only where it runs
 changes. The driver (this process) plans the run, writes every result, shows progress and
 the summary, whatever the executor. Ray is imported only when it is used.
 """
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from agentv.errors import ConfigError, InputError
 
 if TYPE_CHECKING:
-    from agentv.orchestrator import Executor
+    from agentv.run.orchestrator import Executor
 
 EXECUTORS = ("local", "ray")
 RAY_INSTALL_HINT = "pip install 'agentv[ray]'"
@@ -42,7 +42,7 @@ def make_executor(
         raise ConfigError(
             f"--executor ray needs Ray, which is not installed; install it with: {RAY_INSTALL_HINT}"
         )
-    from agentv.executors.ray_cluster import RayExecutor
+    from agentv.run.executors.ray_cluster import RayExecutor
 
     return RayExecutor(
         address=ray_address,

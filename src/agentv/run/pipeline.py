@@ -2,11 +2,11 @@
 
 ``CasePipeline.run`` is everything a case goes through once it is picked to run: its
 prompt built (``agentv.prompts``), the target asked through that target's gate
-(``agentv.scheduling``, timeouts retried per case), the answer's known secrets masked, the
-evaluators run (``agentv.evaluators``) and the result record made (``agentv.records``).
+(``agentv.run.scheduling``, timeouts retried per case), the answer's known secrets masked, the
+evaluators run (``agentv.evaluators``) and the result record made (``agentv.results.record``).
 It never raises for a case that fails: the record says ``error``. Who picks the cases and
 where the records go is the executor's business: the local ``Orchestrator``, or a Ray
-worker (``agentv.executors``), which run this same pipeline.
+worker (``agentv.run.executors``), which run this same pipeline.
 """
 
 from __future__ import annotations
@@ -18,17 +18,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from agentv.cache import CachedProvider, ResponseCache, cache_key
-from agentv.dumps import PromptDumper
 from agentv.errors import AgentVError, ProviderError, ProviderTimeout
 from agentv.evaluators import grade_case, needs_judge
 from agentv.evaluators.base import CaseGrade, EvaluationContext
-from agentv.masking import Masker
-from agentv.planning import CaseJob
 from agentv.prompts import Prompt, PromptSettings, build_prompt
 from agentv.providers.base import Provider, ProviderRequest, ProviderResponse, request_for_case
-from agentv.records import DEFAULT_PASS_THRESHOLD, error_record, result_record
-from agentv.scheduling import DEFAULT_WORKERS, GatedProvider, Gates, TargetGate, through_gate
+from agentv.results.dumps import PromptDumper
+from agentv.results.record import DEFAULT_PASS_THRESHOLD, error_record, result_record
+from agentv.run.cache import CachedProvider, ResponseCache, cache_key
+from agentv.run.masking import Masker
+from agentv.run.plan import CaseJob
+from agentv.run.scheduling import DEFAULT_WORKERS, GatedProvider, Gates, TargetGate, through_gate
 from agentv.targets import RunTarget
 
 #: agent targets enforce the timeout themselves (and clean up); the outer limit is a backstop

@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from agentv.writers._base import FileWriter, write_all
+from agentv.results.writers._base import FileWriter, write_all
 
 _OPTIONS = orjson.OPT_APPEND_NEWLINE
 

@@ -20,7 +20,7 @@ from typing import Any
 from agentv.errors import InputError
 from agentv.messages import chat_to_dicts
 from agentv.prompts import Prompt
-from agentv.records import put_back_large_content, read_results
+from agentv.results.record import put_back_large_content, read_results
 
 CaseKey = tuple[str, str, str]  # (dataset, eval id, target)
 RunKey = tuple[str, str, str, int]  # ... and the repeat

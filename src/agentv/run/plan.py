@@ -17,7 +17,7 @@ from agentv.evalfile.files import FileStore
 from agentv.evalfile.loader import LoadContext, LoadedEvalFile, iter_cases, load_eval_file
 from agentv.evaluators.grading import needs_judge
 from agentv.prompts import PromptSettings, build_prompt
-from agentv.resume import ResultsState, prompt_changed
+from agentv.run.resume import ResultsState, prompt_changed
 from agentv.targets import DEFAULT_TARGET, RunTarget, TargetRegistry, choose_target
 
 

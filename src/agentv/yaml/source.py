@@ -18,7 +18,7 @@ import yaml
 from yaml import events as ev
 
 from agentv.errors import Diagnostic, InputError
-from agentv.yamlstream import (
+from agentv.yaml.stream import (
     MAX_DEPTH,
     MERGE_TAG,
     NestingTooDeepError,

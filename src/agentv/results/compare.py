@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from agentv.errors import InputError
-from agentv.records import read_results
-from agentv.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, bootstrap_ci
-from agentv.summary import natural_key
+from agentv.results.record import read_results
+from agentv.results.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, bootstrap_ci
+from agentv.results.summary import natural_key
 
 Key = tuple[str, str, str]  # (dataset, eval id, target)
 #: how bad each status is, to take a repeated case's worst

@@ -33,7 +33,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from agentv.errors import InputError
-from agentv.summary import HISTOGRAM_EDGES
+from agentv.results.summary import HISTOGRAM_EDGES
 
 #: records per detail chunk (one ``<script type="application/json">`` element each)
 CHUNK = 500
@@ -53,7 +53,7 @@ INDEXED = frozenset(
         "candidate_answer",
     }
 )
-#: a bin is ``score < end + 1e-9`` (agentv.summary's rule: a boundary lands in the lower bin)
+#: a bin is ``score < end + 1e-9`` (agentv.results.summary's rule: a boundary lands in the lower bin)
 _BIN_LIMITS = tuple(end + 1e-9 for end in HISTOGRAM_EDGES[1:-1])
 _UNSAFE = ((b"<", b"\\u003c"), (b">", b"\\u003e"), (b"&", b"\\u0026"))
 _LINE_SEPARATORS = (("\u2028".encode(), b"\\u2028"), ("\u2029".encode(), b"\\u2029"))
@@ -377,7 +377,7 @@ def _run_names(paths: list[Path]) -> list[str]:
 
 
 def _asset(name: str) -> str:
-    return resources.files("agentv.report").joinpath("assets", name).read_text("utf-8")
+    return resources.files("agentv.results.report").joinpath("assets", name).read_text("utf-8")
 
 
 def _csp_hash(script: str) -> str:
@@ -407,7 +407,7 @@ def build_report(paths: list[Path], out: Path, *, title: str | None = None) -> R
         if f"</{tag}" in text.lower():  # our own files: checked, never trusted blindly
             raise AssertionError(f"report asset holds </{tag}")
     env = Environment(
-        loader=PackageLoader("agentv.report", "assets"),
+        loader=PackageLoader("agentv.results.report", "assets"),
         autoescape=select_autoescape(default=True, default_for_string=True),
         keep_trailing_newline=True,
     )

@@ -7,6 +7,6 @@ file as text only.
 
 from __future__ import annotations
 
-from agentv.report.build import Report, build_report, default_report_path
+from agentv.results.report.build import Report, build_report, default_report_path
 
 __all__ = ["Report", "build_report", "default_report_path"]

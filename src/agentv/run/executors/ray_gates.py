@@ -1,6 +1,6 @@
 """One gate per target for a whole Ray run, not one per worker process.
 
-A local run has one ``TargetGate`` per target in its own process (``agentv.scheduling``).
+A local run has one ``TargetGate`` per target in its own process (``agentv.run.scheduling``).
 On Ray, every worker process sends requests to the same APIs, so a 429 seen by one worker
 has to pause all of them, a pace has to hold across the cluster, and a target's
 ``workers`` has to cap its requests wherever they come from. The driver starts one
@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from agentv.scheduling import Gates, GateStats, TargetGate
+from agentv.run.scheduling import Gates, GateStats, TargetGate
 
 if TYPE_CHECKING:
     from agentv.providers.base import Provider

@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from agentv.writers._base import FileWriter, write_all
+from agentv.results.writers._base import FileWriter, write_all
 
 
 class _ExactKey(str):
