@@ -1,19 +1,24 @@
 """The per-target gate in-process (``agentv.run.scheduling``): token buckets, AIMD concurrency,
-whole-target pauses, pacing, token corrections, ``through_gate``, ``GatedProvider`` and
-``Gates``, with exact values on a fake clock. The few tests on the real clock only wait
+whole-target pauses, pacing, token corrections, ``GatedProvider`` and ``Gates``, with exact values on a fake clock. The few tests on the real clock only wait
 for another task to let a request through, under generous hang guards."""
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
-from types import SimpleNamespace
-from typing import Any
 
 import pytest
 
+from agentv.errors import ProviderTimeout
 from agentv.messages import ChatMessage
-from agentv.providers.base import ProviderRequest, ProviderResponse, Usage
+from agentv.providers.base import (
+    Provider,
+    ProviderRequest,
+    ProviderResponse,
+    ProviderSettings,
+    ProviderWrapper,
+    Usage,
+)
 from agentv.run.scheduling import (
     GatedProvider,
     Gates,
@@ -21,7 +26,6 @@ from agentv.run.scheduling import (
     TargetGate,
     TokenBucket,
     estimate_tokens,
-    through_gate,
 )
 from helpers import Clock, sent
 
@@ -484,7 +488,7 @@ async def test_a_request_cancelled_during_a_requeue_still_holds_the_turn_its_cal
     with pytest.raises(asyncio.CancelledError):
         await task
     assert (gate.in_flight, len(gate._line), gate.stats.requests) == (2, 0, 2)
-    gate.release()  # what through_gate does for its caller
+    gate.release()  # what GatedProvider does for its caller
     assert gate.in_flight == 1
 
 
@@ -612,68 +616,112 @@ def test_tokens_are_estimated_at_four_characters_each() -> None:
     assert estimate_tokens(request()) == 1
 
 
-class FakeProvider:
-    def __init__(self, gate: TargetGate | None = None, usage: Usage | None = None) -> None:
-        self.name = "fake"
-        self.settings = SimpleNamespace(max_rpm=None, max_tpm=None)
-        self.gate: Any = None
+class RateSettings(ProviderSettings):
+    max_rpm: float | None = None
+    max_tpm: float | None = None
+
+
+class FakeProvider(Provider):
+    kind = "fake"
+
+    def __init__(
+        self,
+        gate: TargetGate | None = None,
+        usage: Usage | None = None,
+        *,
+        name: str = "fake",
+        settings: ProviderSettings | None = None,
+        hang: float = 0.0,
+    ) -> None:
+        super().__init__(name, settings or RateSettings())
         self.seen: list[tuple[str, int]] = []
         self._watch = gate
         self._usage = usage
+        self._hang = hang
 
     async def invoke(self, req: ProviderRequest) -> ProviderResponse:
         in_flight = self._watch.in_flight if self._watch is not None else -1
         self.seen.append((req.question, in_flight))
         if req.question == "boom":
             raise RuntimeError("boom")
+        if self._hang:
+            await asyncio.sleep(self._hang)
         return ProviderResponse(text=f"answer to {req.question}", usage=self._usage)
 
 
-async def test_through_gate_takes_a_turn_and_corrects_the_tokens() -> None:
+class FakeAgent(FakeProvider):
+    is_agent = True
+
+
+async def test_a_gated_provider_sends_in_a_turn_and_corrects_the_tokens() -> None:
     clock = Clock()
     gate = TargetGate(2, max_tpm=600, clock=clock)
     provider = FakeProvider(gate, usage=Usage(input_tokens=40, output_tokens=7))
     req = request("x" * 40, question="q")  # estimated 11
-    response = await through_gate(gate, req, lambda: provider.invoke(req))
+    response = await GatedProvider(provider, gate).invoke(req)
     assert response == ProviderResponse(text="answer to q", usage=Usage(40, 7))
     assert provider.seen == [("q", 1)]  # called inside the turn
     assert gate._tpm is not None and gate._tpm.level == 560.0  # 11 taken, then 29 more
     assert (gate.in_flight, gate.stats.requests) == (0, 1)
     no_usage = FakeProvider(gate)
-    await through_gate(gate, req, lambda: no_usage.invoke(req))
+    await GatedProvider(no_usage, gate).invoke(req)
     assert gate._tpm.level == 549.0  # the estimate stands
 
 
-async def test_through_gate_ends_the_turn_of_a_failed_call() -> None:
+async def test_a_gated_provider_ends_the_turn_of_a_failed_call() -> None:
     gate = TargetGate(2, clock=Clock())  # room for two: a second turn taken would show
     provider = FakeProvider(gate)
-    req = request(question="boom")
     with pytest.raises(RuntimeError, match=r"^boom$"):
-        await through_gate(gate, req, lambda: provider.invoke(req))
+        await GatedProvider(provider, gate).invoke(request(question="boom"))
     assert (gate.in_flight, gate.stats.requests, provider.seen) == (0, 1, [("boom", 1)])
 
 
-async def test_a_gated_provider_is_its_provider_with_invoke_through_the_gate() -> None:
+async def test_a_gated_provider_is_a_provider_with_invoke_through_the_gate() -> None:
     gate = TargetGate(2, max_tpm=60, clock=Clock())
     provider = FakeProvider(gate, usage=Usage(input_tokens=4))
-    gated = GatedProvider(provider, gate)  # type: ignore[arg-type]
-    assert (gated.name, gated.settings, gated.seen) == ("fake", provider.settings, provider.seen)
+    gated = GatedProvider(provider, gate)
+    assert isinstance(gated, Provider) and isinstance(gated, ProviderWrapper)
+    assert (gated.name, gated.settings, gated.kind, gated.id) == (
+        "fake",
+        provider.settings,
+        "fake",
+        "fake:fake",
+    )
+    assert (gated.is_agent, GatedProvider(FakeAgent(), gate).is_agent) == (False, True)
+    assert gated.innermost is provider
     response = await gated.invoke(request("abcd", question="hi"))
     assert response == ProviderResponse(text="answer to hi", usage=Usage(4, None))
     assert provider.seen == [("hi", 1)]
     assert (gate.in_flight, gate.stats.requests) == (0, 1)
     assert gate._tpm is not None and gate._tpm.level == 56.0  # 2 estimated, 4 used
+    # what the run sets on a provider reaches the wrapped one, which uses it
+    gated.throttle = gate
+    assert provider.throttle is gate
     with pytest.raises(AttributeError):
-        _ = gated.missing
+        _ = gated.missing  # type: ignore[attr-defined]
 
 
-async def test_through_gate_waits_for_a_busy_gate_with_the_requests_tokens() -> None:
+async def test_a_gated_provider_bounds_a_request_with_a_time_limit_from_its_turn() -> None:
+    gate = TargetGate(1)
+    slow = GatedProvider(FakeProvider(gate, hang=5.0), gate)
+    req = request(question="q")
+    req.timeout = 0.05
+    with pytest.raises(ProviderTimeout, match=r"^target 'fake' did not answer within 0.05s$"):
+        await asyncio.wait_for(slow.invoke(req), HANG_GUARD)
+    assert gate.in_flight == 0
+    # an agent stops itself at its limit: the gate's is a backstop, a grace later
+    agent = GatedProvider(FakeAgent(gate, hang=0.2), gate)
+    answer = await asyncio.wait_for(agent.invoke(req), HANG_GUARD)
+    assert answer.text == "answer to q"
+
+
+async def test_a_gated_provider_waits_for_a_busy_gate_with_the_requests_tokens() -> None:
     clock = Clock()
     gate = TargetGate(1, max_tpm=600, clock=clock)
     assert gate.try_acquire(100)  # someone else's turn
     provider = FakeProvider(gate)
     req = request("x" * 40, question="q")  # estimated 11
-    task = asyncio.create_task(through_gate(gate, req, lambda: provider.invoke(req)))
+    task = asyncio.create_task(GatedProvider(provider, gate).invoke(req))
     await asyncio.sleep(0)
     assert (provider.seen, gate.stats.requests) == ([], 1)  # waiting
     gate.release()
@@ -702,20 +750,19 @@ def test_gates_one_per_provider_made_on_first_use() -> None:
     gates = Gates()
     assert gates.by_target() == {}
     first = FakeProvider()
-    second = FakeProvider()
-    second.name = "limited"
-    second.settings = SimpleNamespace(max_rpm=30, max_tpm=1200)
-    third = FakeProvider()
-    third.name = "bare"
-    third.settings = object()  # settings without the rate fields
-    gate = gates.for_provider(first, 5)  # type: ignore[arg-type]
-    assert (gate.max_limit, gate._rpm, gate._tpm, first.gate) == (5, None, None, gate)
+    second = FakeProvider(name="limited", settings=RateSettings(max_rpm=30, max_tpm=1200))
+    third = FakeProvider(name="bare", settings=ProviderSettings())  # no rate fields at all
+    gate = gates.for_provider(first, 5)
+    assert isinstance(gate, TargetGate)
+    assert (gate.max_limit, gate._rpm, gate._tpm, first.throttle) == (5, None, None, gate)
     assert gates.for_provider(first, 9) is gate  # made once: the first limit holds
     assert gate.max_limit == 5
-    limited = gates.for_provider(second, 2)  # type: ignore[arg-type]
+    limited = gates.for_provider(second, 2)
+    assert isinstance(limited, TargetGate)
     assert limited._rpm is not None and limited._tpm is not None
     assert (limited.max_limit, limited._rpm.capacity, limited._tpm.capacity) == (2, 30.0, 1200.0)
-    assert second.gate is limited
-    bare = gates.for_provider(third, 1)  # type: ignore[arg-type]
-    assert (bare._rpm, bare._tpm, third.gate) == (None, None, bare)
+    assert second.throttle is limited
+    bare = gates.for_provider(third, 1)
+    assert isinstance(bare, TargetGate)
+    assert (bare._rpm, bare._tpm, third.throttle) == (None, None, bare)
     assert gates.by_target() == {"fake": gate, "limited": limited, "bare": bare}

@@ -282,6 +282,7 @@ class LlmJudgeEvaluator:
             eval_id=ctx.case.id,
             attempt=ctx.attempt,
             repeat=ctx.repeat,
+            party="judge",
         )
         started = time.perf_counter()
         try:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
@@ -21,6 +21,33 @@ from agentv.messages import ChatMessage
 if TYPE_CHECKING:
     from agentv.cases import EvalCase
     from agentv.prompts import Mode, Prompt
+
+#: HTTP statuses that mean "too much load": the target's throttle slows it down and pauses it
+THROTTLE_STATUSES = frozenset({429, 503, 529})
+
+
+class Throttle(Protocol):
+    """What a provider tells its target's scheduler about the requests it sends: the run's
+    gate for that target (``agentv.run.scheduling``, or a cluster-wide one on Ray), set as
+    ``Provider.throttle`` when a run starts. See docs/rate-limits.md."""
+
+    def now(self) -> float:
+        """The scheduler's clock (when a request goes out, for ``throttled``'s ``sent_at``)."""
+        ...
+
+    def succeeded(self) -> None:
+        """A request got its answer."""
+        ...
+
+    def throttled(self, wait: float, *, sent_at: float | None = None) -> None:
+        """The target refused a request sent at ``sent_at`` as too much load
+        (``THROTTLE_STATUSES``) and asked to wait ``wait`` seconds."""
+        ...
+
+    async def requeue(self, tokens: float = 0.0, *, after: float = 0.0) -> None:
+        """Give up the request's turn for a retry's wait of ``after`` seconds, then wait for
+        a new turn."""
+        ...
 
 
 @dataclass(slots=True)
@@ -41,6 +68,9 @@ class ProviderRequest:
     model: str | None = None  # overrides the target's model (a judge's `model`)
     timeout: float | None = None  # seconds for this call; None: the target's own
     repeat: int = 0  # which run of the case this is (`--repeat`): each is its own request
+    #: who asks: the target being evaluated ("candidate") or a judge ("judge"); the run
+    #: counts each party's requests and reused answers apart
+    party: str = "candidate"
 
 
 def request_for_case(
@@ -92,6 +122,7 @@ class ProviderResponse:
     raw: Any = None  # the API's response as JSON-able data
     sent: dict[str, Any] = field(default_factory=dict)  # exactly what was sent (no secrets)
     attempts: int = 1  # requests it took (the provider's own retries included)
+    cached: bool = False  # reused from ``--cache``: nothing was sent for it this time
 
 
 #: told of each retry a provider is about to make: (target name, HTTP status or None for a
@@ -133,9 +164,9 @@ class Provider(ABC):
         self.settings = settings
         #: the run's listener for retries (so they are visible, not silent)
         self.on_retry: RetryListener | None = None
-        #: the run's gate for this target (``agentv.run.scheduling``): told of throttling and
-        #: successes, and waited on before a retry
-        self.gate: Any = None
+        #: the run's scheduler for this target: told of throttling and successes, and
+        #: waited on before a retry (None: no run is using it)
+        self.throttle: Throttle | None = None
         self._artifacts: list[Path] = []
 
     @property
@@ -190,3 +221,96 @@ class Provider(ABC):
 
     async def aclose(self) -> None:
         """Release clients, sessions and temporary folders."""
+
+
+class ProviderWrapper(Provider):
+    """A provider that sends through another one (``wrapped``): a gate, a cache. Only
+    ``invoke`` is its own; the target's name, settings, capabilities and everything else
+    are the wrapped provider's, so a wrapper stands wherever a provider does. The run wraps
+    each target once, the same way whether it answers cases or judges them."""
+
+    def __init__(self, wrapped: Provider) -> None:
+        # no state of its own: Provider.__init__ is not called
+        self.wrapped = wrapped
+
+    # identity and capabilities: the wrapped provider's
+    @property
+    def kind(self) -> str:
+        return self.wrapped.kind
+
+    @property
+    def name(self) -> str:
+        return self.wrapped.name
+
+    @property
+    def settings(self) -> ProviderSettings:
+        return self.wrapped.settings
+
+    @property
+    def is_agent(self) -> bool:
+        return self.wrapped.is_agent
+
+    @property
+    def supports_batch(self) -> bool:
+        return self.wrapped.supports_batch
+
+    @property
+    def needs_user_turn(self) -> bool:
+        return self.wrapped.needs_user_turn
+
+    @property
+    def artifacts_label(self) -> str:
+        return self.wrapped.artifacts_label
+
+    @property
+    def innermost(self) -> Provider:
+        """The provider at the bottom of the wrappers (the target itself)."""
+        inner = self.wrapped
+        while isinstance(inner, ProviderWrapper):
+            inner = inner.wrapped
+        return inner
+
+    # what the run sets on a provider goes to the wrapped one, which uses it
+    @property
+    def on_retry(self) -> RetryListener | None:
+        return self.wrapped.on_retry
+
+    @on_retry.setter
+    def on_retry(self, listener: RetryListener | None) -> None:
+        self.wrapped.on_retry = listener
+
+    @property
+    def throttle(self) -> Throttle | None:
+        return self.wrapped.throttle
+
+    @throttle.setter
+    def throttle(self, throttle: Throttle | None) -> None:
+        self.wrapped.throttle = throttle
+
+    def concurrency_limit(self, batching: bool) -> int | None:
+        return self.wrapped.concurrency_limit(batching)
+
+    @property
+    def artifacts(self) -> list[Path]:
+        return self.wrapped.artifacts
+
+    def artifacts_after(self, count: int) -> list[Path]:
+        return self.wrapped.artifacts_after(count)
+
+    def keep_artifact(self, path: Path) -> None:
+        self.wrapped.keep_artifact(path)
+
+    async def invoke(self, request: ProviderRequest) -> ProviderResponse:
+        return await self.wrapped.invoke(request)
+
+    async def invoke_batch(self, requests: list[ProviderRequest]) -> list[ProviderResponse]:
+        return await self.wrapped.invoke_batch(requests)
+
+    def preview(self, request: ProviderRequest) -> dict[str, Any]:
+        return self.wrapped.preview(request)
+
+    async def healthcheck(self) -> None:
+        await self.wrapped.healthcheck()
+
+    async def aclose(self) -> None:
+        await self.wrapped.aclose()

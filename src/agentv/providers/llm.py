@@ -37,13 +37,13 @@ from pydantic import AliasChoices, Field, field_validator
 from agentv.errors import ConfigError, ProviderError, ProviderHTTPError, ProviderTimeout
 from agentv.messages import ChatMessage
 from agentv.providers.base import (
+    THROTTLE_STATUSES,
     Provider,
     ProviderRequest,
     ProviderResponse,
     ProviderSettings,
     Usage,
 )
-from agentv.run.scheduling import THROTTLE_STATUSES
 
 #: The original AgentV's documented defaults (docs/architecture.md, "Compatibility").
 DEFAULT_RETRY_STATUS_CODES: tuple[int, ...] = (500, 408, 429, 502, 503, 504)
@@ -212,13 +212,13 @@ class LLMProvider(Provider):
         deadline = None if not budget else time.monotonic() + budget
         empty_answers = 0
         for attempt in range(attempts):
-            sent_at = self.gate.now() if self.gate is not None else 0.0
+            sent_at = self.throttle.now() if self.throttle is not None else 0.0
             try:
                 async with asyncio.timeout(timeout):
                     answer = await self.call(payload, timeout)
                 if answer.text.strip():
-                    if self.gate is not None:
-                        self.gate.succeeded()
+                    if self.throttle is not None:
+                        self.throttle.succeeded()
                     return answer, attempt + 1
                 # Nothing to grade, and nothing worth caching: an error, retried once.
                 empty_answers += 1
@@ -235,11 +235,11 @@ class LLMProvider(Provider):
                 error.attempts = attempt + 1
                 raise error from None
             delay = self._delay(attempt, failure.retry_after)
-            if self.gate is not None and failure.status in THROTTLE_STATUSES:
+            if self.throttle is not None and failure.status in THROTTLE_STATUSES:
                 # the whole target slows down and waits, not just this request; also when
                 # this request is not retried (its last attempt, or a wait longer than
                 # allowed): the next cases would only meet the same refusal
-                self.gate.throttled(delay, sent_at=sent_at)
+                self.throttle.throttled(delay, sent_at=sent_at)
             if failure.empty:
                 if last or empty_answers > 1:
                     raise self._error(failure, attempt + 1) from None
@@ -255,14 +255,14 @@ class LLMProvider(Provider):
             if self.on_retry is not None:
                 status = 200 if failure.empty else failure.status
                 self.on_retry(self.name, status, delay)
-            if self.gate is None:
+            if self.throttle is None:
                 await asyncio.sleep(delay)
             else:
                 # the wait holds no turn at the target (other cases use it meanwhile; a 500
                 # is no sign of load, so the target's limit stays), then the retry queues
                 # again: after the target's pause, within its (maybe lowered) limit, so
                 # retries never stampede a limited server
-                await self.gate.requeue(after=delay)
+                await self.throttle.requeue(after=delay)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _too_long(self, failure: CallFailure, deadline: float | None) -> str | None:

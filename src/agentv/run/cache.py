@@ -19,7 +19,13 @@ from typing import Any
 import orjson
 
 from agentv.messages import chat_to_dicts
-from agentv.providers.base import Provider, ProviderRequest, ProviderResponse, Usage
+from agentv.providers.base import (
+    Provider,
+    ProviderRequest,
+    ProviderResponse,
+    ProviderWrapper,
+    Usage,
+)
 
 _SECRET_WORDS = ("key", "token", "secret", "password")
 
@@ -146,40 +152,40 @@ def _response(data: Any) -> ProviderResponse | None:
         raw=data.get("raw"),
         sent=sent or {},
         attempts=0,  # nothing was sent for it this time
+        cached=True,
     )
 
 
 _USAGE_FIELDS = frozenset(f.name for f in fields(Usage))
 
 
-class CachedProvider:
-    """A target whose answers come from the cache when it has them (``--cache`` on judge
-    targets: a rerun asks the judge nothing it was asked before). ``stored`` is what an
-    answer is written as (the run's secrets masked: a judge can quote one). Everything but
-    ``invoke`` is the wrapped provider's."""
+class CachedProvider(ProviderWrapper):
+    """A provider whose answers come from the cache when it has them (``--cache``): a rerun
+    asks nothing it was asked before, whoever asks (a case's target, a judge). ``stored``
+    is what an answer is written as (the run's secrets masked: an answer can quote one);
+    ``on_hit`` is told of each request answered from the cache."""
 
     def __init__(
         self,
-        provider: Provider,
+        wrapped: Provider,
         cache: ResponseCache,
-        on_hit: Callable[[], None],
+        *,
         stored: Callable[[ProviderResponse], ProviderResponse],
-    ):
-        self._provider = provider
-        self._cache = cache
-        self._on_hit = on_hit
+        on_hit: Callable[[ProviderRequest], None],
+    ) -> None:
+        super().__init__(wrapped)
+        self.cache = cache
         self._stored = stored
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._provider, name)
+        self._on_hit = on_hit
 
     async def invoke(self, request: ProviderRequest) -> ProviderResponse:
-        """The cached answer to ``request``, else the provider's (then stored)."""
-        key = cache_key(self._provider, request)
-        hit = self._cache.reuse(key, self._stored)
+        """The cached answer to ``request`` (``cached`` set), else the wrapped provider's
+        (then stored)."""
+        key = cache_key(self, request)
+        hit = self.cache.reuse(key, self._stored)
         if hit is not None:
-            self._on_hit()
+            self._on_hit(request)
             return hit
-        response = await self._provider.invoke(request)
-        self._cache.put(key, self._stored(response))
+        response = await self.wrapped.invoke(request)
+        self.cache.put(key, self._stored(response))
         return response

@@ -25,14 +25,12 @@ from agentv.prompts import Prompt, PromptSettings, build_prompt
 from agentv.providers.base import Provider, ProviderRequest, ProviderResponse, request_for_case
 from agentv.results.dumps import PromptDumper
 from agentv.results.record import DEFAULT_PASS_THRESHOLD, error_record, result_record
-from agentv.run.cache import CachedProvider, ResponseCache, cache_key
+from agentv.run.cache import CachedProvider, ResponseCache
 from agentv.run.masking import Masker
 from agentv.run.plan import CaseJob
-from agentv.run.scheduling import DEFAULT_WORKERS, GatedProvider, Gates, TargetGate, through_gate
+from agentv.run.scheduling import DEFAULT_WORKERS, Gate, GatedProvider, Gates
 from agentv.targets import RunTarget
 
-#: agent targets enforce the timeout themselves (and clean up); the outer limit is a backstop
-_AGENT_GRACE_S = 10.0
 #: at most one line about a target's retries this often (seconds)
 RETRY_NOTE_INTERVAL = 5.0
 
@@ -149,9 +147,11 @@ class CasePipeline:
         if settings.dumper is not None:
             settings.dumper.masker = self.masker
         self.progress = progress
-        self._judges: dict[int, Provider] = {}
+        #: each provider as the run sends through it (its gate, the cache), made once
+        self._senders: dict[int, Provider] = {}
         # per run target (they live as long as the run): looked up once, not once per case
-        self._target_gates: dict[int, TargetGate] = {}
+        self._target_senders: dict[int, Provider] = {}
+        self._judges: dict[int, Provider] = {}
         self._prompt_settings: dict[int, PromptSettings] = {}
 
     def watch(self, target: RunTarget) -> None:
@@ -229,42 +229,56 @@ class CasePipeline:
             self.settings.dumper.dump(job.case, prompt, job.target.name)
         return prompt
 
-    def gate(self, target: RunTarget) -> TargetGate:
+    def sender(self, provider: Provider, limit: int) -> Provider:
+        """``provider`` as every request of this run reaches it: through its target's gate
+        (at most ``limit`` at once, when the gate is made) and, with ``--cache``, the cache.
+        Made once per provider, the same whether it answers cases or judges them."""
+        found = self._senders.get(id(provider))
+        if found is None:
+            found = GatedProvider(provider, self.gates.for_provider(provider, limit))
+            if self.settings.cache is not None:
+                found = CachedProvider(
+                    found, self.settings.cache, stored=self._masked, on_hit=self._cache_hit
+                )
+            self._senders[id(provider)] = found
+        return found
+
+    def gate(self, target: RunTarget) -> Gate:
         """``target``'s gate (made on first use)."""
-        gate = self._target_gates.get(id(target))
-        if gate is None:
-            limit = target_workers(self.settings, target)
-            gate = self._target_gates[id(target)] = self.gates.for_provider(target.provider, limit)
-        return gate
+        return self.gates.for_provider(target.provider, target_workers(self.settings, target))
+
+    def _target_sender(self, target: RunTarget) -> Provider:
+        found = self._target_senders.get(id(target))
+        if found is None:
+            found = self._target_senders[id(target)] = self.sender(
+                target.provider, target_workers(self.settings, target)
+            )
+        return found
 
     def _judge(self, job: CaseJob) -> Provider | None:
         # Built before the run (planning checks every judge a case needs); here it is only
-        # looked up, wrapped once for --cache and for visible retries.
+        # looked up, and sent through as the run sends through any target.
         if not needs_judge(job.case):
             return None
         found = self._judges.get(id(job.target))
         if found is None:
             judge, limit = self.judge_of(job.target)
             judge.on_retry = self.notes
-            # its requests count against the judge target's own limit
-            gated: Provider = GatedProvider(judge, self.gates.for_provider(judge, limit))  # type: ignore[assignment]
-            cache = self.settings.cache
-            if cache is not None:
-                gated = CachedProvider(  # type: ignore[assignment]
-                    gated, cache, self._judge_cache_hit, self._masked
-                )
-            found = self._judges[id(job.target)] = gated
+            found = self._judges[id(job.target)] = self.sender(judge, limit)
         return found
 
     def _masked(self, response: ProviderResponse) -> ProviderResponse:
         return self.masker.response(response)[0]
 
-    def _judge_cache_hit(self) -> None:
-        self.stats.judge_cache_hits += 1
+    def _cache_hit(self, request: ProviderRequest) -> None:
+        if request.party == "judge":
+            self.stats.judge_cache_hits += 1
+        else:
+            self.stats.cache_hits += 1
 
     async def _answer(self, job: CaseJob, prompt: Prompt) -> tuple[ProviderResponse, int]:
         """The target's answer and the requests it took (timeouts retried per case)."""
-        provider = job.target.provider
+        sender = self._target_sender(job.target)
         timeout = self.settings.agent_timeout or None
         tries = self.settings.max_retries + 1
         attempts = 0
@@ -273,15 +287,8 @@ class CasePipeline:
             request = request_for_case(
                 job.case, prompt, attempt=attempt, timeout=timeout, repeat=job.repeat
             )
-            key = None
-            if self.settings.cache is not None:
-                key = cache_key(provider, request)
-                hit = self.settings.cache.reuse(key, self._masked)
-                if hit is not None:
-                    self.stats.cache_hits += 1
-                    return hit, attempts
             try:
-                response = await self._invoke(job.target, request, timeout)
+                response = await sender.invoke(request)
             except ProviderTimeout as exc:
                 attempts += exc.attempts
                 last = exc
@@ -289,6 +296,8 @@ class CasePipeline:
             except ProviderError as exc:
                 exc.attempts += attempts
                 raise
+            if response.cached:
+                return response, attempts
             attempts += response.attempts
             self.stats.requests += 1
             if isinstance(response.raw, dict) and response.raw.get("truncated"):
@@ -296,8 +305,6 @@ class CasePipeline:
                     f"{job.target.name}: the answer to {job.case.id!r} was cut at the "
                     "target's max_output_bytes"
                 )
-            if key is not None and self.settings.cache is not None:
-                self.settings.cache.put(key, self._masked(response))
             return response, attempts
         assert last is not None
         if tries > 1:
@@ -306,25 +313,6 @@ class CasePipeline:
             error = last
         error.attempts = attempts
         raise error
-
-    async def _invoke(
-        self, target: RunTarget, request: ProviderRequest, timeout: float | None
-    ) -> ProviderResponse:
-        gate = self.gate(target)
-        if timeout is None:
-            return await through_gate(gate, request, lambda: target.provider.invoke(request))
-        limit = timeout + (_AGENT_GRACE_S if target.provider.is_agent else 0.0)
-
-        async def timed() -> ProviderResponse:
-            async with asyncio.timeout(limit):  # from when the gate lets it through
-                return await target.provider.invoke(request)
-
-        try:
-            return await through_gate(gate, request, timed)
-        except TimeoutError:
-            raise ProviderTimeout(
-                target.name, f"target {target.name!r} did not answer within {timeout:g}s"
-            ) from None
 
 
 def describe(exc: BaseException) -> str:

@@ -33,15 +33,19 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from agentv.providers.base import Provider, ProviderRequest, ProviderResponse
+from agentv.errors import ProviderTimeout
+from agentv.providers.base import (
+    Provider,
+    ProviderRequest,
+    ProviderResponse,
+    ProviderWrapper,
+    Throttle,
+)
 
 #: a target's concurrency when neither --workers nor its `workers` says
 DEFAULT_WORKERS = 3
-#: statuses that mean "too much load": the target slows down and pauses
-THROTTLE_STATUSES = frozenset({429, 503, 529})
 #: a throttled gate paces its requests at this share of what the server accepted: just
 #: under the server's rate, so its bucket refills a little instead of refusing the next one
 PACE_SHARE = 0.9
@@ -313,56 +317,87 @@ def estimate_tokens(request: ProviderRequest) -> int:
     return chars // 4 + 1
 
 
-async def through_gate(gate: TargetGate, request: ProviderRequest, call: Any) -> ProviderResponse:
-    """``await call()`` in a turn of ``gate``, telling the gate how it went."""
-    estimated = estimate_tokens(request) if gate.counts_tokens else 0
-    if not gate.try_acquire(estimated):  # mostly a turn is free: no waiting to set up
-        await gate.acquire(estimated)
-    try:
-        response = await call()
-    finally:
-        gate.release()
-    usage = response.usage
-    gate.used_tokens(estimated, usage.input_tokens if usage is not None else None)
-    return response
+class Gate(Throttle, Protocol):
+    """A target's gate as a request sees it: a ``TargetGate`` here, a ``RemoteGate`` on a
+    Ray cluster (``agentv.run.executors.ray_gates``)."""
+
+    limit: int
+    max_limit: int
+    counts_tokens: bool
+    stats: GateStats
+
+    def try_acquire(self, tokens: float = 0.0) -> bool: ...
+
+    async def acquire(self, tokens: float = 0.0) -> None: ...
+
+    def release(self) -> None: ...
+
+    def used_tokens(self, estimated: float, actual: int | None) -> None: ...
 
 
-class GatedProvider:
-    """A provider whose requests pass through its target's gate; everything but ``invoke``
-    is the wrapped provider's."""
+#: agent targets enforce their time limit themselves (and clean up); the gate's is a backstop
+AGENT_GRACE_S = 10.0
 
-    def __init__(self, provider: Provider, gate: TargetGate) -> None:
-        self._provider = provider
-        self._gate = gate
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._provider, name)
+class GatedProvider(ProviderWrapper):
+    """A provider whose requests are each sent in a turn of its target's gate, the gate told
+    how they went. A request with a time limit (``request.timeout``) gets that long from
+    when its turn comes (an agent ``AGENT_GRACE_S`` more: it stops itself, and cleans up);
+    past it the request fails as ``ProviderTimeout``."""
+
+    def __init__(self, wrapped: Provider, gate: Gate) -> None:
+        super().__init__(wrapped)
+        self.gate = gate
 
     async def invoke(self, request: ProviderRequest) -> ProviderResponse:
         """The wrapped provider's answer, sent when the gate lets it through."""
-        return await through_gate(self._gate, request, lambda: self._provider.invoke(request))
+        gate = self.gate
+        estimated = estimate_tokens(request) if gate.counts_tokens else 0
+        if not gate.try_acquire(estimated):  # mostly a turn is free: no waiting to set up
+            await gate.acquire(estimated)
+        try:
+            response = await self._send(request)
+        finally:
+            gate.release()
+        usage = response.usage
+        gate.used_tokens(estimated, usage.input_tokens if usage is not None else None)
+        return response
+
+    async def _send(self, request: ProviderRequest) -> ProviderResponse:
+        timeout = request.timeout
+        if timeout is None:
+            return await self.wrapped.invoke(request)
+        limit = timeout + (AGENT_GRACE_S if self.is_agent else 0.0)
+        try:
+            async with asyncio.timeout(limit):  # from when the gate lets it through
+                return await self.wrapped.invoke(request)
+        except TimeoutError:
+            raise ProviderTimeout(
+                self.name, f"target {self.name!r} did not answer within {timeout:g}s"
+            ) from None
 
 
 class Gates:
     """The run's gates, one per target provider, made on first use."""
 
     def __init__(self) -> None:
-        self._gates: dict[int, tuple[Provider, TargetGate]] = {}
+        self._gates: dict[int, tuple[Provider, Gate]] = {}
 
-    def for_provider(self, provider: Provider, limit: int) -> TargetGate:
+    def for_provider(self, provider: Provider, limit: int) -> Gate:
         """The gate of ``provider`` (``limit`` and its ``max_rpm``/``max_tpm`` apply when it
-        is made); the provider learns its gate, to report throttling and successes."""
+        is made); the provider learns its gate as its throttle, to report throttling and
+        successes."""
         found = self._gates.get(id(provider))
         if found is None:
             gate = self._make(provider, limit)
-            provider.gate = gate
+            provider.throttle = gate
             found = self._gates[id(provider)] = (provider, gate)
         return found[1]
 
-    def _make(self, provider: Provider, limit: int) -> TargetGate:
+    def _make(self, provider: Provider, limit: int) -> Gate:
         return TargetGate(limit, max_rpm=max_rpm(provider), max_tpm=max_tpm(provider))
 
-    def by_target(self) -> dict[str, TargetGate]:
+    def by_target(self) -> dict[str, Gate]:
         """Each gate under its target's name."""
         return {provider.name: gate for provider, gate in self._gates.values()}
 

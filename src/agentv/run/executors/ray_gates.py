@@ -143,6 +143,8 @@ class RemoteGate:
         self.max_limit = spec.limit
         self.limit = spec.limit  # as of the last turn granted
         self.counts_tokens = spec.max_tpm is not None
+        #: this process's share (the keeper's gate holds the run's figures)
+        self.stats = GateStats(lowest_limit=spec.limit)
         self._held: list[str] = []  # tickets of this process's requests in flight
         self._successes = 0  # answers not yet told to the keeper (they go with a release)
         self._offset = 0.0  # the keeper's clock minus this process's
@@ -161,6 +163,7 @@ class RemoteGate:
         if granted is None:  # the keeper was stopped (the run is ending)
             raise RuntimeError("the run's rate limits were stopped before this request")
         keeper_now, self.limit = granted
+        self.stats.requests += 1
         self._offset = keeper_now - time.monotonic()
         self._held.append(ticket)
 
