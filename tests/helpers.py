@@ -40,3 +40,18 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
+
+
+def record_collector() -> Any:
+    """A ``SummaryCollector`` that also takes records as plain mappings (as they are
+    written), made into the ``EvalResult`` the run hands it."""
+    from agentv.results.record import EvalResult
+    from agentv.results.summary import SummaryCollector
+
+    class RecordCollector(SummaryCollector):
+        def add(self, result: Any, grade: Any = None) -> None:
+            if not isinstance(result, EvalResult):
+                result = EvalResult.from_record(dict(result))
+            super().add(result, grade)
+
+    return RecordCollector()

@@ -24,6 +24,7 @@ EXAMPLES = ROOT / "examples"
 #: The promise: changing this list is a decision, made here on purpose.
 PUBLIC_NAMES = [
     "AgentVError",
+    "Comparison",
     "ConfigError",
     "Diagnostic",
     "EvalResult",
@@ -31,14 +32,26 @@ PUBLIC_NAMES = [
     "InputError",
     "NoCasesError",
     "PreparedRun",
+    "Preview",
     "ProviderError",
+    "Report",
+    "ResultsFile",
+    "RunOptions",
+    "SetupError",
     "Summary",
+    "Validation",
     "__version__",
     "arun_eval",
+    "compare",
     "load_eval_file",
     "prepare_run",
+    "preview",
+    "read_results",
     "render",
+    "report",
     "run_eval",
+    "validate",
+    "write_junit",
 ]
 
 VERDICT = '{"score": 0.75, "hits": ["on topic"], "misses": ["terse"], "reasoning": "fine"}'
@@ -183,3 +196,86 @@ def test_render_of_an_unusable_file_raises_with_its_problems(project: Path) -> N
     with pytest.raises(agentv.InputError) as caught:
         agentv.render("examples/broken.yaml", cwd=project)
     assert any("invalid YAML" in d.message for d in caught.value.diagnostics)
+
+
+def test_an_unknown_run_option_is_named_with_the_one_meant(project: Path) -> None:
+    with pytest.raises(
+        agentv.ConfigError, match=r"^unknown run option 'worker'; did you mean 'workers'\?$"
+    ):
+        agentv.run_eval("examples/", target="mock", worker=2, cwd=project)  # type: ignore[call-arg]
+    with pytest.raises(agentv.ConfigError, match=r"^repeat must be at least 1 \(got 0\)$"):
+        agentv.prepare_run("examples/", target="mock", repeat=0, cwd=project)
+    assert set(agentv.RunOptions.__annotations__) >= {"target", "workers", "out", "resume"}
+
+
+def test_errors_tell_the_file_the_settings_and_the_machine_apart() -> None:
+    assert issubclass(agentv.NoCasesError, agentv.InputError)
+    assert issubclass(agentv.SetupError, agentv.ConfigError)
+    assert not issubclass(agentv.ConfigError, agentv.InputError)
+    assert not issubclass(agentv.InputError, agentv.ConfigError)
+    from agentv.errors import ResultsFileError
+
+    assert issubclass(ResultsFileError, agentv.SetupError)
+
+
+def test_a_missing_variable_is_a_setup_error(project: Path) -> None:
+    write(
+        project,
+        "examples/.agentv/targets.yaml",
+        "$schema: agentv-targets-v2.2\ntargets:\n  - name: needs-key\n    provider: openai\n"
+        "    model: m\n    api_key: ${{ AGENTV_TEST_UNSET_KEY }}\n",
+    )
+    with pytest.raises(agentv.SetupError, match="AGENTV_TEST_UNSET_KEY, which is not set"):
+        agentv.prepare_run("examples/tool-use.yaml", target="needs-key", cwd=project)
+
+
+def test_read_compare_report_and_junit_of_real_runs(project: Path) -> None:
+    base = agentv.run_eval("examples/", target="mock", out="base.jsonl", cwd=project)
+    new = agentv.run_eval(
+        "examples/", target="mock", out="new.yaml", output_format="yaml", cwd=project
+    )
+    assert base.out is not None and new.out is not None
+    # read back: the same records the runs returned, whichever the format
+    for run in (base, new):
+        read = agentv.read_results(run.out)  # type: ignore[arg-type]
+        assert read.diagnostics == []
+        assert {r.eval_id: r.score for r in read.results} == {
+            r.eval_id: r.score for r in run.results
+        }
+    assert agentv.read_results(new.out).format == "yaml"  # type: ignore[arg-type]
+    # a line that is not a result is reported with its number, never raised
+    with base.out.open("a", encoding="utf-8") as fh:
+        fh.write("not json\n")
+    read = agentv.read_results(base.out)
+    assert len(read.results) == 4
+    assert [(d.line, d.severity) for d in read.diagnostics] == [(5, "warning")]
+    assert read.diagnostics[0].message == "not a result: not JSON"
+    # compare: the same mock answers, so nothing changed
+    comparison = agentv.compare(project / "new.yaml", project / "new.yaml")
+    assert isinstance(comparison, agentv.Comparison)
+    assert comparison.counts["unchanged"] == 4 and comparison.regressed == ()
+    assert comparison.to_dict()["counts"] == comparison.counts
+    with pytest.raises(agentv.InputError, match=r"base\.jsonl:5: not a result \(not JSON\)"):
+        agentv.compare(base.out, new.out)
+    # the report and JUnit of the YAML run
+    written = agentv.report(new.out, out=project / "r.html")
+    assert isinstance(written, agentv.Report)
+    assert (written.path, written.records) == (project / "r.html", 4)
+    assert "agentv-index-0" in written.path.read_text(encoding="utf-8")
+    junit = agentv.write_junit(new.out, project / "ci" / "junit.xml")
+    assert junit.read_text(encoding="utf-8").count("<testcase ") == 4
+
+
+def test_validate_and_preview_return_their_problems(project: Path) -> None:
+    checked = agentv.validate("examples/", cwd=project)
+    assert isinstance(checked, agentv.Validation)
+    assert checked.valid and checked.errors == []
+    assert {r.kind for r in checked.files} >= {"eval", "targets"}
+    write(project, "examples/broken.yaml", "$schema: agentv-eval-v2\nevalcases: [\n")
+    checked = agentv.validate("examples/", cwd=project)
+    assert not checked.valid
+    assert [Path(str(d.file)).name for d in checked.errors] == ["broken.yaml"]
+    shown = agentv.preview("examples/broken.yaml", cwd=project)
+    assert isinstance(shown, agentv.Preview)
+    assert shown.failed and shown.cases == []
+    assert any("invalid YAML" in d.message for d in shown.diagnostics)

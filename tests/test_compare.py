@@ -146,4 +146,4 @@ def test_a_broken_results_file_is_named_with_its_line(tmp_path: Path) -> None:
     bad = _write(tmp_path / "bad.jsonl", _line("x", 1.0, "ok"), "{not json")
     result = CliRunner().invoke(app, ["compare", str(good), str(bad)])
     assert result.exit_code == 1
-    assert f"{bad}:2: not a result line" in result.stderr
+    assert f"{bad}:2: not a result (not JSON)" in result.stderr

@@ -144,7 +144,7 @@ def test_a_score_that_is_not_a_number_names_the_file_and_line(tmp_path: Path, sc
     )
     with pytest.raises(InputError) as caught:
         read_cases(path)
-    assert str(caught.value) == f"{path}:2: a result's score is not a number"
+    assert str(caught.value).startswith(f"{path}:2: not a result (score: ")
 
 
 # -- compare_results -------------------------------------------------------------------

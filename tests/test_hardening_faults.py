@@ -258,7 +258,7 @@ def many_cases(n: int, answer_size: int = 0) -> str:
 def test_a_second_run_on_the_same_out_stops_at_once_and_the_first_is_intact(
     repo: Path, server: FakeLLMServer
 ) -> None:
-    server.delay_ms = 300
+    server.delay_ms = 1000  # 6 s in all: the second run meets it however slowly it starts
     lm_target(repo, server.url)
     write(repo, "evals/many.yaml", many_cases(12))
     first = subprocess.Popen(
@@ -272,7 +272,6 @@ def test_a_second_run_on_the_same_out_stops_at_once_and_the_first_is_intact(
     try:
         assert first.stdout is not None
         assert first.stdout.readline().startswith("Output path: ")  # the file is held now
-        sent_before = len(server.requests)
         started = time.monotonic()
         second = agentv(repo, "eval", "evals/many.yaml", "--out", "same.jsonl")
         took = time.monotonic() - started
@@ -285,8 +284,6 @@ def test_a_second_run_on_the_same_out_stops_at_once_and_the_first_is_intact(
         assert "Results written to" not in second.stdout
         assert took < 30
         assert first.poll() is None, "the second run must not have waited for the first"
-        # nothing of the second run's was sent: only the first run's requests continue
-        assert len(server.requests) - sent_before < 12
         _, err = first.communicate(timeout=120)
     finally:
         if first.poll() is None:
@@ -295,7 +292,7 @@ def test_a_second_run_on_the_same_out_stops_at_once_and_the_first_is_intact(
     assert first.returncode == 0, err
     records = rows(repo / "same.jsonl")
     assert sorted(r["eval_id"] for r in records) == sorted(f"case-{i}" for i in range(12))
-    assert len(server.requests) == 12
+    assert len(server.requests) == 12  # the second run sent nothing
 
 
 def test_a_run_after_a_finished_run_may_reuse_its_out(repo: Path, server: FakeLLMServer) -> None:

@@ -14,8 +14,9 @@ import pytest
 from typer.testing import CliRunner
 
 from agentv.cli.app import _register, app
+from agentv.results.reader import read_results
 from agentv.results.report import build_report, default_report_path
-from agentv.results.report.build import CHUNK, detail_of, read_records, script_json
+from agentv.results.report.build import CHUNK, detail_of, script_json
 
 BENCH_DIR = Path(__file__).resolve().parent.parent / "benchmarks"
 SCRIPT = re.compile(r'<script(?: type="application/json" id="([^"]+)")?>(.*?)</script>', re.S)
@@ -162,7 +163,9 @@ def test_lines_that_are_not_results_are_counted_and_left_out(bench: Any, tmp_pat
         tmp_path / "r.jsonl", [bench.make_record(0), bench.make_record(1)], '{"eval_id": "cut'
     )
     path.write_text("not json\n[1, 2]\n\n" + path.read_text())
-    assert [n for n, r in read_records(path) if r is None] == [1, 2, 6]
+    reader = read_results(path)
+    assert [n for n, _ in reader] == [4, 5]
+    assert [d.line for d in reader.diagnostics] == [1, 2, 6]
     report = build_report([path], tmp_path / "r.html")
     assert report.records == 2
     assert report.skipped == {str(path): 3}
@@ -176,7 +179,7 @@ def test_yaml_results(bench: Any, tmp_path: Path) -> None:
     records = [bench.make_record(n) for n in range(4)]
     path = tmp_path / "r.yaml"
     path.write_text("".join("---\n" + dumps_document(r) for r in records), encoding="utf-8")
-    assert [r["eval_id"] for _, r in read_records(path)] == [r["eval_id"] for r in records]
+    assert [r.eval_id for _, r in read_results(path)] == [r["eval_id"] for r in records]
     assert build_report([path], tmp_path / "r.html").records == 4
 
 
@@ -209,7 +212,7 @@ def test_report_command(bench: Any, tmp_path: Path) -> None:
 def test_report_command_errors(tmp_path: Path) -> None:
     result = _cli("report", str(tmp_path / "missing.jsonl"))
     assert result.exit_code == 1
-    assert "cannot read results file" in result.output
+    assert "results file not found" in result.output
     assert not (tmp_path / "missing.html").exists()
     assert _cli("report").exit_code == 2
 

@@ -13,6 +13,7 @@ from agentv.cli.summary import RunFacts, render_summary
 from agentv.evaluators.base import CaseGrade, EvaluatorScore
 from agentv.providers.base import Usage
 from agentv.results.summary import SummaryCollector, Tokens, natural_key
+from helpers import record_collector
 
 
 def record(
@@ -38,7 +39,7 @@ def record(
 
 
 def _collect(*scores: float) -> SummaryCollector:
-    collector = SummaryCollector()
+    collector = record_collector()
     for i, score in enumerate(scores):
         collector.add(record(f"case-{i}", score))
     return collector
@@ -106,7 +107,7 @@ def test_ids_sort_naturally() -> None:
 
 
 def test_top_and_bottom_ties_by_natural_eval_id() -> None:
-    collector = SummaryCollector()
+    collector = record_collector()
     for eval_id, score in [("c10", 1.0), ("c2", 0.0), ("c1", 1.0), ("c3", 0.5), ("c11", 0.0)]:
         collector.add(record(eval_id, score))
     for eval_id in ("x1", "x2"):
@@ -117,7 +118,7 @@ def test_top_and_bottom_ties_by_natural_eval_id() -> None:
 
 
 def test_every_score_equal_lists_the_first_ids_both_ways() -> None:
-    collector = SummaryCollector()
+    collector = record_collector()
     for eval_id in ("c10", "c9", "b2", "c1", "a10", "a9", "a1x"):
         collector.add(record(eval_id, 0.5))
     s = collector.summary()
@@ -132,7 +133,7 @@ def test_a_small_suite_is_listed_once() -> None:
 
 
 def test_statuses_errors_evaluators_judges_tokens_and_slowest() -> None:
-    collector = SummaryCollector()
+    collector = record_collector()
     usage = {"input_tokens": 100, "output_tokens": 20, "total_tokens": 120}
     collector.add(record("ok", 1.0, duration_s=1.5, usage=usage, target="gpt"))
     collector.add(record("broken", 0.0, "error", error="provider said no", duration_s=0.1))
@@ -174,7 +175,7 @@ def test_statuses_errors_evaluators_judges_tokens_and_slowest() -> None:
 
 
 def test_slowest_leaves_out_unknown_durations_and_ties_by_natural_id() -> None:
-    collector = SummaryCollector()
+    collector = record_collector()
     collector.add(record("c10", 1.0, duration_s=2.0))
     collector.add(record("untimed", 1.0))
     collector.add(record("c9", 1.0, duration_s=2.0))
@@ -188,13 +189,13 @@ def test_slowest_leaves_out_unknown_durations_and_ties_by_natural_id() -> None:
 
 
 def test_empty_summary() -> None:
-    s = SummaryCollector().summary()
+    s = record_collector().summary()
     assert s.total == 0 and s.mean is None and s.histogram == ()
     assert render_summary(s, results_path=Path("r.jsonl")) == "\nNo results to summarize"
 
 
 def test_render_full_text_at_80_columns() -> None:
-    collector = SummaryCollector()
+    collector = record_collector()
     usage = {"input_tokens": 1200, "output_tokens": 340}
     collector.add(record("c1", 1.0, duration_s=2.0, usage=usage, target="gpt"))
     collector.add(record("c10", 0.5, duration_s=4.25, usage=usage, target="gpt"))
@@ -313,7 +314,7 @@ def test_progress_status_line_fits_80_columns() -> None:
 
 
 def test_a_hundred_thousand_cases_stay_cheap() -> None:
-    collector = SummaryCollector()
+    collector = record_collector()
     n = 100_000
     for i in range(n):
         collector.add(record(f"case-{i:06d}", (i % 1000) / 999, duration_s=i * 1e-4))
@@ -327,7 +328,7 @@ def test_a_hundred_thousand_cases_stay_cheap() -> None:
 
 
 def test_runs_are_told_from_cases_and_named_by_target_and_repeat() -> None:
-    collector = SummaryCollector()
+    collector = record_collector()
     for target in ("gpt", "claude"):
         for repeat in range(3):
             for case, secs in (("a", 1.0), ("b", 2.0 + repeat)):
@@ -351,7 +352,7 @@ def test_runs_are_told_from_cases_and_named_by_target_and_repeat() -> None:
 
 
 def test_a_run_with_nothing_graded_shows_no_score_statistics() -> None:
-    collector = SummaryCollector()
+    collector = record_collector()
     collector.add(
         {"eval_id": "x", "status": "invalid", "score": 0.0, "error": "bad", "duration_ms": 0}
     )

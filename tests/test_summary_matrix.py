@@ -19,11 +19,11 @@ from agentv.results.summary import (
     CASE_TABLE_MAX,
     HistogramBin,
     Summary,
-    SummaryCollector,
     TargetSummary,
     Tokens,
     summary_dict,
 )
+from helpers import record_collector
 
 
 def run(
@@ -67,7 +67,7 @@ MATRIX = [
 
 
 def matrix() -> Summary:
-    collector = SummaryCollector()
+    collector = record_collector()
     for i, record in enumerate(MATRIX):
         if i == 0:
             collector.add(record, grade(usage=Usage(7, 2), error="no verdict", judge_failed=True))
@@ -346,7 +346,7 @@ def test_summary_json_of_the_matrix() -> None:
 
 
 def test_summary_json_of_a_plain_run_and_of_an_empty_one() -> None:
-    collector = SummaryCollector()
+    collector = record_collector()
     collector.add(run("t", "a", 1.0, "ok"))
     collector.add(run("t", "b", 0.25, "failed", latency_ms=120))
     assert summary_dict(collector.summary()) == {
@@ -390,7 +390,7 @@ def test_summary_json_of_a_plain_run_and_of_an_empty_one() -> None:
         "judge_tokens": None,
         "cases": [],
     }
-    assert summary_dict(SummaryCollector().summary()) == {
+    assert summary_dict(record_collector().summary()) == {
         "total": 0,
         "eval_cases": 0,
         "ok": 0,
@@ -416,7 +416,7 @@ def test_summary_json_of_a_plain_run_and_of_an_empty_one() -> None:
 def test_repeats_on_one_target_rank_cases_by_their_mean_unnamed() -> None:
     """One target, two runs of each of eight cases: one entry per case (not per run),
     named by the case alone; the lowest three listed too."""
-    collector = SummaryCollector()
+    collector = record_collector()
     scores = {
         "c1": (1.0, 0.5),  # 0.75
         "c2": (0.0, 0.0),  # 0.0
@@ -468,7 +468,7 @@ def test_repeats_on_one_target_rank_cases_by_their_mean_unnamed() -> None:
 def test_two_targets_without_repeats() -> None:
     """One run each: entries named by case and target, no per-case statistics; a record
     without a target counts under "?"."""
-    collector = SummaryCollector()
+    collector = record_collector()
     collector.add(run("b", "c2", 0.5, "failed", latency_ms=10))
     collector.add(run("a", "c2", 1.0, "ok"))
     collector.add(run(None, "c1", 0.25, "failed"))
@@ -493,7 +493,7 @@ def test_two_targets_without_repeats() -> None:
 
 
 def test_the_case_table_holds_at_most_fifty_cases() -> None:
-    collector = SummaryCollector()
+    collector = record_collector()
     for i in range(CASE_TABLE_MAX):
         collector.add(run("t", f"c{i}", 1.0, "ok"))
     table = collector.summary().case_table
@@ -503,7 +503,7 @@ def test_the_case_table_holds_at_most_fifty_cases() -> None:
 
 
 def test_two_targets_one_run_each_are_named_by_target() -> None:
-    collector = SummaryCollector()
+    collector = record_collector()
     collector.add(run("a", "c1", 1.0, "ok"))
     collector.add(run("b", "c1", 0.5, "failed"))
     s = collector.summary()

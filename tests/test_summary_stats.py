@@ -15,11 +15,11 @@ from agentv.results import stats
 from agentv.results.summary import (
     HistogramBin,
     Summary,
-    SummaryCollector,
     TargetSummary,
     Tokens,
     natural_key,
 )
+from helpers import record_collector
 
 
 def rec(eval_id: str | None, score: float, status: str, **extra: Any) -> dict[str, Any]:
@@ -35,7 +35,7 @@ def errors_block(summary: Summary) -> str:
 
 
 def test_empty_missing_and_multi_line_error_messages() -> None:
-    collector = SummaryCollector()
+    collector = record_collector()
     collector.add(rec("empty", 0.0, "error", error=""))
     collector.add(rec("missing", 0.0, "invalid"))
     collector.add(rec("none", 0.0, "error", error=None))
@@ -76,7 +76,7 @@ def test_empty_missing_and_multi_line_error_messages() -> None:
 
 
 def test_a_message_of_only_spaces_prints_no_line_of_spaces() -> None:
-    collector = SummaryCollector()
+    collector = record_collector()
     collector.add(rec("blank", 0.0, "error", error="   "))
     collector.add(rec("tabs", 0.0, "error", error=" \t\n  \n"))
     collector.add(rec("padded", 0.0, "invalid", error="  \n  first  \n \n  second\t\n   "))
@@ -104,7 +104,7 @@ def test_a_message_of_only_spaces_prints_no_line_of_spaces() -> None:
 
 
 def test_every_field_of_a_summary() -> None:
-    collector = SummaryCollector()
+    collector = record_collector()
     judged = CaseGrade(
         0.5,
         [],
@@ -215,9 +215,9 @@ def test_every_field_of_a_summary() -> None:
 
 
 def test_summary_of_nothing_and_of_one() -> None:
-    assert SummaryCollector().summary() == Summary(total=0)
+    assert record_collector().summary() == Summary(total=0)
     assert Summary(total=0).pass_rate is None
-    one = SummaryCollector()
+    one = record_collector()
     one.add(rec("only", 0.3, "failed"))
     s = one.summary()
     assert (s.mean, s.median, s.min, s.max, s.std_dev) == (0.3, 0.3, 0.3, 0.3, None)
@@ -233,14 +233,14 @@ def test_summary_of_nothing_and_of_one() -> None:
 
 def test_median_of_even_and_odd_counts_exact() -> None:
     for scores, median in (([0.5, 0.0, 1.0, 0.25], 0.375), ([0.75, 0.25, 0.5], 0.5)):
-        c = SummaryCollector()
+        c = record_collector()
         for i, score in enumerate(scores):
             c.add(rec(f"c{i}", score, "ok"))
         assert c.summary().median == median
 
 
 def test_scores_clamped_to_zero_and_one() -> None:
-    c = SummaryCollector()
+    c = record_collector()
     for i, score in enumerate([-0.5, 1.5, math.nan, 0.0, 1.0]):
         c.add(rec(f"c{i}", score, "failed"))
     c.add({"eval_id": "no-score", "status": "error"})
@@ -257,7 +257,7 @@ def test_scores_clamped_to_zero_and_one() -> None:
 
 
 def test_histogram_bin_edges_exact() -> None:
-    c = SummaryCollector()
+    c = record_collector()
     for i, score in enumerate([0.2, 0.2 + 2e-9, 0.4, 0.6, 0.6 + 2e-9, 0.8, 0.8 + 2e-9, 1.0]):
         c.add(rec(f"c{i}", score, "ok"))
     assert [(b.label, b.count) for b in c.summary().histogram] == [
@@ -270,13 +270,13 @@ def test_histogram_bin_edges_exact() -> None:
 
 
 def test_top_and_bottom_lists_at_the_size_limits() -> None:
-    six = SummaryCollector()
+    six = record_collector()
     for i in range(6):
         six.add(rec(f"c{i}", i / 10, "failed"))
     s = six.summary()
     assert [eid for eid, _ in s.top] == ["c5", "c4", "c3", "c2", "c1", "c0"]
     assert s.bottom == ()
-    seven = SummaryCollector()
+    seven = record_collector()
     for i in range(7):
         seven.add(rec(f"c{i}", i / 10, "failed"))
     s = seven.summary()
@@ -285,7 +285,7 @@ def test_top_and_bottom_lists_at_the_size_limits() -> None:
 
 
 def test_slowest_five_ties_by_id_and_unknown_durations_left_out() -> None:
-    c = SummaryCollector()
+    c = record_collector()
     for i, ms in enumerate([100, 300, 300, None, 50, 200, 10, 400]):
         c.add(rec(f"c{i}", 1.0, "ok", duration_ms=ms))
     assert c.summary().slowest == (
@@ -298,7 +298,7 @@ def test_slowest_five_ties_by_id_and_unknown_durations_left_out() -> None:
 
 
 def test_evaluator_errors_most_first_then_by_name() -> None:
-    c = SummaryCollector()
+    c = record_collector()
 
     def grade(*names: str) -> CaseGrade:
         entries = [EvaluatorScore(n, "regex", 0.0, [], [], error="x") for n in names]
@@ -333,7 +333,7 @@ def test_histogram_labels() -> None:
 
 
 def test_render_with_an_empty_error_keeps_the_layout(tmp_path: Path) -> None:
-    c = SummaryCollector()
+    c = record_collector()
     c.add(rec("x", 0.0, "invalid", error=""))
     text = render_summary(c.summary(), results_path=tmp_path / "r.jsonl")
     assert text.startswith("\n" + "=" * 50 + "\nERRORS\n" + "=" * 50 + "\n\n❌ x [invalid]\n\n\n")
@@ -341,7 +341,7 @@ def test_render_with_an_empty_error_keeps_the_layout(tmp_path: Path) -> None:
 
 
 def test_judge_failures_are_counted_and_errors_listed_in_natural_id_order() -> None:
-    c = SummaryCollector()
+    c = record_collector()
     failed_judge = CaseGrade(0.0, [], [], None, 1, None, None, True, error="no verdict")
     for eval_id in ("c10", "c2", "c1"):
         c.add(rec(eval_id, 0.0, "error", error=f"{eval_id} broke"), failed_judge)
@@ -355,7 +355,7 @@ def test_judge_failures_are_counted_and_errors_listed_in_natural_id_order() -> N
 
 
 def test_negative_zero_counts_as_zero() -> None:
-    c = SummaryCollector()
+    c = record_collector()
     c.add(rec("z", -0.0, "failed"))
     s = c.summary()
     assert math.copysign(1.0, s.min) == 1.0 and s.top == (("z", 0.0),)

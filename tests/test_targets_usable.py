@@ -11,7 +11,7 @@ import pytest
 
 from agentv.errors import ConfigError, InputError
 from agentv.providers.mock import MockProvider
-from agentv.targets import DryRun, TargetRegistry, load_targets_file, validate_targets_file
+from agentv.targets import DryRun, TargetPool, load_targets_file, validate_targets_file
 from agentv.targets import pool as registry_module
 from helpers import write
 
@@ -67,8 +67,8 @@ def targets_path(repo: Path) -> Path:
     return write(repo, ".agentv/targets.yaml", USABLE).resolve()
 
 
-def _registry(repo: Path, **options: object) -> tuple[TargetRegistry, Path]:
-    return TargetRegistry(cwd=repo, **options), write(repo, "evals/suite.yaml", "")  # type: ignore[arg-type]
+def _registry(repo: Path, **options: object) -> tuple[TargetPool, Path]:
+    return TargetPool(cwd=repo, **options), write(repo, "evals/suite.yaml", "")  # type: ignore[arg-type]
 
 
 def test_validate_warns_of_an_unknown_provider_and_reports_other_entry_errors(

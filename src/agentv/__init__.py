@@ -16,29 +16,43 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from agentv._version import __version__
 
 #: public name -> the module that defines it
 _EXPORTS: dict[str, str] = {
     "AgentVError": "agentv.errors",
+    "Comparison": "agentv.results.compare",
     "ConfigError": "agentv.errors",
     "Diagnostic": "agentv.errors",
     "EvalResult": "agentv.results.record",
     "EvalRun": "agentv.api",
     "InputError": "agentv.errors",
-    "NoCasesError": "agentv.api",
+    "NoCasesError": "agentv.errors",
     "PreparedRun": "agentv.api",
+    "Preview": "agentv.run.preview",
     "ProviderError": "agentv.errors",
+    "Report": "agentv.results.report",
+    "ResultsFile": "agentv.api",
+    "RunOptions": "agentv.api",
+    "SetupError": "agentv.errors",
     "Summary": "agentv.results.summary",
+    "Validation": "agentv.api",
     "arun_eval": "agentv.api",
+    "compare": "agentv.api",
     "load_eval_file": "agentv.api",
     "prepare_run": "agentv.api",
+    "preview": "agentv.api",
+    "read_results": "agentv.api",
     "render": "agentv.api",
+    "report": "agentv.api",
     "run_eval": "agentv.api",
+    "validate": "agentv.api",
+    "write_junit": "agentv.api",
 }
 
 __all__ = [
     "AgentVError",
+    "Comparison",
     "ConfigError",
     "Diagnostic",
     "EvalResult",
@@ -46,14 +60,26 @@ __all__ = [
     "InputError",
     "NoCasesError",
     "PreparedRun",
+    "Preview",
     "ProviderError",
+    "Report",
+    "ResultsFile",
+    "RunOptions",
+    "SetupError",
     "Summary",
+    "Validation",
     "__version__",
     "arun_eval",
+    "compare",
     "load_eval_file",
     "prepare_run",
+    "preview",
+    "read_results",
     "render",
+    "report",
     "run_eval",
+    "validate",
+    "write_junit",
 ]
 
 
@@ -73,14 +99,33 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:
     from agentv.api import (
         EvalRun,
-        NoCasesError,
         PreparedRun,
+        ResultsFile,
+        RunOptions,
+        Validation,
         arun_eval,
+        compare,
         load_eval_file,
         prepare_run,
+        preview,
+        read_results,
         render,
+        report,
         run_eval,
+        validate,
+        write_junit,
     )
-    from agentv.errors import AgentVError, ConfigError, Diagnostic, InputError, ProviderError
+    from agentv.errors import (
+        AgentVError,
+        ConfigError,
+        Diagnostic,
+        InputError,
+        NoCasesError,
+        ProviderError,
+        SetupError,
+    )
+    from agentv.results.compare import Comparison
     from agentv.results.record import EvalResult
+    from agentv.results.report import Report
     from agentv.results.summary import Summary
+    from agentv.run.preview import Preview

@@ -1,53 +1,180 @@
-"""The library's front door: run, load and render eval files from Python.
+"""The library's front door: run, check, render and read eval files and results from Python.
 
     import agentv
 
     run = agentv.run_eval(["evals/"], target="default", workers=8)
     print(run.summary.mean, run.summary.errors)
-    for result in run.results:          # EvalResult models, one per case
+    for result in run.results:          # EvalResult models, one per run of a case
         print(result.eval_id, result.score)
 
-The ``agentv`` command line is a thin layer over these functions (docs/architecture.md):
-it adds printing, signals and exit codes, nothing else. Nothing here prints.
+The ``agentv`` command line is a thin layer over this module (docs/architecture.md): it
+imports nothing of agentv's but this module and ``agentv.errors``, and adds printing,
+signals and exit codes, nothing else. Nothing here prints. Modules are imported when a
+function needs them, so that a command's start-up pays only for what it uses.
 """
 
 from __future__ import annotations
 
 import asyncio
+import difflib
 import os
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
 
-from agentv.errors import Diagnostic, InputError
-from agentv.evalfile.files import FileStore, find_repo_root
-from agentv.evalfile.finder import expand_eval_paths
-from agentv.evalfile.loader import LoadContext, LoadedEvalFile
-from agentv.evalfile.loader import load_eval_file as _load_eval_file
-from agentv.results.dumps import PromptDumper
-from agentv.results.record import EvalResult
-from agentv.results.summary import Summary, SummaryCollector
-from agentv.results.writers import ResultWriter, open_writer
-from agentv.run.cache import ResponseCache
-from agentv.run.executors import make_executor
-from agentv.run.orchestrator import Executor, Orchestrator, ProgressSink
-from agentv.run.pipeline import RunSettings, RunStats
-from agentv.run.plan import Plan, plan_run
-from agentv.run.resume import RERUN_FAILED
-from agentv.run.scheduling import GateStats
-from agentv.targets import DryRun, RunTarget, TargetRegistry
+from agentv.errors import ConfigError, Diagnostic, DiagnosticsView, InputError, NoCasesError
+
+if TYPE_CHECKING:
+    from agentv.evalfile.loader import LoadedEvalFile
+    from agentv.evaluators.base import CaseGrade
+    from agentv.results.compare import CaseDelta, Comparison
+    from agentv.results.record import EvalResult
+    from agentv.results.report import Report
+    from agentv.results.summary import Summary, Tokens
+    from agentv.results.writers import ResultWriter
+    from agentv.run.orchestrator import Executor, ProgressSink
+    from agentv.run.pipeline import RunSettings, RunStats
+    from agentv.run.plan import Plan
+    from agentv.run.preview import Preview
+    from agentv.run.resume import RERUN_ERRORS, RERUN_FAILED
+    from agentv.run.scheduling import GateStats
+    from agentv.targets import DryRun, RunTarget, TargetPool
+    from agentv.validation import FileReport
+
+__all__ = [
+    "RERUN_ERRORS",
+    "RERUN_FAILED",
+    "CaseDelta",
+    "Comparison",
+    "DryRun",
+    "EvalRun",
+    "GateStats",
+    "NoCasesError",
+    "PreparedRun",
+    "Preview",
+    "Report",
+    "ResultsFile",
+    "RunOptions",
+    "Summary",
+    "Tokens",
+    "Validation",
+    "arun_eval",
+    "compare",
+    "default_results_path",
+    "display_path",
+    "github_annotations",
+    "load_eval_file",
+    "prepare_run",
+    "preview",
+    "read_results",
+    "render",
+    "report",
+    "report_path",
+    "run_eval",
+    "validate",
+    "write_junit",
+]
 
 PathLike = str | Path
 
+#: names defined elsewhere, imported when first asked for (a command's start-up pays only
+#: for what it uses): name -> its module
+_LAZY = {
+    "RERUN_ERRORS": "agentv.run.resume",
+    "RERUN_FAILED": "agentv.run.resume",
+    "CaseDelta": "agentv.results.compare",
+    "Comparison": "agentv.results.compare",
+    "DryRun": "agentv.targets",
+    "GateStats": "agentv.run.scheduling",
+    "Preview": "agentv.run.preview",
+    "Report": "agentv.results.report",
+    "Summary": "agentv.results.summary",
+    "Tokens": "agentv.results.summary",
+}
 
-class NoCasesError(InputError):
-    """The paths hold no case that can run (none at all, or none left after ``eval_id`` and
-    the cases that have errors); ``diagnostics`` says why cases were left out."""
 
-    def __str__(self) -> str:
-        return str(self.args[0])  # the reasons are in `diagnostics`, printed on their own
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'agentv.api' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+# --- running ------------------------------------------------------------------------------
+
+
+class RunOptions(TypedDict, total=False):
+    """The options of a run (``prepare_run``, ``run_eval``, ``arun_eval``), each optional:
+    ``agentv eval``'s flags by their Python names. An unknown name is a ``ConfigError``
+    naming the valid ones."""
+
+    target: str | Sequence[str] | None
+    """One target for every case (``--target``), or several: every case on each (a
+    matrix). Default: each case's own target, else the file's, else ``default``."""
+    repeat: int | None
+    """Runs of each case (default: the files' and cases' own ``repeat``, else 1); each run
+    is its own request."""
+    targets_file: PathLike | None
+    """The targets file (default: found from each eval file)."""
+    workers: int | None
+    """Requests in flight at once per target (default: each target's ``workers``, else 3)."""
+    out: PathLike | None
+    """The results file to write (None: no file)."""
+    output_format: Literal["jsonl", "yaml"]
+    """The results file's format (default ``"jsonl"``)."""
+    eval_id: str | None
+    """Run only the case with this id."""
+    dry_run: bool | DryRun
+    """Answer every case with a mock instead of calling the targets."""
+    agent_timeout: float | None
+    """Seconds a target may take per case (default 120; None or 0: no limit)."""
+    max_retries: int
+    """Extra attempts for a case whose target timed out (default 2)."""
+    cache: bool
+    """Reuse answers stored on disk (``.agentv/cache``) for identical requests."""
+    dump_prompts: PathLike | None
+    """A folder to write each case's prompt to, as JSON."""
+    allow_outside_root: bool
+    """Accept file references that resolve outside the repository root."""
+    pass_threshold: float | None
+    """The lowest passing score, over every config's ``pass_threshold`` (default 0.8)."""
+    resume: PathLike | None
+    """A results file to complete: only the runs it has no record of, or whose prompt
+    changed, are run, appended to it."""
+    rerun: PathLike | None
+    """A results file whose cases with one of ``rerun_statuses`` run again, alone."""
+    rerun_statuses: Iterable[str]
+    """What ``rerun`` picks (default ``RERUN_FAILED``: failed, error, invalid)."""
+    keep_results: bool
+    """Keep every result in ``EvalRun.results`` (default True; False for very large runs:
+    the results file has them)."""
+    cwd: PathLike | None
+    """Where relative paths start and ``.env`` is looked for (default: the working
+    directory)."""
+    executor: Literal["local", "ray"]
+    """Where cases run: here (default), or on Ray."""
+    ray_address: str | None
+    """The Ray cluster to attach to (default ``RAY_ADDRESS``, else a local Ray)."""
+    ray_cpus_per_case: float | None
+    """CPUs each case reserves on Ray (default 1)."""
+
+
+_OPTION_NAMES: tuple[str, ...] = tuple(RunOptions.__annotations__)
+
+
+def _check_options(options: dict[str, Any]) -> None:
+    unknown = [name for name in options if name not in _OPTION_NAMES]
+    if unknown:
+        name = unknown[0]
+        close = difflib.get_close_matches(name, _OPTION_NAMES, n=1)
+        hint = f"did you mean {close[0]!r}?" if close else f"valid: {', '.join(_OPTION_NAMES)}"
+        raise ConfigError(f"unknown run option {name!r}; {hint}")
 
 
 @dataclass
@@ -55,9 +182,10 @@ class EvalRun:
     """What a finished (or interrupted) run produced."""
 
     results: list[EvalResult]
-    """One per finished case, in completion order (empty with ``keep_results=False``)."""
+    """One per finished run of a case, in completion order (empty with
+    ``keep_results=False``)."""
     summary: Summary
-    """Statistics over every finished case: ``total``, ``mean``, ``errors`` and more."""
+    """Statistics over every finished run: ``total``, ``mean``, ``errors`` and more."""
     out: Path | None
     """The results file, when one was written."""
     diagnostics: list[Diagnostic] = field(default_factory=list)
@@ -93,17 +221,31 @@ class EvalRun:
 
 
 class _Sink:
-    """Where each finished record goes: the results file, and the run's list of models."""
+    """Where each finished record goes: the results file (when there is one)."""
 
-    def __init__(self, writer: ResultWriter | None, keep: bool) -> None:
+    def __init__(self, writer: ResultWriter | None) -> None:
         self.writer = writer
-        self.results: list[EvalResult] | None = [] if keep else None
 
     def write(self, record: dict[str, Any]) -> None:
         if self.writer is not None:
             self.writer.write(record)
-        if self.results is not None:
-            self.results.append(EvalResult.from_record(record))
+
+
+def _collector(keep: bool) -> Any:
+    """The run's statistics, keeping (``keep``) its results in completion order."""
+    from agentv.results.summary import SummaryCollector
+
+    class Collector(SummaryCollector):
+        def __init__(self) -> None:
+            super().__init__()
+            self.results: list[EvalResult] | None = [] if keep else None
+
+        def add(self, result: EvalResult, grade: CaseGrade | None = None) -> None:
+            super().add(result, grade)
+            if self.results is not None:
+                self.results.append(result)
+
+    return Collector()
 
 
 class _Silent:
@@ -134,13 +276,13 @@ class PreparedRun:
     built. ``await run()`` runs it; nothing was sent before."""
 
     plan: Plan
-    registry: TargetRegistry
+    pool: TargetPool
     settings: RunSettings
     out: Path | None
     output_format: str
     keep_results: bool = True
     append: bool = False  # `resume`: the results go after what the file holds
-    stats: RunStats = field(default_factory=RunStats)
+    stats: RunStats = field(default_factory=lambda: _run_stats())
     #: where the cases run (``agentv.run.executors``); None: here, in this process
     executor: Executor | None = None
     #: (repository root, run folder) whose ``.env`` the run loads again when it starts, in
@@ -149,7 +291,7 @@ class PreparedRun:
 
     @property
     def total(self) -> int:
-        """The number of cases the run will send."""
+        """The number of case runs the run will send."""
         return self.plan.total
 
     @property
@@ -161,10 +303,25 @@ class PreparedRun:
         """The targets the cases run on."""
         return self.plan.targets()
 
+    def workers_of(self, target: RunTarget) -> int:
+        """How many requests ``target`` may have in flight in this run."""
+        from agentv.run.pipeline import target_workers
+
+        return target_workers(self.settings, target)
+
+    @property
+    def pass_threshold(self) -> float | None:
+        """The pass threshold every case of the run has (None: the files' configs set
+        different ones)."""
+        found = self.plan.pass_thresholds(self.settings.pass_threshold)
+        return next(iter(found)) if len(found) == 1 else None
+
     def open_results(self) -> ResultWriter | None:
         """Create the results file (``out``), or None when the run writes none."""
         if self.out is None:
             return None
+        from agentv.results.writers import open_writer
+
         return open_writer(self.out, self.output_format, append=self.append)
 
     async def run(
@@ -173,17 +330,18 @@ class PreparedRun:
         """Run every case; each result is written the moment its case ends. ``writer`` is
         the results file (default: ``open_results()``); it is closed at the end. On
         cancellation every finished result is already written; ``stats`` says how many."""
+        from agentv.run.orchestrator import Orchestrator
+
         if self.env_folders is not None:
             from agentv.env import load_env_file
 
             load_env_file(*self.env_folders)
         writer = writer if writer is not None else self.open_results()
-        sink = _Sink(writer, self.keep_results)
-        collector = SummaryCollector()
+        collector = _collector(self.keep_results)
         orchestrator = Orchestrator(
-            self.registry,
+            self.pool,
             self.settings,
-            writer=sink,
+            writer=_Sink(writer),
             collector=collector,
             progress=progress or _Silent(),
             executor=self.executor,
@@ -195,10 +353,10 @@ class PreparedRun:
         finally:
             if writer is not None:
                 writer.close()
-            await self.registry.aclose()
+            await self.pool.aclose()
         dumper = self.settings.dumper
         return EvalRun(
-            results=sink.results or [],
+            results=collector.results or [],
             summary=collector.summary(),
             out=writer.path if writer is not None else None,
             diagnostics=list(self.plan.diagnostics),
@@ -209,131 +367,128 @@ class PreparedRun:
             load={name: gate.stats for name, gate in orchestrator.gates.by_target().items()},
             unusable_files=list(self.plan.unusable_files),
             wall_seconds=time.perf_counter() - started,
-            dry_run=self.registry.dry_run is not None,
-            artifacts=artifacts(self.registry),
+            dry_run=self.pool.dry_run is not None,
+            artifacts=_artifacts(self.pool),
             prompts_dir=dumper.folder if dumper is not None and dumper.count else None,
         )
 
 
-def artifacts(registry: TargetRegistry) -> dict[str, list[Path]]:
+def _run_stats() -> RunStats:
+    from agentv.run.pipeline import RunStats
+
+    return RunStats()
+
+
+def _artifacts(pool: TargetPool) -> dict[str, list[Path]]:
     """Files the run's targets left for people to read, grouped under each kind's label."""
     found: dict[str, list[Path]] = {}
-    for t in registry.all_targets():
+    for t in pool.all_targets():
         if t.provider.artifacts:
             found.setdefault(t.provider.artifacts_label, []).extend(t.provider.artifacts)
     return found
 
 
-def prepare_run(
-    paths: PathLike | Sequence[PathLike],
-    *,
-    target: str | Sequence[str] | None = None,
-    repeat: int | None = None,
-    targets_file: PathLike | None = None,
-    workers: int | None = None,
-    out: PathLike | None = None,
-    output_format: str = "jsonl",
-    eval_id: str | None = None,
-    dry_run: bool | DryRun = False,
-    agent_timeout: float | None = 120.0,
-    max_retries: int = 2,
-    cache: bool = False,
-    dump_prompts: PathLike | None = None,
-    allow_outside_root: bool = False,
-    pass_threshold: float | None = None,
-    resume: PathLike | None = None,
-    rerun: PathLike | None = None,
-    rerun_statuses: Iterable[str] = RERUN_FAILED,
-    keep_results: bool = True,
-    cwd: PathLike | None = None,
-    executor: str = "local",
-    ray_address: str | None = None,
-    ray_cpus_per_case: float | None = None,
-) -> PreparedRun:
+def prepare_run(paths: PathLike | Sequence[PathLike], **options: Unpack[RunOptions]) -> PreparedRun:
     """Plan a run: find the eval files, load and check every case, build every target.
 
-    Raises ``InputError`` (with ``diagnostics``) or ``ConfigError`` when the run cannot
-    start, ``NoCasesError`` when no case is left to run. Relative paths start from ``cwd``
+    ``options`` are ``RunOptions``. Raises ``InputError`` (with ``diagnostics``) when a
+    file cannot be used, ``ConfigError`` for options and targets that cannot be used as
+    given (``SetupError`` for what the environment lacks: a variable, an SDK), and
+    ``NoCasesError`` when no case is left to run. Relative paths start from ``cwd``
     (default: the working directory). ``.env`` is loaded as ``agentv eval`` loads it.
-    ``pass_threshold`` (the lowest passing score) overrides every config's
-    ``pass_threshold`` (default 0.8). ``target``: one name runs every case there; several
-    run every case on each of them (a matrix). ``repeat``: runs of each case (default: the
-    files' and cases' own ``repeat``, else 1); each run is its own request. ``resume``: a
-    results file to complete (only the runs it has no record of, or whose prompt changed,
-    are run, appended to it). ``rerun``: a results file whose cases with one of
-    ``rerun_statuses`` (default failed, error, invalid) run again, alone.
-    ``executor="ray"`` runs the cases on Ray (``ray_address``: a cluster to attach to, else
-    ``RAY_ADDRESS``, else a local Ray started for the run; ``ray_cpus_per_case``: CPUs each
-    case reserves, default 1), with the same results as a local run.
+    ``executor="ray"`` runs the cases on Ray with the same results as a local run.
     """
     from agentv.env import load_env_file
+    from agentv.evalfile.files import FileStore, find_repo_root
+    from agentv.evalfile.finder import expand_eval_paths
+    from agentv.evalfile.loader import LoadContext
+    from agentv.results.dumps import PromptDumper
+    from agentv.run.cache import ResponseCache
+    from agentv.run.executors import make_executor
+    from agentv.run.pipeline import RunSettings
+    from agentv.run.plan import plan_run
+    from agentv.targets import DryRun, TargetPool
 
+    _check_options(dict(options))
+    cwd = options.get("cwd")
     base = Path(cwd).resolve() if cwd is not None else Path.cwd().resolve()
     args = [str(paths)] if isinstance(paths, (str, Path)) else [str(p) for p in paths]
     files = expand_eval_paths(args, base)
     env_folders = (find_repo_root(files[0].parent, base), base)
     env_file = load_env_file(*env_folders)
-    chosen = make_executor(
-        executor,
-        ray_address=ray_address,
-        ray_cpus_per_case=ray_cpus_per_case,
+    executor = make_executor(
+        options.get("executor", "local"),
+        ray_address=options.get("ray_address"),
+        ray_cpus_per_case=options.get("ray_cpus_per_case"),
         env=_driver_env(env_file),
     )
+    dry_run = options.get("dry_run", False)
     if dry_run is True:
         dry_run = DryRun()
-    registry = TargetRegistry(
+    pool = TargetPool(
         cwd=base,
-        targets_path=_under(base, targets_file),
+        targets_path=_under(base, options.get("targets_file")),
         dry_run=dry_run or None,
     )
-    context = LoadContext(store=FileStore(cwd=base), allow_outside_root=allow_outside_root)
-    if repeat is not None and repeat < 1:
-        raise InputError(f"repeat must be at least 1 (got {repeat})")
-    names = [target] if isinstance(target, str) else list(target or [])
-    plan = plan_run(
-        files, registry, cli_target=names, repeat=repeat, eval_id=eval_id, context=context
+    context = LoadContext(
+        store=FileStore(cwd=base), allow_outside_root=options.get("allow_outside_root", False)
     )
+    repeat = options.get("repeat")
+    if repeat is not None and repeat < 1:
+        raise ConfigError(f"repeat must be at least 1 (got {repeat})")
+    target = options.get("target")
+    names = [target] if isinstance(target, str) else list(target or [])
+    eval_id = options.get("eval_id")
+    plan = plan_run(files, pool, cli_target=names, repeat=repeat, eval_id=eval_id, context=context)
     if not plan.total:
         if eval_id is not None:
             message = f"no case with id {eval_id!r} in {', '.join(map(str, files))}"
         else:
             message = "no eval cases to run (check --eval-id and the messages above)"
         raise NoCasesError(message, plan.diagnostics)
+    workers = options.get("workers")
     if workers is not None and workers < 1:
-        raise InputError(f"workers must be at least 1 (got {workers})")
+        raise ConfigError(f"workers must be at least 1 (got {workers})")
+    pass_threshold = options.get("pass_threshold")
     if pass_threshold is not None and not 0 <= pass_threshold <= 1:
-        raise InputError(f"pass_threshold must be from 0 to 1 (got {pass_threshold})")
+        raise ConfigError(f"pass_threshold must be from 0 to 1 (got {pass_threshold})")
+    agent_timeout = options.get("agent_timeout", 120.0)
+    dump_prompts = options.get("dump_prompts")
     settings = RunSettings(
         workers=workers,
         agent_timeout=agent_timeout if agent_timeout and agent_timeout > 0 else None,
-        max_retries=max(0, max_retries),
-        cache=ResponseCache(base / ".agentv" / "cache") if cache else None,
+        max_retries=max(0, options.get("max_retries", 2)),
+        cache=ResponseCache(base / ".agentv" / "cache") if options.get("cache") else None,
         dumper=PromptDumper(base / dump_prompts) if dump_prompts is not None else None,
     )
     if pass_threshold is not None:
         settings.pass_threshold = pass_threshold
         plan.config_thresholds = False  # the caller's threshold wins over every config's
+    out = options.get("out")
+    resume, rerun = options.get("resume"), options.get("rerun")
     if resume is not None or rerun is not None:
-        from agentv.run.resume import read_state
+        from agentv.run.resume import RERUN_FAILED, read_state
 
         if resume is not None:
             plan.resume = read_state(base / Path(resume), repair=True)
             out = resume
-        else:
-            state = read_state(base / Path(rerun), repair=False)  # type: ignore[arg-type]
-            plan.rerun = state.cases_with(rerun_statuses)
+        elif rerun is not None:
+            state = read_state(base / Path(rerun), repair=False)
+            statuses = set(options.get("rerun_statuses", RERUN_FAILED))
+            plan.rerun = state.cases_with(statuses)
         plan.total = sum(1 for lane in plan.lanes() for _ in lane.jobs())
         if not plan.total and rerun is not None:
-            raise NoCasesError(f"no case in {rerun} has status {', '.join(sorted(rerun_statuses))}")
+            picked = ", ".join(sorted(options.get("rerun_statuses", RERUN_FAILED)))
+            raise NoCasesError(f"no case in {rerun} has status {picked}")
     return PreparedRun(
         plan=plan,
-        registry=registry,
+        pool=pool,
         settings=settings,
         out=_under(base, out),
-        output_format=output_format,
-        keep_results=keep_results,
+        output_format=options.get("output_format", "jsonl"),
+        keep_results=options.get("keep_results", True),
         append=resume is not None,
-        executor=chosen,
+        executor=executor,
         env_folders=env_folders,
     )
 
@@ -355,41 +510,19 @@ def _under(base: Path, path: PathLike | None) -> Path | None:
     return None if path is None else base / Path(path)
 
 
-async def arun_eval(
-    paths: PathLike | Sequence[PathLike],
-    *,
-    target: str | Sequence[str] | None = None,
-    targets_file: PathLike | None = None,
-    workers: int | None = None,
-    out: PathLike | None = None,
-    **options: Any,
-) -> EvalRun:
+async def arun_eval(paths: PathLike | Sequence[PathLike], **options: Unpack[RunOptions]) -> EvalRun:
     """Run eval files and grade every case; ``await`` it inside a running event loop.
 
-    ``target`` overrides each case's own target (as ``--target``); several names run every
-    case on each (a matrix). ``out`` is a results file to write (JSON Lines;
-    ``output_format="yaml"`` for YAML), None writes no file. Other ``options`` are
-    ``prepare_run``'s: ``repeat``, ``eval_id``, ``dry_run``, ``agent_timeout``,
-    ``max_retries``, ``cache``, ``dump_prompts``, ``allow_outside_root``,
-    ``pass_threshold``, ``keep_results``, ``cwd``, ``output_format``, ``executor``
-    (``"local"`` or ``"ray"``), ``ray_address``, ``ray_cpus_per_case``.
+    ``options`` are ``RunOptions`` (``target``, ``workers``, ``out``, ``repeat``, ...):
+    ``target`` overrides each case's own target (as ``--target``), several names run every
+    case on each (a matrix); ``out`` is a results file to write (JSON Lines;
+    ``output_format="yaml"`` for YAML), None writes no file.
     """
-    prepared = prepare_run(
-        paths, target=target, targets_file=targets_file, workers=workers, out=out, **options
-    )
-    return await prepared.run()
+    return await prepare_run(paths, **options).run()
 
 
-def run_eval(
-    paths: PathLike | Sequence[PathLike],
-    *,
-    target: str | Sequence[str] | None = None,
-    targets_file: PathLike | None = None,
-    workers: int | None = None,
-    out: PathLike | None = None,
-    **options: Any,
-) -> EvalRun:
-    """Run eval files and grade every case (blocking); see ``arun_eval`` for the options.
+def run_eval(paths: PathLike | Sequence[PathLike], **options: Unpack[RunOptions]) -> EvalRun:
+    """Run eval files and grade every case (blocking); ``options`` as for ``arun_eval``.
 
     Inside a running event loop (a notebook, an async app) use ``await arun_eval(...)``.
     """
@@ -401,17 +534,63 @@ def run_eval(
         raise RuntimeError(
             "run_eval() was called inside a running event loop; use `await arun_eval(...)`"
         )
-    return asyncio.run(
-        arun_eval(
-            paths, target=target, targets_file=targets_file, workers=workers, out=out, **options
-        )
+    return asyncio.run(arun_eval(paths, **options))
+
+
+def default_results_path(cwd: Path, output_format: str) -> Path:
+    """Where ``agentv eval`` writes results by default: ``.agentv/results/eval_<UTC>.<ext>``
+    under ``cwd``."""
+    from agentv.results.writers import default_results_path as path
+
+    return path(cwd, output_format)
+
+
+# --- eval files: loading, rendering, checking ----------------------------------------------
+
+
+def load_eval_file(path: PathLike, *, allow_outside_root: bool = False) -> LoadedEvalFile:
+    """Load one eval file: its usable ``cases`` and every ``diagnostics`` entry (errors skip
+    their case; ``errors`` and ``warnings`` split them). Raises ``InputError`` when the
+    file as a whole cannot be used."""
+    from agentv.evalfile.loader import LoadContext
+    from agentv.evalfile.loader import load_eval_file as load
+
+    return load(Path(path), context=LoadContext(allow_outside_root=allow_outside_root))
+
+
+def preview(
+    paths: PathLike | Sequence[PathLike],
+    *,
+    mode: Literal["lm", "agent"] | None = None,
+    target: str | None = None,
+    targets_file: PathLike | None = None,
+    eval_id: str | None = None,
+    allow_outside_root: bool = False,
+    cwd: PathLike | None = None,
+) -> Preview:
+    """What every case would send, and every problem met on the way: ``cases`` (as
+    ``render`` returns them), ``diagnostics``, and ``failed`` when a file could not be used
+    (``agentv render`` prints all three). Nothing is sent; no secret is needed or shown."""
+    from agentv.run.preview import preview as make_preview
+
+    if mode not in (None, "lm", "agent"):
+        raise ConfigError(f"mode must be 'lm' or 'agent' (got {mode!r})")
+    args = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    return make_preview(
+        args,
+        eval_id=eval_id,
+        mode=mode,
+        target=target,
+        targets_path=targets_file,
+        allow_outside_root=allow_outside_root,
+        cwd=cwd,
     )
 
 
 def render(
     paths: PathLike | Sequence[PathLike],
     *,
-    mode: str | None = None,
+    mode: Literal["lm", "agent"] | None = None,
     target: str | None = None,
     targets_file: PathLike | None = None,
     eval_id: str | None = None,
@@ -423,19 +602,15 @@ def render(
     target its ``request``). Nothing is sent; no secret is needed or shown.
 
     ``mode`` (``"lm"`` / ``"agent"``) changes only how ``question`` is shown. Raises
-    ``InputError`` (with every problem as ``diagnostics``) when a file could not be used.
+    ``InputError`` (with every problem as ``diagnostics``) when a file could not be used;
+    ``preview`` returns the problems instead.
     """
-    from agentv.run.preview import preview
-
-    if mode not in (None, "lm", "agent"):
-        raise InputError(f"mode must be 'lm' or 'agent' (got {mode!r})")
-    args = [paths] if isinstance(paths, (str, Path)) else list(paths)
     result = preview(
-        args,
-        eval_id=eval_id,
-        mode=mode,  # type: ignore[arg-type]
+        paths,
+        mode=mode,
         target=target,
-        targets_path=targets_file,
+        targets_file=targets_file,
+        eval_id=eval_id,
         allow_outside_root=allow_outside_root,
         cwd=cwd,
     )
@@ -445,8 +620,139 @@ def render(
     return result.cases
 
 
-def load_eval_file(path: PathLike, *, allow_outside_root: bool = False) -> LoadedEvalFile:
-    """Load one eval file: its usable ``cases`` and every ``diagnostics`` entry (errors skip
-    their case; ``errors`` and ``warnings`` split them). Raises ``InputError`` when the
-    file as a whole cannot be used."""
-    return _load_eval_file(Path(path), context=LoadContext(allow_outside_root=allow_outside_root))
+@dataclass
+class Validation(DiagnosticsView):
+    """What ``validate`` found: a report per file (``files``, each with its own
+    ``diagnostics``, ``valid`` and ``describe()``), and every problem of every file in one
+    list (``diagnostics``, ``errors``, ``warnings``)."""
+
+    files: list[FileReport]
+    diagnostics: list[Diagnostic]
+
+    @property
+    def valid(self) -> bool:
+        """No file has an error (warnings alone keep it valid)."""
+        return all(report.valid for report in self.files)
+
+
+def validate(
+    paths: PathLike | Sequence[PathLike],
+    *,
+    target: str | Sequence[str] | None = None,
+    targets_file: PathLike | None = None,
+    allow_outside_root: bool = False,
+    cwd: PathLike | None = None,
+) -> Validation:
+    """Check eval, targets and config files (folders are searched for YAML files) without
+    running anything: every problem with its file, line and fix. Eval files also get the
+    checks a run makes before sending anything (with the same ``target`` and
+    ``targets_file``), so a valid result means a run would start every case."""
+    from agentv.validation import validate_paths
+
+    base = Path(cwd).resolve() if cwd is not None else None
+    args = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    files = [base / Path(p) if base is not None else Path(p) for p in args]
+    reports = validate_paths(
+        files,
+        allow_outside_root=allow_outside_root,
+        target=target,
+        targets_file=_under(base, targets_file) if base is not None else _path(targets_file),
+        cwd=base,
+    )
+    return Validation(reports, [d for report in reports for d in report.diagnostics])
+
+
+def _path(value: PathLike | None) -> Path | None:
+    return None if value is None else Path(value)
+
+
+def display_path(path: PathLike | None, cwd: Path | None = None) -> str:
+    """``path`` as messages show it: relative to ``cwd`` (default: the working directory)
+    when it lies inside it, else as given."""
+    from agentv.evalfile.files import display_path as shown
+
+    return shown(path, cwd)
+
+
+# --- results: reading, comparing, reporting ------------------------------------------------
+
+
+@dataclass
+class ResultsFile(DiagnosticsView):
+    """A results file, read: its ``results`` in file order and, as warnings, every line
+    that is not a result (each with its line number; left out of ``results``)."""
+
+    path: Path
+    format: str
+    results: list[EvalResult]
+    diagnostics: list[Diagnostic]
+
+
+def read_results(path: PathLike) -> ResultsFile:
+    """Read a results file (JSON Lines, or YAML for ``.yaml`` / ``.yml``) into
+    ``EvalResult`` models, every field's type checked. A line that is not a result is left
+    out and reported in ``diagnostics``; ``InputError`` when the file cannot be read."""
+    from agentv.results.reader import read_results as reader
+
+    found = reader(Path(path))
+    results = [result for _, result in found]
+    return ResultsFile(Path(path), found.format, results, found.diagnostics)
+
+
+def compare(base: PathLike, new: PathLike, *, min_delta: float = 0.05) -> Comparison:
+    """Compare two results files case by case (``agentv compare``): improved, regressed,
+    unchanged, new and missing cases, the mean score change with a 95% interval, and the
+    pass-rate change. ``InputError`` naming the file and line of a line that is not a
+    result."""
+    from agentv.results.compare import compare_files
+
+    if not 0 <= min_delta <= 1:
+        raise ConfigError(f"min_delta must be from 0 to 1 (got {min_delta})")
+    return compare_files(Path(base), Path(new), min_delta=min_delta)
+
+
+def report_path(results: Sequence[PathLike]) -> Path:
+    """Where ``report`` writes by default: ``RESULTS.html`` next to a single results file,
+    ``LAST-vs-FIRST.html`` beside the last of several."""
+    from agentv.results.report import default_report_path
+
+    return default_report_path([Path(p) for p in results])
+
+
+def report(
+    results: PathLike | Sequence[PathLike], *, out: PathLike | None = None, title: str | None = None
+) -> Report:
+    """Write the HTML report of results files (several are shown side by side): one
+    self-contained file to open offline. ``out`` defaults to ``report_path(results)``.
+    The returned ``Report`` says where, how many records, and which lines were left out."""
+    from agentv.results.report import build_report
+
+    files = [Path(results)] if isinstance(results, (str, Path)) else [Path(p) for p in results]
+    target = Path(out) if out is not None else report_path(files)
+    return build_report(files, target, title=title)
+
+
+def write_junit(results: PathLike, out: PathLike) -> Path:
+    """Write a results file as JUnit XML (a test case per run of a case) to ``out``;
+    ``InputError`` for a line that is not a result, ``SetupError`` when ``out`` cannot be
+    written."""
+    from agentv.errors import SetupError
+    from agentv.results.junit import junit_xml, read_records
+
+    target = Path(out)
+    text = junit_xml(read_records(Path(results)))
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise SetupError(f"cannot write JUnit XML to {target}: {exc.strerror or exc}") from None
+    return target
+
+
+def github_annotations(results: PathLike, cwd: Path) -> list[str]:
+    """GitHub Actions workflow commands (``::error ...``) for each run of a results file
+    that did not pass, its file and line relative to ``cwd``."""
+    from agentv.results.junit import github_annotations as annotations
+    from agentv.results.junit import read_records
+
+    return annotations(read_records(Path(results)), cwd)

@@ -4,13 +4,22 @@ Every error a user can cause is an ``AgentVError`` whose message is written for 
 what is wrong, where, and what to do. Nothing below ever shows a traceback to a user.
 
     AgentVError
-      InputError            a file the user wrote is wrong (eval, targets, config)
-      ConfigError           targets.yaml / settings cannot be used as given
+      InputError            what a file holds is wrong (eval, targets, config, results
+                            files), or the paths given hold no such file
+        NoCasesError        the paths hold no case that can run
+      ConfigError           settings and options cannot be used as given: a command-line
+                            flag or API option, a target that is missing or misconfigured
+        SetupError          the run's environment lacks something: a variable a target
+                            reads, an SDK, a program, a file that cannot be written
+          ResultsFileError  the results file could not be written
       ProviderError         a target failed to answer; carries the target name
         ProviderHTTPError   the API answered with an error status
         ProviderTimeout     no answer in time
         AgentProcessError   an agent or command exited badly
       EvaluatorError        an evaluator could not grade (recorded, never fatal)
+
+The three kinds a run can stop on say where to look: the file (``InputError``), the
+settings and options (``ConfigError``), or the machine (``SetupError``).
 
 ``Diagnostic`` is one problem found in a file, with its location; loaders collect them all
 instead of stopping at the first.
@@ -93,10 +102,28 @@ class InputError(AgentVError):
         return "\n".join(d.format() for d in self.diagnostics)
 
 
+class NoCasesError(InputError):
+    """The paths hold no case that can run (none at all, or none left after ``eval_id`` and
+    the cases that have errors); ``diagnostics`` says why cases were left out."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])  # the reasons are in `diagnostics`, printed on their own
+
+
 class ConfigError(AgentVError):
-    """Settings that cannot be used as given: a target that is missing or cannot be built,
-    a variable a target reads that is not set, a missing SDK, no eval files found, a results
-    file that cannot be written."""
+    """Settings and options that cannot be used as given: a command-line flag or API option
+    out of range, a target that is missing or cannot be built, a ``judge_target`` naming
+    no target, no eval files found."""
+
+
+class SetupError(ConfigError):
+    """What the run needs of its environment is missing: a variable a target reads is not
+    set, a provider's SDK is not installed, a program is not found, a file cannot be
+    written. (A ``ConfigError``: code that catches those catches these too.)"""
+
+
+class ResultsFileError(SetupError):
+    """The results file could not be written (disk full, file removed, writer closed)."""
 
 
 class ProviderError(AgentVError):

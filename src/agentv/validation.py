@@ -176,7 +176,7 @@ def check_run_targets(
     import asyncio
 
     from agentv.env import load_env_file
-    from agentv.targets import TargetRegistry
+    from agentv.targets import TargetPool
     from agentv.targets.discovery import find_targets_file
 
     base = (cwd or Path.cwd()).resolve()
@@ -197,13 +197,13 @@ def check_run_targets(
     if not checked:
         return out
     load_env_file(checked[0].repo_root, base)  # as a run loads it (docs/targets.md)
-    registry = TargetRegistry(
+    pool = TargetPool(
         cwd=base, targets_path=(base / targets_file) if targets_file is not None else None
     )
     plan = Plan(
         files=list(checked),
         diagnostics=[],
-        registry=registry,
+        pool=pool,
         cli_targets=list(dict.fromkeys(cli_targets)),
         context=context,
     )
@@ -215,7 +215,7 @@ def check_run_targets(
     except ConfigError as exc:  # --targets names no file
         out.append(Diagnostic(checked[0].path, str(exc), hint="check the --targets path"))
     finally:
-        asyncio.run(registry.aclose())
+        asyncio.run(pool.aclose())
     return out
 
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 if TYPE_CHECKING:
-    from agentv.results.compare import CaseDelta, Comparison
+    from agentv.api import CaseDelta, Comparison
 
 
 class CompareFormat(StrEnum):
@@ -44,17 +44,17 @@ def compare_command(
 ) -> None:
     """Compare two runs case by case: improved, regressed, unchanged, new and missing cases,
     the mean score change with a 95% interval, and the pass-rate change."""
+    from agentv.api import compare
     from agentv.cli.common import printable
     from agentv.errors import AgentVError
-    from agentv.results.compare import compare_files, comparison_dict
 
     try:
-        comparison = compare_files(base, new, min_delta=min_delta)
+        comparison = compare(base, new, min_delta=min_delta)
     except AgentVError as exc:
         sys.stderr.write(f"error: {printable(str(exc))}\n")
         raise typer.Exit(1) from None
     if output_format is CompareFormat.json:
-        sys.stdout.write(json.dumps(comparison_dict(comparison), indent=2) + "\n")
+        sys.stdout.write(json.dumps(comparison.to_dict(), indent=2) + "\n")
     elif output_format is CompareFormat.markdown:
         sys.stdout.write(markdown(comparison) + "\n")
     else:

@@ -12,9 +12,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from agentv.api import display_path
 from agentv.cli.common import printable
 from agentv.errors import Diagnostic
-from agentv.evalfile.files import display_path
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -18,9 +18,8 @@ import typer
 from agentv.cli.common import AllowOutsideRoot, printable
 
 if TYPE_CHECKING:
-    from agentv.api import EvalRun, PreparedRun
+    from agentv.api import EvalRun, PreparedRun, ResultWriter
     from agentv.cli.progress import Progress
-    from agentv.results.writers import ResultWriter
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -185,7 +184,7 @@ def eval_command(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No per-case lines.")] = False,
 ) -> None:
     """Run eval cases against their targets, grade the answers and write results."""
-    from agentv.targets import DryRun
+    from agentv.api import DryRun
 
     raise typer.Exit(
         run_eval_command(
@@ -239,12 +238,11 @@ def run_eval_command(
 ) -> int:
     """``agentv eval`` for parsed options: plan, run, print, decide the exit code.
     ``options`` go to ``agentv.api.prepare_run``. Never raises for a user's mistake."""
-    from agentv.api import NoCasesError, prepare_run
+    from agentv.api import default_results_path, prepare_run
     from agentv.cli.diagnostics import print_diagnostics
     from agentv.cli.progress import make_progress
     from agentv.cli.summary import RunFacts, render_summary
-    from agentv.errors import AgentVError, InputError
-    from agentv.results.writers import default_results_path
+    from agentv.errors import AgentVError, InputError, NoCasesError
 
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
@@ -299,16 +297,10 @@ def run_eval_command(
         stderr.write(f"error: {printable(str(exc))}\n")
         return EXIT_FAILED
     assert writer is not None
-    ci_records: list[dict[str, Any]] | None = None
-    in_github = os.environ.get("GITHUB_ACTIONS") == "true"
-    if junit is not None or in_github:  # what JUnit and annotations need, per case
-        writer = _Keeping(writer, ci_records := [])
     stdout.write(f"Output path: {writer.path}\n")
     if verbose:
-        from agentv.run.pipeline import target_workers
-
         for t in prepared.targets():
-            workers = target_workers(prepared.settings, t)
+            workers = prepared.workers_of(t)
             stdout.write(f"Using target: {printable(t.label)} ({workers} at once)\n")
     stdout.flush()
 
@@ -333,7 +325,7 @@ def run_eval_command(
         return EXIT_SIGINT if signum == signal.SIGINT else EXIT_SIGTERM
 
     facts = RunFacts(
-        pass_threshold=_one(prepared.plan.pass_thresholds(prepared.settings.pass_threshold)),
+        pass_threshold=prepared.pass_threshold,
         dry_run=run.dry_run,
         retries=run.retries,
         load=run.load,
@@ -352,18 +344,16 @@ def run_eval_command(
     if summary_json is not None:
         import json
 
-        from agentv.results.summary import summary_dict
-
         target = cwd / summary_json
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(json.dumps(summary_dict(run.summary), indent=2) + "\n")
+            target.write_text(json.dumps(run.summary.to_dict(), indent=2) + "\n")
         except OSError as exc:
             stderr.write(f"error: cannot write the summary to {target}: {exc.strerror}\n")
         else:
             stdout.write(f"Summary written to: {target}\n")
-    if ci_records is not None:
-        _ci_outputs(ci_records, run, junit=junit, cwd=cwd, stdout=stdout, stderr=stderr)
+    if junit is not None or os.environ.get("GITHUB_ACTIONS") == "true":
+        _ci_outputs(writer.path, run, junit=junit, cwd=cwd, stdout=stdout, stderr=stderr)
     if report:  # the report of the whole results file, next to it
         from agentv.cli.report import write_report
 
@@ -375,26 +365,8 @@ def run_eval_command(
     return exit_code(run, threshold=threshold, allow_errors=allow_errors, stderr=stderr)
 
 
-class _Keeping:
-    """The results writer, keeping what JUnit XML and CI annotations need of each record."""
-
-    def __init__(self, writer: ResultWriter, kept: list[dict[str, Any]]) -> None:
-        self._writer = writer
-        self.kept = kept
-        self.path = writer.path
-
-    def write(self, record: dict[str, Any]) -> None:
-        from agentv.results.junit import slim
-
-        self._writer.write(record)
-        self.kept.append(slim(record))
-
-    def close(self) -> None:
-        self._writer.close()
-
-
 def _ci_outputs(
-    records: list[dict[str, Any]],
+    results: Path,
     run: EvalRun,
     *,
     junit: Path | None,
@@ -402,21 +374,26 @@ def _ci_outputs(
     stdout: TextIO,
     stderr: TextIO,
 ) -> None:
-    """``--junit``, and under GitHub Actions an annotation per broken case and a summary."""
-    from agentv.results.junit import github_annotations, junit_xml
+    """``--junit``, and under GitHub Actions an annotation per broken case and a summary,
+    all from the results file."""
+    from agentv.api import github_annotations, write_junit
+    from agentv.errors import AgentVError
 
     if junit is not None:
-        target = cwd / junit
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(junit_xml(records), encoding="utf-8")
-        except OSError as exc:
-            stderr.write(f"error: cannot write JUnit XML to {target}: {exc.strerror}\n")
+            target = write_junit(results, cwd / junit)
+        except AgentVError as exc:
+            stderr.write(f"error: {printable(str(exc))}\n")
         else:
             stdout.write(f"JUnit XML written to: {target}\n")
     if os.environ.get("GITHUB_ACTIONS") != "true":
         return
-    for line in github_annotations(records, cwd):
+    try:
+        lines = github_annotations(results, cwd)
+    except AgentVError as exc:
+        stderr.write(f"error: {printable(str(exc))}\n")
+        lines = []
+    for line in lines:
         stdout.write(line + "\n")
     summary_file = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary_file:
@@ -440,7 +417,7 @@ def _rerun_options(
 ) -> dict[str, Any]:
     """``prepare_run``'s options for --resume / --rerun-*; at most one of them, and --out
     does not go with --resume (the results go to the file resumed)."""
-    from agentv.run.resume import RERUN_ERRORS, RERUN_FAILED
+    from agentv.api import RERUN_ERRORS, RERUN_FAILED
 
     given = [
         n
@@ -501,10 +478,6 @@ def _resume_command(paths: list[str], options: dict[str, Any], results: Path, cw
     if options.get("output_format", "jsonl") != "jsonl":
         words += ["--output-format", str(options["output_format"])]
     return " ".join(words)
-
-
-def _one(values: set[float]) -> float | None:
-    return next(iter(values)) if len(values) == 1 else None  # several: each file says its own
 
 
 def exit_code(run: EvalRun, *, threshold: float | None, allow_errors: bool, stderr: TextIO) -> int:

@@ -75,15 +75,15 @@ def render_command(
     """Show the question, guidelines and messages each case would send, without sending."""
     from rich.console import Console
 
+    from agentv.api import preview
     from agentv.cli.diagnostics import print_diagnostics
-    from agentv.run.preview import preview
 
     result = preview(
         eval_files,
         eval_id=eval_id,
-        mode=mode.value if mode else None,  # type: ignore[arg-type]
+        mode=mode.value if mode else None,
         target=target,
-        targets_path=targets_path,
+        targets_file=targets_path,
         allow_outside_root=allow_outside_root,
     )
     print_diagnostics(result.diagnostics, Console(stderr=True, highlight=False, soft_wrap=True))
@@ -254,7 +254,7 @@ def _print_text(cases: list[dict[str, Any]], out: Console) -> None:
     from rich.rule import Rule
     from rich.text import Text
 
-    from agentv.evalfile.files import display_path
+    from agentv.api import display_path
 
     for view in cases:
         view = printable_all(view)  # the files' text, control characters escaped

@@ -43,20 +43,15 @@ def report_command(
 
 
 def _write_junit(results: Path, target: Path) -> int:
-    """JUnit XML of a results file (JSON Lines), as ``agentv eval --junit`` writes it."""
+    """JUnit XML of a results file, as ``agentv eval --junit`` writes it."""
+    from agentv.api import write_junit
     from agentv.cli.common import printable
     from agentv.errors import AgentVError
-    from agentv.results.junit import junit_xml, read_records
 
     try:
-        text = junit_xml(read_records(results))
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
+        write_junit(results, target)
     except AgentVError as exc:
         sys.stderr.write(f"error: {printable(str(exc))}\n")
-        return 1
-    except OSError as exc:
-        sys.stderr.write(f"error: cannot write JUnit XML to {target}: {exc.strerror}\n")
         return 1
     sys.stdout.write(f"JUnit XML written to: {target}\n")
     return 0
@@ -71,29 +66,29 @@ def write_report(
     stderr: TextIO | None = None,
 ) -> int:
     """Build the report and say where it is; 0, or 1 (said on stderr) when it cannot."""
+    from agentv.api import report, report_path
     from agentv.cli.common import printable
     from agentv.errors import AgentVError
-    from agentv.results.report import build_report, default_report_path
 
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
-    target = output if output is not None else default_report_path(results)
+    target = output if output is not None else report_path(results)
     try:
-        report = build_report(results, target)
+        written = report(results, out=target)
     except AgentVError as exc:
         stderr.write(f"error: {printable(str(exc))}\n")
         return 1
     except OSError as exc:
         stderr.write(f"error: cannot write the report {target}: {exc.strerror or exc}\n")
         return 1
-    for path, count in report.skipped.items():
+    for path, count in written.skipped.items():
         stderr.write(
             f"warning: {printable(path)}: {count} line(s) are not results and were left out\n"
         )
-    stdout.write(f"Report written to: {report.path} ({report.records} results)\n")
+    stdout.write(f"Report written to: {written.path} ({written.records} results)\n")
     if open_it:
         import webbrowser
 
-        if not webbrowser.open(report.path.resolve().as_uri()):
+        if not webbrowser.open(written.path.resolve().as_uri()):
             stderr.write("warning: no browser could be opened; open the file above\n")
     return 0

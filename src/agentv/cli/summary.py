@@ -7,10 +7,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agentv.cli.common import printable
-from agentv.results.summary import Summary, Tokens
-from agentv.run.scheduling import GateStats
+
+if TYPE_CHECKING:
+    from agentv.api import GateStats, Summary, Tokens
 
 _RULE = "=" * 50
 

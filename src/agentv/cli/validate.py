@@ -42,14 +42,13 @@ def validate_command(
     from rich.console import Console
     from rich.text import Text
 
+    from agentv.api import display_path, validate
     from agentv.cli.common import printable
     from agentv.cli.diagnostics import diagnostic_text
-    from agentv.evalfile.files import display_path
-    from agentv.validation import validate_paths
 
-    reports = validate_paths(
+    reports = validate(
         paths, allow_outside_root=allow_outside_root, target=target, targets_file=targets
-    )
+    ).files
     out = Console(highlight=False, soft_wrap=True)
     out.print()
     out.print(Text("Validation Summary", style="bold cyan"))

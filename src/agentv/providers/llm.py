@@ -34,7 +34,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import AliasChoices, Field, field_validator
 
-from agentv.errors import ConfigError, ProviderError, ProviderHTTPError, ProviderTimeout
+from agentv.errors import ProviderError, ProviderHTTPError, ProviderTimeout, SetupError
 from agentv.messages import ChatMessage
 from agentv.providers.base import (
     THROTTLE_STATUSES,
@@ -476,7 +476,7 @@ def resolve_api_key(
     if placeholder is not None:
         return placeholder
     example = env_names[0] if env_names else "API_KEY"
-    raise ConfigError(
+    raise SetupError(
         f"target {provider.name!r} ({provider.kind}) has no API key; add "
         f"`api_key: ${{{{ {example} }}}}` to it in targets.yaml and set {example} "
         "in the environment or in .env"

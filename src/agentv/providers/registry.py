@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from agentv.errors import ConfigError
+from agentv.errors import ConfigError, SetupError
 
 if TYPE_CHECKING:
     from agentv.providers.base import Provider
@@ -73,7 +73,7 @@ def require_sdk(module: str, *, target: str, kind: str) -> object:
         return importlib.import_module(module)
     except ImportError:
         extra = _EXTRAS.get(module, kind)
-        raise ConfigError(
+        raise SetupError(
             f"target {target!r} ({kind}) needs the {module!r} package, which is not installed; "
             f"install it with: pip install 'agentv[{extra}]'"
         ) from None

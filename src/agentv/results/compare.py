@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentv.errors import InputError
-from agentv.results.record import read_results
+from agentv.results.reader import read_results
 from agentv.results.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, bootstrap_ci
 from agentv.results.summary import natural_key
 
@@ -77,23 +76,20 @@ class Comparison:
         """Every case whose score or status changed, or that is in one run only."""
         return tuple(c for c in self.cases if c.verdict != "unchanged")
 
+    def to_dict(self) -> dict[str, Any]:
+        """The comparison as JSON-ready data (``agentv compare --format json``)."""
+        return comparison_dict(self)
+
 
 def read_cases(path: Path) -> dict[Key, CaseResult]:
-    """A results file (JSON Lines) as its cases, repeats folded; ``InputError`` naming the
-    file and line for a line that is not a result."""
+    """A results file (JSON Lines or YAML) as its cases, repeats folded; ``InputError``
+    naming the file and line for a line that is not a result."""
     runs: dict[Key, list[tuple[float, str]]] = {}
-    for number, record in read_results(path):
-        try:
-            key = (
-                str(record.get("dataset", "")),
-                str(record.get("eval_id") or f"#{record.get('line', number)}"),
-                str(record.get("target") or ""),
-            )
-            score = float(record.get("score", 0.0))
-        except (ValueError, TypeError):
-            raise InputError(f"{path}:{number}: a result's score is not a number") from None
-        status = record.get("status") or ("error" if record.get("error") else "ok")
-        runs.setdefault(key, []).append((score if math.isfinite(score) else 0.0, str(status)))
+    for number, result in read_results(path, strict=True):
+        eval_id = result.eval_id or f"#{result.line if result.line is not None else number}"
+        key = (result.dataset, eval_id, result.target or "")
+        score = result.score if math.isfinite(result.score) else 0.0
+        runs.setdefault(key, []).append((score, result.status))
     return {
         key: CaseResult(
             score=sum(s for s, _ in items) / len(items),

@@ -10,7 +10,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from agentv.results.record import read_results
+from agentv.results.reader import read_results
+from agentv.results.record import EvalResult
 
 #: what a test case keeps of a record (a run of 100,000 cases keeps little)
 KEPT = (
@@ -28,15 +29,17 @@ KEPT = (
 )
 
 
-def slim(record: Mapping[str, Any]) -> dict[str, Any]:
+def slim(result: EvalResult) -> dict[str, Any]:
     """The fields of a record that JUnit and annotations use."""
-    return {k: record[k] for k in KEPT if k in record}
+    data = result.model_dump(include=set(KEPT), exclude_none=True)
+    return {k: data[k] for k in KEPT if k in data}
 
 
 def read_records(path: Path) -> Iterator[dict[str, Any]]:
-    """What JUnit and annotations use of each record of a results file, one at a time."""
-    for _, record in read_results(path):
-        yield slim(record)
+    """What JUnit and annotations use of each record of a results file, one at a time;
+    ``InputError`` naming the line of one that is not a result."""
+    for _, result in read_results(path, strict=True):
+        yield slim(result)
 
 
 def _name(record: Mapping[str, Any]) -> str:

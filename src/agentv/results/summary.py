@@ -23,6 +23,7 @@ from agentv.results import stats
 
 if TYPE_CHECKING:
     from agentv.evaluators.base import CaseGrade
+    from agentv.results.record import EvalResult
 
 HISTOGRAM_EDGES: tuple[float, ...] = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
 """Bin edges of the score distribution: 0.0-0.2, 0.2-0.4, ..., 0.8-1.0."""
@@ -165,6 +166,10 @@ class Summary:
         """Passed cases over all cases."""
         return self.ok / self.total if self.total else None
 
+    def to_dict(self) -> dict[str, Any]:
+        """The figures as JSON-ready data (what ``--summary-json`` writes)."""
+        return summary_dict(self)
+
 
 class SummaryCollector:
     """Collects what the summary needs, in O(1) time per case."""
@@ -194,13 +199,11 @@ class SummaryCollector:
     def __len__(self) -> int:
         return len(self._ids)
 
-    def add(self, record: Mapping[str, Any], grade: CaseGrade | None = None) -> None:
-        """Record one finished case: its result record, and its grade when it was graded."""
-        eval_id = (
-            record.get("eval_id") or f"{record.get('eval_file', '?')}:{record.get('line', '?')}"
-        )
-        status = record["status"]
-        score = record.get("score", 0.0)
+    def add(self, result: EvalResult, grade: CaseGrade | None = None) -> None:
+        """Record one finished run of a case: its result, and its grade when it was graded."""
+        eval_id = result.eval_id or f"{result.eval_file or '?'}:{result.line or '?'}"
+        status = result.status
+        score = result.score
         # Scores are meant to be in [0, 1]; keep a stray value from skewing every statistic.
         if not score > 0.0:  # also catches NaN, and -0.0 (shown as "-0.000")
             score = 0.0
@@ -210,19 +213,19 @@ class SummaryCollector:
         self._ids.append(eval_id)
         self._scores.append(score)
         self._ok.append(status == "ok")
-        duration = record.get("duration_ms")
+        duration = result.duration_ms
         self._durations.append(math.nan if duration is None else duration / 1000)
         self._statuses[status] += 1
         if status in ("error", "invalid"):
-            self._problems.append((eval_id, status, record.get("error") or ""))
-        target = record.get("target") or "?"
+            self._problems.append((eval_id, status, result.error or ""))
+        target = result.target or "?"
         counts = self._by_target.get(target)
         if counts is None:
             counts = self._by_target[target] = Counter()
             self._runs[target] = {}
         counts[status] += 1
         self._row_target.append(self._target_index.setdefault(target, len(self._target_index)))
-        repeat = record.get("repeat")
+        repeat = result.repeat
         self._row_repeat.append(repeat if isinstance(repeat, int) and repeat >= 0 else 0)
         cases = self._runs[target]
         seen = cases.get(eval_id)
@@ -240,13 +243,13 @@ class SummaryCollector:
                 min(low, score),
                 max(high, score),
             )
-        latency = record.get("latency_ms")
+        latency = result.latency_ms
         if latency is not None:
             latencies = self._latencies.get(target)
             if latencies is None:
                 latencies = self._latencies[target] = array("d")
             latencies.append(latency)
-        usage = record.get("usage")
+        usage = result.usage
         if usage:
             _add_tokens(self._tokens.setdefault(target, [0, 0]), usage)
         if grade is not None:

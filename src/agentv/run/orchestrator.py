@@ -24,7 +24,8 @@ from typing import Any, Protocol
 from agentv.errors import ProviderError
 from agentv.evaluators.base import CaseGrade
 from agentv.providers.base import Provider, ProviderResponse, request_for_case
-from agentv.results.record import invalid_record
+from agentv.results.outcome import invalid_record
+from agentv.results.record import EvalResult
 from agentv.run.masking import Masker
 from agentv.run.pipeline import (
     CasePipeline,
@@ -34,7 +35,7 @@ from agentv.run.pipeline import (
 )
 from agentv.run.plan import CaseJob, InvalidJob, Lane
 from agentv.run.scheduling import DEFAULT_WORKERS, Gates
-from agentv.targets import RunTarget, TargetRegistry
+from agentv.targets import RunTarget, TargetPool
 
 
 class Writer(Protocol):
@@ -42,7 +43,7 @@ class Writer(Protocol):
 
 
 class Collector(Protocol):
-    def add(self, record: dict[str, Any], grade: CaseGrade | None = None) -> None: ...
+    def add(self, result: EvalResult, grade: CaseGrade | None = None) -> None: ...
 
 
 class ProgressSink(Protocol):
@@ -83,7 +84,7 @@ class Orchestrator:
 
     def __init__(
         self,
-        registry: TargetRegistry,
+        pool: TargetPool,
         settings: RunSettings,
         *,
         writer: Writer,
@@ -91,7 +92,7 @@ class Orchestrator:
         progress: ProgressSink,
         executor: Executor | None = None,
     ) -> None:
-        self.registry = registry
+        self.pool = pool
         self.settings = settings
         self.writer = writer
         self.collector = collector
@@ -115,8 +116,8 @@ class Orchestrator:
 
     def judge_of(self, target: RunTarget) -> tuple[Provider, int]:
         """``target``'s judge (built while planning) and its own target's request limit."""
-        judge = self.registry.judge(target)
-        own = self.registry.owner(judge)
+        judge = self.pool.judge(target)
+        own = self.pool.owner(judge)
         limit = target_workers(self.settings, own) if own is not None else DEFAULT_WORKERS
         return judge, limit
 
@@ -125,7 +126,7 @@ class Orchestrator:
         every job has a result (or raises CancelledError)."""
         targets = [lane.target for lane in lanes if lane.target is not None]
         # every target and judge is built by now: their secrets are known
-        self.masker = Masker(self.registry.run_secrets())
+        self.masker = Masker(self.pool.run_secrets())
         self.pipeline = self._pipeline()  # with the stats and secrets of this run
         for t in targets:
             self.pipeline.watch(t)
@@ -186,7 +187,7 @@ class Orchestrator:
         record = self.masker.record(invalid_record(invalid, job.target, job.repeat))
         label = f"{invalid.id or f'#{invalid.index + 1}'} | {invalid.eval_file.name}"
         self.writer.write(record)
-        self.collector.add(record)
+        self.collector.add(EvalResult.from_record(record))
         self.stats.finished += 1
         self.stats.statuses["invalid"] += 1
         self.progress.case_finished(
@@ -216,7 +217,7 @@ class Orchestrator:
     ) -> None:
         record = self.masker.record(record)  # what is written and shown holds no known secret
         self.writer.write(record)
-        self.collector.add(record, grade)
+        self.collector.add(EvalResult.from_record(record), grade)
         self.stats.finished += 1
         self.stats.statuses[record["status"]] += 1
         status = record["status"]

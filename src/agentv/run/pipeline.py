@@ -24,7 +24,8 @@ from agentv.evaluators.base import CaseGrade, EvaluationContext
 from agentv.prompts import Prompt, PromptSettings, build_prompt
 from agentv.providers.base import Provider, ProviderRequest, ProviderResponse, request_for_case
 from agentv.results.dumps import PromptDumper
-from agentv.results.record import DEFAULT_PASS_THRESHOLD, error_record, result_record
+from agentv.results.outcome import error_record, result_record
+from agentv.results.record import DEFAULT_PASS_THRESHOLD
 from agentv.run.cache import CachedProvider, ResponseCache
 from agentv.run.masking import Masker
 from agentv.run.plan import CaseJob

@@ -1,7 +1,7 @@
 """Before a run: which eval files, which cases, and which target each case runs on.
 
 Which target a case runs on is ``agentv.targets.choose_target``'s decision (shared with
-``agentv render``); the ``TargetRegistry`` builds each target once per run (one SDK client,
+``agentv render``); the ``TargetPool`` builds each target once per run (one SDK client,
 one healthcheck) and shares it between every case using it.
 """
 
@@ -18,7 +18,7 @@ from agentv.evalfile.loader import LoadContext, LoadedEvalFile, iter_cases, load
 from agentv.evaluators.grading import needs_judge
 from agentv.prompts import PromptSettings, build_prompt
 from agentv.run.resume import ResultsState, prompt_changed
-from agentv.targets import DEFAULT_TARGET, RunTarget, TargetRegistry, choose_target
+from agentv.targets import DEFAULT_TARGET, RunTarget, TargetPool, choose_target
 
 
 @dataclass(slots=True)
@@ -73,7 +73,7 @@ class Plan:
 
     files: list[LoadedEvalFile]
     diagnostics: list[Diagnostic]
-    registry: TargetRegistry
+    pool: TargetPool
     total: int = 0
     cli_targets: list[str] = field(default_factory=list)  # the matrix; empty: each case's own
     repeat: int | None = None  # runs of every case (the flag); None: the files' and cases'
@@ -113,7 +113,7 @@ class Plan:
 
     def target_for(self, loaded: LoadedEvalFile, name: str) -> RunTarget:
         """The run target called ``name`` for the cases of ``loaded``."""
-        return self.registry.target(loaded.path, loaded.repo_root, name)
+        return self.pool.target(loaded.path, loaded.repo_root, name)
 
     def check_targets(self, *, stop: bool = True) -> None:
         """Build every target and judge now, before anything is sent. A target the run
@@ -131,7 +131,7 @@ class Plan:
                         continue
                     if id(target) not in self._broken_judges:
                         try:
-                            self.registry.check_judge(target)
+                            self.pool.check_judge(target)
                         except ConfigError as exc:
                             self._broken_judges[id(target)] = str(exc)
 
@@ -307,7 +307,7 @@ def _invalid(loaded: LoadedEvalFile, case: EvalCase, reason: str) -> InvalidCase
 
 def plan_run(
     eval_files: list[Path],
-    registry: TargetRegistry,
+    pool: TargetPool,
     *,
     cli_target: str | list[str] | None = None,
     repeat: int | None = None,
@@ -319,12 +319,12 @@ def plan_run(
     becomes an invalid job (its diagnostics are kept for printing); a file that cannot be
     used at all loses its own cases only (``unusable_files``). ``cli_target``: one target
     for every case, or several (a matrix)."""
-    ctx = context or LoadContext(store=FileStore(cwd=registry.cwd))
+    ctx = context or LoadContext(store=FileStore(cwd=pool.cwd))
     names = [cli_target] if isinstance(cli_target, str) else list(cli_target or [])
     plan = Plan(
         files=[],
         diagnostics=[],
-        registry=registry,
+        pool=pool,
         cli_targets=list(dict.fromkeys(names)),
         repeat=repeat,
         eval_id=eval_id,
@@ -341,5 +341,5 @@ def plan_run(
         plan.diagnostics.extend(loaded.diagnostics)
         plan.total += plan._count(loaded)
     plan.check_targets()  # every target and judge now: nothing is spent on a broken one
-    plan.diagnostics.extend(registry.diagnostics)
+    plan.diagnostics.extend(pool.diagnostics)
     return plan

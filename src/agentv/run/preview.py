@@ -1,7 +1,7 @@
 """What each case would send, without sending anything (``agentv render``, ``agentv.render``).
 
 A case is previewed exactly as ``agentv eval`` would run it: its target chosen by the same
-rule (``agentv.targets.choose_target``) and built by the same registry, in preview mode (a
+rule (``agentv.targets.choose_target``) and built by the same pool, in preview mode (a
 ``${{ VAR }}`` that is not set shows as ``<unset:VAR>``, secrets are redacted), and its
 prompt finished by ``agentv.prompts.build_prompt``. So ``sent_messages`` here is the list
 the run logs and sends.
@@ -25,7 +25,7 @@ from agentv.providers.base import request_for_case
 if TYPE_CHECKING:
     from agentv.cases import EvalCase
     from agentv.providers.base import Provider
-    from agentv.targets import TargetRegistry
+    from agentv.targets import TargetPool
 
 
 @dataclass
@@ -52,7 +52,7 @@ class Previewer:
     allow_outside_root: bool = False
     cwd: Path | None = None
     result: Preview = field(default_factory=Preview)
-    _registry: TargetRegistry | None = None  # built on first use
+    _registry: TargetPool | None = None  # built on first use
     _warned: set[int] = field(default_factory=set)  # targets whose unset variables were told
     _seen: set[tuple[str, int | None, int | None, str]] = field(default_factory=set)
 
@@ -119,7 +119,7 @@ class Previewer:
         Without ``target`` a case shows a target only when it or its file names one
         (``execution.target``, ``target``) and a targets file is found; never ``default``.
         """
-        from agentv.targets import DEFAULT_TARGET, TargetRegistry, choose_target, unset_placeholder
+        from agentv.targets import DEFAULT_TARGET, TargetPool, choose_target, unset_placeholder
 
         given = self.target is not None
         name = choose_target(
@@ -128,16 +128,16 @@ class Previewer:
         if name is None:
             return None
         if self._registry is None:
-            self._registry = TargetRegistry(
+            self._registry = TargetPool(
                 cwd=self.context.cwd,
                 targets_path=self.targets_path.resolve() if self.targets_path else None,
                 preview=True,
             )
-        registry = self._registry
+        pool = self._registry
         if given:
-            run_target = registry.target(loaded.path, loaded.repo_root, name)
+            run_target = pool.target(loaded.path, loaded.repo_root, name)
         else:
-            found = registry.find_target(loaded.path, loaded.repo_root, name)
+            found = pool.find_target(loaded.path, loaded.repo_root, name)
             if found is None:
                 return None  # no targets file to look in: the case shows no target
             run_target = found

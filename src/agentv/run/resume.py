@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentv.errors import InputError
+from agentv.errors import Diagnostic, InputError
 from agentv.messages import chat_to_dicts
 from agentv.prompts import Prompt
-from agentv.results.record import put_back_large_content, read_results
+from agentv.results.reader import read_results
+from agentv.results.record import put_back_large_content
 
 CaseKey = tuple[str, str, str]  # (dataset, eval id, target)
 RunKey = tuple[str, str, str, int]  # ... and the repeat
@@ -46,6 +47,8 @@ class ResultsState:
     runs: dict[RunKey, Previous] = field(default_factory=dict)
     invalid_lines: set[tuple[str, int]] = field(default_factory=set)  # (eval file, line)
     set_aside: int = 0  # bytes of a partial last line moved to ``.partial``
+    #: lines of the file that are not results (left out: their runs count as not run)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
 
     def cases_with(self, statuses: Iterable[str]) -> set[CaseKey]:
         """The cases that have a run with one of ``statuses``."""
@@ -93,26 +96,18 @@ def read_state(path: Path, *, repair: bool) -> ResultsState:
     state = ResultsState(path)
     if repair:
         state.set_aside = _repair_tail(path)
-    for _, record in read_results(path, strict=False):
-        if "status" not in record:
+    reader = read_results(path)
+    for _, result in reader:
+        if result.eval_id is None:  # an invalid case without an id
+            state.invalid_lines.add((str(result.eval_file), result.line or 0))
             continue
-        if record.get("eval_id") is None:  # an invalid case without an id
-            state.invalid_lines.add((str(record.get("eval_file")), int(record.get("line") or 0)))
-            continue
-        key = (
-            str(record.get("dataset", "")),
-            str(record["eval_id"]),
-            str(record.get("target") or ""),
-            int(record.get("repeat") or 0),
-        )
-        raw = put_back_large_content(
-            record.get("raw_request") or {}, record.get("large_content") or {}
-        )
-        state.runs[key] = Previous(
-            status=str(record["status"]),
+        raw = put_back_large_content(result.raw_request or {}, result.large_content or {})
+        state.runs[result.run_key] = Previous(
+            status=result.status,
             question=raw.get("question"),
             messages=raw.get("chat_prompt"),
         )
+    state.diagnostics = reader.diagnostics
     return state
 
 

@@ -20,7 +20,7 @@ The package, in the order a run uses it:
   ``agentv validate`` works without any key set; a problem of one entry marks that entry
   unusable (an error only for a run that uses it), a problem of the file stops the file;
 - ``resolve``: ``${{ VAR }}`` substitution, ``.env`` for previews, building a provider;
-- ``registry``: which target a case runs on (``choose_target``), each target built once per
+- ``pool``: which target a case runs on (``choose_target``), each target built once per
   run, judges (``check_judge`` builds one before anything is sent), dry runs, and previews
   for ``agentv render``.
 """
@@ -41,7 +41,7 @@ from agentv.targets.pool import (
     DEFAULT_TARGET,
     DryRun,
     RunTarget,
-    TargetRegistry,
+    TargetPool,
     choose_target,
 )
 from agentv.targets.resolve import (
@@ -72,7 +72,7 @@ __all__ = [
     "RunTarget",
     "TargetDefinition",
     "TargetEntry",
-    "TargetRegistry",
+    "TargetPool",
     "TargetsDocument",
     "TargetsFile",
     "anchor_paths",

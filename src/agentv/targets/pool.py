@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import overload
 
-from agentv.errors import ConfigError, Diagnostic, InputError
+from agentv.errors import ConfigError, Diagnostic, InputError, SetupError
 from agentv.providers.base import Provider
 from agentv.providers.mock import (
     DRY_RUN_RESPONSE,
@@ -99,7 +99,7 @@ class DryRun:
 
 
 @dataclass
-class TargetRegistry:
+class TargetPool:
     """Finds targets files, builds each target's provider once, and resolves judges.
 
     With ``dry_run`` every target is a mock. With ``preview`` (``agentv render``) nothing
@@ -190,7 +190,9 @@ class TargetRegistry:
             try:
                 provider = create_provider(definition, substituted=self._substituted, cwd=self.cwd)
             except (ConfigError, InputError) as exc:
-                raise ConfigError(
+                # what the machine lacks stays a SetupError (docs/python-api.md, errors)
+                kind = SetupError if isinstance(exc, SetupError) else ConfigError
+                raise kind(
                     f"target {definition.name!r} in {tfile.path} cannot be used: "
                     f"{_reason(str(exc), tfile.path, definition)}"
                 ) from None

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from agentv.errors import ConfigError
+from agentv.errors import ConfigError, SetupError
 from agentv.providers import registry
 from agentv.providers.base import Provider
 from agentv.targets.discovery import project_dir
@@ -52,7 +52,7 @@ def substitute_env(
 ) -> Any:
     """``value`` with every ``${{ VAR }}`` replaced from ``env`` (in nested lists and maps too).
 
-    A variable that is not set, or set to blank, is a ``ConfigError`` naming the target, the
+    A variable that is not set, or set to blank, is a ``SetupError`` naming the target, the
     field and the variable. When ``unset`` is given (for a preview), such a variable becomes
     ``<unset:VAR>`` instead and its name is added to ``unset``. A ``${{`` that starts no
     complete reference is a ``ConfigError`` naming the field (never the value). Each value
@@ -72,7 +72,7 @@ def substitute_env(
                     unset.append(var)
                     return unset_placeholder(var)
                 what = "not set" if found is None else "empty"
-                raise ConfigError(
+                raise SetupError(
                     f"target {target!r}: field {field_name!r} uses environment variable "
                     f"{var}, which is {what}; {_ENV_HINT}"
                 )

@@ -23,7 +23,6 @@ import math
 import os
 import secrets
 import tempfile
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import resources
@@ -33,6 +32,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from agentv.errors import InputError
+from agentv.results.reader import read_results
 from agentv.results.summary import HISTOGRAM_EDGES
 
 #: records per detail chunk (one ``<script type="application/json">`` element each)
@@ -227,50 +227,6 @@ class RunStats:
         }
 
 
-def read_records(path: Path) -> Iterator[tuple[int, dict[str, Any] | None]]:
-    """``(line, record)`` for each result of a results file, one at a time (``record`` is
-    None for a line that is not a result: a run killed mid-write may leave a partial last
-    line). JSON Lines, or YAML documents for ``.yaml`` / ``.yml``."""
-    try:
-        handle = path.open("rb")
-    except OSError as exc:
-        raise InputError(f"cannot read results file {path}: {exc.strerror or exc}") from None
-    with handle:
-        if path.suffix.lower() in (".yaml", ".yml"):
-            yield from _read_yaml(handle)
-            return
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                record = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                try:  # NaN, Infinity, lone surrogates: what Python's json accepts
-                    record = json.loads(line)
-                except ValueError:
-                    record = None
-            yield number, record if isinstance(record, dict) else None
-
-
-def _read_yaml(handle: BinaryIO) -> Iterator[tuple[int, dict[str, Any] | None]]:
-    import yaml
-
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    documents = yaml.load_all(handle, Loader=loader)
-    number = 0
-    while True:
-        number += 1
-        try:
-            document = next(documents)
-        except StopIteration:
-            return
-        except yaml.YAMLError:
-            yield number, None
-            return
-        if document is not None:
-            yield number, document if isinstance(document, dict) else None
-
-
 @dataclass
 class RunData:
     """One results file, read: its index rows, stats, and the detail chunks' byte ranges
@@ -353,12 +309,9 @@ def _read_run(path: Path, name: str, spool: BinaryIO) -> RunData:
         run.chunks.append((offset, spool.tell() - offset))
         pending.clear()
 
-    for number, record in read_records(path):
-        if record is None:
-            run.bad_count += 1
-            if len(run.bad_lines) < _MAX_LISTED:
-                run.bad_lines.append(number)
-            continue
+    reader = read_results(path)
+    for number, result in reader:
+        record = result.model_dump(mode="json")
         run.rows.append(_index_row(run, number, record))
         detail = detail_of(record)
         detail.setdefault("line_in_results", number)
@@ -366,6 +319,8 @@ def _read_run(path: Path, name: str, spool: BinaryIO) -> RunData:
         if len(pending) >= CHUNK:
             flush()
     flush()
+    run.bad_count = len(reader.diagnostics)
+    run.bad_lines = [d.line for d in reader.diagnostics[:_MAX_LISTED] if d.line is not None]
     return run
 
 
@@ -412,7 +367,7 @@ def build_report(paths: list[Path], out: Path, *, title: str | None = None) -> R
         keep_trailing_newline=True,
     )
     template = env.get_template("report.html.j2")
-    from agentv import __version__
+    from agentv._version import __version__
 
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -487,6 +442,5 @@ __all__ = [
     "build_report",
     "default_report_path",
     "detail_of",
-    "read_records",
     "script_json",
 ]

@@ -13,8 +13,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from agentv.errors import ConfigError
-from agentv.results.writers._base import ResultsFileError, ResultWriter
+from agentv.errors import ConfigError, ResultsFileError
+from agentv.results.writers._base import ResultWriter
 from agentv.results.writers._jsonl import JsonlWriter, dumps_line
 from agentv.results.writers._yaml import YamlWriter, dumps_document
 

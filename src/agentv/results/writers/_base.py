@@ -11,16 +11,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol, Self, runtime_checkable
 
-from agentv.errors import AgentVError, ConfigError
+from agentv.errors import ResultsFileError, SetupError
 
 try:
     import fcntl
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
-
-
-class ResultsFileError(AgentVError):
-    """The results file could not be written (disk full, file removed, writer closed)."""
 
 
 @runtime_checkable
@@ -44,7 +40,7 @@ def open_results_file(path: Path, *, append: bool = False) -> Any:
     binary handle in append mode.
 
     The lock (an exclusive ``flock``, taken before anything is emptied) makes a second run
-    on the same file stop at once with a ``ConfigError`` instead of mixing its records into
+    on the same file stop at once with a ``SetupError`` instead of mixing its records into
     this run's. Unbuffered and appending, so that each record reaches the end of the file
     in the single ``write`` call that carries it: a killed run keeps every record written
     so far and never half of one.
@@ -54,7 +50,7 @@ def open_results_file(path: Path, *, append: bool = False) -> Any:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | _CLOEXEC, 0o666)
     except OSError as exc:
         reason = exc.strerror or str(exc)
-        raise ConfigError(
+        raise SetupError(
             f"Cannot create the results file {path}: {reason}. "
             "Choose a writable location with --out."
         ) from exc
@@ -65,7 +61,7 @@ def open_results_file(path: Path, *, append: bool = False) -> Any:
     except OSError as exc:
         os.close(fd)
         reason = exc.strerror or str(exc)
-        raise ConfigError(
+        raise SetupError(
             f"Cannot create the results file {path}: {reason}. "
             "Choose a writable location with --out."
         ) from exc
@@ -80,14 +76,14 @@ _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 def _lock(fd: int, path: Path) -> None:
     """Hold ``path`` for this run alone (released when the file is closed, or the process
-    dies); ``ConfigError`` when another run holds it. Where the file system has no locks,
+    dies); ``SetupError`` when another run holds it. Where the file system has no locks,
     nothing is held."""
     if fcntl is None:  # pragma: no cover - Windows
         return
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        raise ConfigError(
+        raise SetupError(
             f"Cannot write the results file {path}: another agentv run is writing it. "
             "Wait for that run to finish, or choose another file with --out."
         ) from None

@@ -12,7 +12,7 @@ import importlib.util
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from agentv.errors import ConfigError, InputError
+from agentv.errors import ConfigError, SetupError
 
 if TYPE_CHECKING:
     from agentv.run.orchestrator import Executor
@@ -31,15 +31,15 @@ def make_executor(
     """The executor called ``name`` (None for ``local``: the orchestrator runs the cases
     itself). Checks the options and, for Ray, that Ray is installed; starts nothing."""
     if name not in EXECUTORS:
-        raise InputError(f"executor must be one of {', '.join(EXECUTORS)} (got {name!r})")
+        raise ConfigError(f"executor must be one of {', '.join(EXECUTORS)} (got {name!r})")
     if name == "local":
         if ray_address is not None or ray_cpus_per_case is not None:
-            raise InputError("--ray-address and --ray-cpus-per-case need --executor ray")
+            raise ConfigError("--ray-address and --ray-cpus-per-case need --executor ray")
         return None
     if ray_cpus_per_case is not None and not ray_cpus_per_case > 0:
-        raise InputError(f"--ray-cpus-per-case must be above 0 (got {ray_cpus_per_case:g})")
+        raise ConfigError(f"--ray-cpus-per-case must be above 0 (got {ray_cpus_per_case:g})")
     if importlib.util.find_spec("ray") is None:
-        raise ConfigError(
+        raise SetupError(
             f"--executor ray needs Ray, which is not installed; install it with: {RAY_INSTALL_HINT}"
         )
     from agentv.run.executors.ray_cluster import RayExecutor

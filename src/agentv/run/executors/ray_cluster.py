@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentv.errors import ConfigError
-from agentv.results.record import error_record
+from agentv.results.outcome import error_record
 from agentv.run.executors.ray_gates import GateKeeper, GateSpec, RemoteGates, hold_for
 from agentv.run.masking import Masker
 from agentv.run.pipeline import CasePipeline, RunSettings, RunStats, target_workers
@@ -361,7 +361,7 @@ class RayExecutor:
 
         def gate(provider: Provider) -> None:
             # a target's own `workers` caps it across the cluster; else the cases at once do
-            own = orchestrator.registry.owner(provider)
+            own = orchestrator.pool.owner(provider)
             workers = own.workers if own is not None else None
             spec = GateSpec(
                 provider.name, workers or self.in_flight, max_rpm(provider), max_tpm(provider)

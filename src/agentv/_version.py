@@ -1,0 +1,3 @@
+"""agentv's version, on its own so that reading it imports nothing else."""
+
+__version__ = "0.1.0"

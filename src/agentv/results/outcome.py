@@ -1,0 +1,265 @@
+"""Step 8 of the data flow: one case's outcome becomes one result record (one line).
+
+``raw_request`` (docs/prompt-rules.md, "What is logged") shows what was sent: the question
+with its markers, the guidelines, the files and, for LM targets, the messages exactly as
+sent (the very list the provider mapped to its wire shape). Nothing here ever holds a
+secret: providers record what they sent without credentials. Records are plain mappings
+in ``EvalResult``'s shape and key order (``agentv.results.record``), written as they are.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import TYPE_CHECKING, Any
+
+from agentv.messages import FileSegment, chat_to_dicts
+from agentv.prompts import Prompt
+from agentv.results.record import (
+    DEFAULT_PASS_THRESHOLD,
+    ERROR,
+    FAILED,
+    INVALID,
+    LARGE_CONTENT,
+    OK,
+    large_content_ref,
+    utc_timestamp,
+)
+
+if TYPE_CHECKING:
+    from agentv.cases import EvalCase, InvalidCase
+    from agentv.evaluators.base import CaseGrade
+    from agentv.providers.base import Provider, ProviderResponse
+
+#: the request fields where a large attachment's text is stored once (``large_content``)
+_REQUEST_FIELDS = (
+    "lm_provider_request",
+    "agent_provider_request",
+    "raw_request",
+    "evaluator_results",
+    "evaluator_raw_request",
+)
+
+
+def _paths(paths: list[Any]) -> list[str]:
+    return [str(p) for p in paths]
+
+
+def raw_request(
+    prompt: Prompt,
+    provider: Provider,
+    response: ProviderResponse | None,
+    chat_prompt: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """What was sent to the target for this case (or would have been, when it failed first)."""
+    record: dict[str, Any] = {
+        "question": prompt.question,
+        "guidelines": prompt.guidelines,
+        "guideline_paths": _paths(prompt.guideline_paths),
+        "input_files": _paths(prompt.input_files),
+    }
+    if not provider.is_agent:
+        record["chat_prompt"] = (
+            chat_prompt if chat_prompt is not None else chat_to_dicts(prompt.messages)
+        )
+        if prompt.added_user_turn:
+            record["added_user_turn"] = True
+    sent = response.sent if response is not None else {}
+    for key, value in sent.items():
+        # `messages` is chat_prompt above; `request` (the vendor payload) repeats it at length.
+        if key not in ("messages", "request") and key not in record:
+            record[key] = value
+    return record
+
+
+def _requests(
+    prompt: Prompt, provider: Provider, response: ProviderResponse | None, error: str | None
+) -> dict[str, Any]:
+    """The original's ``agent_provider_request`` / ``lm_provider_request`` record, then
+    ``raw_request``; for LM targets both show the one message list that was sent."""
+    chat = None
+    if provider.is_agent:
+        name, rec = "agent_provider_request", {"question": prompt.question}
+    else:
+        chat = chat_to_dicts(prompt.messages)
+        name, rec = "lm_provider_request", {"chat_prompt": chat}
+    rec["guideline_paths"] = _paths(prompt.guideline_paths)
+    if error is not None:
+        rec["error"] = error
+    return {name: rec, "raw_request": raw_request(prompt, provider, response, chat)}
+
+
+def grade_status(grade: CaseGrade, pass_threshold: float) -> str:
+    """``error`` when an evaluator could not grade, else ``ok`` or ``failed`` by score."""
+    return _status(grade, pass_threshold, grade.evaluator_errors())
+
+
+def _status(grade: CaseGrade, pass_threshold: float, errors: list[tuple[str, str]]) -> str:
+    if errors:
+        return ERROR
+    return OK if grade.score >= pass_threshold else FAILED
+
+
+def evaluator_error_text(grade: CaseGrade) -> str | None:
+    """The ``error`` of a case whose evaluators could not all grade (None when they did)."""
+    return _error_text(grade.evaluator_errors())
+
+
+def _error_text(errors: list[tuple[str, str]]) -> str | None:
+    if not errors:
+        return None
+    return "; ".join(f"evaluator {name!r} could not grade: {reason}" for name, reason in errors)
+
+
+def _head(case: EvalCase, status: str) -> dict[str, Any]:
+    rec: dict[str, Any] = {"eval_id": case.id, "dataset": case.dataset}
+    if case.conversation_id:
+        rec["conversation_id"] = case.conversation_id
+    rec["status"] = status
+    rec["passed"] = status == OK
+    return rec
+
+
+def _store_large_once(rec: dict[str, Any], case: EvalCase) -> None:
+    """Keep each large attachment's text once (``large_content``); the question, the
+    messages and the judge prompt refer to it instead of repeating it."""
+    texts: set[str] = set()
+    for msg in case.input_messages:  # a plain loop: this runs for every record
+        for seg in msg.segments:
+            if isinstance(seg, FileSegment) and len(seg.text) > LARGE_CONTENT:
+                texts.add(seg.text.rstrip())
+    if not texts:
+        return
+    refs: dict[str, str] = {}
+    store: dict[str, str] = {}
+    for text in sorted(texts, key=len, reverse=True):  # a text inside another goes after it
+        digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        refs[text] = large_content_ref(digest)
+        store[digest] = text
+
+    def swap(value: Any) -> Any:
+        if isinstance(value, str):
+            for text, ref in refs.items():
+                if text in value:
+                    value = value.replace(text, ref)
+            return value
+        if isinstance(value, dict):
+            return {k: swap(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [swap(v) for v in value]
+        return value
+
+    for key in _REQUEST_FIELDS:
+        if key in rec:
+            rec[key] = swap(rec[key])
+    rec["large_content"] = store
+
+
+def _tail(rec: dict[str, Any], case: EvalCase, attempts: int, error: str | None) -> None:
+    rec["attempts"] = attempts
+    rec["eval_file"] = str(case.eval_file)
+    if case.line is not None:
+        rec["line"] = case.line
+    _store_large_once(rec, case)
+    if error is not None:
+        rec["error"] = error
+
+
+def result_record(
+    case: EvalCase,
+    *,
+    target: str,
+    provider: Provider,
+    prompt: Prompt,
+    response: ProviderResponse,
+    grade: CaseGrade,
+    duration_ms: float,
+    pass_threshold: float = DEFAULT_PASS_THRESHOLD,
+    attempts: int = 1,
+    repeat: int = 0,
+) -> dict[str, Any]:
+    """The record of a case that got an answer and was graded."""
+    errors = grade.evaluator_errors()
+    rec = _head(case, _status(grade, pass_threshold, errors))
+    rec["score"] = grade.score
+    rec["hits"] = grade.hits
+    rec["misses"] = grade.misses
+    rec["candidate_answer"] = response.text
+    rec["expected_aspect_count"] = grade.expected_aspect_count
+    rec["target"] = target
+    rec["timestamp"] = utc_timestamp()
+    rec["repeat"] = repeat
+    if grade.reasoning:
+        rec["reasoning"] = grade.reasoning
+    rec.update(_requests(prompt, provider, response, None))
+    if grade.evaluator_results is not None:
+        rec["evaluator_results"] = [r.to_dict() for r in grade.evaluator_results]
+    elif grade.evaluator_raw_request is not None:
+        rec["evaluator_raw_request"] = grade.evaluator_raw_request
+    if response.usage is not None:
+        rec["usage"] = response.usage.to_dict()
+    if response.latency_ms is not None:
+        rec["latency_ms"] = round(response.latency_ms, 3)
+    rec["duration_ms"] = round(duration_ms, 3)
+    _tail(rec, case, attempts, _error_text(errors))
+    return rec
+
+
+def error_record(
+    case: EvalCase,
+    *,
+    target: str,
+    provider: Provider | None,
+    prompt: Prompt | None,
+    error: str,
+    duration_ms: float,
+    attempts: int = 0,
+    repeat: int = 0,
+) -> dict[str, Any]:
+    """The record of a case that failed before it could be graded (score 0, ``error`` set)."""
+    rec = _head(case, ERROR)
+    rec.update(
+        score=0.0,
+        hits=[],
+        misses=[f"Error: {error}"],
+        candidate_answer=f"Error occurred: {error}",
+        expected_aspect_count=0,
+        target=target,
+        timestamp=utc_timestamp(),
+        repeat=repeat,
+        raw_aspects=[],
+    )
+    if provider is not None and prompt is not None:
+        rec.update(_requests(prompt, provider, None, error))
+    rec["duration_ms"] = round(duration_ms, 3)
+    _tail(rec, case, attempts, error)
+    return rec
+
+
+def invalid_record(
+    invalid: InvalidCase, target: str | None = None, repeat: int | None = None
+) -> dict[str, Any]:
+    """The record of a case that could not run: where it is written and why."""
+    rec: dict[str, Any] = {}
+    if invalid.id is not None:
+        rec["eval_id"] = invalid.id
+    rec.update(
+        dataset=invalid.dataset,
+        status=INVALID,
+        passed=False,
+        score=0.0,
+        hits=[],
+        misses=[f"Invalid: {invalid.reason}"],
+        candidate_answer="",
+        expected_aspect_count=0,
+    )
+    if target is not None:
+        rec["target"] = target
+    rec["timestamp"] = utc_timestamp()
+    if repeat is not None:
+        rec["repeat"] = repeat
+    rec["attempts"] = 0
+    rec["eval_file"] = str(invalid.eval_file)
+    if invalid.line is not None:
+        rec["line"] = invalid.line
+    rec["error"] = invalid.reason
+    return rec
