@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from agentv.cli.app import _register, app
 from agentv.evalfile.checks import regex_problem, script_file
 from agentv.evalfile.loader import load_eval_file
-from agentv.evalfile.schema import IsJsonSpec
+from agentv.evaluators.specs import IsJsonSpec
 from helpers import write
 
 _register()

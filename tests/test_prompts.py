@@ -17,9 +17,9 @@ from typer.testing import CliRunner
 from agentv.cases import EvaluatorConfig
 from agentv.cli.app import _register, app
 from agentv.evalfile.loader import load_eval_file
-from agentv.evalfile.schema import LlmJudgeSpec
 from agentv.evaluators.base import EvaluationContext
 from agentv.evaluators.llm_judge import judge_prompts
+from agentv.evaluators.specs import LlmJudgeSpec
 from agentv.messages import Message, TextSegment, chat_to_dicts
 from agentv.prompts import (
     DEFAULT_SYSTEM_PROMPT,

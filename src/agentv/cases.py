@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 
 from agentv.messages import GuidelineFile, Message
 
-if TYPE_CHECKING:  # the loader builds cases from the file format; cases never import it
+if TYPE_CHECKING:
     from agentv.errors import Diagnostic
-    from agentv.evalfile.schema import EvaluatorSpec
+    from agentv.evaluators.specs import EvaluatorSpec
 
 
 @dataclass(frozen=True, slots=True)

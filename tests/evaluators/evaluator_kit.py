@@ -6,7 +6,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from agentv.cases import EvalCase, EvaluatorConfig
-from agentv.evalfile.schema import (
+from agentv.evaluators import EvaluationContext
+from agentv.evaluators.specs import (
     CodeSpec,
     ContainsSpec,
     EqualsSpec,
@@ -14,7 +15,6 @@ from agentv.evalfile.schema import (
     LlmJudgeSpec,
     RegexSpec,
 )
-from agentv.evaluators import EvaluationContext
 from agentv.messages import GuidelineFile, Message, Segment, TextSegment
 from agentv.prompts import Mode, PromptSettings, build_prompt
 from agentv.providers.base import (

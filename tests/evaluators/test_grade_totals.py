@@ -10,9 +10,9 @@ import pytest
 from evaluator_kit import FakeJudge, contains, judge, make_case, make_ctx, regex
 
 from agentv.cases import EvaluatorConfig
-from agentv.evalfile.schema import CodeSpec
 from agentv.evaluators import EvaluationContext, EvaluatorScore, grade_case, registry
 from agentv.evaluators.grading import aggregate, needs_judge
+from agentv.evaluators.specs import CodeSpec
 from agentv.providers.base import ProviderResponse, Usage
 
 

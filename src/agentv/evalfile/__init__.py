@@ -1,1 +1,10 @@
-"""Step 1 of the data flow: eval YAML files become ``EvalCase`` objects."""
+"""Steps 1 and 2 of the data flow: eval YAML files become ``EvalCase`` objects.
+
+- ``finder``: which files a command line's paths mean;
+- ``schema``: the format exactly as users write it (``schema_errors``: its errors said the
+  user's way);
+- ``loader``: reading a file once and settling it (header, ids, file-level defaults);
+- ``build``: building one case (messages, files, tool pairing, evaluators, judge prompt);
+- ``files``, ``guidelines``, ``checks``: file references, guideline patterns, and what an
+  evaluator's settings must satisfy before anything is sent.
+"""

@@ -18,7 +18,6 @@ import json
 import math
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from agentv.evalfile.schema import CodeSpec
 from agentv.evaluators.base import (
     EvaluationContext,
     EvaluatorScore,
@@ -26,6 +25,7 @@ from agentv.evaluators.base import (
     failed,
     text_list,
 )
+from agentv.evaluators.specs import CodeSpec
 from agentv.messages import FileSegment, GuidelineRef, Message, TextSegment
 from agentv.process import ProcessResult, run_process
 from agentv.prompts import system_turns

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import orjson
 
 from agentv.evalfile.checks import SCHEMA_READ_ERRORS, check_schema, read_schema_file
-from agentv.evalfile.schema import ContainsSpec, EqualsSpec, IsJsonSpec, RegexSpec
 from agentv.evaluators.base import EvaluationContext, EvaluatorScore, excerpt, failed
+from agentv.evaluators.specs import ContainsSpec, EqualsSpec, IsJsonSpec, RegexSpec
 
 if TYPE_CHECKING:
     from agentv.cases import EvaluatorConfig

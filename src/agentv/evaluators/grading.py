@@ -9,9 +9,9 @@ to ``llm_judge`` as in the original AgentV) and reports that evaluator's request
 from __future__ import annotations
 
 from agentv.cases import EvalCase, EvaluatorConfig
-from agentv.evalfile.schema import LlmJudgeSpec
 from agentv.evaluators.base import CaseGrade, EvaluationContext, EvaluatorScore, failed
 from agentv.evaluators.registry import get_evaluator
+from agentv.evaluators.specs import LlmJudgeSpec
 from agentv.providers.base import Usage
 
 DEFAULT_JUDGE = EvaluatorConfig(name="llm_judge", spec=LlmJudgeSpec(type="llm_judge"))

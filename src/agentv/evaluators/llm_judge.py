@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from agentv.errors import ProviderError
-from agentv.evalfile.schema import LlmJudgeSpec
 from agentv.evaluators.base import (
     EvaluationContext,
     EvaluatorScore,
@@ -30,6 +29,7 @@ from agentv.evaluators.base import (
     failed,
     text_list,
 )
+from agentv.evaluators.specs import LlmJudgeSpec
 from agentv.messages import FileSegment, GuidelineRef, Message, TextSegment
 from agentv.prompts import request_messages
 from agentv.providers.base import ProviderRequest

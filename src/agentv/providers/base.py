@@ -145,6 +145,13 @@ class ProviderSettings(BaseModel):
     #: that they do not split the cache by the folder a run starts from
     not_in_cache_key: ClassVar[frozenset[str]] = frozenset()
 
+    def setup_warnings(self, target: str, kind: str) -> list[str]:
+        """What would stop target ``target`` (of provider ``kind``) on this machine, each
+        said with how to fix it: a program that is not installed, a folder that does not
+        exist. Nothing is run and the environment is not read (``agentv validate``): a
+        value still holding ``${{ VAR }}`` is not checked. None by default."""
+        return []
+
 
 class Provider(ABC):
     """A target that answers requests. Subclasses set ``kind`` and ``Settings``."""

@@ -36,7 +36,6 @@ ALIASES: dict[str, str] = {
 }
 
 KINDS: tuple[str, ...] = tuple(_KINDS)
-AGENT_KINDS: frozenset[str] = frozenset({"codex", "vscode", "vscode-insiders"})
 
 
 def canonical_kind(name: str) -> str | None:

@@ -1,4 +1,5 @@
-"""Step 6 of the data flow: run every case on its target, grade it, write its result.
+"""Step 6 of the data flow: hand every case to a worker (here, or on an executor) and
+write each result the moment it comes back.
 
 Each target has its own lane of work and its own pool of workers (a quarter more than the
 target may have requests in flight, so that its turns stay busy while some cases wait to

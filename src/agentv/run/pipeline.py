@@ -1,4 +1,5 @@
-"""Step 6 of the data flow, for one case: prompt -> target -> evaluators -> result record.
+"""What one case goes through once a worker picks it: prompt -> target -> evaluators ->
+result record.
 
 ``CasePipeline.run`` is everything a case goes through once it is picked to run: its
 prompt built (``agentv.prompts``), the target asked through that target's gate

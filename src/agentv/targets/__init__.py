@@ -37,6 +37,10 @@ from agentv.targets.loader import (
     setup_diagnostics,
     validate_targets_file,
 )
+from agentv.targets.paths import (
+    anchor_paths,
+    path_layout,
+)
 from agentv.targets.pool import (
     DEFAULT_TARGET,
     DryRun,
@@ -57,9 +61,9 @@ from agentv.targets.schema import (
     TargetEntry,
     TargetsDocument,
     TargetsFile,
-    anchor_paths,
-    path_layout,
     settings_keys,
+)
+from agentv.targets.schema_errors import (
     translate_errors,
 )
 

@@ -23,6 +23,10 @@ from pydantic import ValidationError
 from agentv.errors import Diagnostic, InputError
 from agentv.providers import registry
 from agentv.targets.discovery import project_dir
+from agentv.targets.paths import (
+    anchor_paths,
+    has_relative_path,
+)
 from agentv.targets.schema import (
     BROKEN_ENV_REF,
     BROKEN_ENV_REF_HINT,
@@ -32,10 +36,10 @@ from agentv.targets.schema import (
     TargetEntry,
     TargetsDocument,
     TargetsFile,
-    anchor_paths,
     broken_env_ref,
+)
+from agentv.targets.schema_errors import (
     entry_label,
-    has_relative_path,
     translate_errors,
     validate_without,
 )
@@ -83,12 +87,10 @@ def setup_diagnostics(src: YamlSource, targets: Mapping[str, TargetDefinition]) 
     from ``project_dir`` as when the target runs; the environment is not read, so a value
     holding ``${{ VAR }}`` is not checked.
     """
-    from agentv.providers.agents import CHECKED_KINDS, setup_warnings
-
     base = project_dir(src.path)
     out: list[Diagnostic] = []
     for definition in targets.values():
-        if not definition.usable or definition.kind not in CHECKED_KINDS:
+        if not definition.usable:
             continue
         settings_cls = registry.provider_class(definition.kind).Settings
         fields = dict(definition.fields)
@@ -101,7 +103,7 @@ def setup_diagnostics(src: YamlSource, targets: Mapping[str, TargetDefinition]) 
         hint = "ignore this warning if the target runs on another machine"
         if has_relative_path(settings_cls, definition.fields):
             hint += f"; relative paths in this target start from {base}"
-        for problem in setup_warnings(definition.kind, definition.name, settings):
+        for problem in settings.setup_warnings(definition.name, definition.kind):
             out.append(
                 src.diagnostic(
                     ("targets", definition.index),

@@ -69,22 +69,18 @@ class RunTarget:
     judge: Provider | None = None
     unset: tuple[str, ...] = ()  # a preview's variables that are not set (shown as placeholders)
     repo_root: Path | None = None  # of the eval files using it (where a preview reads .env)
+    #: a dry run's mock: the name of the target in targets.yaml it stands in for
+    dry_run_of: str | None = None
 
     @property
     def configured_name(self) -> str:
         """The name in targets.yaml (a dry run's mock is written ``<name>-dry-run``)."""
-        if self.kind == "mock" and self.name.endswith("-dry-run") and self.judge is not None:
-            return self.name.removesuffix("-dry-run")
-        return self.name
+        return self.dry_run_of if self.dry_run_of is not None else self.name
 
     @property
     def label(self) -> str:
         """``name [provider=kind]``, how ``--verbose`` names the target."""
-        kind = (
-            "mock (dry-run)"
-            if self.name.endswith("-dry-run") and self.kind == "mock"
-            else self.kind
-        )
+        kind = "mock (dry-run)" if self.dry_run_of is not None else self.kind
         return f"{self.name} [provider={kind}]"
 
 
@@ -241,6 +237,7 @@ class TargetPool:
             provider=mock,
             workers=definition.workers if definition else None,
             judge=judge,
+            dry_run_of=name,
         )
 
     def judge(self, run_target: RunTarget) -> Provider:

@@ -21,13 +21,17 @@ from agentv.errors import ConfigError, SetupError
 from agentv.providers import registry
 from agentv.providers.base import Provider
 from agentv.targets.discovery import project_dir
+from agentv.targets.paths import (
+    anchor_paths,
+)
 from agentv.targets.schema import (
     BROKEN_ENV_REF,
     BROKEN_ENV_REF_HINT,
     ENV_REF,
     TargetDefinition,
-    anchor_paths,
     broken_env_ref,
+)
+from agentv.targets.schema_errors import (
     describe_error,
     validate_without,
 )

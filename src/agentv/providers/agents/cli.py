@@ -37,6 +37,7 @@ from agentv.providers.agents.common import (
     TimeoutSeconds,
     combined_timeout,
     describe_failure,
+    missing_folder,
     normalise_newlines,
     process_failure,
     redact,
@@ -180,6 +181,12 @@ class CliSettings(ProviderSettings):
     @classmethod
     def _check_template(cls, value: Any) -> Any:
         return _template(value)
+
+    def setup_warnings(self, target: str, kind: str) -> list[str]:
+        problems = missing_folder(self.cwd, "working directory (`cwd`)")
+        if isinstance(self.healthcheck, CommandHealthcheck):
+            problems += missing_folder(self.healthcheck.cwd, "healthcheck `cwd`")
+        return problems
 
     @field_validator("files_format", mode="before")
     @classmethod

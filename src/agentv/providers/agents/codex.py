@@ -32,6 +32,8 @@ from agentv.providers.agents.common import (
     OptionalText,
     TimeoutSeconds,
     combined_timeout,
+    missing_folder,
+    pending,
     preread_document,
     process_failure,
     redact,
@@ -134,6 +136,12 @@ class CodexSettings(ProviderSettings):
     @classmethod
     def _format(cls, value: Any) -> Any:
         return _log_format(value)
+
+    def setup_warnings(self, target: str, kind: str) -> list[str]:
+        problems = []
+        if not pending(self.executable) and locate_executable(self.executable) is None:
+            problems.append(missing_executable_message(self.executable, target))
+        return problems + missing_folder(self.cwd, "working directory (`cwd`)")
 
 
 # --- the executable -------------------------------------------------------------------------

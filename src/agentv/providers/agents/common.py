@@ -21,6 +21,22 @@ if TYPE_CHECKING:
 
 USER_QUERY_HEADER = "[[ ## user_query ## ]]"
 
+# --- setup checks (``ProviderSettings.setup_warnings``) ---------------------------------------
+
+
+def pending(raw: str | None) -> bool:
+    """True for a value still holding a ``${{ VAR }}`` reference: it is only known when the
+    target runs (``validate`` never reads the environment), so it cannot be checked here."""
+    return raw is not None and "${{" in raw
+
+
+def missing_folder(raw: str | None, what: str) -> list[str]:
+    """``["<what> '<raw>' does not exist"]`` when ``raw`` names no folder, else nothing."""
+    if raw and not pending(raw) and not Path(raw).expanduser().is_dir():
+        return [f"{what} '{raw}' does not exist"]
+    return []
+
+
 # --- settings field types ---------------------------------------------------------------
 
 

@@ -46,6 +46,7 @@ from agentv.providers.agents.common import (
     OptionalText,
     file_uri,
     normalise_newlines,
+    pending,
     preread_document,
     unique_paths,
 )
@@ -88,6 +89,19 @@ class VSCodeSettings(ProviderSettings):
     workspace_template: OptionalText = Field(
         default=None, validation_alias=AliasChoices("workspace_template", "workspaceTemplate")
     )
+
+    def setup_warnings(self, target: str, kind: str) -> list[str]:
+        problems = []
+        command = self.vscode_cmd or ("code-insiders" if kind == "vscode-insiders" else "code")
+        if not self.dry_run and not pending(command) and shutil.which(command) is None:
+            problems.append(
+                f"VS Code command '{command}' was not found on PATH; install VS Code's "
+                f"command-line launcher or set `vscode_cmd` on target '{target}'"
+            )
+        template = self.workspace_template
+        if template and not pending(template) and not Path(template).expanduser().is_file():
+            problems.append(f"workspace template '{template}' does not exist")
+        return problems
 
 
 # --- subagent folders ---------------------------------------------------------------------------

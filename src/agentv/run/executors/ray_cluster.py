@@ -92,6 +92,7 @@ class TargetSpec:
     judge: int | None = None
     judge_limit: int = 1
     judge_error: str | None = None  # why this target's cases cannot be judged
+    dry_run_of: str | None = None
 
 
 @dataclass(frozen=True)
@@ -181,6 +182,7 @@ class _Worker:
                 provider=providers[t.provider],
                 workers=t.workers,
                 batching=t.batching,
+                dry_run_of=t.dry_run_of,
             )
             self.targets[key] = target
             if t.judge is not None:
@@ -396,6 +398,7 @@ class RayExecutor:
                 judge=judge,
                 judge_limit=limit,
                 judge_error=problem,
+                dry_run_of=t.dry_run_of,
             )
         self._run_id = uuid.uuid4().hex
         if gates:  # else no actor at all: nothing is shared

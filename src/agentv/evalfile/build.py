@@ -1,0 +1,568 @@
+"""Step 2 of the data flow: one raw case of an eval file becomes an ``EvalCase``.
+
+``CaseBuilder`` builds a case from its mapping as written: its messages and their
+segments (text, files read once per run, guideline references, tool calls paired with
+their results), its expected messages, its evaluators (their settings checked before
+anything is sent: ``checks.py``) and the judge prompt. Every problem becomes a located
+``Diagnostic``; a case with an error is not built. Reading and settling the file around
+it is ``loader.py``'s.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from agentv.cases import EvalCase, EvaluatorConfig
+from agentv.errors import Diagnostic
+from agentv.evalfile import schema as sc
+from agentv.evalfile.checks import Problem, SchemaChecker, regex_problem, script_problem
+from agentv.evalfile.files import is_within
+from agentv.evalfile.guidelines import is_guideline
+from agentv.evalfile.schema_errors import translate
+from agentv.messages import (
+    FileSegment,
+    GuidelineFile,
+    GuidelineRef,
+    Message,
+    Segment,
+    TextSegment,
+    ToolCall,
+)
+from agentv.yaml.source import PathKey, YamlSource, describe_decode_error
+
+if TYPE_CHECKING:
+    from agentv.evalfile.loader import LoadContext
+
+
+_CASE_ADAPTER = sc.RawEvalCase
+
+#: an attachment larger than this (characters) is worth a warning: it goes whole into
+#: every request of the cases that attach it
+LARGE_ATTACHMENT = 10 * 2**20
+
+ROLE_MARKER_RE = re.compile(r"@\[(?:system|user|assistant|tool)\]:", re.IGNORECASE)
+"""A role marker as written in ``question`` texts (docs/prompt-rules.md section 4)."""
+
+
+def _enumerate_list(value: Any) -> list[tuple[int, Any]]:
+    return list(enumerate(value)) if isinstance(value, list) else []
+
+
+def block_is_file(block: Any) -> bool:
+    """Whether a raw content block is ``{type: file, ...}``."""
+    return isinstance(block, dict) and block.get("type") == "file"
+
+
+def text_or_none(value: Any) -> str | None:
+    return value.strip() if isinstance(value, str) and value.strip() else None
+
+
+class CaseBuilder:
+    """Turns one raw case mapping into an ``EvalCase`` (or diagnostics)."""
+
+    def __init__(
+        self,
+        *,
+        src: YamlSource,
+        ctx: LoadContext,
+        roots: list[Path],
+        repo_root: Path,
+        patterns: tuple[str, ...],
+        dataset: str,
+        default_evaluator: str,
+    ) -> None:
+        self.src = src
+        self.ctx = ctx
+        self.roots = roots
+        self.repo_root = repo_root
+        self.patterns = patterns
+        self.dataset = dataset
+        self.default_evaluator = default_evaluator
+        self._classified: dict[Path, bool] = {}
+        self._checked: dict[Path, tuple[bool, bool]] = {}  # path -> (inside root, is a file)
+        self._warned_large: set[Path] = set()  # attachments already said to be large
+        self._schemas = SchemaChecker()
+        self._scripts: dict[tuple[str, Path], Problem | None] = {}
+        # The file-level `execution:` block (the original AgentV's): the defaults of the
+        # cases that have no target or evaluators of their own.
+        self.execution_seen = False
+        self.default_target: str | None = None
+        self.default_evaluators: tuple[EvaluatorConfig, ...] | None = None
+        self.default_diags: list[Diagnostic] = []  # its problems (header problems)
+
+    def set_file_execution(self, value: Any) -> None:
+        """Read the file-level ``execution:`` block: its ``target`` and ``evaluators``."""
+        self.execution_seen = True
+        self.default_target, self.default_evaluators, self.default_diags = None, None, []
+        if value is None:
+            return
+        wrapped = {"execution": value}  # so that its errors are located under `execution`
+        try:
+            raw = sc.RawFileExecution.model_validate(wrapped)
+        except ValidationError as exc:
+            self.default_diags = translate(self.src, exc, wrapped, ())
+            self._name_places(self.default_diags)
+            return
+        self.default_target = text_or_none(raw.execution.target)
+        if raw.execution.evaluators is not None:
+            self.default_evaluators = tuple(
+                self._evaluator_configs(
+                    raw.execution.evaluators, ("execution", "evaluators"), self.default_diags
+                )
+            )
+        self._name_places(self.default_diags)
+
+    @staticmethod
+    def _name_places(diags: list[Diagnostic]) -> None:
+        """Start the messages about the file's ``execution`` with the key they are about.
+
+        A streamed file's header is located by its top-level keys only (the file is not
+        read twice), so the line is that of ``execution``: the key path says the rest.
+        """
+        for d in diags:
+            if d.location and d.location != "execution":
+                d.message = f"`{d.location}`: {d.message}"
+
+    def build(
+        self, index: int, entry: Any, line: int | None = None
+    ) -> tuple[EvalCase | None, list[Diagnostic]]:
+        """The case at ``evalcases[index]`` (starting on ``line``), or None when it has an
+        error; plus diagnostics."""
+        case, diags = self._build(index, entry, line)
+        if isinstance(entry, dict):
+            diags.extend(self._marker_warnings(entry, ("evalcases", index)))
+        case_id = entry.get("id") if isinstance(entry, dict) else None
+        if isinstance(case_id, str) and case_id.strip():
+            for d in diags:
+                if d.file == self.src.path:
+                    d.message = f"case {case_id!r}: {d.message}"
+        diags.sort(key=lambda d: (d.line or 0, d.column or 0))
+        return case, diags
+
+    def _build(
+        self, index: int, entry: Any, line: int | None
+    ) -> tuple[EvalCase | None, list[Diagnostic]]:
+        base: PathKey = ("evalcases", index)
+        if not isinstance(entry, dict):
+            return None, [
+                self.src.diagnostic(
+                    base,
+                    "an eval case must be a mapping",
+                    hint="start each case with `- id: ...` followed by `outcome` and `input_messages`",
+                )
+            ]
+        try:
+            raw = _CASE_ADAPTER.model_validate(entry)
+        except ValidationError as exc:
+            diags = translate(self.src, exc, entry, base)
+            # Report the missing files too, so that one `validate` shows every problem.
+            self._check_raw_files(entry, base, diags)
+            return None, diags
+        diags = []
+        guideline_files: dict[Path, GuidelineFile] = {}
+        input_files: dict[Path, None] = {}
+        messages = []
+        for i, msg in enumerate(raw.input_messages):
+            loaded = self._message(
+                msg, (*base, "input_messages", i), diags, guideline_files, input_files, True
+            )
+            messages.append(loaded)
+        expected = []
+        for i, msg in enumerate(raw.expected_messages or []):
+            expected.append(
+                self._message(msg, (*base, "expected_messages", i), diags, None, None, False)
+            )
+        diags.extend(self._check_tool_pairing(raw, base))
+        evaluators = self._evaluators(raw, base, diags)
+        if any(d.severity == "error" for d in diags):
+            return None, diags
+        case = EvalCase(
+            id=raw.id,
+            dataset=self.dataset,
+            eval_file=self.src.path,
+            outcome=raw.outcome,
+            input_messages=tuple(messages),
+            expected_messages=tuple(expected),
+            reference_answer=_reference_answer(expected),
+            guideline_files=tuple(guideline_files.values()),
+            input_files=tuple(input_files),
+            evaluators=tuple(evaluators),
+            default_evaluator=raw.evaluator or self.default_evaluator,
+            conversation_id=raw.conversation_id,
+            target=raw.execution.target if raw.execution and raw.execution.target else None,
+            line=line,
+            repeat=raw.repeat,
+        )
+        return case, diags
+
+    def _check_raw_files(
+        self, entry: dict[str, Any], base: PathKey, diags: list[Diagnostic]
+    ) -> None:
+        for field_name in ("input_messages", "expected_messages"):
+            for i, msg in _enumerate_list(entry.get(field_name)):
+                content = msg.get("content") if isinstance(msg, dict) else None
+                for j, block in _enumerate_list(content):
+                    value = block.get("value") if isinstance(block, dict) else None
+                    if block_is_file(block) and isinstance(value, str) and value:
+                        key = (*base, field_name, i, "content", j, "value")
+                        self._file(value, key, diags, classify=False)
+
+    def _marker_warnings(self, entry: dict[str, Any], base: PathKey) -> list[Diagnostic]:
+        """Warn about ``@[Role]:`` written inside content: it can pass for a real turn."""
+        out: list[Diagnostic] = []
+        for field_name in ("input_messages", "expected_messages"):
+            for i, msg in _enumerate_list(entry.get(field_name)):
+                if not isinstance(msg, dict):
+                    continue
+                content = msg.get("content")
+                # (where, text): a location is only spelled out for a text with a marker
+                texts: list[tuple[tuple[Any, ...], Any]] = [((), content)]
+                for j, block in _enumerate_list(content):
+                    if isinstance(block, dict) and block.get("type") == "text":
+                        texts.append(((j, "value"), block.get("value")))
+                    else:
+                        texts.append(((j,), block))
+                for where, text in texts:
+                    # Every marker starts with "@[": the substring test spares most texts the regex.
+                    if not (isinstance(text, str) and "@[" in text):
+                        continue
+                    found = ROLE_MARKER_RE.search(text)
+                    if found:
+                        out.append(
+                            self.src.diagnostic(
+                                (*base, field_name, i, "content", *where),
+                                f"content contains the role marker {found.group(0)!r}",
+                                hint="agentv writes role markers itself; one inside content can "
+                                "pass for a real turn (prompt injection). Rephrase it unless the "
+                                "case tests exactly that",
+                                severity="warning",
+                            )
+                        )
+        return out
+
+    def _message(
+        self,
+        msg: sc.RawMessage,
+        key: PathKey,
+        diags: list[Diagnostic],
+        guidelines: dict[Path, GuidelineFile] | None,
+        input_files: dict[Path, None] | None,
+        classify: bool,
+    ) -> Message:
+        segments: list[Segment] = []
+        if isinstance(msg.content, str):
+            segments.append(TextSegment(msg.content))
+        else:
+            for j, block in enumerate(msg.content):
+                if isinstance(block, sc.TextBlock):
+                    segments.append(TextSegment(block.value))
+                    continue
+                seg = self._file(block.value, (*key, "content", j, "value"), diags, classify)
+                if seg is None:
+                    continue
+                segments.append(seg)
+                if isinstance(seg, GuidelineRef):
+                    if guidelines is not None and seg.resolved not in guidelines:
+                        guidelines[seg.resolved] = GuidelineFile(
+                            seg.path, seg.resolved, self.ctx.store.text(seg.resolved)
+                        )
+                elif input_files is not None:
+                    input_files.setdefault(seg.resolved, None)
+        tool_calls: tuple[ToolCall, ...] = ()
+        if msg.tool_calls:
+            calls = []
+            for k, call in enumerate(msg.tool_calls):
+                args = call.arguments
+                if isinstance(args, str):
+                    try:
+                        args = json.loads(args) if args.strip() else {}
+                    except json.JSONDecodeError as exc:
+                        diags.append(
+                            self.src.diagnostic(
+                                (*key, "tool_calls", k, "arguments"),
+                                f"tool call arguments are not valid JSON: {exc.msg} "
+                                f"at character {exc.pos + 1}",
+                                hint="write the arguments as a YAML mapping instead of a string",
+                            )
+                        )
+                        args = {}
+                    except RecursionError:
+                        diags.append(
+                            self.src.diagnostic(
+                                (*key, "tool_calls", k, "arguments"),
+                                "tool call arguments are nested too deeply",
+                                hint="write the arguments as a YAML mapping instead of a string",
+                            )
+                        )
+                        args = {}
+                    if not isinstance(args, dict):
+                        diags.append(
+                            self.src.diagnostic(
+                                (*key, "tool_calls", k, "arguments"),
+                                "tool call arguments must be a JSON object",
+                            )
+                        )
+                        args = {}
+                calls.append(ToolCall(call.id, call.name, args))
+            tool_calls = tuple(calls)
+            if msg.role != "assistant":
+                diags.append(
+                    self.src.diagnostic(
+                        (*key, "tool_calls"),
+                        f"`tool_calls` is only allowed on assistant messages, not on {msg.role!r}",
+                        hint="move the tool calls to the assistant turn that made them",
+                    )
+                )
+        if msg.tool_call_id is not None and msg.role != "tool":
+            diags.append(
+                self.src.diagnostic(
+                    (*key, "tool_call_id"),
+                    "`tool_call_id` is only allowed on tool messages",
+                    hint="set it on the `role: tool` message that answers the call",
+                )
+            )
+        return Message(
+            role=msg.role,
+            segments=tuple(segments),
+            tool_calls=tool_calls,
+            tool_call_id=msg.tool_call_id,
+            name=msg.name,
+        )
+
+    def _file(
+        self, raw: str, key: PathKey, diags: list[Diagnostic], classify: bool
+    ) -> Segment | None:
+        found = self._read_reference(raw, key, diags, "referenced file")
+        if found is None:
+            return None
+        path, text = found
+        if classify and self._is_guideline(path):
+            return GuidelineRef(path=raw, resolved=path)
+        return FileSegment(path=raw, resolved=path, text=text)
+
+    def _read_reference(
+        self, raw: str, key: PathKey, diags: list[Diagnostic], what: str, *, must_exist: bool = True
+    ) -> tuple[Path, str] | None:
+        """Resolve, check and read a file reference; problems become diagnostics."""
+        res = self.ctx.store.resolve(raw, self.roots)
+        if res.resolved is None:
+            if must_exist:
+                tried = "\n".join(f"      {p}" for p in res.tried)
+                diags.append(
+                    self.src.diagnostic(
+                        key,
+                        f"{what} not found: {raw}",
+                        hint=f"create the file or fix the path; looked in:\n{tried}",
+                    )
+                )
+            return None
+        path = res.resolved
+        checked = self._checked.get(path)
+        if checked is None:  # one check per file per eval file, however many cases use it
+            inside = self.ctx.allow_outside_root or is_within(path, self.repo_root)
+            checked = self._checked[path] = (inside, path.is_file())
+        inside, is_file = checked
+        if not inside:
+            diags.append(
+                self.src.diagnostic(
+                    key,
+                    f"{what} {raw} resolves outside the repository root ({path})",
+                    hint=f"keep referenced files inside {self.repo_root}, or pass "
+                    "--allow-outside-root if you trust this eval file",
+                )
+            )
+            return None
+        if not is_file:
+            diags.append(
+                self.src.diagnostic(
+                    key, f"{what} {raw} is a folder, not a file", hint="point at a file"
+                )
+            )
+            return None
+        try:
+            text = self.ctx.store.text(path)
+        except UnicodeDecodeError as exc:
+            diags.append(
+                self.src.diagnostic(
+                    key,
+                    f"{what} {raw} is {describe_decode_error(exc)}",
+                    hint="reference text files only, saved as UTF-8",
+                )
+            )
+            return None
+        except OSError as exc:
+            diags.append(
+                self.src.diagnostic(
+                    key,
+                    f"cannot read {what} {raw}: {exc.strerror or exc}",
+                    hint="check the file's permissions",
+                )
+            )
+            return None
+        if len(text) > LARGE_ATTACHMENT and path not in self._warned_large:
+            self._warned_large.add(path)  # said once per file, however many cases use it
+            diags.append(
+                self.src.diagnostic(
+                    key,
+                    f"{what} {raw} is {len(text) / 2**20:.0f} MiB of text: it is sent whole "
+                    "with every request of the cases that attach it",
+                    hint="attach an excerpt if the whole file is not needed (it costs "
+                    "tokens, time and memory); results store it once per record",
+                    severity="warning",
+                )
+            )
+        return path, text
+
+    def _is_guideline(self, path: Path) -> bool:
+        hit = self._classified.get(path)
+        if hit is None:
+            try:
+                rel = path.relative_to(self.repo_root).as_posix()
+            except ValueError:
+                rel = "../" + path.as_posix()  # outside the root: never a guideline
+            hit = is_guideline(rel, self.patterns)
+            self._classified[path] = hit
+        return hit
+
+    def _check_tool_pairing(self, raw: sc.RawEvalCase, base: PathKey) -> list[Diagnostic]:
+        diags: list[Diagnostic] = []
+        call_ids: set[str] = set()
+        for i, msg in enumerate(raw.input_messages):
+            if msg.tool_calls:
+                call_ids.update(c.id for c in msg.tool_calls)
+            if msg.role == "tool" and (
+                msg.tool_call_id is None or msg.tool_call_id not in call_ids
+            ):
+                why = (
+                    "has no `tool_call_id`"
+                    if msg.tool_call_id is None
+                    else f"answers call {msg.tool_call_id!r}, which no earlier assistant message made"
+                )
+                diags.append(
+                    self.src.diagnostic(
+                        (*base, "input_messages", i),
+                        f"tool message {why}; it will be sent to LM APIs as a user turn starting with @[Tool]:",
+                        hint="add `tool_calls` with a matching `id` to the assistant message before it "
+                        "and set `tool_call_id` here",
+                        severity="warning",
+                    )
+                )
+        return diags
+
+    def _evaluators(
+        self, raw: sc.RawEvalCase, base: PathKey, diags: list[Diagnostic]
+    ) -> list[EvaluatorConfig]:
+        if raw.execution is not None and raw.execution.evaluators is not None:
+            specs = raw.execution.evaluators
+            key: PathKey = (*base, "execution", "evaluators")
+        elif raw.evaluators is not None:
+            specs, key = raw.evaluators, (*base, "evaluators")
+        else:  # none of its own: the file's `execution.evaluators`, checked once
+            return list(self.default_evaluators or ())
+        return self._evaluator_configs(specs, key, diags)
+
+    def _evaluator_configs(
+        self, specs: list[sc.EvaluatorSpec], key: PathKey, diags: list[Diagnostic]
+    ) -> list[EvaluatorConfig]:
+        """The evaluators listed at ``key``, their files resolved and their settings checked
+        as they will be used when grading (``checks.py``)."""
+        out: list[EvaluatorConfig] = []
+        seen: set[str] = set()
+        for k, spec in enumerate(specs):
+            name = spec.name or spec.type
+            if name in seen:
+                name = f"{name}_{k + 1}"
+            seen.add(name)
+            cwd = prompt_path = None
+            prompt_text = None
+            if isinstance(spec, sc.CodeSpec) and spec.cwd:
+                res = self.ctx.store.resolve(spec.cwd, [self.src.path.parent])
+                if res.resolved is None or not res.resolved.is_dir():
+                    diags.append(
+                        self.src.diagnostic(
+                            (*key, k, "cwd"),
+                            f"code evaluator folder not found: {spec.cwd}",
+                            hint=f"`cwd` is relative to the eval file's folder ({self.src.path.parent})",
+                        )
+                    )
+                elif not (
+                    self.ctx.allow_outside_root or is_within(res.resolved, self.repo_root)
+                ):  # as every other path: the script would run there
+                    diags.append(
+                        self.src.diagnostic(
+                            (*key, k, "cwd"),
+                            f"code evaluator folder {spec.cwd} resolves outside the "
+                            f"repository root ({res.resolved})",
+                            hint=f"keep the evaluator's `cwd` inside {self.repo_root}, or pass "
+                            "--allow-outside-root if you trust this eval file",
+                        )
+                    )
+                else:
+                    cwd = res.resolved
+            elif isinstance(spec, sc.CodeSpec):
+                cwd = self.src.path.parent
+            if isinstance(spec, sc.LlmJudgeSpec) and spec.prompt:
+                prompt_text, prompt_path = self._judge_prompt(
+                    spec.prompt, (*key, k, "prompt"), diags
+                )
+            problem = self._check_spec(spec, cwd)
+            if problem is not None:
+                diags.append(
+                    self.src.diagnostic((*key, k, problem.key), problem.message, hint=problem.hint)
+                )
+            out.append(
+                EvaluatorConfig(
+                    name, spec, cwd=cwd, prompt_text=prompt_text, prompt_path=prompt_path
+                )
+            )
+        return out
+
+    def _check_spec(self, spec: sc.EvaluatorSpec, cwd: Path | None) -> Problem | None:
+        """What would make this evaluator fail on every answer: found now, before spending."""
+        if isinstance(spec, sc.RegexSpec):
+            return regex_problem(spec.value, spec.flags)
+        if isinstance(spec, sc.IsJsonSpec):
+            return self._schemas.problem(spec.schema_, self.src.path.parent)
+        if isinstance(spec, sc.CodeSpec) and cwd is not None:  # a missing `cwd` is reported
+            where = (spec.script, cwd)
+            if where not in self._scripts:  # one look at the disk per script per file
+                self._scripts[where] = script_problem(spec.script, cwd)
+            return self._scripts[where]
+        return None
+
+    def _judge_prompt(
+        self, prompt: str, key: PathKey, diags: list[Diagnostic]
+    ) -> tuple[str, Path | None]:
+        """A judge prompt is a file when one resolves, else inline text (as the original AgentV: docs/architecture.md, "Compatibility")."""
+        if "\n" in prompt:
+            return prompt, None
+        # A single line ending like a file name was meant as a file: say so when it is missing.
+        looks_like_path = prompt.strip().lower().endswith((".md", ".txt", ".prompt"))
+        found = self._read_reference(
+            prompt.strip(), key, diags, "judge prompt file", must_exist=looks_like_path
+        )
+        if found is None:
+            return prompt, None
+        path, text = found
+        return text, path
+
+
+def _reference_answer(expected: list[Message]) -> str:
+    """The first expected message's content: a string as written, blocks joined by a space."""
+    if not expected:
+        return ""
+    first = expected[0]
+    if len(first.segments) == 1 and isinstance(first.segments[0], TextSegment):
+        return first.segments[0].value
+    parts = []
+    for seg in first.segments:
+        if isinstance(seg, TextSegment):
+            parts.append(seg.value)
+        elif isinstance(seg, FileSegment):
+            parts.append(seg.text)
+    return " ".join(parts)
