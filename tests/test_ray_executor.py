@@ -25,7 +25,7 @@ import pytest
 import ray
 
 import agentv
-from agentv.errors import ConfigError, InputError
+from agentv.errors import ConfigError
 from agentv.run.executors import RAY_INSTALL_HINT, make_executor
 from agentv.run.executors.ray_cluster import TASK_NAME
 from fakes.llm_server import FakeLLMServer, Fault
@@ -530,11 +530,11 @@ def test_without_ray_the_error_says_how_to_install_it(monkeypatch: pytest.Monkey
 
 def test_executor_options_are_checked() -> None:
     assert make_executor("local") is None
-    with pytest.raises(InputError, match="executor must be one of local, ray"):
+    with pytest.raises(ConfigError, match="executor must be one of local, ray"):
         make_executor("cluster")
-    with pytest.raises(InputError, match="need --executor ray"):
+    with pytest.raises(ConfigError, match="need --executor ray"):
         make_executor("local", ray_address="127.0.0.1:6379")
-    with pytest.raises(InputError, match="above 0"):
+    with pytest.raises(ConfigError, match="above 0"):
         make_executor("ray", ray_cpus_per_case=0)
 
 
