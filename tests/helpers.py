@@ -44,14 +44,19 @@ class Clock:
 
 def record_collector() -> Any:
     """A ``SummaryCollector`` that also takes records as plain mappings (as they are
-    written), made into the ``EvalResult`` the run hands it."""
+    written) with the grade of the run, made into the ``EvalResult`` the run hands it."""
+    from agentv.results.outcome import grading_fields
     from agentv.results.record import EvalResult
     from agentv.results.summary import SummaryCollector
 
     class RecordCollector(SummaryCollector):
         def add(self, result: Any, grade: Any = None) -> None:
+            """``grade``: the record holds what the run writes of it (``grading_fields``)."""
             if not isinstance(result, EvalResult):
-                result = EvalResult.from_record(dict(result))
-            super().add(result, grade)
+                record = dict(result)
+                if grade is not None:
+                    record.update(grading_fields(grade))
+                result = EvalResult.from_record(record)
+            super().add(result)
 
     return RecordCollector()

@@ -70,9 +70,14 @@ def test_every_category(runs: tuple[Path, Path]) -> None:
         ("up", "u"): "unchanged",
     }
     assert c.counts == {"improved": 2, "regressed": 2, "unchanged": 3, "new": 1, "missing": 1}
-    # paired deltas over the 7 cases in both runs: +0.5 -0.4 0 +0.03 0 +0.5 0
-    assert c.mean_delta == pytest.approx(0.63 / 7)
-    assert (c.base_pass_rate, c.new_pass_rate) == (pytest.approx(4 / 8), pytest.approx(3 / 8))
+    # paired deltas over the 6 cases graded in both runs (broke errored: no score, not
+    # paired): +0.5 -0.4 0 +0.03 +0.5 0
+    assert c.mean_delta == pytest.approx(0.63 / 6)
+    # over the graded runs: 5 of 9 passed, then 4 of 8 (broke's error is counted apart)
+    assert (c.base_pass_rate, c.new_pass_rate) == (pytest.approx(5 / 9), pytest.approx(4 / 8))
+    assert (c.base.runs, c.base.graded, c.new.runs, c.new.graded) == (9, 9, 9, 8)
+    assert c.new.statuses == {"ok": 4, "failed": 4, "error": 1}
+    assert (c.base.mean, c.new.mean) == (pytest.approx(6.05 / 9), pytest.approx(6.03 / 8))
 
 
 def test_the_interval_is_deterministic_and_sensible() -> None:
@@ -89,15 +94,21 @@ def test_json_output(runs: tuple[Path, Path]) -> None:
     data = json.loads(result.stdout)
     assert data["counts"] == {"improved": 2, "regressed": 2, "unchanged": 3, "new": 1, "missing": 1}
     assert data["min_delta"] == 0.05
-    assert data["pass_rate"]["change"] == pytest.approx(-1 / 8)
+    assert data["pass_rate"]["change"] == pytest.approx(4 / 8 - 5 / 9)
+    assert data["runs"]["new"] == {
+        "runs": 9,
+        "graded": 8,
+        "statuses": {"ok": 4, "failed": 4, "error": 1},
+        "mean": pytest.approx(6.03 / 8),
+    }
     down = next(x for x in data["changed"] if x["eval_id"] == "down")
     assert down == {
         "dataset": "d",
         "eval_id": "down",
         "target": "t",
         "verdict": "regressed",
-        "base": {"score": 0.9, "status": "ok", "runs": 1},
-        "new": {"score": 0.5, "status": "failed", "runs": 1},
+        "base": {"score": 0.9, "status": "ok", "runs": 1, "graded": 1},
+        "new": {"score": 0.5, "status": "failed", "runs": 1, "graded": 1},
         "delta": pytest.approx(-0.4),
     }
     assert {x["eval_id"] for x in data["changed"]} == {
@@ -118,7 +129,10 @@ def test_markdown_output(runs: tuple[Path, Path]) -> None:
     assert result.exit_code == 0
     text = result.stdout
     assert text.startswith("### agentv: comparison\n\n- Improved: 2  Regressed: 2  Unchanged: 3")
-    assert "- Pass rate: 50.0% -> 37.5%" in text
+    assert "- Runs: 9 runs (9 graded) -> 9 runs (8 graded, 1 error)" in text
+    assert "- Mean score (graded runs): 0.672 -> 0.754" in text
+    assert "- Pass rate (graded runs): 55.6% -> 50.0%" in text
+    assert "| d/broke [t] | 0.850 ok | - error | - | regressed |" in text
     assert "**2 regressed**" in text
     assert "| case | base | new | delta | verdict |\n|---|---|---|---|---|\n" in text
     assert "| d/down [t] | 0.900 ok | 0.500 failed | -0.400 | regressed |" in text

@@ -17,6 +17,7 @@ from agentv.results.compare import (
     CaseDelta,
     CaseResult,
     Comparison,
+    Side,
     compare_files,
     compare_results,
     comparison_dict,
@@ -40,6 +41,9 @@ def _interval(deltas: list[float]) -> tuple[float, float]:
     means = _sorted_means(deltas, 2000, 20211207)
     # floor(0.025 * 1999) = 49, ceil(0.975 * 1999) = 1950
     return (means[49], means[1950])
+
+
+R1, R2 = {"repeat": 1}, {"repeat": 2}  # a case's second and third runs
 
 
 def _write(path: Path, *records: Any) -> Path:
@@ -87,14 +91,14 @@ def test_read_cases_defaults_repeats_and_worst_status(tmp_path: Path) -> None:
         tmp_path / "r.jsonl",
         # 1-3: one case run three times: the mean score, the worst status, three runs
         {"dataset": "d", "eval_id": "a", "target": "t", "score": 0.75, "status": "ok"},
-        {"dataset": "d", "eval_id": "a", "target": "t", "score": 0.25, "status": "failed"},
-        {"dataset": "d", "eval_id": "a", "target": "t", "score": 0.5, "status": "ok"},
+        {"dataset": "d", "eval_id": "a", "target": "t", "score": 0.25, "status": "failed"} | R1,
+        {"dataset": "d", "eval_id": "a", "target": "t", "score": 0.5, "status": "ok"} | R2,
         # 4-5: an unknown status ranks as error (2): below invalid ...
         {"dataset": "d", "eval_id": "u", "target": "t", "score": 1, "status": "odd"},
-        {"dataset": "d", "eval_id": "u", "target": "t", "score": 1, "status": "invalid"},
+        {"dataset": "d", "eval_id": "u", "target": "t", "score": 1, "status": "invalid"} | R1,
         # 6-7: ... above failed
         {"dataset": "d", "eval_id": "v", "target": "t", "score": 1, "status": "failed"},
-        {"dataset": "d", "eval_id": "v", "target": "t", "score": 1, "status": "odd"},
+        {"dataset": "d", "eval_id": "v", "target": "t", "score": 1, "status": "odd"} | R1,
         "",  # 8: a blank line is passed over
         # 9: nothing but a line field: no dataset, target, score or status
         {"line": 42},
@@ -108,16 +112,30 @@ def test_read_cases_defaults_repeats_and_worst_status(tmp_path: Path) -> None:
         # 14: an integer dataset is read as text
         {"dataset": 7, "eval_id": "n", "target": "t", "score": 1, "status": "ok"},
     )
+    # errors are not scores: a case's score is the mean of its graded (ok, failed) runs
     assert read_cases(path) == {
-        ("d", "a", "t"): CaseResult(score=0.5, status="failed", runs=3),
-        ("d", "u", "t"): CaseResult(score=1.0, status="invalid", runs=2),
-        ("d", "v", "t"): CaseResult(score=1.0, status="odd", runs=2),
-        ("", "#42", ""): CaseResult(score=0.0, status="ok", runs=1),
-        ("", "#10", ""): CaseResult(score=0.5, status="error", runs=1),
-        ("", "#11", ""): CaseResult(score=0.25, status="ok", runs=1),
-        ("", "nan", ""): CaseResult(score=0.0, status="failed", runs=1),
-        ("", "inf", ""): CaseResult(score=0.0, status="ok", runs=1),
-        ("7", "n", "t"): CaseResult(score=1.0, status="ok", runs=1),
+        ("d", "a", "t"): CaseResult(score=0.5, status="failed", runs=3, graded=3),
+        ("d", "u", "t"): CaseResult(score=None, status="invalid", runs=2, graded=0),
+        ("d", "v", "t"): CaseResult(score=1.0, status="odd", runs=2, graded=1),
+        ("", "#42", ""): CaseResult(score=0.0, status="ok", runs=1, graded=1),
+        ("", "#10", ""): CaseResult(score=None, status="error", runs=1, graded=0),
+        ("", "#11", ""): CaseResult(score=0.25, status="ok", runs=1, graded=1),
+        ("", "nan", ""): CaseResult(score=0.0, status="failed", runs=1, graded=1),
+        ("", "inf", ""): CaseResult(score=0.0, status="ok", runs=1, graded=1),
+        ("7", "n", "t"): CaseResult(score=1.0, status="ok", runs=1, graded=1),
+    }
+
+
+def test_a_run_written_again_counts_once_with_its_latest_record(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path / "r.jsonl",
+        {"dataset": "d", "eval_id": "a", "target": "t", "score": 0.0, "status": "error"},
+        {"dataset": "d", "eval_id": "a", "target": "t", "score": 1.0, "status": "ok"} | R1,
+        # a resumed run's new record of repeat 0 supersedes the error
+        {"dataset": "d", "eval_id": "a", "target": "t", "score": 0.5, "status": "failed"},
+    )
+    assert read_cases(path) == {
+        ("d", "a", "t"): CaseResult(score=0.75, status="failed", runs=2, graded=2)
     }
 
 
@@ -125,13 +143,13 @@ def test_an_unknown_status_ties_with_error_and_the_first_is_kept(tmp_path: Path)
     path = _write(
         tmp_path / "r.jsonl",
         {"eval_id": "a", "score": 1, "status": "odd"},
-        {"eval_id": "a", "score": 0, "status": "error"},
+        {"eval_id": "a", "score": 0, "status": "error"} | R1,
         {"eval_id": "b", "score": 0, "status": "error"},
-        {"eval_id": "b", "score": 1, "status": "odd"},
+        {"eval_id": "b", "score": 1, "status": "odd"} | R1,
     )
     assert read_cases(path) == {
-        ("", "a", ""): CaseResult(score=0.5, status="odd", runs=2),
-        ("", "b", ""): CaseResult(score=0.5, status="error", runs=2),
+        ("", "a", ""): CaseResult(score=None, status="odd", runs=2),
+        ("", "b", ""): CaseResult(score=None, status="error", runs=2),
     }
 
 
@@ -151,7 +169,9 @@ def test_a_score_that_is_not_a_number_names_the_file_and_line(tmp_path: Path, sc
 
 
 def _r(score: float, status: str, runs: int = 1) -> CaseResult:
-    return CaseResult(score=score, status=status, runs=runs)
+    """A case of ``runs`` runs all ending ``status`` (no score unless graded)."""
+    graded = status in ("ok", "failed")
+    return CaseResult(score if graded else None, status, runs, runs if graded else 0)
 
 
 BASE = {
@@ -161,7 +181,7 @@ BASE = {
     ("d2", "c2", "a"): _r(0.5, "failed"),  # -> 0.875 failed: +0.375, improved
     ("d2", "c3", "t"): _r(0.5, "ok"),  # -> 0.5 failed: ok lost, regressed
     ("d2", "c4", "t"): _r(0.5, "failed"),  # -> 0.5 ok: ok gained, improved
-    ("d2", "c5", "t"): _r(0.5, "failed"),  # -> 0.5 error: neither ok, unchanged
+    ("d2", "c5", "t"): _r(0.5, "failed"),  # -> error: no score, neither ok: unchanged
     ("d2", "c6", "t"): _r(0.875, "ok"),  # -> 1.0 ok: +0.125, unchanged
     ("d2", "c7", "t"): _r(0.75, "failed"),  # -> 0.25 ok: -0.5 wins over ok gained: regressed
     ("d2", "c8", "t"): _r(0.25, "ok"),  # -> 0.75 failed: ok lost wins over +0.5: regressed
@@ -195,8 +215,8 @@ ORDER = [
     (("d2", "gone", "t"), "missing"),
     (("d10", "a", "t"), "unchanged"),
 ]
-# the paired deltas in that order
-PAIRED = [0.375, -0.375, 0.0, 0.0, 0.0, 0.125, -0.5, 0.5, 0.25, -0.25]
+# the paired deltas in that order (c5 has no score in the new run: not paired)
+PAIRED = [0.375, -0.375, 0.0, 0.0, 0.125, -0.5, 0.5, 0.25, -0.25]
 
 
 def test_compare_results_whole() -> None:
@@ -208,12 +228,12 @@ def test_compare_results_whole() -> None:
         min_delta=0.25,
         cases=cases,
         counts={"improved": 2, "regressed": 4, "unchanged": 4, "new": 1, "missing": 1},
-        mean_delta=0.125 / 10,
+        mean_delta=0.125 / 9,
         ci=_interval(PAIRED),
         base_pass_rate=7 / 11,
-        new_pass_rate=6 / 11,
+        new_pass_rate=6 / 9,  # of the nine graded cases (c1 invalid, c5 error)
     )
-    assert [d.delta for d in c.cases] == [None, *PAIRED[:9], None, PAIRED[9]]
+    assert [d.delta for d in c.cases] == [None, *PAIRED[:4], None, *PAIRED[4:8], None, PAIRED[8]]
     assert c.regressed == (cases[2], cases[3], cases[7], cases[8])
     assert c.changed == tuple(d for d in cases if d.verdict != "unchanged")
     assert [d.key[1] for d in c.changed] == ["c1", "c2", "c2", "c3", "c4", "c7", "c8", "gone"]
@@ -223,8 +243,13 @@ def test_comparison_dict_whole() -> None:
     c = compare_results(BASE, NEW, min_delta=0.25, base_path="b.jsonl", new_path="n.jsonl")
     lo, hi = _interval(PAIRED)
 
-    def side(score: float, status: str, runs: int = 1) -> dict[str, Any]:
-        return {"score": score, "status": status, "runs": runs}
+    def side(score: float | None, status: str, runs: int = 1) -> dict[str, Any]:
+        return {
+            "score": score,
+            "status": status,
+            "runs": runs,
+            "graded": 0 if score is None else runs,
+        }
 
     def row(ds: str, eid: str, tgt: str, verdict: str, base: Any, new: Any, delta: Any) -> Any:
         return {
@@ -242,11 +267,12 @@ def test_comparison_dict_whole() -> None:
         "new": "n.jsonl",
         "min_delta": 0.25,
         "counts": {"improved": 2, "regressed": 4, "unchanged": 4, "new": 1, "missing": 1},
-        "mean_delta": 0.0125,
+        "runs": {"base": NO_RUNS, "new": NO_RUNS},  # cases given, not files: no run counts
+        "mean_delta": 0.125 / 9,
         "ci95": [lo, hi],
-        "pass_rate": {"base": 7 / 11, "new": 6 / 11, "change": 6 / 11 - 7 / 11},
+        "pass_rate": {"base": 7 / 11, "new": 6 / 9, "change": 6 / 9 - 7 / 11},
         "changed": [
-            row("d2", "c1", "t", "new", None, side(0.0, "invalid"), None),
+            row("d2", "c1", "t", "new", None, side(None, "invalid"), None),
             row("d2", "c2", "a", "improved", side(0.5, "failed"), side(0.875, "failed"), 0.375),
             row("d2", "c2", "b", "regressed", side(0.5, "ok"), side(0.125, "ok"), -0.375),
             row("d2", "c3", "t", "regressed", side(0.5, "ok"), side(0.5, "failed"), 0.0),
@@ -256,7 +282,9 @@ def test_comparison_dict_whole() -> None:
             row("d2", "gone", "t", "missing", side(1.0, "ok"), None, None),
         ],
     }
-    assert 0.125 / 10 == 0.0125
+
+
+NO_RUNS = {"runs": 0, "graded": 0, "statuses": {}, "mean": None}
 
 
 def test_default_min_delta_and_paths() -> None:
@@ -301,6 +329,7 @@ def test_nothing_in_common_and_nothing_at_all() -> None:
         "new": "new",
         "min_delta": 0.05,
         "counts": {"improved": 0, "regressed": 0, "unchanged": 0, "new": 0, "missing": 2},
+        "runs": {"base": NO_RUNS, "new": NO_RUNS},
         "mean_delta": None,
         "ci95": None,
         "pass_rate": {"base": 0.5, "new": None, "change": None},
@@ -310,7 +339,7 @@ def test_nothing_in_common_and_nothing_at_all() -> None:
                 "eval_id": eid,
                 "target": "t",
                 "verdict": "missing",
-                "base": {"score": score, "status": status, "runs": 1},
+                "base": {"score": score, "status": status, "runs": 1, "graded": 1},
                 "new": None,
                 "delta": None,
             }
@@ -328,6 +357,7 @@ def test_nothing_in_common_and_nothing_at_all() -> None:
         "new": "new",
         "min_delta": 0.05,
         "counts": {"improved": 0, "regressed": 0, "unchanged": 0, "new": 0, "missing": 0},
+        "runs": {"base": NO_RUNS, "new": NO_RUNS},
         "mean_delta": None,
         "ci95": None,
         "pass_rate": {"base": None, "new": None, "change": None},
@@ -343,7 +373,7 @@ def test_compare_files_whole(tmp_path: Path) -> None:
     new = _write(
         tmp_path / "new.jsonl",
         {"dataset": "d", "eval_id": "a", "target": "t", "score": 0.25, "status": "ok"},
-        {"dataset": "d", "eval_id": "a", "target": "t", "score": 0.5, "status": "ok"},
+        {"dataset": "d", "eval_id": "a", "target": "t", "score": 0.5, "status": "ok"} | R1,
     )
     key = ("d", "a", "t")
     assert compare_files(base, new) == Comparison(
@@ -356,6 +386,8 @@ def test_compare_files_whole(tmp_path: Path) -> None:
         ci=(-0.125, -0.125),
         base_pass_rate=1.0,
         new_pass_rate=1.0,
+        base=Side(runs=1, statuses={"ok": 1}, mean=0.5, pass_rate=1.0),
+        new=Side(runs=2, statuses={"ok": 2}, mean=0.375, pass_rate=1.0),
     )
     assert compare_files(base, new, min_delta=0.125).cases == (
         CaseDelta(key, _r(0.5, "ok"), _r(0.375, "ok", 2), "unchanged"),

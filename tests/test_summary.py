@@ -48,7 +48,12 @@ def _collect(*scores: float) -> SummaryCollector:
 def _grade(
     *entries: tuple[str, str | None], judge_failed: bool = False, usage: Usage | None = None
 ) -> CaseGrade:
-    scores = [EvaluatorScore(name, "regex", 0.0, [], [], error=err) for name, err in entries]
+    """A graded case's evaluator entries (judges when ``judge_failed``; ``usage`` is the
+    first entry's tokens)."""
+    kind = "llm_judge" if judge_failed else "regex"
+    scores = [EvaluatorScore(name, kind, 0.0, [], [], error=err) for name, err in entries]
+    if scores:
+        scores[0].usage = usage
     return CaseGrade(0.0, [], [], None, 1, scores, None, judge_failed, usage=usage)
 
 
@@ -245,18 +250,18 @@ EVALUATION SUMMARY
 {rule}
 Total eval cases: 4
 Passed: 1  Failed: 1  Errors: 2  Invalid: 0
-Pass rate: 25.0% (1 of 4, pass threshold 0.80)
+Pass rate: 50.0% (1 of 2 graded runs; 2 not graded, pass threshold 0.80)
 Evaluator errors: judge x1
 Judge failures: 1
-Mean score: 0.438
-Median score: 0.375
-Min score: 0.000
+Mean score: 0.750 (over 2 graded runs)
+Median score: 0.750
+Min score: 0.500
 Max score: 1.000
-Std deviation: 0.427
+Std deviation: 0.354
 
 Score distribution:
-  0.0-0.2: 1
-  0.2-0.4: 1
+  0.0-0.2: 0
+  0.2-0.4: 0
   0.4-0.6: 1
   0.6-0.8: 0
   0.8-1.0: 1
@@ -264,8 +269,6 @@ Score distribution:
 Eval cases by score:
   1. c1: 1.000
   2. c10: 0.500
-  3. c3: 0.250
-  4. c2: 0.000
 
 Slowest eval cases:
   1. c10: 4.25s

@@ -43,7 +43,7 @@ def run(
 def grade(
     *, usage: Usage | None = None, error: str | None = None, judge_failed: bool = False
 ) -> CaseGrade:
-    entries = [EvaluatorScore("quality", "llm_judge", 0.0, [], [], error=error)]
+    entries = [EvaluatorScore("quality", "llm_judge", 0.0, [], [], error=error, usage=usage)]
     return CaseGrade(0.0, [], [], None, 1, entries, None, judge_failed, usage=usage)
 
 
@@ -78,18 +78,19 @@ def matrix() -> Summary:
     return collector.summary()
 
 
-# each target's figures (means over cases, each case weighing the same)
+# each target's figures (means over its graded cases, each case weighing the same; runs
+# that errored or were invalid are counted, not scored)
+GPT_SQUARES = (1.0 - 1.75 / 3) ** 2 + (0.25 - 1.75 / 3) ** 2 + (0.5 - 1.75 / 3) ** 2
 GPT = TargetSummary(
     name="gpt",
     cases=3,
     runs=6,
-    mean=0.5,  # case means 1.0, 0.25, 0.25
-    # deviations 0.5, -0.25, -0.25: squares 0.375 in all, over n - 1 = 2
-    std_error=math.sqrt(0.375 / 2) / math.sqrt(3),
-    # seeded bootstrap over the three case means: 8/27 of resamples are all 0.25 and 1/27
+    mean=1.75 / 3,  # case means 1.0, 0.25, 0.5 (c10's one graded run: its error is no 0.0)
+    std_error=math.sqrt(GPT_SQUARES / 2) / math.sqrt(3),
+    # seeded bootstrap over the three case means: 1/27 of resamples are all 0.25 and 1/27
     # all 1.0, more than the 2.5% of each tail
     ci=(0.25, 1.0),
-    pass_rate=0.5,  # 3 of 6 runs
+    pass_rate=0.6,  # 3 of the 5 graded runs
     ok=3,
     failed=2,
     errors=1,
@@ -97,20 +98,19 @@ GPT = TargetSummary(
     tokens=Tokens(13, 5),
     latency_median_ms=250.0,  # 100 200 | 300 400
     latency_p95_ms=300.0 + (400.0 - 300.0) * (0.95 * 3 - 2),  # rank 2.85 of 0..3
-    # pass@1: c1 1, c2 1 - C(1,1)/C(2,1) = 0.5, c10 0; pass@2: 1, 1 (one failure), 0
-    pass_at=(1.5 / 3, 2.0 / 3),
-    # pass^1: 1, C(1,1)/C(2,1) = 0.5, 0; pass^2: 1, 0, 0
-    pass_all=(1.5 / 3, 1.0 / 3),
+    # k up to the fewest graded runs of a case (c10: one): c1 1, c2 1 - C(1,1)/C(2,1), c10 0
+    pass_at=(1.5 / 3,),
+    pass_all=(1.5 / 3,),  # 1, C(1,1)/C(2,1) = 0.5, 0
     flaky=("c2",),
 )
 CLAUDE = TargetSummary(
     name="claude",
     cases=3,
     runs=6,
-    mean=0.25,  # case means 0.5, 0.25, 0.0
-    std_error=0.25 / math.sqrt(3),  # deviations 0.25, 0, -0.25: sqrt(0.125 / 2) = 0.25
-    ci=(0.0, 0.5),  # 1/27 of resamples all 0.0, 1/27 all 0.5
-    pass_rate=0.5,
+    mean=0.375,  # case means 0.5, 0.25 (c3 was never graded)
+    std_error=math.sqrt(0.03125) / math.sqrt(2),  # deviations 0.125, -0.125: 0.125
+    ci=(0.25, 0.5),  # two values: a quarter of the resamples at each end
+    pass_rate=0.6,
     ok=3,
     failed=2,
     errors=0,
@@ -118,18 +118,20 @@ CLAUDE = TargetSummary(
     tokens=Tokens(0, 0),
     latency_median_ms=None,
     latency_p95_ms=None,
-    # k up to the fewest runs of a case (c3: one): c10 1 - C(1,1)/C(3,1), c2 0.5, c3 0
-    pass_at=(((1 - 1 / 3) + 0.5 + 0.0) / 3,),
-    pass_all=((2 / 3 + 0.5 + 0.0) / 3,),  # C(2,1)/C(3,1), C(1,1)/C(2,1), 0
+    # k up to the fewest graded runs of a case (c2: two): c10 1 - C(1,k)/C(3,k), c2 the same
+    # of (2, 1)
+    pass_at=(((1 - 1 / 3) + 0.5) / 2, (1.0 + 1.0) / 2),
+    pass_all=((2 / 3 + 0.5) / 2, (1 / 3 + 0.0) / 2),  # C(2,k)/C(3,k), C(1,k)/C(2,k)
     flaky=("c2", "c10"),  # natural order, not the order they ran in
 )
 
 
 def test_the_matrix_summary_whole() -> None:
     s = matrix()
-    # all twelve runs: five 0.0, four 0.5, three 1.0
-    runs = [0.0] * 5 + [0.5] * 4 + [1.0] * 3
-    mean = 5.0 / 12
+    # the ten graded runs: three 0.0, four 0.5, three 1.0 (the error and the invalid run
+    # are counted, not scored)
+    runs = [0.0] * 3 + [0.5] * 4 + [1.0] * 3
+    mean = 0.5
     squares = math.fsum((score - mean) ** 2 for score in runs)
     assert s == Summary(
         total=12,
@@ -143,22 +145,21 @@ def test_the_matrix_summary_whole() -> None:
         median=0.5,
         min=0.0,
         max=1.0,
-        std_dev=math.sqrt(squares / 11),
+        std_dev=math.sqrt(squares / 9),
         histogram=(
-            HistogramBin(0.0, 0.2, 5),
+            HistogramBin(0.0, 0.2, 3),
             HistogramBin(0.2, 0.4, 0),
             HistogramBin(0.4, 0.6, 4),
             HistogramBin(0.6, 0.8, 0),
             HistogramBin(0.8, 1.0, 3),
         ),
-        # one entry per case and target, its runs' mean, named by both
+        # one entry per graded case and target, its graded runs' mean, named by both
         top=(
             ("c1 [gpt]", 1.0),
             ("c10 [claude]", 0.5),
+            ("c10 [gpt]", 0.5),
             ("c2 [claude]", 0.25),
             ("c2 [gpt]", 0.25),
-            ("c10 [gpt]", 0.25),
-            ("c3 [claude]", 0.0),
         ),
         bottom=(),
         cases=4,
@@ -176,7 +177,6 @@ def test_the_matrix_summary_whole() -> None:
                     2, 1, 0.25, 0.0, 0.5, math.sqrt(0.25 - 2 * 0.25**2), (0.5, 1.0), (0.5, 0.0)
                 ),
             ),
-            ("claude", "c3", stats.CaseStats(1, 0, 0.0, 0.0, 0.0, None, (0.0,), (0.0,))),
             (
                 "claude",
                 "c10",
@@ -193,26 +193,21 @@ def test_the_matrix_summary_whole() -> None:
                     2, 1, 0.25, 0.0, 0.5, math.sqrt(0.25 - 2 * 0.25**2), (0.5, 1.0), (0.5, 0.0)
                 ),
             ),
-            (
-                "gpt",
-                "c10",
-                stats.CaseStats(
-                    2, 0, 0.25, 0.0, 0.5, math.sqrt(0.25 - 2 * 0.25**2), (0.0, 0.0), (0.0, 0.0)
-                ),
-            ),
+            ("gpt", "c10", stats.CaseStats(1, 0, 0.5, 0.5, 0.5, None, (0.0,), (0.0,))),
         ),
-        # cases in natural order, a cell per target (gpt, claude); None where it did not run
+        # cases in natural order, a cell per target (gpt, claude); None where it did not
+        # run or was never graded
         case_table=(
             ("c1", (1.0, None)),
             ("c2", (0.25, 0.25)),
-            ("c3", (None, 0.0)),
-            ("c10", (0.25, 0.5)),
+            ("c3", (None, None)),
+            ("c10", (0.5, 0.5)),
         ),
     )
 
 
 def test_summary_json_of_the_matrix() -> None:
-    runs = [0.0] * 5 + [0.5] * 4 + [1.0] * 3
+    runs = [0.0] * 3 + [0.5] * 4 + [1.0] * 3  # the graded runs
     sd = math.sqrt(0.25 - 2 * 0.25**2)
     # c2 went the same way on both targets: one pass in two runs
     c2 = {
@@ -229,17 +224,18 @@ def test_summary_json_of_the_matrix() -> None:
     }
     assert summary_dict(matrix()) == {
         "total": 12,
+        "graded": 10,
         "eval_cases": 4,
         "ok": 6,
         "failed": 4,
         "errors": 1,
         "invalid": 1,
-        "pass_rate": 0.5,
-        "mean": 5.0 / 12,
+        "pass_rate": 0.6,
+        "mean": 0.5,
         "median": 0.5,
         "min": 0.0,
         "max": 1.0,
-        "std_dev": math.sqrt(math.fsum((v - 5.0 / 12) ** 2 for v in runs) / 11),
+        "std_dev": math.sqrt(math.fsum((v - 0.5) ** 2 for v in runs) / 9),
         "repeats": 3,
         "judge_failures": 1,
         "evaluator_errors": {"quality": 1},
@@ -252,55 +248,42 @@ def test_summary_json_of_the_matrix() -> None:
                 "target": "gpt",
                 "cases": 3,
                 "runs": 6,
-                "mean": 0.5,
-                "std_error": math.sqrt(0.375 / 2) / math.sqrt(3),
+                "mean": 1.75 / 3,
+                "std_error": math.sqrt(GPT_SQUARES / 2) / math.sqrt(3),
                 "ci95": [0.25, 1.0],
-                "pass_rate": 0.5,
+                "pass_rate": 0.6,
                 "ok": 3,
                 "failed": 2,
                 "errors": 1,
                 "invalid": 0,
                 "tokens": {"input": 13, "output": 5},
                 "latency_ms": {"median": 250.0, "p95": 300.0 + 100.0 * (0.95 * 3 - 2)},
-                "pass_at_k": {"1": 0.5, "2": 2.0 / 3},
-                "pass_all_k": {"1": 0.5, "2": 1.0 / 3},
+                "pass_at_k": {"1": 0.5},
+                "pass_all_k": {"1": 0.5},
                 "flaky": ["c2"],
             },
             {
                 "target": "claude",
                 "cases": 3,
                 "runs": 6,
-                "mean": 0.25,
-                "std_error": 0.25 / math.sqrt(3),
-                "ci95": [0.0, 0.5],
-                "pass_rate": 0.5,
+                "mean": 0.375,
+                "std_error": math.sqrt(0.03125) / math.sqrt(2),
+                "ci95": [0.25, 0.5],
+                "pass_rate": 0.6,
                 "ok": 3,
                 "failed": 2,
                 "errors": 0,
                 "invalid": 1,
                 "tokens": {"input": 0, "output": 0},
                 "latency_ms": {"median": None, "p95": None},
-                "pass_at_k": {"1": ((1 - 1 / 3) + 0.5) / 3},
-                "pass_all_k": {"1": (2 / 3 + 0.5) / 3},
+                "pass_at_k": {"1": ((1 - 1 / 3) + 0.5) / 2, "2": 1.0},
+                "pass_all_k": {"1": (2 / 3 + 0.5) / 2, "2": (1 / 3) / 2},
                 "flaky": ["c2", "c10"],
             },
         ],
         "judge_tokens": {"input": 8, "output": 2},
         "cases": [
             {"target": "claude", **c2},
-            {
-                "target": "claude",
-                "eval_id": "c3",
-                "runs": 1,
-                "passes": 0,
-                "mean": 0.0,
-                "min": 0.0,
-                "max": 0.0,
-                "std_dev": None,
-                "pass_at_k": {"1": 0.0},
-                "pass_all_k": {"1": 0.0},
-                "flaky": False,
-            },
             {
                 "target": "claude",
                 "eval_id": "c10",
@@ -331,14 +314,14 @@ def test_summary_json_of_the_matrix() -> None:
             {
                 "target": "gpt",
                 "eval_id": "c10",
-                "runs": 2,
+                "runs": 1,
                 "passes": 0,
-                "mean": 0.25,
-                "min": 0.0,
+                "mean": 0.5,
+                "min": 0.5,
                 "max": 0.5,
-                "std_dev": sd,
-                "pass_at_k": {"1": 0.0, "2": 0.0},
-                "pass_all_k": {"1": 0.0, "2": 0.0},
+                "std_dev": None,
+                "pass_at_k": {"1": 0.0},
+                "pass_all_k": {"1": 0.0},
                 "flaky": False,
             },
         ],
@@ -351,6 +334,7 @@ def test_summary_json_of_a_plain_run_and_of_an_empty_one() -> None:
     collector.add(run("t", "b", 0.25, "failed", latency_ms=120))
     assert summary_dict(collector.summary()) == {
         "total": 2,
+        "graded": 2,
         "eval_cases": 2,
         "ok": 1,
         "failed": 1,
@@ -392,6 +376,7 @@ def test_summary_json_of_a_plain_run_and_of_an_empty_one() -> None:
     }
     assert summary_dict(record_collector().summary()) == {
         "total": 0,
+        "graded": 0,
         "eval_cases": 0,
         "ok": 0,
         "failed": 0,

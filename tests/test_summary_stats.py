@@ -112,7 +112,9 @@ def test_every_field_of_a_summary() -> None:
         None,
         1,
         [
-            EvaluatorScore("quality", "llm_judge", 0.0, [], [], error="no verdict"),
+            EvaluatorScore(
+                "quality", "llm_judge", 0.0, [], [], error="no verdict", usage=Usage(7, None, 10)
+            ),
             EvaluatorScore("shape", "regex", 1.0, [], []),
         ],
         None,
@@ -137,35 +139,48 @@ def test_every_field_of_a_summary() -> None:
             target="a",
             usage={"input_tokens": 1, "output_tokens": 2},
         ),
-        CaseGrade(0.75, [], [], None, 1, None, None, False, error="judge down", usage=Usage(1, 1)),
+        # the default judge (no evaluator list), as grading records it
+        CaseGrade(
+            0.75,
+            [],
+            [],
+            None,
+            1,
+            None,
+            EvaluatorScore(
+                "llm_judge", "llm_judge", 0.0, [], [], error="judge down", usage=Usage(1, 1)
+            ).call_record(),
+            True,
+            error="judge down",
+        ),
     )
     collector.add(rec("c4", 1.0, "ok", duration_ms=None, target="a", usage={}))
     assert len(collector) == 7
     s = collector.summary()
-    scores = [1.0, 0.5, 0.25, 0.0, 0.0, 0.75, 1.0]
-    mean = sum(scores) / 7
+    scores = [1.0, 0.5, 0.25, 1.0]  # the graded runs only: errors are not scores
+    mean = sum(scores) / 4
     assert s == Summary(
         total=7,
         ok=2,
         failed=2,
         errors=1,
         invalid=2,
-        judge_failures=1,
+        judge_failures=2,
         evaluator_errors=(("llm_judge", 1), ("quality", 1)),
         mean=mean,
-        median=0.5,
-        min=0.0,
+        median=0.75,
+        min=0.25,
         max=1.0,
-        std_dev=math.sqrt(sum((x - mean) ** 2 for x in scores) / 6),
+        std_dev=math.sqrt(sum((x - mean) ** 2 for x in scores) / 3),
         histogram=(
-            HistogramBin(0.0, 0.2, 2),
+            HistogramBin(0.0, 0.2, 0),
             HistogramBin(0.2, 0.4, 1),
             HistogramBin(0.4, 0.6, 1),
-            HistogramBin(0.6, 0.8, 1),
+            HistogramBin(0.6, 0.8, 0),
             HistogramBin(0.8, 1.0, 2),
         ),
-        top=(("c4", 1.0), ("c10", 1.0), ("c3", 0.75)),
-        bottom=(("?:?", 0.0), ("e.yaml:3", 0.0), ("c1", 0.25)),
+        top=(("c4", 1.0), ("c10", 1.0), ("c2", 0.5), ("c1", 0.25)),
+        bottom=(),
         cases=7,
         slowest=(("c10", 2.5), ("c2", 0.1)),  # c3 took no time: not one of the slowest
         error_details=(
@@ -181,9 +196,9 @@ def test_every_field_of_a_summary() -> None:
                 cases=7,
                 runs=7,
                 mean=mean,
-                std_error=math.sqrt(sum((x - mean) ** 2 for x in scores) / 6) / math.sqrt(7),
+                std_error=math.sqrt(sum((x - mean) ** 2 for x in scores) / 3) / math.sqrt(4),
                 ci=stats.mean_ci(scores),  # seeded bootstrap (tests/test_stats.py)
-                pass_rate=2 / 7,
+                pass_rate=2 / 4,
                 ok=2,
                 failed=2,
                 errors=1,
@@ -191,8 +206,8 @@ def test_every_field_of_a_summary() -> None:
                 tokens=Tokens(4, 6),
                 latency_median_ms=None,
                 latency_p95_ms=None,
-                pass_at=(2 / 7,),
-                pass_all=(2 / 7,),
+                pass_at=(2 / 4,),
+                pass_all=(2 / 4,),
                 flaky=(),
             ),
         ),
@@ -201,17 +216,17 @@ def test_every_field_of_a_summary() -> None:
         case_table=tuple(
             (case, (score,))
             for case, score in [
-                ("?:?", 0.0),
+                ("?:?", None),  # never graded
                 ("c1", 0.25),
                 ("c2", 0.5),
-                ("c3", 0.75),
+                ("c3", None),
                 ("c4", 1.0),
                 ("c10", 1.0),
-                ("e.yaml:3", 0.0),
+                ("e.yaml:3", None),
             ]
         ),
     )
-    assert (s.passed, s.pass_rate) == (2, 2 / 7)
+    assert (s.passed, s.graded, s.pass_rate) == (2, 4, 2 / 4)
 
 
 def test_summary_of_nothing_and_of_one() -> None:
@@ -243,7 +258,7 @@ def test_scores_clamped_to_zero_and_one() -> None:
     c = record_collector()
     for i, score in enumerate([-0.5, 1.5, math.nan, 0.0, 1.0]):
         c.add(rec(f"c{i}", score, "failed"))
-    c.add({"eval_id": "no-score", "status": "error"})
+    c.add({"eval_id": "no-score", "status": "error"})  # not graded: no score at all
     s = c.summary()
     assert s.top == (
         ("c1", 1.0),
@@ -251,9 +266,8 @@ def test_scores_clamped_to_zero_and_one() -> None:
         ("c0", 0.0),
         ("c2", 0.0),
         ("c3", 0.0),
-        ("no-score", 0.0),
     )
-    assert (s.min, s.max, s.mean) == (0.0, 1.0, 2 / 6)
+    assert (s.min, s.max, s.mean) == (0.0, 1.0, 2 / 5)
 
 
 def test_histogram_bin_edges_exact() -> None:
@@ -342,7 +356,10 @@ def test_render_with_an_empty_error_keeps_the_layout(tmp_path: Path) -> None:
 
 def test_judge_failures_are_counted_and_errors_listed_in_natural_id_order() -> None:
     c = record_collector()
-    failed_judge = CaseGrade(0.0, [], [], None, 1, None, None, True, error="no verdict")
+    verdict = EvaluatorScore("llm_judge", "llm_judge", 0.0, [], [], error="no verdict")
+    failed_judge = CaseGrade(
+        0.0, [], [], None, 1, None, verdict.call_record(), True, error="no verdict"
+    )
     for eval_id in ("c10", "c2", "c1"):
         c.add(rec(eval_id, 0.0, "error", error=f"{eval_id} broke"), failed_judge)
     s = c.summary()

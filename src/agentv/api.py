@@ -28,8 +28,7 @@ from agentv.errors import ConfigError, Diagnostic, DiagnosticsView, InputError, 
 
 if TYPE_CHECKING:
     from agentv.evalfile.loader import LoadedEvalFile
-    from agentv.evaluators.base import CaseGrade
-    from agentv.results.compare import CaseDelta, Comparison
+    from agentv.results.compare import CaseDelta, Comparison, Side
     from agentv.results.record import EvalResult
     from agentv.results.report import Report
     from agentv.results.summary import Summary, Tokens
@@ -57,6 +56,7 @@ __all__ = [
     "Report",
     "ResultsFile",
     "RunOptions",
+    "Side",
     "Summary",
     "Tokens",
     "Validation",
@@ -90,6 +90,7 @@ _LAZY = {
     "GateStats": "agentv.run.scheduling",
     "Preview": "agentv.run.preview",
     "Report": "agentv.results.report",
+    "Side": "agentv.results.compare",
     "Summary": "agentv.results.summary",
     "Tokens": "agentv.results.summary",
 }
@@ -240,8 +241,8 @@ def _collector(keep: bool) -> Any:
             super().__init__()
             self.results: list[EvalResult] | None = [] if keep else None
 
-        def add(self, result: EvalResult, grade: CaseGrade | None = None) -> None:
-            super().add(result, grade)
+        def add(self, result: EvalResult) -> None:
+            super().add(result)
             if self.results is not None:
                 self.results.append(result)
 

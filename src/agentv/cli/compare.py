@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 if TYPE_CHECKING:
-    from agentv.api import CaseDelta, Comparison
+    from agentv.api import CaseDelta, Comparison, Side
 
 
 class CompareFormat(StrEnum):
@@ -79,17 +79,34 @@ def _rate(value: float | None) -> str:
     return "-" if value is None else f"{value:.1%}"
 
 
+def _runs(side: Side) -> str:
+    """``12 runs (10 graded, 1 error, 1 invalid)``."""
+    if not side.runs:
+        return "no runs"
+    parts = [f"{side.graded} graded"]
+    parts += [
+        f"{n} {status}" for status, n in side.statuses.items() if status not in ("ok", "failed")
+    ]
+    return f"{side.runs} runs ({', '.join(parts)})"
+
+
 def _head(c: Comparison) -> list[str]:
     counts = c.counts
     mean = "-" if c.mean_delta is None else f"{c.mean_delta:+.3f}"
     ci = "" if c.ci is None else f" (95% interval {c.ci[0]:+.3f} to {c.ci[1]:+.3f})"
     rate = _rate(c.base_pass_rate) + " -> " + _rate(c.new_pass_rate)
-    return [
+    lines = [
         f"Improved: {counts['improved']}  Regressed: {counts['regressed']}  "
         f"Unchanged: {counts['unchanged']}  New: {counts['new']}  Missing: {counts['missing']}",
-        f"Mean score change: {mean}{ci}",
-        f"Pass rate: {rate}",
     ]
+    if c.base.runs or c.new.runs:
+        lines.append(f"Runs: {_runs(c.base)} -> {_runs(c.new)}")
+        lines.append(f"Mean score (graded runs): {_score(c.base.mean)} -> {_score(c.new.mean)}")
+    lines += [
+        f"Mean score change (cases graded in both): {mean}{ci}",
+        f"Pass rate (graded runs): {rate}",
+    ]
+    return lines
 
 
 def _name(d: CaseDelta) -> str:
@@ -99,7 +116,7 @@ def _name(d: CaseDelta) -> str:
 
 def _cell(d: CaseDelta, side: str) -> str:
     result = d.base if side == "base" else d.new
-    return "-" if result is None else f"{result.score:.3f} {result.status}"
+    return "-" if result is None else f"{_score(result.score)} {result.status}"
 
 
 def table(c: Comparison) -> str:

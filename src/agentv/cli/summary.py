@@ -57,7 +57,10 @@ def _clock(seconds: float) -> str:
 
 
 def _tokens(tokens: Tokens) -> str:
-    return f"in {tokens.input:,} / out {tokens.output:,}"
+    text = f"in {tokens.input:,} / out {tokens.output:,}"
+    if tokens.reused:  # answers from --cache: their tokens were not spent again
+        text += f" (reused: in {tokens.reused_input:,} / out {tokens.reused_output:,})"
+    return text
 
 
 def _retries(by_status: Mapping[int | None, int]) -> str:
@@ -85,12 +88,26 @@ def _runs_line(summary: Summary) -> str:
     return line
 
 
+def _pass_rate_line(summary: Summary, threshold: str) -> str:
+    """``Pass rate: 50.0% (1 of 2 graded runs, ...)``: over the graded runs only (errors
+    are not scores, docs/results.md)."""
+    if not summary.graded:
+        return "Pass rate: - (no run was graded)"
+    rate = summary.pass_rate or 0.0
+    if summary.graded == summary.total:
+        of = f"{summary.total} runs" if summary.total != summary.cases else str(summary.total)
+    else:
+        of = f"{summary.graded} graded runs; {summary.total - summary.graded} not graded"
+    return f"Pass rate: {rate:.1%} ({summary.ok} of {of}{threshold})"
+
+
 def _score_lines(summary: Summary) -> list[str]:
     """The score statistics, distribution and ranking; one line when no run was graded."""
     if summary.mean is None:
         return ["Scores: none (no run was graded: every run errored or was invalid)"]
+    over = "" if summary.graded == summary.total else f" (over {summary.graded} graded runs)"
     lines = [
-        f"Mean score: {summary.mean:.3f}",
+        f"Mean score: {summary.mean:.3f}{over}",
         f"Median score: {summary.median:.3f}",
         f"Min score: {summary.min:.3f}",
         f"Max score: {summary.max:.3f}",
@@ -110,7 +127,7 @@ def _targets_block(summary: Summary) -> list[str]:
     width = min(20, max(6, *(len(t.name) for t in summary.targets)))
     runs = f" over {summary.repeats} runs" if summary.repeats > 1 else ""
     lines = [
-        f"Targets (mean of case means{runs}, 95% interval):",
+        f"Targets (mean of graded case means{runs}, 95% interval):",
         f"  {'target':<{width}} {'mean':>5} {'interval':<14} {'pass':>6} {'err':>4} "
         f"{'tokens in/out':>13} {'p50/p95 ms':>12}",
     ]
@@ -181,12 +198,10 @@ def render_summary(
         f"Passed: {summary.ok}  Failed: {summary.failed}  "
         f"Errors: {summary.errors}  Invalid: {summary.invalid}"
     )
-    rate = summary.pass_rate or 0.0
     threshold = (
         f", pass threshold {facts.pass_threshold:.2f}" if facts.pass_threshold is not None else ""
     )
-    of = f"{summary.total} runs" if summary.total != summary.cases else str(summary.total)
-    lines.append(f"Pass rate: {rate:.1%} ({summary.ok} of {of}{threshold})")
+    lines.append(_pass_rate_line(summary, threshold))
     if facts.unusable_files:
         lines.append(f"Eval files that could not be used: {len(facts.unusable_files)}")
         lines += [f"  {p}" for p in facts.unusable_files]

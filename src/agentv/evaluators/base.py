@@ -33,6 +33,7 @@ class EvaluatorScore:
     expected_aspect_count: int = 1
     usage: Usage | None = None  # llm_judge: the judge call's token counts
     latency_ms: float | None = None  # llm_judge: the judge call's duration
+    cached: bool = False  # llm_judge: the verdict was reused from --cache (usage not spent)
 
     def to_dict(self) -> dict[str, Any]:
         """The result-file form (``evaluator_results`` entries); absent values are omitted."""
@@ -53,6 +54,22 @@ class EvaluatorScore:
             out["latency_ms"] = round(self.latency_ms, 3)
         if self.error is not None:
             out["error"] = self.error
+        if self.cached:
+            out["cached"] = True
+        return out
+
+    def call_record(self) -> dict[str, Any] | None:
+        """What the record keeps of the default evaluator (a case without an evaluator
+        list): its request record, with its tokens, failure and reuse beside it."""
+        if self.raw_request is None and self.usage is None and self.error is None:
+            return None
+        out = dict(self.raw_request or {})
+        if self.usage is not None:
+            out["usage"] = self.usage.to_dict()
+        if self.error is not None:
+            out["error"] = self.error
+        if self.cached:
+            out["cached"] = True
         return out
 
 

@@ -75,7 +75,7 @@ def _single(score: EvaluatorScore) -> CaseGrade:
         reasoning=score.reasoning,
         expected_aspect_count=score.expected_aspect_count,
         evaluator_results=None,
-        evaluator_raw_request=score.raw_request,
+        evaluator_raw_request=score.call_record(),
         judge_failed=_judge_failed(score),
         error=score.error,
         usage=score.usage,

@@ -305,7 +305,9 @@ class LlmJudgeEvaluator:
                 if reply
                 else "judge returned an empty reply"
             )
-            return failed(config, reason, raw_request=raw, usage=response.usage, latency_ms=latency)
+            miss = failed(config, reason, raw_request=raw, usage=response.usage, latency_ms=latency)
+            miss.cached = response.cached
+            return miss
         return EvaluatorScore(
             name=config.name,
             type=config.type,
@@ -317,4 +319,5 @@ class LlmJudgeEvaluator:
             expected_aspect_count=max(len(verdict.hits) + len(verdict.misses), 1),
             usage=response.usage,
             latency_ms=latency,
+            cached=response.cached,
         )

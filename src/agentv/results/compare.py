@@ -1,22 +1,30 @@
 """Two runs side by side: which cases got better, which got worse, and by how much overall.
 
-Cases are matched by (dataset, eval id, target); a case run several times (``--repeat``)
-counts with the mean of its runs, and its status is that of its worst run. A case
-*regressed* when its score fell by more than ``min_delta`` or its status went from ``ok``
-to ``failed``, ``error`` or ``invalid``; it *improved* when its score rose by more than
-``min_delta`` or it became ``ok``. The mean delta over the cases in both runs comes with a
-paired bootstrap 95% interval (seeded: the same files always give the same interval).
+Each results file counts with the latest record of every run (a resumed or rerun run's
+newest record supersedes the older ones). Runs are matched by (dataset, eval id, target);
+a case run several times (``--repeat``) counts with the mean score of its graded runs, and
+its status is that of its worst run. Errors are not scores (docs/results.md): runs that
+errored or were invalid have no score; they are counted on each side, and a case none of
+whose runs was graded has no score at all.
+
+A case *regressed* when its score fell by more than ``min_delta`` or its status went from
+``ok`` to ``failed``, ``error`` or ``invalid``; it *improved* when its score rose by more
+than ``min_delta`` or it became ``ok``. The mean delta over the cases graded in both runs
+comes with a paired bootstrap 95% interval (seeded: the same files always give the same
+interval); each side's mean and pass rate are over its graded runs.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from agentv.results.reader import read_results
+from agentv.results.record import GRADED
 from agentv.results.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, bootstrap_ci
 from agentv.results.summary import natural_key
 
@@ -28,11 +36,13 @@ DEFAULT_MIN_DELTA = 0.05
 
 @dataclass(frozen=True, slots=True)
 class CaseResult:
-    """One case of one run: its mean score over its runs and its worst status."""
+    """One case of one run: the mean score of its graded runs (None when none was
+    graded), its worst status, and how many runs it had (``graded`` of them)."""
 
-    score: float
+    score: float | None
     status: str
     runs: int
+    graded: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,10 +56,27 @@ class CaseDelta:
 
     @property
     def delta(self) -> float | None:
-        """The new score minus the base score (None unless in both runs)."""
+        """The new score minus the base score (None unless graded in both runs)."""
         if self.base is None or self.new is None:
             return None
+        if self.base.score is None or self.new.score is None:
+            return None
         return self.new.score - self.base.score
+
+
+@dataclass(frozen=True, slots=True)
+class Side:
+    """One results file's runs: how many, by status, and the figures of the graded ones."""
+
+    runs: int = 0
+    statuses: dict[str, int] = field(default_factory=dict)
+    mean: float | None = None  # over the graded runs
+    pass_rate: float | None = None  # ok runs over the graded runs
+
+    @property
+    def graded(self) -> int:
+        """Runs that were graded (``ok`` or ``failed``)."""
+        return self.statuses.get("ok", 0) + self.statuses.get("failed", 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,9 +89,12 @@ class Comparison:
     cases: tuple[CaseDelta, ...]
     counts: dict[str, int] = field(default_factory=dict)
     mean_delta: float | None = None
+    """Over the cases graded in both runs."""
     ci: tuple[float, float] | None = None
     base_pass_rate: float | None = None
     new_pass_rate: float | None = None
+    base: Side = field(default_factory=Side)
+    new: Side = field(default_factory=Side)
 
     @property
     def regressed(self) -> tuple[CaseDelta, ...]:
@@ -81,27 +111,56 @@ class Comparison:
         return comparison_dict(self)
 
 
-def read_cases(path: Path) -> dict[Key, CaseResult]:
-    """A results file (JSON Lines or YAML) as its cases, repeats folded; ``InputError``
-    naming the file and line for a line that is not a result."""
+@dataclass
+class ResultsSide:
+    """A results file read for comparing: its cases and its runs."""
+
+    cases: dict[Key, CaseResult]
+    side: Side
+
+
+def read_side(path: Path) -> ResultsSide:
+    """A results file (JSON Lines or YAML) as its cases, repeats folded, from the latest
+    record of every run; ``InputError`` naming the file and line for a line that is not a
+    result."""
     runs: dict[Key, list[tuple[float, str]]] = {}
-    for number, result in read_results(path, strict=True):
-        eval_id = result.eval_id or f"#{result.line if result.line is not None else number}"
-        key = (result.dataset, eval_id, result.target or "")
+    statuses: Counter[str] = Counter()
+    for _, result in read_results(path, strict=True).latest():
         score = result.score if math.isfinite(result.score) else 0.0
-        runs.setdefault(key, []).append((score, result.status))
-    return {
-        key: CaseResult(
-            score=sum(s for s, _ in items) / len(items),
+        runs.setdefault(result.case_key, []).append((score, result.status))
+        statuses[result.status] += 1
+    cases = {}
+    for key, items in runs.items():
+        scored = [s for s, st in items if st in GRADED]
+        cases[key] = CaseResult(
+            score=sum(scored) / len(scored) if scored else None,
             status=max((st for _, st in items), key=lambda st: _RANK.get(st, 2)),
             runs=len(items),
+            graded=len(scored),
         )
-        for key, items in runs.items()
-    }
+    return ResultsSide(cases, _side(runs, statuses))
+
+
+def _side(runs: Mapping[Key, list[tuple[float, str]]], statuses: Counter[str]) -> Side:
+    scores = [s for items in runs.values() for s, st in items if st in GRADED]
+    graded = len(scores)
+    return Side(
+        runs=sum(statuses.values()),
+        statuses=dict(sorted(statuses.items(), key=lambda kv: _RANK.get(kv[0], 2))),
+        mean=math.fsum(scores) / graded if graded else None,
+        pass_rate=statuses.get("ok", 0) / graded if graded else None,
+    )
+
+
+def read_cases(path: Path) -> dict[Key, CaseResult]:
+    """A results file as its cases (``read_side``'s ``cases``)."""
+    return read_side(path).cases
 
 
 def _verdict(base: CaseResult, new: CaseResult, min_delta: float) -> str:
-    delta = new.score - base.score
+    delta = 0.0  # a side never graded: only the statuses can tell
+    if base.score is not None and new.score is not None:
+        delta = new.score - base.score
     if delta < -min_delta or (base.status == "ok" and new.status != "ok"):
         return "regressed"
     if delta > min_delta or (base.status != "ok" and new.status == "ok"):
@@ -119,11 +178,6 @@ def paired_bootstrap(
     return bootstrap_ci(deltas, resamples=resamples, seed=seed)
 
 
-def _pass_rate(cases: Iterable[CaseResult]) -> float | None:
-    items = list(cases)
-    return sum(1 for c in items if c.status == "ok") / len(items) if items else None
-
-
 def compare_results(
     base: Mapping[Key, CaseResult],
     new: Mapping[Key, CaseResult],
@@ -131,6 +185,8 @@ def compare_results(
     min_delta: float = DEFAULT_MIN_DELTA,
     base_path: str = "base",
     new_path: str = "new",
+    base_side: Side | None = None,
+    new_side: Side | None = None,
 ) -> Comparison:
     """Compare two runs' cases (see the module docstring for the rules)."""
     deltas: list[CaseDelta] = []
@@ -157,19 +213,30 @@ def compare_results(
         counts=counts,
         mean_delta=sum(paired) / len(paired) if paired else None,
         ci=paired_bootstrap(paired),
-        base_pass_rate=_pass_rate(base.values()),
-        new_pass_rate=_pass_rate(new.values()),
+        base_pass_rate=base_side.pass_rate if base_side is not None else _case_rate(base),
+        new_pass_rate=new_side.pass_rate if new_side is not None else _case_rate(new),
+        base=base_side or Side(),
+        new=new_side or Side(),
     )
+
+
+def _case_rate(cases: Mapping[Key, CaseResult]) -> float | None:
+    """Without the runs: the graded cases that passed over the graded cases."""
+    graded = [c for c in cases.values() if c.score is not None]
+    return sum(1 for c in graded if c.status == "ok") / len(graded) if graded else None
 
 
 def compare_files(base: Path, new: Path, *, min_delta: float = DEFAULT_MIN_DELTA) -> Comparison:
     """Compare two results files."""
+    before, after = read_side(base), read_side(new)
     return compare_results(
-        read_cases(base),
-        read_cases(new),
+        before.cases,
+        after.cases,
         min_delta=min_delta,
         base_path=str(base),
         new_path=str(new),
+        base_side=before.side,
+        new_side=after.side,
     )
 
 
@@ -177,13 +244,19 @@ def comparison_dict(c: Comparison) -> dict[str, Any]:
     """The comparison as JSON-ready data (``agentv compare --format json``)."""
 
     def side(r: CaseResult | None) -> dict[str, Any] | None:
-        return None if r is None else {"score": r.score, "status": r.status, "runs": r.runs}
+        if r is None:
+            return None
+        return {"score": r.score, "status": r.status, "runs": r.runs, "graded": r.graded}
+
+    def runs(s: Side) -> dict[str, Any]:
+        return {"runs": s.runs, "graded": s.graded, "statuses": s.statuses, "mean": s.mean}
 
     return {
         "base": c.base_path,
         "new": c.new_path,
         "min_delta": c.min_delta,
         "counts": c.counts,
+        "runs": {"base": runs(c.base), "new": runs(c.new)},
         "mean_delta": c.mean_delta,
         "ci95": list(c.ci) if c.ci is not None else None,
         "pass_rate": {

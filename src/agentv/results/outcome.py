@@ -88,6 +88,18 @@ def _requests(
     return {name: rec, "raw_request": raw_request(prompt, provider, response, chat)}
 
 
+def grading_fields(grade: CaseGrade) -> dict[str, Any]:
+    """What a record holds of its grading: every evaluator's entry (``evaluator_results``)
+    or, for the default evaluator, its call's record (``evaluator_raw_request``, with that
+    call's tokens, failure and reuse beside it). The summary reads its judge figures from
+    these."""
+    if grade.evaluator_results is not None:
+        return {"evaluator_results": [r.to_dict() for r in grade.evaluator_results]}
+    if grade.evaluator_raw_request is not None:
+        return {"evaluator_raw_request": grade.evaluator_raw_request}
+    return {}
+
+
 def grade_status(grade: CaseGrade, pass_threshold: float) -> str:
     """``error`` when an evaluator could not grade, else ``ok`` or ``failed`` by score."""
     return _status(grade, pass_threshold, grade.evaluator_errors())
@@ -154,8 +166,20 @@ def _store_large_once(rec: dict[str, Any], case: EvalCase) -> None:
     rec["large_content"] = store
 
 
-def _tail(rec: dict[str, Any], case: EvalCase, attempts: int, error: str | None) -> None:
+def _tail(
+    rec: dict[str, Any],
+    case: EvalCase,
+    attempts: int,
+    error: str | None,
+    *,
+    queued_ms: float | None = None,
+    cached: bool = False,
+) -> None:
+    if queued_ms is not None:
+        rec["queued_ms"] = queued_ms
     rec["attempts"] = attempts
+    if cached:
+        rec["cached"] = True
     rec["eval_file"] = str(case.eval_file)
     if case.line is not None:
         rec["line"] = case.line
@@ -173,6 +197,7 @@ def result_record(
     response: ProviderResponse,
     grade: CaseGrade,
     duration_ms: float,
+    queued_ms: float | None = None,
     pass_threshold: float = DEFAULT_PASS_THRESHOLD,
     attempts: int = 1,
     repeat: int = 0,
@@ -191,16 +216,14 @@ def result_record(
     if grade.reasoning:
         rec["reasoning"] = grade.reasoning
     rec.update(_requests(prompt, provider, response, None))
-    if grade.evaluator_results is not None:
-        rec["evaluator_results"] = [r.to_dict() for r in grade.evaluator_results]
-    elif grade.evaluator_raw_request is not None:
-        rec["evaluator_raw_request"] = grade.evaluator_raw_request
+    rec.update(grading_fields(grade))
     if response.usage is not None:
         rec["usage"] = response.usage.to_dict()
+
     if response.latency_ms is not None:
         rec["latency_ms"] = round(response.latency_ms, 3)
     rec["duration_ms"] = round(duration_ms, 3)
-    _tail(rec, case, attempts, _error_text(errors))
+    _tail(rec, case, attempts, _error_text(errors), queued_ms=queued_ms, cached=response.cached)
     return rec
 
 
@@ -212,6 +235,7 @@ def error_record(
     prompt: Prompt | None,
     error: str,
     duration_ms: float,
+    queued_ms: float | None = None,
     attempts: int = 0,
     repeat: int = 0,
 ) -> dict[str, Any]:
@@ -231,7 +255,7 @@ def error_record(
     if provider is not None and prompt is not None:
         rec.update(_requests(prompt, provider, None, error))
     rec["duration_ms"] = round(duration_ms, 3)
-    _tail(rec, case, attempts, error)
+    _tail(rec, case, attempts, error, queued_ms=queued_ms)
     return rec
 
 

@@ -22,7 +22,7 @@ import orjson
 from pydantic import ValidationError
 
 from agentv.errors import Diagnostic, DiagnosticsView, InputError
-from agentv.results.record import EvalResult
+from agentv.results.record import EvalResult, RunKey
 
 YAML_SUFFIXES = (".yaml", ".yml")
 #: how a user is told to fix a file that is not results
@@ -45,6 +45,8 @@ class ResultsReader(DiagnosticsView):
     path: Path
     strict: bool = False
     diagnostics: list[Diagnostic] = field(default_factory=list)
+    #: records left out by ``latest`` because a later one is about the same run
+    superseded: int = 0
 
     @property
     def format(self) -> str:
@@ -63,13 +65,33 @@ class ResultsReader(DiagnosticsView):
             for number, data, problem in items:
                 if problem is None:
                     try:
-                        yield number, EvalResult.model_validate(data)
-                        continue
+                        result = EvalResult.model_validate(data)
                     except ValidationError as exc:
                         problem = _field_problem(exc)
                     except RecursionError:
                         problem = "nested too deep"
+                    else:
+                        result._read_at = number
+                        yield number, result
+                        continue
                 self._bad(number, problem)
+
+    def latest(self) -> Iterator[tuple[int, EvalResult]]:
+        """The latest record of every run (``EvalResult.run_key``) in file order: a record
+        written again for a run (a resumed or rerun run) supersedes the earlier ones. The
+        file is read twice, holding only each run's line number in between; ``superseded``
+        counts the records left out."""
+        last: dict[RunKey, int] = {}
+        total = 0
+        for line, result in self:
+            last[result.run_key] = line
+            total += 1
+        self.superseded = total - len(last)
+        keep = set(last.values())
+        again = ResultsReader(self.path, strict=False)
+        for line, result in again:
+            if line in keep:
+                yield line, result
 
     def _bad(self, line: int, problem: str) -> None:
         partial = problem == _UNFINISHED

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, model_serializer, model_validator
+from pydantic import BaseModel, ConfigDict, PrivateAttr, model_serializer, model_validator
 
 #: how a case ended (``status`` in every record)
 OK = "ok"  # graded, score at or above the pass threshold
@@ -21,6 +21,11 @@ INVALID = "invalid"  # the case could not be loaded, or its target or judge cann
 STATUSES = (OK, FAILED, ERROR, INVALID)
 #: the default lowest score that passes (``--pass-threshold``, ``pass_threshold`` in config)
 DEFAULT_PASS_THRESHOLD = 0.8
+#: statuses of a run that was graded: its score says how good the answer was
+GRADED = frozenset({OK, FAILED})
+
+CaseKey = tuple[str, str, str]  # (dataset, eval id, target)
+RunKey = tuple[str, str, str, int]  # ... and the repeat
 
 
 class EvalResult(BaseModel):
@@ -66,8 +71,14 @@ class EvalResult(BaseModel):
     usage: dict[str, Any] | None = None
     latency_ms: float | None = None
     duration_ms: float | None = None
+    """From the moment the run got its first turn at its target to its record."""
+    queued_ms: float | None = None
+    """How long the run waited for its first turn (the target busy with other runs)."""
     attempts: int | None = None
     """Requests sent to the target for this case (retries included; 0: none was sent)."""
+    cached: bool | None = None
+    """True when the target's answer was reused from ``--cache`` (its ``usage`` was not
+    spent again); absent otherwise."""
     eval_file: str | None = None
     line: int | None = None
     """Where the case is written (1-based)."""
@@ -94,12 +105,26 @@ class EvalResult(BaseModel):
     def _without_absent(self, handler: Any) -> dict[str, Any]:
         return {k: v for k, v in handler(self).items() if v is not None}
 
+    #: where the record was read from its results file (set by the reader): names a record
+    #: with neither an id nor a ``line`` of its own
+    _read_at: int | None = PrivateAttr(default=None)
+
     @property
-    def run_key(self) -> tuple[str, str, str, int]:
+    def case_key(self) -> CaseKey:
+        """(dataset, eval id, target): which case on which target this record is about (a
+        case without a usable id is named by its line, ``#12``)."""
+        case = self.eval_id
+        if not case:
+            line = self.line if self.line is not None else self._read_at
+            case = f"#{line or 0}"
+        return (self.dataset, case, self.target or "")
+
+    @property
+    def run_key(self) -> RunKey:
         """(dataset, eval id, target, repeat): which run of which case on which target this
-        record is; ``agentv compare``, ``--resume`` and reruns match records by it."""
-        case = self.eval_id if self.eval_id is not None else f"{self.eval_file}:{self.line}"
-        return (self.dataset, case, self.target or "", self.repeat or 0)
+        record is. A results file holds the truth of each run in its latest record; reports,
+        ``agentv compare``, ``--resume`` and reruns match records by this key."""
+        return (*self.case_key, self.repeat or 0)
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> EvalResult:

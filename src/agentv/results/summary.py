@@ -1,9 +1,16 @@
-"""End-of-run statistics over every result of a run (printed by ``agentv.cli.summary``).
+"""Statistics over the results of a run, or of a whole results file (printed by
+``agentv.cli.summary``).
 
-``SummaryCollector.add`` is called once per finished case and only appends to a few flat
+``SummaryCollector.add`` is called once per run of a case and only appends to a few flat
 arrays and counters, so a run of 100,000 cases stays cheap; everything else is computed
-once, in ``summary()``. Results that could not be graded (``error``, ``invalid``) count
-with score 0, as in the original AgentV, and the counts by status say how many there are.
+once, in ``summary()``. Everything it needs is in the records, so the summary of a results
+file read back equals the summary its run printed.
+
+Errors are not scores (docs/results.md, "Errors are not scores"): the score statistics
+(mean, median, spread, histogram, pass rate, the best and the worst, per target and per
+case) cover the graded runs (``ok``, ``failed``); runs that errored or were invalid are
+counted and listed beside them, never averaged in as zeros. A broken server or a missing
+file says nothing about how good the answers were.
 """
 
 from __future__ import annotations
@@ -20,9 +27,9 @@ from itertools import filterfalse
 from typing import TYPE_CHECKING, Any
 
 from agentv.results import stats
+from agentv.results.record import GRADED
 
 if TYPE_CHECKING:
-    from agentv.evaluators.base import CaseGrade
     from agentv.results.record import EvalResult
 
 HISTOGRAM_EDGES: tuple[float, ...] = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
@@ -67,10 +74,19 @@ class HistogramBin:
 
 @dataclass(frozen=True, slots=True)
 class Tokens:
-    """Input and output tokens, summed over the calls that reported them."""
+    """Input and output tokens, summed over the calls that reported them: ``input`` and
+    ``output`` were spent by this run's requests; ``reused_*`` are those of answers taken
+    from ``--cache`` (nothing was sent for them)."""
 
     input: int = 0
     output: int = 0
+    reused_input: int = 0
+    reused_output: int = 0
+
+    @property
+    def reused(self) -> bool:
+        """Whether any of these tokens came from reused answers."""
+        return bool(self.reused_input or self.reused_output)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +104,7 @@ class TargetSummary:
     mean: float | None
     std_error: float | None
     ci: tuple[float, float] | None
-    pass_rate: float | None  # runs that passed, over all runs
+    pass_rate: float | None  # runs that passed, over the graded runs
     ok: int
     failed: int
     errors: int
@@ -124,7 +140,8 @@ class Summary:
     evaluator_errors: tuple[tuple[str, int], ...] = ()
     """``(evaluator name, cases)`` for each evaluator that could not grade, most first."""
     mean: float | None = None
-    """Over every run's score (None when no run was graded: all errored or invalid)."""
+    """Over the graded runs' scores (None when no run was graded: all errored or were
+    invalid); errored and invalid runs are counted, never averaged in."""
     median: float | None = None
     min: float | None = None
     max: float | None = None
@@ -162,9 +179,14 @@ class Summary:
         return self.ok
 
     @property
+    def graded(self) -> int:
+        """Runs that were graded (``ok`` or ``failed``): what the score statistics cover."""
+        return self.ok + self.failed
+
+    @property
     def pass_rate(self) -> float | None:
-        """Passed cases over all cases."""
-        return self.ok / self.total if self.total else None
+        """Runs that passed over the graded runs (None when none was graded)."""
+        return self.ok / self.graded if self.graded else None
 
     def to_dict(self) -> dict[str, Any]:
         """The figures as JSON-ready data (what ``--summary-json`` writes)."""
@@ -172,47 +194,41 @@ class Summary:
 
 
 class SummaryCollector:
-    """Collects what the summary needs, in O(1) time per case."""
+    """Collects what the summary needs, in O(1) time per run."""
 
     def __init__(self) -> None:
-        self._ids: list[str] = []
-        self._scores = array("d")
-        self._durations = array("d")  # NaN where unknown
+        self._ids: list[str] = []  # per run (row)
+        self._durations = array("d")  # per row; NaN where unknown
+        self._scores = array("d")  # per graded run
+        self._score_rows = array("I")  # per graded run: its row
         self._statuses: Counter[str] = Counter()
         self._problems: list[tuple[str, str, str]] = []
         self._judge_failures = 0
         self._evaluator_errors: Counter[str] = Counter()
-        self._tokens: dict[str, list[int]] = {}
+        self._tokens: dict[str, list[int]] = {}  # target -> [in, out, reused in, reused out]
         self._judge_tokens: list[int] | None = None
-        #: target -> case -> the row of its one run so far or, from its second run on,
-        #: (runs, passes, score sum, score sum of squares, min, max): a run without repeats
-        #: keeps no figures of its own (they are its row's)
-        self._runs: dict[str, dict[str, int | tuple[float, ...]]] = {}
-        self._ok = bytearray()  # per row: the status is "ok"
+        #: target -> case -> None (no graded run yet), the index in ``_scores`` of its one
+        #: graded run or, from its second on, (graded runs, passes, score sum, score sum of
+        #: squares, min, max): a case run once keeps no figures of its own
+        self._runs: dict[str, dict[str, int | tuple[float, ...] | None]] = {}
+        self._ok = bytearray()  # per graded run: the status is "ok"
         self._row_target = array("I")  # per row: its target's index in `_by_target`
         self._row_repeat = array("I")  # per row: its repeat (0 .. N-1)
         self._target_index: dict[str, int] = {}
         self._most_runs = 1  # of any (target, case)
+        self._case_runs: dict[str, Counter[str]] = {}  # target -> case -> runs (all)
         self._by_target: dict[str, Counter[str]] = {}
         self._latencies: dict[str, array[float]] = {}
 
     def __len__(self) -> int:
         return len(self._ids)
 
-    def add(self, result: EvalResult, grade: CaseGrade | None = None) -> None:
-        """Record one finished run of a case: its result, and its grade when it was graded."""
+    def add(self, result: EvalResult) -> None:
+        """Record one run of a case: its result record."""
         eval_id = result.eval_id or f"{result.eval_file or '?'}:{result.line or '?'}"
         status = result.status
-        score = result.score
-        # Scores are meant to be in [0, 1]; keep a stray value from skewing every statistic.
-        if not score > 0.0:  # also catches NaN, and -0.0 (shown as "-0.000")
-            score = 0.0
-        elif score > 1.0:
-            score = 1.0
         row = len(self._ids)
         self._ids.append(eval_id)
-        self._scores.append(score)
-        self._ok.append(status == "ok")
         duration = result.duration_ms
         self._durations.append(math.nan if duration is None else duration / 1000)
         self._statuses[status] += 1
@@ -223,96 +239,136 @@ class SummaryCollector:
         if counts is None:
             counts = self._by_target[target] = Counter()
             self._runs[target] = {}
+            self._case_runs[target] = Counter()
         counts[status] += 1
         self._row_target.append(self._target_index.setdefault(target, len(self._target_index)))
         repeat = result.repeat
         self._row_repeat.append(repeat if isinstance(repeat, int) and repeat >= 0 else 0)
+        runs = self._case_runs[target]
+        runs[eval_id] += 1
+        self._most_runs = max(self._most_runs, runs[eval_id])
         cases = self._runs[target]
-        seen = cases.get(eval_id)
-        if seen is None:
-            cases[eval_id] = row
+        if status in GRADED:
+            self._graded(cases, eval_id, row, status == "ok", result.score)
         else:
-            # tuples, not lists: once collected, the garbage collector no longer walks them
-            n, passes, total, squares, low, high = self._figures(seen)
-            self._most_runs = max(self._most_runs, int(n) + 1)
-            cases[eval_id] = (
-                n + 1,
-                passes + (status == "ok"),
-                total + score,
-                squares + score * score,
-                min(low, score),
-                max(high, score),
-            )
+            cases.setdefault(eval_id, None)
         latency = result.latency_ms
         if latency is not None:
             latencies = self._latencies.get(target)
             if latencies is None:
                 latencies = self._latencies[target] = array("d")
             latencies.append(latency)
-        usage = result.usage
-        if usage:
-            _add_tokens(self._tokens.setdefault(target, [0, 0]), usage)
-        if grade is not None:
-            if grade.judge_failed:
-                self._judge_failures += 1
-            for name, _ in grade.evaluator_errors():
+        if result.usage:
+            _add_tokens(
+                self._tokens.setdefault(target, [0, 0, 0, 0]),
+                result.usage,
+                reused=bool(result.cached),
+            )
+        self._grading(result)
+
+    def _graded(
+        self,
+        cases: dict[str, int | tuple[float, ...] | None],
+        case: str,
+        row: int,
+        ok: bool,
+        score: float,
+    ) -> None:
+        # Scores are meant to be in [0, 1]; keep a stray value from skewing every statistic.
+        if not score > 0.0:  # also catches NaN, and -0.0 (shown as "-0.000")
+            score = 0.0
+        elif score > 1.0:
+            score = 1.0
+        index = len(self._scores)
+        self._scores.append(score)
+        self._score_rows.append(row)
+        self._ok.append(ok)
+        seen = cases.get(case)
+        if seen is None:
+            cases[case] = index
+            return
+        # tuples, not lists: once collected, the garbage collector no longer walks them
+        n, passes, total, squares, low, high = self._figures(seen)
+        cases[case] = (
+            n + 1,
+            passes + ok,
+            total + score,
+            squares + score * score,
+            min(low, score),
+            max(high, score),
+        )
+
+    def _grading(self, result: EvalResult) -> None:
+        """What the grading of a run says beyond its score: evaluators that could not
+        grade, judges that failed, and the judges' tokens (all in the record)."""
+        entries = result.evaluator_results
+        if entries is None:
+            raw = result.evaluator_raw_request
+            # the default evaluator (no list): its call's record carries its outcome
+            entries = [{"type": "llm_judge", "name": "llm_judge", **raw}] if raw else []
+        for entry in entries:
+            if not isinstance(entry, dict):
+                continue
+            name = str(entry.get("name") or entry.get("type") or "?")
+            if entry.get("error") is not None:
                 self._evaluator_errors[name] += 1
-            if grade.usage is not None:
+                if entry.get("type") == "llm_judge":
+                    self._judge_failures += 1
+            usage = entry.get("usage")
+            if isinstance(usage, dict) and usage:
                 if self._judge_tokens is None:
-                    self._judge_tokens = [0, 0]
-                _add_tokens(
-                    self._judge_tokens,
-                    {
-                        "input_tokens": grade.usage.input_tokens,
-                        "output_tokens": grade.usage.output_tokens,
-                    },
-                )
+                    self._judge_tokens = [0, 0, 0, 0]
+                _add_tokens(self._judge_tokens, usage, reused=bool(entry.get("cached")))
 
     def _figures(self, entry: int | tuple[float, ...]) -> tuple[float, ...]:
-        """A (target, case)'s (runs, passes, score sum, sum of squares, min, max)."""
+        """A (target, case)'s (graded runs, passes, score sum, sum of squares, min, max)."""
         if isinstance(entry, tuple):
             return entry
         score = self._scores[entry]
         return (1, self._ok[entry], score, score * score, score, score)
 
     def _each_run(self, target: str | None = None) -> Iterator[tuple[str, str, tuple[float, ...]]]:
-        """(target, case, figures) of every target's cases, or of one target's."""
+        """(target, case, figures) of every target's graded cases, or of one target's."""
         figures = self._figures
         chosen = self._runs.items() if target is None else [(target, self._runs[target])]
         for name, cases in chosen:
             for case, entry in cases.items():
-                yield name, case, figures(entry)
+                if entry is not None:
+                    yield name, case, figures(entry)
 
     def summary(self) -> Summary:
         """The statistics over everything added so far."""
-        n = len(self._scores)
+        n = len(self._ids)
         if n == 0:
             return Summary(total=0)
         scores = self._scores
-        ordered = sorted(scores)
-        mean = math.fsum(scores) / n
-        middle = n // 2
-        median = ordered[middle] if n % 2 else (ordered[middle - 1] + ordered[middle]) / 2
-        std_dev = None
-        if n >= 2:
-            std_dev = math.sqrt(math.fsum((s - mean) ** 2 for s in scores) / (n - 1))
-
-        counts = [0] * (len(HISTOGRAM_EDGES) - 1)
-        for s in scores:
-            counts[bisect_right(_BIN_LIMITS, s)] += 1
-        histogram = tuple(
-            HistogramBin(start, end, count)
-            for start, end, count in zip(
-                HISTOGRAM_EDGES[:-1], HISTOGRAM_EDGES[1:], counts, strict=True
+        graded = len(scores)
+        mean = median = std_dev = low = high = None
+        histogram: tuple[HistogramBin, ...] = ()
+        if graded:  # else every run errored or was invalid: no score means anything
+            ordered = sorted(scores)
+            mean = math.fsum(scores) / graded
+            middle = graded // 2
+            median = ordered[middle] if graded % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+            low, high = ordered[0], ordered[-1]
+            if graded >= 2:
+                std_dev = math.sqrt(math.fsum((s - mean) ** 2 for s in scores) / (graded - 1))
+            counts = [0] * (len(HISTOGRAM_EDGES) - 1)
+            for s in scores:
+                counts[bisect_right(_BIN_LIMITS, s)] += 1
+            histogram = tuple(
+                HistogramBin(start, end, count)
+                for start, end, count in zip(
+                    HISTOGRAM_EDGES[:-1], HISTOGRAM_EDGES[1:], counts, strict=True
+                )
             )
-        )
 
         ids = self._ids
         repeats = self._most_runs
-        names: list[str] = ids
+        names: list[str] = [ids[row] for row in self._score_rows]
         values: Sequence[float] = scores
         if repeats > 1 or len(self._by_target) > 1:
-            # one entry per case and target (its runs' mean), named by both when needed
+            # one entry per case and target (its graded runs' mean), named by both when needed
             several = len(self._by_target) > 1
             names = []
             values = array("d")
@@ -334,11 +390,7 @@ class SummaryCollector:
         slow_idx = _first_by(SLOWEST_COUNT, durations, ids, largest=True)
         st = self._statuses
         judge = self._judge_tokens
-        graded = st["ok"] + st["failed"]
         seen = Counter(ids)  # runs per eval id
-        if not graded:  # every run errored or was invalid: no score means anything
-            mean = median = std_dev = None
-            histogram, top_idx, bottom_idx = (), [], []
         return Summary(
             total=n,
             cases=len(seen),
@@ -352,8 +404,8 @@ class SummaryCollector:
             ),
             mean=mean,
             median=median,
-            min=ordered[0] if graded else None,
-            max=ordered[-1] if graded else None,
+            min=low,
+            max=high,
             std_dev=std_dev,
             histogram=histogram,
             top=tuple((names[i], values[i]) for i in top_idx),
@@ -420,10 +472,11 @@ class SummaryCollector:
             pairs[(run[0], run[1])] += 1
             if 0 < run[1] < run[0]:
                 flaky.append(case)
-        cases = len(means)
+        graded_cases = len(means)
         st = self._by_target[target]
         total = sum(st.values())
-        fewest = int(min(n for n, _ in pairs))
+        graded = st["ok"] + st["failed"]
+        fewest = int(min((n for n, _ in pairs), default=0))
         pass_at = [0.0] * fewest
         pass_all = [0.0] * fewest
         figures = {
@@ -448,12 +501,12 @@ class SummaryCollector:
         tokens = self._tokens.get(target)
         return TargetSummary(
             name=target,
-            cases=cases,
+            cases=len(self._case_runs[target]),
             runs=total,
             mean=stats.mean(means),
             std_error=stats.standard_error(means),
             ci=stats.mean_ci(means),
-            pass_rate=st["ok"] / total if total else None,
+            pass_rate=st["ok"] / graded if graded else None,
             ok=st["ok"],
             failed=st["failed"],
             errors=st["error"],
@@ -461,8 +514,8 @@ class SummaryCollector:
             tokens=Tokens(*tokens) if tokens else Tokens(),
             latency_median_ms=stats.percentile(latencies, 0.5),
             latency_p95_ms=stats.percentile(latencies, 0.95),
-            pass_at=tuple(v / cases for v in pass_at),
-            pass_all=tuple(v / cases for v in pass_all),
+            pass_at=tuple(v / graded_cases for v in pass_at),
+            pass_all=tuple(v / graded_cases for v in pass_all),
             flaky=tuple(sorted(flaky, key=natural_key)),
         )
 
@@ -477,7 +530,7 @@ class SummaryCollector:
             cells = []
             for target in targets:
                 entry = self._runs[target].get(case)
-                if entry is None:
+                if entry is None:  # not run there, or never graded
                     cells.append(None)
                 else:
                     run = self._figures(entry)
@@ -517,15 +570,27 @@ def _first_by(
     return heapq.nsmallest(count, chosen, key=rank)  # equal entries keep their order
 
 
-def _add_tokens(total: list[int], usage: Mapping[str, Any]) -> None:
-    total[0] += usage.get("input_tokens") or 0
-    total[1] += usage.get("output_tokens") or 0
+def _add_tokens(total: list[int], usage: Mapping[str, Any], *, reused: bool = False) -> None:
+    """Add a call's usage to ``total`` ([in, out, reused in, reused out])."""
+    at = 2 if reused else 0
+    for offset, key in enumerate(("input_tokens", "output_tokens")):
+        value = usage.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            total[at + offset] += value
+
+
+def _tokens_dict(tokens: Tokens) -> dict[str, int]:
+    data = {"input": tokens.input, "output": tokens.output}
+    if tokens.reused:
+        data.update(reused_input=tokens.reused_input, reused_output=tokens.reused_output)
+    return data
 
 
 def summary_dict(summary: Summary) -> dict[str, Any]:
     """The summary as JSON-ready data (``--summary-json``; README documents the schema)."""
     data: dict[str, Any] = {
         "total": summary.total,
+        "graded": summary.graded,
         "eval_cases": summary.cases,
         "ok": summary.ok,
         "failed": summary.failed,
@@ -557,7 +622,7 @@ def summary_dict(summary: Summary) -> dict[str, Any]:
                 "failed": t.failed,
                 "errors": t.errors,
                 "invalid": t.invalid,
-                "tokens": {"input": t.tokens.input, "output": t.tokens.output},
+                "tokens": _tokens_dict(t.tokens),
                 "latency_ms": {"median": t.latency_median_ms, "p95": t.latency_p95_ms},
                 "pass_at_k": {str(k): v for k, v in enumerate(t.pass_at, 1)},
                 "pass_all_k": {str(k): v for k, v in enumerate(t.pass_all, 1)},
@@ -566,9 +631,7 @@ def summary_dict(summary: Summary) -> dict[str, Any]:
             for t in summary.targets
         ],
         "judge_tokens": (
-            {"input": summary.judge_tokens.input, "output": summary.judge_tokens.output}
-            if summary.judge_tokens is not None
-            else None
+            _tokens_dict(summary.judge_tokens) if summary.judge_tokens is not None else None
         ),
         "cases": [
             {

@@ -44,7 +44,7 @@ class Writer(Protocol):
 
 
 class Collector(Protocol):
-    def add(self, result: EvalResult, grade: CaseGrade | None = None) -> None: ...
+    def add(self, result: EvalResult) -> None: ...
 
 
 class ProgressSink(Protocol):
@@ -206,19 +206,20 @@ class Orchestrator:
         if target_label is None:
             target_label = self._labels[id(target)] = target.label
         label = f"{case.id} | {target_label}" + (f" #{job.repeat + 1}" if job.repeat else "")
-        self.progress.case_started(key, label)
         if self.executor is not None and response is None and not target.batching:
-            record, grade = await self.executor.run_case(job)
+            self.progress.case_started(key, label)  # its turns are taken in another process
+            record, _ = await self.executor.run_case(job)
         else:
-            record, grade = await self.pipeline.run(job, response)
-        self._finish(key, label, record, grade)
+            # shown as running from its first turn at the target: only what holds a turn
+            record, _ = await self.pipeline.run(
+                job, response, on_start=lambda: self.progress.case_started(key, label)
+            )
+        self._finish(key, label, record)
 
-    def _finish(
-        self, key: str, label: str, record: dict[str, Any], grade: CaseGrade | None
-    ) -> None:
+    def _finish(self, key: str, label: str, record: dict[str, Any]) -> None:
         record = self.masker.record(record)  # what is written and shown holds no known secret
         self.writer.write(record)
-        self.collector.add(EvalResult.from_record(record), grade)
+        self.collector.add(EvalResult.from_record(record))
         self.stats.finished += 1
         self.stats.statuses[record["status"]] += 1
         status = record["status"]

@@ -30,7 +30,7 @@ from agentv.results.record import DEFAULT_PASS_THRESHOLD
 from agentv.run.cache import CachedProvider, ResponseCache
 from agentv.run.masking import Masker
 from agentv.run.plan import CaseJob
-from agentv.run.scheduling import DEFAULT_WORKERS, Gate, GatedProvider, Gates
+from agentv.run.scheduling import DEFAULT_WORKERS, TURN_TAKEN, Gate, GatedProvider, Gates
 from agentv.targets import RunTarget
 
 #: at most one line about a target's retries this often (seconds)
@@ -127,6 +127,32 @@ def retry_phrase(status: int | None, count: int) -> str:
 JudgeOf = Callable[[RunTarget], tuple[Provider, int]]
 
 
+class _StartClock:
+    """When a case started: its first turn at a gate (or at once when it needs none)."""
+
+    __slots__ = ("_on_start", "picked", "queued_ms", "started")
+
+    def __init__(self, on_start: Callable[[], None] | None) -> None:
+        self.picked = time.perf_counter()
+        self.started: float | None = None
+        self.queued_ms: float | None = None
+        self._on_start = on_start
+
+    def start(self) -> None:
+        if self.started is not None:
+            return  # a later turn (a retry, a judge): the case started already
+        self.started = time.perf_counter()
+        self.queued_ms = round((self.started - self.picked) * 1000, 3)
+        if self._on_start is not None:
+            self._on_start()
+
+    def duration_ms(self) -> float:
+        """Milliseconds since the start (starting now, when it has not yet)."""
+        self.start()
+        assert self.started is not None
+        return (time.perf_counter() - self.started) * 1000
+
+
 class CasePipeline:
     """One case at a time, from its job to its result record (and grade)."""
 
@@ -161,12 +187,30 @@ class CasePipeline:
         target.provider.on_retry = self.notes
 
     async def run(
-        self, job: CaseJob, response: ProviderResponse | None = None
+        self,
+        job: CaseJob,
+        response: ProviderResponse | None = None,
+        *,
+        on_start: Callable[[], None] | None = None,
     ) -> tuple[dict[str, Any], CaseGrade | None]:
         """The case's result record and its grade (None when it could not be graded).
-        ``response``: the target's answer, when it came from a batch."""
+        ``response``: the target's answer, when it came from a batch. The case's time
+        (``duration_ms``) counts from its first turn at its target; the time before it is
+        ``queued_ms``. ``on_start`` is told when that turn comes (at once when the case
+        needs none: an answer from the cache or a batch)."""
+        clock = _StartClock(on_start)
+        token = TURN_TAKEN.set(clock.start)
+        try:
+            if response is not None:
+                clock.start()
+            return await self._run(job, response, clock)
+        finally:
+            TURN_TAKEN.reset(token)
+
+    async def _run(
+        self, job: CaseJob, response: ProviderResponse | None, clock: _StartClock
+    ) -> tuple[dict[str, Any], CaseGrade | None]:
         case, target = job.case, job.target
-        started = time.perf_counter()
         prompt: Prompt | None = None
         attempts = 0 if response is None else response.attempts
         threshold = (
@@ -176,6 +220,7 @@ class CasePipeline:
             prompt = self.prompt(job)
             if response is None:
                 response, attempts = await self._answer(job, prompt)
+            clock.start()  # no turn was needed (an answer from the cache): it starts now
             # before any evaluator (a judge, a script) or record sees it
             response, masked = self.masker.response(response)
             grade = await grade_case(
@@ -196,7 +241,8 @@ class CasePipeline:
                 prompt=prompt,
                 response=response,
                 grade=grade,
-                duration_ms=(time.perf_counter() - started) * 1000,
+                duration_ms=clock.duration_ms(),
+                queued_ms=clock.queued_ms,
                 pass_threshold=threshold,
                 attempts=attempts,
                 repeat=job.repeat,
@@ -213,7 +259,8 @@ class CasePipeline:
                 provider=target.provider,
                 prompt=prompt,
                 error=describe(exc),
-                duration_ms=(time.perf_counter() - started) * 1000,
+                duration_ms=clock.duration_ms(),
+                queued_ms=clock.queued_ms,
                 attempts=attempts + getattr(exc, "attempts", 0),
                 repeat=job.repeat,
             )

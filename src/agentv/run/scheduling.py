@@ -32,6 +32,7 @@ import math
 import time
 from collections import deque
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -338,6 +339,11 @@ class Gate(Throttle, Protocol):
 #: agent targets enforce their time limit themselves (and clean up); the gate's is a backstop
 AGENT_GRACE_S = 10.0
 
+#: told each time a request of the current case gets its turn at a gate: a case's time is
+#: counted from its first turn (before it, it was queued behind other cases), and the live
+#: view shows it as running from then (``agentv.run.pipeline``)
+TURN_TAKEN: ContextVar[Callable[[], None] | None] = ContextVar("agentv_turn_taken", default=None)
+
 
 class GatedProvider(ProviderWrapper):
     """A provider whose requests are each sent in a turn of its target's gate, the gate told
@@ -356,6 +362,9 @@ class GatedProvider(ProviderWrapper):
         if not gate.try_acquire(estimated):  # mostly a turn is free: no waiting to set up
             await gate.acquire(estimated)
         try:
+            told = TURN_TAKEN.get()
+            if told is not None:
+                told()
             response = await self._send(request)
         finally:
             gate.release()
