@@ -98,7 +98,11 @@ def project(tmp_path: Path) -> Path:
 
 def _comparable(record: dict[str, Any]) -> dict[str, Any]:
     """A record without the values that differ from run to run (times)."""
-    out = {k: v for k, v in record.items() if k not in ("timestamp", "duration_ms", "latency_ms")}
+    out = {
+        k: v
+        for k, v in record.items()
+        if k not in ("timestamp", "duration_ms", "latency_ms", "queued_ms")
+    }
     for entry in out.get("evaluator_results", []):
         entry.pop("latency_ms", None)
         raw = entry.get("evaluator_raw_request") or {}

@@ -258,10 +258,11 @@ evalcases:
         "Cache: 2 target answers and 0 judge answers reused, 0 target requests sent"
         in second.stdout
     )
-    volatile = ("timestamp", "duration_ms", "attempts")
+    volatile = ("timestamp", "duration_ms", "queued_ms", "attempts", "cached")
     a, b = _rows(repo / "a.jsonl"), _rows(repo / "b.jsonl")
     for key in ("one", "two"):
         assert (a[key]["attempts"], b[key]["attempts"]) == (1, 0)  # the second sent nothing
+        assert ("cached" in a[key], b[key]["cached"]) == (False, True)  # reused, not spent
         assert {k: v for k, v in a[key].items() if k not in volatile} == {
             k: v for k, v in b[key].items() if k not in volatile
         }

@@ -52,10 +52,10 @@ def test_repeat_on_two_targets_runs_each_case_target_and_repeat_once(repo: Path)
     assert set(keys.values()) == {1}
 
     # the summary sets the targets side by side (exact block, no timings in it)
-    start = proc.stdout.index("Targets (mean of case means over 3 runs, 95% interval):")
+    start = proc.stdout.index("Targets (mean of graded case means over 3 runs, 95% interval):")
     block = proc.stdout[start : proc.stdout.index("Wall time:")]
     assert block == (
-        "Targets (mean of case means over 3 runs, 95% interval):\n"
+        "Targets (mean of graded case means over 3 runs, 95% interval):\n"
         "  target  mean interval         pass  err tokens in/out   p50/p95 ms\n"
         "  a      0.500 [0.00, 1.00]    50.0%    0           0/0          0/0\n"
         "  b      0.500 [0.00, 1.00]    50.0%    0           0/0          0/0\n"

@@ -53,7 +53,8 @@ def server():
 def _comparable(record: dict[str, Any]) -> dict[str, Any]:
     """A record without what differs from run to run (times, the cli target's temporary
     folder, whose name is random in every run)."""
-    out = {k: v for k, v in record.items() if k not in ("timestamp", "duration_ms", "latency_ms")}
+    volatile = ("timestamp", "duration_ms", "latency_ms", "queued_ms")
+    out = {k: v for k, v in record.items() if k not in volatile}
     for entry in out.get("evaluator_results") or []:
         entry.pop("latency_ms", None)
         (entry.get("evaluator_raw_request") or {}).pop("duration_ms", None)

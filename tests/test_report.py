@@ -103,6 +103,7 @@ def test_index_rows_details_and_what_is_left_out(bench: Any, tmp_path: Path) -> 
     assert first[8] == records[0]["candidate_answer"]
     invalid = index["rows"][9]
     assert index["statuses"][invalid[5]] == "invalid" and invalid[6] is None
+    assert invalid[4] is None  # errors are not scores: an invalid run shows none
     detail = json.loads(scripts["agentv-d-0-0"])[0]
     assert "lm_provider_request" not in detail and "candidate_answer" not in detail
     assert detail["raw_request"] == records[0]["raw_request"]
@@ -112,9 +113,11 @@ def test_index_rows_details_and_what_is_left_out(bench: Any, tmp_path: Path) -> 
     summary = index["summary"]
     assert summary["total"] == 10
     assert summary["statuses"] == {"ok": 6, "failed": 2, "error": 1, "invalid": 1}
-    assert summary["pass_rate"] == 0.6
-    assert summary["mean"] == pytest.approx(sum(r["score"] for r in records) / 10)
-    assert sum(b["count"] for b in summary["histogram"]) == 10
+    # over the 8 graded runs: the error and the invalid run are counted, not scored
+    graded = [r for r in records if r["status"] in ("ok", "failed")]
+    assert (summary["graded"], summary["pass_rate"]) == (8, 6 / 8)
+    assert summary["mean"] == pytest.approx(sum(r["score"] for r in graded) / 8)
+    assert sum(b["count"] for b in summary["histogram"]) == 8
     assert summary["tokens"]["input"] == sum(
         r.get("usage", {}).get("input_tokens", 0) for r in records
     )

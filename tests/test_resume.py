@@ -77,7 +77,7 @@ def test_resume_after_a_kill_runs_each_case_exactly_once(repo: Path) -> None:
 
     resumed = _agentv(repo, "--workers", "2", "--resume", str(out))
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    assert f"Resuming {out}: {CASES - len(before)} case run(s) to do" in resumed.stdout
+    assert f"Resuming {out}: {CASES - len(before)} run(s) to do" in resumed.stdout
     assert "was moved to r.jsonl.partial" in resumed.stderr
     assert (repo / "r.jsonl.partial").read_text(encoding="utf-8") == (
         '{"eval_id": "c99", "dataset": "s", "stat\n'
@@ -100,7 +100,7 @@ def test_a_case_whose_prompt_changed_runs_again(repo: Path) -> None:
     assert _agentv(repo, "--out", "r.jsonl").returncode == 0
     _suite(repo, changed="a new question")
     proc = _agentv(repo, "--resume", "r.jsonl")
-    assert "1 case run(s) to do, 1 of them because their prompt changed" in proc.stdout
+    assert "1 run(s) to do (1 because their prompt changed)" in proc.stdout
     rows = _rows(repo / "r.jsonl")
     assert len(rows) == CASES + 1
     assert rows[-1]["eval_id"] == "c0"
@@ -129,11 +129,12 @@ def test_rerun_picks_only_the_failed_or_errored_cases(repo: Path) -> None:
         assert failed == {"c0", "c1", "c3", "c4", "c6", "c9"}  # "7" cases, and 1 and 4
         server.reset()
         proc = _agentv(repo, "--rerun-failed", "r.jsonl", "--out", "again.jsonl")
-        assert f"Rerunning {len(failed)} case run(s)" in proc.stdout
+        assert f"Rerunning {len(failed)} run(s) (error, failed, invalid)" in proc.stdout
+        assert "into " in proc.stdout and "again.jsonl" in proc.stdout
         assert len(server.requests) == len(failed)  # only those were sent
         assert {r["eval_id"] for r in _rows(repo / "again.jsonl")} == failed
         server.reset()
         errors_only = _agentv(repo, "--rerun-errors", "r.jsonl", "--out", "none.jsonl")
-        assert errors_only.returncode == 1  # no case errored: nothing to pick
-        assert "no case in r.jsonl has status error, invalid" in errors_only.stderr
+        assert errors_only.returncode == 0  # no run errored: nothing to do is no failure
+        assert "Nothing to do: no run in r.jsonl has status error, invalid." in errors_only.stdout
         assert server.requests == []

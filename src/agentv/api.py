@@ -127,8 +127,10 @@ class RunOptions(TypedDict, total=False):
     """Requests in flight at once per target (default: each target's ``workers``, else 3)."""
     out: PathLike | None
     """The results file to write (None: no file)."""
-    output_format: Literal["jsonl", "yaml"]
-    """The results file's format (default ``"jsonl"``)."""
+    output_format: Literal["jsonl", "yaml"] | None
+    """The results file's format: ``"jsonl"`` (the default) or ``"yaml"``. A file that is
+    resumed or rerun into keeps its own format (a different one here is a
+    ``ConfigError``: a file never mixes two)."""
     eval_id: str | None
     """Run only the case with this id."""
     dry_run: bool | DryRun
@@ -148,8 +150,12 @@ class RunOptions(TypedDict, total=False):
     resume: PathLike | None
     """A results file to complete: only the runs it has no record of, or whose prompt
     changed, are run, appended to it."""
+    retry_errors: bool
+    """With ``resume``: also run again the runs whose latest record is ``error`` or
+    ``invalid``."""
     rerun: PathLike | None
-    """A results file whose cases with one of ``rerun_statuses`` run again, alone."""
+    """A results file whose runs with one of ``rerun_statuses`` (their latest record) run
+    again, alone, appended to that file unless ``out`` names another."""
     rerun_statuses: Iterable[str]
     """What ``rerun`` picks (default ``RERUN_FAILED``: failed, error, invalid)."""
     keep_results: bool
@@ -183,10 +189,12 @@ class EvalRun:
     """What a finished (or interrupted) run produced."""
 
     results: list[EvalResult]
-    """One per finished run of a case, in completion order (empty with
+    """One per run of a case this call ran, in completion order (empty with
     ``keep_results=False``)."""
     summary: Summary
-    """Statistics over every finished run: ``total``, ``mean``, ``errors`` and more."""
+    """Statistics over the results file's latest record of every run when the run added
+    to a file (``resume``, a rerun into its file), else over the runs this call ran:
+    ``total``, ``mean``, ``errors`` and more."""
     out: Path | None
     """The results file, when one was written."""
     diagnostics: list[Diagnostic] = field(default_factory=list)
@@ -207,6 +215,12 @@ class EvalRun:
     """Per target: requests sent, throttled answers (429/503), time paused, the lowest
     concurrency it was slowed to."""
     dry_run: bool = False
+    ran: int = 0
+    """Runs of cases this call ran (``summary`` may cover more: a whole results file)."""
+    whole_file: bool = False
+    """``summary`` is the results file's (this call added to a file that held results)."""
+    diagnostics_of_file: list[Diagnostic] = field(default_factory=list)
+    """With ``whole_file``: lines of the results file that are not results (left out)."""
 
     @property
     def clean(self) -> bool:
@@ -356,9 +370,19 @@ class PreparedRun:
                 writer.close()
             await self.pool.aclose()
         dumper = self.settings.dumper
+        summary = collector.summary()
+        file_problems: list[Diagnostic] = []
+        whole = self.append and writer is not None
+        if whole:  # the file is the unit: its summary is the whole file's
+            assert writer is not None
+            read = read_results(writer.path)
+            summary, file_problems = read.summary, read.diagnostics
         return EvalRun(
             results=collector.results or [],
-            summary=collector.summary(),
+            summary=summary,
+            ran=self.stats.finished,
+            whole_file=whole,
+            diagnostics_of_file=file_problems,
             out=writer.path if writer is not None else None,
             diagnostics=list(self.plan.diagnostics),
             requests=self.stats.requests,
@@ -465,33 +489,55 @@ def prepare_run(paths: PathLike | Sequence[PathLike], **options: Unpack[RunOptio
     if pass_threshold is not None:
         settings.pass_threshold = pass_threshold
         plan.config_thresholds = False  # the caller's threshold wins over every config's
-    out = options.get("out")
+    out = _under(base, options.get("out"))
     resume, rerun = options.get("resume"), options.get("rerun")
+    if options.get("retry_errors") and resume is None:
+        raise ConfigError("retry_errors goes with resume (--retry-errors with --resume FILE)")
+    append = False
     if resume is not None or rerun is not None:
         from agentv.run.resume import RERUN_FAILED, read_state
 
         if resume is not None:
-            plan.resume = read_state(base / Path(resume), repair=True)
-            out = resume
+            if out is not None:
+                raise ConfigError("resume appends to the file it resumes; leave out out")
+            out = base / Path(resume)
+            plan.resume = read_state(out, repair=True)
+            plan.retry_errors = bool(options.get("retry_errors"))
         elif rerun is not None:
             state = read_state(base / Path(rerun), repair=False)
-            statuses = set(options.get("rerun_statuses", RERUN_FAILED))
-            plan.rerun = state.cases_with(statuses)
+            plan.rerun = state.runs_with(set(options.get("rerun_statuses", RERUN_FAILED)))
+            if out is None:  # by default into the same file: it keeps the whole truth
+                out = base / Path(rerun)
+                append = True
+        append = append or resume is not None
         plan.total = sum(1 for lane in plan.lanes() for _ in lane.jobs())
-        if not plan.total and rerun is not None:
-            picked = ", ".join(sorted(options.get("rerun_statuses", RERUN_FAILED)))
-            raise NoCasesError(f"no case in {rerun} has status {picked}")
     return PreparedRun(
         plan=plan,
         pool=pool,
         settings=settings,
-        out=_under(base, out),
-        output_format=options.get("output_format", "jsonl"),
+        out=out,
+        output_format=_output_format(out, options.get("output_format"), append=append),
         keep_results=options.get("keep_results", True),
-        append=resume is not None,
+        append=append,
         executor=executor,
         env_folders=env_folders,
     )
+
+
+def _output_format(out: Path | None, asked: str | None, *, append: bool) -> str:
+    """The results file's format: a file that already holds results keeps its own (a file
+    never mixes two formats); else what was asked, else JSON Lines."""
+    if not append or out is None or not out.exists() or not out.stat().st_size:
+        return asked or "jsonl"
+    from agentv.results.reader import results_format
+
+    found = results_format(out)
+    if asked is not None and asked != found:
+        raise ConfigError(
+            f"{out} holds {found} results; a file never mixes two formats: leave out "
+            f"output_format (--output-format), or write {asked} results to another file"
+        )
+    return found
 
 
 def _driver_env(env_file: Path | None) -> dict[str, str]:
@@ -681,23 +727,38 @@ def display_path(path: PathLike | None, cwd: Path | None = None) -> str:
 @dataclass
 class ResultsFile(DiagnosticsView):
     """A results file, read: its ``results`` in file order and, as warnings, every line
-    that is not a result (each with its line number; left out of ``results``)."""
+    that is not a result (each with its line number; left out of ``results``).
+    ``superseded`` counts the records left out because a later one is about the same run."""
 
     path: Path
     format: str
     results: list[EvalResult]
     diagnostics: list[Diagnostic]
+    superseded: int = 0
+
+    @property
+    def summary(self) -> Summary:
+        """The statistics of these results, as ``agentv eval`` prints them."""
+        from agentv.results.summary import SummaryCollector
+
+        collector = SummaryCollector()
+        for result in self.results:
+            collector.add(result)
+        return collector.summary()
 
 
-def read_results(path: PathLike) -> ResultsFile:
+def read_results(path: PathLike, *, every_record: bool = False) -> ResultsFile:
     """Read a results file (JSON Lines, or YAML for ``.yaml`` / ``.yml``) into
-    ``EvalResult`` models, every field's type checked. A line that is not a result is left
-    out and reported in ``diagnostics``; ``InputError`` when the file cannot be read."""
+    ``EvalResult`` models, every field's type checked: the latest record of every run
+    (a run resumed or rerun has its newest record count), or with ``every_record`` each
+    record as written. A line that is not a result is left out and reported in
+    ``diagnostics``; ``InputError`` when the file cannot be read."""
     from agentv.results.reader import read_results as reader
 
     found = reader(Path(path))
-    results = [result for _, result in found]
-    return ResultsFile(Path(path), found.format, results, found.diagnostics)
+    items = found if every_record else found.latest()
+    results = [result for _, result in items]
+    return ResultsFile(Path(path), found.format, results, found.diagnostics, found.superseded)
 
 
 def compare(base: PathLike, new: PathLike, *, min_delta: float = 0.05) -> Comparison:

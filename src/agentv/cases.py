@@ -65,6 +65,10 @@ class InvalidCase:
     id: str | None  # when the case has a usable id
     line: int | None
     diagnostics: tuple[Diagnostic, ...]  # the errors that make it invalid (at least one)
+    #: what it was written to run on, as far as it could be read: its (or its file's)
+    #: ``execution.target`` and its ``repeat``; its invalid records are keyed by them
+    target: str | None = None
+    repeat: int | None = None
 
     @property
     def reason(self) -> str:

@@ -76,8 +76,13 @@ def eval_command(
         Path | None, typer.Option(help="Results file (default .agentv/results/eval_<time>.jsonl).")
     ] = None,
     output_format: Annotated[
-        OutputFormat, typer.Option(help="Results format: jsonl or yaml.")
-    ] = OutputFormat.jsonl,
+        OutputFormat | None,
+        typer.Option(
+            help="Results format: jsonl (the default) or yaml; a file resumed or rerun into "
+            "keeps its own.",
+            show_default=False,
+        ),
+    ] = None,
     workers: Annotated[
         int | None,
         typer.Option(
@@ -152,21 +157,31 @@ def eval_command(
         Path | None,
         typer.Option(
             "--resume",
-            help="Complete this results file: run only the cases it has no record of (or "
+            help="Complete this results file: run only the runs it has no record of (or "
             "whose prompt changed), appending to it.",
         ),
     ] = None,
+    retry_errors: Annotated[
+        bool,
+        typer.Option(
+            "--retry-errors",
+            help="With --resume: also run again the runs whose latest record is error or invalid.",
+        ),
+    ] = False,
     rerun_failed: Annotated[
         Path | None,
         typer.Option(
             "--rerun-failed",
-            help="Run again the cases this results file has as failed, error or invalid.",
+            help="Run again the runs this results file has as failed, error or invalid, "
+            "appending to it (or to --out).",
         ),
     ] = None,
     rerun_errors: Annotated[
         Path | None,
         typer.Option(
-            "--rerun-errors", help="Run again the cases this results file has as error or invalid."
+            "--rerun-errors",
+            help="Run again the runs this results file has as error or invalid, appending to "
+            "it (or to --out).",
         ),
     ] = None,
     junit: Annotated[
@@ -194,13 +209,13 @@ def eval_command(
             summary_json=summary_json,
             junit=junit,
             report=report,
-            **_rerun_options(resume, rerun_failed, rerun_errors, out),
+            **_rerun_options(resume, rerun_failed, rerun_errors, out, retry_errors),
             pass_threshold=pass_threshold,
             allow_errors=allow_errors,
             targets_file=targets,
             eval_id=eval_id,
             out=out,
-            output_format=output_format,
+            output_format=output_format.value if output_format is not None else None,
             workers=workers,
             executor=executor.value,
             ray_address=ray_address,
@@ -231,7 +246,7 @@ def run_eval_command(
     verbose: bool = False,
     quiet: bool = False,
     out: Path | None = None,
-    output_format: str = "jsonl",
+    output_format: str | None = None,
     stdout: TextIO | None = None,
     stderr: TextIO | None = None,
     **options: Any,
@@ -251,7 +266,12 @@ def run_eval_command(
         with _collector_paused():
             # the results go to the file only: a run of any size keeps none in memory
             prepared = prepare_run(
-                paths, cwd=cwd, output_format=output_format, keep_results=False, **options
+                paths,
+                cwd=cwd,
+                out=out,
+                output_format=output_format,
+                keep_results=False,
+                **options,
             )
     except NoCasesError as exc:
         print_diagnostics(exc.diagnostics, stderr)
@@ -269,29 +289,39 @@ def run_eval_command(
     print_diagnostics(prepared.diagnostics, stderr)
 
     resuming = options.get("resume") is not None
+    rerun = options.get("rerun")
     if resuming:
         state = prepared.plan.resume
         assert state is not None
         if state.set_aside:
             stderr.write(
-                f"A partial last line ({state.set_aside} bytes) of {state.path} was moved to "
-                f"{state.path.name}.partial\n"
+                f"A partial last record ({state.set_aside} bytes) of {state.path} was moved "
+                f"to {state.path.name}.partial\n"
             )
-        changed = prepared.plan.changed_since
+        print_diagnostics(state.diagnostics, stderr)
+        why = []
+        if prepared.plan.changed_since:
+            why.append(f"{prepared.plan.changed_since} because their prompt changed")
+        if prepared.plan.retried:
+            why.append(f"{prepared.plan.retried} retried after an error")
         stdout.write(
-            f"Resuming {state.path}: {prepared.total} case run(s) to do"
-            + (f", {changed} of them because their prompt changed" if changed else "")
+            f"Resuming {state.path}: {prepared.total} run(s) to do"
+            + (f" ({', '.join(why)})" if why else "")
             + "\n"
         )
-    elif options.get("rerun") is not None:
+        if not prepared.total:
+            stdout.write("Nothing to do: every planned run already has its result.\n")
+            return EXIT_OK
+    elif rerun is not None:
         picked = ", ".join(sorted(options.get("rerun_statuses", ())))
-        stdout.write(f"Rerunning {prepared.total} case run(s) ({picked}) from {options['rerun']}\n")
-    if not prepared.total:
-        stdout.write("Nothing to do: every case already has its result.\n")
-        return EXIT_OK
+        if not prepared.total:
+            stdout.write(f"Nothing to do: no run in {rerun} has status {picked}.\n")
+            return EXIT_OK
+        into = "appending to it" if prepared.append else f"into {prepared.out}"
+        stdout.write(f"Rerunning {prepared.total} run(s) ({picked}) from {rerun}, {into}\n")
     try:
-        if not resuming:
-            prepared.out = (cwd / out) if out else default_results_path(cwd, output_format)
+        if prepared.out is None:
+            prepared.out = default_results_path(cwd, prepared.output_format)
         writer = prepared.open_results()
     except AgentVError as exc:
         stderr.write(f"error: {printable(str(exc))}\n")
@@ -318,9 +348,9 @@ def run_eval_command(
     if run is None:
         done = prepared.stats.finished
         stderr.write(
-            f"Interrupted: {done} of {prepared.total} cases finished; "
+            f"Interrupted: {done} of {prepared.total} runs finished; "
             f"their results are in {writer.path}\n"
-            f"To finish the run: {_resume_command(paths, {**options, 'output_format': output_format}, writer.path, cwd)}\n"
+            f"To finish the run: {_resume_command(paths, options, writer.path, cwd)}\n"
         )
         return EXIT_SIGINT if signum == signal.SIGINT else EXIT_SIGTERM
 
@@ -334,7 +364,9 @@ def run_eval_command(
         requests=run.requests,
         wall_seconds=run.wall_seconds,
         unusable_files=run.unusable_files,
+        ran=run.ran if run.whole_file else None,
     )
+    print_diagnostics(run.diagnostics_of_file, stderr)
     stdout.write(
         render_summary(
             run.summary, results_path=writer.path, prompts_dir=run.prompts_dir, facts=facts
@@ -413,10 +445,17 @@ def _ci_outputs(
 
 
 def _rerun_options(
-    resume: Path | None, rerun_failed: Path | None, rerun_errors: Path | None, out: Path | None
+    resume: Path | None,
+    rerun_failed: Path | None,
+    rerun_errors: Path | None,
+    out: Path | None,
+    retry_errors: bool = False,
 ) -> dict[str, Any]:
-    """``prepare_run``'s options for --resume / --rerun-*; at most one of them, and --out
-    does not go with --resume (the results go to the file resumed)."""
+    """``prepare_run``'s options for --resume / --rerun-*; at most one of them, --out does
+    not go with --resume (the results go to the file resumed), and --retry-errors goes
+    with --resume only."""
+    if retry_errors and resume is None:
+        raise typer.BadParameter("goes with --resume FILE", param_hint="'--retry-errors'")
     from agentv.api import RERUN_ERRORS, RERUN_FAILED
 
     given = [
@@ -435,7 +474,7 @@ def _rerun_options(
             raise typer.BadParameter(
                 "--resume appends to the file it resumes; leave out --out", param_hint="'--out'"
             )
-        return {"resume": resume}
+        return {"resume": resume, "retry_errors": True} if retry_errors else {"resume": resume}
     if rerun_failed is not None:
         return {"rerun": rerun_failed, "rerun_statuses": RERUN_FAILED}
     if rerun_errors is not None:
@@ -474,22 +513,36 @@ def _resume_command(paths: list[str], options: dict[str, Any], results: Path, cw
         words.append("--dry-run")
     if options.get("cache"):
         words.append("--cache")
+    statuses = options.get("rerun_statuses")
+    if options.get("rerun") is not None and statuses is not None:
+        # a rerun into its own file finishes as it started: the runs still to redo
+        flag = "--rerun-errors" if "failed" not in statuses else "--rerun-failed"
+        words += [flag, _shown(Path(options["rerun"]), cwd)]
+        if Path(options["rerun"]).resolve() != results.resolve():
+            words += ["--out", _shown(results, cwd)]  # the same command again
+        return " ".join(words)
     words += ["--resume", _shown(results, cwd)]
-    if options.get("output_format", "jsonl") != "jsonl":
-        words += ["--output-format", str(options["output_format"])]
+    if options.get("retry_errors"):
+        words.append("--retry-errors")
     return " ".join(words)
 
 
 def exit_code(run: EvalRun, *, threshold: float | None, allow_errors: bool, stderr: TextIO) -> int:
     """0 clean, 1 below ``--threshold``, 3 some cases errored or were invalid (0 with
     ``--allow-errors``); says why on stderr."""
-    if threshold is not None and (run.summary.mean or 0.0) < threshold:
-        mean = run.summary.mean or 0.0
-        stderr.write(f"Mean score {mean:.3f} is below the threshold {threshold:.3f}\n")
+    s = run.summary
+    if threshold is not None and (s.mean is None or s.mean < threshold):
+        # the gate is on the graded runs' mean: errors are not scores (docs/results.md)
+        if s.mean is None:
+            stderr.write(f"No run was graded: the threshold {threshold:.3f} is not met\n")
+        else:
+            stderr.write(
+                f"Mean score {s.mean:.3f} of the {s.graded} graded run(s) is below the "
+                f"threshold {threshold:.3f}\n"
+            )
         return EXIT_FAILED
     if run.clean:
         return EXIT_OK
-    s = run.summary
     what = f"{s.errors} case(s) errored, {s.invalid} invalid"
     if run.unusable_files:
         what += f", {len(run.unusable_files)} eval file(s) could not be used"

@@ -32,6 +32,8 @@ class RunFacts:
     load: Mapping[str, GateStats] = field(default_factory=dict)
     wall_seconds: float | None = None
     unusable_files: list[Path] = field(default_factory=list)
+    #: when the summary is a whole results file's: the runs this invocation ran
+    ran: int | None = None
 
 
 def _indent_message(message: str) -> list[str]:
@@ -194,6 +196,11 @@ def render_summary(
         " (dry run: no target or judge was called)" if facts.dry_run else ""
     )
     lines += ["", _RULE, title, _RULE, _runs_line(summary)]
+    if facts.ran is not None:
+        lines.append(
+            f"This run: {_count(facts.ran, 'run')}; the summary covers the whole results "
+            "file (the latest record of each run)"
+        )
     lines.append(
         f"Passed: {summary.ok}  Failed: {summary.failed}  "
         f"Errors: {summary.errors}  Invalid: {summary.invalid}"

@@ -286,6 +286,7 @@ class _FileLoad:
                     )
                 )
                 self.diags.append(case_diags[-1])
+            target, repeat = _planned(entry)
             self.invalid.append(
                 InvalidCase(
                     eval_file=self.path,
@@ -294,6 +295,8 @@ class _FileLoad:
                     id=usable_id,
                     line=line,
                     diagnostics=tuple(d for d in case_diags if d.severity == "error"),
+                    target=target or builder.default_target,
+                    repeat=repeat,
                 )
             )
         return case
@@ -351,6 +354,21 @@ class _FileLoad:
             )
             for case, uses_file_default in zip(self.cases, self._uses_file_evaluator, strict=True)
         ]
+
+
+def _planned(entry: Any) -> tuple[str | None, int | None]:
+    """A case's own ``execution.target`` and ``repeat``, where they can be read from a case
+    that cannot be built (its results name the target and runs it was written for)."""
+    if not isinstance(entry, dict):
+        return None, None
+    execution = entry.get("execution")
+    target = execution.get("target") if isinstance(execution, dict) else None
+    repeat = entry.get("repeat")
+    usable = isinstance(repeat, int) and not isinstance(repeat, bool) and 1 <= repeat <= 1000
+    return (
+        target if isinstance(target, str) and target.strip() else None,
+        repeat if usable else None,
+    )
 
 
 def _dataset(header: Any, path: Path) -> str:

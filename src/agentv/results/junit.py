@@ -36,9 +36,9 @@ def slim(result: EvalResult) -> dict[str, Any]:
 
 
 def read_records(path: Path) -> Iterator[dict[str, Any]]:
-    """What JUnit and annotations use of each record of a results file, one at a time;
-    ``InputError`` naming the line of one that is not a result."""
-    for _, result in read_results(path, strict=True):
+    """What JUnit and annotations use of the latest record of every run of a results file,
+    one at a time; ``InputError`` naming the line of one that is not a result."""
+    for _, result in read_results(path, strict=True).latest():
         yield slim(result)
 
 

@@ -17,7 +17,8 @@ from agentv.evalfile.files import FileStore
 from agentv.evalfile.loader import LoadContext, LoadedEvalFile, iter_cases, load_eval_file
 from agentv.evaluators.grading import needs_judge
 from agentv.prompts import PromptSettings, build_prompt
-from agentv.run.resume import ResultsState, prompt_changed
+from agentv.results.record import CaseKey, RunKey
+from agentv.run.resume import RETRIED, ResultsState, prompt_changed
 from agentv.targets import DEFAULT_TARGET, RunTarget, TargetPool, choose_target
 
 
@@ -82,12 +83,15 @@ class Plan:
     unusable_files: list[Path] = field(default_factory=list)
     #: each file's `.agentv/config.yaml` may set its cases' pass threshold (False: the run's)
     config_thresholds: bool = True
-    #: ``--resume``: the results file's complete runs (those with the same prompt are not
-    #: run again); ``--rerun-*``: the cases to run again (none other runs)
+    #: ``--resume``: the results file's runs (those recorded with the same prompt are not
+    #: run again; with ``retry_errors`` those whose latest record is an error or invalid
+    #: are); ``--rerun-*``: the runs to run again, by case and target (none other runs)
     resume: ResultsState | None = None
-    rerun: set[tuple[str, str, str]] | None = None
+    retry_errors: bool = False
+    rerun: dict[CaseKey, set[int]] | None = None
     changed_since: int = 0  # resumed runs whose prompt changed since their record
-    _decided: dict[tuple[str, str, str, int], bool] = field(default_factory=dict)
+    retried: int = 0  # resumed runs run again because their latest record was an error
+    _decided: dict[RunKey, bool] = field(default_factory=dict)
     #: (eval file, target name) -> why that target, or its judge, cannot be used
     _broken_targets: dict[tuple[Path, str], str] = field(default_factory=dict)
     _broken_judges: dict[int, str] = field(default_factory=dict)
@@ -206,9 +210,7 @@ class Plan:
     def _lane_jobs(self, lane: Lane) -> Iterator[CaseJob | InvalidJob]:
         for loaded in self.files:
             if lane.target is None and lane.name is None:
-                for invalid in loaded.invalid:
-                    if self._wanted_invalid(invalid):
-                        yield InvalidJob(invalid)
+                yield from self._load_failures(loaded)
                 continue
             names = {n for t in loaded.case_targets for n in self._names(loaded, t)}
             if lane.name not in names:
@@ -226,60 +228,78 @@ class Plan:
             broken_judge = (
                 self._broken_judges.get(id(lane.target)) if lane.target is not None else None
             )
+            filtered = self.resume is not None or self.rerun is not None
             for case in iter_cases(loaded, eval_id=self.eval_id, context=self.context):
                 found = in_lane.get(case.target)
                 if found is None:
                     found = in_lane[case.target] = lane.name in self._names(loaded, case.target)
                 if not found:
                     continue
-                runs = self.repeats(loaded, case.repeat)
+                name: str = lane.name  # type: ignore[assignment]
+                runs = self._runs((case.dataset, case.id, name), loaded, case.repeat)
                 reason = broken
                 if reason is None and broken_judge is not None and needs_judge(case):
                     reason = broken_judge
-                filtered = self.resume is not None or self.rerun is not None
                 if reason is not None:
                     invalid = _invalid(loaded, case, reason)
-                    for r in range(runs):
-                        if not filtered or self._wanted(case, lane.name, None, r):  # type: ignore[arg-type]
-                            yield InvalidJob(invalid, lane.name, r)
+                    for r in runs:
+                        if not filtered or self._wanted((case.dataset, case.id, name, r)):
+                            yield InvalidJob(invalid, name, r)
                     continue
                 assert lane.target is not None
-                if runs == 1 and not filtered:
+                if not filtered and len(runs) == 1:
                     yield CaseJob(case, lane.target, threshold, 0)
                     continue
-                for r in range(runs):
-                    if not filtered or self._wanted(case, lane.name, lane.target, r):  # type: ignore[arg-type]
+                for r in runs:
+                    key = (case.dataset, case.id, name, r)
+                    if not filtered or self._wanted(key, case, lane.target):
                         yield CaseJob(case, lane.target, threshold, r)
 
-    def _wanted(self, case: EvalCase, name: str, target: RunTarget | None, repeat: int) -> bool:
-        """Whether this run of a case is to run: all of them, unless resuming (not those
-        the results file has, with the same prompt) or rerunning (only the picked cases)."""
+    def _load_failures(self, loaded: LoadedEvalFile) -> Iterator[InvalidJob]:
+        """The cases of ``loaded`` that could not be loaded: a result for each run they were
+        written for, on each target they would have run on."""
+        for invalid in loaded.invalid:
+            case = invalid.id or f"#{invalid.line or 0}"
+            for name in self._names(loaded, invalid.target):
+                for r in self._runs((invalid.dataset, case, name), loaded, invalid.repeat):
+                    key = (invalid.dataset, case, name, r)
+                    if (self.resume is None and self.rerun is None) or self._wanted(key):
+                        yield InvalidJob(invalid, name, r)
+
+    def _runs(
+        self, key: CaseKey, loaded: LoadedEvalFile, case_repeat: int | None
+    ) -> range | list[int]:
+        """Which runs (repeats) of a case on a target this plan holds: all of them, or for a
+        rerun the ones the results file picked (whatever ``--repeat`` says now)."""
         if self.rerun is not None:
-            return (case.dataset, case.id, name) in self.rerun
+            return sorted(self.rerun.get(key, ()))
+        return range(self.repeats(loaded, case_repeat))
+
+    def _wanted(
+        self, key: RunKey, case: EvalCase | None = None, target: RunTarget | None = None
+    ) -> bool:
+        """Whether run ``key`` of a case is to run: every run, unless resuming (the runs the
+        results file has no record of, or whose prompt changed since, or with
+        ``retry_errors`` whose latest record is an error) or rerunning (only the picked
+        runs). ``case`` and ``target``: a case that can run, whose prompt is compared."""
+        if self.rerun is not None:
+            return key[3] in self.rerun.get(key[:3], ())
         if self.resume is None:
             return True
-        key = (case.dataset, case.id, name, repeat)
         decided = self._decided.get(key)
         if decided is None:
             previous = self.resume.runs.get(key)
             decided = previous is None
-            if previous is not None and target is not None:
+            if previous is not None and self.retry_errors and previous.status in RETRIED:
+                decided = True
+                self.retried += 1
+            elif previous is not None and case is not None and target is not None:
                 prompt = build_prompt(case, PromptSettings.of(target.provider))
                 if prompt_changed(previous, prompt, is_agent=target.provider.is_agent):
                     decided = True
                     self.changed_since += 1
             self._decided[key] = decided
         return decided
-
-    def _wanted_invalid(self, invalid: InvalidCase) -> bool:
-        """Whether a case that could not be loaded gets its result again."""
-        if self.rerun is not None:
-            return invalid.id is None or (invalid.dataset, invalid.id, "") in self.rerun
-        if self.resume is None:
-            return True
-        if invalid.id is None:
-            return (str(invalid.eval_file), invalid.line or 0) not in self.resume.invalid_lines
-        return (invalid.dataset, invalid.id, "", 0) not in self.resume.runs
 
     def pass_thresholds(self, default: float) -> set[float]:
         """The pass thresholds in force for this plan's files (``default`` where no config
@@ -294,10 +314,12 @@ class Plan:
         return config.pass_threshold
 
     def _count(self, loaded: LoadedEvalFile) -> int:
-        """Jobs the file's cases make: runs times targets, plus one per invalid case."""
+        """Jobs the file's cases make: runs times targets, those that could not be loaded
+        included."""
         targets = max(1, len(self.cli_targets))
         runs = sum(count * self.repeats(loaded, r) for r, count in loaded.case_repeats.items())
-        return runs * targets + len(loaded.invalid)
+        failed = sum(self.repeats(loaded, invalid.repeat) for invalid in loaded.invalid)
+        return (runs + failed) * targets
 
 
 def _invalid(loaded: LoadedEvalFile, case: EvalCase, reason: str) -> InvalidCase:

@@ -33,6 +33,7 @@ import orjson
 
 from agentv.errors import InputError
 from agentv.results.reader import read_results
+from agentv.results.record import GRADED
 from agentv.results.summary import HISTOGRAM_EDGES
 
 #: records per detail chunk (one ``<script type="application/json">`` element each)
@@ -126,10 +127,13 @@ class _Table:
 @dataclass
 class _TargetStats:
     runs: int = 0
+    graded: int = 0
     score_sum: float = 0.0
     statuses: dict[str, int] = field(default_factory=dict)
     input_tokens: int = 0
     output_tokens: int = 0
+    reused_input_tokens: int = 0
+    reused_output_tokens: int = 0
 
 
 @dataclass
@@ -143,6 +147,8 @@ class RunStats:
     histogram: list[int] = field(default_factory=lambda: [0] * (len(HISTOGRAM_EDGES) - 1))
     input_tokens: int = 0
     output_tokens: int = 0
+    reused_input_tokens: int = 0
+    reused_output_tokens: int = 0
     judge_input_tokens: int = 0
     judge_output_tokens: int = 0
     first_start: float | None = None
@@ -156,26 +162,35 @@ class RunStats:
         target = self.targets.setdefault(str(record.get("target") or ""), _TargetStats())
         target.runs += 1
         target.statuses[status] = target.statuses.get(status, 0) + 1
-        if score is not None:
+        if score is not None:  # a graded run (errors are not scores)
             self.score_sum += score
             self.scored += 1
             target.score_sum += score
+            target.graded += 1
             bin_index = 0
             while bin_index < len(_BIN_LIMITS) and score >= _BIN_LIMITS[bin_index]:
                 bin_index += 1
             self.histogram[bin_index] += 1
         tokens_in, tokens_out = _tokens(record.get("usage"))
-        self.input_tokens += tokens_in
-        self.output_tokens += tokens_out
-        target.input_tokens += tokens_in
-        target.output_tokens += tokens_out
+        if record.get("cached"):  # an answer reused from --cache: nothing was spent on it
+            self.reused_input_tokens += tokens_in
+            self.reused_output_tokens += tokens_out
+            target.reused_input_tokens += tokens_in
+            target.reused_output_tokens += tokens_out
+        else:
+            self.input_tokens += tokens_in
+            self.output_tokens += tokens_out
+            target.input_tokens += tokens_in
+            target.output_tokens += tokens_out
         evaluators = record.get("evaluator_results")
-        if isinstance(evaluators, list):
-            for entry in evaluators:
-                if isinstance(entry, dict):
-                    judge_in, judge_out = _tokens(entry.get("usage"))
-                    self.judge_input_tokens += judge_in
-                    self.judge_output_tokens += judge_out
+        if not isinstance(evaluators, list):  # the default judge: its call's record
+            single = record.get("evaluator_raw_request")
+            evaluators = [single] if isinstance(single, dict) else []
+        for entry in evaluators:
+            if isinstance(entry, dict) and not entry.get("cached"):
+                judge_in, judge_out = _tokens(entry.get("usage"))
+                self.judge_input_tokens += judge_in
+                self.judge_output_tokens += judge_out
         duration = _finite(record.get("duration_ms")) or 0.0
         self.duration_sum_ms += duration
         end = _parse_time(record.get("timestamp"))
@@ -198,9 +213,10 @@ class RunStats:
         ok = self.statuses.get("ok", 0)
         return {
             "total": self.total,
+            "graded": self.scored,
             "statuses": self.statuses,
             "mean": self.score_sum / self.scored if self.scored else None,
-            "pass_rate": ok / self.total if self.total else None,
+            "pass_rate": ok / self.scored if self.scored else None,
             "histogram": [
                 {"start": start, "end": end, "count": count}
                 for start, end, count in zip(
@@ -208,6 +224,10 @@ class RunStats:
                 )
             ],
             "tokens": {"input": self.input_tokens, "output": self.output_tokens},
+            "reused_tokens": {
+                "input": self.reused_input_tokens,
+                "output": self.reused_output_tokens,
+            },
             "judge_tokens": {"input": self.judge_input_tokens, "output": self.judge_output_tokens},
             "started": iso(self.first_start),
             "ended": iso(self.last_end),
@@ -217,10 +237,15 @@ class RunStats:
                 {
                     "target": name,
                     "runs": t.runs,
-                    "mean": t.score_sum / t.runs if t.runs else None,
-                    "pass_rate": t.statuses.get("ok", 0) / t.runs if t.runs else None,
+                    "graded": t.graded,
+                    "mean": t.score_sum / t.graded if t.graded else None,
+                    "pass_rate": t.statuses.get("ok", 0) / t.graded if t.graded else None,
                     "statuses": t.statuses,
                     "tokens": {"input": t.input_tokens, "output": t.output_tokens},
+                    "reused_tokens": {
+                        "input": t.reused_input_tokens,
+                        "output": t.reused_output_tokens,
+                    },
                 }
                 for name, t in self.targets.items()
             ],
@@ -276,10 +301,11 @@ def detail_of(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def _index_row(run: RunData, number: int, record: dict[str, Any]) -> list[Any]:
-    score = _finite(record.get("score"))
     status = record.get("status")
     if not isinstance(status, str) or not status:
         status = "error" if record.get("error") else ("ok" if record.get("passed") else "failed")
+    # errors are not scores: a run that errored or was invalid shows none
+    score = _finite(record.get("score")) if status in GRADED else None
     run.stats.add(record, score, status)
     eval_id = record.get("eval_id")
     duration = _finite(record.get("duration_ms"))
@@ -310,7 +336,7 @@ def _read_run(path: Path, name: str, spool: BinaryIO) -> RunData:
         pending.clear()
 
     reader = read_results(path)
-    for number, result in reader:
+    for number, result in reader.latest():
         record = result.model_dump(mode="json")
         run.rows.append(_index_row(run, number, record))
         detail = detail_of(record)

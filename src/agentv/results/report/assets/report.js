@@ -223,9 +223,11 @@
       figure("cases", fmtInt(s.total));
       STATUS_ORDER.forEach(function (name) { figure(name, fmtInt(statuses[name] || 0), "status-" + name); });
       Object.keys(statuses).forEach(function (name) { if (STATUS_ORDER.indexOf(name) < 0) figure(name, fmtInt(statuses[name])); });
-      figure("mean score", fmtScore(s.mean));
-      figure("pass rate", fmtPct(s.pass_rate));
+      figure("mean score (graded runs)", fmtScore(s.mean));
+      figure("pass rate (graded runs)", fmtPct(s.pass_rate));
       figure("tokens in / out", fmtInt(s.tokens.input) + " / " + fmtInt(s.tokens.output));
+      var reused = s.reused_tokens || {};
+      if (reused.input || reused.output) figure("reused from cache in / out", fmtInt(reused.input) + " / " + fmtInt(reused.output));
       if (s.judge_tokens.input || s.judge_tokens.output) figure("judge tokens in / out", fmtInt(s.judge_tokens.input) + " / " + fmtInt(s.judge_tokens.output));
       figure("wall time (from timestamps)", fmtSeconds(s.wall_seconds));
       figure("case time, summed", fmtSeconds(s.case_seconds));
