@@ -196,8 +196,9 @@ class FakeLLMServer:
         """Base URL, e.g. ``http://127.0.0.1:53211`` (no trailing slash)."""
         return f"http://{self.host}:{self.port}"
 
-    def script(self, *faults: Fault) -> None:
-        """Answer the next ``len(faults)`` requests with these faults, in order."""
+    def script(self, *faults: Fault | None) -> None:
+        """Answer the next ``len(faults)`` requests with these faults, in order (None: that
+        request is answered as usual)."""
         with self._lock:
             self._faults.extend(faults)
 
