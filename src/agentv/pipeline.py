@@ -23,7 +23,7 @@ from agentv.dumps import PromptDumper
 from agentv.errors import AgentVError, ProviderError, ProviderTimeout
 from agentv.evaluators import grade_case, needs_judge
 from agentv.evaluators.base import CaseGrade, EvaluationContext
-from agentv.masking import Masker
+from agentv.masking import Masker, masking_scope
 from agentv.planning import CaseJob
 from agentv.prompts import Prompt, PromptSettings, build_prompt
 from agentv.providers.base import Provider, ProviderRequest, ProviderResponse, request_for_case
@@ -153,6 +153,8 @@ class CasePipeline:
         # per run target (they live as long as the run): looked up once, not once per case
         self._target_gates: dict[int, TargetGate] = {}
         self._prompt_settings: dict[int, PromptSettings] = {}
+        self._cut_notes: dict[str, int] = {}  # target -> answers noted as cut at the limit
+        self._ignored_noted: set[str] = set()  # targets whose server ignored the limit
 
     def watch(self, target: RunTarget) -> None:
         """Make ``target``'s retries visible (counted, and noted now and then)."""
@@ -163,6 +165,17 @@ class CasePipeline:
     ) -> tuple[dict[str, Any], CaseGrade | None]:
         """The case's result record and its grade (None when it could not be graded).
         ``response``: the target's answer, when it came from a batch."""
+        # text shortened during the case (an API's error, a program's stderr) is masked with
+        # the run's secrets first; the record says so when that masked anything
+        with masking_scope(self.masker) as scope:
+            record, grade = await self._run(job, response)
+        if scope.masked:
+            record["masked_secrets"] = True
+        return record, grade
+
+    async def _run(
+        self, job: CaseJob, response: ProviderResponse | None
+    ) -> tuple[dict[str, Any], CaseGrade | None]:
         case, target = job.case, job.target
         started = time.perf_counter()
         prompt: Prompt | None = None
@@ -174,6 +187,7 @@ class CasePipeline:
             prompt = self.prompt(job)
             if response is None:
                 response, attempts = await self._answer(job, prompt)
+            self._note_ending(job, response)
             # before any evaluator (a judge, a script) or record sees it
             response, masked = self.masker.response(response)
             grade = await grade_case(
@@ -216,6 +230,34 @@ class CasePipeline:
                 repeat=job.repeat,
             )
         return record, grade
+
+    def _note_ending(self, job: CaseJob, response: ProviderResponse) -> None:
+        """Warn on screen about an answer cut at the output token limit (the first few of
+        each target, then once that more follow) and, once per target, about a server that
+        did not honour the limit: both would otherwise look like complete answers."""
+        target = job.target.name
+        if response.finish_reason == "length":
+            count = self._cut_notes[target] = self._cut_notes.get(target, 0) + 1
+            if count <= _CUT_NOTES:
+                self.progress.note(
+                    f"{target}: the answer to {job.case.id!r} was cut at the output token "
+                    "limit (finish_reason: length); raise the target's max_output_tokens"
+                )
+            elif count == _CUT_NOTES + 1:
+                self.progress.note(
+                    f"{target}: more answers were cut at the output token limit; their "
+                    "results say finish_reason: length"
+                )
+        if response.token_limit_ignored and target not in self._ignored_noted:
+            self._ignored_noted.add(target)
+            limit = response.sent.get("token_limit") or {}
+            used = response.usage.output_tokens if response.usage is not None else None
+            self.progress.note(
+                f"{target}: the server ignored the output token limit: the answer to "
+                f"{job.case.id!r} has {used} tokens, the limit sent was {limit.get('value')} "
+                f"(as {limit.get('param')}); if the server knows the limit by another name, "
+                "set max_tokens_param (max_tokens or max_completion_tokens) on the target"
+            )
 
     def prompt(self, job: CaseJob) -> Prompt:
         """The case's prompt for its target (written out with ``--dump-prompts``)."""
@@ -325,6 +367,10 @@ class CasePipeline:
             raise ProviderTimeout(
                 target.name, f"target {target.name!r} did not answer within {timeout:g}s"
             ) from None
+
+
+#: answers cut at the token limit noted one by one per target, before a single "more"
+_CUT_NOTES = 3
 
 
 def describe(exc: BaseException) -> str:

@@ -74,6 +74,14 @@ class EvalResult(BaseModel):
     evaluator_results: list[dict[str, Any]] | None = None
     evaluator_raw_request: dict[str, Any] | None = None
     usage: dict[str, Any] | None = None
+    finish_reason: str | None = None
+    """How the target's answer ended: ``stop``, ``length`` (cut at the output token limit),
+    ``tool_calls``, ``content_filter`` or ``other`` (LM API targets)."""
+    finish_reason_raw: str | None = None
+    """The API's own word for how the answer ended (``end_turn``, ``MAX_TOKENS``...)."""
+    token_limit_ignored: bool | None = None
+    """True when the answer has more output tokens than the limit sent: the server did not
+    honour it (``max_tokens_param`` names the limit as the server knows it)."""
     latency_ms: float | None = None
     duration_ms: float | None = None
     attempts: int | None = None
@@ -329,6 +337,12 @@ def result_record(
         rec["evaluator_raw_request"] = grade.evaluator_raw_request
     if response.usage is not None:
         rec["usage"] = response.usage.to_dict()
+    if response.finish_reason is not None:
+        rec["finish_reason"] = response.finish_reason
+        if response.finish_reason_raw is not None:
+            rec["finish_reason_raw"] = response.finish_reason_raw
+    if response.token_limit_ignored:
+        rec["token_limit_ignored"] = True
     if response.latency_ms is not None:
         rec["latency_ms"] = round(response.latency_ms, 3)
     rec["duration_ms"] = round(duration_ms, 3)
