@@ -64,8 +64,19 @@ from aiohttp import web
 
 try:
     from fakes.strict import CHECKS
-except ImportError:  # run as a script (benchmarks): its own folder is on the path
-    from strict import CHECKS  # type: ignore[no-redef]
+except ImportError:  # loaded from its file (a script, the benchmarks): the sibling, by path
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    _spec = importlib.util.spec_from_file_location(
+        "fakes_strict", Path(__file__).with_name("strict.py")
+    )
+    assert _spec is not None and _spec.loader is not None
+    _strict = importlib.util.module_from_spec(_spec)
+    sys.modules[_spec.name] = _strict
+    _spec.loader.exec_module(_strict)
+    CHECKS = _strict.CHECKS
 
 DEFAULT_REPLY = "Hello from the fake LLM."
 
