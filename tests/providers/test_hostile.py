@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
+from pathlib import Path
 
 import pytest
 from wire_support import LM_KINDS, MakeProvider
@@ -14,8 +15,9 @@ from wire_support import LM_KINDS, MakeProvider
 from agentv.errors import ProviderError, ProviderTimeout
 from agentv.providers.failures import ResponseTooLarge, connection_failure
 from agentv.providers.transport import http_client
+from cli_run import agentv_cli, rows
 from fakes import FakeLLMServer, Fault, refused
-from helpers import ask
+from helpers import ask, write
 
 REQUEST = ask(question="Hello?")
 MIB = 1 << 20
@@ -226,3 +228,34 @@ async def test_refused_and_reset_are_told_apart_on_either_transport(
             await client.post(f"{llm_server.url}/v1/chat/completions", json={})
         failure = connection_failure(info.value)
         assert failure is not None and failure.reason.startswith("the connection was reset")
+
+
+def test_a_run_against_hostile_servers_stays_small(repo: Path, llm_server: FakeLLMServer) -> None:
+    # An endless body (1 MiB chunks for ever) and a gzip bomb (1 GiB from 1 MiB), each met
+    # with the default cap (32 MiB): agentv used to grow to gigabytes on either.
+    import resource
+
+    llm_server.script(Fault.endless_body(), Fault.bomb(1 << 30))
+    write(
+        repo,
+        ".agentv/targets.yaml",
+        f"$schema: agentv-targets-v2.2\ntargets:\n  - name: default\n    provider: openai\n"
+        f"    base_url: {llm_server.url}/v1\n    model: m\n    max_retries: 0\n",
+    )
+    cases = "".join(
+        f"  - id: case-{i}\n    outcome: anything\n"
+        "    input_messages: [{role: user, content: hi}]\n"
+        "    execution: {evaluators: [{type: contains, value: x}]}\n"
+        for i in range(2)
+    )
+    write(repo, "evals/two.yaml", f"$schema: agentv-eval-v2\nevalcases:\n{cases}")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    proc = agentv_cli(repo, "eval", "evals/two.yaml", "--out", "r.jsonl", "--workers", "1")
+    assert proc.returncode == 3, proc.stderr
+    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    if before < 300 * 1024:  # (the peak of all of this test process's children so far)
+        assert peak_kib < 300 * 1024, f"agentv grew to {peak_kib // 1024} MiB"
+    errors = sorted(r["error"] for r in rows(repo / "r.jsonl"))
+    assert "the server decompressed to more than max_response_bytes (32 MiB)" in errors[0]
+    assert "the server sent more than max_response_bytes (32 MiB)" in errors[1]
+    assert len(llm_server.requests) == 2
