@@ -3,8 +3,9 @@
 Key order follows the original AgentV's result record; absent values are left out rather
 than written as null. ``raw_request`` (docs/prompt-rules.md, "What is logged") shows what
 was sent: the question with its markers, the guidelines, the files and, for LM targets,
-the messages exactly as sent (the very list the provider mapped to its wire shape). Nothing here ever holds a secret: providers record what they sent without
-credentials.
+the messages in agentv's neutral shape (the very list the provider mapped to its wire
+shape, words unchanged) with the request's settings as sent. Nothing here ever holds a
+secret: providers record what they sent without credentials.
 """
 
 from __future__ import annotations
