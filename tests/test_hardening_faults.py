@@ -363,6 +363,8 @@ def test_a_targets_timeout_seconds_bounds_each_request_of_a_run(
     assert proc.returncode == 3, proc.stderr
     (record,) = rows(repo / "r.jsonl")
     assert record["status"] == "error"
-    assert record["error"] == ("target 'default' (openai): no answer within 1 s (after 2 attempts)")
+    assert record["error"] == (
+        f"target 'default' (openai): no answer within 1 s from {server.url}/v1 (after 2 attempts)"
+    )
     assert record["attempts"] == 2
     assert took < 20, f"two 1 s attempts took {took:.0f} s"

@@ -390,6 +390,35 @@ def test_large_attachments_are_put_back_and_agent_requests_shown(
     assert "bad YAML" in p.text_content("#detail-body")
 
 
+def test_how_an_answer_ended_and_the_settings_sent_are_shown(page: Page, tmp_path: Path) -> None:
+    cut = _tool_case() | {"eval_id": "cut-case", "candidate_answer": "Yes, take"}
+    cut["finish_reason"], cut["finish_reason_raw"] = "length", "max_tokens"
+    cut["raw_request"] = cut["raw_request"] | {
+        "settings": {"model": "claude-x", "max_tokens": 3, "temperature": 0.0},
+        "token_limit": {"param": "max_tokens", "value": 3},
+    }
+    ignored = _tool_case() | {"eval_id": "ignored-case", "token_limit_ignored": True}
+    ignored["finish_reason"], ignored["finish_reason_raw"] = "stop", "stop"
+    path = tmp_path / "r.jsonl"
+    path.write_text(json.dumps(cut) + "\n" + json.dumps(ignored) + "\n")
+    p = page.open(build_report([path], tmp_path / "r.html").path)
+    page.search("cut-case", 1)
+    p.click("#rows tr")
+    p.wait_for_selector("#detail:not([hidden])")
+    warning = p.locator("#detail .warn")
+    assert warning.all_text_contents() == ["length (max_tokens): cut at the output token limit"]
+    detail = p.text_content("#detail-body")
+    assert "settings sentmodel: claude-x, max_tokens: 3, temperature: 0" in detail
+    p.keyboard.press("Escape")
+    page.search("ignored-case", 1)
+    p.click("#rows tr")
+    p.wait_for_selector("#detail:not([hidden])")
+    assert "answer endedstop" in p.text_content("#detail-body")
+    assert p.locator("#detail .warn").all_text_contents() == [
+        "ignored by the server: more output tokens than the limit sent"
+    ]
+
+
 def test_an_empty_results_file_gives_an_empty_table(page: Page, tmp_path: Path) -> None:
     (tmp_path / "r.jsonl").write_text("")
     p = page.open(build_report([tmp_path / "r.jsonl"], tmp_path / "r.html").path)

@@ -6,7 +6,8 @@ being cancelled) can kill the whole process group: a shell, the agent it started
 whatever that agent started in turn. On Linux the process tree is walked too (``/proc``),
 so that a descendant that left the group (``setsid``) dies with it. Output is captured
 with a size cap that keeps the tail, since the end of stderr is where a failing program
-explains itself.
+explains itself. Each stream keeps a little more than its cap (``SECRET_ROOM``), so that a
+secret crossing the cap is still whole, and masked whole, when the text is cut to size.
 
 Children are bound to agentv's life, however agentv ends. SIGINT and SIGTERM cancel the
 run, and cancelling kills every group. For the signals nobody can catch (SIGKILL), a small
@@ -27,10 +28,12 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from agentv.masking import SECRET_ROOM, masked_head, masked_tail, shorten
 
 #: bytes kept of each of stdout and stderr (the tail survives)
 DEFAULT_MAX_OUTPUT = 10 * 1024 * 1024
@@ -64,13 +67,14 @@ class ProcessResult:
         """Exited on its own with code 0."""
         return self.exit_code == 0 and not self.timed_out
 
-    def stderr_tail(self, limit: int = 2000) -> str:
-        """The last ``limit`` characters of stderr, stripped."""
-        return _tail(self.stderr.strip(), limit)
+    def stderr_tail(self, limit: int = 2000, secrets: Iterable[str] = ()) -> str:
+        """The last ``limit`` characters of stderr, stripped, known secrets (the case's and
+        ``secrets``) masked before the cut."""
+        return shorten(self.stderr.strip(), limit, keep="tail", secrets=secrets)
 
-    def stdout_tail(self, limit: int = 2000) -> str:
-        """The last ``limit`` characters of stdout, stripped."""
-        return _tail(self.stdout.strip(), limit)
+    def stdout_tail(self, limit: int = 2000, secrets: Iterable[str] = ()) -> str:
+        """The last ``limit`` characters of stdout, stripped, masked as ``stderr_tail``."""
+        return shorten(self.stdout.strip(), limit, keep="tail", secrets=secrets)
 
     def describe_exit(self) -> str:
         """``exited with code 2`` / ``was killed by signal SIGKILL``, for messages."""
@@ -84,10 +88,6 @@ class ProcessResult:
                 name = str(-code)
             return f"was killed by signal {name}"
         return f"exited with code {code}"
-
-
-def _tail(text: str, limit: int) -> str:
-    return text if len(text) <= limit else "…" + text[-limit:]
 
 
 def read_head(path: Path, limit: int) -> tuple[bytes, bool]:
@@ -113,41 +113,61 @@ def decode_head(data: bytes, cut: bool) -> str:
     return data.decode("utf-8", errors="replace")
 
 
+def cap_text(text: str, limit: int, secrets: Iterable[str] = ()) -> str:
+    """``text`` (a file's head, read with ``SECRET_ROOM`` bytes to spare) cut to its first
+    ``limit`` bytes: a known secret crossing the cut is masked whole instead of leaving its
+    start behind."""
+    data = text.encode("utf-8", errors="surrogatepass")
+    if len(data) <= limit:
+        return text
+    end = len(decode_head(data[:limit], True))
+    return masked_head(text, end, secrets)
+
+
+def byte_size(count: int) -> str:
+    """``10 MiB``, ``4 KiB`` or ``1000 bytes``: a size limit as messages name it."""
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if count >= size and count % size == 0:
+            return f"{count // size} {unit}"
+    return f"{count} bytes"
+
+
 def cut_marker(limit: int) -> str:
     """What ends an answer cut at ``limit`` bytes: ``\n[agentv: output cut at 10 MiB]``."""
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if limit >= size and limit % size == 0:
-            return f"\n[agentv: output cut at {limit // size} {unit}]"
-    return f"\n[agentv: output cut at {limit} bytes]"
+    return f"\n[agentv: output cut at {byte_size(limit)}]"
 
 
 class _Capture:
     """Collects one stream: a capped buffer (the tail kept, or with ``head`` the start)
-    plus optional line callbacks."""
+    plus optional line callbacks. The buffer holds ``SECRET_ROOM`` bytes beyond the cap;
+    ``truncated`` says that more than the cap arrived."""
 
     def __init__(
         self, name: str, limit: int, on_line: LineSink | None, *, head: bool = False
     ) -> None:
         self.name = name
         self.limit = limit
+        self.keep = limit + SECRET_ROOM
         self.on_line = on_line
         self.head = head
         self.buffer = bytearray()
-        self.truncated = False
+        self.received = 0
         self._partial = b""
 
+    @property
+    def truncated(self) -> bool:
+        return self.received > self.limit
+
     def feed(self, chunk: bytes) -> None:
+        self.received += len(chunk)
         if self.head:
-            room = self.limit - len(self.buffer)
-            if len(chunk) > room:
-                self.truncated = True  # the rest is read (the child must not block) and dropped
-            self.buffer += chunk[: max(room, 0)]
+            # the rest is read (the child must not block) and dropped
+            self.buffer += chunk[: max(self.keep - len(self.buffer), 0)]
         else:
             self.buffer += chunk
-            overflow = len(self.buffer) - self.limit
+            overflow = len(self.buffer) - self.keep
             if overflow > 0:
                 del self.buffer[:overflow]
-                self.truncated = True
         if self.on_line is not None:
             data = self._partial + chunk
             *lines, self._partial = data.split(b"\n")
@@ -165,10 +185,18 @@ class _Capture:
         with contextlib.suppress(Exception):  # a broken log sink must not break the run
             self.on_line(self.name, text)
 
-    def text(self) -> str:
+    def text(self, secrets: Iterable[str] = ()) -> str:
+        """What was kept, cut to the cap; known secrets (the case's and ``secrets``) that
+        cross the cut are masked whole instead of leaving a part behind."""
+        data = bytes(self.buffer)
+        if not self.truncated:
+            return data.decode("utf-8", errors="replace")
         if self.head:
-            return decode_head(bytes(self.buffer), self.truncated)
-        return self.buffer.decode("utf-8", errors="replace")
+            whole = decode_head(data, self.received > len(data))
+            return masked_head(whole, len(decode_head(data[: self.limit], True)), secrets)
+        whole = data.decode("utf-8", errors="replace")
+        start = len(data[: len(data) - self.limit].decode("utf-8", errors="replace"))
+        return masked_tail(whole, start, secrets)
 
 
 async def _read(stream: asyncio.StreamReader | None, capture: _Capture) -> None:
@@ -428,6 +456,7 @@ async def run_process(
     on_line: LineSink | None = None,
     keep_children: bool = False,
     stdout_head: int | None = None,
+    secrets: Iterable[str] = (),
 ) -> ProcessResult:
     """Run ``command`` and wait for it, killing its whole process group on timeout.
 
@@ -437,7 +466,9 @@ async def run_process(
     written to the child and then closed; without it the child reads from ``/dev/null``.
     ``on_line`` receives each complete output line as it arrives (for live logs).
     Each of stdout and stderr keeps its last ``max_output`` bytes; with ``stdout_head``
-    (stdout is an answer), stdout keeps its first ``stdout_head`` bytes instead.
+    (stdout is an answer), stdout keeps its first ``stdout_head`` bytes instead. A secret
+    crossing such a cut (the case's, see ``agentv.masking``, or one of ``secrets``) is
+    masked whole rather than cut in two.
 
     When the main process has exited, children it left behind are killed if they still
     hold the output pipes (they would otherwise block the call for as long as they live).
@@ -534,8 +565,8 @@ async def run_process(
         command=command if isinstance(command, str) else list(command),
         pid=proc.pid,
         exit_code=proc.returncode,
-        stdout=out.text(),
-        stderr=err.text(),
+        stdout=out.text(secrets),
+        stderr=err.text(secrets),
         timed_out=timed_out,
         duration_s=time.monotonic() - started,
         stdout_truncated=out.truncated,

@@ -14,7 +14,9 @@ import pytest
 from evaluator_kit import code, make_case, make_ctx, msg, user
 
 from agentv.evaluators import grade_case, run_evaluator
+from agentv.masking import Masker, masking_scope
 from agentv.messages import FileSegment, GuidelineFile, GuidelineRef, TextSegment
+from helpers import KEY, OFFSETS, across, clean, fragments
 
 PY = shlex.quote(sys.executable)
 
@@ -304,3 +306,25 @@ async def test_default_code_evaluator_falls_back_to_the_judge(tmp_path: Path) ->
     # no script to run: the judge is used, and without a judge that is a judge failure
     assert grade.judge_failed
     assert grade.evaluator_results is None
+
+
+@pytest.mark.parametrize("stream", ["stderr", "stdout"])
+async def test_output_is_masked_before_it_is_cut(tmp_path: Path, stream: str) -> None:
+    # a key across every cut point: of the last 500 characters of a failed script's stderr,
+    # and of the first 200 of a script that printed no verdict
+    source = tmp_path / "out.txt"
+    if stream == "stderr":
+        config, cuts = code(f"cat {source} >&2; exit 1", tmp_path), [800 - 500]
+    else:
+        config, cuts = code(f"cat {source}", tmp_path), [200]
+    for offset in OFFSETS:
+        source.write_text(across(800, cuts, offset))
+        with masking_scope(Masker([KEY])) as scope:  # the run's secrets, as a run sets them
+            result = await run_evaluator(make_ctx(make_case(tmp_path), "x"), config)
+        assert result.error is not None and "…" in result.error
+        assert fragments(result.error) == [], offset
+        shown = result.error.split("stderr: ")[-1] if stream == "stderr" else result.error
+        if stream == "stdout":
+            shown = shown.split("(it printed '")[1].rstrip("')")
+        assert clean(shown), offset
+        assert scope.masked  # the case's record will say masked_secrets: true

@@ -14,6 +14,8 @@ from agentv.evaluators.llm_judge import parse_verdict
 from agentv.messages import FileSegment, GuidelineFile, GuidelineRef, TextSegment
 from agentv.providers.base import ProviderResponse, Usage
 from agentv.providers.mock import MockProvider, MockSettings
+from agentv.providers.openai import OpenAIProvider, OpenAISettings
+from fakes import FakeLLMServer
 
 SYSTEM = (
     "You are an expert evaluator. Your goal is to grade the candidate_answer based on how "
@@ -368,3 +370,26 @@ async def test_a_conversation_with_user_only_turns_stays_flat(tmp_path: Path) ->
     case = make_case(tmp_path, messages=[user("Line one"), msg("user", TextSegment("  "))])
     await run_evaluator(make_ctx(case, "x", judge=fake), judge())
     assert "[[ ## question ## ]]\nLine one\n\n" in fake.requests[0].question
+
+
+async def test_a_verdict_cut_at_the_judges_token_limit_says_so(tmp_path: Path) -> None:
+    # a real judge target (OpenAI's SDK) on the loopback fake, which honours the limit
+    verdict = '{"score": 0.9, "hits": ["names Paris"], "misses": [], "reasoning": "Right."}'
+    with FakeLLMServer(reply=verdict) as server:
+        settings = OpenAISettings.model_validate(
+            {"model": "judge-model", "base_url": f"{server.url}/v1", "max_output_tokens": 3}
+        )
+        target = OpenAIProvider("judge-target", settings)
+        try:
+            result = await run_evaluator(
+                make_ctx(make_case(tmp_path), "Paris", judge=target), judge()
+            )
+        finally:
+            await target.aclose()
+    assert result.error is not None
+    assert result.error.startswith("judge reply has no JSON verdict with a numeric score: ")
+    assert result.error.endswith(
+        "(the reply was cut at the judge's output token limit; raise max_output_tokens on the "
+        "judge target)"
+    )
+    assert server.requests[0].body["max_tokens"] == 3

@@ -9,8 +9,19 @@ It speaks just enough of each wire format for the official SDKs to be happy:
 
 Every request is recorded (method, path, query, headers, JSON body). Faults can be scripted
 for the next requests: an error status (with ``Retry-After`` if wanted, in the vendor's error
-body format), a hang before any byte, a hang after the headers, a body that stalls half-way,
-a connection reset, or a successful answer whose text is empty (``Fault.empty_answer``).
+body format), any body at all (``Fault.body``: not JSON, say), a hang before any byte, a hang
+after the headers, a body that stalls half-way, a connection reset, a successful answer whose
+text is empty (``Fault.empty_answer``) or that ends for a given reason (``Fault.finishing``),
+and hostile answers: a body that never ends (``Fault.endless``) and a gzip bomb
+(``Fault.gzip_bomb``). ``refused_url()`` gives a URL whose port refuses connections.
+
+Answers honour the output limit the request sends (OpenAI's ``max_tokens`` and
+``max_completion_tokens``, Anthropic's ``max_tokens``, Gemini's ``maxOutputTokens``): the
+reply is cut to that many words (the fake's tokens) and ends as cut at the limit. A server
+that knows only some of OpenAI's names (``limit_params``, as older compatible servers know
+only ``max_tokens``) ignores the others, as those servers do. ``strict=True`` validates each
+request as servers with typed request models do (``fakes.strict``): a field of the wrong
+type or one the server does not know is refused with HTTP 422 and FastAPI's ``detail``.
 Standing faults (``Every``) hit a fixed share of all requests, e.g. every 5th answered 500,
 for as long as the server runs; a rate limit (``limit_rps``, ``limit_burst``) answers 429
 beyond it. A fixed ``delay_ms`` is added to every answer, so benchmarks can use it as a
@@ -36,18 +47,36 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import itertools
 import json
 import socket
 import struct
 import threading
 import time
+import zlib
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
+
+try:
+    from fakes.strict import CHECKS
+except ImportError:  # loaded from its file (a script, the benchmarks): the sibling, by path
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    _spec = importlib.util.spec_from_file_location(
+        "fakes_strict", Path(__file__).with_name("strict.py")
+    )
+    assert _spec is not None and _spec.loader is not None
+    _strict = importlib.util.module_from_spec(_spec)
+    sys.modules[_spec.name] = _strict
+    _spec.loader.exec_module(_strict)
+    CHECKS = _strict.CHECKS
 
 DEFAULT_REPLY = "Hello from the fake LLM."
 
@@ -88,6 +117,17 @@ class Fault:
     #: with a TCP reset instead of answering
     stall: str | None = None
     empty: bool = False  # a 200 whose answer has no text (OpenAI null, Anthropic [], Gemini none)
+    #: a 200 whose answer ends for this reason, in the API's own words (``"length"``,
+    #: ``"max_tokens"``, ``"SAFETY"``...)
+    finish: str | None = None
+    #: this exact body (with ``status`` and ``content_type``) instead of the API's JSON
+    raw_body: bytes | None = None
+    content_type: str = "application/json"
+    content_encoding: str | None = None  # sent as Content-Encoding with ``raw_body``
+    #: a 200 whose body never ends: 1 MiB chunks (spaces after a JSON opening), for ever
+    endless: bool = False
+    #: a 200 whose gzip body expands to this many bytes (1 GiB from about 1 MiB)
+    gzip_bomb: int = 0
 
     @classmethod
     def rate_limited(cls, retry_after: float | None = None) -> Fault:
@@ -120,6 +160,23 @@ class Fault:
     @classmethod
     def empty_answer(cls) -> Fault:
         return cls(200, empty=True)
+
+    @classmethod
+    def finishing(cls, reason: str) -> Fault:
+        return cls(200, finish=reason)
+
+    @classmethod
+    def body(cls, data: bytes | str, status: int = 200, content_type: str = "text/plain") -> Fault:
+        raw = data.encode() if isinstance(data, str) else data
+        return cls(status, raw_body=raw, content_type=content_type)
+
+    @classmethod
+    def endless_body(cls) -> Fault:
+        return cls(200, endless=True)
+
+    @classmethod
+    def bomb(cls, expands_to: int = 1 << 30) -> Fault:
+        return cls(200, gzip_bomb=expands_to)
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +219,16 @@ class FakeLLMServer:
     limited_at: list[float] = field(default_factory=list)
     #: standing faults, checked in order (the first that hits a request's number wins)
     standing: tuple[Every, ...] = ()
+    #: refuse requests a typed server would (``fakes.strict``), with 422
+    strict: bool = False
+    #: the names of OpenAI's output limit this server knows (and honours); others are
+    #: ignored, or refused when ``strict``
+    limit_params: tuple[str, ...] = ("max_completion_tokens", "max_tokens")
+    #: for each endless body served, the bytes sent of it so far (when the client stopped
+    #: reading, the server's writes stop too, a few buffers later)
+    endless_sent: list[int] = field(default_factory=list)
+    #: set when an endless body ends: its client went away (or the server stopped)
+    endless_ended: threading.Event = field(default_factory=threading.Event)
     requests: list[RecordedRequest] = field(default_factory=list)
     _bucket: list[float] = field(default_factory=list, repr=False)  # [level, at]
     _faults: deque[Fault] = field(default_factory=deque, repr=False)
@@ -325,14 +392,38 @@ class FakeLLMServer:
             return _error_response("openai", 404, f"No fake route for {request.path}", None)
         if fault is not None and fault.stall == "reset":
             return _reset(request)
-        if fault is not None and not fault.empty and fault.stall is None:
+        if fault is not None and fault.raw_body is not None:
+            headers = {"Content-Type": fault.content_type}
+            if fault.content_encoding is not None:
+                headers["Content-Encoding"] = fault.content_encoding
+            return web.Response(status=fault.status, body=fault.raw_body, headers=headers)
+        if fault is not None and fault.endless:
+            return await self._endless(request)
+        if fault is not None and fault.gzip_bomb:
+            return web.Response(
+                body=_gzip_bomb(fault.gzip_bomb),
+                headers={"Content-Type": "application/json", "Content-Encoding": "gzip"},
+            )
+        if fault is not None and fault.status != 200:
             response = _error_response(api, fault.status, fault.message, fault.retry_after)
             if fault.retry_after_ms is not None:
                 response.headers["retry-after-ms"] = f"{fault.retry_after_ms:g}"
             return response
+        if self.strict:
+            problems = CHECKS[api](body, self.limit_params)
+            if problems:
+                return web.json_response({"detail": problems}, status=422)
         text = self.reply(rec) if callable(self.reply) else self.reply
+        limit = _limit(api, body, self.limit_params)
+        cut = limit is not None and len(text.split()) > limit
+        if cut:
+            text = " ".join(text.split()[:limit])
         n = next(self._ids)
         payload = _SUCCESS[api](rec, text, self.reasoning, n)
+        if cut:
+            _finish(api, payload, _LENGTH[api])
+        if fault is not None and fault.finish is not None:
+            _finish(api, payload, fault.finish)
         if fault is not None and fault.empty:
             _empty(api, payload)
         if fault is not None and fault.stall is not None:
@@ -341,6 +432,55 @@ class FakeLLMServer:
         if api in ("openai", "azure") and isinstance(body, dict) and body.get("stream"):
             return await _openai_stream(request, payload)
         return web.json_response(payload)
+
+    async def _endless(self, request: web.Request) -> web.StreamResponse:
+        """200, chunked, then 1 MiB chunks until the client goes away or the server stops."""
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await response.prepare(request)
+        chunk = b" " * (1 << 20)
+        with self._lock:
+            index = len(self.endless_sent)
+            self.endless_sent.append(0)
+        assert self._closing is not None
+        try:
+            with contextlib.suppress(ConnectionError, RuntimeError):
+                await response.write(b'{"choices": [')
+                while not self._closing.is_set():
+                    await response.write(chunk)
+                    self.endless_sent[index] += len(chunk)
+        finally:
+            self.endless_ended.set()
+        return response
+
+
+@contextlib.contextmanager
+def refused() -> Iterator[str]:
+    """``http://127.0.0.1:PORT``, whose port refuses connections while the block runs
+    (bound, never listening, so that nothing else takes it meanwhile)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.bind(("127.0.0.1", 0))
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        sock.close()
+
+
+@functools.lru_cache(maxsize=4)
+def _gzip_bomb(size: int) -> bytes:
+    """A valid gzip member that expands to ``size`` bytes of ``a`` (a multiple of 1 MiB),
+    about a thousandth of that on the wire: one 1 MiB block compressed once, ending in a
+    full flush (so it stands alone), repeated."""
+    block = b"a" * (1 << 20)
+    count = max(1, size >> 20)
+    one = zlib.compressobj(9, zlib.DEFLATED, -15)
+    segment = one.compress(block) + one.flush(zlib.Z_FULL_FLUSH)
+    end = zlib.compressobj(9, zlib.DEFLATED, -15).flush()  # the empty final block
+    crc = 0
+    for _ in range(count):
+        crc = zlib.crc32(block, crc)
+    header = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
+    trailer = struct.pack("<II", crc, (count << 20) & 0xFFFFFFFF)
+    return header + segment * count + end + trailer
 
 
 # --- wire formats ------------------------------------------------------------------------
@@ -436,6 +576,35 @@ _SUCCESS: dict[str, Callable[[RecordedRequest, str, str | None, int], Any]] = {
     "anthropic": _anthropic_success,
     "gemini": _gemini_success,
 }
+
+#: how each API says an answer was cut at the output limit
+_LENGTH = {"openai": "length", "azure": "length", "anthropic": "max_tokens", "gemini": "MAX_TOKENS"}
+
+
+def _limit(api: str, body: Any, known: tuple[str, ...]) -> int | None:
+    """The output limit the request sent, under a name this server knows (else None)."""
+    if not isinstance(body, dict):
+        return None
+    if api in ("openai", "azure"):
+        values = [body[name] for name in known if name in body]
+    elif api == "anthropic":
+        values = [body.get("max_tokens")]
+    else:
+        config = body.get("generationConfig")
+        values = [config.get("maxOutputTokens")] if isinstance(config, dict) else []
+    numbers = [v for v in values if isinstance(v, int) and not isinstance(v, bool)]
+    return min(numbers) if numbers else None
+
+
+def _finish(api: str, payload: dict[str, Any], reason: str) -> None:
+    """Make a success payload end for ``reason`` (the API's own word for it)."""
+    if api in ("openai", "azure"):
+        payload["choices"][0]["finish_reason"] = reason
+    elif api == "anthropic":
+        payload["stop_reason"] = reason
+    else:
+        payload["candidates"][0]["finishReason"] = reason
+
 
 _ANTHROPIC_TYPES = {
     400: "invalid_request_error",

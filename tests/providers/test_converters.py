@@ -55,16 +55,18 @@ def test_openai_messages_in_full() -> None:
     ]
 
 
-def test_openai_content_null_only_next_to_tool_calls() -> None:
+def test_openai_content_left_out_only_next_to_tool_calls() -> None:
     out = to_openai_messages(
         [
             ChatMessage("assistant", "", tool_calls=(CALL,)),
             ChatMessage("tool", "", tool_call_id="c1"),
             ChatMessage("assistant", ""),
             ChatMessage("user", ""),
+            ChatMessage("assistant", "Checking.", tool_calls=(CALL,)),
         ]
     )
-    assert [m["content"] for m in out] == [None, "", "", ""]
+    # absent (never null, never ""), which every compatible server accepts
+    assert [m.get("content", "<absent>") for m in out] == ["<absent>", "", "", "", "Checking."]
 
 
 @pytest.mark.parametrize(
@@ -376,3 +378,76 @@ def test_gemini_block_reason_said_by_its_name() -> None:
     bare = _Obj(candidates=None, usage_metadata=None)  # no prompt_feedback at all
     with pytest.raises(ValueError, match=r"^the API returned no candidate$"):
         from_gemini_response(bare)
+
+
+# --- how an answer ended ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        ("stop", "stop"),
+        ("length", "length"),
+        ("tool_calls", "tool_calls"),
+        ("function_call", "tool_calls"),
+        ("content_filter", "content_filter"),
+        ("eos", "other"),  # a compatible server's own word
+        (None, None),
+        (7, None),
+    ],
+)
+def test_openai_finish_reasons(raw: Any, reason: str | None) -> None:
+    answer = from_openai_completion({"choices": [{"message": {}, "finish_reason": raw}]})
+    assert answer.finish_reason == reason
+    assert answer.finish_reason_raw == (raw if reason else None)
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        ("end_turn", "stop"),
+        ("stop_sequence", "stop"),
+        ("max_tokens", "length"),
+        ("model_context_window_exceeded", "length"),
+        ("tool_use", "tool_calls"),
+        ("refusal", "content_filter"),
+        ("pause_turn", "other"),
+        (None, None),
+    ],
+)
+def test_anthropic_finish_reasons(raw: str | None, reason: str | None) -> None:
+    answer = from_anthropic_message(_Obj(content=[], usage=None, stop_reason=raw))
+    assert (answer.finish_reason, answer.finish_reason_raw) == (reason, raw)
+
+
+class FinishReason(enum.Enum):  # the SDK parses the wire word into an enum like this
+    STOP = "STOP"
+    MAX_TOKENS = "MAX_TOKENS"
+    SAFETY = "SAFETY"
+    RECITATION = "RECITATION"
+    MALFORMED_FUNCTION_CALL = "MALFORMED_FUNCTION_CALL"
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        (FinishReason.STOP, "stop"),
+        (FinishReason.MAX_TOKENS, "length"),
+        (FinishReason.SAFETY, "content_filter"),
+        (FinishReason.RECITATION, "content_filter"),
+        (FinishReason.MALFORMED_FUNCTION_CALL, "other"),
+        ("PROHIBITED_CONTENT", "content_filter"),
+        (None, None),
+    ],
+)
+def test_gemini_finish_reasons(raw: Any, reason: str | None) -> None:
+    answer = from_gemini_response(_gemini([_Obj(content=None, finish_reason=raw)]))
+    assert answer.finish_reason == reason
+    assert answer.finish_reason_raw == (getattr(raw, "value", raw) if reason else None)
+
+
+def test_gemini_function_calls_that_stop_are_tool_calls() -> None:
+    call = _Obj(text=None, thought=None, function_call=_Obj(name="f"))
+    candidate = _Obj(content=_Obj(parts=[call]), finish_reason=FinishReason.STOP)
+    answer = from_gemini_response(_gemini([candidate]))
+    assert (answer.finish_reason, answer.finish_reason_raw) == ("tool_calls", "STOP")

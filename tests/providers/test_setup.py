@@ -105,6 +105,49 @@ def test_azure_endpoint_may_be_a_resource_name_and_version_a_pasted_query() -> N
     assert blank.endpoint_url == "https://x.example"
 
 
+@pytest.mark.parametrize(
+    ("fields", "param"),
+    [
+        ({}, "max_completion_tokens"),  # OpenAI's own API
+        ({"base_url": "https://api.openai.com/v1"}, "max_completion_tokens"),
+        ({"base_url": "http://localhost:8000/v1"}, "max_tokens"),  # llama.cpp, vLLM, ...
+        ({"base_url": "https://gateway.example/openai/v1"}, "max_tokens"),
+        (
+            {"base_url": "http://localhost:8000/v1", "maxTokensParam": "max_completion_tokens"},
+            "max_completion_tokens",
+        ),
+        ({"max_tokens_param": "max_tokens"}, "max_tokens"),
+    ],
+)
+def test_openai_sends_the_limit_under_the_name_its_server_knows(
+    fields: dict[str, str], param: str
+) -> None:
+    settings = OpenAISettings.model_validate({"model": "m", **fields})
+    assert settings.token_limit_param == param
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "fields", "param"),
+    [
+        ("contoso", {}, "max_completion_tokens"),
+        ("https://contoso.openai.azure.com", {}, "max_completion_tokens"),
+        ("https://contoso.cognitiveservices.azure.com/", {}, "max_completion_tokens"),
+        ("https://apim.example.com/aoai", {}, "max_tokens"),
+        (
+            "https://apim.example.com",
+            {"max_tokens_param": "max_completion_tokens"},
+            "max_completion_tokens",
+        ),
+        ("contoso", {"max_tokens_param": "max_tokens"}, "max_tokens"),
+    ],
+)
+def test_azure_sends_the_limit_under_the_name_its_endpoint_knows(
+    endpoint: str, fields: dict[str, str], param: str
+) -> None:
+    settings = AzureOpenAISettings.model_validate({"endpoint": endpoint, "model": "d", **fields})
+    assert settings.token_limit_param == param
+
+
 def test_missing_key_names_the_target_and_the_variable_to_set() -> None:
     with pytest.raises(ConfigError) as info:
         AnthropicProvider("claude", AnthropicSettings(model="claude-test"))

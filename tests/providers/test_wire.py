@@ -282,8 +282,23 @@ async def test_preview_and_sent_payload_are_what_goes_on_the_wire(
     preview = provider.preview(request)
     assert llm_server.requests == []  # preview calls nothing
     response = await provider.invoke(request)
-    assert response.sent == {"request": preview}
+    assert response.sent["request"] == preview
     assert _same_as_wire(kind, llm_server.requests[0], preview)
+    # the settings as sent: everything but the conversation, under the wire's own names
+    model = MODELS[kind]
+    limit = {
+        "openai": ("max_tokens", {"model": model, "temperature": 0.2, "max_tokens": 300}),
+        "azure": ("max_tokens", {"model": model, "temperature": 0.2, "max_tokens": 300}),
+        "anthropic": ("max_tokens", {"model": model, "max_tokens": 300, "temperature": 0.2}),
+        "gemini": (
+            "generationConfig.maxOutputTokens",
+            {"model": model, "generationConfig": {"temperature": 0.2, "maxOutputTokens": 300}},
+        ),
+    }
+    param, settings = limit[kind]
+    assert response.sent["settings"] == settings
+    assert response.sent["token_limit"] == {"param": param, "value": 300}
+    assert set(response.sent) == {"request", "settings", "token_limit"}
 
 
 # --- requests stated directly -----------------------------------------------------------
@@ -351,7 +366,9 @@ async def test_request_overrides_the_model_and_target_settings_apply(
     target, judge = (r for r in llm_server.requests)
     if kind in ("openai", "azure"):
         for rec in (target, judge):
-            assert (rec.body["temperature"], rec.body["max_completion_tokens"]) == (0.7, 100)
+            # a server other than OpenAI's (or Azure's) own gets the limit as max_tokens
+            assert (rec.body["temperature"], rec.body["max_tokens"]) == (0.7, 100)
+            assert "max_completion_tokens" not in rec.body
         assert judge.body["model"] == "judge-model"
         if kind == "azure":  # the deployment is chosen by the path
             assert judge.path == "/openai/deployments/judge-model/chat/completions"
@@ -377,14 +394,17 @@ async def test_azure_deployment_name_is_encoded_into_the_path(
     assert rec.query["api-version"]
 
 
-async def test_openai_compatible_server_may_want_max_tokens(
-    llm_server: FakeLLMServer, make_provider: MakeProvider
+@pytest.mark.parametrize("kind", ["openai", "azure"])
+@pytest.mark.parametrize("param", ["max_tokens", "max_completion_tokens"])
+async def test_max_tokens_param_names_the_limit_on_the_wire(
+    kind: str, param: str, llm_server: FakeLLMServer, make_provider: MakeProvider
 ) -> None:
-    provider = make_provider("openai", max_output_tokens=50, max_tokens_param="max_tokens")
+    provider = make_provider(kind, max_output_tokens=50, max_tokens_param=param)
     await provider.invoke(ask("hi"))
     body = llm_server.requests[0].body
-    assert body["max_tokens"] == 50
-    assert "max_completion_tokens" not in body
+    assert body[param] == 50
+    other = {"max_tokens", "max_completion_tokens"} - {param}
+    assert not other & set(body)
 
 
 # --- tool calls (docs/prompt-rules.md 5.4) -------------------------------------------------------------
@@ -642,8 +662,7 @@ async def test_assistant_turn_with_only_tool_calls(
             {"role": "system", "content": "You are a careful assistant."},
             {"role": "user", "content": "Weather in Paris and Oslo?"},
             {
-                "role": "assistant",
-                "content": None,  # null, not "", next to tool calls
+                "role": "assistant",  # no "content": strict servers reject null and ""
                 "tool_calls": [
                     {
                         "id": "call_1",

@@ -12,6 +12,8 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from agentv.masking import shorten
+
 if TYPE_CHECKING:
     from agentv.cases import EvalCase, EvaluatorConfig
     from agentv.prompts import Prompt
@@ -178,6 +180,6 @@ def text_list(value: object, limit: int | None = None) -> list[str]:
 
 
 def excerpt(text: str, limit: int = 200) -> str:
-    """The start of ``text`` for an error message, marked when cut."""
-    text = text.strip()
-    return text if len(text) <= limit else text[:limit] + "…"
+    """The start of ``text`` for an error message, marked when cut; the case's known
+    secrets are masked before the cut (``agentv.masking.shorten``)."""
+    return shorten(text.strip(), limit, keep="head")

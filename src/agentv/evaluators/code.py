@@ -89,6 +89,7 @@ def build_payload(ctx: EvaluationContext) -> dict[str, Any]:
 
 
 def _with_stderr(reason: str, result: ProcessResult) -> str:
+    # masked before it is cut (the tail of stderr is where a key a script printed may sit)
     tail = result.stderr_tail(STDERR_TAIL)
     return f"{reason}; stderr: {tail}" if tail else reason
 

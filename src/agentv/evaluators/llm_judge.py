@@ -305,6 +305,12 @@ class LlmJudgeEvaluator:
                 if reply
                 else "judge returned an empty reply"
             )
+            if response.finish_reason == "length":
+                # the likely cause: a verdict cut off by the judge target's own limit
+                reason += (
+                    " (the reply was cut at the judge's output token limit; raise "
+                    "max_output_tokens on the judge target)"
+                )
             miss = failed(config, reason, raw_request=raw, usage=response.usage, latency_ms=latency)
             miss.cached = response.cached
             return miss

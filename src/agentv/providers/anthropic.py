@@ -20,9 +20,10 @@ from agentv.providers.llm import (
     CallFailure,
     LLMProvider,
     LLMSettings,
+    NotJSON,
     Payload,
     aliases,
-    fast_http_client,
+    finish_reason,
     http_url,
     paired_call_id,
     resolve_api_key,
@@ -122,8 +123,20 @@ def to_anthropic_request(messages: list[ChatMessage]) -> tuple[str | None, list[
     return system or None, turns
 
 
+#: the messages API's stop reasons (a refusal is the model's safety stop)
+FINISH_WORDS = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "tool_use": "tool_calls",
+    "refusal": "content_filter",
+}
+
+
 def from_anthropic_message(message: Any) -> Answer:
-    """Text (all text blocks), reasoning (thinking blocks), usage and raw JSON."""
+    """Text (all text blocks), reasoning (thinking blocks), usage, how the answer ended
+    and raw JSON."""
     texts: list[str] = []
     thoughts: list[str] = []
     for block in message.content or []:
@@ -137,11 +150,14 @@ def from_anthropic_message(message: Any) -> Answer:
         inp, out = message.usage.input_tokens, message.usage.output_tokens
         total = inp + out if inp is not None and out is not None else None
         usage = Usage(inp, out, total)
+    reason, raw_reason = finish_reason(getattr(message, "stop_reason", None), FINISH_WORDS)
     return Answer(
         text="".join(texts),
         reasoning="\n\n".join(thoughts) if thoughts else None,
         usage=usage,
         raw=message.model_dump(mode="json", exclude_unset=True),
+        finish_reason=reason,
+        finish_reason_raw=raw_reason,
     )
 
 
@@ -159,12 +175,13 @@ class AnthropicProvider(LLMProvider):
         key = resolve_api_key(
             self, settings.api_key, ("ANTHROPIC_API_KEY",), custom_url=bool(settings.base_url)
         )
+        self.api_key_in_use = key
         self._url = safe_url(settings.base_url) or "https://api.anthropic.com"
         self._client: Any = self._sdk.AsyncAnthropic(
             api_key=key,
             base_url=settings.base_url or None,
             max_retries=0,  # the retry settings of the target apply, not the SDK's
-            http_client=fast_http_client(self._sdk),
+            http_client=self.http_client(),
         )
 
     def max_tokens(self) -> int:
@@ -176,7 +193,8 @@ class AnthropicProvider(LLMProvider):
 
     def build_payload(self, request: ProviderRequest) -> Payload:
         system, turns = to_anthropic_request(request.messages)
-        body: dict[str, Any] = {"model": self.model_for(request), "max_tokens": self.max_tokens()}
+        limit = self.max_tokens()
+        body: dict[str, Any] = {"model": self.model_for(request), "max_tokens": limit}
         if system is not None:
             body["system"] = system
         body["messages"] = turns
@@ -184,7 +202,7 @@ class AnthropicProvider(LLMProvider):
             body["temperature"] = self.settings.temperature
         if self.settings.thinking_budget:
             body["thinking"] = {"type": "enabled", "budget_tokens": self.settings.thinking_budget}
-        return Payload(body)
+        return Payload(body, conversation=("system", "messages"), token_limit=("max_tokens", limit))
 
     async def call(self, payload: Payload, timeout: float) -> Answer:
         # An explicit timeout also keeps the SDK from refusing large max_tokens unstreamed;
@@ -195,10 +213,12 @@ class AnthropicProvider(LLMProvider):
             # body, and the API (or gateway) decides whether the model accepts it.
             kwargs["extra_body"] = {"temperature": kwargs.pop("temperature")}
         message = await self._client.messages.create(**kwargs, timeout=timeout + 1)
+        if isinstance(message, str):  # what the SDK makes of a body that is not JSON
+            raise NotJSON(message)
         return from_anthropic_message(message)
 
     def translate_error(self, exc: BaseException) -> CallFailure | None:
-        return stainless_failure(self._sdk, self._sdk.AnthropicError, exc, self._url)
+        return stainless_failure(self, self._sdk, self._sdk.AnthropicError, exc)
 
     async def aclose(self) -> None:
         await self._client.close()

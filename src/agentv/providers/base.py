@@ -111,6 +111,12 @@ class Usage:
         }
 
 
+#: how an answer ended, in the same words for every API (``finish_reason`` in results):
+#: it was complete, cut at the output token limit, a request for tool calls, withheld or
+#: cut by the vendor's content filter, or anything else (the API's own word says what)
+FINISH_REASONS = ("stop", "length", "tool_calls", "content_filter", "other")
+
+
 @dataclass(slots=True)
 class ProviderResponse:
     """A target's answer and what it took to get it."""
@@ -120,9 +126,23 @@ class ProviderResponse:
     usage: Usage | None = None
     latency_ms: float | None = None
     raw: Any = None  # the API's response as JSON-able data
-    sent: dict[str, Any] = field(default_factory=dict)  # exactly what was sent (no secrets)
+    #: exactly what was sent (no secrets); LM API targets: ``request`` (the vendor payload),
+    #: ``settings`` (its parameters besides the conversation) and, when a limit was sent,
+    #: ``token_limit`` (``{"param": ..., "value": ...}``)
+    sent: dict[str, Any] = field(default_factory=dict)
     attempts: int = 1  # requests it took (the provider's own retries included)
     cached: bool = False  # reused from ``--cache``: nothing was sent for it this time
+    finish_reason: str | None = None  # one of FINISH_REASONS; None: the target does not say
+    finish_reason_raw: str | None = None  # the API's own word for it
+
+    @property
+    def token_limit_ignored(self) -> bool:
+        """More output tokens came back than the limit sent: the server did not honour the
+        limit (an OpenAI-compatible server that does not know the parameter's name)."""
+        limit = self.sent.get("token_limit")
+        value = limit.get("value") if isinstance(limit, dict) else None
+        used = self.usage.output_tokens if self.usage is not None else None
+        return isinstance(value, int) and isinstance(used, int) and used > value
 
 
 #: told of each retry a provider is about to make: (target name, HTTP status or None for a

@@ -23,6 +23,7 @@ from agentv.providers.llm import (
     LLMSettings,
     Payload,
     aliases,
+    finish_reason,
     http_url,
     paired_call_id,
     resolve_api_key,
@@ -107,8 +108,25 @@ def to_gemini_request(messages: list[ChatMessage]) -> tuple[str | None, list[dic
     return system or None, contents
 
 
+#: Gemini's finish reasons; the filters' stops (safety, recitation, blocklists, personal
+#: data) are content_filter
+FINISH_WORDS = {
+    "STOP": "stop",
+    "MAX_TOKENS": "length",
+    "SAFETY": "content_filter",
+    "RECITATION": "content_filter",
+    "BLOCKLIST": "content_filter",
+    "PROHIBITED_CONTENT": "content_filter",
+    "SPII": "content_filter",
+    "IMAGE_SAFETY": "content_filter",
+    "IMAGE_PROHIBITED_CONTENT": "content_filter",
+    "IMAGE_RECITATION": "content_filter",
+}
+
+
 def from_gemini_response(response: Any) -> Answer:
-    """Text (non-thought parts), reasoning (thought parts), usage and raw JSON."""
+    """Text (non-thought parts), reasoning (thought parts), usage, how the answer ended
+    and raw JSON."""
     raw = response.model_dump(
         mode="json", by_alias=True, exclude_none=True, exclude={"sdk_http_response"}
     )
@@ -124,11 +142,16 @@ def from_gemini_response(response: Any) -> Answer:
         )
     texts: list[str] = []
     thoughts: list[str] = []
+    calls = False
     content = candidates[0].content
     for part in (content.parts if content else None) or []:
+        calls = calls or getattr(part, "function_call", None) is not None
         if part.text is None:
             continue
         (thoughts if part.thought else texts).append(part.text)
+    reason, raw_reason = finish_reason(getattr(candidates[0], "finish_reason", None), FINISH_WORDS)
+    if reason == "stop" and calls:
+        reason = "tool_calls"  # Gemini ends a turn of function calls with STOP
     usage = None
     meta = response.usage_metadata
     if meta is not None:
@@ -138,6 +161,8 @@ def from_gemini_response(response: Any) -> Answer:
         reasoning="\n\n".join(thoughts) if thoughts else None,
         usage=usage,
         raw=raw,
+        finish_reason=reason,
+        finish_reason_raw=raw_reason,
     )
 
 
@@ -160,13 +185,17 @@ class GeminiProvider(LLMProvider):
             ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
             custom_url=bool(settings.base_url),
         )
+        self.api_key_in_use = key
         self._url = safe_url(settings.base_url) or GEMINI_API_URL
+        # the shared client (bounded bodies); the SDK then uses it instead of its own
+        self._http: Any = self.http_client()
         options = self._types.HttpOptions(
             base_url=settings.base_url or None,
             api_version=settings.api_version,
             # attempts=1: no SDK retries (and no hidden retry on connection errors either);
             # the retry settings of the target apply.
             retry_options=self._types.HttpRetryOptions(attempts=1),
+            httpx_async_client=self._http,
         )
         self._client: Any = genai.Client(api_key=key, vertexai=False, http_options=options).aio
 
@@ -178,11 +207,13 @@ class GeminiProvider(LLMProvider):
         config: dict[str, Any] = {}
         if self.settings.temperature is not None:
             config["temperature"] = self.settings.temperature
+        limit = None
         if self.settings.max_output_tokens is not None:
             config["maxOutputTokens"] = self.settings.max_output_tokens
+            limit = ("generationConfig.maxOutputTokens", self.settings.max_output_tokens)
         if config:
             body["generationConfig"] = config
-        return Payload(body)
+        return Payload(body, conversation=("contents", "systemInstruction"), token_limit=limit)
 
     async def call(self, payload: Payload, timeout: float) -> Answer:
         types = self._types
@@ -209,31 +240,8 @@ class GeminiProvider(LLMProvider):
                 status=exc.code if isinstance(exc.code, int) else None,
                 retry_after=retry_after_seconds(headers),
             )
-        if _is_connection_error(exc):
-            return CallFailure(f"cannot reach {self._url}: {type(exc).__name__}", connection=True)
-        return None
+        return self.no_answer(exc)  # refused, reset, DNS, TLS, a timeout (else None)
 
     async def aclose(self) -> None:
         await self._client.aclose()
-
-
-def _is_connection_error(exc: BaseException) -> bool:
-    """aiohttp's or httpx's transport errors (the SDK uses whichever is installed)."""
-    if isinstance(exc, ConnectionError):
-        return True
-    for module in type(exc).__mro__:
-        name = f"{module.__module__}.{module.__qualname__}"
-        if name in _TRANSPORT_ERRORS:
-            return True
-    return False
-
-
-_TRANSPORT_ERRORS = frozenset(
-    {
-        "aiohttp.client_exceptions.ClientConnectionError",
-        "httpx.TransportError",
-        "httpx2.TransportError",
-        "httpx._exceptions.TransportError",
-        "httpx2._exceptions.TransportError",
-    }
-)
+        await self._http.aclose()  # the SDK leaves a client it was given open

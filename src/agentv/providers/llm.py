@@ -14,14 +14,18 @@ the same way for every vendor:
 - a per-request timeout: the smaller of the target's ``timeout_seconds`` and the request's
   own limit (the run's ``--agent-timeout``), covering connecting, waiting for the headers
   and reading the body; a retry's wait never runs past the request's own limit;
-- one-line errors naming the target, the HTTP status and the API's message, never the key.
+- one-line errors naming the target, the HTTP status and the API's message (the server's
+  reason kept: a long message is shortened from the middle, after known secrets are masked,
+  never the key), or why no answer came (refused, reset, DNS, TLS, timeout) with the URL;
+- bounded answers: each adapter's SDK gets ``transport.http_client``, which reads at most
+  ``max_response_bytes`` of a body (as received and decompressed); a larger one fails the
+  request at once, never retried.
 """
 
 from __future__ import annotations
 
 import asyncio
 import email.utils
-import importlib.util
 import json
 import os
 import random
@@ -35,6 +39,7 @@ from urllib.parse import urlsplit, urlunsplit
 from pydantic import AliasChoices, Field, field_validator
 
 from agentv.errors import ProviderError, ProviderHTTPError, ProviderTimeout, SetupError
+from agentv.masking import shorten
 from agentv.messages import ChatMessage
 from agentv.providers.base import (
     THROTTLE_STATUSES,
@@ -44,6 +49,7 @@ from agentv.providers.base import (
     ProviderSettings,
     Usage,
 )
+from agentv.providers.failures import connection_failure, rejected_response
 
 #: The original AgentV's documented defaults (docs/architecture.md, "Compatibility").
 DEFAULT_RETRY_STATUS_CODES: tuple[int, ...] = (500, 408, 429, 502, 503, 504)
@@ -56,10 +62,15 @@ NEVER_RETRY: frozenset[int] = frozenset({400, 401, 403, 404})
 RETRYABLE_CLIENT_ERRORS: frozenset[int] = frozenset({408, 409, 425, 429})
 #: Per-request timeout when neither the target nor the request sets one (the SDKs' default).
 DEFAULT_TIMEOUT_SECONDS = 600.0
+#: Characters of a body that is not JSON quoted in the error (its start and its end).
+NON_JSON_SHOWN = 300
+#: The most a response body may hold unless the target says otherwise (``max_response_bytes``).
+DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024
 #: What an answer without any text is called in errors (retried once, never cached).
 EMPTY_ANSWER = "the API returned an empty answer"
-#: Longest API message kept in an error line.
-_MAX_MESSAGE = 300
+#: Longest API message kept in an error line; a longer one loses its middle (its start says
+#: what is wrong, its end often where), after known secrets are masked.
+MAX_MESSAGE = 1000
 
 
 def aliases(*names: str) -> AliasChoices:
@@ -103,6 +114,15 @@ class LLMSettings(ProviderSettings):
     timeout_seconds: float | None = Field(
         default=None, gt=0, validation_alias=aliases("timeout_seconds", "timeoutSeconds")
     )
+    #: the most a response body may hold, as received and decompressed (``transport``)
+    max_response_bytes: int = Field(
+        default=DEFAULT_MAX_RESPONSE_BYTES,
+        ge=1,
+        validation_alias=aliases("max_response_bytes", "maxResponseBytes"),
+    )
+
+    #: a bound cannot change an answer (only refuse one): old cache entries stay valid
+    not_in_cache_key: ClassVar[frozenset[str]] = frozenset({"max_response_bytes"})
 
     @field_validator("retry_status_codes")
     @classmethod
@@ -119,10 +139,23 @@ class Payload:
     of secrets (the request's messages in the vendor's shape)."""
 
     request: dict[str, Any]
+    #: the payload's fields that hold the conversation (the rest are its settings)
+    conversation: tuple[str, ...] = ("messages",)
+    #: the output limit sent: (where in the payload, tokens), e.g. ("max_tokens", 100)
+    token_limit: tuple[str, int] | None = None
 
     def sent(self) -> dict[str, Any]:
-        """The record of what was sent, as providers report it (``ProviderResponse.sent``)."""
-        return {"request": self.request}
+        """The record of what was sent, as providers report it (``ProviderResponse.sent``):
+        the payload, its settings as sent (model, temperature, the token limit under the
+        name it was sent with, and any other parameter) and the token limit on its own."""
+        sent: dict[str, Any] = {
+            "request": self.request,
+            "settings": {k: v for k, v in self.request.items() if k not in self.conversation},
+        }
+        if self.token_limit is not None:
+            param, value = self.token_limit
+            sent["token_limit"] = {"param": param, "value": value}
+        return sent
 
 
 @dataclass(slots=True)
@@ -133,6 +166,40 @@ class Answer:
     reasoning: str | None = None
     usage: Usage | None = None
     raw: Any = None
+    finish_reason: str | None = None  # normalised (``FINISH_REASONS``)
+    finish_reason_raw: str | None = None  # the API's own word
+
+
+def finish_reason(raw: Any, words: Mapping[str, str]) -> tuple[str | None, str | None]:
+    """``(normalised, raw)`` for the API's word ``raw``: ``words`` maps the API's words to
+    ``FINISH_REASONS``; any other word is ``other`` (and kept as the raw value)."""
+    raw = getattr(raw, "value", raw)  # an SDK's enum: its wire value
+    if not isinstance(raw, str) or not raw:
+        return None, None
+    return words.get(raw, "other"), raw
+
+
+class NotJSON(Exception):
+    """A success whose body is not JSON (an HTML page from a proxy, say)."""
+
+    def __init__(self, body: str) -> None:
+        super().__init__("the API answered with a body that is not JSON")
+        self.body = body
+
+
+def _not_json(exc: BaseException) -> str | None:
+    """The body behind ``exc``, when it is the failure to read a body as JSON (ours, or
+    the JSON error an SDK let through, which keeps the document)."""
+    node: BaseException | None = exc
+    for _ in range(10):
+        if node is None:
+            break
+        if isinstance(node, NotJSON):
+            return node.body
+        if isinstance(node, json.JSONDecodeError) and isinstance(node.doc, str):
+            return node.doc
+        node = node.__cause__ or node.__context__
+    return None
 
 
 @dataclass(slots=True)
@@ -152,6 +219,8 @@ class LLMProvider(Provider):
 
     Settings: ClassVar[type[ProviderSettings]] = LLMSettings
     settings: LLMSettings
+    #: the key the SDK was given (the target's, or the vendor variable's); set by adapters
+    api_key_in_use: str | None = None
 
     # --- vendor hooks ------------------------------------------------------------------
 
@@ -169,6 +238,13 @@ class LLMProvider(Provider):
         """Turn one of the SDK's exceptions into a ``CallFailure`` (None: not an API error)."""
 
     # --- shared behaviour --------------------------------------------------------------
+
+    def http_client(self) -> Any:
+        """The HTTP client for this target's SDK: bodies bounded by ``max_response_bytes``
+        (imported here: httpx2 comes with the SDKs)."""
+        from agentv.providers.transport import http_client
+
+        return http_client(self.settings.max_response_bytes)
 
     def model_for(self, request: ProviderRequest) -> str:
         """The model to ask: the request's (a judge's ``model``) or the target's."""
@@ -200,6 +276,8 @@ class LLMProvider(Provider):
             raw=answer.raw,
             sent=payload.sent(),
             attempts=attempts,
+            finish_reason=answer.finish_reason,
+            finish_reason_raw=answer.finish_reason_raw,
         )
 
     async def _with_retries(
@@ -222,7 +300,10 @@ class LLMProvider(Provider):
                     return answer, attempt + 1
                 # Nothing to grade, and nothing worth caching: an error, retried once.
                 empty_answers += 1
-                failure = CallFailure(EMPTY_ANSWER, empty=True)
+                why = EMPTY_ANSWER
+                if answer.finish_reason not in (None, "stop"):
+                    why += f" (finish_reason: {answer.finish_reason_raw})"
+                failure = CallFailure(why, empty=True)
             except ProviderError:
                 raise
             except Exception as exc:
@@ -284,14 +365,38 @@ class LLMProvider(Provider):
             )
         return None
 
+    @property
+    def url(self) -> str:
+        """Where the requests go (without credentials), for messages."""
+        return str(getattr(self, "_url", "") or "the API")
+
     def _failure(self, exc: BaseException, timeout: float) -> CallFailure:
         if isinstance(exc, TimeoutError):
-            return CallFailure(f"no answer within {timeout:g} s", timeout=True)
+            return CallFailure(f"no answer within {timeout:g} s from {self.url}", timeout=True)
+        body = _not_json(exc)
+        if body is not None:
+            # its start and its end, masked before the middle is cut out
+            shown = shorten(body, NON_JSON_SHOWN, secrets=self._secrets())
+            return CallFailure(f"the API answered with a body that is not JSON: {shown!r}")
+        rejected = rejected_response(exc)
+        if rejected is not None:
+            # too large, or unreadable: the same request would get the same answer
+            return CallFailure(f"{rejected} (from {self.url})")
         failure = self.translate_error(exc)
         if failure is None:
-            # A bug or an unexpected response shape: say what it was, keep it one line.
-            failure = CallFailure(f"{type(exc).__name__}: {_one_line(str(exc))}")
+            # A bug or an unexpected response shape: say what it was, on one line.
+            failure = CallFailure(f"{type(exc).__name__}: {one_line(str(exc))}")
         return failure
+
+    def no_answer(self, exc: BaseException) -> CallFailure | None:
+        """``exc`` as a request that got no HTTP answer (refused, reset, DNS, TLS, a
+        timeout), with the URL; None when it is not one."""
+        why = connection_failure(exc)
+        if why is None:
+            return None
+        if why.reason.endswith("timed out"):
+            return CallFailure(f"{why.reason} ({self.url})", timeout=True)
+        return CallFailure(f"cannot reach {self.url}: {why.reason}", connection=why.retry)
 
     def _retryable(self, failure: CallFailure) -> bool:
         if failure.status is None:
@@ -315,8 +420,8 @@ class LLMProvider(Provider):
         text = f"target {self.name!r} ({self.kind}): "
         if failure.status is not None:
             text += f"HTTP {failure.status}: "
-        text += failure.message
-        return self._scrub(text)
+        # masked before it is shortened: a key crossing the cut must not leave a part behind
+        return text + shorten(one_line(failure.message), MAX_MESSAGE, secrets=self._secrets())
 
     def _error(self, failure: CallFailure, attempts: int, why: str | None = None) -> ProviderError:
         text = self._line(failure)
@@ -335,24 +440,24 @@ class LLMProvider(Provider):
             )
         return ProviderError(self.name, text, retryable=failure.connection, attempts=attempts)
 
-    def _scrub(self, text: str) -> str:
-        """Remove the API key from a message, in case an API or SDK echoed it."""
-        key = getattr(self.settings, "api_key", None)
-        if isinstance(key, str) and len(key) >= 4 and key in text:
-            text = text.replace(key, "***")
-        return text
+    def _secrets(self) -> tuple[str, ...]:
+        """The keys this target sends (the configured one, or the one from the vendor's
+        variable), masked in its messages in case an API or SDK echoes them."""
+        keys = (getattr(self.settings, "api_key", None), getattr(self, "api_key_in_use", None))
+        return tuple(k for k in keys if isinstance(k, str) and k.strip())
 
 
 # --- helpers for adapters -------------------------------------------------------------------
 
 
-def _one_line(text: str) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= _MAX_MESSAGE else text[: _MAX_MESSAGE - 1] + "…"
+def one_line(text: str) -> str:
+    """``text`` with its runs of whitespace, newlines included, as single spaces."""
+    return " ".join(text.split())
 
 
 def api_message(body: Any, fallback: str = "") -> str:
-    """The human message inside an API error body (OpenAI, Anthropic and Google shapes)."""
+    """The human message inside an API error body (OpenAI, Anthropic, Google and FastAPI
+    validation shapes), whole and on one line: the provider masks it, then shortens it."""
     node = body
     for _ in range(3):
         if isinstance(node, Mapping):
@@ -360,19 +465,37 @@ def api_message(body: Any, fallback: str = "") -> str:
             if isinstance(inner, (Mapping, str)):
                 node = inner
                 continue
+            problems = _validation_problems(node.get("detail"))
+            if problems:
+                return problems
             for key in ("message", "detail", "error_description"):
                 value = node.get(key)
                 if isinstance(value, str) and value.strip():
-                    return _one_line(value)
+                    return one_line(value)
             break
         if isinstance(node, str) and node.strip():
-            return _one_line(node)
+            return one_line(node)
         break
     if isinstance(body, (bytes, bytearray)):
         body = body.decode("utf-8", errors="replace")
     if isinstance(body, str) and body.strip():
-        return _one_line(body)
-    return _one_line(fallback) or "no error message"
+        return one_line(body)
+    return one_line(fallback) or "no error message"
+
+
+def _validation_problems(detail: Any) -> str:
+    """FastAPI's (and pydantic's) list of problems, ``body.messages.1.content: Input should
+    be a valid string; ...`` (empty when ``detail`` is not such a list)."""
+    if not isinstance(detail, list):
+        return ""
+    said = []
+    for item in detail:
+        if not isinstance(item, Mapping) or not isinstance(item.get("msg"), str):
+            return ""
+        loc = item.get("loc")
+        where = ".".join(str(part) for part in loc) if isinstance(loc, list) else ""
+        said.append(f"{where}: {item['msg']}" if where else item["msg"])
+    return one_line("; ".join(said))
 
 
 def retry_after_seconds(headers: Mapping[str, str] | Any) -> float | None:
@@ -483,40 +606,25 @@ def resolve_api_key(
     )
 
 
-def fast_http_client(sdk: Any) -> Any | None:
-    """The SDK's own aiohttp-based HTTP client, when aiohttp is installed (else None: the
-    SDK's default). The vendors offer it for better concurrency; it halves the CPU each
-    request costs, which decides how many calls one process keeps in flight."""
-    factory = getattr(sdk, "DefaultAioHttpClient", None)
-    if factory is None or importlib.util.find_spec("aiohttp") is None:
-        return None
-    try:
-        return factory()
-    except RuntimeError:  # the SDK was installed without its aiohttp extra
-        return None
-
-
 def stainless_failure(
-    sdk: Any, base_error: type, exc: BaseException, url: str
+    provider: LLMProvider, sdk: Any, base_error: type, exc: BaseException
 ) -> CallFailure | None:
-    """Read the exceptions of the OpenAI and Anthropic SDKs, which share one design."""
-    if isinstance(exc, sdk.APITimeoutError) and not _could_not_connect(exc):
-        return CallFailure("the request timed out", timeout=True)
+    """Read the exceptions of the OpenAI and Anthropic SDKs, which share one design (their
+    connection errors, timeouts included, are read from the cause they keep)."""
     if isinstance(exc, sdk.APIStatusError):
         return CallFailure(
             api_message(exc.body, exc.message),
             status=exc.status_code,
             retry_after=retry_after_seconds(exc.response.headers),
         )
-    if isinstance(exc, sdk.APIConnectionError):
+    if isinstance(exc, sdk.APIConnectionError):  # APITimeoutError is one too
+        failure = provider.no_answer(exc)
+        if failure is not None:
+            return failure
+        if isinstance(exc, sdk.APITimeoutError):
+            return CallFailure(f"no answer in time from {provider.url}", timeout=True)
         cause = exc.__cause__ or exc
-        return CallFailure(f"cannot reach {url}: {type(cause).__name__}", connection=True)
+        return CallFailure(f"cannot reach {provider.url}: {type(cause).__name__}", connection=True)
     if isinstance(exc, base_error):
         return CallFailure(str(exc))
     return None
-
-
-def _could_not_connect(exc: BaseException) -> bool:
-    # The aiohttp transport reports a refused connection as a connect *timeout*; it is a
-    # connection failure (retried by the target's settings), not a slow answer.
-    return type(exc.__cause__).__name__ in ("ConnectTimeout", "ConnectError")

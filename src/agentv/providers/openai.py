@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from typing import Any, Literal
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import orjson
 from pydantic import Field, field_validator
@@ -22,9 +22,10 @@ from agentv.providers.llm import (
     CallFailure,
     LLMProvider,
     LLMSettings,
+    NotJSON,
     Payload,
     aliases,
-    fast_http_client,
+    finish_reason,
     http_url,
     json_text,
     paired_call_id,
@@ -37,6 +38,11 @@ from agentv.providers.registry import require_sdk
 AZURE_DEFAULT_API_VERSION = "2024-10-01-preview"
 
 MaxTokensParam = Literal["max_completion_tokens", "max_tokens"]
+#: Hosts whose API knows ``max_completion_tokens``: OpenAI's and Azure OpenAI's own. Every
+#: other server gets ``max_tokens``, the name compatible servers (llama.cpp, vLLM, Ollama,
+#: LM Studio, gateways) have always read; some ignore ``max_completion_tokens`` silently.
+_OWN_HOSTS = ("api.openai.com",)
+_AZURE_HOST_SUFFIXES = (".openai.azure.com", ".cognitiveservices.azure.com")
 
 
 class OpenAISettings(LLMSettings):
@@ -50,13 +56,21 @@ class OpenAISettings(LLMSettings):
         default=None, repr=False, validation_alias=aliases("api_key", "apiKey")
     )
     organization: str | None = None
-    #: OpenAI's current name for the output limit; older compatible servers want max_tokens.
-    max_tokens_param: MaxTokensParam = Field(
-        default="max_completion_tokens",
-        validation_alias=aliases("max_tokens_param", "maxTokensParam"),
+    #: the name the output limit is sent under; None: by the server (``token_limit_param``)
+    max_tokens_param: MaxTokensParam | None = Field(
+        default=None, validation_alias=aliases("max_tokens_param", "maxTokensParam")
     )
 
     _base_url = field_validator("base_url")(http_url)
+
+    @property
+    def token_limit_param(self) -> MaxTokensParam:
+        """``max_tokens_param``, else ``max_completion_tokens`` for OpenAI's own API and
+        ``max_tokens`` for any other ``base_url``."""
+        if self.max_tokens_param is not None:
+            return self.max_tokens_param
+        host = urlsplit(self.base_url).hostname if self.base_url else "api.openai.com"
+        return "max_completion_tokens" if host in _OWN_HOSTS else "max_tokens"
 
 
 class AzureOpenAISettings(LLMSettings):
@@ -77,9 +91,9 @@ class AzureOpenAISettings(LLMSettings):
         default=AZURE_DEFAULT_API_VERSION,
         validation_alias=aliases("api_version", "version", "apiVersion"),
     )
-    max_tokens_param: MaxTokensParam = Field(
-        default="max_completion_tokens",
-        validation_alias=aliases("max_tokens_param", "maxTokensParam"),
+    #: the name the output limit is sent under; None: by the endpoint (``token_limit_param``)
+    max_tokens_param: MaxTokensParam | None = Field(
+        default=None, validation_alias=aliases("max_tokens_param", "maxTokensParam")
     )
 
     @field_validator("endpoint")
@@ -112,6 +126,17 @@ class AzureOpenAISettings(LLMSettings):
             return endpoint.rstrip("/")
         return f"https://{endpoint}.openai.azure.com"
 
+    @property
+    def token_limit_param(self) -> MaxTokensParam:
+        """``max_tokens_param``, else ``max_completion_tokens`` for Azure's own endpoints
+        (a resource name, ``*.openai.azure.com``, ``*.cognitiveservices.azure.com``) and
+        ``max_tokens`` for any other URL (a gateway, a compatible server)."""
+        if self.max_tokens_param is not None:
+            return self.max_tokens_param
+        host = (urlsplit(self.endpoint_url).hostname or "").lower()
+        own = host.endswith(_AZURE_HOST_SUFFIXES)
+        return "max_completion_tokens" if own else "max_tokens"
+
 
 def to_openai_messages(messages: list[ChatMessage]) -> list[dict[str, Any]]:
     """Neutral messages in the chat-completions form, tool calls and results native."""
@@ -131,8 +156,11 @@ def to_openai_messages(messages: list[ChatMessage]) -> list[dict[str, Any]]:
         if msg.name is not None:
             item["name"] = msg.name
         if msg.role == "assistant" and msg.tool_calls:
-            # The API wants null, not "", next to tool calls when there is no text.
-            item["content"] = msg.content or None
+            if not msg.content:
+                # No text next to tool calls: the field is left out. OpenAI also takes
+                # null, but strict compatible servers (llama.cpp's) reject null as well
+                # as "", and every server takes it absent.
+                del item["content"]
             item["tool_calls"] = [
                 {
                     "id": call.id,
@@ -146,12 +174,24 @@ def to_openai_messages(messages: list[ChatMessage]) -> list[dict[str, Any]]:
     return out
 
 
+#: chat completions' finish reasons (``function_call`` is the legacy form of tool calls)
+FINISH_WORDS = {
+    "stop": "stop",
+    "length": "length",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+    "content_filter": "content_filter",
+}
+
+
 def from_openai_completion(data: dict[str, Any]) -> Answer:
-    """Text, reasoning (when a compatible server returns it), usage and raw JSON."""
+    """Text, reasoning (when a compatible server returns it), usage, how the answer ended
+    and raw JSON."""
     choices = data.get("choices") or []
     if not choices:
         raise ValueError("the API answered without any choice")
-    message = choices[0].get("message") or {}
+    choice = choices[0] if isinstance(choices[0], dict) else {}
+    message = choice.get("message") or {}
     # vLLM and DeepSeek return `reasoning_content`; Ollama and OpenRouter `reasoning`.
     reasoning = message.get("reasoning_content") or message.get("reasoning")
     usage = None
@@ -159,11 +199,14 @@ def from_openai_completion(data: dict[str, Any]) -> Answer:
     if isinstance(u, dict):
         usage = Usage(u.get("prompt_tokens"), u.get("completion_tokens"), u.get("total_tokens"))
     content = message.get("content")
+    reason, raw_reason = finish_reason(choice.get("finish_reason"), FINISH_WORDS)
     return Answer(
         text=content if isinstance(content, str) else "",
         reasoning=reasoning if isinstance(reasoning, str) else None,
         usage=usage,
         raw=data,
+        finish_reason=reason,
+        finish_reason_raw=raw_reason,
     )
 
 
@@ -182,9 +225,11 @@ class _ChatCompletionsProvider(LLMProvider):
         }
         if self.settings.temperature is not None:
             body["temperature"] = self.settings.temperature
+        limit = None
         if self.settings.max_output_tokens is not None:
-            body[self.settings.max_tokens_param] = self.settings.max_output_tokens
-        return Payload(body)
+            limit = (self.settings.token_limit_param, self.settings.max_output_tokens)
+            body[limit[0]] = limit[1]
+        return Payload(body, token_limit=limit)
 
     def endpoint_for(self, model: str) -> str:
         """The path of the chat-completions call, relative to the client's base URL."""
@@ -204,11 +249,11 @@ class _ChatCompletionsProvider(LLMProvider):
         try:
             data = orjson.loads(content)
         except orjson.JSONDecodeError:
-            raise ValueError(f"the API answered with non-JSON: {content[:200]!r}") from None
+            raise NotJSON(content.decode("utf-8", errors="replace")) from None
         return from_openai_completion(data)
 
     def translate_error(self, exc: BaseException) -> CallFailure | None:
-        return stainless_failure(self._sdk, self._sdk.OpenAIError, exc, self._url or "the API")
+        return stainless_failure(self, self._sdk, self._sdk.OpenAIError, exc)
 
     async def aclose(self) -> None:
         await self._client.close()
@@ -233,13 +278,14 @@ class OpenAIProvider(_ChatCompletionsProvider):
             custom_url=custom,
             placeholder="EMPTY" if custom else None,
         )
+        self.api_key_in_use = key
         self._url = safe_url(settings.base_url) or "https://api.openai.com/v1"
         self._client = self._sdk.AsyncOpenAI(
             api_key=key,
             base_url=settings.base_url or None,
             organization=settings.organization or None,
             max_retries=0,  # the retry settings of the target apply, not the SDK's
-            http_client=fast_http_client(self._sdk),
+            http_client=self.http_client(),
         )
 
 
@@ -259,6 +305,7 @@ class AzureOpenAIProvider(_ChatCompletionsProvider):
         super().__init__(name, settings)
         self._sdk = require_sdk("openai", target=name, kind=self.kind)
         key = resolve_api_key(self, settings.api_key, ("AZURE_OPENAI_API_KEY",), custom_url=False)
+        self.api_key_in_use = key
         self._url = safe_url(settings.endpoint_url)
         # No fixed deployment in the client: each call names its own (endpoint_for), so a
         # judge's `model` picks the deployment.
@@ -267,7 +314,7 @@ class AzureOpenAIProvider(_ChatCompletionsProvider):
             api_key=key,
             api_version=settings.api_version,
             max_retries=0,
-            http_client=fast_http_client(self._sdk),
+            http_client=self.http_client(),
         )
 
     def endpoint_for(self, model: str) -> str:

@@ -1,10 +1,11 @@
 """Step 8 of the data flow: one case's outcome becomes one result record (one line).
 
 ``raw_request`` (docs/prompt-rules.md, "What is logged") shows what was sent: the question
-with its markers, the guidelines, the files and, for LM targets, the messages exactly as
-sent (the very list the provider mapped to its wire shape). Nothing here ever holds a
-secret: providers record what they sent without credentials. Records are plain mappings
-in ``EvalResult``'s shape and key order (``agentv.results.record``), written as they are.
+with its markers, the guidelines, the files and, for LM targets, the messages in agentv's
+neutral shape (the very list the provider mapped to its wire shape, words unchanged) with
+the request's settings as sent. Nothing here ever holds a secret: providers record what
+they sent without credentials. Records are plain mappings in ``EvalResult``'s shape and key
+order (``agentv.results.record``), written as they are.
 """
 
 from __future__ import annotations
@@ -219,7 +220,12 @@ def result_record(
     rec.update(grading_fields(grade))
     if response.usage is not None:
         rec["usage"] = response.usage.to_dict()
-
+    if response.finish_reason is not None:
+        rec["finish_reason"] = response.finish_reason
+        if response.finish_reason_raw is not None:
+            rec["finish_reason_raw"] = response.finish_reason_raw
+    if response.token_limit_ignored:
+        rec["token_limit_ignored"] = True
     if response.latency_ms is not None:
         rec["latency_ms"] = round(response.latency_ms, 3)
     rec["duration_ms"] = round(duration_ms, 3)

@@ -3,7 +3,7 @@
 Key order follows the original AgentV's result record; absent values are left out rather
 than written as null. How a record is made from a case's outcome is ``results.outcome``;
 reading a results file back is ``results.reader``. A record never holds a secret
-(``agentv.run.masking``).
+(``agentv.masking``).
 """
 
 from __future__ import annotations
@@ -69,6 +69,14 @@ class EvalResult(BaseModel):
     evaluator_results: list[dict[str, Any]] | None = None
     evaluator_raw_request: dict[str, Any] | None = None
     usage: dict[str, Any] | None = None
+    finish_reason: str | None = None
+    """How the target's answer ended: ``stop``, ``length`` (cut at the output token limit),
+    ``tool_calls``, ``content_filter`` or ``other`` (LM API targets)."""
+    finish_reason_raw: str | None = None
+    """The API's own word for how the answer ended (``end_turn``, ``MAX_TOKENS``...)."""
+    token_limit_ignored: bool | None = None
+    """True when the answer has more output tokens than the limit sent: the server did not
+    honour it (``max_tokens_param`` names the limit as the server knows it)."""
     latency_ms: float | None = None
     duration_ms: float | None = None
     """From the moment the run got its first turn at its target to its record."""
@@ -88,7 +96,7 @@ class EvalResult(BaseModel):
     what was sent; put each text back to get the request exactly as sent)."""
     masked_secrets: bool | None = None
     """True when a known secret value was masked (``***``) in this record or in the answer
-    its evaluators saw (``agentv.run.masking``); absent otherwise."""
+    its evaluators saw (``agentv.masking``); absent otherwise."""
     error: str | None = None
     """Why the case's status is ``error`` or ``invalid``."""
 

@@ -103,6 +103,8 @@ class ResponseCache:
             "latency_ms": response.latency_ms,
             "raw": response.raw,
             "sent": response.sent,
+            "finish_reason": response.finish_reason,
+            "finish_reason_raw": response.finish_reason_raw,
         }
         tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
         try:
@@ -153,6 +155,8 @@ def _response(data: Any) -> ProviderResponse | None:
         sent=sent or {},
         attempts=0,  # nothing was sent for it this time
         cached=True,
+        finish_reason=_optional(data.get("finish_reason"), str),
+        finish_reason_raw=_optional(data.get("finish_reason_raw"), str),
     )
 
 

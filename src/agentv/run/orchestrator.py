@@ -24,10 +24,10 @@ from typing import Any, Protocol
 
 from agentv.errors import ProviderError
 from agentv.evaluators.base import CaseGrade
+from agentv.masking import Masker
 from agentv.providers.base import Provider, ProviderResponse, request_for_case
 from agentv.results.outcome import invalid_record
 from agentv.results.record import EvalResult
-from agentv.run.masking import Masker
 from agentv.run.pipeline import (
     CasePipeline,
     RunSettings,

@@ -22,13 +22,13 @@ from typing import Any, Protocol
 from agentv.errors import AgentVError, ProviderError, ProviderTimeout
 from agentv.evaluators import grade_case, needs_judge
 from agentv.evaluators.base import CaseGrade, EvaluationContext
+from agentv.masking import Masker, masking_scope
 from agentv.prompts import Prompt, PromptSettings, build_prompt
 from agentv.providers.base import Provider, ProviderRequest, ProviderResponse, request_for_case
 from agentv.results.dumps import PromptDumper
 from agentv.results.outcome import error_record, result_record
 from agentv.results.record import DEFAULT_PASS_THRESHOLD
 from agentv.run.cache import CachedProvider, ResponseCache
-from agentv.run.masking import Masker
 from agentv.run.plan import CaseJob
 from agentv.run.scheduling import DEFAULT_WORKERS, TURN_TAKEN, Gate, GatedProvider, Gates
 from agentv.targets import RunTarget
@@ -181,6 +181,8 @@ class CasePipeline:
         self._target_senders: dict[int, Provider] = {}
         self._judges: dict[int, Provider] = {}
         self._prompt_settings: dict[int, PromptSettings] = {}
+        self._cut_notes: dict[str, int] = {}  # target -> answers noted as cut at the limit
+        self._ignored_noted: set[str] = set()  # targets whose server ignored the limit
 
     def watch(self, target: RunTarget) -> None:
         """Make ``target``'s retries visible (counted, and noted now and then)."""
@@ -203,9 +205,15 @@ class CasePipeline:
         try:
             if response is not None:
                 clock.start()
-            return await self._run(job, response, clock)
+            # text shortened during the case (an API's error, a program's stderr) is masked
+            # with the run's secrets first; the record says so when that masked anything
+            with masking_scope(self.masker) as scope:
+                record, grade = await self._run(job, response, clock)
         finally:
             TURN_TAKEN.reset(token)
+        if scope.masked:
+            record["masked_secrets"] = True
+        return record, grade
 
     async def _run(
         self, job: CaseJob, response: ProviderResponse | None, clock: _StartClock
@@ -221,6 +229,7 @@ class CasePipeline:
             if response is None:
                 response, attempts = await self._answer(job, prompt)
             clock.start()  # no turn was needed (an answer from the cache): it starts now
+            self._note_ending(job, response)
             # before any evaluator (a judge, a script) or record sees it
             response, masked = self.masker.response(response)
             grade = await grade_case(
@@ -265,6 +274,34 @@ class CasePipeline:
                 repeat=job.repeat,
             )
         return record, grade
+
+    def _note_ending(self, job: CaseJob, response: ProviderResponse) -> None:
+        """Warn on screen about an answer cut at the output token limit (the first few of
+        each target, then once that more follow) and, once per target, about a server that
+        did not honour the limit: both would otherwise look like complete answers."""
+        target = job.target.name
+        if response.finish_reason == "length":
+            count = self._cut_notes[target] = self._cut_notes.get(target, 0) + 1
+            if count <= _CUT_NOTES:
+                self.progress.note(
+                    f"{target}: the answer to {job.case.id!r} was cut at the output token "
+                    "limit (finish_reason: length); raise the target's max_output_tokens"
+                )
+            elif count == _CUT_NOTES + 1:
+                self.progress.note(
+                    f"{target}: more answers were cut at the output token limit; their "
+                    "results say finish_reason: length"
+                )
+        if response.token_limit_ignored and target not in self._ignored_noted:
+            self._ignored_noted.add(target)
+            limit = response.sent.get("token_limit") or {}
+            used = response.usage.output_tokens if response.usage is not None else None
+            self.progress.note(
+                f"{target}: the server ignored the output token limit: the answer to "
+                f"{job.case.id!r} has {used} tokens, the limit sent was {limit.get('value')} "
+                f"(as {limit.get('param')}); if the server knows the limit by another name, "
+                "set max_tokens_param (max_tokens or max_completion_tokens) on the target"
+            )
 
     def prompt(self, job: CaseJob) -> Prompt:
         """The case's prompt for its target (written out with ``--dump-prompts``)."""
@@ -362,6 +399,10 @@ class CasePipeline:
             error = last
         error.attempts = attempts
         raise error
+
+
+#: answers cut at the token limit noted one by one per target, before a single "more"
+_CUT_NOTES = 3
 
 
 def describe(exc: BaseException) -> str:

@@ -282,10 +282,10 @@ class TargetPool:
             ) from None
 
     def run_secrets(self) -> list[str]:
-        """The secret values a run knows, for masking (``agentv.run.masking``): what the built
+        """The secret values a run knows, for masking (``agentv.masking``): what the built
         targets' ``${{ VAR }}`` references took, their ``api_key`` values, and the vendors'
         key variables."""
-        from agentv.run.masking import vendor_keys
+        from agentv.masking import vendor_keys
 
         values = {*self._substituted, *vendor_keys()}
         for t in self._targets.values():

@@ -60,7 +60,7 @@ def substitute_env(
     field and the variable. When ``unset`` is given (for a preview), such a variable becomes
     ``<unset:VAR>`` instead and its name is added to ``unset``. A ``${{`` that starts no
     complete reference is a ``ConfigError`` naming the field (never the value). Each value
-    put in is added to ``substituted`` when given (the run masks them: ``agentv.run.masking``).
+    put in is added to ``substituted`` when given (the run masks them: ``agentv.masking``).
     """
     if isinstance(value, str):
         if broken_env_ref(value):

@@ -30,8 +30,9 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 from pydantic_core import PydanticCustomError
 
 from agentv.errors import ProviderError
+from agentv.masking import SECRET_ROOM
 from agentv.messages import chat_to_dicts
-from agentv.process import cut_marker, decode_head, read_head, run_process
+from agentv.process import cap_text, cut_marker, decode_head, read_head, run_process
 from agentv.providers.agents.common import (
     OptionalText,
     TimeoutSeconds,
@@ -321,7 +322,7 @@ class CliProvider(Provider):
                 return f"could not run the healthcheck command: {exc}"
         if result.ok:
             return None
-        return describe_failure("healthcheck command", result, timeout)
+        return describe_failure("healthcheck command", result, timeout, self._secrets())
 
     # --- invoke ---
 
@@ -394,6 +395,7 @@ class CliProvider(Provider):
                     env=self._env(),
                     timeout=timeout,
                     stdout_head=settings.max_output_bytes,
+                    secrets=secrets,
                 )
             except OSError as exc:
                 raise ProviderError(self.name, f"could not run the CLI command: {exc}") from None
@@ -401,20 +403,28 @@ class CliProvider(Provider):
                 raise process_failure(self.name, "CLI command", result, timeout, secrets)
             cap = settings.max_output_bytes
             if output_file.is_file():
-                data, cut = read_head(output_file, cap)  # never more than cap + 1 bytes
-                text = normalise_newlines(decode_head(data, cut))
+                # never more than the cap and room for a secret crossing it, plus one byte
+                data, more = read_head(output_file, cap + SECRET_ROOM)
+                text = decode_head(data, more)
+                cut = more or len(data) > cap
                 source = "output_file"
+                if cut:
+                    # masked before the cut: a secret crossing it must not leave its start
+                    text = cap_text(text, cap, secrets)
             else:
-                # A trailing newline from print/echo is not part of the answer.
-                text = normalise_newlines(result.stdout).rstrip("\n")
+                text = result.stdout  # cut at the cap already, masked the same way
                 source = "stdout"
                 cut = result.stdout_truncated
+            text = normalise_newlines(text)
+            if source == "stdout":
+                # A trailing newline from print/echo is not part of the answer.
+                text = text.rstrip("\n")
             if cut:
                 text += cut_marker(cap)
         raw = {
             "exit_code": result.exit_code,
             "answer_source": source,
-            "stderr": result.stderr_tail(4000),
+            "stderr": result.stderr_tail(4000, secrets),
             "stdout_truncated": result.stdout_truncated,
             "truncated": cut,  # the answer was cut at max_output_bytes (and says so)
             "duration_ms": round(result.duration_s * 1000, 1),

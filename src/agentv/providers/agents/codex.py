@@ -27,6 +27,7 @@ from pydantic import AliasChoices, Field, field_validator
 from pydantic_core import PydanticCustomError
 
 from agentv.errors import ProviderError
+from agentv.masking import shorten
 from agentv.process import run_process
 from agentv.providers.agents.common import (
     OptionalText,
@@ -222,7 +223,7 @@ def parse_output(stdout: str) -> Any:
             continue
     if events:
         return events
-    shown = text[:200] + ("…" if len(text) > 200 else "")
+    shown = shorten(text, 200, keep="head", secrets=secret_values())
     raise ValueError(f"Codex CLI emitted invalid JSON: {shown}")
 
 
@@ -512,7 +513,7 @@ class CodexProvider(Provider):
         }
         raw: dict[str, Any] = {
             "exit_code": result.exit_code,
-            "stderr": result.stderr_tail(4000),
+            "stderr": result.stderr_tail(4000, secrets),
             "log_file": str(stream_log.path) if stream_log else None,
             "duration_ms": round(result.duration_s * 1000, 1),
         }

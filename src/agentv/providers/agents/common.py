@@ -168,12 +168,16 @@ def redact(value: Any, secrets: Sequence[str]) -> Any:
 DETAIL_IN_MESSAGE = 1500
 
 
-def describe_failure(what: str, result: ProcessResult, timeout: float | None) -> str:
+def describe_failure(
+    what: str, result: ProcessResult, timeout: float | None, secrets: Sequence[str] = ()
+) -> str:
     """``<what> timed out after 30s``, or ``<what> exited with code 2: <the end of its stderr,
-    else of its stdout>``."""
+    else of its stdout>`` (secrets masked before the end is cut)."""
     if result.timed_out:
         return f"{what} timed out" + (f" after {math.ceil(timeout)}s" if timeout else "")
-    detail = result.stderr_tail(DETAIL_IN_MESSAGE) or result.stdout_tail(DETAIL_IN_MESSAGE)
+    detail = result.stderr_tail(DETAIL_IN_MESSAGE, secrets) or result.stdout_tail(
+        DETAIL_IN_MESSAGE, secrets
+    )
     message = f"{what} {result.describe_exit()}"
     return f"{message}: {detail}" if detail else message
 
@@ -182,15 +186,15 @@ def process_failure(
     target: str, what: str, result: ProcessResult, timeout: float | None, secrets: Sequence[str]
 ) -> ProviderError:
     """The error for target ``target`` whose program (``what``) timed out or failed, with
-    every secret redacted."""
-    message = redact(describe_failure(what, result, timeout), secrets)
+    every secret redacted (before any text is cut)."""
+    message = redact(describe_failure(what, result, timeout, secrets), secrets)
     if result.timed_out:
         return ProviderTimeout(target, message)
     return AgentProcessError(
         target,
         message,
         exit_code=result.exit_code,
-        stderr_tail=redact(result.stderr_tail(), secrets),
+        stderr_tail=result.stderr_tail(2000, secrets),
     )
 
 

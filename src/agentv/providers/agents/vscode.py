@@ -48,6 +48,7 @@ from agentv.providers.agents.common import (
     normalise_newlines,
     pending,
     preread_document,
+    secret_values,
     unique_paths,
 )
 from agentv.providers.base import Provider, ProviderRequest, ProviderResponse, ProviderSettings
@@ -472,7 +473,8 @@ class VSCodeProvider(Provider):
                 self.name, f"Failed to launch VS Code for subagent session: {exc}"
             ) from None
         if not result.ok:
-            detail = result.stderr_tail(800) or result.stdout_tail(800)
+            known = secret_values()
+            detail = result.stderr_tail(800, known) or result.stdout_tail(800, known)
             what = "timed out" if result.timed_out else result.describe_exit()
             raise ProviderError(
                 self.name,

@@ -38,9 +38,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentv.errors import ConfigError
+from agentv.masking import Masker
 from agentv.results.outcome import error_record
 from agentv.run.executors.ray_gates import GateKeeper, GateSpec, RemoteGates, hold_for
-from agentv.run.masking import Masker
 from agentv.run.pipeline import CasePipeline, RunSettings, RunStats, target_workers
 from agentv.run.plan import CaseJob
 from agentv.run.scheduling import GateStats, max_rpm, max_tpm

@@ -438,10 +438,27 @@
     return box;
   }
 
-  var SHOWN_REQUEST = ["question", "guidelines", "guideline_paths", "input_files", "chat_prompt", "added_user_turn"];
+  var SHOWN_REQUEST = ["question", "guidelines", "guideline_paths", "input_files", "chat_prompt", "added_user_turn", "settings"];
   var SHOWN_RECORD = ["conversation_id", "hits", "misses", "reasoning", "expected_aspect_count", "timestamp",
     "raw_request", "evaluator_results", "evaluator_raw_request", "usage", "latency_ms", "eval_file", "line",
-    "large_content", "masked_secrets", "error", "line_in_results"];
+    "large_content", "masked_secrets", "error", "line_in_results", "finish_reason", "finish_reason_raw",
+    "token_limit_ignored"];
+
+  // how the answer ended: the API's own word in brackets; an answer cut at the output token
+  // limit stands out, since it looks complete
+  function ending(d) {
+    if (!d.finish_reason) return null;
+    var said = text(d.finish_reason);
+    if (d.finish_reason_raw && d.finish_reason_raw !== d.finish_reason) said += " (" + text(d.finish_reason_raw) + ")";
+    if (d.finish_reason === "length") return el("span", "warn", said + ": cut at the output token limit");
+    return said;
+  }
+
+  function settingsSent(raw) {
+    var sent = raw.settings && typeof raw.settings === "object" ? raw.settings : null;
+    if (!sent) return null;
+    return Object.keys(sent).map(function (k) { return k + ": " + text(sent[k]); }).join(", ");
+  }
 
   function renderRecord(host, ri, i) {
     var run = runs[ri], x = run.rows[i];
@@ -465,6 +482,9 @@
       ["target latency", d.latency_ms !== undefined ? fmtMs(d.latency_ms) : null],
       ["attempts", x[ATTEMPTS] === null ? null : String(x[ATTEMPTS])],
       ["tokens in / out", usage ? fmtInt(usage.input_tokens) + " / " + fmtInt(usage.output_tokens) : null],
+      ["answer ended", ending(d)],
+      ["token limit", d.token_limit_ignored ? el("span", "warn", "ignored by the server: more output tokens than the limit sent") : null],
+      ["settings sent", settingsSent(raw)],
       ["finished", d.timestamp ? text(d.timestamp) : null],
       ["eval file", d.eval_file ? text(d.eval_file) + (d.line ? ":" + text(d.line) : "") : null],
       ["results file", run.name + (d.line_in_results ? ", line " + d.line_in_results : "")],

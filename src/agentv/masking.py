@@ -14,7 +14,9 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -106,3 +108,112 @@ class Masker:
             out.pop("masked_secrets", None)
             out["masked_secrets"] = True
         return out
+
+
+# --- masking before shortening ----------------------------------------------------------------
+#
+# Text that is shortened (an API's error message, the end of a program's stderr, the start of
+# a body that is not JSON) is masked first: a secret crossing the cut would otherwise leave a
+# part of itself that no later masking recognises. Providers and evaluators shorten text deep
+# inside a case, far from the run's ``Masker``; the case pipeline makes it theirs for the
+# time of the case (``masking_scope``) and learns from the scope whether anything was masked,
+# so that the record says ``masked_secrets: true`` even when the secret never reached it.
+
+#: what stands for the text left out of a shortened text
+ELLIPSIS = "…"
+
+
+@dataclasses.dataclass(slots=True)
+class MaskScope:
+    """The run's masker for one case, and whether text shortened in it had a secret."""
+
+    masker: Masker
+    masked: bool = False
+
+
+_scope: ContextVar[MaskScope | None] = ContextVar("agentv_mask_scope", default=None)
+
+
+@contextmanager
+def masking_scope(masker: Masker) -> Iterator[MaskScope]:
+    """Within the block (and the tasks it starts), ``shorten`` masks with ``masker`` too."""
+    scope = MaskScope(masker)
+    token = _scope.set(scope)
+    try:
+        yield scope
+    finally:
+        _scope.reset(token)
+
+
+def _masker_for(secrets: Iterable[str]) -> Masker:
+    scope = _scope.get()
+    extra = [s for s in secrets if isinstance(s, str)]
+    if scope is None:
+        return Masker(extra)
+    if not extra:
+        return scope.masker
+    return Masker([*scope.masker.secrets, *extra])
+
+
+def _flag() -> None:
+    scope = _scope.get()
+    if scope is not None:
+        scope.masked = True
+
+
+def cut(text: str, limit: int, keep: str = "middle") -> str:
+    """``text`` at most about ``limit`` characters: ``head`` keeps its start, ``tail`` its end
+    (where a failing program explains itself), ``middle`` both (an error's cause is said at
+    its start, and its last words are kept too). The cut is marked with ``…``."""
+    if len(text) <= limit:
+        return text
+    if keep == "head":
+        return text[:limit] + ELLIPSIS
+    if keep == "tail":
+        return ELLIPSIS + text[-limit:]
+    head = limit * 2 // 3
+    return f"{text[:head]} {ELLIPSIS} {text[len(text) - (limit - head) :]}"
+
+
+def shorten(text: str, limit: int, *, keep: str = "middle", secrets: Iterable[str] = ()) -> str:
+    """``text`` with every known secret masked (the case's, see ``masking_scope``, and
+    ``secrets``), then ``cut`` to ``limit`` characters; the case's record will say that
+    something was masked."""
+    masked, changed = _masker_for(secrets).text(text)
+    if changed:
+        _flag()
+    return cut(masked, limit, keep)
+
+
+def masked_head(text: str, end: int, secrets: Iterable[str] = ()) -> str:
+    """``text[:end]`` with every known secret masked; a secret crossing ``end`` is masked
+    whole rather than cut (``text`` must run on past ``end`` by a secret's length: process
+    output and answer files keep ``SECRET_ROOM`` more than their cap for this)."""
+    return _masked_part(text, 0, end, secrets)
+
+
+def masked_tail(text: str, start: int, secrets: Iterable[str] = ()) -> str:
+    """``text[start:]``, masked as ``masked_head`` masks: a secret crossing ``start`` is
+    masked whole (``text`` must begin a secret's length before ``start``)."""
+    return _masked_part(text, start, len(text), secrets)
+
+
+def _masked_part(text: str, start: int, end: int, secrets: Iterable[str]) -> str:
+    masker = _masker_for(secrets)
+    if masker._pattern is not None:
+        # from a secret's length before the kept part to one after it: what crosses a cut
+        window = masker._pattern.finditer(text, max(0, start - SECRET_ROOM), end + SECRET_ROOM)
+        for match in window:
+            if match.start() < start < match.end():
+                start = match.start()
+            if match.start() < end < match.end():
+                end = match.end()
+    masked, changed = masker.text(text[start:end])
+    if changed:
+        _flag()
+    return masked
+
+
+#: characters a capped text keeps beyond its cap, so that a secret crossing the cap is
+#: still whole when it is masked (``masked_head``); longer secrets are not a thing
+SECRET_ROOM = 4096
