@@ -217,8 +217,12 @@ def test_mixed_run_opens_offline_with_every_row_filters_search_and_a_screenshot(
 
     p.click("th[data-key='score']")  # ascending, then descending
     p.click("th[data-key='score']")
-    scores = [float(s) for s in p.locator("#rows tr td:nth-child(5)").all_text_contents()]
+    cells = p.locator("#rows tr td:nth-child(5)").all_text_contents()
+    scores = [float(s) for s in cells if s not in ("–", "-")]
     assert scores == sorted(scores, reverse=True)
+    # errors are not scores: a run that errored or was invalid shows none
+    ungraded = sum(1 for r in records if r["status"] not in ("ok", "failed"))
+    assert len(cells) - len(scores) == ungraded > 0
     assert p.get_attribute("th[data-key='score']", "aria-sort") == "descending"
 
     ARTIFACTS.mkdir(exist_ok=True)

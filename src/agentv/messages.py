@@ -62,11 +62,13 @@ Segment = TextSegment | FileSegment | GuidelineRef
 
 @dataclass(frozen=True, slots=True)
 class ToolCall:
-    """A tool call made by an assistant turn. ``arguments`` is a JSON object."""
+    """A tool call made by an assistant turn. ``arguments`` is a JSON object (``{}`` when
+    the model's could not be read as one: ``invalid`` then says why)."""
 
     id: str
     name: str
     arguments: dict[str, Any]
+    invalid: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready ``{id, name, arguments}``."""

@@ -249,7 +249,7 @@ def test_anthropic_message_in_full() -> None:
         content=[
             _Obj(type="thinking", thinking="T1"),
             _Obj(type="text", text="Hello "),
-            _Obj(type="tool_use", text="not text"),
+            _Obj(type="tool_use", text="not text", id="t1", name="look", input={"q": 1}),
             _Obj(type="thinking", thinking="T2"),
             _Obj(text="no type"),
             _Obj(type="text", text="world"),
@@ -264,6 +264,7 @@ def test_anthropic_message_in_full() -> None:
         {"dumped": True},
     )
     assert message.dumped_with == {"mode": "json", "exclude_unset": True}
+    assert answer.tool_calls == (ToolCall("t1", "look", {"q": 1}),)
 
 
 @pytest.mark.parametrize(
@@ -447,7 +448,8 @@ def test_gemini_finish_reasons(raw: Any, reason: str | None) -> None:
 
 
 def test_gemini_function_calls_that_stop_are_tool_calls() -> None:
-    call = _Obj(text=None, thought=None, function_call=_Obj(name="f"))
+    call = _Obj(text=None, thought=None, function_call=_Obj(name="f", id=None, args={"x": 1}))
     candidate = _Obj(content=_Obj(parts=[call]), finish_reason=FinishReason.STOP)
     answer = from_gemini_response(_gemini([candidate]))
     assert (answer.finish_reason, answer.finish_reason_raw) == ("tool_calls", "STOP")
+    assert answer.tool_calls == (ToolCall("call_0", "f", {"x": 1}),)  # no id: one of ours

@@ -17,10 +17,16 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from agentv.cases import EvalCase, EvaluatorConfig
+from agentv.cases import EvalCase, EvaluatorConfig, Tool, Turn
 from agentv.errors import Diagnostic
 from agentv.evalfile import schema as sc
-from agentv.evalfile.checks import Problem, SchemaChecker, regex_problem, script_problem
+from agentv.evalfile.checks import (
+    Problem,
+    SchemaChecker,
+    parameters_problem,
+    regex_problem,
+    script_problem,
+)
 from agentv.evalfile.files import is_within
 from agentv.evalfile.guidelines import is_guideline
 from agentv.evalfile.schema_errors import translate
@@ -40,6 +46,11 @@ if TYPE_CHECKING:
 
 
 _CASE_ADAPTER = sc.RawEvalCase
+
+#: tool calls answered per turn before the answer counts, unless a case says otherwise
+DEFAULT_TOOL_ROUNDS = 8
+#: a tool without `parameters` takes no arguments
+EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
 
 #: an attachment larger than this (characters) is worth a warning: it goes whole into
 #: every request of the cases that attach it
@@ -94,6 +105,10 @@ class CaseBuilder:
         self.default_target: str | None = None
         self.default_evaluators: tuple[EvaluatorConfig, ...] | None = None
         self.default_diags: list[Diagnostic] = []  # its problems (header problems)
+        #: the file-level `tools:` (the tools of every case without its own), its problems
+        self.tools_seen = False
+        self.default_tools: tuple[Tool, ...] = ()
+        self.tools_diags: list[Diagnostic] = []
 
     def set_file_execution(self, value: Any) -> None:
         """Read the file-level ``execution:`` block: its ``target`` and ``evaluators``."""
@@ -179,6 +194,13 @@ class CaseBuilder:
             )
         diags.extend(self._check_tool_pairing(raw, base))
         evaluators = self._evaluators(raw, base, diags)
+        turns = [
+            self._turn(turn, (*base, "turns", i), diags, guideline_files)
+            for i, turn in enumerate(raw.turns or [])
+        ]
+        tools = self.default_tools
+        if raw.tools is not None:
+            tools = tuple(self._tools(raw.tools, (*base, "tools"), diags))
         if any(d.severity == "error" for d in diags):
             return None, diags
         case = EvalCase(
@@ -197,8 +219,129 @@ class CaseBuilder:
             target=raw.execution.target if raw.execution and raw.execution.target else None,
             line=line,
             repeat=raw.repeat,
+            turns=tuple(turns),
+            aggregation=raw.aggregation or "mean",
+            stop_on_failure=raw.on_turn_failure == "stop",
+            tools=tools,
+            max_tool_rounds=raw.max_tool_rounds or DEFAULT_TOOL_ROUNDS,
         )
         return case, diags
+
+    def _turn(
+        self,
+        raw: sc.RawTurn,
+        key: PathKey,
+        diags: list[Diagnostic],
+        seen: dict[Path, GuidelineFile],
+    ) -> Turn:
+        """One user turn of a live conversation; guideline files it is the first to
+        reference join the conversation's (``seen``) from this turn on."""
+        found: dict[Path, GuidelineFile] = {}
+        inputs: dict[Path, None] = {}
+        message = self._message(
+            sc.RawMessage(role="user", content=raw.content), key, diags, found, inputs, True
+        )
+        new = {path: g for path, g in found.items() if path not in seen}
+        seen.update(new)
+        expected = [
+            self._message(m, (*key, "expected_messages", j), diags, None, None, False)
+            for j, m in enumerate(raw.expected_messages or [])
+        ]
+        evaluators: list[EvaluatorConfig] = []
+        if raw.evaluators is not None:
+            evaluators = self._evaluator_configs(raw.evaluators, (*key, "evaluators"), diags)
+        return Turn(
+            message=message,
+            outcome=raw.outcome or "",
+            expected_messages=tuple(expected),
+            reference_answer=_reference_answer(expected),
+            evaluators=tuple(evaluators),
+            guideline_files=tuple(new.values()),
+            input_files=tuple(inputs),
+        )
+
+    def set_file_tools(self, value: Any) -> None:
+        """Read the file-level ``tools:`` list: the tools of every case without its own."""
+        self.tools_seen = True
+        self.default_tools, self.tools_diags = (), []
+        if value is None:
+            return
+        wrapped = {"tools": value}  # so that its errors are located under `tools`
+        try:
+            raw = sc.RawFileTools.model_validate(wrapped)
+        except ValidationError as exc:
+            self.tools_diags = translate(self.src, exc, wrapped, ())
+            return
+        self.default_tools = tuple(self._tools(raw.tools, ("tools",), self.tools_diags))
+
+    def _tools(self, raws: list[sc.RawTool], key: PathKey, diags: list[Diagnostic]) -> list[Tool]:
+        """The tools listed at ``key``, each with a mock that can answer, checked now."""
+        out: list[Tool] = []
+        names: set[str] = set()
+        for k, raw in enumerate(raws):
+            at: PathKey = (*key, k)
+            if raw.name in names:
+                diags.append(
+                    self.src.diagnostic(
+                        (*at, "name"),
+                        f"tool {raw.name!r} is listed twice",
+                        hint="give each tool its own name",
+                    )
+                )
+            names.add(raw.name)
+            given = [m for m in ("result", "results", "script") if m in raw.model_fields_set]
+            if not given:
+                diags.append(
+                    self.src.diagnostic(
+                        at,
+                        f"tool {raw.name!r} has no mock to answer its calls",
+                        hint="give it a `result`, canned `results` by arguments, or a `script`",
+                    )
+                )
+            elif "script" in given and len(given) > 1:
+                diags.append(
+                    self.src.diagnostic(
+                        (*at, "script"),
+                        f"tool {raw.name!r} has a `script` and a {given[0]!r}",
+                        hint="a script answers every call: leave out `result` and `results`",
+                    )
+                )
+            parameters = raw.parameters if raw.parameters is not None else EMPTY_PARAMETERS
+            problem = parameters_problem(parameters)
+            if problem is not None:
+                diags.append(
+                    self.src.diagnostic(
+                        (*at, "parameters"),
+                        f"tool {raw.name!r}: `parameters` {problem}",
+                        hint="write a JSON Schema of type `object`, e.g. "
+                        "{type: object, properties: {city: {type: string}}}",
+                    )
+                )
+            cwd = None
+            if raw.script is not None:
+                cwd = self._script_folder(raw.cwd, (*at, "cwd"), diags, "tool script folder")
+                if cwd is not None:
+                    problem_ = script_problem(raw.script, cwd)
+                    if problem_ is not None:
+                        diags.append(
+                            self.src.diagnostic(
+                                (*at, "script"), problem_.message, hint=problem_.hint
+                            )
+                        )
+            out.append(
+                Tool(
+                    name=raw.name,
+                    description=raw.description,
+                    parameters=parameters,
+                    result=raw.result,
+                    has_result="result" in raw.model_fields_set,
+                    results=tuple((a.arguments, a.result) for a in raw.results or ()),
+                    script=raw.script,
+                    cwd=cwd,
+                    timeout_seconds=raw.timeout_seconds,
+                )
+            )
+        return out
 
     def _check_raw_files(
         self, entry: dict[str, Any], base: PathKey, diags: list[Diagnostic]
@@ -480,32 +623,10 @@ class CaseBuilder:
             seen.add(name)
             cwd = prompt_path = None
             prompt_text = None
-            if isinstance(spec, sc.CodeSpec) and spec.cwd:
-                res = self.ctx.store.resolve(spec.cwd, [self.src.path.parent])
-                if res.resolved is None or not res.resolved.is_dir():
-                    diags.append(
-                        self.src.diagnostic(
-                            (*key, k, "cwd"),
-                            f"code evaluator folder not found: {spec.cwd}",
-                            hint=f"`cwd` is relative to the eval file's folder ({self.src.path.parent})",
-                        )
-                    )
-                elif not (
-                    self.ctx.allow_outside_root or is_within(res.resolved, self.repo_root)
-                ):  # as every other path: the script would run there
-                    diags.append(
-                        self.src.diagnostic(
-                            (*key, k, "cwd"),
-                            f"code evaluator folder {spec.cwd} resolves outside the "
-                            f"repository root ({res.resolved})",
-                            hint=f"keep the evaluator's `cwd` inside {self.repo_root}, or pass "
-                            "--allow-outside-root if you trust this eval file",
-                        )
-                    )
-                else:
-                    cwd = res.resolved
-            elif isinstance(spec, sc.CodeSpec):
-                cwd = self.src.path.parent
+            if isinstance(spec, sc.CodeSpec):
+                cwd = self._script_folder(
+                    spec.cwd, (*key, k, "cwd"), diags, "code evaluator folder"
+                )
             if isinstance(spec, sc.LlmJudgeSpec) and spec.prompt:
                 prompt_text, prompt_path = self._judge_prompt(
                     spec.prompt, (*key, k, "prompt"), diags
@@ -521,6 +642,36 @@ class CaseBuilder:
                 )
             )
         return out
+
+    def _script_folder(
+        self, raw: str | None, key: PathKey, diags: list[Diagnostic], what: str
+    ) -> Path | None:
+        """Where a script runs (a code evaluator's, a tool's): ``raw`` relative to the eval
+        file's folder, else that folder; None (said in ``diags``) when it cannot be used."""
+        if not raw:
+            return self.src.path.parent
+        res = self.ctx.store.resolve(raw, [self.src.path.parent])
+        if res.resolved is None or not res.resolved.is_dir():
+            diags.append(
+                self.src.diagnostic(
+                    key,
+                    f"{what} not found: {raw}",
+                    hint=f"`cwd` is relative to the eval file's folder ({self.src.path.parent})",
+                )
+            )
+            return None
+        if not (self.ctx.allow_outside_root or is_within(res.resolved, self.repo_root)):
+            # as every other path: the script would run there
+            diags.append(
+                self.src.diagnostic(
+                    key,
+                    f"{what} {raw} resolves outside the repository root ({res.resolved})",
+                    hint=f"keep `cwd` inside {self.repo_root}, or pass "
+                    "--allow-outside-root if you trust this eval file",
+                )
+            )
+            return None
+        return res.resolved
 
     def _check_spec(self, spec: sc.EvaluatorSpec, cwd: Path | None) -> Problem | None:
         """What would make this evaluator fail on every answer: found now, before spending."""

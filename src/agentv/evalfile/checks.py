@@ -202,6 +202,17 @@ def check_schema(schema: Any, label: str) -> Problem | None:
     return None
 
 
+def parameters_problem(parameters: Any) -> str | None:
+    """Why a tool's ``parameters`` cannot be sent to an API (the APIs take a JSON Schema of
+    type ``object``), or None."""
+    if not isinstance(parameters, dict):
+        return "must be a JSON Schema (a mapping)"
+    if parameters.get("type", "object") != "object":
+        return f"must be of type `object` (the arguments of a call), not {parameters['type']!r}"
+    problem = check_schema(parameters, "")
+    return None if problem is None else problem.message.removeprefix("invalid JSON Schema ")
+
+
 # Words after which the rest of a command is code or a module name, not a script file.
 _INLINE_CODE_OPTIONS = {"-c", "-e", "-m", "-p", "--eval", "--print", "--command"}
 # Programs that run the script file named after them (`python3 check.py`, `uv run x.py`).

@@ -146,6 +146,7 @@ class _FileLoad:
         self.cases: list[EvalCase] = []
         self._uses_file_evaluator: list[bool] = []  # for each kept case: the file's `evaluator`
         self._uses_file_evaluators: list[bool] = []  # ... the file's `execution.evaluators`
+        self._uses_file_tools: list[bool] = []  # ... the file's `tools`
         self.invalid: list[InvalidCase] = []
         self.diags: list[Diagnostic] = []
         self.count = 0  # usable cases seen
@@ -181,7 +182,7 @@ class _FileLoad:
             raise InputError(f"{self.path}: not a usable eval file", header_diags)
         self._settle(data)
         builder = self.builder()
-        header_diags += builder.default_diags
+        header_diags += builder.default_diags + builder.tools_diags
         target = text_or_none(data.get("target"))
         if target and builder.default_target and builder.default_target != target:
             # Both name the file's target: the top-level `target` wins (it is agentv's own
@@ -255,6 +256,8 @@ class _FileLoad:
             # Keys written before `evalcases` are complete when the first case comes.
             if isinstance(header, dict) and "execution" in header:
                 self._builder.set_file_execution(header["execution"])
+            if isinstance(header, dict) and "tools" in header:
+                self._builder.set_file_tools(header["tools"])
         return self._builder
 
     def _build(self, index: int, entry: Any, line: int) -> EvalCase | None:
@@ -316,11 +319,13 @@ class _FileLoad:
             self.cases.clear()
             self._uses_file_evaluator.clear()
             self._uses_file_evaluators.clear()
+            self._uses_file_tools.clear()
             return
         self.cases.append(case)
         own = isinstance(entry, dict) and entry.get("evaluator")
         self._uses_file_evaluator.append(not own)
         self._uses_file_evaluators.append(not _has_own_evaluators(entry))
+        self._uses_file_tools.append(not (isinstance(entry, dict) and "tools" in entry))
 
     def _settle(self, data: dict[str, Any]) -> None:
         """Apply ``dataset``, ``evaluator`` and ``execution`` written after the cases to the
@@ -331,6 +336,12 @@ class _FileLoad:
         a broken guideline config is reported for it too.
         """
         builder = self.builder()
+        if not builder.tools_seen and data.get("tools") is not None:
+            builder.set_file_tools(data["tools"])  # written after the cases
+            self.cases = [
+                replace(case, tools=builder.default_tools) if uses_defaults else case
+                for case, uses_defaults in zip(self.cases, self._uses_file_tools, strict=True)
+            ]
         if not builder.execution_seen and data.get("execution") is not None:
             builder.set_file_execution(data["execution"])
             defaults = builder.default_evaluators

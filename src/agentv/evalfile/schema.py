@@ -74,6 +74,38 @@ class RawMessage(_Strict):
     name: str | None = None
 
 
+class RawToolAnswer(_Strict):
+    """One canned answer of a mock tool: given when a call's arguments equal ``arguments``."""
+
+    arguments: dict[str, Any]
+    result: Any
+
+
+class RawTool(_Strict):
+    """A tool the model may call during a case, with its mock: a fixed ``result``, canned
+    ``results`` by arguments (``result``, when given too, answers any other call), or a
+    ``script`` that reads the call's arguments as JSON on stdin and prints the result."""
+
+    name: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
+    description: str = ""
+    parameters: dict[str, Any] | None = None  # a JSON Schema of the arguments (an object)
+    result: Any = None
+    results: list[RawToolAnswer] | None = None
+    script: Annotated[str, Field(min_length=1)] | None = None
+    cwd: str | None = None
+    timeout_seconds: Annotated[float, Field(gt=0)] | None = None
+
+
+class RawTurn(_Strict):
+    """One user turn of a live conversation: what the user says (text and files, as a
+    message's ``content``), and how the target's answer to it is graded."""
+
+    content: str | list[ContentBlock]
+    outcome: str | None = None
+    expected_messages: list[RawMessage] | None = None
+    evaluators: list[EvaluatorSpec] | None = None
+
+
 class RawExecution(_Strict):
     """Execution settings of a case, or of the whole file (the defaults of its cases)."""
 
@@ -95,6 +127,12 @@ class RawEvalCase(_Strict):
     repeat: Annotated[int, Field(ge=1, le=1000)] | None = None  # runs of this case
     note: str | None = None
     description: str | None = None
+    # live conversations (docs/eval-files.md, "Live conversations")
+    turns: Annotated[list[RawTurn], Field(min_length=1)] | None = None
+    aggregation: Literal["mean", "min", "max"] | None = None
+    on_turn_failure: Literal["continue", "stop"] | None = None
+    tools: list[RawTool] | None = None
+    max_tool_rounds: Annotated[int, Field(ge=1, le=100)] | None = None
 
     @field_validator("id", "outcome")
     @classmethod
@@ -113,10 +151,19 @@ class RawEvalFileHeader(_Strict):
     dataset: str | None = None
     evaluator: Literal["llm_judge", "code"] | None = None
     repeat: Annotated[int, Field(ge=1, le=1000)] | None = None  # runs of each case
+    # Tools every case of the file may call (a case's own `tools` come first), checked on
+    # their own (`RawFileTools`), as the cases are.
+    tools: Any = None
     # The original AgentV's file-level defaults: `target` and `evaluators` of every case
     # that has none of its own. Checked on its own (`RawFileExecution`), as the cases are.
     execution: Any = None
     evalcases: list[Any]
+
+
+class RawFileTools(_Strict):
+    """The file-level ``tools:`` list alone, so that its errors are located under it."""
+
+    tools: list[RawTool]
 
 
 class RawFileExecution(_Strict):

@@ -29,6 +29,7 @@ from agentv.providers.llm import (
     resolve_api_key,
     safe_url,
     stainless_failure,
+    tool_call,
 )
 from agentv.providers.registry import require_sdk
 
@@ -139,12 +140,15 @@ def from_anthropic_message(message: Any) -> Answer:
     and raw JSON."""
     texts: list[str] = []
     thoughts: list[str] = []
+    calls = []
     for block in message.content or []:
         kind = getattr(block, "type", None)
         if kind == "text":
             texts.append(block.text)
         elif kind == "thinking":
             thoughts.append(block.thinking)
+        elif kind == "tool_use":
+            calls.append(tool_call(block.id, block.name, block.input))
     usage = None
     if message.usage is not None:
         inp, out = message.usage.input_tokens, message.usage.output_tokens
@@ -158,6 +162,7 @@ def from_anthropic_message(message: Any) -> Answer:
         raw=message.model_dump(mode="json", exclude_unset=True),
         finish_reason=reason,
         finish_reason_raw=raw_reason,
+        tool_calls=tuple(calls),
     )
 
 
@@ -202,6 +207,15 @@ class AnthropicProvider(LLMProvider):
             body["temperature"] = self.settings.temperature
         if self.settings.thinking_budget:
             body["thinking"] = {"type": "enabled", "budget_tokens": self.settings.thinking_budget}
+        if request.tools:
+            body["tools"] = [
+                {
+                    "name": t["name"],
+                    "description": t["description"],
+                    "input_schema": t["parameters"],
+                }
+                for t in request.tools
+            ]
         return Payload(body, conversation=("system", "messages"), token_limit=("max_tokens", limit))
 
     async def call(self, payload: Payload, timeout: float) -> Answer:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from agentv.messages import ChatMessage
+from agentv.messages import ChatMessage, ToolCall
 
 if TYPE_CHECKING:
     from agentv.cases import EvalCase
@@ -71,6 +71,9 @@ class ProviderRequest:
     #: who asks: the target being evaluated ("candidate") or a judge ("judge"); the run
     #: counts each party's requests and reused answers apart
     party: str = "candidate"
+    #: tools the model may call: ``{name, description, parameters}`` (a JSON Schema); LM
+    #: API providers send them natively, other targets have tools of their own
+    tools: tuple[dict[str, Any], ...] = ()
 
 
 def request_for_case(
@@ -132,6 +135,7 @@ class ProviderResponse:
     sent: dict[str, Any] = field(default_factory=dict)
     attempts: int = 1  # requests it took (the provider's own retries included)
     cached: bool = False  # reused from ``--cache``: nothing was sent for it this time
+    tool_calls: tuple[ToolCall, ...] = ()  # the tools the model called, in its order
     finish_reason: str | None = None  # one of FINISH_REASONS; None: the target does not say
     finish_reason_raw: str | None = None  # the API's own word for it
 

@@ -29,6 +29,7 @@ from agentv.providers.llm import (
     resolve_api_key,
     retry_after_seconds,
     safe_url,
+    tool_call,
 )
 from agentv.providers.registry import require_sdk
 
@@ -142,10 +143,15 @@ def from_gemini_response(response: Any) -> Answer:
         )
     texts: list[str] = []
     thoughts: list[str] = []
-    calls = False
+    calls = []
     content = candidates[0].content
     for part in (content.parts if content else None) or []:
-        calls = calls or getattr(part, "function_call", None) is not None
+        function = getattr(part, "function_call", None)
+        if function is not None and function.name:
+            # Gemini pairs results by name; an id when the API gave one, else one of ours
+            calls.append(
+                tool_call(function.id or f"call_{len(calls)}", function.name, function.args)
+            )
         if part.text is None:
             continue
         (thoughts if part.thought else texts).append(part.text)
@@ -163,6 +169,7 @@ def from_gemini_response(response: Any) -> Answer:
         raw=raw,
         finish_reason=reason,
         finish_reason_raw=raw_reason,
+        tool_calls=tuple(calls),
     )
 
 
@@ -213,6 +220,19 @@ class GeminiProvider(LLMProvider):
             limit = ("generationConfig.maxOutputTokens", self.settings.max_output_tokens)
         if config:
             body["generationConfig"] = config
+        if request.tools:
+            body["tools"] = [
+                {
+                    "functionDeclarations": [
+                        {
+                            "name": t["name"],
+                            "description": t["description"],
+                            "parameters": t["parameters"],
+                        }
+                        for t in request.tools
+                    ]
+                }
+            ]
         return Payload(body, conversation=("contents", "systemInstruction"), token_limit=limit)
 
     async def call(self, payload: Payload, timeout: float) -> Answer:
@@ -221,6 +241,8 @@ class GeminiProvider(LLMProvider):
         config = dict(body.get("generationConfig", {}))
         if "systemInstruction" in body:
             config["systemInstruction"] = body["systemInstruction"]
+        if "tools" in body:
+            config["tools"] = body["tools"]
         generate_config = types.GenerateContentConfig.model_validate(config)
         # The SDK's own timeout (milliseconds) sits just above ours, so ours fires first.
         generate_config.http_options = types.HttpOptions(timeout=int((timeout + 1) * 1000))

@@ -40,7 +40,7 @@ from pydantic import AliasChoices, Field, field_validator
 
 from agentv.errors import ProviderError, ProviderHTTPError, ProviderTimeout, SetupError
 from agentv.masking import shorten
-from agentv.messages import ChatMessage
+from agentv.messages import ChatMessage, ToolCall
 from agentv.providers.base import (
     THROTTLE_STATUSES,
     Provider,
@@ -168,6 +168,7 @@ class Answer:
     raw: Any = None
     finish_reason: str | None = None  # normalised (``FINISH_REASONS``)
     finish_reason_raw: str | None = None  # the API's own word
+    tool_calls: tuple[ToolCall, ...] = ()
 
 
 def finish_reason(raw: Any, words: Mapping[str, str]) -> tuple[str | None, str | None]:
@@ -278,6 +279,7 @@ class LLMProvider(Provider):
             attempts=attempts,
             finish_reason=answer.finish_reason,
             finish_reason_raw=answer.finish_reason_raw,
+            tool_calls=answer.tool_calls,
         )
 
     async def _with_retries(
@@ -294,7 +296,7 @@ class LLMProvider(Provider):
             try:
                 async with asyncio.timeout(timeout):
                     answer = await self.call(payload, timeout)
-                if answer.text.strip():
+                if answer.text.strip() or answer.tool_calls:  # tool calls are an answer too
                     if self.throttle is not None:
                         self.throttle.succeeded()
                     return answer, attempt + 1
@@ -539,6 +541,26 @@ def paired_call_id(message: ChatMessage, called: set[str]) -> str:
 def json_text(value: Any) -> str:
     """Compact JSON (tool call arguments as OpenAI wants them)."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def tool_call(call_id: str, name: str, arguments: Any) -> ToolCall:
+    """A model's tool call, its arguments read as a JSON object: a JSON text (OpenAI's
+    form) or a mapping (Anthropic's, Gemini's). Arguments that are not a JSON object are
+    kept as ``{}`` with ``invalid`` saying why, so that the tool can answer the model with
+    an error instead of the case failing."""
+    invalid = None
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except (ValueError, RecursionError):
+            invalid = f"the arguments are not valid JSON: {arguments[:200]!r}"
+            arguments = {}
+    if arguments is None:
+        arguments = {}
+    if not isinstance(arguments, dict):
+        invalid = invalid or f"the arguments are not a JSON object: {json_text(arguments)[:200]}"
+        arguments = {}
+    return ToolCall(str(call_id), str(name), arguments, invalid)
 
 
 def http_url(value: Any) -> Any:

@@ -32,6 +32,7 @@ from agentv.providers.llm import (
     resolve_api_key,
     safe_url,
     stainless_failure,
+    tool_call,
 )
 from agentv.providers.registry import require_sdk
 
@@ -200,6 +201,14 @@ def from_openai_completion(data: dict[str, Any]) -> Answer:
         usage = Usage(u.get("prompt_tokens"), u.get("completion_tokens"), u.get("total_tokens"))
     content = message.get("content")
     reason, raw_reason = finish_reason(choice.get("finish_reason"), FINISH_WORDS)
+    calls = []
+    for i, call in enumerate(message.get("tool_calls") or []):
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(function, dict) or not function.get("name"):
+            continue  # not a function call agentv can answer
+        calls.append(
+            tool_call(call.get("id") or f"call_{i}", function["name"], function.get("arguments"))
+        )
     return Answer(
         text=content if isinstance(content, str) else "",
         reasoning=reasoning if isinstance(reasoning, str) else None,
@@ -207,7 +216,23 @@ def from_openai_completion(data: dict[str, Any]) -> Answer:
         raw=data,
         finish_reason=reason,
         finish_reason_raw=raw_reason,
+        tool_calls=tuple(calls),
     )
+
+
+def to_openai_tools(tools: tuple[dict[str, Any], ...]) -> list[dict[str, Any]]:
+    """Tools in the chat-completions form (functions)."""
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": t["name"],
+                "description": t["description"],
+                "parameters": t["parameters"],
+            },
+        }
+        for t in tools
+    ]
 
 
 class _ChatCompletionsProvider(LLMProvider):
@@ -223,6 +248,8 @@ class _ChatCompletionsProvider(LLMProvider):
             "model": self.model_for(request),
             "messages": to_openai_messages(request.messages),
         }
+        if request.tools:
+            body["tools"] = to_openai_tools(request.tools)
         if self.settings.temperature is not None:
             body["temperature"] = self.settings.temperature
         limit = None

@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from agentv.messages import chat_to_dicts
+from agentv.messages import ToolCall, chat_to_dicts
 from agentv.providers.base import (
     Provider,
     ProviderRequest,
@@ -53,6 +53,8 @@ def cache_key(provider: Provider, request: ProviderRequest) -> str:
     if request.repeat:
         # each run of a repeated case is its own answer; the first keeps the plain key
         payload["repeat"] = request.repeat
+    if request.tools:  # what the model may call is part of what it was asked
+        payload["tools"] = list(request.tools)
     return hashlib.sha256(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
@@ -93,7 +95,7 @@ class ResponseCache:
         """Store an answer atomically (write to a temporary name, then rename). An empty
         answer is not stored. Never raises: an entry that cannot be written (a folder in
         its place that cannot be removed, a full disk) is simply not cached."""
-        if not response.text:
+        if not response.text and not response.tool_calls:
             return
         path = self._path(key)
         data = {
@@ -105,6 +107,9 @@ class ResponseCache:
             "sent": response.sent,
             "finish_reason": response.finish_reason,
             "finish_reason_raw": response.finish_reason_raw,
+            "tool_calls": [
+                {**call.to_dict(), "invalid": call.invalid} for call in response.tool_calls
+            ],
         }
         tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
         try:
@@ -136,7 +141,8 @@ def _response(data: Any) -> ProviderResponse | None:
     if not isinstance(data, dict):
         return None
     text = data.get("text")
-    if not isinstance(text, str) or not text:
+    calls = _tool_calls(data.get("tool_calls"))
+    if not isinstance(text, str) or calls is None or not (text or calls):
         return None
     usage = data.get("usage")
     if usage is not None:
@@ -157,7 +163,28 @@ def _response(data: Any) -> ProviderResponse | None:
         cached=True,
         finish_reason=_optional(data.get("finish_reason"), str),
         finish_reason_raw=_optional(data.get("finish_reason_raw"), str),
+        tool_calls=calls,
     )
+
+
+def _tool_calls(value: Any) -> tuple[ToolCall, ...] | None:
+    """The tool calls an entry holds (None: not the shape ``put`` writes)."""
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        return None
+    calls = []
+    for item in value:
+        if not isinstance(item, dict):
+            return None
+        call_id, name, arguments = item.get("id"), item.get("name"), item.get("arguments")
+        invalid = item.get("invalid")
+        if not (isinstance(call_id, str) and isinstance(name, str) and isinstance(arguments, dict)):
+            return None
+        if invalid is not None and not isinstance(invalid, str):
+            return None
+        calls.append(ToolCall(call_id, name, arguments, invalid))
+    return tuple(calls)
 
 
 _USAGE_FIELDS = frozenset(f.name for f in fields(Usage))
