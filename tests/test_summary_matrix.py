@@ -282,6 +282,7 @@ def test_summary_json_of_the_matrix() -> None:
             },
         ],
         "judge_tokens": {"input": 8, "output": 2},
+        "turns": None,  # no live conversation
         "cases": [
             {"target": "claude", **c2},
             {
@@ -372,6 +373,7 @@ def test_summary_json_of_a_plain_run_and_of_an_empty_one() -> None:
             }
         ],
         "judge_tokens": None,
+        "turns": None,
         "cases": [],
     }
     assert summary_dict(record_collector().summary()) == {
@@ -394,6 +396,7 @@ def test_summary_json_of_a_plain_run_and_of_an_empty_one() -> None:
         "errors_by_case": [],
         "targets": [],
         "judge_tokens": None,
+        "turns": None,
         "cases": [],
     }
 

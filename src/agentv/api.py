@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from agentv.results.compare import CaseDelta, Comparison, Side
     from agentv.results.record import EvalResult
     from agentv.results.report import Report
-    from agentv.results.summary import Summary, Tokens
+    from agentv.results.summary import Summary, Tokens, TurnStats
     from agentv.results.writers import ResultWriter
     from agentv.run.orchestrator import Executor, ProgressSink
     from agentv.run.pipeline import RunSettings, RunStats
@@ -59,6 +59,7 @@ __all__ = [
     "Side",
     "Summary",
     "Tokens",
+    "TurnStats",
     "Validation",
     "arun_eval",
     "compare",
@@ -93,6 +94,7 @@ _LAZY = {
     "Side": "agentv.results.compare",
     "Summary": "agentv.results.summary",
     "Tokens": "agentv.results.summary",
+    "TurnStats": "agentv.results.summary",
 }
 
 

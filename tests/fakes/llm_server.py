@@ -198,7 +198,16 @@ class Every:
         return number % self.every == self.at % self.every
 
 
-Reply = str | Callable[[RecordedRequest], str]
+@dataclass(frozen=True)
+class ToolCalls:
+    """A reply that calls tools, in each API's own form: ``calls`` are (name, arguments)
+    pairs, each given an id (``call_<request>_<i>``); ``text`` may come with them."""
+
+    calls: tuple[tuple[str, dict[str, Any]], ...]
+    text: str = ""
+
+
+Reply = str | ToolCalls | Callable[[RecordedRequest], "str | ToolCalls"]
 
 
 @dataclass
@@ -413,13 +422,17 @@ class FakeLLMServer:
             problems = CHECKS[api](body, self.limit_params)
             if problems:
                 return web.json_response({"detail": problems}, status=422)
-        text = self.reply(rec) if callable(self.reply) else self.reply
+        said = self.reply(rec) if callable(self.reply) else self.reply
+        calls = said.calls if isinstance(said, ToolCalls) else ()
+        text = said.text if isinstance(said, ToolCalls) else said
         limit = _limit(api, body, self.limit_params)
         cut = limit is not None and len(text.split()) > limit
         if cut:
             text = " ".join(text.split()[:limit])
         n = next(self._ids)
         payload = _SUCCESS[api](rec, text, self.reasoning, n)
+        if calls:
+            _call_tools(api, payload, calls, n)
         if cut:
             _finish(api, payload, _LENGTH[api])
         if fault is not None and fault.finish is not None:
@@ -594,6 +607,42 @@ def _limit(api: str, body: Any, known: tuple[str, ...]) -> int | None:
         values = [config.get("maxOutputTokens")] if isinstance(config, dict) else []
     numbers = [v for v in values if isinstance(v, int) and not isinstance(v, bool)]
     return min(numbers) if numbers else None
+
+
+def _call_tools(
+    api: str, payload: dict[str, Any], calls: tuple[tuple[str, dict[str, Any]], ...], n: int
+) -> None:
+    """Make a success payload call ``calls``, as the API writes tool calls."""
+    ids = [f"call_{n}_{i}" for i in range(len(calls))]
+    if api in ("openai", "azure"):
+        choice = payload["choices"][0]
+        message = choice["message"]
+        message["tool_calls"] = [
+            {
+                "id": call_id,
+                "type": "function",
+                "function": {"name": name, "arguments": json.dumps(args)},
+            }
+            for call_id, (name, args) in zip(ids, calls, strict=True)
+        ]
+        if not message["content"]:
+            message["content"] = None  # as OpenAI sends it
+        choice["finish_reason"] = "tool_calls"
+    elif api == "anthropic":
+        content = [b for b in payload["content"] if b["type"] != "text" or b["text"]]
+        content += [
+            {"type": "tool_use", "id": call_id, "name": name, "input": args}
+            for call_id, (name, args) in zip(ids, calls, strict=True)
+        ]
+        payload["content"] = content
+        payload["stop_reason"] = "tool_use"
+    else:
+        parts = payload["candidates"][0]["content"]["parts"]
+        parts[:] = [p for p in parts if p.get("text")]
+        parts += [
+            {"functionCall": {"id": call_id, "name": name, "args": args}}
+            for call_id, (name, args) in zip(ids, calls, strict=True)
+        ]
 
 
 def _finish(api: str, payload: dict[str, Any], reason: str) -> None:

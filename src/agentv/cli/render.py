@@ -283,4 +283,27 @@ def _print_text(cases: list[dict[str, Any]], out: Console) -> None:
             _print_lm_request(out, view, body)
         else:
             _print_program_request(out, view)
+        if "turns" in view:
+            _print_plan(out, view)
         out.print()
+
+
+def _print_plan(out: Console, view: dict[str, Any]) -> None:
+    """A live conversation's turns after the first request: what the user says, each
+    answer a placeholder, and how each turn is graded."""
+    from rich.text import Text
+
+    how = f"aggregation: {view['aggregation']}, on_turn_failure: {view['on_turn_failure']}"
+    out.print(
+        Text(f"Live conversation ({how}); the target's answers carried forward:", style="bold")
+    )
+    for turn in view["turns"]:
+        graded = ", ".join(e["name"] for e in turn.get("evaluators", []))
+        if not graded and turn.get("outcome"):
+            graded = f"a judge of: {turn['outcome']}"
+        line = Text(f"  turn {turn['turn']}: ", style="dim") + Text(turn["content"])
+        if graded:
+            line.append(f"  [{graded}]", style="dim")
+        out.print(line)
+    for tool in view.get("tools", []):
+        out.print(Text("     tool: ", style="dim") + Text(tool["name"], style="magenta"))

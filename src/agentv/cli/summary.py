@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from agentv.cli.common import printable
 
 if TYPE_CHECKING:
-    from agentv.api import GateStats, Summary, Tokens
+    from agentv.api import GateStats, Summary, Tokens, TurnStats
 
 _RULE = "=" * 50
 
@@ -101,6 +101,18 @@ def _pass_rate_line(summary: Summary, threshold: str) -> str:
     else:
         of = f"{summary.graded} graded runs; {summary.total - summary.graded} not graded"
     return f"Pass rate: {rate:.1%} ({summary.ok} of {of}{threshold})"
+
+
+def _turns_line(t: TurnStats) -> str:
+    """``Conversations: 3 (12 turns; 10 graded, 8 passed, mean 0.850; 1 stopped early)``."""
+    parts = [_count(t.turns, "turn")]
+    if t.graded:
+        parts.append(f"{t.graded} graded, {t.passed} passed, mean {t.mean:.3f}")
+    if t.tool_calls:
+        parts.append(_count(t.tool_calls, "tool call"))
+    if t.stopped:
+        parts.append(f"{t.stopped} stopped early")
+    return f"Conversations: {t.conversations} ({'; '.join(parts)})"
 
 
 def _score_lines(summary: Summary) -> list[str]:
@@ -217,6 +229,8 @@ def render_summary(
         lines.append(f"Evaluator errors: {named}")
     if summary.judge_failures:
         lines.append(f"Judge failures: {summary.judge_failures}")
+    if summary.turns is not None:
+        lines.append(_turns_line(summary.turns))
     lines += _score_lines(summary)
     if summary.bottom:
         lines += ["", "Lowest performing eval cases:"]

@@ -201,6 +201,15 @@ class CaseBuilder:
         tools = self.default_tools
         if raw.tools is not None:
             tools = tuple(self._tools(raw.tools, (*base, "tools"), diags))
+        if turns and not evaluators and not any(t.graded for t in turns):
+            diags.append(
+                self.src.diagnostic(
+                    (*base, "turns"),
+                    "this live conversation has nothing to grade",
+                    hint="give a turn `evaluators` (or an `outcome` for a judge), or the case "
+                    "`evaluators` that grade the whole conversation",
+                )
+            )
         if any(d.severity == "error" for d in diags):
             return None, diags
         case = EvalCase(

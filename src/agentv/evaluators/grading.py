@@ -12,7 +12,7 @@ from agentv.cases import EvalCase, EvaluatorConfig
 from agentv.evaluators.base import CaseGrade, EvaluationContext, EvaluatorScore, failed
 from agentv.evaluators.registry import get_evaluator
 from agentv.evaluators.specs import LlmJudgeSpec
-from agentv.providers.base import Usage
+from agentv.providers.base import total_usage
 
 DEFAULT_JUDGE = EvaluatorConfig(name="llm_judge", spec=LlmJudgeSpec(type="llm_judge"))
 
@@ -27,17 +27,6 @@ async def run_evaluator(ctx: EvaluationContext, config: EvaluatorConfig) -> Eval
 
 def _judge_failed(score: EvaluatorScore) -> bool:
     return score.type == "llm_judge" and score.error is not None
-
-
-def _sum_usage(scores: list[EvaluatorScore]) -> Usage | None:
-    found = [s.usage for s in scores if s.usage is not None]
-    if not found:
-        return None
-    total = Usage()
-    for field in ("input_tokens", "output_tokens", "total_tokens"):
-        values = [getattr(u, field) for u in found if getattr(u, field) is not None]
-        setattr(total, field, sum(values) if values else None)
-    return total
 
 
 def aggregate(scores: list[EvaluatorScore]) -> CaseGrade:
@@ -63,7 +52,7 @@ def aggregate(scores: list[EvaluatorScore]) -> CaseGrade:
         evaluator_results=scores,
         evaluator_raw_request=None,
         judge_failed=any(_judge_failed(s) for s in scores),
-        usage=_sum_usage(scores),
+        usage=total_usage(s.usage for s in scores),
     )
 
 
@@ -85,7 +74,13 @@ def _single(score: EvaluatorScore) -> CaseGrade:
 
 def needs_judge(case: EvalCase) -> bool:
     """Whether grading ``case`` asks a judge target: an ``llm_judge`` in its list, or no
-    list at all (the default evaluator is the judge)."""
+    list at all (the default evaluator is the judge); for a live conversation, a judge in
+    any turn's list or the case's, or a turn graded by its ``outcome``."""
+    if case.turns:  # a live conversation: its turns' judges, and its own evaluators'
+        if any(t.outcome.strip() and not t.evaluators for t in case.turns):
+            return True  # a turn graded by a judge of its outcome
+        configs = [e for t in case.turns for e in t.evaluators] + list(case.evaluators)
+        return any(e.type == "llm_judge" for e in configs)
     if not case.evaluators:
         return True
     return any(e.type == "llm_judge" for e in case.evaluators)

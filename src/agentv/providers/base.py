@@ -8,7 +8,7 @@ providers send the agent-mode question and point at files (docs/prompt-rules.md 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -83,8 +83,9 @@ def request_for_case(
     attempt: int = 0,
     timeout: float | None = None,
     repeat: int = 0,
+    tools: tuple[dict[str, Any], ...] = (),
 ) -> ProviderRequest:
-    """The request a candidate target gets for one case."""
+    """The request a candidate target gets for one case (one turn of a live one)."""
     return ProviderRequest(
         question=prompt.question,
         messages=prompt.messages,
@@ -95,6 +96,7 @@ def request_for_case(
         attempt=attempt,
         timeout=timeout,
         repeat=repeat,
+        tools=tools,
     )
 
 
@@ -112,6 +114,19 @@ class Usage:
             "output_tokens": self.output_tokens,
             "total_tokens": self.total_tokens,
         }
+
+
+def total_usage(usages: Iterable[Usage | None]) -> Usage | None:
+    """The sum of several calls' usages, field by field (None where no call reported the
+    field; None for no usage at all)."""
+    found = [u for u in usages if u is not None]
+    if not found:
+        return None
+    total = Usage()
+    for name in ("input_tokens", "output_tokens", "total_tokens"):
+        values = [getattr(u, name) for u in found if getattr(u, name) is not None]
+        setattr(total, name, sum(values) if values else None)
+    return total
 
 
 #: how an answer ended, in the same words for every API (``finish_reason`` in results):

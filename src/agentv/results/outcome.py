@@ -11,6 +11,7 @@ order (``agentv.results.record``), written as they are.
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agentv.messages import FileSegment, chat_to_dicts
@@ -29,7 +30,7 @@ from agentv.results.record import (
 if TYPE_CHECKING:
     from agentv.cases import EvalCase, InvalidCase
     from agentv.evaluators.base import CaseGrade
-    from agentv.providers.base import Provider, ProviderResponse
+    from agentv.providers.base import Provider, ProviderResponse, Usage
 
 #: the request fields where a large attachment's text is stored once (``large_content``)
 _REQUEST_FIELDS = (
@@ -230,6 +231,74 @@ def result_record(
         rec["latency_ms"] = round(response.latency_ms, 3)
     rec["duration_ms"] = round(duration_ms, 3)
     _tail(rec, case, attempts, _error_text(errors), queued_ms=queued_ms, cached=response.cached)
+    return rec
+
+
+@dataclass(slots=True)
+class LiveFacts:
+    """What a live conversation's record says beyond one request's answer."""
+
+    score: float
+    status: str
+    hits: list[str]
+    misses: list[str]
+    answer: str  # the last answer
+    turns: list[dict[str, Any]]
+    aggregation: str
+    grading: dict[str, Any]  # the conversation-level grade's entries (``grading_fields``)
+    reasoning: str | None = None
+    expected_aspect_count: int = 0
+    usage: Usage | None = None
+    latency_ms: float | None = None
+    stopped: dict[str, Any] | None = None
+    error: str | None = None
+    plan_digest: str | None = None
+    cached: bool = False  # every answer came from --cache
+
+
+def live_record(
+    case: EvalCase,
+    *,
+    target: str,
+    provider: Provider,
+    prompt: Prompt,
+    response: ProviderResponse | None,
+    facts: LiveFacts,
+    duration_ms: float,
+    queued_ms: float | None = None,
+    attempts: int = 0,
+    repeat: int = 0,
+) -> dict[str, Any]:
+    """The record of a live conversation: one run, holding every turn (``turns``), its
+    last request as ``raw_request`` (each turn's request is a prefix of its messages), the
+    conversation-level grade and the score its ``aggregation`` made of them all."""
+    rec = _head(case, facts.status)
+    rec["score"] = facts.score
+    rec["hits"] = facts.hits
+    rec["misses"] = facts.misses
+    rec["candidate_answer"] = facts.answer
+    rec["expected_aspect_count"] = facts.expected_aspect_count
+    rec["target"] = target
+    rec["timestamp"] = utc_timestamp()
+    rec["repeat"] = repeat
+    if facts.reasoning:
+        rec["reasoning"] = facts.reasoning
+    rec.update(_requests(prompt, provider, response, None))
+    if facts.plan_digest is not None:
+        rec["raw_request"]["plan_digest"] = facts.plan_digest
+    rec.update(facts.grading)
+    if facts.usage is not None:
+        rec["usage"] = facts.usage.to_dict()
+    if response is not None and response.finish_reason is not None:
+        rec["finish_reason"] = response.finish_reason
+    rec["turns"] = facts.turns
+    rec["aggregation"] = facts.aggregation
+    if facts.stopped is not None:
+        rec["stopped"] = facts.stopped
+    if facts.latency_ms is not None:
+        rec["latency_ms"] = round(facts.latency_ms, 3)
+    rec["duration_ms"] = round(duration_ms, 3)
+    _tail(rec, case, attempts, facts.error, queued_ms=queued_ms, cached=facts.cached)
     return rec
 
 

@@ -77,6 +77,17 @@ class EvalResult(BaseModel):
     token_limit_ignored: bool | None = None
     """True when the answer has more output tokens than the limit sent: the server did not
     honour it (``max_tokens_param`` names the limit as the server knows it)."""
+    turns: list[dict[str, Any]] | None = None
+    """A live conversation's turns, in order: what the user said (``content``), the
+    ``answer``, the ``tool_calls`` with their results, each request (``requests``: how many
+    messages of ``raw_request.chat_prompt`` it sent, its ``usage``, ``latency_ms`` and
+    ``finish_reason``) and the turn's grade (``status``, ``score``, ``hits``, ``misses``,
+    ``evaluator_results``)."""
+    aggregation: str | None = None
+    """How a live conversation's score was made of its turns' and its own: mean, min, max."""
+    stopped: dict[str, Any] | None = None
+    """Where a live conversation stopped before its last turn, and why (``turn``,
+    ``reason``)."""
     latency_ms: float | None = None
     duration_ms: float | None = None
     """From the moment the run got its first turn at its target to its record."""

@@ -90,6 +90,20 @@ class Tokens:
 
 
 @dataclass(frozen=True, slots=True)
+class TurnStats:
+    """The turns of the live conversations among the runs (docs/eval-files.md, "Live
+    conversations")."""
+
+    conversations: int = 0  # runs that were live conversations
+    turns: int = 0  # turns sent
+    graded: int = 0  # turns graded on their own (ok or failed)
+    passed: int = 0  # turns graded ok
+    mean: float | None = None  # of the graded turns' scores
+    stopped: int = 0  # conversations that stopped before their last turn
+    tool_calls: int = 0  # tool calls answered during them
+
+
+@dataclass(frozen=True, slots=True)
 class TargetSummary:
     """One target's results, to set targets side by side (``--target A --target B``).
 
@@ -172,6 +186,8 @@ class Summary:
     case_table: tuple[tuple[str, tuple[float | None, ...]], ...] = ()
     """For up to ``CASE_TABLE_MAX`` cases: each case's mean score on each target (in
     ``targets`` order; None where it did not run), ids in natural order."""
+    turns: TurnStats | None = None
+    """The live conversations' turns (None: no run was a live conversation)."""
 
     @property
     def passed(self) -> int:
@@ -219,6 +235,10 @@ class SummaryCollector:
         self._case_runs: dict[str, Counter[str]] = {}  # target -> case -> runs (all)
         self._by_target: dict[str, Counter[str]] = {}
         self._latencies: dict[str, array[float]] = {}
+        #: live conversations: [conversations, turns, graded, passed, stopped, tool calls],
+        #: and the graded turns' score sum
+        self._turns = [0, 0, 0, 0, 0, 0]
+        self._turn_score = 0.0
 
     def __len__(self) -> int:
         return len(self._ids)
@@ -265,6 +285,25 @@ class SummaryCollector:
                 reused=bool(result.cached),
             )
         self._grading(result)
+        if result.turns is not None:
+            self._conversation(result)
+
+    def _conversation(self, result: EvalResult) -> None:
+        """Count a live conversation's turns: sent, graded, passed, their tool calls."""
+        counts = self._turns
+        counts[0] += 1
+        counts[4] += result.stopped is not None
+        for turn in result.turns or ():
+            if not isinstance(turn, dict):
+                continue
+            counts[1] += 1
+            calls = turn.get("tool_calls")
+            counts[5] += len(calls) if isinstance(calls, list) else 0
+            status, score = turn.get("status"), turn.get("score")
+            if status in GRADED and isinstance(score, int | float):
+                counts[2] += 1
+                counts[3] += status == "ok"
+                self._turn_score += min(1.0, max(0.0, float(score)))
 
     def _graded(
         self,
@@ -418,6 +457,21 @@ class SummaryCollector:
             repeats=repeats,
             case_stats=self._case_stats() if repeats > 1 else (),
             case_table=self._case_table(),
+            turns=self._turn_stats(),
+        )
+
+    def _turn_stats(self) -> TurnStats | None:
+        conversations, turns, graded, passed, stopped, calls = self._turns
+        if not conversations:
+            return None
+        return TurnStats(
+            conversations=conversations,
+            turns=turns,
+            graded=graded,
+            passed=passed,
+            mean=self._turn_score / graded if graded else None,
+            stopped=stopped,
+            tool_calls=calls,
         )
 
     def _run_label(self, row: int, runs: int) -> str:
@@ -632,6 +686,19 @@ def summary_dict(summary: Summary) -> dict[str, Any]:
         ],
         "judge_tokens": (
             _tokens_dict(summary.judge_tokens) if summary.judge_tokens is not None else None
+        ),
+        "turns": (
+            {
+                "conversations": summary.turns.conversations,
+                "turns": summary.turns.turns,
+                "graded": summary.turns.graded,
+                "passed": summary.turns.passed,
+                "mean": summary.turns.mean,
+                "stopped": summary.turns.stopped,
+                "tool_calls": summary.turns.tool_calls,
+            }
+            if summary.turns is not None
+            else None
         ),
         "cases": [
             {

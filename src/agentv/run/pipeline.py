@@ -24,11 +24,25 @@ from agentv.evaluators import grade_case, needs_judge
 from agentv.evaluators.base import CaseGrade, EvaluationContext
 from agentv.masking import Masker, masking_scope
 from agentv.prompts import Prompt, PromptSettings, build_prompt
-from agentv.providers.base import Provider, ProviderRequest, ProviderResponse, request_for_case
+from agentv.providers.base import (
+    Provider,
+    ProviderRequest,
+    ProviderResponse,
+    request_for_case,
+    total_usage,
+)
 from agentv.results.dumps import PromptDumper
-from agentv.results.outcome import error_record, result_record
+from agentv.results.outcome import (
+    LiveFacts,
+    error_record,
+    evaluator_error_text,
+    grading_fields,
+    live_record,
+    result_record,
+)
 from agentv.results.record import DEFAULT_PASS_THRESHOLD
 from agentv.run.cache import CachedProvider, ResponseCache
+from agentv.run.conversation import aggregate_score, converse, plan_digest, turn_record
 from agentv.run.plan import CaseJob
 from agentv.run.scheduling import DEFAULT_WORKERS, TURN_TAKEN, Gate, GatedProvider, Gates
 from agentv.targets import RunTarget
@@ -226,6 +240,8 @@ class CasePipeline:
         )
         try:
             prompt = self.prompt(job)
+            if case.live and response is None:
+                return await self._live(job, prompt, clock, threshold), None
             if response is None:
                 response, attempts = await self._answer(job, prompt)
             clock.start()  # no turn was needed (an answer from the cache): it starts now
@@ -274,6 +290,73 @@ class CasePipeline:
                 repeat=job.repeat,
             )
         return record, grade
+
+    async def _live(
+        self, job: CaseJob, prompt: Prompt, clock: _StartClock, threshold: float
+    ) -> dict[str, Any]:
+        """A live case's record: its conversation run turn by turn
+        (``agentv.run.conversation``), scored by its ``aggregation``."""
+        case, target = job.case, job.target
+        run = await converse(self, job, threshold)
+        clock.start()
+        turns = [turn_record(t) for t in run.turns]
+        hits = [f"turn {t.index}: {h}" for t in run.turns if t.grade for h in t.grade.hits]
+        misses = [f"turn {t.index}: {m}" for t in run.turns if t.grade for m in t.grade.misses]
+        errors = [
+            f"turn {t.index}: {text}"
+            for t in run.turns
+            if (text := t.error or (t.grade and evaluator_error_text(t.grade)))
+        ]
+        reasoning = None
+        if run.grade is not None:
+            hits += run.grade.hits
+            misses += run.grade.misses
+            reasoning = run.grade.reasoning
+            if (text := evaluator_error_text(run.grade)) is not None:
+                errors.append(text)
+        score = aggregate_score(run, case.aggregation)
+        if errors:
+            status = "error"
+        elif run.stopped is not None or score is None or score < threshold:
+            status = "failed"  # a conversation stopped by a failed turn did not get through
+        else:
+            status = "ok"
+        responses = run.responses
+        latencies = [r.latency_ms for r in responses if r.latency_ms is not None]
+        facts = LiveFacts(
+            score=score or 0.0,
+            status=status,
+            hits=hits,
+            misses=misses,
+            answer=run.turns[-1].answer,
+            turns=turns,
+            aggregation=case.aggregation,
+            grading=grading_fields(run.grade) if run.grade is not None else {},
+            reasoning=reasoning,
+            expected_aspect_count=sum(
+                g.expected_aspect_count
+                for g in [*(t.grade for t in run.turns), run.grade]
+                if g is not None
+            ),
+            usage=total_usage(r.usage for r in responses),
+            latency_ms=sum(latencies) if latencies else None,
+            stopped=run.stopped,
+            error="; ".join(errors) if errors else None,
+            plan_digest=plan_digest(case),
+            cached=bool(responses) and all(r.cached for r in responses),
+        )
+        return live_record(
+            case,
+            target=target.name,
+            provider=target.provider,
+            prompt=run.last_request or prompt,
+            response=run.last_response,
+            facts=facts,
+            duration_ms=clock.duration_ms(),
+            queued_ms=clock.queued_ms,
+            attempts=run.attempts,
+            repeat=job.repeat,
+        )
 
     def _note_ending(self, job: CaseJob, response: ProviderResponse) -> None:
         """Warn on screen about an answer cut at the output token limit (the first few of
@@ -362,8 +445,11 @@ class CasePipeline:
         else:
             self.stats.cache_hits += 1
 
-    async def _answer(self, job: CaseJob, prompt: Prompt) -> tuple[ProviderResponse, int]:
-        """The target's answer and the requests it took (timeouts retried per case)."""
+    async def _answer(
+        self, job: CaseJob, prompt: Prompt, tools: tuple[dict[str, Any], ...] = ()
+    ) -> tuple[ProviderResponse, int]:
+        """The target's answer and the requests it took (timeouts retried per case);
+        ``tools``: what the model may call (a live case's)."""
         sender = self._target_sender(job.target)
         timeout = self.settings.agent_timeout or None
         tries = self.settings.max_retries + 1
@@ -371,7 +457,7 @@ class CasePipeline:
         last: ProviderTimeout | None = None
         for attempt in range(tries):
             request = request_for_case(
-                job.case, prompt, attempt=attempt, timeout=timeout, repeat=job.repeat
+                job.case, prompt, attempt=attempt, timeout=timeout, repeat=job.repeat, tools=tools
             )
             try:
                 response = await sender.invoke(request)

@@ -18,6 +18,7 @@ from agentv.evalfile.loader import LoadContext, LoadedEvalFile, iter_cases, load
 from agentv.evaluators.grading import needs_judge
 from agentv.prompts import PromptSettings, build_prompt
 from agentv.results.record import CaseKey, RunKey
+from agentv.run.conversation import plan_digest
 from agentv.run.resume import RETRIED, ResultsState, prompt_changed
 from agentv.targets import DEFAULT_TARGET, RunTarget, TargetPool, choose_target
 
@@ -294,8 +295,12 @@ class Plan:
                 decided = True
                 self.retried += 1
             elif previous is not None and case is not None and target is not None:
-                prompt = build_prompt(case, PromptSettings.of(target.provider))
-                if prompt_changed(previous, prompt, is_agent=target.provider.is_agent):
+                if case.live:  # a conversation: what it will send, whatever the answers
+                    changed = previous.plan_digest != plan_digest(case)
+                else:
+                    prompt = build_prompt(case, PromptSettings.of(target.provider))
+                    changed = prompt_changed(previous, prompt, is_agent=target.provider.is_agent)
+                if changed:
                     decided = True
                     self.changed_since += 1
             self._decided[key] = decided

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -154,6 +154,10 @@ class Previewer:
     def _view(self, case: EvalCase, provider: Provider | None) -> dict[str, Any]:
         from agentv.providers.agents.common import redact
 
+        plan = None
+        if case.turns:  # a live conversation: its first request, then the plan of the rest
+            plan = _plan(case)
+            case = first_request(case)
         # The prompt is built as the target builds it; `mode` only changes `question`.
         prompt = build_prompt(case, PromptSettings.of(provider) if provider else LM)
         target_mode: Mode = provider.mode if provider else "lm"
@@ -176,13 +180,57 @@ class Previewer:
             "reference_answer": case.reference_answer,
             "evaluators": [{"name": e.name, "type": e.type} for e in case.evaluators],
         }
+        if case.tools:
+            view["tools"] = [t.spec() for t in case.tools]
+        if plan is not None:
+            view.update(plan)
         if provider is not None:
             secrets = self._registry.secrets if self._registry is not None else []
             view["target"] = provider.name
             view["provider"] = provider.kind
             view["target_mode"] = provider.mode
-            view["request"] = redact(provider.preview(request_for_case(case, prompt)), secrets)
+            tools = tuple(t.spec() for t in case.tools) if not provider.is_agent else ()
+            request = request_for_case(case, prompt, tools=tools)
+            view["request"] = redact(provider.preview(request), secrets)
         return view
+
+
+def first_request(case: EvalCase) -> EvalCase:
+    """A live conversation as its first request sees it: the opening context and the first
+    turn's message (with the guideline files and attachments so far)."""
+    turn = case.turns[0]
+    return replace(
+        case,
+        input_messages=(*case.input_messages, turn.message),
+        guideline_files=(*case.guideline_files, *turn.guideline_files),
+        input_files=(*case.input_files, *turn.input_files),
+        turns=(),
+    )
+
+
+def _plan(case: EvalCase) -> dict[str, Any]:
+    """A live conversation's plan: each turn (what the user says, how its answer is graded),
+    and the conversation as it will unfold, the answers not yet known shown as
+    placeholders (``<the target's answer to turn N>``)."""
+    turns = []
+    transcript = [m.to_dict() for m in build_prompt(case).messages if m.role != "system"]
+    for i, turn in enumerate(case.turns, 1):
+        said = build_question((turn.message,))
+        entry: dict[str, Any] = {"turn": i, "content": said}
+        if turn.outcome:
+            entry["outcome"] = turn.outcome
+        if turn.evaluators:
+            entry["evaluators"] = [{"name": e.name, "type": e.type} for e in turn.evaluators]
+        turns.append(entry)
+        transcript.append({"role": "user", "content": said})
+        transcript.append({"role": "assistant", "content": f"<the target's answer to turn {i}>"})
+    plan: dict[str, Any] = {
+        "turns": turns,
+        "conversation": transcript,
+        "aggregation": case.aggregation,
+        "on_turn_failure": "stop" if case.stop_on_failure else "continue",
+    }
+    return plan
 
 
 def preview(

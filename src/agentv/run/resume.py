@@ -41,6 +41,7 @@ class Previous:
     status: str
     question: str | None
     messages: Any  # raw_request.chat_prompt, as written
+    plan_digest: str | None = None  # a live conversation's (``run.conversation.plan_digest``)
 
 
 @dataclass
@@ -109,10 +110,12 @@ def read_state(path: Path, *, repair: bool) -> ResultsState:
     reader = read_results(path)
     for _, result in reader:  # in file order: a later record of a run replaces the earlier
         raw = put_back_large_content(result.raw_request or {}, result.large_content or {})
+        digest = raw.get("plan_digest")
         state.runs[result.run_key] = Previous(
             status=result.status,
             question=raw.get("question"),
             messages=raw.get("chat_prompt"),
+            plan_digest=digest if isinstance(digest, str) else None,
         )
     state.diagnostics = reader.diagnostics
     if not state.runs and any(d.hint for d in reader.diagnostics):

@@ -460,6 +460,37 @@
     return Object.keys(sent).map(function (k) { return k + ": " + text(sent[k]); }).join(", ");
   }
 
+  // a live conversation, turn by turn: what the user said, the answer, the tools called
+  // and what they answered, each turn's grade
+  function turnsSection(d, large) {
+    var how = "aggregation: " + text(d.aggregation || "mean");
+    var box = section("Turns (" + how + ")");
+    box.classList.add("turns");
+    if (d.stopped && typeof d.stopped === "object") box.appendChild(el("p", "warn", "Stopped at turn " + text(d.stopped.turn) + ": " + text(d.stopped.reason)));
+    d.turns.forEach(function (t) {
+      if (!t || typeof t !== "object") return;
+      var head = "turn " + text(t.turn);
+      if (t.score !== undefined) head += " — score " + fmtScore(t.score);
+      var part = el("div", "turn", el("h4", null, head, t.status ? " · " : "", t.status ? statusNode(t.status) : ""));
+      if (t.content !== undefined) part.appendChild(el("div", "message role-user", el("b", null, "user"), pre(restore(t.content, large))));
+      (Array.isArray(t.tool_calls) ? t.tool_calls : []).forEach(function (c) {
+        if (!c || typeof c !== "object") return;
+        var call = el("div", "message role-tool", el("b", null, "tool call " + text(c.name)), pre(JSON.stringify(c.arguments)));
+        call.appendChild(el("b", null, c.error ? "error" : "result"));
+        call.appendChild(pre(c.error ? text(c.error) : text(c.result), c.error ? "error-text" : null));
+        part.appendChild(call);
+      });
+      part.appendChild(el("div", "message role-assistant", el("b", null, "answer"), pre(text(t.answer))));
+      if (t.tool_rounds_exhausted) part.appendChild(el("p", "warn", "The tool rounds ran out: the answer counted with tool calls left unanswered."));
+      if (t.error) part.appendChild(pre(t.error, "error-text"));
+      var misses = list(t.misses, "misses");
+      if (misses) part.appendChild(el("div", null, el("b", null, "misses"), misses));
+      if (Array.isArray(t.evaluator_results)) t.evaluator_results.forEach(function (r) { part.appendChild(evaluator(r, large)); });
+      box.appendChild(part);
+    });
+    return box;
+  }
+
   function renderRecord(host, ri, i) {
     var run = runs[ri], x = run.rows[i];
     var d = detailOf(ri, i);
@@ -495,6 +526,7 @@
       var sizes = Object.keys(large).map(function (k) { return fmtInt((large[k] || "").length) + " characters"; });
       host.appendChild(el("p", "note", sizes.length + " large attachment(s) put back in place in the texts below (" + sizes.join(", ") + ")."));
     }
+    if (Array.isArray(d.turns)) host.appendChild(turnsSection(d, large));
     host.appendChild(conversation(raw, large));
     var q = section("Question");
     q.appendChild(raw.question !== undefined ? pre(restore(raw.question, large)) : el("p", "muted", "(not recorded)"));

@@ -1,0 +1,331 @@
+"""A live case, turn by turn: the target's own answers carried forward, the tools it calls
+answered, each turn graded, the conversation graded at the end (docs/eval-files.md, "Live
+conversations").
+
+It is the one case pipeline in a loop, not a second pipeline: every request is built by the
+one prompt builder from the history so far (``agentv.prompts``), sent through the target as
+the run wraps it (its gate, the cache: ``CasePipeline._answer``), and graded by the case's
+evaluators (``agentv.evaluators``).
+
+- The history starts with the case's ``input_messages`` (the opening context). Each turn
+  adds its user message; the target's answer (its text and native tool calls) becomes the
+  assistant turn the next request carries. Guideline files a turn attaches join the system
+  message from that turn on.
+- When the model calls tools, their mocks answer (``agentv.run.tools``) and the results go
+  back as paired tool messages, for up to ``max_tool_rounds`` rounds per turn; then the
+  turn's answer counts as it is.
+- A turn with ``evaluators`` (or an ``outcome``: a judge of it) is graded on its answer; the
+  judge sees the question as the target saw it at that turn. The case's own evaluators
+  grade the whole conversation at the end: their question is the whole transcript, their
+  answer the last one. ``aggregation`` (mean, min, max) makes one score of the turns' and the
+  conversation's; with ``on_turn_failure: stop`` a failed turn ends the conversation (the
+  turns after it are not sent) and the case fails.
+- A target that fails during a turn ends the conversation with status ``error``; the turns
+  before it stay in the record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from agentv.cases import EvalCase, Turn
+from agentv.errors import ProviderError
+from agentv.evaluators import grade_case
+from agentv.evaluators.base import CaseGrade, EvaluationContext
+from agentv.messages import Message, TextSegment, chat_to_dicts
+from agentv.prompts import Prompt, PromptSettings, build_prompt
+from agentv.providers.base import ProviderResponse, Usage, total_usage
+from agentv.results.outcome import evaluator_error_text, grade_status, grading_fields
+from agentv.run.tools import ToolRun, answer_call
+
+if TYPE_CHECKING:
+    from agentv.run.pipeline import CasePipeline
+    from agentv.run.plan import CaseJob
+
+
+@dataclass
+class Round:
+    """One request of a turn: the tool loop may make several."""
+
+    messages: int  # messages sent (the turn's request is ``chat_prompt[:messages]`` of the last)
+    response: ProviderResponse
+    attempts: int
+    calls: list[ToolRun] = field(default_factory=list)
+
+
+@dataclass
+class TurnOutcome:
+    """What one turn did: its rounds, its answer, its grade."""
+
+    index: int  # 1-based
+    turn: Turn | None  # None: a case with tools and no turns (its one implicit turn)
+    prompt: Prompt | None = None  # the last request's
+    rounds: list[Round] = field(default_factory=list)
+    answer: str = ""
+    grade: CaseGrade | None = None
+    status: str | None = None  # ok / failed / error; None: not graded on its own
+    error: str | None = None  # the target failed during this turn
+    tool_rounds_exhausted: bool = False
+
+    def usage(self) -> Usage | None:
+        """The turn's tokens, its rounds' summed."""
+        return total_usage(r.response.usage for r in self.rounds)
+
+
+@dataclass
+class Conversation:
+    """A live case's run: every turn, and how it ended."""
+
+    turns: list[TurnOutcome] = field(default_factory=list)
+    final: Prompt | None = None  # the whole transcript (for the conversation's evaluators)
+    last_request: Prompt | None = None
+    last_response: ProviderResponse | None = None
+    grade: CaseGrade | None = None  # the conversation-level grade (the case's evaluators)
+    stopped: dict[str, Any] | None = None
+    attempts: int = 0
+
+    @property
+    def responses(self) -> list[ProviderResponse]:
+        """Every response, in order."""
+        return [r.response for t in self.turns for r in t.rounds]
+
+
+def plan_digest(case: EvalCase) -> str:
+    """A fingerprint of what a live case will send, whatever the target answers: its opening
+    messages, its turns' messages and its tools. ``--resume`` runs a recorded conversation
+    again when this changed (docs/after-the-run.md)."""
+    opening = build_prompt(case)
+    plan = {
+        "opening": chat_to_dicts(opening.messages),
+        "turns": [build_prompt(_user_only(t)).question for t in case.turns],
+        "tools": [t.spec() for t in case.tools],
+    }
+    return hashlib.sha256(orjson.dumps(plan, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def _user_only(turn: Turn) -> EvalCase:
+    from pathlib import Path
+
+    return EvalCase(id="", dataset="", eval_file=Path(), outcome="", input_messages=(turn.message,))
+
+
+async def converse(pipeline: CasePipeline, job: CaseJob, threshold: float) -> Conversation:
+    """Run ``job``'s live case on its target: every turn (until one fails under
+    ``on_turn_failure: stop``, or the target fails), then the conversation's grade."""
+    case, target = job.case, job.target
+    settings = PromptSettings.of(target.provider)
+    tools = {t.name: t for t in case.tools}
+    specs = tuple(t.spec() for t in case.tools) if not target.provider.is_agent else ()
+    history = list(case.input_messages)
+    guidelines = list(case.guideline_files)
+    inputs = list(case.input_files)
+    run = Conversation()
+    turns: list[Turn | None] = list(case.turns) or [None]
+    for index, turn in enumerate(turns, 1):
+        if turn is not None:
+            history.append(turn.message)
+            guidelines += turn.guideline_files
+            inputs += [p for p in turn.input_files if p not in inputs]
+        outcome = TurnOutcome(index, turn)
+        run.turns.append(outcome)
+        before = len(history)  # the history the target saw when the turn began
+        try:
+            await _take_turn(
+                pipeline, job, outcome, history, guidelines, inputs, settings, specs, tools, run
+            )
+        except ProviderError as exc:
+            from agentv.run.pipeline import describe
+
+            outcome.error = describe(exc)
+            run.attempts += exc.attempts
+            run.stopped = {"turn": index, "reason": f"the target failed: {outcome.error}"}
+            return run
+        if turn is not None and turn.graded:
+            asked = replace(
+                case,
+                outcome=turn.outcome,
+                expected_messages=turn.expected_messages,
+                reference_answer=turn.reference_answer,
+                evaluators=turn.evaluators,
+                input_messages=tuple(history[:before]),
+                guideline_files=tuple(guidelines),
+                input_files=tuple(inputs),
+            )
+            outcome.grade = await _grade(pipeline, job, asked, outcome.prompt, outcome.answer)
+            outcome.status = grade_status(outcome.grade, threshold)
+            if outcome.status == "failed" and case.stop_on_failure and index < len(turns):
+                run.stopped = {
+                    "turn": index,
+                    "reason": f"turn {index} failed (on_turn_failure: stop): "
+                    f"{len(turns) - index} turn(s) not sent",
+                }
+                break
+    whole = replace(
+        case,
+        input_messages=tuple(history),
+        guideline_files=tuple(guidelines),
+        input_files=tuple(inputs),
+    )
+    run.final = build_prompt(whole, settings)
+    if case.evaluators or not case.turns:
+        # the conversation's grade (a case with tools and no turns: its only grade); the
+        # question is the whole transcript, the answer the last one
+        last = run.turns[-1]
+        prompt = run.final if case.turns else last.prompt
+        run.grade = await _grade(
+            pipeline, job, replace(whole, input_messages=tuple(history)), prompt, last.answer
+        )
+    return run
+
+
+async def _take_turn(
+    pipeline: CasePipeline,
+    job: CaseJob,
+    outcome: TurnOutcome,
+    history: list[Message],
+    guidelines: list[Any],
+    inputs: list[Any],
+    settings: PromptSettings,
+    specs: tuple[dict[str, Any], ...],
+    tools: dict[str, Any],
+    run: Conversation,
+) -> None:
+    """One turn: requests until the model answers without calling a tool (or the rounds run
+    out); the answer joins ``history``."""
+    case = job.case
+    timeout = pipeline.settings.agent_timeout or None
+    rounds = 0
+    while True:
+        view = replace(
+            case,
+            input_messages=tuple(history),
+            guideline_files=tuple(guidelines),
+            input_files=tuple(inputs),
+        )
+        prompt = build_prompt(view, settings)
+        outcome.prompt = run.last_request = prompt
+        response, attempts = await pipeline._answer(job, prompt, specs)
+        run.attempts += attempts
+        run.last_response = response
+        pipeline._note_ending(job, response)
+        this = Round(len(prompt.messages), response, attempts)
+        outcome.rounds.append(this)
+        calls = response.tool_calls
+        if calls and rounds < case.max_tool_rounds:
+            history.append(Message("assistant", (TextSegment(response.text),), tool_calls=calls))
+            for call in calls:
+                done = await answer_call(call, tools, timeout=timeout, round_=rounds)
+                this.calls.append(done)
+                history.append(
+                    Message(
+                        "tool", (TextSegment(done.result),), tool_call_id=call.id, name=call.name
+                    )
+                )
+            rounds += 1
+            continue
+        # the answer counts: with calls left unanswered (the rounds ran out) only its text
+        # is carried forward, since no API takes calls without their results
+        outcome.tool_rounds_exhausted = bool(calls)
+        outcome.answer = response.text
+        history.append(Message("assistant", (TextSegment(response.text),)))
+        return
+
+
+async def _grade(
+    pipeline: CasePipeline, job: CaseJob, case: EvalCase, prompt: Prompt | None, answer: str
+) -> CaseGrade:
+    """``case``'s evaluators (else a judge of its outcome) on ``answer``, the question being
+    ``prompt``'s: the answer masked first, as any answer is before it is graded."""
+    assert prompt is not None
+    masked, _ = pipeline.masker.text(answer)
+    view = replace(job, case=case)
+    return await grade_case(
+        EvaluationContext(
+            case=case,
+            prompt=prompt,
+            candidate=masked,
+            target_name=job.target.name,
+            judge=pipeline._judge(view),
+            timeout=pipeline.settings.agent_timeout or None,
+            repeat=job.repeat,
+        )
+    )
+
+
+def aggregate_score(run: Conversation, how: str) -> float | None:
+    """The case's score: the graded turns' scores and the conversation's, combined by
+    ``how`` (mean, min, max); None when nothing was graded."""
+    scores = [t.grade.score for t in run.turns if t.grade is not None]
+    if run.grade is not None:
+        scores.append(run.grade.score)
+    if not scores:
+        return None
+    if how == "min":
+        return min(scores)
+    if how == "max":
+        return max(scores)
+    return sum(scores) / len(scores)
+
+
+def turn_record(outcome: TurnOutcome) -> dict[str, Any]:
+    """One turn as the record keeps it: what the user said, the answer, the tool calls with
+    their results, each request (how many messages of ``raw_request.chat_prompt`` it sent;
+    its tokens, time and ending), the grade."""
+    rec: dict[str, Any] = {"turn": outcome.index}
+    if outcome.turn is not None:
+        rec["content"] = build_prompt(_user_only(outcome.turn)).question
+    rec["answer"] = outcome.answer
+    calls = [c.to_dict() for r in outcome.rounds for c in r.calls]
+    if calls:
+        rec["tool_calls"] = calls
+    if outcome.tool_rounds_exhausted:
+        rec["tool_rounds_exhausted"] = True
+    rec["requests"] = [_round_record(r) for r in outcome.rounds]
+    usage = outcome.usage()
+    if usage is not None:
+        rec["usage"] = usage.to_dict()
+    latencies = [r.response.latency_ms for r in outcome.rounds if r.response.latency_ms]
+    if latencies:
+        rec["latency_ms"] = round(sum(latencies), 3)
+    if outcome.rounds and outcome.rounds[-1].response.finish_reason is not None:
+        rec["finish_reason"] = outcome.rounds[-1].response.finish_reason
+    if outcome.grade is not None:
+        rec["status"] = outcome.status
+        rec["score"] = outcome.grade.score
+        rec["hits"] = outcome.grade.hits
+        rec["misses"] = outcome.grade.misses
+        if outcome.grade.reasoning:
+            rec["reasoning"] = outcome.grade.reasoning
+        rec.update(grading_fields(outcome.grade))
+        error = evaluator_error_text(outcome.grade)
+        if error is not None:
+            rec["error"] = error
+    if outcome.error is not None:
+        rec["status"] = "error"
+        rec["error"] = outcome.error
+    return rec
+
+
+def _round_record(r: Round) -> dict[str, Any]:
+    rec: dict[str, Any] = {"messages": r.messages}
+    if r.response.usage is not None:
+        rec["usage"] = r.response.usage.to_dict()
+    if r.response.latency_ms is not None:
+        rec["latency_ms"] = round(r.response.latency_ms, 3)
+    if r.response.finish_reason is not None:
+        rec["finish_reason"] = r.response.finish_reason
+    if r.response.cached:
+        rec["cached"] = True
+    if r.calls:
+        rec["tool_calls"] = len(r.calls)
+    return rec
+
+
+def tool_result_text(value: Any) -> str:
+    """JSON of a recorded value (for hits and misses)."""
+    return json.dumps(value, ensure_ascii=False)
