@@ -34,6 +34,7 @@ PUBLIC_NAMES = [
     "PreparedRun",
     "Preview",
     "ProviderError",
+    "PythonTarget",
     "Report",
     "ResultsFile",
     "RunOptions",

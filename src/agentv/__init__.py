@@ -31,6 +31,7 @@ _EXPORTS: dict[str, str] = {
     "PreparedRun": "agentv.api",
     "Preview": "agentv.run.preview",
     "ProviderError": "agentv.errors",
+    "PythonTarget": "agentv.providers.python",
     "Report": "agentv.results.report",
     "ResultsFile": "agentv.api",
     "RunOptions": "agentv.api",
@@ -62,6 +63,7 @@ __all__ = [
     "PreparedRun",
     "Preview",
     "ProviderError",
+    "PythonTarget",
     "Report",
     "ResultsFile",
     "RunOptions",
@@ -124,6 +126,7 @@ if TYPE_CHECKING:
         ProviderError,
         SetupError,
     )
+    from agentv.providers.python import PythonTarget
     from agentv.results.compare import Comparison
     from agentv.results.record import EvalResult
     from agentv.results.report import Report

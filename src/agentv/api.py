@@ -28,6 +28,7 @@ from agentv.errors import ConfigError, Diagnostic, DiagnosticsView, InputError, 
 
 if TYPE_CHECKING:
     from agentv.evalfile.loader import LoadedEvalFile
+    from agentv.providers.python import PythonTarget
     from agentv.results.compare import CaseDelta, Comparison, Side
     from agentv.results.record import EvalResult
     from agentv.results.report import Report
@@ -53,6 +54,7 @@ __all__ = [
     "NoCasesError",
     "PreparedRun",
     "Preview",
+    "PythonTarget",
     "Report",
     "ResultsFile",
     "RunOptions",
@@ -90,6 +92,7 @@ _LAZY = {
     "DryRun": "agentv.targets",
     "GateStats": "agentv.run.scheduling",
     "Preview": "agentv.run.preview",
+    "PythonTarget": "agentv.providers.python",
     "Report": "agentv.results.report",
     "Side": "agentv.results.compare",
     "Summary": "agentv.results.summary",
@@ -117,9 +120,10 @@ class RunOptions(TypedDict, total=False):
     ``agentv eval``'s flags by their Python names. An unknown name is a ``ConfigError``
     naming the valid ones."""
 
-    target: str | Sequence[str] | None
+    target: str | PythonTarget | Sequence[str | PythonTarget] | None
     """One target for every case (``--target``), or several: every case on each (a
-    matrix). Default: each case's own target, else the file's, else ``default``."""
+    matrix). Default: each case's own target, else the file's, else ``default``. A
+    ``PythonTarget`` is your own code as a target."""
     repeat: int | None
     """Runs of each case (default: the files' and cases' own ``repeat``, else 1); each run
     is its own request."""
@@ -463,8 +467,11 @@ def prepare_run(paths: PathLike | Sequence[PathLike], **options: Unpack[RunOptio
     repeat = options.get("repeat")
     if repeat is not None and repeat < 1:
         raise ConfigError(f"repeat must be at least 1 (got {repeat})")
-    target = options.get("target")
-    names = [target] if isinstance(target, str) else list(target or [])
+    names = _target_names(options.get("target"), pool)
+    if pool.python_targets and options.get("executor", "local") != "local":
+        raise ConfigError(
+            "a PythonTarget runs in this process: use executor='local' (the default) with it"
+        )
     eval_id = options.get("eval_id")
     plan = plan_run(files, pool, cli_target=names, repeat=repeat, eval_id=eval_id, context=context)
     if not plan.total:
@@ -540,6 +547,21 @@ def _output_format(out: Path | None, asked: str | None, *, append: bool) -> str:
             f"output_format (--output-format), or write {asked} results to another file"
         )
     return found
+
+
+def _target_names(target: Any, pool: TargetPool) -> list[str]:
+    """The target names a run option gives; ``PythonTarget``s join the pool by name."""
+    from agentv.providers.python import PythonTarget
+
+    given = [target] if isinstance(target, (str, PythonTarget)) else list(target or [])
+    names = []
+    for item in given:
+        if isinstance(item, PythonTarget):
+            pool.python_targets[item.name] = item
+            names.append(item.name)
+        else:
+            names.append(str(item))
+    return names
 
 
 def _driver_env(env_file: Path | None) -> dict[str, str]:

@@ -19,6 +19,7 @@ from agentv.providers.mock import (
     MockProvider,
     MockSettings,
 )
+from agentv.providers.python import PythonProvider, PythonTarget
 from agentv.targets.discovery import explicit_targets_file, find_targets_file, no_targets_file
 from agentv.targets.loader import load_targets_file
 from agentv.targets.resolve import create_provider, preview_environment
@@ -119,6 +120,8 @@ class TargetPool:
     _substituted: list[str] = field(default_factory=list)
     #: (targets file, target name) -> why its judge cannot be built (asked once)
     _judge_failures: dict[tuple[Path | None, str], str] = field(default_factory=dict)
+    #: targets that are the caller's own Python code (the Python API), by name
+    python_targets: dict[str, PythonTarget] = field(default_factory=dict)
 
     def _targets_file(self, eval_file: Path, repo_root: Path) -> TargetsFile | None:
         """The eval file's targets file, or None when none is found (an explicit
@@ -148,6 +151,8 @@ class TargetPool:
 
     def target(self, eval_file: Path, repo_root: Path, name: str) -> RunTarget:
         """The run target called ``name`` for cases of ``eval_file``."""
+        if name in self.python_targets and self.dry_run is None:
+            return self._python(eval_file, repo_root, name)
         tfile = self._targets_file(eval_file, repo_root)
         if tfile is None and self.dry_run is None:
             raise no_targets_file(eval_file, repo_root, self.cwd)
@@ -155,10 +160,34 @@ class TargetPool:
 
     def find_target(self, eval_file: Path, repo_root: Path, name: str) -> RunTarget | None:
         """Like ``target``, but None when ``eval_file`` has no targets file to look in."""
+        if name in self.python_targets and self.dry_run is None:
+            return self._python(eval_file, repo_root, name)
         tfile = self._targets_file(eval_file, repo_root)
         if tfile is None and self.dry_run is None:
             return None
         return self._target(tfile, repo_root, name)
+
+    def _python(self, eval_file: Path, repo_root: Path, name: str) -> RunTarget:
+        """A target that is the caller's code: built once; its judge (when it names one)
+        is found in ``eval_file``'s targets file."""
+        hit = self._targets.get((None, f"python:{name}"))
+        if hit is not None:
+            return hit
+        try:
+            tfile = self._targets_file(eval_file, repo_root)
+        except ConfigError:
+            tfile = None  # it needs none, unless it names a judge (said then)
+        python = self.python_targets[name]
+        run_target = RunTarget(
+            name=name,
+            kind="python",
+            provider=PythonProvider(python),
+            judge_name=python.judge_target,
+            targets_file=tfile.path if tfile is not None else None,
+            repo_root=repo_root,
+        )
+        self._targets[(None, f"python:{name}")] = run_target
+        return run_target
 
     def _target(self, tfile: TargetsFile | None, repo_root: Path, name: str) -> RunTarget:
         key = (tfile.path if tfile else None, name)
@@ -266,6 +295,8 @@ class TargetPool:
         self.judge(run_target)
 
     def _build_judge(self, run_target: RunTarget) -> Provider:
+        if run_target.kind == "python":
+            return self._python_judge(run_target)
         if run_target.targets_file is None:
             return run_target.provider
         tfile = self._files[run_target.targets_file]
@@ -279,6 +310,29 @@ class TargetPool:
             raise ConfigError(
                 f"target {run_target.name!r} in {tfile.path} cannot be judged: "
                 f"its judge_target: {exc}"
+            ) from None
+
+    def _python_judge(self, run_target: RunTarget) -> Provider:
+        """The judge a Python target names (``PythonTarget(judge_target=...)``)."""
+        name = run_target.judge_name
+        if not name:
+            raise ConfigError(
+                f"target {run_target.name!r} (your Python code) has no judge for the cases "
+                "that need one: give it PythonTarget(..., judge_target=NAME), NAME a target "
+                "in targets.yaml"
+            )
+        if run_target.targets_file is None:
+            raise ConfigError(
+                f"target {run_target.name!r} (your Python code) names the judge {name!r}, "
+                "but no targets.yaml was found for its eval files"
+            )
+        tfile = self._files[run_target.targets_file]
+        try:
+            return self._target(tfile, run_target.repo_root or self.cwd, name).provider
+        except (ConfigError, InputError) as exc:
+            raise ConfigError(
+                f"target {run_target.name!r} (your Python code) cannot be judged: its "
+                f"judge_target: {exc}"
             ) from None
 
     def run_secrets(self) -> list[str]:

@@ -1,0 +1,122 @@
+"""Your own Python code as a target (the Python API only): a function that takes the
+conversation's messages and returns its answer, so that a run evaluates your application
+itself, live conversations and tools included (docs/python-api.md, "Your code as a
+target").
+
+The function gets the messages exactly as an LM API would (``chat_to_dicts``: ``role``,
+``content``, and ``tool_calls`` / ``tool_call_id`` where set), and, when it takes a
+``tools`` keyword, the tools it may call (``{name, description, parameters}``). It returns
+the answer's text, or a mapping ``{"text": ..., "tool_calls": [{"name": ..., "arguments":
+{...}, "id": ...}]}`` (``id`` optional). It may be a plain function (run in a worker
+thread, so that it does not hold up the other cases) or a coroutine function.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from agentv.errors import ProviderError
+from agentv.messages import chat_to_dicts
+from agentv.providers.base import Provider, ProviderRequest, ProviderResponse, ProviderSettings
+from agentv.providers.llm import tool_call
+
+#: what a Python target may return: the text, or ``{"text", "tool_calls"}``
+Answer = str | dict[str, Any]
+
+
+@dataclass(frozen=True)
+class PythonTarget:
+    """A target that is your own code: ``fn(messages) -> str | dict`` (or ``async def``).
+
+    ``name`` names it in results (default: the function's name); ``judge_target`` names the
+    target in ``targets.yaml`` that judges its answers when a case needs a judge."""
+
+    fn: Callable[..., Any]
+    name: str = ""
+    judge_target: str | None = None
+
+    def __post_init__(self) -> None:
+        if not callable(self.fn):
+            raise TypeError(f"PythonTarget needs a callable, not {type(self.fn).__name__}")
+        if not self.name:
+            object.__setattr__(self, "name", getattr(self.fn, "__name__", "python") or "python")
+
+
+class PythonSettings(ProviderSettings):
+    """A Python target has no settings of its own (its code is the target)."""
+
+
+class PythonProvider(Provider):
+    """Calls a ``PythonTarget``'s function with each request's messages."""
+
+    kind = "python"
+    Settings: ClassVar[type[ProviderSettings]] = PythonSettings
+
+    def __init__(self, target: PythonTarget) -> None:
+        super().__init__(target.name, PythonSettings())
+        self.target = target
+        self._takes_tools = _takes_keyword(target.fn, "tools")
+        self._async = inspect.iscoroutinefunction(target.fn)
+
+    async def invoke(self, request: ProviderRequest) -> ProviderResponse:
+        messages = chat_to_dicts(request.messages)
+        kwargs: dict[str, Any] = {"tools": list(request.tools)} if self._takes_tools else {}
+        started = time.perf_counter()
+        try:
+            if self._async:
+                said = await self.target.fn(messages, **kwargs)
+            else:
+                said = await asyncio.to_thread(self.target.fn, messages, **kwargs)
+        except Exception as exc:  # the application failed: this case's error, said as such
+            raise ProviderError(
+                self.name, f"target {self.name!r} (Python) raised {type(exc).__name__}: {exc}"
+            ) from exc
+        text, calls = _read(self.name, said)
+        return ProviderResponse(
+            text=text,
+            tool_calls=calls,
+            latency_ms=(time.perf_counter() - started) * 1000,
+            sent={"function": _qualified(self.target.fn)},
+        )
+
+
+def _read(name: str, said: Any) -> tuple[str, tuple[Any, ...]]:
+    if isinstance(said, str):
+        return said, ()
+    if isinstance(said, dict):
+        text = said.get("text") or ""
+        raw = said.get("tool_calls") or []
+        if isinstance(text, str) and isinstance(raw, list) and all(
+            isinstance(c, dict) and isinstance(c.get("name"), str) for c in raw
+        ):
+            calls = tuple(
+                tool_call(c.get("id") or f"call_{i}", c["name"], c.get("arguments"))
+                for i, c in enumerate(raw)
+            )
+            return text, calls
+    raise ProviderError(
+        name,
+        f"target {name!r} (Python) returned {type(said).__name__}: return the answer's text, "
+        'or {"text": ..., "tool_calls": [{"name": ..., "arguments": {...}}]}',
+    )
+
+
+def _takes_keyword(fn: Callable[..., Any], name: str) -> bool:
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(
+        p.name == name or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters
+    )
+
+
+def _qualified(fn: Callable[..., Any]) -> str:
+    module = getattr(fn, "__module__", None) or ""
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+    return f"{module}.{name}" if module else name
