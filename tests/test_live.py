@@ -466,3 +466,19 @@ def test_a_live_case_with_nothing_to_grade_is_refused(repo: Path) -> None:
     assert [d.message for d in loaded.errors] == [
         "case 'x': this live conversation has nothing to grade"
     ]
+
+
+def test_a_python_target_that_raises_is_that_case_error_and_refuses_ray(repo: Path) -> None:
+    write(repo, "evals/trip.yaml", TRIP)
+
+    def broken(messages: list[dict[str, Any]]) -> str:
+        raise RuntimeError("database is down")
+
+    run = agentv.run_eval("evals/trip.yaml", target=agentv.PythonTarget(broken), cwd=repo)
+    (result,) = run.results
+    assert result.status == "error"
+    assert "RuntimeError: database is down" in (result.error or "")
+    with pytest.raises(agentv.ConfigError, match="executor='local'"):
+        agentv.run_eval(
+            "evals/trip.yaml", target=agentv.PythonTarget(broken), executor="ray", cwd=repo
+        )

@@ -330,7 +330,7 @@ class CaseBuilder:
             if raw.script is not None:
                 cwd = self._script_folder(raw.cwd, (*at, "cwd"), diags, "tool script folder")
                 if cwd is not None:
-                    problem_ = script_problem(raw.script, cwd)
+                    problem_ = script_problem(raw.script, cwd, "tool")
                     if problem_ is not None:
                         diags.append(
                             self.src.diagnostic(

@@ -282,8 +282,9 @@ def script_file(script: str) -> str | None:
     return None
 
 
-def script_problem(script: str, cwd: Path) -> Problem | None:
-    """Why a ``code`` evaluator's script file cannot be run from ``cwd``, or None."""
+def script_problem(script: str, cwd: Path, what: str = "code evaluator") -> Problem | None:
+    """Why a script file (a ``code`` evaluator's, or ``what``'s) cannot be run from ``cwd``,
+    or None."""
     word = script_file(script)
     if word is None:
         return None
@@ -296,7 +297,7 @@ def script_problem(script: str, cwd: Path) -> Problem | None:
         return None  # a program on PATH that merely ends like a script (`tool.py`)
     return Problem(
         "script",
-        f"code evaluator script not found: {word}",
+        f"{what} script not found: {word}",
         f"the command runs in {cwd}, where {word} does not exist; create it, fix the "
-        "path, or set `cwd` on the evaluator to the folder that holds it",
+        f"path, or set `cwd` on the {what.split()[-1]} to the folder that holds it",
     )
