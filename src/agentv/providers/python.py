@@ -91,8 +91,10 @@ def _read(name: str, said: Any) -> tuple[str, tuple[Any, ...]]:
     if isinstance(said, dict):
         text = said.get("text") or ""
         raw = said.get("tool_calls") or []
-        if isinstance(text, str) and isinstance(raw, list) and all(
-            isinstance(c, dict) and isinstance(c.get("name"), str) for c in raw
+        if (
+            isinstance(text, str)
+            and isinstance(raw, list)
+            and all(isinstance(c, dict) and isinstance(c.get("name"), str) for c in raw)
         ):
             calls = tuple(
                 tool_call(c.get("id") or f"call_{i}", c["name"], c.get("arguments"))
@@ -111,9 +113,7 @@ def _takes_keyword(fn: Callable[..., Any], name: str) -> bool:
         parameters = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):
         return False
-    return any(
-        p.name == name or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters
-    )
+    return any(p.name == name or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
 
 
 def _qualified(fn: Callable[..., Any]) -> str:
