@@ -82,8 +82,9 @@ demo: install
 	@echo
 	$(BIN)/agentv eval examples/ --target default
 
+# S1-S6, then S8 (live conversations); both run even when the first misses a goal.
 bench: install
-	$(BIN)/python benchmarks/run.py
+	$(BIN)/python benchmarks/run.py; status=$$?; $(BIN)/python benchmarks/s8_live.py && exit $$status
 
 bench-peers: install
 	$(BIN)/python benchmarks/peers.py

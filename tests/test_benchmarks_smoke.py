@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
@@ -377,3 +378,55 @@ def test_counted_results_count_failed_cases_and_reject_broken_runs(
     out.write_text("".join(json.dumps(r) + "\n" for r in [*records, records[0]]))
     with pytest.raises(run.RunCheckError, match="written twice"):
         run.count_results(out, suite)
+
+
+def test_s8_live_code_path_at_tiny_sizes(
+    bench: dict[str, ModuleType], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sys.modules.pop("s8_live", None)
+    import s8_live
+
+    output = tmp_path / "s8.json"
+    argv = ["--cases", "6", "--turns", "3", "--long-turns", "12", "--workers", "3"]
+    argv += ["--delay-ms", "5", "--reps", "1", "--work", str(tmp_path / "work")]
+    code = s8_live.main([*argv, "--output", str(output)])
+
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    data = json.loads(output.read_text())
+    many, long = data["rows"]["many"], data["rows"]["long"]
+    assert many["key"] == "S8/6x3" and many["ideal_s"] == pytest.approx(6 / 3 * 3 * 0.005)
+    assert many["efficiency_window"] > 0 and many["s1_same_requests_rss_mb"] > 0
+    assert many["s2_same_requests_rss_mb"] > 0 and len(many["runs"]) == 1
+    assert long["turns"] == 12 and long["first_turns_ms"] > 0 and long["growth"] > 0
+    assert long["last_request_bytes"] > long["first_request_bytes"]
+    # the goals hold for the full sizes only
+    assert [g["status"] for g in data["goals"]] == ["n/a"] * len(s8_live.GOALS)
+
+
+def test_s8_checks_reject_a_conversation_that_lost_its_history(
+    bench: dict[str, ModuleType], tmp_path: Path
+) -> None:
+    sys.modules.pop("s8_live", None)
+    import s8_live
+
+    @dataclass
+    class Sent:
+        body: dict
+
+    system = {"role": "system", "content": s8_live.SYSTEM}
+    ask = {"role": "user", "content": "q"}
+    answer = {"role": "assistant", "content": bench["gen_suite"].ANSWER}
+    good = [Sent({"messages": [system, ask]}), Sent({"messages": [system, ask, answer, ask]})]
+    s8_live.check_requests(good, 1, 2)
+    changed = {"role": "assistant", "content": bench["gen_suite"].ANSWER + " "}
+    with pytest.raises(s8_live.RunCheckError, match="byte-exact"):
+        s8_live.check_requests([good[0], Sent({"messages": [system, ask, changed, ask]})], 1, 2)
+    with pytest.raises(s8_live.RunCheckError, match="out of shape"):
+        s8_live.check_requests([good[0], Sent({"messages": [system, ask, ask]})], 1, 2)
+    with pytest.raises(s8_live.RunCheckError, match="3 requests for 2 turns"):
+        s8_live.check_requests([*good, good[0]], 1, 2)
+    out = tmp_path / "o.jsonl"
+    out.write_text(json.dumps({"eval_id": "a", "status": "ok", "score": 1.0, "turns": [{}]}))
+    with pytest.raises(s8_live.RunCheckError, match="expected 2 passing turns"):
+        s8_live.check_live_results(out, 1, 2)

@@ -12,6 +12,7 @@ import os
 import shutil
 import sys
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -439,3 +440,68 @@ def test_a_missing_browser_fails_in_ci_and_skips_elsewhere(
     monkeypatch.delenv("CI")
     with pytest.raises(pytest.skip.Exception, match="apt-get install -y chromium"):
         _unavailable("chromium is not installed")
+
+
+def test_a_live_conversation_shows_turn_by_turn_with_tools_grades_and_where_it_stopped(
+    page: Page, tmp_path: Path
+) -> None:
+    import agentv
+
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "live.yaml").write_text(
+        """\
+$schema: agentv-eval-v2
+evalcases:
+  - id: trip
+    outcome: Plans a trip.
+    aggregation: min
+    on_turn_failure: stop
+    input_messages: [{role: system, content: You plan trips.}]
+    tools:
+      - name: get_forecast
+        parameters: {type: object, properties: {city: {type: string}}}
+        result: {chance_of_rain: 0.85}
+    turns:
+      - content: Weather in Oslo?
+        evaluators: [{type: contains, value: rain}]
+      - content: And where do I stay?
+        evaluators: [{type: contains, value: hotel}]
+      - content: Never sent.
+"""
+    )
+
+    def planner(messages: list[dict[str, Any]]) -> Any:
+        if messages[-1]["role"] == "user" and "Oslo" in messages[-1]["content"]:
+            return {
+                "text": "",
+                "tool_calls": [{"name": "get_forecast", "arguments": {"city": "Oslo"}}],
+            }
+        if messages[-1]["role"] == "tool":
+            return "85% chance of rain: take an umbrella."
+        return "Somewhere nice."  # no hotel: the second turn fails and the conversation stops
+
+    out = tmp_path / "live.jsonl"
+    # in a thread of its own: the sync Playwright API keeps an event loop on this one
+    with ThreadPoolExecutor(1) as pool:
+        run = pool.submit(
+            agentv.run_eval, "live.yaml", target=agentv.PythonTarget(planner), out=out, cwd=tmp_path
+        ).result()
+    assert run.results[0].status == "failed"
+    p = page.open(build_report([out], tmp_path / "live.html").path)
+    page.search("trip", 1)
+    p.click("#rows tr")
+    p.wait_for_selector("#detail:not([hidden]) .turns")
+    heads = p.locator("#detail .turns .turn > h4").all_text_contents()
+    assert heads == ["turn 1 — score 1.000 · ok", "turn 2 — score 0.000 · failed"]
+    first, second = p.locator("#detail .turns .turn").all()
+    assert "Weather in Oslo?" in first.text_content()
+    assert "tool call get_forecast" in first.text_content()
+    assert '"chance_of_rain": 0.85' in first.text_content()
+    assert "85% chance of rain: take an umbrella." in first.text_content()
+    assert "Somewhere nice." in second.text_content()
+    assert "Never sent." not in p.text_content("#detail .turns")
+    stopped = p.locator("#detail .turns > .warn").all_text_contents()
+    assert len(stopped) == 1 and stopped[0].startswith("Stopped at turn 2")
+    assert "aggregation: min" in p.text_content("#detail .turns h3")
+    ARTIFACTS.mkdir(exist_ok=True)
+    p.screenshot(path=str(ARTIFACTS / "report-live-conversation.png"))
