@@ -73,12 +73,12 @@ browser:
 
 # The example suite on an offline example agent: no API key, no network.
 demo: install
-	@echo "agentv demo: the 4 example cases of examples/ (multi-turn conversations, guideline"
-	@echo "and attached files, tool calls, deterministic checks and a judge) on an offline"
-	@echo "example agent. Its llm_judge checks are graded by an offline stand-in that only counts"
-	@echo "the outcome's words found in the answer, so expect 2 passed and 2 failed: the failed"
-	@echo "ones show how a miss is reported. With OPENAI_API_KEY set, --target openai grades by"
-	@echo "meaning instead."
+	@echo "agentv demo: the 5 example cases of examples/ (multi-turn conversations, guideline"
+	@echo "and attached files, tool calls, a live conversation the agent takes part in,"
+	@echo "deterministic checks and a judge) on an offline example agent. Its llm_judge checks are"
+	@echo "graded by an offline stand-in that only counts the outcome's words found in the answer,"
+	@echo "so expect 3 passed and 2 failed: the failed ones show how a miss is reported. With"
+	@echo "OPENAI_API_KEY set, --target openai grades by meaning instead."
 	@echo
 	$(BIN)/agentv eval examples/ --target default
 

@@ -32,11 +32,12 @@ def test_example_suite_runs_offline_and_passes(tmp_path: Path) -> None:
         "debug-missing-email",
         "brainstorm-cli-names",
         "umbrella-from-forecast",
+        "remembers-the-traveller",
     }
     for row in rows.values():
         assert "error" not in row, row["error"]
         assert row["target"] == "default"
-        for entry in row["evaluator_results"]:
+        for entry in row.get("evaluator_results", []):
             assert "error" not in entry, entry
     # The deterministic checks pass on the demo agent's answers.
     review = {e["name"]: e["score"] for e in rows["review-inventory"]["evaluator_results"]}
@@ -47,4 +48,12 @@ def test_example_suite_runs_offline_and_passes(tmp_path: Path) -> None:
     assert 'user.get("email")' in debug["candidate_answer"]
     ideas = {e["name"]: e["score"] for e in rows["brainstorm-cli-names"]["evaluator_results"]}
     assert ideas["five-ideas"] == 1.0
+    # the live conversation: the agent's own answer to turn 2 reached it in turn 3
+    trip = rows["remembers-the-traveller"]
+    assert [t["status"] for t in trip["turns"]] == ["ok", "ok", "ok"]
+    assert "Ao 26" in trip["turns"][1]["answer"] and "Ao 26" in trip["turns"][2]["answer"]
+    assert trip["raw_request"]["chat_prompt"][4] == {
+        "role": "assistant",
+        "content": trip["turns"][1]["answer"],
+    }
     assert "EVALUATION SUMMARY" in proc.stdout and "Results written to:" in proc.stdout

@@ -9,7 +9,9 @@ Skills, each working on what the conversation actually contains:
 - code review: finds divisions by len(...) with no empty check, and percentages used as fractions;
 - debugging: reads a traceback's KeyError and proposes a safe lookup;
 - tool results: answers a rain question from a forecast tool's JSON result;
-- brainstorming: proposes names built from the task's keywords.
+- brainstorming: proposes names built from the task's keywords;
+- trip planning, over a live conversation: remembers what the traveller said and what it
+  suggested itself in its earlier answers (agentv carries them into each turn).
 """
 
 from __future__ import annotations
@@ -118,10 +120,39 @@ _STOP = {
 }
 
 
+def plan_trip(messages: list[dict]) -> str | None:
+    """A travel planner's turn, from everything said so far (its own answers included)."""
+    said = " ".join(str(m.get("content", "")) for m in messages if m.get("role") == "user")
+    trip = re.search(r"(\w+) days in ([A-Z]\w+)(?: in ([A-Z]\w+))?", said)
+    if trip is None:
+        return None
+    days, city, month = trip.group(1), trip.group(2), trip.group(3) or "the spring"
+    name = re.search(r"\bI'm ([A-Z]\w+)", said)
+    diet = "vegetarian" if re.search(r"\bvegetarian\b", said, re.I) else None
+    asked = next(m["content"] for m in reversed(messages) if m.get("role") == "user")
+    if re.search(r"remind me", asked, re.I):
+        mine = " ".join(str(m.get("content", "")) for m in messages if m.get("role") == "assistant")
+        place = re.search(r"try ([^,]+),", mine)
+        facts = [f"You are {name.group(1) if name else 'my traveller'}"]
+        facts.append(f"spending {days} days in {city} in {month}")
+        facts.append(f"you eat {diet}" if diet else "you did not tell me what you eat")
+        if place:
+            facts.append(f"and I suggested {place.group(1)} for your first evening")
+        return ", ".join(facts) + "."
+    if re.search(r"\beat\b", asked, re.I):
+        kind = "a vegetarian restaurant" if diet else "a seafood place"
+        return f"For your first evening in {city}, try Ao 26, {kind} in Chiado."
+    greeting = f"Welcome, {name.group(1)}" if name else "Welcome"
+    return f"{greeting}: {days} days in {city} in {month}, noted. Tell me what you like to eat."
+
+
 def answer(messages: list[dict]) -> str:
     """The agent's reply to the conversation."""
     text = "\n".join(str(m.get("content", "")) for m in messages)
     last_user = next((m["content"] for m in reversed(messages) if m.get("role") == "user"), "")
+    trip = plan_trip(messages)
+    if trip:
+        return trip
     forecast = answer_from_forecast(messages)
     if forecast:
         return forecast
