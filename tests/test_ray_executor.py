@@ -98,7 +98,7 @@ def test_examples_give_the_same_records_on_ray_as_locally(
         sent_locally = len(server.requests)
         remote = agentv.run_eval("examples/", target=target, cwd=root, executor="ray")
         assert _by_key(remote) == _by_key(local)
-        assert len(local.results) == 4
+        assert len(local.results) == 5
         assert remote.summary.total == local.summary.total
         assert remote.summary.mean == local.summary.mean
         if target == "fake":  # the same requests reached the server, judges included

@@ -30,7 +30,7 @@ from agentv.results.summary import natural_key
 
 Key = tuple[str, str, str]  # (dataset, eval id, target)
 #: how bad each status is, to take a repeated case's worst
-_RANK = {"ok": 0, "failed": 1, "error": 2, "invalid": 3}
+_RANK = {"ok": 0, "failed": 1, "user_error": 2, "error": 3, "invalid": 4}
 DEFAULT_MIN_DELTA = 0.05
 
 

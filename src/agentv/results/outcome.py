@@ -254,6 +254,7 @@ class LiveFacts:
     error: str | None = None
     plan_digest: str | None = None
     cached: bool = False  # every answer came from --cache
+    user: dict[str, Any] | None = None  # the simulated user's part (``user`` in the record)
 
 
 def live_record(
@@ -293,6 +294,8 @@ def live_record(
         rec["finish_reason"] = response.finish_reason
     rec["turns"] = facts.turns
     rec["aggregation"] = facts.aggregation
+    if facts.user is not None:
+        rec["user"] = facts.user
     if facts.stopped is not None:
         rec["stopped"] = facts.stopped
     if facts.latency_ms is not None:
