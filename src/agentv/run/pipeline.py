@@ -344,7 +344,7 @@ class CasePipeline:
             status=status,
             hits=hits,
             misses=misses,
-            answer=run.turns[-1].answer,
+            answer=run.turns[-1].answer if run.turns else "",
             turns=turns,
             aggregation=case.aggregation,
             grading=grading_fields(run.grade) if run.grade is not None else {},

@@ -327,6 +327,8 @@ class Simulator:
         text = response.text or ""
         if DONE in text:
             self.spent.append(said)  # its cost counts, though no message is sent
+            if not self.side.said:
+                raise UserFailure("it was done before its first message", response.attempts)
             return None
         if response.tool_calls and not text.strip():
             raise UserFailure("it answered with tool calls, not a message", response.attempts)
