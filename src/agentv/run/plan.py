@@ -288,14 +288,8 @@ class Plan:
                 reason = broken
                 if reason is None and broken_judge is not None and needs_judge(case):
                     reason = broken_judge
-                if reason is not None:
-                    invalid = _invalid(loaded, case, reason)
-                    for r in runs:
-                        if not filtered or self._wanted((case.dataset, case.id, name, r)):
-                            yield InvalidJob(invalid, name, r)
-                    continue
                 user = None
-                if case.user is not None:
+                if reason is None and case.user is not None:
                     user, reason = self._user_target(loaded, case.user.target)
                 if reason is not None:
                     invalid = _invalid(loaded, case, reason)
