@@ -176,6 +176,10 @@ class RunOptions(TypedDict, total=False):
     """The Ray cluster to attach to (default ``RAY_ADDRESS``, else a local Ray)."""
     ray_cpus_per_case: float | None
     """CPUs each case reserves on Ray (default 1)."""
+    budget_usd: float | None
+    """US dollars the run may spend: once its requests have cost that much, nothing more
+    is sent; requests in flight finish, and the runs not sent are recorded ``skipped``
+    (``EvalRun.budget_reached``). Local runs only (not with ``executor="ray"``)."""
 
 
 _OPTION_NAMES: tuple[str, ...] = tuple(RunOptions.__annotations__)
@@ -233,12 +237,23 @@ class EvalRun:
         """Every selected case ran and was graded without error (exit code 0's condition,
         ``--threshold`` aside)."""
         s = self.summary
-        return not (s.errors or s.invalid or self.unusable_files)
+        return not (s.errors or s.invalid or s.skipped or self.unusable_files)
 
     artifacts: dict[str, list[Path]] = field(default_factory=dict)
     """Files the targets left for people to read (agent logs), by kind."""
     prompts_dir: Path | None = None
     """Where ``dump_prompts`` wrote the prompts, when any were written."""
+    spent_usd: float = 0.0
+    """US dollars this call's requests cost (every party; answers reused from ``cache``
+    not counted: ``reused_usd``). Tokens without a price add nothing: ``unpriced``."""
+    reused_usd: float = 0.0
+    """The price of the answers reused from ``cache`` (not spent again)."""
+    unpriced: list[str] = field(default_factory=list)
+    """Targets whose tokens had no price (each said with what to do)."""
+    budget_usd: float | None = None
+    """The run's budget (``budget_usd``), when it had one."""
+    budget_reached: bool = False
+    """The budget stopped the run: some runs were not sent (status ``skipped``)."""
 
 
 class _Sink:
@@ -376,6 +391,7 @@ class PreparedRun:
                 writer.close()
             await self.pool.aclose()
         dumper = self.settings.dumper
+        meter = orchestrator.pipeline.meter
         summary = collector.summary()
         file_problems: list[Diagnostic] = []
         whole = self.append and writer is not None
@@ -401,6 +417,11 @@ class PreparedRun:
             dry_run=self.pool.dry_run is not None,
             artifacts=_artifacts(self.pool),
             prompts_dir=dumper.folder if dumper is not None and dumper.count else None,
+            spent_usd=meter.spent,
+            reused_usd=meter.reused,
+            unpriced=list(meter.unpriced.values()),
+            budget_usd=meter.budget,
+            budget_reached=meter.stopped,
         )
 
 
@@ -488,12 +509,22 @@ def prepare_run(paths: PathLike | Sequence[PathLike], **options: Unpack[RunOptio
         raise ConfigError(f"pass_threshold must be from 0 to 1 (got {pass_threshold})")
     agent_timeout = options.get("agent_timeout", 120.0)
     dump_prompts = options.get("dump_prompts")
+    budget = options.get("budget_usd")
+    if budget is not None:
+        if not budget > 0:
+            raise ConfigError(f"budget_usd must be more than 0 (got {budget})")
+        if options.get("executor", "local") != "local":
+            raise ConfigError(
+                "budget_usd holds a run's spend in this process: use executor='local' (the "
+                "default) with it"
+            )
     settings = RunSettings(
         workers=workers,
         agent_timeout=agent_timeout if agent_timeout and agent_timeout > 0 else None,
         max_retries=max(0, options.get("max_retries", 2)),
         cache=ResponseCache(base / ".agentv" / "cache") if options.get("cache") else None,
         dumper=PromptDumper(base / dump_prompts) if dump_prompts is not None else None,
+        budget_usd=budget,
     )
     if pass_threshold is not None:
         settings.pass_threshold = pass_threshold

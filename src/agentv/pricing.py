@@ -182,14 +182,3 @@ def _table_rates(kind: str, model: str | None) -> tuple[Rates | None, Any]:
             return calc(inp, usage.output_tokens or 0, min(usage.cached_input_tokens or 0, inp))
 
     return rates, exact
-
-
-def format_usd(value: float | None) -> str:
-    """``$0.0123`` (four significant decimals at least); ``?`` for unknown."""
-    if value is None:
-        return "?"
-    if value == 0:
-        return "$0"
-    if value >= 1:
-        return f"${value:,.2f}"
-    return f"${value:.4f}" if value >= 0.0001 else f"${value:.2g}"

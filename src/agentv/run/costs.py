@@ -84,6 +84,7 @@ class Meter:
         *,
         pricer: Pricer | None = None,
         on_unpriced: Callable[[str], None] | None = None,
+        on_stop: Callable[[str], None] | None = None,
     ) -> None:
         self.budget = budget
         self.pricer = pricer or Pricer()
@@ -92,6 +93,7 @@ class Meter:
         self.unpriced: dict[str, str] = {}  # "target (model)" -> what to do
         self.stopped = False  # a request was refused: the budget was reached
         self._on_unpriced = on_unpriced
+        self._on_stop = on_stop
 
     @property
     def reached(self) -> bool:
@@ -125,8 +127,14 @@ class Meter:
     def check(self) -> None:
         """Raise ``BudgetReached`` when nothing more may be sent."""
         if self.reached:
-            self.stopped = True
             assert self.budget is not None
+            if not self.stopped and self._on_stop is not None:
+                self._on_stop(
+                    f"Budget reached: ${self.spent:.4f} spent of ${self.budget:g}; no more "
+                    "requests are sent (those in flight finish), the runs left are recorded "
+                    "as skipped"
+                )
+            self.stopped = True
             raise BudgetReached(self.budget, self.spent)
 
     def _unpriced(self, provider: Provider, model: str | None) -> None:

@@ -194,7 +194,7 @@ class CasePipeline:
             settings.dumper.masker = self.masker
         self.progress = progress
         #: prices every answer, adds up the run's spend, holds its budget
-        self.meter = Meter(settings.budget_usd, on_unpriced=progress.note)
+        self.meter = Meter(settings.budget_usd, on_unpriced=progress.note, on_stop=progress.note)
         #: each provider as the run sends through it (its gate, the cache), made once
         self._senders: dict[int, Provider] = {}
         # per run target (they live as long as the run): looked up once, not once per case
