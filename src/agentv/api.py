@@ -55,6 +55,7 @@ __all__ = [
     "PreparedRun",
     "Preview",
     "PythonTarget",
+    "Regrade",
     "Report",
     "ResultsFile",
     "RunOptions",
@@ -63,6 +64,7 @@ __all__ = [
     "Tokens",
     "TurnStats",
     "Validation",
+    "aregrade",
     "arun_eval",
     "compare",
     "default_results_path",
@@ -72,6 +74,7 @@ __all__ = [
     "prepare_run",
     "preview",
     "read_results",
+    "regrade",
     "render",
     "report",
     "report_path",
@@ -873,3 +876,152 @@ def github_annotations(results: PathLike, cwd: Path) -> list[str]:
     from agentv.results.junit import read_records
 
     return annotations(read_records(Path(results)), cwd)
+
+
+# --- regrading ------------------------------------------------------------------------------
+
+
+@dataclass
+class Regrade(DiagnosticsView):
+    """What ``regrade`` wrote: the new results file (``out``) and its ``summary``, how many
+    records were ``regraded``, and those that were not: ``prompt_changed`` (``(eval_id,
+    target)``: the case's prompt is not what the record says was sent; ``agentv eval
+    --resume OUT`` runs them again) and ``not_regraded`` (``(eval_id, target, why)``). Both
+    kinds are copied into ``out`` as they were. ``diagnostics``: eval files that could not
+    be read, lines of the results file that are not results."""
+
+    out: Path
+    summary: Summary
+    regraded: int
+    prompt_changed: list[tuple[str, str]]
+    not_regraded: list[tuple[str, str, str]]
+    diagnostics: list[Diagnostic]
+    judge_cache_hits: int = 0
+    """Judge answers reused from ``cache``."""
+    spent_usd: float = 0.0
+    """US dollars the judges' requests cost (the targets were not asked)."""
+
+
+async def aregrade(
+    results: PathLike,
+    *,
+    out: PathLike | None = None,
+    eval_paths: PathLike | Sequence[PathLike] | None = None,
+    targets_file: PathLike | None = None,
+    cache: bool = False,
+    pass_threshold: float | None = None,
+    agent_timeout: float | None = 120.0,
+    allow_outside_root: bool = False,
+    cwd: PathLike | None = None,
+) -> Regrade:
+    """``regrade`` inside a running event loop."""
+    from agentv.env import load_env_file
+    from agentv.evalfile.files import FileStore, find_repo_root
+    from agentv.evalfile.finder import expand_eval_paths
+    from agentv.evalfile.loader import LoadContext
+    from agentv.results.reader import results_format
+    from agentv.results.record import EvalResult as Record
+    from agentv.results.writers import open_writer
+    from agentv.run.cache import ResponseCache
+    from agentv.run.pipeline import RunSettings
+    from agentv.run.regrade import default_regrade_path, regrade_records
+    from agentv.targets import TargetPool
+
+    base = Path(cwd).resolve() if cwd is not None else Path.cwd().resolve()
+    source = base / Path(results)
+    read = read_results(source)
+    if not read.results:
+        raise InputError(f"{source} holds no result to regrade", read.diagnostics)
+    if pass_threshold is not None and not 0 <= pass_threshold <= 1:
+        raise ConfigError(f"pass_threshold must be from 0 to 1 (got {pass_threshold})")
+    files = None
+    if eval_paths is not None:
+        args = [eval_paths] if isinstance(eval_paths, (str, Path)) else list(eval_paths)
+        files = expand_eval_paths([str(p) for p in args], base)
+    first = files[0] if files else Path(read.results[0].eval_file or source)
+    load_env_file(find_repo_root((base / first).parent, base), base)
+    target = base / Path(out) if out is not None else default_regrade_path(source)
+    if target.resolve() == source.resolve():
+        raise ConfigError(f"regrade writes a new results file: give an out other than {source}")
+    settings = RunSettings(
+        agent_timeout=agent_timeout if agent_timeout and agent_timeout > 0 else None,
+        cache=ResponseCache(base / ".agentv" / "cache") if cache else None,
+    )
+    if pass_threshold is not None:
+        settings.pass_threshold = pass_threshold
+    pool = TargetPool(cwd=base, targets_path=_under(base, targets_file))
+    context = LoadContext(store=FileStore(cwd=base), allow_outside_root=allow_outside_root)
+    done = await regrade_records(
+        read.results,
+        pool,
+        settings,
+        cwd=base,
+        eval_files=files,
+        context=context,
+        config_thresholds=pass_threshold is None,  # the caller's wins over every config's
+    )
+    writer = open_writer(target, results_format(source), append=False)
+    from agentv.results.summary import SummaryCollector
+
+    collector = SummaryCollector()
+    try:
+        for record in done.records:
+            writer.write(record)
+            collector.add(Record.from_record(record))
+    finally:
+        writer.close()
+    return Regrade(
+        out=writer.path,
+        summary=collector.summary(),
+        regraded=done.regraded,
+        prompt_changed=done.prompt_changed,
+        not_regraded=done.not_regraded,
+        diagnostics=[*read.diagnostics, *done.diagnostics],
+        judge_cache_hits=done.stats.judge_cache_hits,
+        spent_usd=done.spent_usd,
+    )
+
+
+def regrade(
+    results: PathLike,
+    *,
+    out: PathLike | None = None,
+    eval_paths: PathLike | Sequence[PathLike] | None = None,
+    targets_file: PathLike | None = None,
+    cache: bool = False,
+    pass_threshold: float | None = None,
+    agent_timeout: float | None = 120.0,
+    allow_outside_root: bool = False,
+    cwd: PathLike | None = None,
+) -> Regrade:
+    """Grade again the answers a results file recorded with the evaluators the eval files
+    hold now, asking no target: a new results file (``out``, default
+    ``RESULTS.regraded.jsonl`` beside it) with every record of ``results``, the regraded
+    ones graded anew (judges are asked, through ``cache`` when set). ``eval_paths``: the
+    eval files (default: those the records name); ``targets_file``: as for a run (the
+    targets are found by the names the records hold, their judges as a run finds them).
+    Records whose case's prompt changed since, live conversations and records without an
+    answer are not regraded: they are copied as they were and listed in the returned
+    ``Regrade`` (docs/after-the-run.md, "Regrading"). Inside a running event loop use
+    ``await aregrade(...)``."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        raise RuntimeError(
+            "regrade() was called inside a running event loop; use `await aregrade(...)`"
+        )
+    return asyncio.run(
+        aregrade(
+            results,
+            out=out,
+            eval_paths=eval_paths,
+            targets_file=targets_file,
+            cache=cache,
+            pass_threshold=pass_threshold,
+            agent_timeout=agent_timeout,
+            allow_outside_root=allow_outside_root,
+            cwd=cwd,
+        )
+    )
