@@ -24,6 +24,7 @@ _EXPORTS: dict[str, str] = {
     "Comparison": "agentv.results.compare",
     "ConfigError": "agentv.errors",
     "Diagnostic": "agentv.errors",
+    "Estimate": "agentv.run.estimate",
     "EvalResult": "agentv.results.record",
     "EvalRun": "agentv.api",
     "InputError": "agentv.errors",
@@ -42,6 +43,7 @@ _EXPORTS: dict[str, str] = {
     "aregrade": "agentv.api",
     "arun_eval": "agentv.api",
     "compare": "agentv.api",
+    "estimate": "agentv.api",
     "load_eval_file": "agentv.api",
     "prepare_run": "agentv.api",
     "preview": "agentv.api",
@@ -59,6 +61,7 @@ __all__ = [
     "Comparison",
     "ConfigError",
     "Diagnostic",
+    "Estimate",
     "EvalResult",
     "EvalRun",
     "InputError",
@@ -78,6 +81,7 @@ __all__ = [
     "aregrade",
     "arun_eval",
     "compare",
+    "estimate",
     "load_eval_file",
     "prepare_run",
     "preview",
@@ -115,6 +119,7 @@ if TYPE_CHECKING:
         aregrade,
         arun_eval,
         compare,
+        estimate,
         load_eval_file,
         prepare_run,
         preview,
@@ -140,4 +145,5 @@ if TYPE_CHECKING:
     from agentv.results.record import EvalResult
     from agentv.results.report import Report
     from agentv.results.summary import Summary
+    from agentv.run.estimate import Estimate
     from agentv.run.preview import Preview

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from agentv.results.report import Report
     from agentv.results.summary import Summary, Tokens, TurnStats
     from agentv.results.writers import ResultWriter
+    from agentv.run.estimate import Estimate
     from agentv.run.orchestrator import Executor, ProgressSink
     from agentv.run.pipeline import RunSettings, RunStats
     from agentv.run.plan import Plan
@@ -49,6 +50,7 @@ __all__ = [
     "CaseDelta",
     "Comparison",
     "DryRun",
+    "Estimate",
     "EvalRun",
     "GateStats",
     "NoCasesError",
@@ -69,6 +71,7 @@ __all__ = [
     "compare",
     "default_results_path",
     "display_path",
+    "estimate",
     "github_annotations",
     "load_eval_file",
     "prepare_run",
@@ -93,6 +96,7 @@ _LAZY = {
     "CaseDelta": "agentv.results.compare",
     "Comparison": "agentv.results.compare",
     "DryRun": "agentv.targets",
+    "Estimate": "agentv.run.estimate",
     "GateStats": "agentv.run.scheduling",
     "Preview": "agentv.run.preview",
     "PythonTarget": "agentv.providers.python",
@@ -690,6 +694,48 @@ def preview(
         allow_outside_root=allow_outside_root,
         cwd=cwd,
     )
+
+
+def estimate(
+    paths: PathLike | Sequence[PathLike],
+    *,
+    target: str | Sequence[str] | None = None,
+    targets_file: PathLike | None = None,
+    repeat: int | None = None,
+    eval_id: str | None = None,
+    answer_tokens: int | None = None,
+    allow_outside_root: bool = False,
+    cwd: PathLike | None = None,
+) -> Estimate:
+    """What running ``paths`` would cost, before anything is sent (``agentv estimate``):
+    for each target and judge the requests, input tokens (about 4 characters a token, over
+    the exact messages the run sends), output tokens (each answer taken to be
+    ``answer_tokens`` long, 500 by default) and US dollars at the run's prices. ``target``,
+    ``targets_file``, ``repeat`` and ``eval_id`` choose as for a run. No secret is needed.
+    Raises ``InputError`` when no eval file can be used."""
+    from agentv.evalfile.finder import expand_eval_paths
+    from agentv.run.estimate import DEFAULT_ANSWER_TOKENS, estimate_run
+
+    base = Path(cwd).resolve() if cwd is not None else Path.cwd().resolve()
+    args = [str(paths)] if isinstance(paths, (str, Path)) else [str(p) for p in paths]
+    if answer_tokens is not None and answer_tokens < 0:
+        raise ConfigError(f"answer_tokens must be 0 or more (got {answer_tokens})")
+    if repeat is not None and repeat < 1:
+        raise ConfigError(f"repeat must be at least 1 (got {repeat})")
+    names = [target] if isinstance(target, str) else list(target or [])
+    found = estimate_run(
+        expand_eval_paths(args, base),
+        cwd=base,
+        targets=names,
+        targets_path=_under(base, targets_file),
+        repeat=repeat,
+        eval_id=eval_id,
+        answer_tokens=DEFAULT_ANSWER_TOKENS if answer_tokens is None else answer_tokens,
+        allow_outside_root=allow_outside_root,
+    )
+    if not found.cases and found.errors:
+        raise InputError(found.errors[0].message, found.diagnostics)
+    return found
 
 
 def render(
