@@ -469,6 +469,15 @@ def prepare_run(paths: PathLike | Sequence[PathLike], **options: Unpack[RunOptio
     from agentv.targets import DryRun, TargetPool
 
     _check_options(dict(options))
+    budget = options.get("budget_usd")
+    if budget is not None:
+        if not budget > 0:
+            raise ConfigError(f"budget_usd must be more than 0 (got {budget})")
+        if options.get("executor", "local") != "local":
+            raise ConfigError(
+                "budget_usd holds a run's spend in this process: use executor='local' (the "
+                "default) with it"
+            )
     cwd = options.get("cwd")
     base = Path(cwd).resolve() if cwd is not None else Path.cwd().resolve()
     args = [str(paths)] if isinstance(paths, (str, Path)) else [str(p) for p in paths]
@@ -517,14 +526,6 @@ def prepare_run(paths: PathLike | Sequence[PathLike], **options: Unpack[RunOptio
     agent_timeout = options.get("agent_timeout", 120.0)
     dump_prompts = options.get("dump_prompts")
     budget = options.get("budget_usd")
-    if budget is not None:
-        if not budget > 0:
-            raise ConfigError(f"budget_usd must be more than 0 (got {budget})")
-        if options.get("executor", "local") != "local":
-            raise ConfigError(
-                "budget_usd holds a run's spend in this process: use executor='local' (the "
-                "default) with it"
-            )
     settings = RunSettings(
         workers=workers,
         agent_timeout=agent_timeout if agent_timeout and agent_timeout > 0 else None,
