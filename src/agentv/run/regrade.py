@@ -83,7 +83,8 @@ async def regrade_records(
     ``eval_files`` (default: the files the records name) and the targets of ``pool``."""
     context = context or LoadContext(store=FileStore(cwd=cwd))
     done = Regraded()
-    cases, thresholds = _cases(results, eval_files, cwd, context, done)
+    by_file = eval_files is None  # named files: matched by dataset and id wherever they are
+    cases, thresholds = _cases(results, eval_files, cwd, context, done, by_file=by_file)
     if not config_thresholds:
         thresholds = {}
     stats = done.stats
@@ -95,7 +96,7 @@ async def regrade_records(
     )
     jobs: list[tuple[int, CaseJob, EvalResult] | None] = []
     for result in results:
-        job, why = _job(result, cases, thresholds, pool, cwd)
+        job, why = _job(result, cases, thresholds, pool, cwd, by_file=by_file)
         if job is None:
             if why == "prompt":
                 done.prompt_changed.append((result.eval_id or "", result.target or ""))
@@ -136,13 +137,15 @@ def _cases(
     cwd: Path,
     context: LoadContext,
     done: Regraded,
-) -> tuple[dict[tuple[Path, str, str], EvalCase], dict[Path, float | None]]:
-    """Every case of the eval files, by (file, dataset, id), and each file's pass
-    threshold (its config's)."""
+    *,
+    by_file: bool,
+) -> tuple[dict[tuple[Path | None, str, str], EvalCase], dict[Path, float | None]]:
+    """Every case of the eval files, by (file, dataset, id) (``by_file``) or by (dataset,
+    id), and each file's pass threshold (its config's)."""
     if eval_files is None:
         named = {r.eval_file for r in results if r.eval_file}
         eval_files = sorted({(cwd / name).resolve() for name in named})
-    cases: dict[tuple[Path, str, str], EvalCase] = {}
+    cases: dict[tuple[Path | None, str, str], EvalCase] = {}
     thresholds: dict[Path, float | None] = {}
     for path in eval_files:
         path = path.resolve()
@@ -160,16 +163,18 @@ def _cases(
         config, _ = context.guidelines.for_eval_dir(path.parent, loaded.repo_root)
         thresholds[path] = config.pass_threshold
         for case in iter_cases(loaded, context=context):
-            cases[(path, case.dataset, case.id)] = case
+            cases[(path if by_file else None, case.dataset, case.id)] = case
     return cases, thresholds
 
 
 def _job(
     result: EvalResult,
-    cases: dict[tuple[Path, str, str], EvalCase],
+    cases: dict[tuple[Path | None, str, str], EvalCase],
     thresholds: dict[Path, float | None],
     pool: TargetPool,
     cwd: Path,
+    *,
+    by_file: bool,
 ) -> tuple[CaseJob | None, str | None]:
     """The job that regrades ``result``, or None and why not ("prompt": its prompt
     changed)."""
@@ -178,9 +183,10 @@ def _job(
     if result.turns is not None:
         return None, "a live conversation: run it again with agentv eval"
     path = (cwd / result.eval_file).resolve() if result.eval_file else None
-    case = cases.get((path, result.dataset, result.eval_id or "")) if path else None
-    if case is None or path is None:
+    case = cases.get((path if by_file else None, result.dataset, result.eval_id or ""))
+    if case is None:
         return None, "the case is no longer in the eval files"
+    path = case.eval_file
     try:
         target = pool.target(path, find_repo_root(path.parent, cwd), result.target or "")
     except AgentVError as exc:
