@@ -195,6 +195,15 @@ def test_records_and_summary_hold_the_cost_by_party_and_reused_answers_apart(rep
     data = second.summary.to_dict()
     assert data["cost"]["usd"] == 0 and data["cost"]["reused_usd"] == pytest.approx(total)
     assert data["targets"][0]["cost"]["per_run_usd"] == pytest.approx(total_target)
+    # compare: what each run spent, and the same price per run (the same answers)
+    compared = agentv.compare("a.jsonl", "b.jsonl")
+    assert compared.base.cost["usd"] == pytest.approx(total)
+    assert compared.new.cost == {
+        "usd": 0.0,
+        "reused_usd": pytest.approx(total),
+        "per_run_usd": pytest.approx(total_target),
+    }
+    assert compared.to_dict()["cost"]["base"]["per_run_usd"] == pytest.approx(total_target)
 
 
 def test_cached_input_tokens_are_read_from_each_api_and_priced_lower(repo: Path) -> None:
