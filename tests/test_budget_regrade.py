@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import xmlschema
 
 import agentv
 from fakes import FakeLLMServer, RecordedRequest
@@ -109,6 +110,9 @@ def test_a_budget_stops_the_run_mid_way_and_resume_goes_on(repo: Path) -> None:
         # the summary's scores are over the runs that ran
         summary = agentv.read_results(repo / "r.jsonl").summary
         assert (summary.skipped, summary.graded, summary.mean) == (6, 4, 1.0)
+        junit = agentv.write_junit(repo / "r.jsonl", repo / "j.xml").read_text()
+        assert 'skipped="6"' in junit and junit.count("<skipped ") == 6
+        xmlschema.XMLSchema(Path(__file__).parent / "data" / "junit.xsd").validate(junit)
 
         again = _agentv(repo, "eval", "evals/", "--resume", "r.jsonl", "--budget-usd", "100")
         assert again.returncode == 0, again.stderr

@@ -400,6 +400,10 @@ class PreparedRun:
         dumper = self.settings.dumper
         meter = orchestrator.pipeline.meter
         summary = collector.summary()
+        spent, reused = meter.spent, meter.reused
+        if self.executor is not None and summary.cost is not None:
+            # the cases ran in other processes, each with its own meter: their records say
+            spent, reused = summary.cost.total.usd, summary.cost.total.reused_usd
         file_problems: list[Diagnostic] = []
         whole = self.append and writer is not None
         if whole:  # the file is the unit: its summary is the whole file's
@@ -424,8 +428,8 @@ class PreparedRun:
             dry_run=self.pool.dry_run is not None,
             artifacts=_artifacts(self.pool),
             prompts_dir=dumper.folder if dumper is not None and dumper.count else None,
-            spent_usd=meter.spent,
-            reused_usd=meter.reused,
+            spent_usd=spent,
+            reused_usd=reused,
             unpriced=list(meter.unpriced.values()),
             budget_usd=meter.budget,
             budget_reached=meter.stopped,
