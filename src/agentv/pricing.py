@@ -95,6 +95,13 @@ class Pricer:
         self._exact: dict[tuple[str, str | None], Any] = {}
         self._lock = threading.Lock()
 
+    def known(self, provider: Provider, model: str | None = None) -> bool:
+        """Whether ``rates`` answers at once (no table to load: run it in a thread first
+        when an event loop must not wait the half second the table takes to load)."""
+        if getattr(provider, "price", None) is not None:
+            return True
+        return (provider.kind, target_model(provider, model)) in self._rates
+
     def rates(self, provider: Provider, model: str | None = None) -> Rates | None:
         """``provider``'s prices for ``model`` (default: its own); None when unknown."""
         override: TargetPrice | None = getattr(provider, "price", None)
@@ -110,6 +117,8 @@ class Pricer:
         if key in self._rates:
             return self._rates[key]
         with self._lock:
+            if key in self._rates:  # found by another thread meanwhile
+                return self._rates[key]
             found, exact = _table_rates(*key)
             self._rates[key] = found
             if exact is not None:

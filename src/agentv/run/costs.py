@@ -18,6 +18,7 @@ is priced the same way, from its usage and the target that answered it, and kept
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -160,6 +161,10 @@ class MeteredProvider(ProviderWrapper):
 
     async def invoke(self, request: ProviderRequest) -> ProviderResponse:
         response = await self.wrapped.invoke(request)
+        if response.usage is not None and not self.meter.pricer.known(self, request.model):
+            # the price table loads once per run, in a thread: the other requests in flight
+            # must not wait for it (their time is measured)
+            await asyncio.to_thread(self.meter.pricer.rates, self, request.model)
         self.meter.account(self, response, party=request.party, model=request.model)
         return response
 
