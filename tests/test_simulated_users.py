@@ -209,8 +209,8 @@ def test_a_simulator_that_breaks_role_is_a_user_error_not_the_models(repo: Path,
         suite(repo, {"id": "good"}, {"id": "bad", "persona": "A BROKEN customer."})
         proc = agentv_cli(repo, "eval", "evals/support.yaml", "--out", "r.jsonl")
         asked_agent = len(agent.requests)
-    assert proc.returncode == 4, proc.stdout + proc.stderr
-    assert "1 simulated user(s) failed (user_error): exit code 4" in proc.stderr
+    assert proc.returncode == 5, proc.stdout + proc.stderr
+    assert "1 simulated user(s) failed (user_error): exit code 5" in proc.stderr
     records = {
         r["eval_id"]: r for r in map(json.loads, (repo / "r.jsonl").read_text().splitlines())
     }
@@ -419,3 +419,19 @@ def test_cache_and_repeats_work_on_simulated_conversations(repo: Path) -> None:
     assert [t["content"] for t in again.results[0].turns] == [
         t["content"] for t in first.results[0].turns
     ]
+
+
+def test_the_estimate_counts_a_simulated_conversation_at_its_longest(repo: Path) -> None:
+    with FakeLLMServer() as agent, FakeLLMServer() as customer:
+        _targets(repo, agent, customer)
+        suite(repo, {"id": "opens", "first": "null", "max_turns": 3}, {"id": "written"})
+        found = agentv.estimate("evals/support.yaml", cwd=repo, answer_tokens=10)
+        assert agent.requests == [] and customer.requests == []  # nothing sent
+    lines = {(line.target, line.role): line for line in found.lines}
+    # "opens": 3 turns, each simulated; "written": 6 turns, the first one written
+    assert lines[("default", "target")].requests == 3 + 6
+    user = lines[("customer", "user")]
+    assert user.requests == 3 + 5
+    assert user.output_tokens == (3 + 5) * found.user_message_tokens
+    # a later simulator request carries the conversation so far: it is the longer one
+    assert user.input_tokens > 8 * 100

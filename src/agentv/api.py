@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from agentv.results.report import Report
     from agentv.results.summary import Summary, Tokens, TurnStats
     from agentv.results.writers import ResultWriter
+    from agentv.run.estimate import Estimate
     from agentv.run.orchestrator import Executor, ProgressSink
     from agentv.run.pipeline import RunSettings, RunStats
     from agentv.run.plan import Plan
@@ -49,12 +50,14 @@ __all__ = [
     "CaseDelta",
     "Comparison",
     "DryRun",
+    "Estimate",
     "EvalRun",
     "GateStats",
     "NoCasesError",
     "PreparedRun",
     "Preview",
     "PythonTarget",
+    "Regrade",
     "Report",
     "ResultsFile",
     "RunOptions",
@@ -63,15 +66,18 @@ __all__ = [
     "Tokens",
     "TurnStats",
     "Validation",
+    "aregrade",
     "arun_eval",
     "compare",
     "default_results_path",
     "display_path",
+    "estimate",
     "github_annotations",
     "load_eval_file",
     "prepare_run",
     "preview",
     "read_results",
+    "regrade",
     "render",
     "report",
     "report_path",
@@ -90,6 +96,7 @@ _LAZY = {
     "CaseDelta": "agentv.results.compare",
     "Comparison": "agentv.results.compare",
     "DryRun": "agentv.targets",
+    "Estimate": "agentv.run.estimate",
     "GateStats": "agentv.run.scheduling",
     "Preview": "agentv.run.preview",
     "PythonTarget": "agentv.providers.python",
@@ -179,6 +186,10 @@ class RunOptions(TypedDict, total=False):
     """The Ray cluster to attach to (default ``RAY_ADDRESS``, else a local Ray)."""
     ray_cpus_per_case: float | None
     """CPUs each case reserves on Ray (default 1)."""
+    budget_usd: float | None
+    """US dollars the run may spend: once its requests have cost that much, nothing more
+    is sent; requests in flight finish, and the runs not sent are recorded ``skipped``
+    (``EvalRun.budget_reached``). Local runs only (not with ``executor="ray"``)."""
 
 
 _OPTION_NAMES: tuple[str, ...] = tuple(RunOptions.__annotations__)
@@ -236,12 +247,23 @@ class EvalRun:
         """Every selected case ran and was graded without error (exit code 0's condition,
         ``--threshold`` aside)."""
         s = self.summary
-        return not (s.errors or s.invalid or s.user_errors or self.unusable_files)
+        return not (s.errors or s.invalid or s.user_errors or s.skipped or self.unusable_files)
 
     artifacts: dict[str, list[Path]] = field(default_factory=dict)
     """Files the targets left for people to read (agent logs), by kind."""
     prompts_dir: Path | None = None
     """Where ``dump_prompts`` wrote the prompts, when any were written."""
+    spent_usd: float = 0.0
+    """US dollars this call's requests cost (every party; answers reused from ``cache``
+    not counted: ``reused_usd``). Tokens without a price add nothing: ``unpriced``."""
+    reused_usd: float = 0.0
+    """The price of the answers reused from ``cache`` (not spent again)."""
+    unpriced: list[str] = field(default_factory=list)
+    """Targets whose tokens had no price (each said with what to do)."""
+    budget_usd: float | None = None
+    """The run's budget (``budget_usd``), when it had one."""
+    budget_reached: bool = False
+    """The budget stopped the run: some runs were not sent (status ``skipped``)."""
 
 
 class _Sink:
@@ -379,7 +401,12 @@ class PreparedRun:
                 writer.close()
             await self.pool.aclose()
         dumper = self.settings.dumper
+        meter = orchestrator.pipeline.meter
         summary = collector.summary()
+        spent, reused = meter.spent, meter.reused
+        if self.executor is not None and summary.cost is not None:
+            # the cases ran in other processes, each with its own meter: their records say
+            spent, reused = summary.cost.total.usd, summary.cost.total.reused_usd
         file_problems: list[Diagnostic] = []
         whole = self.append and writer is not None
         if whole:  # the file is the unit: its summary is the whole file's
@@ -404,6 +431,11 @@ class PreparedRun:
             dry_run=self.pool.dry_run is not None,
             artifacts=_artifacts(self.pool),
             prompts_dir=dumper.folder if dumper is not None and dumper.count else None,
+            spent_usd=spent,
+            reused_usd=reused,
+            unpriced=list(meter.unpriced.values()),
+            budget_usd=meter.budget,
+            budget_reached=meter.stopped,
         )
 
 
@@ -444,6 +476,15 @@ def prepare_run(paths: PathLike | Sequence[PathLike], **options: Unpack[RunOptio
     from agentv.targets import DryRun, TargetPool
 
     _check_options(dict(options))
+    budget = options.get("budget_usd")
+    if budget is not None:
+        if not budget > 0:
+            raise ConfigError(f"budget_usd must be more than 0 (got {budget})")
+        if options.get("executor", "local") != "local":
+            raise ConfigError(
+                "budget_usd holds a run's spend in this process: use executor='local' (the "
+                "default) with it"
+            )
     cwd = options.get("cwd")
     base = Path(cwd).resolve() if cwd is not None else Path.cwd().resolve()
     args = [str(paths)] if isinstance(paths, (str, Path)) else [str(p) for p in paths]
@@ -491,12 +532,14 @@ def prepare_run(paths: PathLike | Sequence[PathLike], **options: Unpack[RunOptio
         raise ConfigError(f"pass_threshold must be from 0 to 1 (got {pass_threshold})")
     agent_timeout = options.get("agent_timeout", 120.0)
     dump_prompts = options.get("dump_prompts")
+    budget = options.get("budget_usd")
     settings = RunSettings(
         workers=workers,
         agent_timeout=agent_timeout if agent_timeout and agent_timeout > 0 else None,
         max_retries=max(0, options.get("max_retries", 2)),
         cache=ResponseCache(base / ".agentv" / "cache") if options.get("cache") else None,
         dumper=PromptDumper(base / dump_prompts) if dump_prompts is not None else None,
+        budget_usd=budget,
     )
     if pass_threshold is not None:
         settings.pass_threshold = pass_threshold
@@ -664,6 +707,48 @@ def preview(
         allow_outside_root=allow_outside_root,
         cwd=cwd,
     )
+
+
+def estimate(
+    paths: PathLike | Sequence[PathLike],
+    *,
+    target: str | Sequence[str] | None = None,
+    targets_file: PathLike | None = None,
+    repeat: int | None = None,
+    eval_id: str | None = None,
+    answer_tokens: int | None = None,
+    allow_outside_root: bool = False,
+    cwd: PathLike | None = None,
+) -> Estimate:
+    """What running ``paths`` would cost, before anything is sent (``agentv estimate``):
+    for each target and judge the requests, input tokens (about 4 characters a token, over
+    the exact messages the run sends), output tokens (each answer taken to be
+    ``answer_tokens`` long, 500 by default) and US dollars at the run's prices. ``target``,
+    ``targets_file``, ``repeat`` and ``eval_id`` choose as for a run. No secret is needed.
+    Raises ``InputError`` when no eval file can be used."""
+    from agentv.evalfile.finder import expand_eval_paths
+    from agentv.run.estimate import DEFAULT_ANSWER_TOKENS, estimate_run
+
+    base = Path(cwd).resolve() if cwd is not None else Path.cwd().resolve()
+    args = [str(paths)] if isinstance(paths, (str, Path)) else [str(p) for p in paths]
+    if answer_tokens is not None and answer_tokens < 0:
+        raise ConfigError(f"answer_tokens must be 0 or more (got {answer_tokens})")
+    if repeat is not None and repeat < 1:
+        raise ConfigError(f"repeat must be at least 1 (got {repeat})")
+    names = [target] if isinstance(target, str) else list(target or [])
+    found = estimate_run(
+        expand_eval_paths(args, base),
+        cwd=base,
+        targets=names,
+        targets_path=_under(base, targets_file),
+        repeat=repeat,
+        eval_id=eval_id,
+        answer_tokens=DEFAULT_ANSWER_TOKENS if answer_tokens is None else answer_tokens,
+        allow_outside_root=allow_outside_root,
+    )
+    if not found.cases and found.errors:
+        raise InputError(found.errors[0].message, found.diagnostics)
+    return found
 
 
 def render(
@@ -850,3 +935,152 @@ def github_annotations(results: PathLike, cwd: Path) -> list[str]:
     from agentv.results.junit import read_records
 
     return annotations(read_records(Path(results)), cwd)
+
+
+# --- regrading ------------------------------------------------------------------------------
+
+
+@dataclass
+class Regrade(DiagnosticsView):
+    """What ``regrade`` wrote: the new results file (``out``) and its ``summary``, how many
+    records were ``regraded``, and those that were not: ``prompt_changed`` (``(eval_id,
+    target)``: the case's prompt is not what the record says was sent; ``agentv eval
+    --resume OUT`` runs them again) and ``not_regraded`` (``(eval_id, target, why)``). Both
+    kinds are copied into ``out`` as they were. ``diagnostics``: eval files that could not
+    be read, lines of the results file that are not results."""
+
+    out: Path
+    summary: Summary
+    regraded: int
+    prompt_changed: list[tuple[str, str]]
+    not_regraded: list[tuple[str, str, str]]
+    diagnostics: list[Diagnostic]
+    judge_cache_hits: int = 0
+    """Judge answers reused from ``cache``."""
+    spent_usd: float = 0.0
+    """US dollars the judges' requests cost (the targets were not asked)."""
+
+
+async def aregrade(
+    results: PathLike,
+    *,
+    out: PathLike | None = None,
+    eval_paths: PathLike | Sequence[PathLike] | None = None,
+    targets_file: PathLike | None = None,
+    cache: bool = False,
+    pass_threshold: float | None = None,
+    agent_timeout: float | None = 120.0,
+    allow_outside_root: bool = False,
+    cwd: PathLike | None = None,
+) -> Regrade:
+    """``regrade`` inside a running event loop."""
+    from agentv.env import load_env_file
+    from agentv.evalfile.files import FileStore, find_repo_root
+    from agentv.evalfile.finder import expand_eval_paths
+    from agentv.evalfile.loader import LoadContext
+    from agentv.results.reader import results_format
+    from agentv.results.record import EvalResult as Record
+    from agentv.results.writers import open_writer
+    from agentv.run.cache import ResponseCache
+    from agentv.run.pipeline import RunSettings
+    from agentv.run.regrade import default_regrade_path, regrade_records
+    from agentv.targets import TargetPool
+
+    base = Path(cwd).resolve() if cwd is not None else Path.cwd().resolve()
+    source = base / Path(results)
+    read = read_results(source)
+    if not read.results:
+        raise InputError(f"{source} holds no result to regrade", read.diagnostics)
+    if pass_threshold is not None and not 0 <= pass_threshold <= 1:
+        raise ConfigError(f"pass_threshold must be from 0 to 1 (got {pass_threshold})")
+    files = None
+    if eval_paths is not None:
+        args = [eval_paths] if isinstance(eval_paths, (str, Path)) else list(eval_paths)
+        files = expand_eval_paths([str(p) for p in args], base)
+    first = files[0] if files else Path(read.results[0].eval_file or source)
+    load_env_file(find_repo_root((base / first).parent, base), base)
+    target = base / Path(out) if out is not None else default_regrade_path(source)
+    if target.resolve() == source.resolve():
+        raise ConfigError(f"regrade writes a new results file: give an out other than {source}")
+    settings = RunSettings(
+        agent_timeout=agent_timeout if agent_timeout and agent_timeout > 0 else None,
+        cache=ResponseCache(base / ".agentv" / "cache") if cache else None,
+    )
+    if pass_threshold is not None:
+        settings.pass_threshold = pass_threshold
+    pool = TargetPool(cwd=base, targets_path=_under(base, targets_file))
+    context = LoadContext(store=FileStore(cwd=base), allow_outside_root=allow_outside_root)
+    done = await regrade_records(
+        read.results,
+        pool,
+        settings,
+        cwd=base,
+        eval_files=files,
+        context=context,
+        config_thresholds=pass_threshold is None,  # the caller's wins over every config's
+    )
+    writer = open_writer(target, results_format(source), append=False)
+    from agentv.results.summary import SummaryCollector
+
+    collector = SummaryCollector()
+    try:
+        for record in done.records:
+            writer.write(record)
+            collector.add(Record.from_record(record))
+    finally:
+        writer.close()
+    return Regrade(
+        out=writer.path,
+        summary=collector.summary(),
+        regraded=done.regraded,
+        prompt_changed=done.prompt_changed,
+        not_regraded=done.not_regraded,
+        diagnostics=[*read.diagnostics, *done.diagnostics],
+        judge_cache_hits=done.stats.judge_cache_hits,
+        spent_usd=done.spent_usd,
+    )
+
+
+def regrade(
+    results: PathLike,
+    *,
+    out: PathLike | None = None,
+    eval_paths: PathLike | Sequence[PathLike] | None = None,
+    targets_file: PathLike | None = None,
+    cache: bool = False,
+    pass_threshold: float | None = None,
+    agent_timeout: float | None = 120.0,
+    allow_outside_root: bool = False,
+    cwd: PathLike | None = None,
+) -> Regrade:
+    """Grade again the answers a results file recorded with the evaluators the eval files
+    hold now, asking no target: a new results file (``out``, default
+    ``RESULTS.regraded.jsonl`` beside it) with every record of ``results``, the regraded
+    ones graded anew (judges are asked, through ``cache`` when set). ``eval_paths``: the
+    eval files (default: those the records name); ``targets_file``: as for a run (the
+    targets are found by the names the records hold, their judges as a run finds them).
+    Records whose case's prompt changed since, live conversations and records without an
+    answer are not regraded: they are copied as they were and listed in the returned
+    ``Regrade`` (docs/after-the-run.md, "Regrading"). Inside a running event loop use
+    ``await aregrade(...)``."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        raise RuntimeError(
+            "regrade() was called inside a running event loop; use `await aregrade(...)`"
+        )
+    return asyncio.run(
+        aregrade(
+            results,
+            out=out,
+            eval_paths=eval_paths,
+            targets_file=targets_file,
+            cache=cache,
+            pass_threshold=pass_threshold,
+            agent_timeout=agent_timeout,
+            allow_outside_root=allow_outside_root,
+            cwd=cwd,
+        )
+    )

@@ -17,6 +17,8 @@ what is wrong, where, and what to do. Nothing below ever shows a traceback to a 
         ProviderTimeout     no answer in time
         AgentProcessError   an agent or command exited badly
       EvaluatorError        an evaluator could not grade (recorded, never fatal)
+      BudgetReached         the run's spend reached ``--budget-usd``: a request was not
+                            sent (its case is recorded ``skipped``, never fatal)
 
 The three kinds a run can stop on say where to look: the file (``InputError``), the
 settings and options (``ConfigError``), or the machine (``SetupError``).
@@ -176,3 +178,17 @@ class AgentProcessError(ProviderError):
 
 class EvaluatorError(AgentVError):
     """An evaluator could not grade an answer; recorded on the result, never fatal."""
+
+
+class BudgetReached(AgentVError):
+    """A request was not sent: the run had spent its ``--budget-usd`` (docs/running.md,
+    "A budget"). Its case is recorded as ``skipped``; the run goes on with the requests in
+    flight and sends nothing more."""
+
+    def __init__(self, budget: float, spent: float) -> None:
+        super().__init__(
+            f"not run: the run's spend reached its budget (${spent:.4f} of ${budget:g}) "
+            "before this case's request was sent"
+        )
+        self.budget = budget
+        self.spent = spent

@@ -233,6 +233,9 @@ class FakeLLMServer:
     #: the names of OpenAI's output limit this server knows (and honours); others are
     #: ignored, or refused when ``strict``
     limit_params: tuple[str, ...] = ("max_completion_tokens", "max_tokens")
+    #: input tokens each answer says were read from the vendor's prompt cache, in the API's
+    #: own field (OpenAI's within the prompt tokens, Anthropic's apart from its input tokens)
+    cached_prompt_tokens: int = 0
     #: for each endless body served, the bytes sent of it so far (when the client stopped
     #: reading, the server's writes stop too, a few buffers later)
     endless_sent: list[int] = field(default_factory=list)
@@ -433,6 +436,8 @@ class FakeLLMServer:
         payload = _SUCCESS[api](rec, text, self.reasoning, n)
         if calls:
             _call_tools(api, payload, calls, n)
+        if self.cached_prompt_tokens:
+            _cached_tokens(api, payload, self.cached_prompt_tokens)
         if cut:
             _finish(api, payload, _LENGTH[api])
         if fault is not None and fault.finish is not None:
@@ -589,6 +594,17 @@ _SUCCESS: dict[str, Callable[[RecordedRequest, str, str | None, int], Any]] = {
     "anthropic": _anthropic_success,
     "gemini": _gemini_success,
 }
+
+
+def _cached_tokens(api: str, payload: Any, count: int) -> None:
+    """Say ``count`` input tokens came from the vendor's prompt cache, as each API does."""
+    if api in ("openai", "azure"):
+        payload["usage"]["prompt_tokens_details"] = {"cached_tokens": count}
+    elif api == "anthropic":
+        payload["usage"]["cache_read_input_tokens"] = count
+    elif api == "gemini":
+        payload["usageMetadata"]["cachedContentTokenCount"] = count
+
 
 #: how each API says an answer was cut at the output limit
 _LENGTH = {"openai": "length", "azure": "length", "anthropic": "max_tokens", "gemini": "MAX_TOKENS"}

@@ -55,6 +55,8 @@ _COMMANDS = {
     "init": ("agentv.cli.init", "init_command"),
     "compare": ("agentv.cli.compare", "compare_command"),
     "report": ("agentv.cli.report", "report_command"),
+    "regrade": ("agentv.cli.regrade", "regrade_command"),
+    "estimate": ("agentv.cli.estimate", "estimate_command"),
 }
 
 

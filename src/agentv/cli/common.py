@@ -43,3 +43,15 @@ AllowOutsideRoot = Annotated[
         help="Accept file references that resolve outside the repository root.",
     ),
 ]
+
+
+def format_usd(value: float | None) -> str:
+    """``$0.0123``: dollars and cents from $1, four decimals below, two significant
+    digits below $0.0001; ``?`` for unknown."""
+    if value is None:
+        return "?"
+    if value == 0:
+        return "$0"
+    if value >= 1:
+        return f"${value:,.2f}"
+    return f"${value:.4f}" if value >= 0.0001 else f"${value:.2g}"

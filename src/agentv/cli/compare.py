@@ -106,7 +106,19 @@ def _head(c: Comparison) -> list[str]:
         f"Mean score change (cases graded in both): {mean}{ci}",
         f"Pass rate (graded runs): {rate}",
     ]
+    if c.base.cost is not None or c.new.cost is not None:
+        lines.append(f"Cost spent: {_usd(c.base.cost, 'usd')} -> {_usd(c.new.cost, 'usd')}")
+        lines.append(
+            f"Cost per run (the targets' answers): {_usd(c.base.cost, 'per_run_usd')} -> "
+            f"{_usd(c.new.cost, 'per_run_usd')}"
+        )
     return lines
+
+
+def _usd(cost: dict[str, float | None] | None, key: str) -> str:
+    from agentv.cli.common import format_usd
+
+    return "-" if cost is None or cost.get(key) is None else format_usd(cost[key])
 
 
 def _name(d: CaseDelta) -> str:

@@ -27,16 +27,19 @@ EXIT_SIGINT = 130
 EXIT_SIGTERM = 143
 
 EXIT_ERRORS = 3
-EXIT_USER_ERRORS = 4
 EXIT_USAGE = 2
+EXIT_BUDGET = 4
+EXIT_USER_ERRORS = 5
 
 EXIT_HELP = """
 Exit codes: 0 every selected case ran and was graded without error (and --threshold, when
 given, is met); 1 the run could not start (bad paths, targets or eval files, no cases, a
 failed healthcheck) or the mean score is below --threshold; 2 bad command-line usage;
 3 the run finished but some cases errored, were invalid, or had an evaluator that could not
-grade (--allow-errors turns 3 into 0); 4 the run finished but some simulated users failed
-(user_error) and nothing else errored (--allow-errors turns 4 into 0 too); 130 / 143
+grade (--allow-errors turns 3 into 0); 4 --budget-usd stopped the run before every run
+was sent (the runs left are recorded as skipped; --resume goes on with them); 5 the run
+finished but some simulated users failed (user_error) and nothing else went wrong
+(--allow-errors turns 5 into 0 too); 130 / 143
 interrupted by Ctrl-C / SIGTERM (every finished case is already in the results file).
 """
 
@@ -122,6 +125,15 @@ def eval_command(
     cache: Annotated[
         bool, typer.Option("--cache", help="Reuse answers stored on disk for identical requests.")
     ] = False,
+    budget_usd: Annotated[
+        float | None,
+        typer.Option(
+            "--budget-usd",
+            min=0.000001,
+            help="Stop sending requests once the run has spent this many US dollars; the "
+            "runs left are recorded as skipped (exit code 4).",
+        ),
+    ] = None,
     dump_prompts: Annotated[
         bool,
         typer.Option("--dump-prompts", help="Write each case's prompt as JSON (.agentv/prompts)."),
@@ -146,7 +158,8 @@ def eval_command(
         bool,
         typer.Option(
             "--allow-errors",
-            help="Exit 0 instead of 3 when cases errored or were invalid (gate on the score only).",
+            help="Exit 0 instead of 3 when cases errored or were invalid, or of 5 when "
+            "simulated users failed (gate on the score only).",
         ),
     ] = False,
     summary_json: Annotated[
@@ -240,6 +253,7 @@ def eval_command(
             agent_timeout=agent_timeout,
             max_retries=max_retries,
             cache=cache,
+            budget_usd=budget_usd,
             dump_prompts=dump_dir or (Path(".agentv/prompts") if dump_prompts else None),
             threshold=threshold,
             allow_outside_root=allow_outside_root,
@@ -369,6 +383,10 @@ def run_eval_command(
         return EXIT_SIGINT if signum == signal.SIGINT else EXIT_SIGTERM
 
     facts = RunFacts(
+        spent_usd=run.spent_usd,
+        reused_usd=run.reused_usd,
+        unpriced=run.unpriced,
+        budget_usd=run.budget_usd,
         pass_threshold=prepared.pass_threshold,
         dry_run=run.dry_run,
         retries=run.retries,
@@ -543,8 +561,15 @@ def _resume_command(paths: list[str], options: dict[str, Any], results: Path, cw
 
 def exit_code(run: EvalRun, *, threshold: float | None, allow_errors: bool, stderr: TextIO) -> int:
     """0 clean, 1 below ``--threshold``, 3 some cases errored or were invalid (0 with
-    ``--allow-errors``); says why on stderr."""
+    ``--allow-errors``), 4 the budget left runs unsent (first: the run is not whole), 5
+    only simulated users failed (0 with ``--allow-errors``); says why on stderr."""
     s = run.summary
+    if s.skipped:
+        stderr.write(
+            f"{s.skipped} run(s) not run: the budget was reached (exit code {EXIT_BUDGET}); "
+            "--resume the results file with a larger --budget-usd to run them\n"
+        )
+        return EXIT_BUDGET
     if threshold is not None and (s.mean is None or s.mean < threshold):
         # the gate is on the graded runs' mean: errors are not scores (docs/results.md)
         if s.mean is None:

@@ -108,8 +108,15 @@ def case_line(
 
 
 #: the mark each status gets on screen (and its plain-ASCII stand-in)
-MARKS = {"ok": "✓", "failed": "✗", "error": "!", "invalid": "!", "user_error": "?"}
-ASCII_MARKS = {"ok": "+", "failed": "x", "error": "!", "invalid": "!", "user_error": "?"}
+MARKS = {"ok": "✓", "failed": "✗", "error": "!", "invalid": "!", "user_error": "?", "skipped": "-"}
+ASCII_MARKS = {
+    "ok": "+",
+    "failed": "x",
+    "error": "!",
+    "invalid": "!",
+    "user_error": "?",
+    "skipped": "-",
+}
 
 
 class _Counters:
@@ -136,7 +143,7 @@ class _Counters:
             self.ok += 1
         elif status == "failed":
             self.failed += 1
-        else:
+        elif status != "skipped":  # not run (the budget): neither a score nor an error
             self.errors += 1
 
     def elapsed(self) -> float:
@@ -258,7 +265,7 @@ class LiveProgress(_Counters):
             if score is not None:
                 self._score_sum += score
                 self._scored += 1
-        if status != "ok":
+        if status not in ("ok", "skipped"):  # runs left by a budget: the summary counts them
             self.note(case_line(MARKS, label, status, score, error, miss))
 
     def note(self, text: str) -> None:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agentv.cli.common import printable
+from agentv.cli.common import format_usd, printable
 
 if TYPE_CHECKING:
     from agentv.api import GateStats, Summary, Tokens, TurnStats
@@ -34,6 +34,11 @@ class RunFacts:
     unusable_files: list[Path] = field(default_factory=list)
     #: when the summary is a whole results file's: the runs this invocation ran
     ran: int | None = None
+    #: US dollars this invocation's requests spent, and the price of the answers it reused
+    spent_usd: float | None = None
+    reused_usd: float = 0.0
+    unpriced: list[str] = field(default_factory=list)  # targets without a price, and why
+    budget_usd: float | None = None
 
 
 def _indent_message(message: str) -> list[str]:
@@ -178,6 +183,35 @@ def _targets_block(summary: Summary) -> list[str]:
     return lines
 
 
+def _cost_lines(summary: Summary, facts: RunFacts) -> list[str]:
+    """``Cost: $0.0123 spent (...)``: by party, per run of each target, what was reused,
+    what had no price, and the budget."""
+    cost = summary.cost
+    lines: list[str] = []
+    if cost is not None:
+        parts = [f"{party} {format_usd(spend.usd)}" for party, spend in cost.parties]
+        text = f"Cost: {format_usd(cost.total.usd)} spent"
+        if len(cost.parties) > 1 or (cost.parties and cost.parties[0][0] != "target"):
+            text += f" ({', '.join(parts)})"
+        if cost.total.reused_usd:
+            text += f"; {format_usd(cost.total.reused_usd)} reused, not spent again"
+        lines.append(text)
+        for t in summary.targets:
+            if t.cost_per_run is not None:
+                lines.append(f"  {t.name}: {format_usd(t.cost_per_run)} per run")
+        if cost.unpriced_runs:
+            lines.append(f"  {_count(cost.unpriced_runs, 'run')} with tokens of no known price")
+    for why in facts.unpriced:
+        lines.append(f"  {why}")
+    if facts.budget_usd is not None:
+        spent = format_usd(facts.spent_usd)
+        line = f"Budget: {spent} of {format_usd(facts.budget_usd)} spent"
+        if summary.skipped:
+            line += f"; reached: {_count(summary.skipped, 'run')} not sent (skipped)"
+        lines.append(line)
+    return lines
+
+
 def render_summary(
     summary: Summary,
     *,
@@ -216,6 +250,7 @@ def render_summary(
     counts = (
         f"Passed: {summary.ok}  Failed: {summary.failed}  "
         f"Errors: {summary.errors}  Invalid: {summary.invalid}"
+        + (f"  Skipped: {summary.skipped}" if summary.skipped else "")
     )
     if summary.user_errors:  # the simulated users' failures, apart from the model's
         counts += f"  User errors: {summary.user_errors}"
@@ -266,6 +301,7 @@ def render_summary(
             closing.append(f"  judges: {_tokens(summary.judge_tokens)}")
         if summary.turns is not None and summary.turns.user_tokens is not None:
             closing.append(f"  simulated users: {_tokens(summary.turns.user_tokens)}")
+    closing += _cost_lines(summary, facts)
     if facts.retries:
         closing.append("Retries:")
         closing += [f"  {target}: {_retries(codes)}" for target, codes in facts.retries.items()]

@@ -14,9 +14,11 @@ from agentv.evaluators.specs import (
     EVALUATOR_TYPES,
     CodeSpec,
     ContainsSpec,
+    CostSpec,
     EqualsSpec,
     EvaluatorSpec,
     IsJsonSpec,
+    LatencySpec,
     LlmJudgeSpec,
     RegexSpec,
 )
@@ -27,9 +29,11 @@ __all__ = [  # the evaluators' own settings models are part of the format
     "EVALUATOR_TYPES",
     "CodeSpec",
     "ContainsSpec",
+    "CostSpec",
     "EqualsSpec",
     "EvaluatorSpec",
     "IsJsonSpec",
+    "LatencySpec",
     "LlmJudgeSpec",
     "RegexSpec",
 ]

@@ -123,6 +123,8 @@ _SPEC_BY_TYPE: dict[Any, type] = {
     "equals": sc.EqualsSpec,
     "regex": sc.RegexSpec,
     "is_json": sc.IsJsonSpec,
+    "latency": sc.LatencySpec,
+    "cost": sc.CostSpec,
 }
 
 

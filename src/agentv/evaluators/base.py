@@ -36,6 +36,7 @@ class EvaluatorScore:
     usage: Usage | None = None  # llm_judge: the judge call's token counts
     latency_ms: float | None = None  # llm_judge: the judge call's duration
     cached: bool = False  # llm_judge: the verdict was reused from --cache (usage not spent)
+    cost_usd: float | None = None  # llm_judge: the judge call's price (None: unknown)
 
     def to_dict(self) -> dict[str, Any]:
         """The result-file form (``evaluator_results`` entries); absent values are omitted."""
@@ -52,6 +53,8 @@ class EvaluatorScore:
             out["evaluator_raw_request"] = self.raw_request
         if self.usage is not None:
             out["usage"] = self.usage.to_dict()
+        if self.cost_usd is not None:
+            out["cost_usd"] = round(self.cost_usd, 10)
         if self.latency_ms is not None:
             out["latency_ms"] = round(self.latency_ms, 3)
         if self.error is not None:
@@ -68,6 +71,8 @@ class EvaluatorScore:
         out = dict(self.raw_request or {})
         if self.usage is not None:
             out["usage"] = self.usage.to_dict()
+        if self.cost_usd is not None:
+            out["cost_usd"] = round(self.cost_usd, 10)
         if self.error is not None:
             out["error"] = self.error
         if self.cached:
@@ -117,6 +122,9 @@ class EvaluationContext:
     timeout: float | None = None  # seconds; limit for code evaluators (``--agent-timeout``)
     attempt: int = 0
     repeat: int = 0  # which run of the case (a judge grades each run on its own)
+    #: the target's answer: how long it took, and its price (reused or not; None: unknown)
+    latency_ms: float | None = None
+    cost_usd: float | None = None
 
 
 class Evaluator(Protocol):

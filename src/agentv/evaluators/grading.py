@@ -9,6 +9,7 @@ to ``llm_judge`` as in the original AgentV) and reports that evaluator's request
 from __future__ import annotations
 
 from agentv.cases import EvalCase, EvaluatorConfig
+from agentv.errors import BudgetReached
 from agentv.evaluators.base import CaseGrade, EvaluationContext, EvaluatorScore, failed
 from agentv.evaluators.registry import get_evaluator
 from agentv.evaluators.specs import LlmJudgeSpec
@@ -21,6 +22,8 @@ async def run_evaluator(ctx: EvaluationContext, config: EvaluatorConfig) -> Eval
     """One evaluator's verdict. Never raises (except cancellation): failures are entries."""
     try:
         return await get_evaluator(config.type).evaluate(ctx, config)
+    except BudgetReached:
+        raise  # the run's budget: the case is not graded, it is recorded as skipped
     except Exception as exc:  # a bug or an unexpected error: recorded, never fatal
         return failed(config, str(exc) or type(exc).__name__)
 

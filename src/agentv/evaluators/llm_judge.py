@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from agentv.errors import ProviderError
+from agentv.errors import BudgetReached, ProviderError
 from agentv.evaluators.base import (
     EvaluationContext,
     EvaluatorScore,
@@ -287,6 +287,8 @@ class LlmJudgeEvaluator:
         started = time.perf_counter()
         try:
             response = await judge.invoke(request)
+        except BudgetReached:
+            raise  # not a failure of the judge: the case is not graded (``skipped``)
         except ProviderError as exc:
             return failed(config, f"judge target '{exc.target}' failed: {exc}", raw_request=raw)
         except Exception as exc:
@@ -313,6 +315,7 @@ class LlmJudgeEvaluator:
                 )
             miss = failed(config, reason, raw_request=raw, usage=response.usage, latency_ms=latency)
             miss.cached = response.cached
+            miss.cost_usd = response.cost_usd
             return miss
         return EvaluatorScore(
             name=config.name,
@@ -326,4 +329,5 @@ class LlmJudgeEvaluator:
             usage=response.usage,
             latency_ms=latency,
             cached=response.cached,
+            cost_usd=response.cost_usd,
         )

@@ -11,6 +11,7 @@ from agentv.evaluators.deterministic import (
     IsJsonEvaluator,
     RegexEvaluator,
 )
+from agentv.evaluators.limits import CostEvaluator, LatencyEvaluator
 from agentv.evaluators.llm_judge import LlmJudgeEvaluator
 
 _contains = ContainsEvaluator()
@@ -23,6 +24,8 @@ EVALUATORS: dict[str, Evaluator] = {
     "equals": EqualsEvaluator(),
     "regex": RegexEvaluator(),
     "is_json": IsJsonEvaluator(),
+    "latency": LatencyEvaluator(),
+    "cost": CostEvaluator(),
 }
 
 

@@ -64,8 +64,41 @@ class IsJsonSpec(_EvaluatorBase):
     schema_: dict[str, Any] | str | None = Field(default=None, alias="schema")
 
 
+class LatencySpec(_EvaluatorBase):
+    """Passes when the target took at most ``max_ms`` milliseconds to answer (its
+    ``latency_ms``; a live conversation's requests summed)."""
+
+    type: Literal["latency"]
+    max_ms: Annotated[float, Field(gt=0, allow_inf_nan=False)]
+
+
+class CostSpec(_EvaluatorBase):
+    """Passes when the target's answer cost at most ``max_usd`` US dollars (a live
+    conversation's requests summed; reused from ``--cache`` or not: the answer's price)."""
+
+    type: Literal["cost"]
+    max_usd: Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+
 EvaluatorSpec = Annotated[
-    LlmJudgeSpec | CodeSpec | ContainsSpec | EqualsSpec | RegexSpec | IsJsonSpec,
+    LlmJudgeSpec
+    | CodeSpec
+    | ContainsSpec
+    | EqualsSpec
+    | RegexSpec
+    | IsJsonSpec
+    | LatencySpec
+    | CostSpec,
     Field(discriminator="type"),
 ]
-EVALUATOR_TYPES = ("llm_judge", "code", "contains", "icontains", "equals", "regex", "is_json")
+EVALUATOR_TYPES = (
+    "llm_judge",
+    "code",
+    "contains",
+    "icontains",
+    "equals",
+    "regex",
+    "is_json",
+    "latency",
+    "cost",
+)

@@ -153,8 +153,14 @@ def from_anthropic_message(message: Any) -> Answer:
     usage = None
     if message.usage is not None:
         inp, out = message.usage.input_tokens, message.usage.output_tokens
+        # Anthropic counts the prompt-cache reads and writes apart from `input_tokens`;
+        # agentv's input tokens are all of them, the reads also as cached input
+        read = getattr(message.usage, "cache_read_input_tokens", None) or 0
+        written = getattr(message.usage, "cache_creation_input_tokens", None) or 0
+        if inp is not None:
+            inp += read + written
         total = inp + out if inp is not None and out is not None else None
-        usage = Usage(inp, out, total)
+        usage = Usage(inp, out, total, read or None)
     reason, raw_reason = finish_reason(getattr(message, "stop_reason", None), FINISH_WORDS)
     return Answer(
         text="".join(texts),

@@ -20,6 +20,7 @@ from agentv.messages import ChatMessage, ToolCall
 
 if TYPE_CHECKING:
     from agentv.cases import EvalCase
+    from agentv.pricing import TargetPrice
     from agentv.prompts import Mode, Prompt
 
 #: HTTP statuses that mean "too much load": the target's throttle slows it down and pauses it
@@ -106,18 +107,38 @@ def request_for_case(
 
 @dataclass(slots=True)
 class Usage:
-    """Token counts as the API reported them."""
+    """Token counts as the API reported them. ``cached_input_tokens`` are the input tokens
+    the vendor read from its own prompt cache (billed at a lower price), counted within
+    ``input_tokens``."""
 
     input_tokens: int | None = None
     output_tokens: int | None = None
     total_tokens: int | None = None
+    cached_input_tokens: int | None = None
 
     def to_dict(self) -> dict[str, int | None]:
-        return {
+        out = {
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "total_tokens": self.total_tokens,
         }
+        if self.cached_input_tokens:
+            out["cached_input_tokens"] = self.cached_input_tokens
+        return out
+
+    @classmethod
+    def from_dict(cls, data: object) -> Usage | None:
+        """A usage as a record holds it (``to_dict``); None when it is not one."""
+        if not isinstance(data, dict):
+            return None
+        values = {}
+        for name in _USAGE_NAMES:
+            value = data.get(name)
+            values[name] = value if isinstance(value, int) and not isinstance(value, bool) else None
+        return cls(**values)
+
+
+_USAGE_NAMES = ("input_tokens", "output_tokens", "total_tokens", "cached_input_tokens")
 
 
 def total_usage(usages: Iterable[Usage | None]) -> Usage | None:
@@ -127,7 +148,7 @@ def total_usage(usages: Iterable[Usage | None]) -> Usage | None:
     if not found:
         return None
     total = Usage()
-    for name in ("input_tokens", "output_tokens", "total_tokens"):
+    for name in _USAGE_NAMES:
         values = [getattr(u, name) for u in found if getattr(u, name) is not None]
         setattr(total, name, sum(values) if values else None)
     return total
@@ -157,6 +178,8 @@ class ProviderResponse:
     tool_calls: tuple[ToolCall, ...] = ()  # the tools the model called, in its order
     finish_reason: str | None = None  # one of FINISH_REASONS; None: the target does not say
     finish_reason_raw: str | None = None  # the API's own word for it
+    #: US dollars of ``usage`` at the target's price, set by the run (None: unknown)
+    cost_usd: float | None = None
 
     @property
     def token_limit_ignored(self) -> bool:
@@ -217,6 +240,9 @@ class Provider(ABC):
         #: the run's scheduler for this target: told of throttling and successes, and
         #: waited on before a retry (None: no run is using it)
         self.throttle: Throttle | None = None
+        #: the target's ``price:`` from targets.yaml (None: looked up by its API and model,
+        #: ``agentv.pricing``)
+        self.price: TargetPrice | None = None
         self._artifacts: list[Path] = []
 
     @property
@@ -328,6 +354,14 @@ class ProviderWrapper(Provider):
     @on_retry.setter
     def on_retry(self, listener: RetryListener | None) -> None:
         self.wrapped.on_retry = listener
+
+    @property
+    def price(self) -> TargetPrice | None:
+        return self.wrapped.price
+
+    @price.setter
+    def price(self, price: TargetPrice | None) -> None:
+        self.wrapped.price = price
 
     @property
     def throttle(self) -> Throttle | None:

@@ -162,7 +162,12 @@ def from_gemini_response(response: Any) -> Answer:
     usage = None
     meta = response.usage_metadata
     if meta is not None:
-        usage = Usage(meta.prompt_token_count, meta.candidates_token_count, meta.total_token_count)
+        usage = Usage(
+            meta.prompt_token_count,
+            meta.candidates_token_count,
+            meta.total_token_count,
+            getattr(meta, "cached_content_token_count", None) or None,
+        )
     return Answer(
         text="".join(texts),
         reasoning="\n\n".join(thoughts) if thoughts else None,

@@ -9,7 +9,13 @@ from typing import Any
 from pydantic import Field
 
 from agentv.messages import chat_to_dicts
-from agentv.providers.base import Provider, ProviderRequest, ProviderResponse, ProviderSettings
+from agentv.providers.base import (
+    Provider,
+    ProviderRequest,
+    ProviderResponse,
+    ProviderSettings,
+    Usage,
+)
 
 DEFAULT_RESPONSE = (
     '{"answer":"Mock provider response. Configure targets.yaml to supply a custom value."}'
@@ -30,6 +36,9 @@ class MockSettings(ProviderSettings):
     delay_min_ms: float = Field(default=0, ge=0, alias="delayMinMs")
     delay_max_ms: float = Field(default=0, ge=0, alias="delayMaxMs")
     system_prompt: str | None = Field(default=None, alias="systemPrompt")
+    #: report tokens as an LM API would (about 4 characters a token of the messages and of
+    #: the answer), to try prices, budgets and the cost evaluator offline
+    report_usage: bool = Field(default=False, alias="reportUsage")
 
 
 class MockProvider(Provider):
@@ -54,8 +63,14 @@ class MockProvider(Provider):
         delay = self._delay()
         if delay > 0:
             await asyncio.sleep(delay)
+        usage = None
+        if self.settings.report_usage:
+            said = sum(len(m.content) for m in request.messages) or len(request.question)
+            inp, out = said // 4 + 1, len(self.settings.response) // 4 + 1
+            usage = Usage(inp, out, inp + out)
         return ProviderResponse(
             text=self.settings.response,
+            usage=usage,
             raw={"response": self.settings.response},
             sent=self.preview(request),
             latency_ms=delay * 1000,

@@ -199,7 +199,14 @@ def from_openai_completion(data: dict[str, Any]) -> Answer:
     usage = None
     u = data.get("usage")
     if isinstance(u, dict):
-        usage = Usage(u.get("prompt_tokens"), u.get("completion_tokens"), u.get("total_tokens"))
+        details = u.get("prompt_tokens_details")
+        cached = details.get("cached_tokens") if isinstance(details, dict) else None
+        usage = Usage(
+            u.get("prompt_tokens"),
+            u.get("completion_tokens"),
+            u.get("total_tokens"),
+            cached if isinstance(cached, int) and cached > 0 else None,
+        )
     content = message.get("content")
     reason, raw_reason = finish_reason(choice.get("finish_reason"), FINISH_WORDS)
     calls = []

@@ -30,7 +30,7 @@ from agentv.results.summary import natural_key
 
 Key = tuple[str, str, str]  # (dataset, eval id, target)
 #: how bad each status is, to take a repeated case's worst
-_RANK = {"ok": 0, "failed": 1, "user_error": 2, "error": 3, "invalid": 4}
+_RANK = {"ok": 0, "failed": 1, "user_error": 2, "error": 3, "invalid": 4, "skipped": 5}
 _UNKNOWN = _RANK["error"]  # a status this version does not know ranks as an error
 DEFAULT_MIN_DELTA = 0.05
 
@@ -73,6 +73,10 @@ class Side:
     statuses: dict[str, int] = field(default_factory=dict)
     mean: float | None = None  # over the graded runs
     pass_rate: float | None = None  # ok runs over the graded runs
+    #: US dollars (docs/results.md, "Cost"): ``usd`` spent, ``reused_usd``, and
+    #: ``per_run_usd``, the mean price of the targets' answers per run that had one (spent
+    #: or reused alike: what the answers cost); None when no run reported tokens
+    cost: dict[str, float | None] | None = None
 
     @property
     def graded(self) -> int:
@@ -126,10 +130,15 @@ def read_side(path: Path) -> ResultsSide:
     result."""
     runs: dict[Key, list[tuple[float, str]]] = {}
     statuses: Counter[str] = Counter()
+    money = [0.0, 0.0, 0.0, 0]  # spent, reused, target price sum, runs with a target price
+    priced = False
     for _, result in read_results(path, strict=True).latest():
         score = result.score if math.isfinite(result.score) else 0.0
         runs.setdefault(result.case_key, []).append((score, result.status))
         statuses[result.status] += 1
+        if result.cost:
+            priced = True
+            _add_cost(money, result.cost)
     cases = {}
     for key, items in runs.items():
         scored = [s for s, st in items if st in GRADED]
@@ -139,10 +148,36 @@ def read_side(path: Path) -> ResultsSide:
             runs=len(items),
             graded=len(scored),
         )
-    return ResultsSide(cases, _side(runs, statuses))
+    cost = None
+    if priced:
+        per_run = money[2] / money[3] if money[3] else None
+        cost = {"usd": money[0], "reused_usd": money[1], "per_run_usd": per_run}
+    return ResultsSide(cases, _side(runs, statuses, cost))
 
 
-def _side(runs: Mapping[Key, list[tuple[float, str]]], statuses: Counter[str]) -> Side:
+def _number(value: Any) -> float | None:
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    return float(value) if ok else None
+
+
+def _add_cost(money: list[Any], cost: Mapping[str, Any]) -> None:
+    """A record's ``cost`` added to [spent, reused, target price sum, target runs]."""
+    for party, entry in cost.items():
+        if not isinstance(entry, Mapping):
+            continue
+        spent, reused = _number(entry.get("usd")), _number(entry.get("reused_usd"))
+        money[0] += spent or 0.0
+        money[1] += reused or 0.0
+        if party == "target" and (spent is not None or reused is not None):
+            money[2] += (spent or 0.0) + (reused or 0.0)
+            money[3] += 1
+
+
+def _side(
+    runs: Mapping[Key, list[tuple[float, str]]],
+    statuses: Counter[str],
+    cost: dict[str, float | None] | None = None,
+) -> Side:
     scores = [s for items in runs.values() for s, st in items if st in GRADED]
     graded = len(scores)
     return Side(
@@ -150,6 +185,7 @@ def _side(runs: Mapping[Key, list[tuple[float, str]]], statuses: Counter[str]) -
         statuses=dict(sorted(statuses.items(), key=lambda kv: _RANK.get(kv[0], _UNKNOWN))),
         mean=math.fsum(scores) / graded if graded else None,
         pass_rate=statuses.get("ok", 0) / graded if graded else None,
+        cost=cost,
     )
 
 
@@ -252,7 +288,7 @@ def comparison_dict(c: Comparison) -> dict[str, Any]:
     def runs(s: Side) -> dict[str, Any]:
         return {"runs": s.runs, "graded": s.graded, "statuses": s.statuses, "mean": s.mean}
 
-    return {
+    data = {
         "base": c.base_path,
         "new": c.new_path,
         "min_delta": c.min_delta,
@@ -282,3 +318,6 @@ def comparison_dict(c: Comparison) -> dict[str, Any]:
             for d in c.changed
         ],
     }
+    if c.base.cost is not None or c.new.cost is not None:  # only when a run reported tokens
+        data["cost"] = {"base": c.base.cost, "new": c.new.cost}
+    return data

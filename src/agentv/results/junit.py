@@ -103,6 +103,9 @@ def junit_xml(records: Iterable[Mapping[str, Any]]) -> str:
             kind = "skipped"
             error = str(record.get("error") or status)
             ET.SubElement(case, "skipped", message=_clean(error.strip().splitlines()[0]))
+        elif status == "skipped":  # not run: the run's budget was reached first
+            kind = "skipped"
+            ET.SubElement(case, "skipped", message=_clean(str(record.get("skip_reason") or "")))
         for bucket in (counts[dataset], totals):
             bucket["tests"] += 1
             bucket["time"] += seconds

@@ -23,6 +23,7 @@ from agentv.results.record import (
     INVALID,
     LARGE_CONTENT,
     OK,
+    SKIPPED,
     large_content_ref,
     utc_timestamp,
 )
@@ -203,6 +204,7 @@ def result_record(
     pass_threshold: float = DEFAULT_PASS_THRESHOLD,
     attempts: int = 1,
     repeat: int = 0,
+    cost: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The record of a case that got an answer and was graded."""
     errors = grade.evaluator_errors()
@@ -219,8 +221,21 @@ def result_record(
         rec["reasoning"] = grade.reasoning
     rec.update(_requests(prompt, provider, response, None))
     rec.update(grading_fields(grade))
+    _answer_fields(rec, response, cost)
+    rec["duration_ms"] = round(duration_ms, 3)
+    _tail(rec, case, attempts, _error_text(errors), queued_ms=queued_ms, cached=response.cached)
+    return rec
+
+
+def _answer_fields(
+    rec: dict[str, Any], response: ProviderResponse, cost: dict[str, Any] | None
+) -> None:
+    """What a record says of the target's answer besides its text: tokens, cost, ending,
+    time."""
     if response.usage is not None:
         rec["usage"] = response.usage.to_dict()
+    if cost:
+        rec["cost"] = cost
     if response.finish_reason is not None:
         rec["finish_reason"] = response.finish_reason
         if response.finish_reason_raw is not None:
@@ -229,9 +244,6 @@ def result_record(
         rec["token_limit_ignored"] = True
     if response.latency_ms is not None:
         rec["latency_ms"] = round(response.latency_ms, 3)
-    rec["duration_ms"] = round(duration_ms, 3)
-    _tail(rec, case, attempts, _error_text(errors), queued_ms=queued_ms, cached=response.cached)
-    return rec
 
 
 @dataclass(slots=True)
@@ -255,6 +267,7 @@ class LiveFacts:
     plan_digest: str | None = None
     cached: bool = False  # every answer came from --cache
     user: dict[str, Any] | None = None  # the simulated user's part (``user`` in the record)
+    cost: dict[str, Any] | None = None  # the record's ``cost``
 
 
 def live_record(
@@ -290,6 +303,8 @@ def live_record(
     rec.update(facts.grading)
     if facts.usage is not None:
         rec["usage"] = facts.usage.to_dict()
+    if facts.cost:
+        rec["cost"] = facts.cost
     if response is not None and response.finish_reason is not None:
         rec["finish_reason"] = response.finish_reason
     rec["turns"] = facts.turns
@@ -316,6 +331,7 @@ def error_record(
     queued_ms: float | None = None,
     attempts: int = 0,
     repeat: int = 0,
+    cost: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The record of a case that failed before it could be graded (score 0, ``error`` set)."""
     rec = _head(case, ERROR)
@@ -332,8 +348,50 @@ def error_record(
     )
     if provider is not None and prompt is not None:
         rec.update(_requests(prompt, provider, None, error))
+    if cost:
+        rec["cost"] = cost
     rec["duration_ms"] = round(duration_ms, 3)
     _tail(rec, case, attempts, error, queued_ms=queued_ms)
+    return rec
+
+
+def skipped_record(
+    case: EvalCase,
+    *,
+    target: str,
+    provider: Provider | None,
+    prompt: Prompt | None,
+    reason: str,
+    response: ProviderResponse | None = None,
+    duration_ms: float = 0.0,
+    attempts: int = 0,
+    repeat: int = 0,
+    cost: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The record of a run that was not run (``skipped``, never a score): the run's budget
+    was reached before its request was sent or, when ``response`` is given, before its
+    judge was asked (its answer is kept: ``agentv regrade`` can grade it)."""
+    rec = _head(case, SKIPPED)
+    rec.update(
+        score=0.0,
+        hits=[],
+        misses=[f"Skipped: {reason}"],
+        candidate_answer=response.text if response is not None else "",
+        expected_aspect_count=0,
+        target=target,
+        timestamp=utc_timestamp(),
+        repeat=repeat,
+    )
+    if provider is not None and prompt is not None:
+        rec.update(_requests(prompt, provider, response, None))
+    if response is not None:
+        _answer_fields(rec, response, cost)
+    elif cost:
+        rec["cost"] = cost
+    rec["duration_ms"] = round(duration_ms, 3)
+    cached = response is not None and response.cached
+    _tail(rec, case, attempts, None, cached=cached)
+    rec["skip_reason"] = reason
     return rec
 
 

@@ -20,7 +20,8 @@ ERROR = "error"  # the target or an evaluator could not do its job
 INVALID = "invalid"  # the case could not be loaded, or its target or judge cannot be used
 #: a simulated user could not go on (its call failed, it broke role): not the model's doing
 USER_ERROR = "user_error"
-STATUSES = (OK, FAILED, ERROR, INVALID, USER_ERROR)
+SKIPPED = "skipped"  # not run: the run's --budget-usd was reached before it (``skip_reason``)
+STATUSES = (OK, FAILED, ERROR, INVALID, USER_ERROR, SKIPPED)
 #: the default lowest score that passes (``--pass-threshold``, ``pass_threshold`` in config)
 DEFAULT_PASS_THRESHOLD = 0.8
 #: statuses of a run that was graded: its score says how good the answer was
@@ -52,7 +53,8 @@ class EvalResult(BaseModel):
     dataset: str = ""
     conversation_id: str | None = None
     status: str
-    """``ok``, ``failed`` (graded below the pass threshold), ``error`` or ``invalid``."""
+    """``ok``, ``failed`` (graded below the pass threshold), ``error``, ``invalid`` or
+    ``skipped`` (not run: the run's budget was reached first)."""
     passed: bool = False
     score: float = 0.0
     hits: list[str] = []
@@ -71,6 +73,12 @@ class EvalResult(BaseModel):
     evaluator_results: list[dict[str, Any]] | None = None
     evaluator_raw_request: dict[str, Any] | None = None
     usage: dict[str, Any] | None = None
+    cost: dict[str, Any] | None = None
+    """US dollars by who spent them: ``target`` (the case's target), ``judge`` (its judges)
+    and any other party, each ``{"usd": spent, "reused_usd": ..., "unpriced": true}``:
+    ``usd`` was sent this run, ``reused_usd`` is the price of answers reused from
+    ``--cache`` or from the results file a regrade read (not spent again), ``unpriced``
+    says some tokens had no price (docs/results.md, "Cost")."""
     finish_reason: str | None = None
     """How the target's answer ended: ``stop``, ``length`` (cut at the output token limit),
     ``tool_calls``, ``content_filter`` or ``other`` (LM API targets)."""
@@ -116,6 +124,8 @@ class EvalResult(BaseModel):
     its evaluators saw (``agentv.masking``); absent otherwise."""
     error: str | None = None
     """Why the case's status is ``error`` or ``invalid``."""
+    skip_reason: str | None = None
+    """Why a ``skipped`` run was not run (or, when it has an answer, not graded)."""
 
     @model_validator(mode="before")
     @classmethod

@@ -90,6 +90,37 @@ class Tokens:
 
 
 @dataclass(frozen=True, slots=True)
+class Spend:
+    """US dollars: ``usd`` spent by this run's requests, ``reused_usd`` the price of the
+    answers reused (from ``--cache``, or by a regrade: not spent again)."""
+
+    usd: float = 0.0
+    reused_usd: float = 0.0
+
+    def to_dict(self) -> dict[str, float]:
+        data = {"usd": round(self.usd, 10)}
+        if self.reused_usd:
+            data["reused_usd"] = round(self.reused_usd, 10)
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class CostSummary:
+    """What the runs cost (docs/results.md, "Cost"): in all, by party (``target``: the
+    cases' targets, ``judge``: their judges, and any other party of a run), and how many
+    runs had tokens without a price (their cost is unknown, not zero: it is not in these
+    figures)."""
+
+    total: Spend = Spend()
+    parties: tuple[tuple[str, Spend], ...] = ()
+    unpriced_runs: int = 0
+
+    def party(self, name: str) -> Spend | None:
+        """One party's spend (None: it spent nothing known)."""
+        return next((spend for key, spend in self.parties if key == name), None)
+
+
+@dataclass(frozen=True, slots=True)
 class TurnStats:
     """The turns of the live conversations among the runs (docs/eval-files.md, "Live
     conversations")."""
@@ -130,6 +161,11 @@ class TargetSummary:
     tokens: Tokens
     latency_median_ms: float | None
     latency_p95_ms: float | None
+    #: what its answers cost (its judges' not included: ``Summary.cost``), and their mean
+    #: price per run that reported one (spent or reused alike; None: none did)
+    cost: Spend = Spend()
+    cost_per_run: float | None = None
+    skipped: int = 0
     #: mean over cases of pass@k and pass^k, for k = 1 .. the fewest runs of any case
     pass_at: tuple[float, ...] = ()
     pass_all: tuple[float, ...] = ()
@@ -156,6 +192,8 @@ class Summary:
     user_errors: int = 0
     """Simulated users that could not go on (``user_error``): not the model's doing, so
     neither graded nor counted among the errors."""
+    skipped: int = 0
+    """Not run: the run's budget was reached first (``--budget-usd``); never scores."""
     judge_failures: int = 0
     """Cases where an LLM judge could not produce a verdict."""
     evaluator_errors: tuple[tuple[str, int], ...] = ()
@@ -195,6 +233,8 @@ class Summary:
     ``targets`` order; None where it did not run), ids in natural order."""
     turns: TurnStats | None = None
     """The live conversations' turns (None: no run was a live conversation)."""
+    cost: CostSummary | None = None
+    """What the runs cost (None: no run reported tokens)."""
 
     @property
     def passed(self) -> int:
@@ -249,6 +289,10 @@ class SummaryCollector:
         self._ended: Counter[str] = Counter()  # simulated conversations by how they ended
         self._user_tokens: list[int] | None = None
         self._diverged = 0
+        #: party -> [spent, reused]; target -> [spent, reused, runs priced, their price sum]
+        self._party_cost: dict[str, list[float]] = {}
+        self._target_cost: dict[str, list[float]] = {}
+        self._unpriced = 0
 
     def __len__(self) -> int:
         return len(self._ids)
@@ -297,6 +341,42 @@ class SummaryCollector:
         self._grading(result)
         if result.turns is not None:
             self._conversation(result)
+        if result.cost:
+            self._cost(target, result.cost)
+
+    def _cost(self, target: str, cost: Mapping[str, Any]) -> None:
+        """Add a run's ``cost`` (by party) to the totals."""
+        unpriced = False
+        for party, entry in cost.items():
+            if not isinstance(entry, Mapping):
+                continue
+            unpriced = unpriced or bool(entry.get("unpriced"))
+            usd, reused = _usd(entry.get("usd")), _usd(entry.get("reused_usd"))
+            if usd is None and reused is None:
+                continue
+            totals = self._party_cost.setdefault(str(party), [0.0, 0.0])
+            totals[0] += usd or 0.0
+            totals[1] += reused or 0.0
+            if party == "target":
+                mine = self._target_cost.setdefault(target, [0.0, 0.0, 0.0, 0.0])
+                mine[0] += usd or 0.0
+                mine[1] += reused or 0.0
+                mine[2] += 1
+                mine[3] += (usd or 0.0) + (reused or 0.0)
+        self._unpriced += unpriced
+
+    def _cost_summary(self) -> CostSummary | None:
+        if not self._party_cost and not self._unpriced:
+            return None
+        parties = tuple((p, Spend(v[0], v[1])) for p, v in self._party_cost.items())
+        return CostSummary(
+            total=Spend(
+                math.fsum(v[0] for v in self._party_cost.values()),
+                math.fsum(v[1] for v in self._party_cost.values()),
+            ),
+            parties=parties,
+            unpriced_runs=self._unpriced,
+        )
 
     def _conversation(self, result: EvalResult) -> None:
         """Count a live conversation's turns: sent, graded, passed, their tool calls."""
@@ -458,6 +538,7 @@ class SummaryCollector:
             errors=st["error"],
             invalid=st["invalid"],
             user_errors=st["user_error"],
+            skipped=st["skipped"],
             judge_failures=self._judge_failures,
             evaluator_errors=tuple(
                 sorted(self._evaluator_errors.items(), key=lambda kv: (-kv[1], natural_key(kv[0])))
@@ -479,6 +560,7 @@ class SummaryCollector:
             case_stats=self._case_stats() if repeats > 1 else (),
             case_table=self._case_table(),
             turns=self._turn_stats(),
+            cost=self._cost_summary(),
         )
 
     def _turn_stats(self) -> TurnStats | None:
@@ -577,6 +659,7 @@ class SummaryCollector:
                     pass_all[k] += every
         latencies = self._latencies.get(target, array("d"))
         tokens = self._tokens.get(target)
+        cost = self._target_cost.get(target)
         return TargetSummary(
             name=target,
             cases=len(self._case_runs[target]),
@@ -592,6 +675,9 @@ class SummaryCollector:
             tokens=Tokens(*tokens) if tokens else Tokens(),
             latency_median_ms=stats.percentile(latencies, 0.5),
             latency_p95_ms=stats.percentile(latencies, 0.95),
+            cost=Spend(cost[0], cost[1]) if cost else Spend(),
+            cost_per_run=cost[3] / cost[2] if cost and cost[2] else None,
+            skipped=st["skipped"],
             pass_at=tuple(v / graded_cases for v in pass_at),
             pass_all=tuple(v / graded_cases for v in pass_all),
             flaky=tuple(sorted(flaky, key=natural_key)),
@@ -657,6 +743,24 @@ def _add_tokens(total: list[int], usage: Mapping[str, Any], *, reused: bool = Fa
             total[at + offset] += value
 
 
+def _usd(value: Any) -> float | None:
+    """A record's dollar figure (None when it is not a finite number)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def cost_dict(cost: CostSummary | None) -> dict[str, Any] | None:
+    """The summary's ``cost`` as JSON (``--summary-json``)."""
+    if cost is None:
+        return None
+    return {
+        **cost.total.to_dict(),
+        "by_party": {party: spend.to_dict() for party, spend in cost.parties},
+        "unpriced_runs": cost.unpriced_runs,
+    }
+
+
 def _tokens_dict(tokens: Tokens) -> dict[str, int]:
     data = {"input": tokens.input, "output": tokens.output}
     if tokens.reused:
@@ -675,6 +779,7 @@ def summary_dict(summary: Summary) -> dict[str, Any]:
         "errors": summary.errors,
         "invalid": summary.invalid,
         "user_errors": summary.user_errors,
+        "skipped": summary.skipped,
         "pass_rate": summary.pass_rate,
         "mean": summary.mean,
         "median": summary.median,
@@ -701,7 +806,9 @@ def summary_dict(summary: Summary) -> dict[str, Any]:
                 "failed": t.failed,
                 "errors": t.errors,
                 "invalid": t.invalid,
+                "skipped": t.skipped,
                 "tokens": _tokens_dict(t.tokens),
+                "cost": {**t.cost.to_dict(), "per_run_usd": t.cost_per_run},
                 "latency_ms": {"median": t.latency_median_ms, "p95": t.latency_p95_ms},
                 "pass_at_k": {str(k): v for k, v in enumerate(t.pass_at, 1)},
                 "pass_all_k": {str(k): v for k, v in enumerate(t.pass_all, 1)},
@@ -712,6 +819,7 @@ def summary_dict(summary: Summary) -> dict[str, Any]:
         "judge_tokens": (
             _tokens_dict(summary.judge_tokens) if summary.judge_tokens is not None else None
         ),
+        "cost": cost_dict(summary.cost),
         "turns": (
             {
                 "conversations": summary.turns.conversations,

@@ -190,7 +190,14 @@ class _Simulated:
             reference_answer="",
             input_messages=tuple(history[:-1]),
         )
-        grade = await _grade(self.pipeline, self.job, case, last.prompt, last.answer)
+        grade = await _grade(
+            self.pipeline,
+            self.job,
+            case,
+            last.prompt,
+            last.answer,
+            [r.response for r in last.rounds],
+        )
         error = evaluator_error_text(grade)
         last.stop_check = {"score": grade.score, "passed": grade.score >= self.threshold}
         if error is not None:
@@ -280,7 +287,14 @@ async def converse(pipeline: CasePipeline, job: CaseJob, threshold: float) -> Co
                 guideline_files=tuple(guidelines),
                 input_files=tuple(inputs),
             )
-            outcome.grade = await _grade(pipeline, job, asked, outcome.prompt, outcome.answer)
+            outcome.grade = await _grade(
+                pipeline,
+                job,
+                asked,
+                outcome.prompt,
+                outcome.answer,
+                [r.response for r in outcome.rounds],
+            )
             outcome.status = grade_status(outcome.grade, threshold)
             if outcome.status == "failed" and case.stop_on_failure:
                 reason = source.stop_reason(index)
@@ -307,10 +321,17 @@ async def converse(pipeline: CasePipeline, job: CaseJob, threshold: float) -> Co
         last = run.turns[-1]
         prompt = run.final if (case.turns or case.user) else last.prompt
         run.grade = await _grade(
-            pipeline, job, replace(whole, input_messages=tuple(history)), prompt, last.answer
+            pipeline,
+            job,
+            replace(whole, input_messages=tuple(history)),
+            prompt,
+            last.answer,
+            run.responses,
         )
     elif case.user is not None:  # no evaluators: a judge of the outcome and the goal
-        run.grade = await _grade(pipeline, job, whole, run.final, run.turns[-1].answer)
+        run.grade = await _grade(
+            pipeline, job, whole, run.final, run.turns[-1].answer, run.responses
+        )
     return run
 
 
@@ -368,10 +389,16 @@ async def _take_turn(
 
 
 async def _grade(
-    pipeline: CasePipeline, job: CaseJob, case: EvalCase, prompt: Prompt | None, answer: str
+    pipeline: CasePipeline,
+    job: CaseJob,
+    case: EvalCase,
+    prompt: Prompt | None,
+    answer: str,
+    responses: list[ProviderResponse],
 ) -> CaseGrade:
     """``case``'s evaluators (else a judge of its outcome) on ``answer``, the question being
-    ``prompt``'s: the answer masked first, as any answer is before it is graded."""
+    ``prompt``'s: the answer masked first, as any answer is before it is graded.
+    ``responses``: the requests that made the answer (their time and price, summed)."""
     assert prompt is not None
     masked, _ = pipeline.masker.text(answer)
     view = replace(job, case=case)
@@ -384,8 +411,18 @@ async def _grade(
             judge=pipeline._judge(view),
             timeout=pipeline.settings.agent_timeout or None,
             repeat=job.repeat,
+            latency_ms=_sum(r.latency_ms for r in responses),
+            cost_usd=_sum(r.cost_usd for r in responses),
         )
     )
+
+
+def _sum(values: Any) -> float | None:
+    """The sum of the values; None when any is unknown (or there is none)."""
+    found = list(values)
+    if not found or any(v is None for v in found):
+        return None
+    return float(sum(found))
 
 
 def aggregate_score(run: Conversation, how: str) -> float | None:
@@ -455,6 +492,8 @@ def _round_record(r: Round) -> dict[str, Any]:
     rec: dict[str, Any] = {"messages": r.messages}
     if r.response.usage is not None:
         rec["usage"] = r.response.usage.to_dict()
+    if r.response.cost_usd is not None:
+        rec["cost_usd"] = round(r.response.cost_usd, 10)
     if r.response.latency_ms is not None:
         rec["latency_ms"] = round(r.response.latency_ms, 3)
     if r.response.finish_reason is not None:

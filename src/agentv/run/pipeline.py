@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from agentv.errors import AgentVError, ProviderError, ProviderTimeout
+from agentv.errors import AgentVError, BudgetReached, ProviderError, ProviderTimeout
 from agentv.evaluators import grade_case, needs_judge
 from agentv.evaluators.base import CaseGrade, EvaluationContext
 from agentv.masking import Masker, masking_scope
@@ -39,6 +39,7 @@ from agentv.results.outcome import (
     grading_fields,
     live_record,
     result_record,
+    skipped_record,
 )
 from agentv.results.record import DEFAULT_PASS_THRESHOLD, USER_ERROR
 from agentv.run.cache import CachedProvider, ResponseCache
@@ -49,6 +50,7 @@ from agentv.run.conversation import (
     turn_record,
     user_part,
 )
+from agentv.run.costs import CASE_COST, BudgetGate, CaseCost, Meter, MeteredProvider
 from agentv.run.plan import CaseJob
 from agentv.run.scheduling import DEFAULT_WORKERS, TURN_TAKEN, Gate, GatedProvider, Gates
 from agentv.targets import RunTarget
@@ -76,6 +78,8 @@ class RunSettings:
     pass_threshold: float = DEFAULT_PASS_THRESHOLD  # unless the case's config says otherwise
     #: ``--replay-user``: recorded user turns by (dataset, eval id, repeat)
     replay_user: Mapping[tuple[str, str, int], Replay] | None = None
+    #: US dollars after which no request is sent (``--budget-usd``); None: no limit
+    budget_usd: float | None = None
 
 
 @dataclass
@@ -200,6 +204,8 @@ class CasePipeline:
         if settings.dumper is not None:
             settings.dumper.masker = self.masker
         self.progress = progress
+        #: prices every answer, adds up the run's spend, holds its budget
+        self.meter = Meter(settings.budget_usd, on_unpriced=progress.note, on_stop=progress.note)
         #: each provider as the run sends through it (its gate, the cache), made once
         self._senders: dict[int, Provider] = {}
         # per run target (they live as long as the run): looked up once, not once per case
@@ -227,6 +233,7 @@ class CasePipeline:
         needs none: an answer from the cache or a batch)."""
         clock = _StartClock(on_start)
         token = TURN_TAKEN.set(clock.start)
+        cost_token = CASE_COST.set(CaseCost())
         try:
             if response is not None:
                 clock.start()
@@ -236,6 +243,7 @@ class CasePipeline:
                 record, grade = await self._run(job, response, clock)
         finally:
             TURN_TAKEN.reset(token)
+            CASE_COST.reset(cost_token)
         if scope.masked:
             record["masked_secrets"] = True
         return record, grade
@@ -255,6 +263,8 @@ class CasePipeline:
                 return await self._live(job, prompt, clock, threshold), None
             if response is None:
                 response, attempts = await self._answer(job, prompt)
+            else:  # a batch's answer: priced here, as every other answer is by its sender
+                self.meter.account(target.provider, response)
             clock.start()  # no turn was needed (an answer from the cache): it starts now
             self._note_ending(job, response)
             # before any evaluator (a judge, a script) or record sees it
@@ -268,6 +278,8 @@ class CasePipeline:
                     judge=self._judge(job),
                     timeout=self.settings.agent_timeout or None,
                     repeat=job.repeat,
+                    latency_ms=response.latency_ms,
+                    cost_usd=response.cost_usd,
                 )
             )
             record = result_record(
@@ -282,11 +294,26 @@ class CasePipeline:
                 pass_threshold=threshold,
                 attempts=attempts,
                 repeat=job.repeat,
+                cost=_case_cost(),
             )
             if masked:
                 record["masked_secrets"] = True
         except asyncio.CancelledError:
             raise
+        except BudgetReached as exc:  # not run (or not graded): never a score
+            grade = None
+            record = skipped_record(
+                case,
+                target=target.name,
+                provider=target.provider,
+                prompt=prompt,
+                reason=str(exc),
+                response=response,
+                duration_ms=clock.duration_ms() if clock.started is not None else 0.0,
+                attempts=attempts,
+                repeat=job.repeat,
+                cost=_case_cost(),
+            )
         except Exception as exc:  # a case must never take the run down
             grade = None
             record = error_record(
@@ -299,6 +326,7 @@ class CasePipeline:
                 queued_ms=clock.queued_ms,
                 attempts=attempts + getattr(exc, "attempts", 0),
                 repeat=job.repeat,
+                cost=_case_cost(),
             )
         return record, grade
 
@@ -361,6 +389,7 @@ class CasePipeline:
             plan_digest=plan_digest(case),
             cached=bool(responses) and all(r.cached for r in responses),
             user=user_part(run, job),
+            cost=_case_cost(),
         )
         return live_record(
             case,
@@ -421,11 +450,14 @@ class CasePipeline:
         Made once per provider, the same whether it answers cases or judges them."""
         found = self._senders.get(id(provider))
         if found is None:
-            found = GatedProvider(provider, self.gates.for_provider(provider, limit))
+            # the budget is read when the request's turn comes, the moment it would go out
+            inner = provider if self.meter.budget is None else BudgetGate(provider, self.meter)
+            found = GatedProvider(inner, self.gates.for_provider(provider, limit))
             if self.settings.cache is not None:
                 found = CachedProvider(
                     found, self.settings.cache, stored=self._masked, on_hit=self._cache_hit
                 )
+            found = MeteredProvider(found, self.meter)  # every answer priced, reused or not
             self._senders[id(provider)] = found
         return found
 
@@ -508,6 +540,12 @@ class CasePipeline:
             error = last
         error.attempts = attempts
         raise error
+
+
+def _case_cost() -> dict[str, Any] | None:
+    """The record's ``cost`` of the case being run."""
+    found = CASE_COST.get()
+    return found.to_dict() if found is not None else None
 
 
 #: answers cut at the token limit noted one by one per target, before a single "more"

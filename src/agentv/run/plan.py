@@ -340,7 +340,8 @@ class Plan:
         decided = self._decided.get(key)
         if decided is None:
             previous = self.resume.runs.get(key)
-            decided = previous is None
+            # a run the budget left unsent (``skipped``) has not run yet
+            decided = previous is None or previous.status == "skipped"
             if previous is not None and self.retry_errors and previous.status in RETRIED:
                 decided = True
                 self.retried += 1

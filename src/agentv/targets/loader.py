@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from agentv.errors import Diagnostic, InputError
+from agentv.pricing import TargetPrice
 from agentv.providers import registry
 from agentv.targets.discovery import project_dir
 from agentv.targets.paths import (
@@ -253,6 +254,10 @@ def _definition(
     judge = common.get("judge_target")
     workers = common.get("workers")
     batching = common.get("provider_batching")
+    try:
+        price = TargetPrice.model_validate(common["price"]) if "price" in common else None
+    except ValidationError:
+        price = None  # said in `problems`
     return TargetDefinition(
         name=name.strip(),
         kind=registry.canonical_kind(provider) or "" if provider else "",
@@ -263,6 +268,7 @@ def _definition(
         if isinstance(workers, int) and not isinstance(workers, bool) and workers >= 1
         else None,
         provider_batching=batching if isinstance(batching, bool) else False,
+        price=price,
         source=src.path,
         index=index,
         problems=tuple(problems),

@@ -221,6 +221,7 @@ class TargetPool:
                     f"target {definition.name!r} in {tfile.path} cannot be used: "
                     f"{_reason(str(exc), tfile.path, definition)}"
                 ) from None
+        provider.price = definition.price
         return RunTarget(
             name=definition.name,
             kind=definition.kind,

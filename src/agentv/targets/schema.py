@@ -29,6 +29,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
 
 from agentv.errors import ConfigError, Diagnostic
+from agentv.pricing import TargetPrice
 from agentv.providers import registry
 
 TARGETS_SCHEMA = "agentv-targets-v2.2"
@@ -91,6 +92,8 @@ class TargetEntry(BaseModel):
     provider_batching: StrictBool | None = Field(
         default=None, validation_alias=AliasChoices("provider_batching", "providerBatching")
     )
+    #: US dollars per million tokens, over the price table's (docs/targets.md, "Prices")
+    price: TargetPrice | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -165,6 +168,7 @@ class TargetDefinition:
     judge_target: str | None = None
     workers: int | None = None
     provider_batching: bool = False
+    price: TargetPrice | None = None  # ``price:``, when written (and valid)
     source: Path | None = None
     index: int = 0  # position in the file, for locating errors
     problems: tuple[Diagnostic, ...] = ()  # why this target cannot be used (empty: usable)

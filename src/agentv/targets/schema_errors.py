@@ -155,6 +155,8 @@ def _entry_problem(
         )
     if field_name == "provider_batching":
         return src.diagnostic(where, f"{label}: `{spelling}` must be true or false")
+    if field_name == "price":
+        return _price_problem(src, err, value, where, label)
     return None  # a provider's key (a key that is not text, say): its settings report it
 
 
@@ -245,3 +247,26 @@ def _holds(value: Any, pattern: re.Pattern[str]) -> bool:
     if isinstance(value, list):
         return any(_holds(v, pattern) for v in value)
     return False
+
+
+_PRICE_KEYS = ("input_per_mtok", "output_per_mtok", "cached_input_per_mtok")
+
+
+def _price_problem(
+    src: YamlSource, err: Any, value: Any, where: PathKey, label: str
+) -> Diagnostic | None:
+    """A target's ``price:`` that does not fit ``TargetPrice`` (docs/targets.md, "Prices")."""
+    hint = "for example `price: {input_per_mtok: 2.5, output_per_mtok: 10}` (US dollars)"
+    loc = err["loc"]
+    if len(loc) < 2 or not isinstance(value, dict):
+        return src.diagnostic(where, f"{label}: `price` must be a mapping of prices", hint=hint)
+    key = str(loc[1])
+    if err["type"] == "extra_forbidden":
+        return unknown_key(src, (*where, key), key, _PRICE_KEYS, f"{label}: unknown price {key!r}")
+    if err["type"] == "missing":
+        return src.diagnostic(where, f"{label}: `price` has no `{key}`", hint=hint)
+    return src.diagnostic(
+        (*where, key),
+        f"{label}: `price.{key}` must be a number of US dollars per million tokens, 0 or more",
+        hint=hint,
+    )

@@ -134,6 +134,7 @@ class _TargetStats:
     output_tokens: int = 0
     reused_input_tokens: int = 0
     reused_output_tokens: int = 0
+    cost: list[float] = field(default_factory=lambda: [0.0, 0.0])  # spent, reused (USD)
 
 
 @dataclass
@@ -151,6 +152,10 @@ class RunStats:
     reused_output_tokens: int = 0
     judge_input_tokens: int = 0
     judge_output_tokens: int = 0
+    #: US dollars by party (``target``, ``judge``, ...): [spent, reused]; runs with
+    #: tokens of no known price
+    cost: dict[str, list[float]] = field(default_factory=dict)
+    unpriced: int = 0
     first_start: float | None = None
     last_end: float | None = None
     duration_sum_ms: float = 0.0
@@ -191,6 +196,7 @@ class RunStats:
                 judge_in, judge_out = _tokens(entry.get("usage"))
                 self.judge_input_tokens += judge_in
                 self.judge_output_tokens += judge_out
+        self._cost(record.get("cost"), target)
         duration = _finite(record.get("duration_ms")) or 0.0
         self.duration_sum_ms += duration
         end = _parse_time(record.get("timestamp"))
@@ -200,6 +206,27 @@ class RunStats:
                 self.first_start = start
             if self.last_end is None or end > self.last_end:
                 self.last_end = end
+
+    def _cost(self, cost: Any, target: _TargetStats) -> None:
+        """A record's ``cost`` (by party) added to the totals."""
+        if not isinstance(cost, dict):
+            return
+        unpriced = False
+        for party, entry in cost.items():
+            if not isinstance(entry, dict):
+                continue
+            unpriced = unpriced or bool(entry.get("unpriced"))
+            spent, reused = (
+                _finite(entry.get("usd")) or 0.0,
+                _finite(entry.get("reused_usd")) or 0.0,
+            )
+            totals = self.cost.setdefault(str(party), [0.0, 0.0])
+            totals[0] += spent
+            totals[1] += reused
+            if party == "target":
+                target.cost[0] += spent
+                target.cost[1] += reused
+        self.unpriced += unpriced
 
     def as_dict(self) -> dict[str, Any]:
         def iso(moment: float | None) -> str | None:
@@ -229,6 +256,14 @@ class RunStats:
                 "output": self.reused_output_tokens,
             },
             "judge_tokens": {"input": self.judge_input_tokens, "output": self.judge_output_tokens},
+            "cost": {
+                "usd": sum(v[0] for v in self.cost.values()),
+                "reused_usd": sum(v[1] for v in self.cost.values()),
+                "by_party": {k: {"usd": v[0], "reused_usd": v[1]} for k, v in self.cost.items()},
+                "unpriced_runs": self.unpriced,
+            }
+            if self.cost or self.unpriced
+            else None,
             "started": iso(self.first_start),
             "ended": iso(self.last_end),
             "wall_seconds": wall,
@@ -246,6 +281,7 @@ class RunStats:
                         "input": t.reused_input_tokens,
                         "output": t.reused_output_tokens,
                     },
+                    "cost": {"usd": t.cost[0], "reused_usd": t.cost[1]},
                 }
                 for name, t in self.targets.items()
             ],

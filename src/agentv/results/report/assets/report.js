@@ -7,7 +7,7 @@
 (function () {
   "use strict";
 
-  var STATUS_ORDER = ["ok", "failed", "error", "invalid"];
+  var STATUS_ORDER = ["ok", "failed", "error", "invalid", "skipped"];
   var LARGE_REF = /<<agentv:large_content ([0-9a-f]{64})>>/g;
   var hasOwn = Object.prototype.hasOwnProperty;
   var collator = new Intl.Collator(undefined, { numeric: true, sensitivity: "base" });
@@ -45,6 +45,24 @@
   function fmtScore(x) { return typeof x === "number" && isFinite(x) ? x.toFixed(3) : "–"; }
   function fmtPct(x) { return typeof x === "number" && isFinite(x) ? (100 * x).toFixed(1) + "%" : "–"; }
   function fmtInt(x) { return typeof x === "number" && isFinite(x) ? Math.round(x).toLocaleString("en-US") : "–"; }
+  function fmtUsd(x) {
+    if (typeof x !== "number" || !isFinite(x)) return "–";
+    if (x === 0) return "$0";
+    if (x >= 1) return "$" + x.toFixed(2);
+    return x >= 0.0001 ? "$" + x.toFixed(4) : "$" + x.toPrecision(2);
+  }
+  // a record's `cost` by party: "target $0.0012 (reused $0.0012), judge $0.0004"
+  function costText(cost) {
+    if (!cost || typeof cost !== "object") return null;
+    var parts = Object.keys(cost).map(function (party) {
+      var c = cost[party] || {};
+      var said = party + " " + (typeof c.usd === "number" ? fmtUsd(c.usd) : "?");
+      if (typeof c.reused_usd === "number" && c.reused_usd) said += " (reused " + fmtUsd(c.reused_usd) + ")";
+      if (c.unpriced) said += " (some tokens of no known price)";
+      return said;
+    });
+    return parts.length ? text(parts.join(", ")) : null;
+  }
   function fmtMs(ms) {
     if (typeof ms !== "number" || !isFinite(ms)) return "–";
     return ms < 1000 ? Math.round(ms) + " ms" : (ms / 1000).toFixed(2) + " s";
@@ -229,6 +247,12 @@
       var reused = s.reused_tokens || {};
       if (reused.input || reused.output) figure("reused from cache in / out", fmtInt(reused.input) + " / " + fmtInt(reused.output));
       if (s.judge_tokens.input || s.judge_tokens.output) figure("judge tokens in / out", fmtInt(s.judge_tokens.input) + " / " + fmtInt(s.judge_tokens.output));
+      if (s.cost) {
+        var parties = Object.keys(s.cost.by_party || {}).map(function (p) { return p + " " + fmtUsd(s.cost.by_party[p].usd); });
+        figure("cost spent" + (parties.length > 1 ? " (" + parties.join(", ") + ")" : ""), fmtUsd(s.cost.usd));
+        if (s.cost.reused_usd) figure("cost reused, not spent again", fmtUsd(s.cost.reused_usd));
+        if (s.cost.unpriced_runs) figure("runs with tokens of no known price", fmtInt(s.cost.unpriced_runs));
+      }
       figure("wall time (from timestamps)", fmtSeconds(s.wall_seconds));
       figure("case time, summed", fmtSeconds(s.case_seconds));
       card.appendChild(figures);
@@ -425,6 +449,7 @@
     box.appendChild(kv([
       ["tokens in / out", usage ? fmtInt(usage.input_tokens) + " / " + fmtInt(usage.output_tokens) : null],
       ["latency", result.latency_ms !== undefined ? fmtMs(result.latency_ms) : null],
+      ["cost", typeof result.cost_usd === "number" ? fmtUsd(result.cost_usd) + (result.cached ? " (reused)" : "") : null],
     ]));
     var judge = judgeRequest(result.evaluator_raw_request, large);
     if (judge) {
@@ -432,7 +457,7 @@
       box.appendChild(more);
       if (String(result.type || "").indexOf("judge") >= 0) box.appendChild(el("p", "muted", "The judge's reply is its verdict above: score, hits, misses and reasoning."));
     }
-    var known = ["name", "type", "score", "hits", "misses", "reasoning", "error", "usage", "latency_ms", "evaluator_raw_request"];
+    var known = ["name", "type", "score", "hits", "misses", "reasoning", "error", "usage", "latency_ms", "cost_usd", "evaluator_raw_request"];
     var rest = Object.keys(result).filter(function (k) { return known.indexOf(k) < 0; });
     if (rest.length) box.appendChild(kv(rest.map(function (k) { return [k, text(result[k])]; })));
     return box;
@@ -442,7 +467,7 @@
   var SHOWN_RECORD = ["conversation_id", "hits", "misses", "reasoning", "expected_aspect_count", "timestamp",
     "raw_request", "evaluator_results", "evaluator_raw_request", "usage", "latency_ms", "eval_file", "line",
     "large_content", "masked_secrets", "error", "line_in_results", "finish_reason", "finish_reason_raw",
-    "token_limit_ignored"];
+    "token_limit_ignored", "cost", "skip_reason"];
 
   // how the answer ended: the API's own word in brackets; an answer cut at the output token
   // limit stands out, since it looks complete
@@ -521,6 +546,8 @@
       ["target latency", d.latency_ms !== undefined ? fmtMs(d.latency_ms) : null],
       ["attempts", x[ATTEMPTS] === null ? null : String(x[ATTEMPTS])],
       ["tokens in / out", usage ? fmtInt(usage.input_tokens) + " / " + fmtInt(usage.output_tokens) : null],
+      ["cost", costText(d.cost)],
+      ["skipped", d.skip_reason ? text(d.skip_reason) : null],
       ["answer ended", ending(d)],
       ["token limit", d.token_limit_ignored ? el("span", "warn", "ignored by the server: more output tokens than the limit sent") : null],
       ["settings sent", settingsSent(raw)],

@@ -1,0 +1,317 @@
+"""What a run would cost, before anything is sent (``agentv estimate``, docs/running.md,
+"Before a run: the estimate").
+
+Every case's prompt is built exactly as the run builds it (``agentv.prompts``), for the
+target the run would choose, with the targets built as ``agentv render`` builds them (no
+secret needed, nothing sent). Its input tokens are counted by the same rule the run's
+``max_tpm`` pacing uses: about 4 characters a token (``run.scheduling.estimate_tokens``;
+no tokenizer that works offline is light enough to depend on). The answers are not known:
+each is taken to be ``answer_tokens`` long, as stated in the estimate. A judge's request is
+its own prompt built around an answer of that length, its verdict ``JUDGE_VERDICT_TOKENS``
+long. A live conversation's turn carries the conversation so far (the earlier answers at
+the stated length); the extra requests of tool loops are not counted. A simulated user's
+conversation is taken at its longest (``max_turns``), each user message
+``USER_MESSAGE_TOKENS`` long, and the simulator's requests are counted on its own target. Prices are the run's
+(``agentv.pricing``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from agentv.cases import EvalCase, EvaluatorConfig
+from agentv.errors import AgentVError, Diagnostic, DiagnosticsView, InputError
+from agentv.evalfile.files import FileStore
+from agentv.evalfile.loader import LoadContext, iter_cases, load_eval_file
+from agentv.evaluators import needs_judge
+from agentv.evaluators.base import EvaluationContext
+from agentv.evaluators.grading import DEFAULT_JUDGE
+from agentv.evaluators.llm_judge import judge_prompts
+from agentv.evaluators.specs import LlmJudgeSpec
+from agentv.pricing import Pricer
+from agentv.prompts import PromptSettings, build_prompt
+from agentv.providers.base import Provider, Usage, request_for_case
+from agentv.run.preview import first_request
+from agentv.run.scheduling import estimate_tokens
+from agentv.targets import DEFAULT_TARGET, TargetPool, choose_target
+
+#: the answer length taken when none is given (tokens)
+DEFAULT_ANSWER_TOKENS = 500
+#: a simulated user's message, in tokens (users write short messages)
+USER_MESSAGE_TOKENS = 50
+#: a judge's verdict (a short JSON object with its reasons), in tokens
+JUDGE_VERDICT_TOKENS = 200
+
+
+@dataclass
+class Line:
+    """One target's (or judge's) share of the estimate."""
+
+    target: str
+    role: str  # "target", "judge" or "user" (a simulated user's target)
+    model: str | None
+    requests: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    usd: float | None = 0.0  # None: no price known
+    price: dict[str, Any] | None = None  # the prices used, and where they come from
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "target": self.target,
+            "role": self.role,
+            "model": self.model,
+            "requests": self.requests,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "usd": self.usd,
+            "price": self.price,
+        }
+
+
+@dataclass
+class Estimate(DiagnosticsView):
+    """A run's tokens and cost, estimated before sending anything: one ``lines`` entry per
+    target and per judge (requests, input and output tokens, US dollars), the ``total``
+    (of the lines with a price), the ``answer_tokens`` assumed for each answer, and how
+    tokens were counted (``method``). ``unpriced`` names the lines without a price (their
+    cost is not in ``total_usd``)."""
+
+    lines: list[Line] = field(default_factory=list)
+    cases: int = 0
+    runs: int = 0
+    answer_tokens: int = DEFAULT_ANSWER_TOKENS
+    judge_verdict_tokens: int = JUDGE_VERDICT_TOKENS
+    #: a simulated user's message (its conversations are taken at their ``max_turns``)
+    user_message_tokens: int = USER_MESSAGE_TOKENS
+    method: str = (
+        "input tokens: about 4 characters a token, over the exact messages the run sends; "
+        "output tokens: the stated answer length"
+    )
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+    @property
+    def total_usd(self) -> float:
+        """The US dollars of the lines with a price."""
+        return sum(line.usd for line in self.lines if line.usd is not None)
+
+    @property
+    def unpriced(self) -> list[str]:
+        """The targets and judges without a price."""
+        return [line.target for line in self.lines if line.usd is None]
+
+    @property
+    def requests(self) -> int:
+        """Requests the run would send (tool loops' extra rounds not counted)."""
+        return sum(line.requests for line in self.lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "cases": self.cases,
+            "runs": self.runs,
+            "requests": self.requests,
+            "answer_tokens": self.answer_tokens,
+            "judge_verdict_tokens": self.judge_verdict_tokens,
+            "user_message_tokens": self.user_message_tokens,
+            "method": self.method,
+            "lines": [line.to_dict() for line in self.lines],
+            "total_usd": self.total_usd,
+            "unpriced": self.unpriced,
+        }
+
+
+class _Estimator:
+    def __init__(self, pool: TargetPool, answer_tokens: int, result: Estimate) -> None:
+        self.pool = pool
+        self.answer = answer_tokens
+        self.result = result
+        self.pricer = Pricer()
+        self._lines: dict[tuple[str, str, str | None], Line] = {}
+
+    def line(self, provider: Provider, role: str, model: str | None) -> Line:
+        from agentv.pricing import target_model
+
+        shown = target_model(provider, model)
+        key = (provider.name, role, shown)
+        found = self._lines.get(key)
+        if found is None:
+            rates = self.pricer.rates(provider, model)
+            found = self._lines[key] = Line(
+                provider.name, role, shown, price=rates.to_dict() if rates else None
+            )
+            if rates is None:
+                found.usd = None
+            self.result.lines.append(found)
+        return found
+
+    def add(self, line: Line, provider: Provider, model: str | None, inp: int, out: int) -> None:
+        line.requests += 1
+        line.input_tokens += inp
+        line.output_tokens += out
+        if line.usd is not None:
+            cost = self.pricer.cost(provider, Usage(inp, out, inp + out), model)
+            line.usd = line.usd + (cost.usd or 0.0) if cost.priced else None
+
+    def case(
+        self,
+        case: EvalCase,
+        provider: Provider,
+        judge: Provider | None,
+        runs: int,
+        user: Provider | None = None,
+    ) -> None:
+        target_line = self.line(provider, "target", None)
+        if case.user is not None and user is not None:
+            asked = self._simulated(case, user, runs)
+        elif case.turns:
+            asked = self._turns(case)
+        else:
+            asked = [(case, True, _judges(case))]
+        for _ in range(runs):
+            for view, graded, configs in asked:
+                prompt = build_prompt(view, PromptSettings.of(provider))
+                tokens = estimate_tokens(request_for_case(view, prompt))
+                self.add(target_line, provider, None, tokens, self.answer)
+                if judge is None or not graded:
+                    continue
+                for config in configs:
+                    self._judge(view, prompt, provider, judge, config)
+
+    def _turns(self, case: EvalCase) -> list[tuple[EvalCase, bool, list[EvaluatorConfig]]]:
+        """Each turn's request (the earlier answers at the stated length), whether it is
+        graded and by which judges; the conversation's own judges with the last turn."""
+        out: list[tuple[EvalCase, bool, list[EvaluatorConfig]]] = []
+        view = first_request(case)
+        from agentv.messages import Message, TextSegment
+
+        answer = Message("assistant", (TextSegment("word " * self.answer),))
+        for i, turn in enumerate(case.turns):
+            if i:
+                view = replace(
+                    view,
+                    input_messages=(*view.input_messages, answer, turn.message),
+                    guideline_files=(*view.guideline_files, *turn.guideline_files),
+                    input_files=(*view.input_files, *turn.input_files),
+                )
+            judges = [e for e in turn.evaluators if e.type == "llm_judge"]
+            if turn.outcome.strip() and not turn.evaluators:
+                judges = [DEFAULT_JUDGE]
+            out.append((view, True, judges))
+        last = [e for e in case.evaluators if e.type == "llm_judge"]
+        if last:
+            out[-1] = (out[-1][0], True, [*out[-1][2], *last])
+        return out
+
+    def _simulated(
+        self, case: EvalCase, user: Provider, runs: int
+    ) -> list[tuple[EvalCase, bool, list[EvaluatorConfig]]]:
+        """A simulated conversation at its longest (``max_turns``), each user message
+        ``USER_MESSAGE_TOKENS`` long; the simulator's own requests go on its target's line."""
+        from agentv.messages import Message, TextSegment
+        from agentv.run.simulator import simulator_messages
+
+        spec = case.user
+        assert spec is not None
+        said = Message("user", (TextSegment("word " * USER_MESSAGE_TOKENS),))
+        answer = Message("assistant", (TextSegment("word " * self.answer),))
+        line = self.line(user, "user", None)
+        out: list[tuple[EvalCase, bool, list[EvaluatorConfig]]] = []
+        history = list(case.input_messages)
+        graders = [e for e in case.turn_evaluators if e.type == "llm_judge"]
+        for turn in range(spec.max_turns):
+            if turn or spec.first_message is None:  # the simulator writes this message
+                asked = sum(len(m.content) for m in simulator_messages(spec, history)) // 4 + 1
+                for _ in range(runs):
+                    self.add(line, user, None, asked, USER_MESSAGE_TOKENS)
+            history.append(said)
+            out.append((replace(case, input_messages=tuple(history)), bool(graders), graders))
+            history.append(answer)
+        out[-1] = (out[-1][0], True, [*out[-1][2], *_judges(case)])
+        return out
+
+    def _judge(
+        self,
+        case: EvalCase,
+        prompt: Any,
+        provider: Provider,
+        judge: Provider,
+        config: EvaluatorConfig,
+    ) -> None:
+        model = config.spec.model if isinstance(config.spec, LlmJudgeSpec) else None
+        ctx = EvaluationContext(
+            case=case,
+            prompt=prompt,
+            candidate="word " * self.answer,
+            target_name=provider.name,
+            judge=judge,
+        )
+        system, user = judge_prompts(ctx, config)
+        tokens = (len(system) + len(user)) // 4 + 1
+        self.add(self.line(judge, "judge", model), judge, model, tokens, JUDGE_VERDICT_TOKENS)
+
+
+def _judges(case: EvalCase) -> list[EvaluatorConfig]:
+    if not case.evaluators:
+        return [DEFAULT_JUDGE]
+    return [e for e in case.evaluators if e.type == "llm_judge"]
+
+
+def estimate_run(
+    files: list[Path],
+    *,
+    cwd: Path,
+    targets: list[str],
+    targets_path: Path | None = None,
+    repeat: int | None = None,
+    eval_id: str | None = None,
+    answer_tokens: int = DEFAULT_ANSWER_TOKENS,
+    allow_outside_root: bool = False,
+) -> Estimate:
+    """The estimate of running ``files`` as ``agentv eval`` would (``targets``: its
+    ``--target`` names; empty: each case's own). Nothing is sent, no secret is needed."""
+    import asyncio
+
+    result = Estimate(answer_tokens=answer_tokens)
+    pool = TargetPool(cwd=cwd, targets_path=targets_path, preview=True)
+    context = LoadContext(store=FileStore(cwd=cwd), allow_outside_root=allow_outside_root)
+    work = _Estimator(pool, answer_tokens, result)
+    failed: set[tuple[Path, str]] = set()
+    try:
+        for path in files:
+            try:
+                loaded = load_eval_file(path, eval_id=eval_id, context=context)
+            except InputError as exc:
+                result.diagnostics.extend(exc.diagnostics or [Diagnostic(path, str(exc))])
+                continue
+            result.diagnostics.extend(loaded.diagnostics)
+            for case in iter_cases(loaded, eval_id=eval_id, context=context):
+                result.cases += 1
+                runs = repeat or case.repeat or loaded.repeat or 1
+                names = targets or [choose_target(None, case.target, loaded.target)]
+                for name in names or [DEFAULT_TARGET]:
+                    try:
+                        run_target = pool.target(loaded.path, loaded.repo_root, name)
+                        judge = pool.judge(run_target) if needs_judge(case) else None
+                        user = None
+                        if case.user is not None:
+                            user = pool.target(loaded.path, loaded.repo_root, case.user.target)
+                    except AgentVError as exc:
+                        if (path, name) not in failed:
+                            failed.add((path, name))
+                            result.diagnostics.append(
+                                Diagnostic(path, f"not estimated on target {name!r}: {exc}")
+                            )
+                        continue
+                    result.runs += runs
+                    work.case(
+                        case,
+                        run_target.provider,
+                        judge,
+                        runs,
+                        user.provider if user is not None else None,
+                    )
+    finally:
+        asyncio.run(pool.aclose())
+    return result

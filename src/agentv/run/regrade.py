@@ -1,0 +1,299 @@
+"""Grading again the answers a results file recorded, with the evaluators the eval files
+hold now, without asking any target again (``agentv regrade``, docs/after-the-run.md).
+
+Each latest record of the file is matched to its case in the current eval files (by file,
+dataset and id) and its target in targets.yaml (by the name it was recorded with). Its
+prompt is built again, as a run builds it: when it differs from what the record says was
+sent, the answer belongs to another question and the record is not regraded (it is
+reported, and copied as it was: ``agentv eval --resume`` on the new file runs it again).
+Otherwise the case's evaluators grade the recorded answer, through the same
+``CasePipeline`` a run uses: a judge is sent through its gate, the cache and the meter, as
+in a run; the target is never asked. The new record keeps what was sent and answered
+(request, answer, tokens, time), marked ``cached`` (nothing was sent for it this time), its
+target's cost counted as reused.
+
+Not regraded, and copied as they were: records of cases no longer in the eval files or of
+targets no longer in targets.yaml, records without an answer (``error`` before the target
+answered, ``invalid``, ``skipped`` before its request was sent) and live conversations
+(``turns``): their turns' questions were built from earlier answers and tool results that
+the record holds only as text, so grading them again could not promise the same
+questions; ``agentv eval`` runs them again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentv.cases import EvalCase
+from agentv.errors import AgentVError, ConfigError, Diagnostic, InputError
+from agentv.evalfile.files import FileStore, find_repo_root
+from agentv.evalfile.loader import LoadContext, iter_cases, load_eval_file
+from agentv.evaluators import grade_case, needs_judge
+from agentv.evaluators.base import EvaluationContext
+from agentv.masking import Masker, masking_scope
+from agentv.prompts import PromptSettings, build_prompt
+from agentv.providers.base import ProviderResponse, Usage
+from agentv.results.outcome import result_record
+from agentv.results.record import ERROR, GRADED, SKIPPED, EvalResult, put_back_large_content
+from agentv.run.costs import CASE_COST, CaseCost
+from agentv.run.pipeline import CasePipeline, RunSettings, RunStats, target_workers
+from agentv.run.plan import CaseJob
+from agentv.run.resume import Previous, prompt_changed
+from agentv.targets import RunTarget, TargetPool
+
+#: what a record keeps of what was sent: copied into its regraded record as it was
+_SENT_FIELDS = ("lm_provider_request", "agent_provider_request", "raw_request", "large_content")
+
+
+@dataclass
+class Regraded:
+    """What a regrade did: the new records in the results file's order, and every record
+    it could not regrade, by why (``(eval_id, target, reason)``)."""
+
+    records: list[dict[str, Any]] = field(default_factory=list)
+    regraded: int = 0
+    prompt_changed: list[tuple[str, str]] = field(default_factory=list)  # (eval id, target)
+    not_regraded: list[tuple[str, str, str]] = field(default_factory=list)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    stats: RunStats = field(default_factory=RunStats)
+    spent_usd: float = 0.0  # the judges' requests
+    reused_usd: float = 0.0
+
+
+class _Nothing:
+    def note(self, text: str) -> None:
+        pass
+
+
+async def regrade_records(
+    results: list[EvalResult],
+    pool: TargetPool,
+    settings: RunSettings,
+    *,
+    cwd: Path,
+    eval_files: list[Path] | None = None,
+    context: LoadContext | None = None,
+    progress: Any = None,
+    config_thresholds: bool = True,
+) -> Regraded:
+    """Regrade ``results`` (a results file's latest records) with the cases of
+    ``eval_files`` (default: the files the records name) and the targets of ``pool``."""
+    context = context or LoadContext(store=FileStore(cwd=cwd))
+    done = Regraded()
+    by_file = eval_files is None  # named files: matched by dataset and id wherever they are
+    cases, thresholds = _cases(results, eval_files, cwd, context, done, by_file=by_file)
+    if not config_thresholds:
+        thresholds = {}
+    stats = done.stats
+    pipeline = CasePipeline(
+        settings,
+        judge_of=lambda target: _judge_of(pool, settings, target),
+        stats=stats,
+        progress=progress or _Nothing(),
+    )
+    jobs: list[tuple[int, CaseJob, EvalResult] | None] = []
+    for result in results:
+        job, why = _job(result, cases, thresholds, pool, cwd, by_file=by_file)
+        if job is None:
+            if why == "prompt":
+                done.prompt_changed.append((result.eval_id or "", result.target or ""))
+            elif why is not None:
+                done.not_regraded.append((result.eval_id or "", result.target or "", why))
+            done.records.append(result.model_dump(mode="json"))
+            jobs.append(None)
+            continue
+        done.records.append({})  # its place, filled when it is regraded
+        jobs.append((len(done.records) - 1, job, result))
+    pipeline.masker = Masker(pool.run_secrets())
+    # as many at once as a run would send; each judge's gate keeps to its own limit
+    limit = asyncio.Semaphore(16)
+
+    async def one(index: int, job: CaseJob, result: EvalResult) -> None:
+        async with limit:
+            done.records[index] = await _regrade(pipeline, job, result, settings)
+
+    try:
+        await asyncio.gather(*(one(*item) for item in jobs if item is not None))
+    finally:
+        await pool.aclose()
+    done.regraded = sum(1 for item in jobs if item is not None)
+    done.spent_usd = pipeline.meter.spent
+    done.reused_usd = pipeline.meter.reused
+    return done
+
+
+def _judge_of(pool: TargetPool, settings: RunSettings, target: RunTarget) -> tuple[Any, int]:
+    judge = pool.judge(target)
+    own = pool.owner(judge)
+    return judge, target_workers(settings, own) if own is not None else 3
+
+
+def _cases(
+    results: list[EvalResult],
+    eval_files: list[Path] | None,
+    cwd: Path,
+    context: LoadContext,
+    done: Regraded,
+    *,
+    by_file: bool,
+) -> tuple[dict[tuple[Path | None, str, str], EvalCase], dict[Path, float | None]]:
+    """Every case of the eval files, by (file, dataset, id) (``by_file``) or by (dataset,
+    id), and each file's pass threshold (its config's)."""
+    if eval_files is None:
+        named = {r.eval_file for r in results if r.eval_file}
+        eval_files = sorted({(cwd / name).resolve() for name in named})
+    cases: dict[tuple[Path | None, str, str], EvalCase] = {}
+    thresholds: dict[Path, float | None] = {}
+    for path in eval_files:
+        path = path.resolve()
+        if not path.is_file():
+            done.diagnostics.append(
+                Diagnostic(path, "the eval file is not there: its records are not regraded")
+            )
+            continue
+        try:
+            loaded = load_eval_file(path, context=context)
+        except InputError as exc:
+            done.diagnostics.extend(exc.diagnostics or [Diagnostic(path, str(exc))])
+            continue
+        done.diagnostics.extend(loaded.diagnostics)
+        config, _ = context.guidelines.for_eval_dir(path.parent, loaded.repo_root)
+        thresholds[path] = config.pass_threshold
+        for case in iter_cases(loaded, context=context):
+            cases[(path if by_file else None, case.dataset, case.id)] = case
+    return cases, thresholds
+
+
+def _job(
+    result: EvalResult,
+    cases: dict[tuple[Path | None, str, str], EvalCase],
+    thresholds: dict[Path, float | None],
+    pool: TargetPool,
+    cwd: Path,
+    *,
+    by_file: bool,
+) -> tuple[CaseJob | None, str | None]:
+    """The job that regrades ``result``, or None and why not ("prompt": its prompt
+    changed)."""
+    if not _has_answer(result):
+        return None, f"no answer was recorded (status {result.status})"
+    if result.turns is not None:
+        return None, "a live conversation: run it again with agentv eval"
+    path = (cwd / result.eval_file).resolve() if result.eval_file else None
+    case = cases.get((path if by_file else None, result.dataset, result.eval_id or ""))
+    if case is None:
+        return None, "the case is no longer in the eval files"
+    path = case.eval_file
+    try:
+        target = pool.target(path, find_repo_root(path.parent, cwd), result.target or "")
+    except AgentVError as exc:
+        return None, f"its target cannot be used: {exc}"
+    prompt = build_prompt(case, PromptSettings.of(target.provider))
+    raw = result.raw_request or {}
+    raw = put_back_large_content(raw, result.large_content or {})
+    previous = Previous(result.status, raw.get("question"), raw.get("chat_prompt"))
+    if prompt_changed(previous, prompt, is_agent=target.provider.is_agent):
+        return None, "prompt"
+    if needs_judge(case):
+        try:
+            pool.check_judge(target)
+        except ConfigError as exc:
+            return None, f"its judge cannot be used: {exc}"
+    return CaseJob(case, target, thresholds.get(path), result.repeat or 0), None
+
+
+def _has_answer(result: EvalResult) -> bool:
+    """Whether the record holds the target's answer: graded, or an error of its evaluators
+    (they ran: the target had answered), or skipped after the target answered."""
+    if result.status in GRADED:
+        return True
+    if result.status == ERROR:
+        return result.evaluator_results is not None or result.evaluator_raw_request is not None
+    if result.status == SKIPPED:
+        return result.usage is not None or result.latency_ms is not None
+    return False
+
+
+def _response(result: EvalResult) -> ProviderResponse:
+    """The recorded answer, as reused (nothing is sent for it)."""
+    return ProviderResponse(
+        text=result.candidate_answer,
+        usage=Usage.from_dict(result.usage),
+        latency_ms=result.latency_ms,
+        attempts=0,
+        cached=True,
+        finish_reason=result.finish_reason,
+        finish_reason_raw=result.finish_reason_raw,
+    )
+
+
+def _target_cost(result: EvalResult) -> float | None:
+    """The recorded price of the target's answer (spent then, or reused then)."""
+    entry = (result.cost or {}).get("target")
+    if not isinstance(entry, dict):
+        return None
+    values = [v for v in (entry.get("usd"), entry.get("reused_usd")) if isinstance(v, int | float)]
+    return float(sum(values)) if values else None
+
+
+async def _regrade(
+    pipeline: CasePipeline, job: CaseJob, result: EvalResult, settings: RunSettings
+) -> dict[str, Any]:
+    """The regraded record of ``result``."""
+    case, target = job.case, job.target
+    cost = CaseCost()
+    token = CASE_COST.set(cost)
+    try:
+        with masking_scope(pipeline.masker):
+            prompt = pipeline.prompt(job)
+            response = _response(result)
+            price = _target_cost(result)
+            entry = (result.cost or {}).get("target")
+            if price is not None or (isinstance(entry, dict) and entry.get("unpriced")):
+                cost.add("candidate", price, reused=True, priced=price is not None)
+            grade = await grade_case(
+                EvaluationContext(
+                    case=case,
+                    prompt=prompt,
+                    candidate=result.candidate_answer,
+                    target_name=target.name,
+                    judge=pipeline._judge(job),
+                    timeout=settings.agent_timeout or None,
+                    repeat=job.repeat,
+                    latency_ms=result.latency_ms,
+                    cost_usd=price,
+                )
+            )
+            threshold = job.pass_threshold
+            record = result_record(
+                case,
+                target=target.name,
+                provider=target.provider,
+                prompt=prompt,
+                response=response,
+                grade=grade,
+                duration_ms=result.duration_ms or 0.0,
+                pass_threshold=threshold if threshold is not None else settings.pass_threshold,
+                attempts=0,
+                repeat=job.repeat,
+                cost=cost.to_dict(),
+            )
+    finally:
+        CASE_COST.reset(token)
+    for key in _SENT_FIELDS:  # what was sent then, exactly as recorded
+        value = getattr(result, key)
+        if value is not None:
+            record[key] = value
+        else:
+            record.pop(key, None)
+    if result.token_limit_ignored:
+        record["token_limit_ignored"] = True
+    return pipeline.masker.record(record)
+
+
+def default_regrade_path(results: Path) -> Path:
+    """``RESULTS.regraded.jsonl`` beside the results file (its own extension)."""
+    return results.with_name(f"{results.stem}.regraded{results.suffix or '.jsonl'}")
