@@ -16,9 +16,17 @@ from agentv.evaluators.specs import (
     ContainsSpec,
     EqualsSpec,
     EvaluatorSpec,
+    ExpectedCall,
     IsJsonSpec,
     LlmJudgeSpec,
     RegexSpec,
+    RepeatedCallsSpec,
+    StepCountSpec,
+    ToolCallF1Spec,
+    ToolNotUsedSpec,
+    ToolTrajectorySpec,
+    ToolUsedSpec,
+    TrajectorySpec,
 )
 
 EVAL_SCHEMA = "agentv-eval-v2"
@@ -29,9 +37,17 @@ __all__ = [  # the evaluators' own settings models are part of the format
     "ContainsSpec",
     "EqualsSpec",
     "EvaluatorSpec",
+    "ExpectedCall",
     "IsJsonSpec",
     "LlmJudgeSpec",
     "RegexSpec",
+    "RepeatedCallsSpec",
+    "StepCountSpec",
+    "ToolCallF1Spec",
+    "ToolNotUsedSpec",
+    "ToolTrajectorySpec",
+    "ToolUsedSpec",
+    "TrajectorySpec",
 ]
 
 

@@ -12,8 +12,16 @@ from agentv.evaluators.deterministic import (
     RegexEvaluator,
 )
 from agentv.evaluators.llm_judge import LlmJudgeEvaluator
+from agentv.evaluators.trajectory import (
+    RepeatedCallsEvaluator,
+    StepCountEvaluator,
+    ToolCallF1Evaluator,
+    ToolTrajectoryEvaluator,
+    ToolUsedEvaluator,
+)
 
 _contains = ContainsEvaluator()
+_tool_used = ToolUsedEvaluator()
 
 EVALUATORS: dict[str, Evaluator] = {
     "llm_judge": LlmJudgeEvaluator(),
@@ -23,6 +31,12 @@ EVALUATORS: dict[str, Evaluator] = {
     "equals": EqualsEvaluator(),
     "regex": RegexEvaluator(),
     "is_json": IsJsonEvaluator(),
+    "tool_used": _tool_used,
+    "tool_not_used": _tool_used,  # the same count, which must be zero (it reads the type)
+    "tool_trajectory": ToolTrajectoryEvaluator(),
+    "tool_call_f1": ToolCallF1Evaluator(),
+    "step_count": StepCountEvaluator(),
+    "repeated_calls": RepeatedCallsEvaluator(),
 }
 
 

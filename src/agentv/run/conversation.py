@@ -22,6 +22,9 @@ evaluators (``agentv.evaluators``).
   turns after it are not sent) and the case fails.
 - A target that fails during a turn ends the conversation with status ``error``; the turns
   before it stay in the record.
+- Every tool called during a turn is a step of the run's trajectory (``agentv.trajectory``):
+  those the target ran itself (an agent's), then those the run answered, each with its
+  turn. A turn's evaluators see the turn's steps, the conversation's the whole trajectory.
 """
 
 from __future__ import annotations
@@ -40,8 +43,14 @@ from agentv.evaluators.base import CaseGrade, EvaluationContext
 from agentv.messages import Message, TextSegment, chat_to_dicts
 from agentv.prompts import Prompt, PromptSettings, build_prompt
 from agentv.providers.base import ProviderResponse, Usage, total_usage
-from agentv.results.outcome import evaluator_error_text, grade_status, grading_fields
+from agentv.results.outcome import (
+    evaluator_error_text,
+    grade_status,
+    grading_fields,
+    required_fields,
+)
 from agentv.run.tools import ToolRun, answer_call
+from agentv.trajectory import ToolStep, Trajectory
 
 if TYPE_CHECKING:
     from agentv.run.pipeline import CasePipeline
@@ -71,10 +80,18 @@ class TurnOutcome:
     status: str | None = None  # ok / failed / error; None: not graded on its own
     error: str | None = None  # the target failed during this turn
     tool_rounds_exhausted: bool = False
+    steps: list[ToolStep] = field(default_factory=list)  # the tools called, in order
+    untold: bool = False  # the target could not say which tools it called
+    trajectory_error: str | None = None  # ... and why, when it should have
 
     def usage(self) -> Usage | None:
         """The turn's tokens, its rounds' summed."""
         return total_usage(r.response.usage for r in self.rounds)
+
+    @property
+    def trajectory(self) -> Trajectory | None:
+        """The tools called during the turn (None: the target could not say)."""
+        return None if self.untold else tuple(self.steps)
 
 
 @dataclass
@@ -93,6 +110,18 @@ class Conversation:
     def responses(self) -> list[ProviderResponse]:
         """Every response, in order."""
         return [r.response for t in self.turns for r in t.rounds]
+
+    @property
+    def trajectory(self) -> Trajectory | None:
+        """Every turn's tool calls, in order (None: the target could not say)."""
+        if any(t.untold for t in self.turns):
+            return None
+        return tuple(step for t in self.turns for step in t.steps)
+
+    @property
+    def trajectory_error(self) -> str | None:
+        """Why the target did not say which tools it called, when it should have."""
+        return next((t.trajectory_error for t in self.turns if t.trajectory_error), None)
 
 
 def plan_digest(case: EvalCase) -> str:
@@ -156,7 +185,15 @@ async def converse(pipeline: CasePipeline, job: CaseJob, threshold: float) -> Co
                 guideline_files=tuple(guidelines),
                 input_files=tuple(inputs),
             )
-            outcome.grade = await _grade(pipeline, job, asked, outcome.prompt, outcome.answer)
+            outcome.grade = await _grade(
+                pipeline,
+                job,
+                asked,
+                outcome.prompt,
+                outcome.answer,
+                outcome.trajectory,
+                outcome.trajectory_error,
+            )
             outcome.status = grade_status(outcome.grade, threshold)
             if outcome.status == "failed" and case.stop_on_failure and index < len(turns):
                 run.stopped = {
@@ -178,7 +215,13 @@ async def converse(pipeline: CasePipeline, job: CaseJob, threshold: float) -> Co
         last = run.turns[-1]
         prompt = run.final if case.turns else last.prompt
         run.grade = await _grade(
-            pipeline, job, replace(whole, input_messages=tuple(history)), prompt, last.answer
+            pipeline,
+            job,
+            replace(whole, input_messages=tuple(history)),
+            prompt,
+            last.answer,
+            run.trajectory,
+            run.trajectory_error,
         )
     return run
 
@@ -215,12 +258,18 @@ async def _take_turn(
         pipeline._note_ending(job, response)
         this = Round(len(prompt.messages), response, attempts)
         outcome.rounds.append(this)
+        if response.trajectory is None:  # what the target ran itself, before the run answers
+            outcome.untold = True
+            outcome.trajectory_error = outcome.trajectory_error or response.trajectory_error
+        else:
+            outcome.steps.extend(step.in_turn(outcome.index) for step in response.trajectory)
         calls = response.tool_calls
         if calls and rounds < case.max_tool_rounds:
             history.append(Message("assistant", (TextSegment(response.text),), tool_calls=calls))
             for call in calls:
                 done = await answer_call(call, tools, timeout=timeout, round_=rounds)
                 this.calls.append(done)
+                outcome.steps.append(done.step(outcome.index))
                 history.append(
                     Message(
                         "tool", (TextSegment(done.result),), tool_call_id=call.id, name=call.name
@@ -237,12 +286,20 @@ async def _take_turn(
 
 
 async def _grade(
-    pipeline: CasePipeline, job: CaseJob, case: EvalCase, prompt: Prompt | None, answer: str
+    pipeline: CasePipeline,
+    job: CaseJob,
+    case: EvalCase,
+    prompt: Prompt | None,
+    answer: str,
+    steps: Trajectory | None,
+    steps_error: str | None,
 ) -> CaseGrade:
-    """``case``'s evaluators (else a judge of its outcome) on ``answer``, the question being
-    ``prompt``'s: the answer masked first, as any answer is before it is graded."""
+    """``case``'s evaluators (else a judge of its outcome) on ``answer`` and the tools
+    called (``steps``), the question being ``prompt``'s: the answer and the steps masked
+    first, as any answer is before it is graded."""
     assert prompt is not None
     masked, _ = pipeline.masker.text(answer)
+    steps, _ = pipeline.masker.steps(steps)
     view = replace(job, case=case)
     return await grade_case(
         EvaluationContext(
@@ -253,6 +310,8 @@ async def _grade(
             judge=pipeline._judge(view),
             timeout=pipeline.settings.agent_timeout or None,
             repeat=job.repeat,
+            trajectory=steps,
+            trajectory_error=steps_error,
         )
     )
 
@@ -272,10 +331,10 @@ def aggregate_score(run: Conversation, how: str) -> float | None:
     return sum(scores) / len(scores)
 
 
-def turn_record(outcome: TurnOutcome) -> dict[str, Any]:
+def turn_record(outcome: TurnOutcome, threshold: float) -> dict[str, Any]:
     """One turn as the record keeps it: what the user said, the answer, the tool calls with
     their results, each request (how many messages of ``raw_request.chat_prompt`` it sent;
-    its tokens, time and ending), the grade."""
+    its tokens, time and ending), the grade (``threshold``: the run's pass threshold)."""
     rec: dict[str, Any] = {"turn": outcome.index}
     if outcome.turn is not None:
         rec["content"] = build_prompt(_user_only(outcome.turn)).question
@@ -295,13 +354,16 @@ def turn_record(outcome: TurnOutcome) -> dict[str, Any]:
     if outcome.rounds and outcome.rounds[-1].response.finish_reason is not None:
         rec["finish_reason"] = outcome.rounds[-1].response.finish_reason
     if outcome.grade is not None:
+        gates, gate_misses = required_fields(outcome.grade, threshold)
         rec["status"] = outcome.status
         rec["score"] = outcome.grade.score
         rec["hits"] = outcome.grade.hits
-        rec["misses"] = outcome.grade.misses
+        rec["misses"] = [*outcome.grade.misses, *gate_misses]
         if outcome.grade.reasoning:
             rec["reasoning"] = outcome.grade.reasoning
-        rec.update(grading_fields(outcome.grade))
+        rec.update(grading_fields(outcome.grade, threshold))
+        if gates:
+            rec["failed_required"] = gates
         error = evaluator_error_text(outcome.grade)
         if error is not None:
             rec["error"] = error
