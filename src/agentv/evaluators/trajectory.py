@@ -468,7 +468,9 @@ class StepCountEvaluator:
         if isinstance(steps, EvaluatorScore):
             return steps
         counted = [s for s in steps if spec.tool is None or s.name == spec.tool]
-        what = _plural(len(counted), f"call of {spec.tool!r}" if spec.tool else "tool call")
+        what = _plural(len(counted), "tool call")
+        if spec.tool:
+            what = _plural(len(counted), "call") + f" of {spec.tool!r}"
         bounds = " and ".join(
             part
             for part in (

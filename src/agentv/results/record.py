@@ -68,6 +68,9 @@ class EvalResult(BaseModel):
     raw_request: dict[str, Any] | None = None
     evaluator_results: list[dict[str, Any]] | None = None
     evaluator_raw_request: dict[str, Any] | None = None
+    failed_required: list[str] | None = None
+    """The required evaluators that missed (``turn N: name`` for a turn's): the run failed
+    whatever its score."""
     usage: dict[str, Any] | None = None
     finish_reason: str | None = None
     """How the target's answer ended: ``stop``, ``length`` (cut at the output token limit),
@@ -88,6 +91,14 @@ class EvalResult(BaseModel):
     stopped: dict[str, Any] | None = None
     """Where a live conversation stopped before its last turn, and why (``turn``,
     ``reason``)."""
+    trajectory: list[dict[str, Any]] | None = None
+    """The tools the candidate called, in order (docs/results.md, "Trajectories"): each
+    with its ``name``, ``arguments``, ``result`` or ``error``, ``duration_ms``, ``id`` and,
+    in a live conversation, its ``turn``. Absent when the target cannot say, or called none
+    where it could not have."""
+    trajectory_error: str | None = None
+    """Why a target that reports its tools (a cli target with ``{TRAJECTORY_FILE}``) gave
+    no trajectory for this run."""
     latency_ms: float | None = None
     duration_ms: float | None = None
     """From the moment the run got its first turn at its target to its record."""

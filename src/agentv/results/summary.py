@@ -104,6 +104,29 @@ class TurnStats:
 
 
 @dataclass(frozen=True, slots=True)
+class EvaluatorStats:
+    """One evaluator (by name) over the runs that listed it: its settings as the records
+    say them (docs/eval-files.md, "Weights, required evaluators and thresholds") and how
+    it graded."""
+
+    name: str
+    type: str
+    runs: int  # entries that graded (errors left out)
+    mean: float | None
+    weight: float | None  # None: not the same in every run
+    required: bool  # required in at least one run
+    threshold: float | None  # its own threshold, when every run says the same
+    passed: int  # entries at or above their threshold (required or thresholded ones)
+    judged: int  # entries that say whether they passed
+    failed_cases: int  # runs it failed as a required evaluator
+
+    @property
+    def weighted(self) -> bool:
+        """Whether it has anything but the defaults: a weight, ``required``, a threshold."""
+        return self.weight != 1.0 or self.required or self.threshold is not None
+
+
+@dataclass(frozen=True, slots=True)
 class TargetSummary:
     """One target's results, to set targets side by side (``--target A --target B``).
 
@@ -188,6 +211,15 @@ class Summary:
     ``targets`` order; None where it did not run), ids in natural order."""
     turns: TurnStats | None = None
     """The live conversations' turns (None: no run was a live conversation)."""
+    required_failures: int = 0
+    """Runs that failed because a required evaluator missed (whatever their mean)."""
+    evaluators: tuple[EvaluatorStats, ...] = ()
+    """Each evaluator of the runs' evaluator lists, by name in natural order."""
+
+    @property
+    def weighted(self) -> bool:
+        """Whether any evaluator has a weight, is required or has a threshold."""
+        return any(e.weighted for e in self.evaluators)
 
     @property
     def passed(self) -> int:
@@ -239,6 +271,10 @@ class SummaryCollector:
         #: and the graded turns' score sum
         self._turns = [0, 0, 0, 0, 0, 0]
         self._turn_score = 0.0
+        #: evaluator name -> [type, runs, score sum, weights seen, required, thresholds
+        #: seen, passed, judged, failed cases]
+        self._evaluators: dict[str, list[Any]] = {}
+        self._required_failures = 0
 
     def __len__(self) -> int:
         return len(self._ids)
@@ -285,6 +321,7 @@ class SummaryCollector:
                 reused=bool(result.cached),
             )
         self._grading(result)
+        self._gates(result)
         if result.turns is not None:
             self._conversation(result)
 
@@ -353,11 +390,65 @@ class SummaryCollector:
                 self._evaluator_errors[name] += 1
                 if entry.get("type") == "llm_judge":
                     self._judge_failures += 1
+            elif result.evaluator_results is not None:
+                self._evaluator(name, entry)
             usage = entry.get("usage")
             if isinstance(usage, dict) and usage:
                 if self._judge_tokens is None:
                     self._judge_tokens = [0, 0, 0, 0]
                 _add_tokens(self._judge_tokens, usage, reused=bool(entry.get("cached")))
+
+    def _evaluator(self, name: str, entry: dict[str, Any]) -> None:
+        """Count one graded entry of an evaluator list."""
+        seen = self._evaluators.get(name)
+        if seen is None:
+            seen = self._evaluators[name] = [str(entry.get("type") or "?"), 0, 0.0, set(), False]
+            seen += [set(), 0, 0, 0]
+        score = entry.get("score")
+        seen[1] += 1
+        seen[2] += min(1.0, max(0.0, float(score))) if isinstance(score, int | float) else 0.0
+        weight = entry.get("weight", 1.0)
+        seen[3].add(float(weight) if isinstance(weight, int | float) else 1.0)
+        seen[4] = seen[4] or entry.get("required") is True
+        threshold = entry.get("threshold") if "passed" in entry else None
+        seen[5].add(threshold if isinstance(threshold, int | float) else None)
+        if isinstance(entry.get("passed"), bool):
+            seen[6] += entry["passed"]
+            seen[7] += 1
+
+    def _gates(self, result: EvalResult) -> None:
+        """Count a run failed by required evaluators, and each one that missed."""
+        names = getattr(result, "failed_required", None)
+        if not isinstance(names, list) or not names:
+            return
+        if result.status == "failed":
+            self._required_failures += 1
+        for name in names:
+            seen = self._evaluators.get(str(name))
+            if seen is not None:
+                seen[8] += 1
+
+    def _evaluator_stats(self) -> tuple[EvaluatorStats, ...]:
+        out = []
+        for name in sorted(self._evaluators, key=natural_key):
+            kind, runs, total, weights, required, thresholds, passed, judged, failed = (
+                self._evaluators[name]
+            )
+            out.append(
+                EvaluatorStats(
+                    name=name,
+                    type=kind,
+                    runs=runs,
+                    mean=total / runs if runs else None,
+                    weight=next(iter(weights)) if len(weights) == 1 else None,
+                    required=required,
+                    threshold=next(iter(thresholds)) if len(thresholds) == 1 else None,
+                    passed=passed,
+                    judged=judged,
+                    failed_cases=failed,
+                )
+            )
+        return tuple(out)
 
     def _figures(self, entry: int | tuple[float, ...]) -> tuple[float, ...]:
         """A (target, case)'s (graded runs, passes, score sum, sum of squares, min, max)."""
@@ -458,6 +549,8 @@ class SummaryCollector:
             case_stats=self._case_stats() if repeats > 1 else (),
             case_table=self._case_table(),
             turns=self._turn_stats(),
+            required_failures=self._required_failures,
+            evaluators=self._evaluator_stats(),
         )
 
     def _turn_stats(self) -> TurnStats | None:
@@ -700,6 +793,22 @@ def summary_dict(summary: Summary) -> dict[str, Any]:
             if summary.turns is not None
             else None
         ),
+        "required_failures": summary.required_failures,
+        "evaluators": [
+            {
+                "name": e.name,
+                "type": e.type,
+                "runs": e.runs,
+                "mean": e.mean,
+                "weight": e.weight,
+                "required": e.required,
+                "threshold": e.threshold,
+                "passed": e.passed if e.judged else None,
+                "judged": e.judged,
+                "failed_cases": e.failed_cases,
+            }
+            for e in summary.evaluators
+        ],
         "cases": [
             {
                 "target": target,
