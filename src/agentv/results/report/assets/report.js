@@ -452,7 +452,7 @@
   function evaluator(result, large) {
     result = result && typeof result === "object" ? result : {};
     var box = el("div", "evaluator", el("h4", null, text(result.name || "evaluator") + (result.type ? " (" + text(result.type) + ")" : "") + " — score " + fmtScore(result.score)));
-    box.appendChild(weighing(result));
+    append(box, weighing(result));
     if (result.error) box.appendChild(pre(result.error, "error-text"));
     var hits = list(result.hits, "hits"), misses = list(result.misses, "misses");
     if (hits) box.appendChild(el("div", null, el("b", null, "hits"), hits));
