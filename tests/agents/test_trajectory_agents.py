@@ -328,3 +328,28 @@ def test_a_cli_agent_without_a_transcript_gets_no_trajectory_grades(cli_repo: Pa
     fix = by_name(untold)["fix"]
     assert (fix.trajectory, fix.trajectory_error, fix.status) == (None, None, "error")
     assert "does not report the tools it called" in entries(fix)["read-first"]["error"]
+
+
+def test_a_cached_answer_keeps_its_trajectory(
+    codex_repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = agentv.run_eval("evals/codex.yaml", cwd=codex_repo, cache=True)
+    monkeypatch.setenv("FAKE_CODEX_MODE", "fail")  # a second call to Codex would fail
+    monkeypatch.delenv("FAKE_CODEX_EVENTS")
+    again = agentv.run_eval("evals/codex.yaml", cwd=codex_repo, cache=True)
+    (before,), (after,) = first.results, again.results
+    assert after.cached is True
+    assert after.trajectory == before.trajectory and len(after.trajectory or []) == 5
+    assert after.evaluator_results == before.evaluator_results
+
+
+def test_a_cache_entry_from_before_trajectories_says_it_has_none(tmp_path: Path) -> None:
+    from agentv.run.cache import OLD_ENTRY, ResponseCache
+
+    cache = ResponseCache(tmp_path)
+    key = "ab" + "0" * 62
+    path = tmp_path / "ab" / f"{key}.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps({"text": "an answer", "tool_calls": []}))
+    old = cache.get(key)
+    assert old is not None and (old.trajectory, old.trajectory_error) == (None, OLD_ENTRY)

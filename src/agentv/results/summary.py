@@ -271,9 +271,7 @@ class SummaryCollector:
         #: and the graded turns' score sum
         self._turns = [0, 0, 0, 0, 0, 0]
         self._turn_score = 0.0
-        #: evaluator name -> [type, runs, score sum, weights seen, required, thresholds
-        #: seen, passed, judged, failed cases]
-        self._evaluators: dict[str, list[Any]] = {}
+        self._evaluators: dict[str, _EvaluatorFigures] = {}  # by evaluator name
         self._required_failures = 0
 
     def __len__(self) -> int:
@@ -399,22 +397,19 @@ class SummaryCollector:
                 _add_tokens(self._judge_tokens, usage, reused=bool(entry.get("cached")))
 
     def _evaluator(self, name: str, entry: dict[str, Any]) -> None:
-        """Count one graded entry of an evaluator list."""
+        """Count one graded entry of an evaluator list (the common entry, without settings
+        of its own, takes the short way: this runs for every entry of a large run)."""
         seen = self._evaluators.get(name)
         if seen is None:
-            seen = self._evaluators[name] = [str(entry.get("type") or "?"), 0, 0.0, set(), False]
-            seen += [set(), 0, 0, 0]
+            seen = self._evaluators[name] = _EvaluatorFigures(str(entry.get("type") or "?"))
+        seen.runs += 1
         score = entry.get("score")
-        seen[1] += 1
-        seen[2] += min(1.0, max(0.0, float(score))) if isinstance(score, int | float) else 0.0
-        weight = entry.get("weight", 1.0)
-        seen[3].add(float(weight) if isinstance(weight, int | float) else 1.0)
-        seen[4] = seen[4] or entry.get("required") is True
-        threshold = entry.get("threshold") if "passed" in entry else None
-        seen[5].add(threshold if isinstance(threshold, int | float) else None)
-        if isinstance(entry.get("passed"), bool):
-            seen[6] += entry["passed"]
-            seen[7] += 1
+        if isinstance(score, int | float):
+            seen.total += score if 0.0 <= score <= 1.0 else min(1.0, max(0.0, float(score)))
+        if "weight" in entry or "required" in entry or "passed" in entry:
+            seen.settings(entry)
+        else:
+            seen.plain = True
 
     def _gates(self, result: EvalResult) -> None:
         """Count a run failed by required evaluators, and each one that missed."""
@@ -426,29 +421,12 @@ class SummaryCollector:
         for name in names:
             seen = self._evaluators.get(str(name))
             if seen is not None:
-                seen[8] += 1
+                seen.failed += 1
 
     def _evaluator_stats(self) -> tuple[EvaluatorStats, ...]:
-        out = []
-        for name in sorted(self._evaluators, key=natural_key):
-            kind, runs, total, weights, required, thresholds, passed, judged, failed = (
-                self._evaluators[name]
-            )
-            out.append(
-                EvaluatorStats(
-                    name=name,
-                    type=kind,
-                    runs=runs,
-                    mean=total / runs if runs else None,
-                    weight=next(iter(weights)) if len(weights) == 1 else None,
-                    required=required,
-                    threshold=next(iter(thresholds)) if len(thresholds) == 1 else None,
-                    passed=passed,
-                    judged=judged,
-                    failed_cases=failed,
-                )
-            )
-        return tuple(out)
+        return tuple(
+            self._evaluators[name].stats(name) for name in sorted(self._evaluators, key=natural_key)
+        )
 
     def _figures(self, entry: int | tuple[float, ...]) -> tuple[float, ...]:
         """A (target, case)'s (graded runs, passes, score sum, sum of squares, min, max)."""
@@ -684,6 +662,52 @@ class SummaryCollector:
                     cells.append(run[2] / run[0])
             rows.append((case, tuple(cells)))
         return tuple(rows)
+
+
+class _EvaluatorFigures:
+    """What the summary counts of one evaluator (by name) as entries come."""
+
+    __slots__ = ("failed", "judged", "passed", "plain", "required", "runs", "thresholds")
+    __slots__ += ("total", "type", "weights")
+
+    def __init__(self, kind: str) -> None:
+        self.type = kind
+        self.runs = 0
+        self.total = 0.0
+        self.plain = False  # an entry without settings of its own (weight 1, no threshold)
+        self.weights: set[float] = set()
+        self.thresholds: set[float | None] = set()
+        self.required = False
+        self.passed = 0
+        self.judged = 0
+        self.failed = 0  # runs it failed as a required evaluator
+
+    def settings(self, entry: dict[str, Any]) -> None:
+        weight = entry.get("weight", 1.0)
+        self.weights.add(float(weight) if isinstance(weight, int | float) else 1.0)
+        self.required = self.required or entry.get("required") is True
+        passed = entry.get("passed")
+        threshold = entry.get("threshold") if isinstance(passed, bool) else None
+        self.thresholds.add(threshold if isinstance(threshold, int | float) else None)
+        if isinstance(passed, bool):
+            self.passed += passed
+            self.judged += 1
+
+    def stats(self, name: str) -> EvaluatorStats:
+        weights = self.weights | {1.0} if self.plain else self.weights
+        thresholds = self.thresholds | {None} if self.plain else self.thresholds
+        return EvaluatorStats(
+            name=name,
+            type=self.type,
+            runs=self.runs,
+            mean=self.total / self.runs if self.runs else None,
+            weight=next(iter(weights)) if len(weights) == 1 else None,
+            required=self.required,
+            threshold=next(iter(thresholds)) if len(thresholds) == 1 else None,
+            passed=self.passed,
+            judged=self.judged,
+            failed_cases=self.failed,
+        )
 
 
 def _first_by(
