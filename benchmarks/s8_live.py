@@ -154,35 +154,11 @@ def scenario_many(args: argparse.Namespace, agentv: Path) -> dict[str, Any]:
         # the conversations cost beyond the SDK and the HTTP work
         requests_n = cases * turns
         single = generate_suite(args.work / "s8-single", requests_n, server_url=server.url)
-        s2_runs = []
-        for rep in range(args.reps):
-            m, _ = run_eval(
-                agentv,
-                single.eval_file,
-                HTTP_TARGET,
-                args.workers,
-                f"S8-S2-{rep}",
-                args.work,
-                requests_n,
-            )
-            s2_runs.append(m)
-            print(f"  S2 at {requests_n} cases run {rep + 1}/{args.reps}: {m.max_rss_mb:.0f} MB")
+        s2_runs = _reference_runs(args, agentv, single.eval_file, HTTP_TARGET, "S2")
     finally:
         server.stop()
     reference = generate_suite(args.work / "suites" / f"n{requests_n}", requests_n)
-    s1_runs = []
-    for rep in range(args.reps):
-        m, _ = run_eval(
-            agentv,
-            reference.eval_file,
-            MOCK_TARGET,
-            args.workers,
-            f"S8-S1-{rep}",
-            args.work,
-            requests_n,
-        )
-        s1_runs.append(m)
-        print(f"  S1 at {requests_n} cases run {rep + 1}/{args.reps}: {m.max_rss_mb:.0f} MB")
+    s1_runs = _reference_runs(args, agentv, reference.eval_file, MOCK_TARGET, "S1")
     ideal = cases / args.workers * turns * delay_s
     row: dict[str, Any] = {"key": f"S8/{cases}x{turns}", "cases": cases, "turns": turns}
     row.update(summarize(runs))
@@ -196,6 +172,19 @@ def scenario_many(args: argparse.Namespace, agentv: Path) -> dict[str, Any]:
     row["s2_same_requests_wall_s"] = summarize(s2_runs)["wall_s"]
     row["runs"] = [r.to_dict() for r in runs]
     return row
+
+
+def _reference_runs(
+    args: argparse.Namespace, agentv: Path, eval_file: Path, target: str, name: str
+) -> list[Measurement]:
+    """``--reps`` runs of a single-turn suite with as many cases as S8 sends requests."""
+    n = args.cases * args.turns
+    runs = []
+    for rep in range(args.reps):
+        m, _ = run_eval(agentv, eval_file, target, args.workers, f"S8-{name}-{rep}", args.work, n)
+        runs.append(m)
+        print(f"  {name} at {n:,} cases run {rep + 1}/{args.reps}: {m.max_rss_mb:.0f} MB")
+    return runs
 
 
 def scenario_long(args: argparse.Namespace, agentv: Path) -> dict[str, Any]:

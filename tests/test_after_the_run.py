@@ -188,7 +188,10 @@ def test_rerun_errors_picks_runs_not_cases_and_appends_to_its_file(repo: Path) -
         # still takes the errored run itself, and only it
         again = _agentv(repo, "--rerun-errors", "r.jsonl")
         assert again.returncode == 0, again.stdout + again.stderr
-        assert "Rerunning 1 run(s) (error, invalid) from r.jsonl, appending to it" in again.stdout
+        assert (
+            "Rerunning 1 run(s) (error, invalid, user_error) from r.jsonl, appending to it"
+            in again.stdout
+        )
         assert len(server.requests) == sent + 1
         records = _jsonl(repo / "r.jsonl")
         assert [(r["eval_id"], r["repeat"], r["status"]) for r in records[4:]] == [
@@ -265,8 +268,9 @@ def test_yaml_results_resume_rerun_compare_and_never_mix_formats(repo: Path) -> 
     assert failed == ["c0", "c3", "c6", "c9"]
     rerun = _agentv(repo, "--rerun-failed", "y.yaml")
     assert rerun.returncode == 0
-    assert "Rerunning 4 run(s) (error, failed, invalid) from y.yaml, appending to it" in (
-        rerun.stdout
+    assert (
+        "Rerunning 4 run(s) (error, failed, invalid, user_error) from y.yaml, appending to it"
+        in (rerun.stdout)
     )
     assert len(_yaml(out)) == CASES + 4
 

@@ -108,6 +108,12 @@ def _comparable(record: dict[str, Any]) -> dict[str, Any]:
         entry.pop("latency_ms", None)
         raw = entry.get("evaluator_raw_request") or {}
         raw.pop("duration_ms", None)
+    for turn in out.get("turns") or []:  # a live conversation's turns: their times
+        turn.pop("latency_ms", None)
+        for request in turn.get("requests", []):
+            request.pop("latency_ms", None)
+        for entry in turn.get("evaluator_results", []):
+            entry.pop("latency_ms", None)
     return out
 
 
@@ -123,15 +129,15 @@ def test_run_eval_results_equal_the_cli_results_file(project: Path) -> None:
     assert all(isinstance(r, EvalResult) for r in run.results)
     api = {r.eval_id: _comparable(r.model_dump(mode="json")) for r in run.results}
     cli = {line["eval_id"]: _comparable(line) for line in lines}
-    assert len(api) == len(run.results) == 4
+    assert len(api) == len(run.results) == 5
     assert api == cli
     # the model reads a results line back unchanged
     for line in lines:
         assert EvalResult.model_validate(line).model_dump(mode="json") == line
 
     summary = run.summary
-    assert (summary.total, summary.errors) == (4, 0)
-    assert summary.mean == pytest.approx(sum(r.score for r in run.results) / 4)
+    assert (summary.total, summary.errors) == (5, 0)
+    assert summary.mean == pytest.approx(sum(r.score for r in run.results) / 5)
     judged = next(r for r in run.results if r.eval_id == "debug-missing-email")
     assert judged.target == "mock"
     assert any(e.get("score") == 0.75 for e in judged.evaluator_results or [])
@@ -252,23 +258,23 @@ def test_read_compare_report_and_junit_of_real_runs(project: Path) -> None:
     with base.out.open("a", encoding="utf-8") as fh:
         fh.write("not json\n")
     read = agentv.read_results(base.out)
-    assert len(read.results) == 4
-    assert [(d.line, d.severity) for d in read.diagnostics] == [(5, "warning")]
+    assert len(read.results) == 5
+    assert [(d.line, d.severity) for d in read.diagnostics] == [(6, "warning")]
     assert read.diagnostics[0].message == "not a result: not JSON"
     # compare: the same mock answers, so nothing changed
     comparison = agentv.compare(project / "new.yaml", project / "new.yaml")
     assert isinstance(comparison, agentv.Comparison)
-    assert comparison.counts["unchanged"] == 4 and comparison.regressed == ()
+    assert comparison.counts["unchanged"] == 5 and comparison.regressed == ()
     assert comparison.to_dict()["counts"] == comparison.counts
-    with pytest.raises(agentv.InputError, match=r"base\.jsonl:5: not a result \(not JSON\)"):
+    with pytest.raises(agentv.InputError, match=r"base\.jsonl:6: not a result \(not JSON\)"):
         agentv.compare(base.out, new.out)
     # the report and JUnit of the YAML run
     written = agentv.report(new.out, out=project / "r.html")
     assert isinstance(written, agentv.Report)
-    assert (written.path, written.records) == (project / "r.html", 4)
+    assert (written.path, written.records) == (project / "r.html", 5)
     assert "agentv-index-0" in written.path.read_text(encoding="utf-8")
     junit = agentv.write_junit(new.out, project / "ci" / "junit.xml")
-    assert junit.read_text(encoding="utf-8").count("<testcase ") == 4
+    assert junit.read_text(encoding="utf-8").count("<testcase ") == 5
 
 
 def test_validate_and_preview_return_their_problems(project: Path) -> None:

@@ -58,6 +58,11 @@ def _comparable(record: dict[str, Any]) -> dict[str, Any]:
     for entry in out.get("evaluator_results") or []:
         entry.pop("latency_ms", None)
         (entry.get("evaluator_raw_request") or {}).pop("duration_ms", None)
+    for turn in out.get("turns") or []:  # a live conversation's turns: their times
+        turn.pop("latency_ms", None)
+        (turn.get("user") or {}).pop("latency_ms", None)
+        for part in [*turn.get("requests", []), *turn.get("evaluator_results", [])]:
+            part.pop("latency_ms", None)
     return json.loads(re.sub(r"agentv-cli-[A-Za-z0-9_]+", "agentv-cli-TMP", json.dumps(out)))
 
 
@@ -98,7 +103,7 @@ def test_examples_give_the_same_records_on_ray_as_locally(
         sent_locally = len(server.requests)
         remote = agentv.run_eval("examples/", target=target, cwd=root, executor="ray")
         assert _by_key(remote) == _by_key(local)
-        assert len(local.results) == 4
+        assert len(local.results) == 5
         assert remote.summary.total == local.summary.total
         assert remote.summary.mean == local.summary.mean
         if target == "fake":  # the same requests reached the server, judges included
@@ -696,3 +701,25 @@ async def test_successes_reach_the_keeper_with_the_turn_given_back() -> None:
         assert keeper._gates[3].limit == 2  # told with the release, not before
         gate.release()
     assert keeper._gates[3].limit == 3
+
+
+def test_simulated_users_run_on_ray_through_their_own_target(
+    local_ray: str, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from test_simulated_users import _targets, agent_reply, customer_reply, suite
+
+    with (
+        FakeLLMServer(reply=agent_reply) as agent,
+        FakeLLMServer(reply=customer_reply) as customer,
+    ):
+        _targets(repo, agent, customer)
+        suite(repo, {"id": "a", "first": "null"}, {"id": "b"})
+        local = agentv.run_eval("evals/support.yaml", cwd=repo)
+        sent = (len(agent.requests), len(customer.requests))
+        agent.reset()
+        customer.reset()
+        remote = agentv.run_eval("evals/support.yaml", cwd=repo, executor="ray")
+        assert (len(agent.requests), len(customer.requests)) == sent
+    assert _by_key(remote) == _by_key(local)
+    assert {r.user["ended"] for r in remote.results} == {"goal"}
+    assert {r.status for r in remote.results} == {"ok"}

@@ -507,6 +507,59 @@ evalcases:
     p.screenshot(path=str(ARTIFACTS / "report-live-conversation.png"))
 
 
+def test_a_simulated_conversation_tells_the_user_and_the_model_apart(
+    page: Page, tmp_path: Path
+) -> None:
+    import agentv
+
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".agentv").mkdir()
+    (tmp_path / ".agentv" / "targets.yaml").write_text(
+        "$schema: agentv-targets-v2.2\ntargets:\n"
+        "  - {name: customer, provider: mock, response: My kettle broke.}\n"
+    )
+    (tmp_path / "sim.yaml").write_text(
+        """\
+$schema: agentv-eval-v2
+evalcases:
+  - id: kettle
+    outcome: Helps.
+    input_messages: [{role: system, content: You are support.}]
+    user:
+      target: customer
+      persona: A customer.
+      goal: A new kettle.
+      first_message: Hello.
+      max_turns: 2
+    turn_evaluators: [{type: contains, value: kettle}]
+    evaluators: [{type: contains, value: kettle}]
+"""
+    )
+
+    def agent(messages: list[dict[str, Any]]) -> str:
+        return f"About your kettle: noted ({len(messages)} messages so far)."
+
+    out = tmp_path / "sim.jsonl"
+    with ThreadPoolExecutor(1) as pool:  # the sync Playwright API keeps a loop on this one
+        pool.submit(
+            agentv.run_eval, "sim.yaml", target=agentv.PythonTarget(agent), out=out, cwd=tmp_path
+        ).result()
+    p = page.open(build_report([out], tmp_path / "sim.html").path)
+    page.search("kettle", 1)
+    p.click("#rows tr")
+    p.wait_for_selector("#detail:not([hidden]) .turns")
+    note = p.text_content("#detail .turns .simulated")
+    assert note == "Simulated user: customer, 2 turn(s), ended by max_turns"
+    speakers = p.locator("#detail .turns .turn .message > b").all_text_contents()
+    assert speakers == [
+        "simulated user (first message)",
+        "answer",
+        "simulated user",
+        "answer",
+    ]
+    assert "My kettle broke." in p.text_content("#detail .turns")
+
+
 def test_a_trajectory_and_the_evaluators_weights_and_gates_are_shown(
     page: Page, tmp_path: Path
 ) -> None:

@@ -204,7 +204,7 @@ def test_a_dry_run_of_the_examples_is_clean(tmp_path: Path) -> None:
     assert "Judge failures" not in proc.stdout and "Evaluator errors" not in proc.stdout
     assert "(dry run: no target or judge was called)" in proc.stdout
     records = rows(tmp_path / "r.jsonl")
-    assert len(records) == 4 and all(r["status"] in ("ok", "failed") for r in records)
+    assert len(records) == 5 and all(r["status"] in ("ok", "failed") for r in records)
 
 
 def test_cache_covers_the_judge_too(repo: Path, server: FakeLLMServer) -> None:

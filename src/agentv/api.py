@@ -164,6 +164,9 @@ class RunOptions(TypedDict, total=False):
     again, alone, appended to that file unless ``out`` names another."""
     rerun_statuses: Iterable[str]
     """What ``rerun`` picks (default ``RERUN_FAILED``: failed, error, invalid)."""
+    replay_user: PathLike | None
+    """A results file whose simulated users' turns are sent again verbatim instead of
+    asking the simulators (docs/eval-files.md, "Simulated users")."""
     keep_results: bool
     """Keep every result in ``EvalRun.results`` (default True; False for very large runs:
     the results file has them)."""
@@ -233,7 +236,7 @@ class EvalRun:
         """Every selected case ran and was graded without error (exit code 0's condition,
         ``--threshold`` aside)."""
         s = self.summary
-        return not (s.errors or s.invalid or self.unusable_files)
+        return not (s.errors or s.invalid or s.user_errors or self.unusable_files)
 
     artifacts: dict[str, list[Path]] = field(default_factory=dict)
     """Files the targets left for people to read (agent logs), by kind."""
@@ -498,6 +501,11 @@ def prepare_run(paths: PathLike | Sequence[PathLike], **options: Unpack[RunOptio
     if pass_threshold is not None:
         settings.pass_threshold = pass_threshold
         plan.config_thresholds = False  # the caller's threshold wins over every config's
+    replay = options.get("replay_user")
+    if replay is not None:
+        from agentv.run.simulator import read_replays
+
+        settings.replay_user = read_replays(base / Path(replay))
     out = _under(base, options.get("out"))
     resume, rerun = options.get("resume"), options.get("rerun")
     if options.get("retry_errors") and resume is None:

@@ -77,6 +77,44 @@ Aggregation = Literal["mean", "min", "max"]
 
 
 @dataclass(frozen=True, slots=True)
+class SimulatedUser:
+    """A simulated user: a model that plays the user toward a goal, turn by turn
+    (docs/eval-files.md, "Simulated users"). ``target`` names the target that plays it."""
+
+    target: str
+    persona: str
+    goal: str
+    instructions: str = ""
+    facts: tuple[str, ...] = ()  # what the user knows, one fact per entry
+    first_message: str | None = None  # the user's opening message; None: the simulator opens
+    max_turns: int = 10  # the most user turns (the opening included)
+    #: a check of each answer that ends the conversation when it passes: evaluators, or
+    #: (``stop_when_judge``) a question a judge answers about the answer
+    stop_when: tuple[EvaluatorConfig, ...] = ()
+    stop_when_judge: str = ""
+    seed: int | None = None  # sent where the simulator's API takes one
+    temperature: float | None = None  # the simulator's; None: its target's own
+    role_judge: bool = False  # also ask the case's judge whether each message stays in role
+
+    def spec(self) -> dict[str, Any]:
+        """Everything that decides what the simulator is asked (for ``--resume``)."""
+        return {
+            "target": self.target,
+            "persona": self.persona,
+            "goal": self.goal,
+            "instructions": self.instructions,
+            "facts": list(self.facts),
+            "first_message": self.first_message,
+            "max_turns": self.max_turns,
+            "stop_when": [c.spec.model_dump(mode="json") for c in self.stop_when],
+            "stop_when_judge": self.stop_when_judge,
+            "seed": self.seed,
+            "temperature": self.temperature,
+            "role_judge": self.role_judge,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class EvalCase:
     """One eval case after loading: messages with their segments, files read, evaluators."""
 
@@ -101,12 +139,16 @@ class EvalCase:
     stop_on_failure: bool = False  # `on_turn_failure: stop`
     tools: tuple[Tool, ...] = ()
     max_tool_rounds: int = 8  # tool calls answered per turn before the answer counts
+    #: a simulated user plays the user turns instead of ``turns``
+    user: SimulatedUser | None = None
+    #: evaluators of every turn's answer that has none of its own (live conversations)
+    turn_evaluators: tuple[EvaluatorConfig, ...] = ()
 
     @property
     def live(self) -> bool:
-        """A conversation the target takes part in (turns), or a case whose model may call
-        tools: it runs turn by turn (``agentv.run.conversation``)."""
-        return bool(self.turns or self.tools)
+        """A conversation the target takes part in (turns, or a simulated user), or a case
+        whose model may call tools: it runs turn by turn (``agentv.run.conversation``)."""
+        return bool(self.turns or self.tools or self.user)
 
     @property
     def guideline_paths(self) -> list[Path]:

@@ -27,6 +27,7 @@ EXIT_SIGINT = 130
 EXIT_SIGTERM = 143
 
 EXIT_ERRORS = 3
+EXIT_USER_ERRORS = 4
 EXIT_USAGE = 2
 
 EXIT_HELP = """
@@ -34,8 +35,9 @@ Exit codes: 0 every selected case ran and was graded without error (and --thresh
 given, is met); 1 the run could not start (bad paths, targets or eval files, no cases, a
 failed healthcheck) or the mean score is below --threshold; 2 bad command-line usage;
 3 the run finished but some cases errored, were invalid, or had an evaluator that could not
-grade (--allow-errors turns 3 into 0); 130 / 143 interrupted by Ctrl-C / SIGTERM (every
-finished case is already in the results file).
+grade (--allow-errors turns 3 into 0); 4 the run finished but some simulated users failed
+(user_error) and nothing else errored (--allow-errors turns 4 into 0 too); 130 / 143
+interrupted by Ctrl-C / SIGTERM (every finished case is already in the results file).
 """
 
 
@@ -165,14 +167,16 @@ def eval_command(
         bool,
         typer.Option(
             "--retry-errors",
-            help="With --resume: also run again the runs whose latest record is error or invalid.",
+            help="With --resume: also run again the runs whose latest record is error, invalid "
+            "or user_error.",
         ),
     ] = False,
     rerun_failed: Annotated[
         Path | None,
         typer.Option(
             "--rerun-failed",
-            help="Run again the runs this results file has as failed, error or invalid, "
+            help="Run again the runs this results file has as failed, error, invalid or "
+            "user_error, "
             "appending to it (or to --out).",
         ),
     ] = None,
@@ -180,8 +184,17 @@ def eval_command(
         Path | None,
         typer.Option(
             "--rerun-errors",
-            help="Run again the runs this results file has as error or invalid, appending to "
-            "it (or to --out).",
+            help="Run again the runs this results file has as error, invalid or user_error, "
+            "appending to it (or to --out).",
+        ),
+    ] = None,
+    replay_user: Annotated[
+        Path | None,
+        typer.Option(
+            "--replay-user",
+            help="Send the simulated users' turns recorded in this results file again, "
+            "verbatim, instead of asking the simulators (to compare targets on the same "
+            "conversations).",
         ),
     ] = None,
     junit: Annotated[
@@ -212,6 +225,7 @@ def eval_command(
             **_rerun_options(resume, rerun_failed, rerun_errors, out, retry_errors),
             pass_threshold=pass_threshold,
             allow_errors=allow_errors,
+            replay_user=replay_user,
             targets_file=targets,
             eval_id=eval_id,
             out=out,
@@ -543,14 +557,20 @@ def exit_code(run: EvalRun, *, threshold: float | None, allow_errors: bool, stde
         return EXIT_FAILED
     if run.clean:
         return EXIT_OK
+    code = EXIT_ERRORS
     what = f"{s.errors} case(s) errored, {s.invalid} invalid"
     if run.unusable_files:
         what += f", {len(run.unusable_files)} eval file(s) could not be used"
+    if s.user_errors:
+        what += f", {s.user_errors} simulated user(s) failed"
+        if not (s.errors or s.invalid or run.unusable_files):
+            # only the simulated users failed: the model is not to blame, said apart
+            what, code = f"{s.user_errors} simulated user(s) failed (user_error)", EXIT_USER_ERRORS
     if allow_errors:
         stderr.write(f"{what} (--allow-errors: exit code 0)\n")
         return EXIT_OK
-    stderr.write(f"{what}: exit code {EXIT_ERRORS} (see the summary; --allow-errors to accept)\n")
-    return EXIT_ERRORS
+    stderr.write(f"{what}: exit code {code} (see the summary; --allow-errors to accept)\n")
+    return code
 
 
 async def _run(

@@ -108,8 +108,8 @@ def case_line(
 
 
 #: the mark each status gets on screen (and its plain-ASCII stand-in)
-MARKS = {"ok": "✓", "failed": "✗", "error": "!", "invalid": "!"}
-ASCII_MARKS = {"ok": "+", "failed": "x", "error": "!", "invalid": "!"}
+MARKS = {"ok": "✓", "failed": "✗", "error": "!", "invalid": "!", "user_error": "?"}
+ASCII_MARKS = {"ok": "+", "failed": "x", "error": "!", "invalid": "!", "user_error": "?"}
 
 
 class _Counters:
@@ -253,7 +253,7 @@ class LiveProgress(_Counters):
         with self._lock:
             self._running.pop(key, None)
             self.count(status)
-            if status in ("error", "invalid"):
+            if status in ("error", "invalid", "user_error"):
                 self._last_error = f"{label}: {_first_line(error)}" if error else label
             if score is not None:
                 self._score_sum += score

@@ -285,7 +285,29 @@ def _print_text(cases: list[dict[str, Any]], out: Console) -> None:
             _print_program_request(out, view)
         if "turns" in view:
             _print_plan(out, view)
+        if "user" in view:
+            _print_user_plan(out, view)
         out.print()
+
+
+def _print_user_plan(out: Console, view: dict[str, Any]) -> None:
+    """A simulated conversation's plan: who plays the user, toward what, until when."""
+    from rich.text import Text
+
+    user = view["user"]
+    how = f"aggregation: {view['aggregation']}, on_turn_failure: {view['on_turn_failure']}"
+    out.print(Text(f"Simulated user, played by target {user['target']!r} ({how}):", style="bold"))
+    for label, value in (("persona", user["persona"]), ("goal", user["goal"])):
+        out.print(Text(f"  {label}: ", style="dim") + Text(value))
+    for fact in user["facts"]:
+        out.print(Text("  knows: ", style="dim") + Text(fact))
+    graded = ", ".join(e["name"] for e in view.get("turn_evaluators", []))
+    if graded:
+        out.print(Text("  each answer graded by: ", style="dim") + Text(graded))
+    out.print(Text("  the conversation ends when ", style="dim") + Text("; or ".join(user["ends"])))
+    out.print(Text("  the simulator is told:", style="dim"))
+    for line in user["simulator_prompt"].splitlines():
+        out.print(Text(f"    {line}", style="dim"))
 
 
 def _print_plan(out: Console, view: dict[str, Any]) -> None:

@@ -241,10 +241,13 @@ def render_summary(
             f"This run: {_count(facts.ran, 'run')}; the summary covers the whole results "
             "file (the latest record of each run)"
         )
-    lines.append(
+    counts = (
         f"Passed: {summary.ok}  Failed: {summary.failed}  "
         f"Errors: {summary.errors}  Invalid: {summary.invalid}"
     )
+    if summary.user_errors:  # the simulated users' failures, apart from the model's
+        counts += f"  User errors: {summary.user_errors}"
+    lines.append(counts)
     threshold = (
         f", pass threshold {facts.pass_threshold:.2f}" if facts.pass_threshold is not None else ""
     )
@@ -264,6 +267,14 @@ def render_summary(
         )
     if summary.turns is not None:
         lines.append(_turns_line(summary.turns))
+        if summary.turns.ended:
+            ended = ", ".join(f"{how} {n}" for how, n in summary.turns.ended)
+            lines.append(f"Simulated users: conversations ended by {ended}")
+        if summary.turns.replays_diverged:
+            lines.append(
+                f"Replays that diverged: {summary.turns.replays_diverged} (the recorded user "
+                "turns ran out; the simulator played the rest)"
+            )
     lines += _score_lines(summary)
     if summary.bottom:
         lines += ["", "Lowest performing eval cases:"]
@@ -289,6 +300,8 @@ def render_summary(
         closing += [f"  {target}: {_tokens(tokens)}" for target, tokens in summary.tokens]
         if summary.judge_tokens is not None:
             closing.append(f"  judges: {_tokens(summary.judge_tokens)}")
+        if summary.turns is not None and summary.turns.user_tokens is not None:
+            closing.append(f"  simulated users: {_tokens(summary.turns.user_tokens)}")
     if facts.retries:
         closing.append("Retries:")
         closing += [f"  {target}: {_retries(codes)}" for target, codes in facts.retries.items()]

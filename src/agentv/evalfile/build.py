@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from agentv.cases import EvalCase, EvaluatorConfig, Tool, Turn
+from agentv.cases import EvalCase, EvaluatorConfig, SimulatedUser, Tool, Turn
 from agentv.errors import Diagnostic
 from agentv.evalfile import schema as sc
 from agentv.evalfile.checks import (
@@ -50,6 +50,8 @@ _CASE_ADAPTER = sc.RawEvalCase
 
 #: tool calls answered per turn before the answer counts, unless a case says otherwise
 DEFAULT_TOOL_ROUNDS = 8
+#: user turns of a simulated user's conversation, unless ``max_turns`` says otherwise
+DEFAULT_USER_TURNS = 10
 #: a tool without `parameters` takes no arguments
 EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
 
@@ -87,8 +89,12 @@ class CaseBuilder:
         patterns: tuple[str, ...],
         dataset: str,
         default_evaluator: str,
+        user_target: str | None = None,
     ) -> None:
         self.src = src
+        #: the target of simulated users without one of their own (the file's, else the
+        #: config's ``user_target``)
+        self.user_target = user_target
         self.ctx = ctx
         self.roots = roots
         self.repo_root = repo_root
@@ -195,10 +201,18 @@ class CaseBuilder:
             )
         diags.extend(self._check_tool_pairing(raw, base))
         evaluators = self._evaluators(raw, base, diags)
+        turn_evaluators: list[EvaluatorConfig] = []
+        if raw.turn_evaluators is not None:
+            turn_evaluators = self._evaluator_configs(
+                raw.turn_evaluators, (*base, "turn_evaluators"), diags
+            )
         turns = [
-            self._turn(turn, (*base, "turns", i), diags, guideline_files)
+            self._turn(turn, (*base, "turns", i), diags, guideline_files, turn_evaluators)
             for i, turn in enumerate(raw.turns or [])
         ]
+        user = None
+        if raw.user is not None:
+            user = self._user(raw, (*base, "user"), diags)
         tools = self.default_tools
         if raw.tools is not None:
             tools = tuple(self._tools(raw.tools, (*base, "tools"), diags))
@@ -234,8 +248,67 @@ class CaseBuilder:
             stop_on_failure=raw.on_turn_failure == "stop",
             tools=tools,
             max_tool_rounds=raw.max_tool_rounds or DEFAULT_TOOL_ROUNDS,
+            user=user,
+            turn_evaluators=tuple(turn_evaluators),
         )
         return case, diags
+
+    def _user(
+        self, raw: sc.RawEvalCase, key: PathKey, diags: list[Diagnostic]
+    ) -> SimulatedUser | None:
+        """The case's simulated user, its target resolved (its own, else the default)."""
+        user = raw.user
+        assert user is not None
+        if raw.turns is not None:
+            diags.append(
+                self.src.diagnostic(
+                    key,
+                    "a case has either scripted `turns` or a simulated `user`, not both",
+                    hint="keep `turns` to say each user turn yourself, or `user` to let a "
+                    "model play the user",
+                    at_key=True,
+                )
+            )
+            return None
+        target = text_or_none(user.target) or self.user_target
+        if target is None:
+            diags.append(
+                self.src.diagnostic(
+                    key,
+                    "this simulated user has no target to play it",
+                    hint="name one with `target:` under `user`, or `user_target:` at the top "
+                    "of the file or in .agentv/config.yaml",
+                    at_key=True,
+                )
+            )
+            return None
+        stop_when: list[EvaluatorConfig] = []
+        stop_question = ""
+        if isinstance(user.stop_when, str):
+            stop_question = user.stop_when.strip()
+        elif user.stop_when is not None:
+            stop_when = self._evaluator_configs([user.stop_when], (*key, "stop_when"), diags)
+        facts = user.facts
+        if isinstance(facts, str):
+            listed = [facts]
+        elif isinstance(facts, dict):
+            listed = [f"{k}: {_fact_text(v)}" for k, v in facts.items()]
+        else:
+            listed = [str(f) for f in facts or ()]
+        return SimulatedUser(
+            target=target,
+            persona=user.persona.strip(),
+            goal=user.goal.strip(),
+            instructions=(user.instructions or "").strip(),
+            facts=tuple(f.strip() for f in listed if f.strip()),
+            first_message=user.first_message,
+            max_turns=user.max_turns or DEFAULT_USER_TURNS,
+            stop_when=tuple(stop_when),
+            stop_when_judge=stop_question,
+            seed=user.seed,
+            temperature=user.temperature,
+            role_judge=user.role_judge,
+        )
 
     def _turn(
         self,
@@ -243,6 +316,7 @@ class CaseBuilder:
         key: PathKey,
         diags: list[Diagnostic],
         seen: dict[Path, GuidelineFile],
+        default_evaluators: list[EvaluatorConfig] | None = None,
     ) -> Turn:
         """One user turn of a live conversation; guideline files it is the first to
         reference join the conversation's (``seen``) from this turn on."""
@@ -260,6 +334,8 @@ class CaseBuilder:
         evaluators: list[EvaluatorConfig] = []
         if raw.evaluators is not None:
             evaluators = self._evaluator_configs(raw.evaluators, (*key, "evaluators"), diags)
+        elif not (raw.outcome or "").strip():  # the case's `turn_evaluators`, if any
+            evaluators = list(default_evaluators or ())
         return Turn(
             message=message,
             outcome=raw.outcome or "",
@@ -739,3 +815,8 @@ def _reference_answer(expected: list[Message]) -> str:
         elif isinstance(seg, FileSegment):
             parts.append(seg.text)
     return " ".join(parts)
+
+
+def _fact_text(value: Any) -> str:
+    """A fact's value as the simulated user is told it."""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)

@@ -61,9 +61,10 @@ class GuidelineConfig:
     patterns: tuple[str, ...]
     source: Path | None  # None: the defaults
     pass_threshold: float | None = None  # None: the run's default
+    user_target: str | None = None  # the target of simulated users without one of their own
 
 
-CONFIG_KEYS = ("$schema", "guideline_patterns", "pass_threshold")
+CONFIG_KEYS = ("$schema", "guideline_patterns", "pass_threshold", "user_target")
 
 
 def parse_config(path: Path) -> tuple[GuidelineConfig | None, list[Diagnostic]]:
@@ -100,8 +101,8 @@ def parse_config(path: Path) -> tuple[GuidelineConfig | None, list[Diagnostic]]:
                 src.diagnostic(
                     (key,),
                     f"unknown key {key!r} in config",
-                    hint="the config file knows `$schema`, `guideline_patterns` and "
-                    "`pass_threshold`; remove this key",
+                    hint="the config file knows `$schema`, `guideline_patterns`, "
+                    "`pass_threshold` and `user_target`; remove this key",
                     severity="warning",
                     at_key=True,
                 )
@@ -121,8 +122,18 @@ def parse_config(path: Path) -> tuple[GuidelineConfig | None, list[Diagnostic]]:
         )
         return None, diags
     threshold = float(threshold) if threshold is not None else None
+    user_target = data.get("user_target")
+    if user_target is not None and (not isinstance(user_target, str) or not user_target.strip()):
+        diags.append(
+            src.diagnostic(
+                ("user_target",),
+                "`user_target` must be the name of a target",
+                hint="the target that plays simulated users, e.g. `user_target: simulator`",
+            )
+        )
+        return None, diags
     if "guideline_patterns" not in data or data["guideline_patterns"] is None:
-        return GuidelineConfig(DEFAULT_GUIDELINE_PATTERNS, path, threshold), diags
+        return GuidelineConfig(DEFAULT_GUIDELINE_PATTERNS, path, threshold, user_target), diags
     patterns = data["guideline_patterns"]
     if not isinstance(patterns, list) or not all(
         isinstance(p, str) and p.strip() for p in patterns
@@ -147,7 +158,7 @@ def parse_config(path: Path) -> tuple[GuidelineConfig | None, list[Diagnostic]]:
             )
         )
         return None, diags
-    return GuidelineConfig(tuple(patterns), path, threshold), diags
+    return GuidelineConfig(tuple(patterns), path, threshold, user_target), diags
 
 
 @dataclass

@@ -64,6 +64,7 @@ class LoadedEvalFile(DiagnosticsView):
     case_count: int = 0  # usable cases (those in `cases`, unless `streamed`)
     streamed: bool = False  # too many cases to hold: `cases` is empty, use `iter_cases`
     case_targets: frozenset[str | None] = frozenset()  # the cases' `execution.target` values
+    user_targets: frozenset[str] = frozenset()  # the targets of the cases' simulated users
     #: how many usable cases have each `repeat:` value of their own (None: none)
     case_repeats: dict[int | None, int] = field(default_factory=dict)
     #: one per case entry (of `eval_id`, when given) with an error, in file order; kept even
@@ -151,6 +152,7 @@ class _FileLoad:
         self.diags: list[Diagnostic] = []
         self.count = 0  # usable cases seen
         self.case_targets: set[str | None] = set()  # their `execution.target` values
+        self.user_targets: set[str] = set()  # their simulated users' targets
         self.case_repeats: dict[int | None, int] = {}  # their own `repeat:` values, counted
         self.dropped = False  # more usable cases than keep_limit: none are kept
         # case id -> (index, line) of the first case with it
@@ -214,6 +216,7 @@ class _FileLoad:
             case_count=self.count,
             streamed=self.dropped,
             case_targets=frozenset(self.case_targets),
+            user_targets=frozenset(self.user_targets),
             case_repeats=dict(self.case_repeats),
             invalid=self.invalid,
             repeat=data.get("repeat") if isinstance(data.get("repeat"), int) else None,
@@ -252,6 +255,7 @@ class _FileLoad:
                 patterns=config.patterns,
                 dataset=_dataset(header, self.path),
                 default_evaluator=_default_evaluator(header),
+                user_target=_user_target(header) or config.user_target,
             )
             # Keys written before `evalcases` are complete when the first case comes.
             if isinstance(header, dict) and "execution" in header:
@@ -311,6 +315,8 @@ class _FileLoad:
             return
         self.count += 1
         self.case_targets.add(case.target)
+        if case.user is not None:
+            self.user_targets.add(case.user.target)
         self.case_repeats[case.repeat] = self.case_repeats.get(case.repeat, 0) + 1
         if self.dropped:
             return
@@ -385,6 +391,11 @@ def _planned(entry: Any) -> tuple[str | None, int | None]:
 def _dataset(header: Any, path: Path) -> str:
     value = header.get("dataset") if isinstance(header, dict) else None
     return text_or_none(value) or path.stem or "eval"
+
+
+def _user_target(header: Any) -> str | None:
+    value = header.get("user_target") if isinstance(header, dict) else None
+    return value.strip() if isinstance(value, str) and value.strip() else None
 
 
 def _default_evaluator(header: Any) -> str:

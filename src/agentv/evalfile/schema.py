@@ -122,6 +122,23 @@ class RawTurn(_Strict):
     evaluators: list[EvaluatorSpec] | None = None
 
 
+class RawUser(_Strict):
+    """A simulated user (docs/eval-files.md, "Simulated users"): who plays the user, toward
+    what goal, and when the conversation ends."""
+
+    target: Annotated[str, Field(min_length=1)] | None = None
+    persona: Annotated[str, Field(min_length=1)]
+    goal: Annotated[str, Field(min_length=1)]
+    instructions: str | None = None
+    facts: str | list[str] | dict[str, Any] | None = None
+    first_message: Annotated[str, Field(min_length=1)] | None = None
+    max_turns: Annotated[int, Field(ge=1, le=100)] | None = None
+    stop_when: Annotated[str, Field(min_length=1)] | EvaluatorSpec | None = None
+    seed: int | None = None
+    temperature: Annotated[float, Field(ge=0, le=2)] | None = None
+    role_judge: bool = False
+
+
 class RawExecution(_Strict):
     """Execution settings of a case, or of the whole file (the defaults of its cases)."""
 
@@ -149,6 +166,9 @@ class RawEvalCase(_Strict):
     on_turn_failure: Literal["continue", "stop"] | None = None
     tools: list[RawTool] | None = None
     max_tool_rounds: Annotated[int, Field(ge=1, le=100)] | None = None
+    turn_evaluators: list[EvaluatorSpec] | None = None
+    # simulated users (docs/eval-files.md, "Simulated users")
+    user: RawUser | None = None
 
     @field_validator("id", "outcome")
     @classmethod
@@ -167,6 +187,7 @@ class RawEvalFileHeader(_Strict):
     dataset: str | None = None
     evaluator: Literal["llm_judge", "code"] | None = None
     repeat: Annotated[int, Field(ge=1, le=1000)] | None = None  # runs of each case
+    user_target: Annotated[str, Field(min_length=1)] | None = None  # simulated users' target
     # Tools every case of the file may call (a case's own `tools` come first), checked on
     # their own (`RawFileTools`), as the cases are.
     tools: Any = None

@@ -82,7 +82,17 @@ def _single(score: EvaluatorScore) -> CaseGrade:
 def needs_judge(case: EvalCase) -> bool:
     """Whether grading ``case`` asks a judge target: an ``llm_judge`` in its list, or no
     list at all (the default evaluator is the judge); for a live conversation, a judge in
-    any turn's list or the case's, or a turn graded by its ``outcome``."""
+    any turn's list or the case's, or a turn graded by its ``outcome``; for a simulated
+    user, also a judge in its ``stop_when`` or its role check."""
+    user = case.user
+    if user is not None:
+        configs = [*case.turn_evaluators, *user.stop_when, *case.evaluators]
+        return (
+            not case.evaluators
+            or bool(user.stop_when_judge)
+            or user.role_judge
+            or any(e.type == "llm_judge" for e in configs)
+        )
     if case.turns:  # a live conversation: its turns' judges, and its own evaluators'
         if any(t.outcome.strip() and not t.evaluators for t in case.turns):
             return True  # a turn graded by a judge of its outcome

@@ -26,6 +26,7 @@ from agentv.providers.llm import (
     finish_reason,
     http_url,
     paired_call_id,
+    pick,
     resolve_api_key,
     safe_url,
     stainless_failure,
@@ -203,8 +204,9 @@ class AnthropicProvider(LLMProvider):
         if system is not None:
             body["system"] = system
         body["messages"] = turns
-        if self.settings.temperature is not None:
-            body["temperature"] = self.settings.temperature
+        temperature = pick(request.temperature, self.settings.temperature)
+        if temperature is not None:  # Anthropic's API takes no seed
+            body["temperature"] = temperature
         if self.settings.thinking_budget:
             body["thinking"] = {"type": "enabled", "budget_tokens": self.settings.thinking_budget}
         if request.tools:

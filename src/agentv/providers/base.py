@@ -69,9 +69,13 @@ class ProviderRequest:
     model: str | None = None  # overrides the target's model (a judge's `model`)
     timeout: float | None = None  # seconds for this call; None: the target's own
     repeat: int = 0  # which run of the case this is (`--repeat`): each is its own request
-    #: who asks: the target being evaluated ("candidate") or a judge ("judge"); the run
-    #: counts each party's requests and reused answers apart
+    #: who asks: the target being evaluated ("candidate"), a judge ("judge") or a
+    #: simulated user ("user"); the run counts each party's requests and reused answers apart
     party: str = "candidate"
+    #: this request's sampling, over the target's own (a simulated user's): LM APIs send
+    #: them where they take them
+    temperature: float | None = None
+    seed: int | None = None
     #: tools the model may call: ``{name, description, parameters}`` (a JSON Schema); LM
     #: API providers send them natively, other targets have tools of their own
     tools: tuple[dict[str, Any], ...] = ()

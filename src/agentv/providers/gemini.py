@@ -26,6 +26,7 @@ from agentv.providers.llm import (
     finish_reason,
     http_url,
     paired_call_id,
+    pick,
     resolve_api_key,
     retry_after_seconds,
     safe_url,
@@ -212,8 +213,11 @@ class GeminiProvider(LLMProvider):
         if system is not None:
             body["systemInstruction"] = {"parts": [{"text": system}]}
         config: dict[str, Any] = {}
-        if self.settings.temperature is not None:
-            config["temperature"] = self.settings.temperature
+        temperature = pick(request.temperature, self.settings.temperature)
+        if temperature is not None:
+            config["temperature"] = temperature
+        if request.seed is not None:
+            config["seed"] = request.seed
         limit = None
         if self.settings.max_output_tokens is not None:
             config["maxOutputTokens"] = self.settings.max_output_tokens

@@ -171,6 +171,11 @@ class Answer:
     tool_calls: tuple[ToolCall, ...] = ()
 
 
+def pick(first: float | None, then: float | None) -> float | None:
+    """``first`` unless it is None (a request's own setting over its target's)."""
+    return first if first is not None else then
+
+
 def finish_reason(raw: Any, words: Mapping[str, str]) -> tuple[str | None, str | None]:
     """``(normalised, raw)`` for the API's word ``raw``: ``words`` maps the API's words to
     ``FINISH_REASONS``; any other word is ``other`` (and kept as the raw value)."""

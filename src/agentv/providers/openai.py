@@ -29,6 +29,7 @@ from agentv.providers.llm import (
     http_url,
     json_text,
     paired_call_id,
+    pick,
     resolve_api_key,
     safe_url,
     stainless_failure,
@@ -250,8 +251,11 @@ class _ChatCompletionsProvider(LLMProvider):
         }
         if request.tools:
             body["tools"] = to_openai_tools(request.tools)
-        if self.settings.temperature is not None:
-            body["temperature"] = self.settings.temperature
+        temperature = pick(request.temperature, self.settings.temperature)
+        if temperature is not None:
+            body["temperature"] = temperature
+        if request.seed is not None:
+            body["seed"] = request.seed
         limit = None
         if self.settings.max_output_tokens is not None:
             limit = (self.settings.token_limit_param, self.settings.max_output_tokens)

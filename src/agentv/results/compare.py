@@ -30,7 +30,8 @@ from agentv.results.summary import natural_key
 
 Key = tuple[str, str, str]  # (dataset, eval id, target)
 #: how bad each status is, to take a repeated case's worst
-_RANK = {"ok": 0, "failed": 1, "error": 2, "invalid": 3}
+_RANK = {"ok": 0, "failed": 1, "user_error": 2, "error": 3, "invalid": 4}
+_UNKNOWN = _RANK["error"]  # a status this version does not know ranks as an error
 DEFAULT_MIN_DELTA = 0.05
 
 
@@ -134,7 +135,7 @@ def read_side(path: Path) -> ResultsSide:
         scored = [s for s, st in items if st in GRADED]
         cases[key] = CaseResult(
             score=sum(scored) / len(scored) if scored else None,
-            status=max((st for _, st in items), key=lambda st: _RANK.get(st, 2)),
+            status=max((st for _, st in items), key=lambda st: _RANK.get(st, _UNKNOWN)),
             runs=len(items),
             graded=len(scored),
         )
@@ -146,7 +147,7 @@ def _side(runs: Mapping[Key, list[tuple[float, str]]], statuses: Counter[str]) -
     graded = len(scores)
     return Side(
         runs=sum(statuses.values()),
-        statuses=dict(sorted(statuses.items(), key=lambda kv: _RANK.get(kv[0], 2))),
+        statuses=dict(sorted(statuses.items(), key=lambda kv: _RANK.get(kv[0], _UNKNOWN))),
         mean=math.fsum(scores) / graded if graded else None,
         pass_rate=statuses.get("ok", 0) / graded if graded else None,
     )

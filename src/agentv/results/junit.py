@@ -59,7 +59,7 @@ def _clean(text: str) -> str:
 def junit_xml(records: Iterable[Mapping[str, Any]]) -> str:
     """JUnit XML for ``records``: a test suite per dataset, in the order they first come."""
     suites: dict[str, ET.Element] = {}
-    totals = {"tests": 0, "failures": 0, "errors": 0, "time": 0.0}
+    totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0, "time": 0.0}
     root = ET.Element("testsuites", name="agentv")
     counts: dict[str, dict[str, float]] = {}
     for record in records:
@@ -67,7 +67,7 @@ def junit_xml(records: Iterable[Mapping[str, Any]]) -> str:
         suite = suites.get(dataset)
         if suite is None:
             suite = suites[dataset] = ET.SubElement(root, "testsuite", name=_clean(dataset))
-            counts[dataset] = {"tests": 0, "failures": 0, "errors": 0, "time": 0.0}
+            counts[dataset] = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0, "time": 0.0}
         seconds = float(record.get("duration_ms") or 0.0) / 1000
         case = ET.SubElement(
             suite,
@@ -98,6 +98,11 @@ def junit_xml(records: Iterable[Mapping[str, Any]]) -> str:
             first = error.strip().splitlines()[0] if error.strip() else status
             node = ET.SubElement(case, "error", message=_clean(first), type=status)
             node.text = _clean(error)
+        elif status == "user_error":
+            # the simulated user failed, not the model: no verdict on it either way
+            kind = "skipped"
+            error = str(record.get("error") or status)
+            ET.SubElement(case, "skipped", message=_clean(error.strip().splitlines()[0]))
         for bucket in (counts[dataset], totals):
             bucket["tests"] += 1
             bucket["time"] += seconds
@@ -108,7 +113,7 @@ def junit_xml(records: Iterable[Mapping[str, Any]]) -> str:
         suite.set("tests", str(int(c["tests"])))
         suite.set("failures", str(int(c["failures"])))
         suite.set("errors", str(int(c["errors"])))
-        suite.set("skipped", "0")
+        suite.set("skipped", str(int(c["skipped"])))
         suite.set("time", f"{c['time']:.3f}")
     root.set("tests", str(int(totals["tests"])))
     root.set("failures", str(int(totals["failures"])))

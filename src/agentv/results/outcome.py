@@ -287,6 +287,7 @@ class LiveFacts:
     error: str | None = None
     plan_digest: str | None = None
     cached: bool = False  # every answer came from --cache
+    user: dict[str, Any] | None = None  # the simulated user's part (``user`` in the record)
     trajectory: Trajectory | None = None  # every turn's tool calls, in order
     trajectory_error: str | None = None
     own_tools: bool = False  # the trajectory is written even without a step
@@ -331,6 +332,8 @@ def live_record(
         rec["finish_reason"] = response.finish_reason
     rec["turns"] = facts.turns
     rec["aggregation"] = facts.aggregation
+    if facts.user is not None:
+        rec["user"] = facts.user
     if facts.stopped is not None:
         rec["stopped"] = facts.stopped
     _trajectory(rec, facts.trajectory, facts.trajectory_error, facts.own_tools)

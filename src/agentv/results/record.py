@@ -18,7 +18,9 @@ OK = "ok"  # graded, score at or above the pass threshold
 FAILED = "failed"  # graded, below the pass threshold
 ERROR = "error"  # the target or an evaluator could not do its job
 INVALID = "invalid"  # the case could not be loaded, or its target or judge cannot be used
-STATUSES = (OK, FAILED, ERROR, INVALID)
+#: a simulated user could not go on (its call failed, it broke role): not the model's doing
+USER_ERROR = "user_error"
+STATUSES = (OK, FAILED, ERROR, INVALID, USER_ERROR)
 #: the default lowest score that passes (``--pass-threshold``, ``pass_threshold`` in config)
 DEFAULT_PASS_THRESHOLD = 0.8
 #: statuses of a run that was graded: its score says how good the answer was
@@ -91,6 +93,10 @@ class EvalResult(BaseModel):
     stopped: dict[str, Any] | None = None
     """Where a live conversation stopped before its last turn, and why (``turn``,
     ``reason``)."""
+    user: dict[str, Any] | None = None
+    """A simulated user's part of the conversation: its ``target``, how the conversation
+    ``ended`` (goal, stop_when, max_turns, user_error, turn_failed, error), its ``usage``
+    (apart from the candidate's), and ``replay`` when its turns were replayed."""
     trajectory: list[dict[str, Any]] | None = None
     """The tools the candidate called, in order (docs/results.md, "Trajectories"): each
     with its ``name``, ``arguments``, ``result`` or ``error``, ``duration_ms``, ``id`` and,

@@ -101,6 +101,10 @@ class TurnStats:
     mean: float | None = None  # of the graded turns' scores
     stopped: int = 0  # conversations that stopped before their last turn
     tool_calls: int = 0  # tool calls answered during them
+    #: simulated conversations by how they ended (goal, stop_when, max_turns, user_error...)
+    ended: tuple[tuple[str, int], ...] = ()
+    user_tokens: Tokens | None = None  # what the simulated users spent (apart)
+    replays_diverged: int = 0  # replayed conversations that needed more user turns
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +176,9 @@ class Summary:
     """The target or an evaluator could not do its job (score 0 when no answer came)."""
     invalid: int = 0
     """The case could not run (it could not be loaded, or its target or judge is unusable)."""
+    user_errors: int = 0
+    """Simulated users that could not go on (``user_error``): not the model's doing, so
+    neither graded nor counted among the errors."""
     judge_failures: int = 0
     """Cases where an LLM judge could not produce a verdict."""
     evaluator_errors: tuple[tuple[str, int], ...] = ()
@@ -271,6 +278,9 @@ class SummaryCollector:
         #: and the graded turns' score sum
         self._turns = [0, 0, 0, 0, 0, 0]
         self._turn_score = 0.0
+        self._ended: Counter[str] = Counter()  # simulated conversations by how they ended
+        self._user_tokens: list[int] | None = None
+        self._diverged = 0
         self._evaluators: dict[str, _EvaluatorFigures] = {}  # by evaluator name
         self._required_failures = 0
 
@@ -286,7 +296,7 @@ class SummaryCollector:
         duration = result.duration_ms
         self._durations.append(math.nan if duration is None else duration / 1000)
         self._statuses[status] += 1
-        if status in ("error", "invalid"):
+        if status in ("error", "invalid", "user_error"):
             self._problems.append((eval_id, status, result.error or ""))
         target = result.target or "?"
         counts = self._by_target.get(target)
@@ -328,6 +338,16 @@ class SummaryCollector:
         counts = self._turns
         counts[0] += 1
         counts[4] += result.stopped is not None
+        user = result.user
+        if isinstance(user, dict):
+            self._ended[str(user.get("ended") or "?")] += 1
+            usage = user.get("usage")
+            if isinstance(usage, dict):
+                if self._user_tokens is None:
+                    self._user_tokens = [0, 0, 0, 0]
+                _add_tokens(self._user_tokens, usage, reused=bool(user.get("cached")))
+            replay = user.get("replay")
+            self._diverged += isinstance(replay, dict) and "diverged_at" in replay
         for turn in result.turns or ():
             if not isinstance(turn, dict):
                 continue
@@ -506,6 +526,7 @@ class SummaryCollector:
             failed=st["failed"],
             errors=st["error"],
             invalid=st["invalid"],
+            user_errors=st["user_error"],
             judge_failures=self._judge_failures,
             evaluator_errors=tuple(
                 sorted(self._evaluator_errors.items(), key=lambda kv: (-kv[1], natural_key(kv[0])))
@@ -543,6 +564,9 @@ class SummaryCollector:
             mean=self._turn_score / graded if graded else None,
             stopped=stopped,
             tool_calls=calls,
+            ended=tuple(sorted(self._ended.items(), key=lambda kv: (-kv[1], kv[0]))),
+            user_tokens=Tokens(*self._user_tokens) if self._user_tokens is not None else None,
+            replays_diverged=self._diverged,
         )
 
     def _run_label(self, row: int, runs: int) -> str:
@@ -767,6 +791,7 @@ def summary_dict(summary: Summary) -> dict[str, Any]:
         "failed": summary.failed,
         "errors": summary.errors,
         "invalid": summary.invalid,
+        "user_errors": summary.user_errors,
         "pass_rate": summary.pass_rate,
         "mean": summary.mean,
         "median": summary.median,
@@ -813,6 +838,13 @@ def summary_dict(summary: Summary) -> dict[str, Any]:
                 "mean": summary.turns.mean,
                 "stopped": summary.turns.stopped,
                 "tool_calls": summary.turns.tool_calls,
+                "ended": dict(summary.turns.ended),
+                "user_tokens": (
+                    _tokens_dict(summary.turns.user_tokens)
+                    if summary.turns.user_tokens is not None
+                    else None
+                ),
+                "replays_diverged": summary.turns.replays_diverged,
             }
             if summary.turns is not None
             else None

@@ -62,6 +62,10 @@ def cache_key(provider: Provider, request: ProviderRequest) -> str:
         payload["repeat"] = request.repeat
     if request.tools:  # what the model may call is part of what it was asked
         payload["tools"] = list(request.tools)
+    if request.temperature is not None:  # a request's own sampling (a simulated user's)
+        payload["temperature"] = request.temperature
+    if request.seed is not None:
+        payload["seed"] = request.seed
     return hashlib.sha256(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 

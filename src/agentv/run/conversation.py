@@ -55,6 +55,7 @@ from agentv.trajectory import ToolStep, Trajectory
 if TYPE_CHECKING:
     from agentv.run.pipeline import CasePipeline
     from agentv.run.plan import CaseJob
+    from agentv.run.simulator import Simulator, UserTurn
 
 
 @dataclass
@@ -80,6 +81,8 @@ class TurnOutcome:
     status: str | None = None  # ok / failed / error; None: not graded on its own
     error: str | None = None  # the target failed during this turn
     tool_rounds_exhausted: bool = False
+    user: UserTurn | None = None  # a simulated user's message: where it came from, its cost
+    stop_check: dict[str, Any] | None = None  # a simulated conversation's stop_when verdict
     steps: list[ToolStep] = field(default_factory=list)  # the tools called, in order
     untold: bool = False  # the target could not say which tools it called
     trajectory_error: str | None = None  # ... and why, when it should have
@@ -105,6 +108,9 @@ class Conversation:
     grade: CaseGrade | None = None  # the conversation-level grade (the case's evaluators)
     stopped: dict[str, Any] | None = None
     attempts: int = 0
+    simulator: Simulator | None = None  # the simulated user, when one plays the user
+    user_error: str | None = None  # why the simulated user could not go on
+    check_error: str | None = None  # why the stop_when check could not grade
 
     @property
     def responses(self) -> list[ProviderResponse]:
@@ -134,6 +140,10 @@ def plan_digest(case: EvalCase) -> str:
         "turns": [build_prompt(_user_only(t)).question for t in case.turns],
         "tools": [t.spec() for t in case.tools],
     }
+    if case.user is not None:  # what the simulated user is asked, and when it stops
+        plan["user"] = case.user.spec()
+    if case.turn_evaluators:
+        plan["turn_evaluators"] = [c.spec.model_dump(mode="json") for c in case.turn_evaluators]
     return hashlib.sha256(orjson.dumps(plan, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
@@ -143,9 +153,111 @@ def _user_only(turn: Turn) -> EvalCase:
     return EvalCase(id="", dataset="", eval_file=Path(), outcome="", input_messages=(turn.message,))
 
 
+class _Scripted:
+    """The turns written in the case (a case with tools and none: one turn, no new
+    message)."""
+
+    def __init__(self, case: EvalCase) -> None:
+        self.turns: list[Turn | None] = list(case.turns) or [None]
+
+    async def next(self, run: Conversation, history: list[Message]) -> Turn | _End | None:
+        index = len(run.turns)
+        return self.turns[index] if index < len(self.turns) else END
+
+    def stop_reason(self, index: int) -> str | None:
+        left = len(self.turns) - index
+        if left <= 0:
+            return None
+        return f"turn {index} failed (on_turn_failure: stop): {left} turn(s) not sent"
+
+
+class _Simulated:
+    """Turns a simulated user says (``agentv.run.simulator``), until it is done, the
+    ``stop_when`` check passes on an answer, or ``max_turns``."""
+
+    def __init__(
+        self, pipeline: CasePipeline, job: CaseJob, threshold: float, run: Conversation
+    ) -> None:
+        from agentv.run.simulator import Simulator
+
+        self.pipeline, self.job, self.threshold = pipeline, job, threshold
+        self.user = job.case.user
+        assert self.user is not None
+        replays = pipeline.settings.replay_user
+        replay = replays.get((job.case.dataset, job.case.id, job.repeat)) if replays else None
+        self.simulator = run.simulator = Simulator(pipeline, job, replay)
+
+    async def next(self, run: Conversation, history: list[Message]) -> Turn | _End | None:
+        side = self.simulator.side
+        if run.turns:  # after an answer: is the conversation over?
+            if await self._stop_check(run, history):
+                side.ended = "stop_when"
+                return END
+            if len(run.turns) >= self.user.max_turns:
+                side.ended = "max_turns"
+                return END
+        said = await self.simulator.next_message(history)
+        if said is None:
+            side.ended = "goal"
+            return END
+        return Turn(
+            Message("user", (TextSegment(said.text),)), evaluators=self.job.case.turn_evaluators
+        )
+
+    async def _stop_check(self, run: Conversation, history: list[Message]) -> bool:
+        """Whether ``stop_when`` passes on the last answer (an evaluator that cannot grade
+        ends the conversation as an error, said on the turn)."""
+        user = self.user
+        if not user.stop_when and not user.stop_when_judge:
+            return False
+        last = run.turns[-1]
+        case = replace(
+            self.job.case,
+            outcome=user.stop_when_judge or self.job.case.outcome,
+            evaluators=user.stop_when,
+            expected_messages=(),
+            reference_answer="",
+            input_messages=tuple(history[:-1]),
+        )
+        grade = await _grade(
+            self.pipeline,
+            self.job,
+            case,
+            last.prompt,
+            last.answer,
+            last.trajectory,
+            last.trajectory_error,
+        )
+        error = evaluator_error_text(grade)
+        last.stop_check = {"score": grade.score, "passed": grade.score >= self.threshold}
+        if error is not None:
+            last.stop_check["error"] = error
+            raise StopCheckFailed(f"the stop_when check could not grade: {error}")
+        return grade.score >= self.threshold
+
+    def stop_reason(self, index: int) -> str | None:
+        if index >= self.user.max_turns:
+            return None
+        return f"turn {index} failed (on_turn_failure: stop): the conversation ended there"
+
+
+class StopCheckFailed(Exception):
+    """The ``stop_when`` check of a simulated conversation could not grade an answer."""
+
+
+class _End:
+    """No more turns."""
+
+
+END = _End()
+
+
 async def converse(pipeline: CasePipeline, job: CaseJob, threshold: float) -> Conversation:
-    """Run ``job``'s live case on its target: every turn (until one fails under
-    ``on_turn_failure: stop``, or the target fails), then the conversation's grade."""
+    """Run ``job``'s live case on its target: every turn (scripted, or said by a simulated
+    user) until the turns end, one fails under ``on_turn_failure: stop``, the target or the
+    simulated user fails; then the conversation's grade."""
+    from agentv.run.simulator import UserFailure
+
     case, target = job.case, job.target
     settings = PromptSettings.of(target.provider)
     tools = {t.name: t for t in case.tools}
@@ -154,13 +266,31 @@ async def converse(pipeline: CasePipeline, job: CaseJob, threshold: float) -> Co
     guidelines = list(case.guideline_files)
     inputs = list(case.input_files)
     run = Conversation()
-    turns: list[Turn | None] = list(case.turns) or [None]
-    for index, turn in enumerate(turns, 1):
+    source = _Simulated(pipeline, job, threshold, run) if case.user else _Scripted(case)
+    while True:
+        index = len(run.turns) + 1
+        try:
+            turn = await source.next(run, history)
+        except UserFailure as exc:
+            run.attempts += exc.attempts
+            run.user_error = exc.reason
+            run.stopped = {"turn": index, "reason": f"the simulated user failed: {exc.reason}"}
+            if run.simulator is not None:
+                run.simulator.side.ended = "user_error"
+            return run
+        except StopCheckFailed as exc:
+            run.check_error = str(exc)
+            run.stopped = {"turn": index - 1, "reason": str(exc)}
+            return run
+        if isinstance(turn, _End):
+            break
         if turn is not None:
             history.append(turn.message)
             guidelines += turn.guideline_files
             inputs += [p for p in turn.input_files if p not in inputs]
         outcome = TurnOutcome(index, turn)
+        if run.simulator is not None:
+            outcome.user = run.simulator.side.said[-1]
         run.turns.append(outcome)
         before = len(history)  # the history the target saw when the turn began
         try:
@@ -173,6 +303,8 @@ async def converse(pipeline: CasePipeline, job: CaseJob, threshold: float) -> Co
             outcome.error = describe(exc)
             run.attempts += exc.attempts
             run.stopped = {"turn": index, "reason": f"the target failed: {outcome.error}"}
+            if run.simulator is not None:
+                run.simulator.side.ended = "error"
             return run
         if turn is not None and turn.graded:
             asked = replace(
@@ -195,31 +327,46 @@ async def converse(pipeline: CasePipeline, job: CaseJob, threshold: float) -> Co
                 outcome.trajectory_error,
             )
             outcome.status = grade_status(outcome.grade, threshold)
-            if outcome.status == "failed" and case.stop_on_failure and index < len(turns):
-                run.stopped = {
-                    "turn": index,
-                    "reason": f"turn {index} failed (on_turn_failure: stop): "
-                    f"{len(turns) - index} turn(s) not sent",
-                }
-                break
+            if outcome.status == "failed" and case.stop_on_failure:
+                reason = source.stop_reason(index)
+                if reason is not None:
+                    run.stopped = {"turn": index, "reason": reason}
+                    if run.simulator is not None:
+                        run.simulator.side.ended = "turn_failed"
+                    break
     whole = replace(
         case,
         input_messages=tuple(history),
         guideline_files=tuple(guidelines),
         input_files=tuple(inputs),
     )
+    if case.user is not None and case.user.goal:
+        # the conversation's judge grades against the user's goal too
+        whole = replace(whole, outcome=f"{case.outcome}\n\nThe user's goal: {case.user.goal}")
     run.final = build_prompt(whole, settings)
-    if case.evaluators or not case.turns:
+    if not run.turns:  # the simulated user was done before it said anything
+        return run
+    if case.evaluators or not (case.turns or case.user):
         # the conversation's grade (a case with tools and no turns: its only grade); the
         # question is the whole transcript, the answer the last one
         last = run.turns[-1]
-        prompt = run.final if case.turns else last.prompt
+        prompt = run.final if (case.turns or case.user) else last.prompt
         run.grade = await _grade(
             pipeline,
             job,
             replace(whole, input_messages=tuple(history)),
             prompt,
             last.answer,
+            run.trajectory,
+            run.trajectory_error,
+        )
+    elif case.user is not None:  # no evaluators: a judge of the outcome and the goal
+        run.grade = await _grade(
+            pipeline,
+            job,
+            whole,
+            run.final,
+            run.turns[-1].answer,
             run.trajectory,
             run.trajectory_error,
         )
@@ -331,6 +478,11 @@ def aggregate_score(run: Conversation, how: str) -> float | None:
     return sum(scores) / len(scores)
 
 
+def user_part(run: Conversation, job: CaseJob) -> dict[str, Any] | None:
+    """A simulated conversation's ``user`` record field (None without a simulated user)."""
+    return run.simulator.record() if run.simulator is not None else None
+
+
 def turn_record(outcome: TurnOutcome, threshold: float) -> dict[str, Any]:
     """One turn as the record keeps it: what the user said, the answer, the tool calls with
     their results, each request (how many messages of ``raw_request.chat_prompt`` it sent;
@@ -338,7 +490,11 @@ def turn_record(outcome: TurnOutcome, threshold: float) -> dict[str, Any]:
     rec: dict[str, Any] = {"turn": outcome.index}
     if outcome.turn is not None:
         rec["content"] = build_prompt(_user_only(outcome.turn)).question
+    if outcome.user is not None:
+        rec["user"] = outcome.user.to_dict()
     rec["answer"] = outcome.answer
+    if outcome.stop_check is not None:
+        rec["stop_check"] = outcome.stop_check
     calls = [c.to_dict() for r in outcome.rounds for c in r.calls]
     if calls:
         rec["tool_calls"] = calls

@@ -129,7 +129,9 @@ class Orchestrator:
         # every target and judge is built by now: their secrets are known
         self.masker = Masker(self.pool.run_secrets())
         self.pipeline = self._pipeline()  # with the stats and secrets of this run
-        for t in targets:
+        # the targets playing simulated users: their retries are seen as any target's
+        users = lanes[0].plan.user_targets() if lanes else []
+        for t in [*targets, *users]:
             self.pipeline.watch(t)
         for t in targets:
             await t.provider.healthcheck()  # a ProviderError here stops the run, by design

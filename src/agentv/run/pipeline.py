@@ -15,9 +15,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agentv.errors import AgentVError, ProviderError, ProviderTimeout
 from agentv.evaluators import grade_case, needs_judge
@@ -41,12 +41,21 @@ from agentv.results.outcome import (
     required_fields,
     result_record,
 )
-from agentv.results.record import DEFAULT_PASS_THRESHOLD
+from agentv.results.record import DEFAULT_PASS_THRESHOLD, USER_ERROR
 from agentv.run.cache import CachedProvider, ResponseCache
-from agentv.run.conversation import aggregate_score, converse, plan_digest, turn_record
+from agentv.run.conversation import (
+    aggregate_score,
+    converse,
+    plan_digest,
+    turn_record,
+    user_part,
+)
 from agentv.run.plan import CaseJob
 from agentv.run.scheduling import DEFAULT_WORKERS, TURN_TAKEN, Gate, GatedProvider, Gates
 from agentv.targets import RunTarget
+
+if TYPE_CHECKING:
+    from agentv.run.simulator import Replay
 
 #: at most one line about a target's retries this often (seconds)
 RETRY_NOTE_INTERVAL = 5.0
@@ -66,6 +75,8 @@ class RunSettings:
     cache: ResponseCache | None = None
     dumper: PromptDumper | None = None
     pass_threshold: float = DEFAULT_PASS_THRESHOLD  # unless the case's config says otherwise
+    #: ``--replay-user``: recorded user turns by (dataset, eval id, repeat)
+    replay_user: Mapping[tuple[str, str, int], Replay] | None = None
 
 
 @dataclass
@@ -315,6 +326,8 @@ class CasePipeline:
             for t in run.turns
             if (text := t.error or (t.grade and evaluator_error_text(t.grade)))
         ]
+        if run.check_error is not None:
+            errors.append(run.check_error)
         reasoning = None
         if run.grade is not None:
             names, gate_misses = required_fields(run.grade, threshold)
@@ -325,7 +338,10 @@ class CasePipeline:
             if (text := evaluator_error_text(run.grade)) is not None:
                 errors.append(text)
         score = aggregate_score(run, case.aggregation)
-        if errors:
+        if run.user_error is not None:
+            status = USER_ERROR  # the simulated user's failure, not the model's
+            errors = [f"the simulated user failed: {run.user_error}"]
+        elif errors:
             status = "error"
         elif run.stopped is not None or score is None or score < threshold or gates:
             status = "failed"  # a conversation stopped by a failed turn did not get through
@@ -338,7 +354,7 @@ class CasePipeline:
             status=status,
             hits=hits,
             misses=misses,
-            answer=run.turns[-1].answer,
+            answer=run.turns[-1].answer if run.turns else "",
             turns=turns,
             aggregation=case.aggregation,
             grading=grading_fields(run.grade, threshold) if run.grade is not None else {},
@@ -355,6 +371,7 @@ class CasePipeline:
             error="; ".join(errors) if errors else None,
             plan_digest=plan_digest(case),
             cached=bool(responses) and all(r.cached for r in responses),
+            user=user_part(run, job),
             trajectory=run.trajectory,
             trajectory_error=run.trajectory_error,
             own_tools=bool(case.tools) or target.provider.reports_trajectory,
@@ -437,6 +454,12 @@ class CasePipeline:
                 target.provider, target_workers(self.settings, target)
             )
         return found
+
+    def user_sender(self, job: CaseJob) -> Provider:
+        """The target playing ``job``'s simulated user, as the run sends through it: its
+        own gate (its rate limits) and the cache."""
+        assert job.user is not None
+        return self._target_sender(job.user)
 
     def _judge(self, job: CaseJob) -> Provider | None:
         # Built before the run (planning checks every judge a case needs); here it is only

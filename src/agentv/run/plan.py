@@ -31,6 +31,7 @@ class CaseJob:
     target: RunTarget
     pass_threshold: float | None = None  # the case's config's, else the run's
     repeat: int = 0
+    user: RunTarget | None = None  # the target playing the case's simulated user
 
 
 @dataclass(slots=True)
@@ -96,6 +97,10 @@ class Plan:
     #: (eval file, target name) -> why that target, or its judge, cannot be used
     _broken_targets: dict[tuple[Path, str], str] = field(default_factory=dict)
     _broken_judges: dict[int, str] = field(default_factory=dict)
+    #: (eval file, name) -> the target playing simulated users, or why it cannot
+    _user_targets: dict[tuple[Path, str], tuple[RunTarget | None, str | None]] = field(
+        default_factory=dict
+    )
 
     @property
     def invalid_count(self) -> int:
@@ -140,6 +145,41 @@ class Plan:
                         except ConfigError as exc:
                             self._broken_judges[id(target)] = str(exc)
 
+    def _user_target(
+        self, loaded: LoadedEvalFile, name: str
+    ) -> tuple[RunTarget | None, str | None]:
+        """The target playing simulated users named ``name`` for ``loaded``'s cases, or
+        why it cannot (asked once per targets file and name)."""
+        key = (loaded.path, name)
+        found = self._user_targets.get(key)
+        if found is None:
+            try:
+                target = self.target_for(loaded, name)
+            except ConfigError as exc:
+                found = (None, f"its simulated user's target: {exc}")
+            else:
+                if target.provider.is_agent:
+                    found = (
+                        None,
+                        f"its simulated user's target {name!r} is an agent "
+                        f"({target.kind}); a simulated user needs a model: an LM API, "
+                        "a command line or the mock",
+                    )
+                else:
+                    found = (target, None)
+            self._user_targets[key] = found
+        return found
+
+    def user_targets(self) -> list[RunTarget]:
+        """Every usable target that plays a simulated user in this plan."""
+        seen: dict[int, RunTarget] = {}
+        for loaded in self.files:
+            for name in sorted(loaded.user_targets):
+                target, _ = self._user_target(loaded, name)
+                if target is not None:
+                    seen.setdefault(id(target), target)
+        return list(seen.values())
+
     def target_problems(self) -> list[Diagnostic]:
         """For ``agentv validate``, after ``check_targets(stop=False)``: per eval file and
         reason, an error at the first case that cannot run because its target or judge
@@ -153,7 +193,12 @@ class Plan:
                 for n in names - broken
                 if id(t := self.target_for(loaded, n)) in self._broken_judges
             }
-            if not broken and not judged:
+            users = {
+                n: problem
+                for n in loaded.user_targets
+                if (problem := self._user_target(loaded, n)[1]) is not None
+            }
+            if not broken and not judged and not users:
                 continue  # every case of the file can run: no need to read them
             found: dict[str, tuple[EvalCase, int]] = {}  # reason -> (first case, cases)
             for case in iter_cases(loaded, eval_id=self.eval_id, context=self.context):
@@ -161,6 +206,8 @@ class Plan:
                     reason = self._broken_targets.get((loaded.path, name))
                     if reason is None and name in judged and needs_judge(case):
                         reason = judged[name]
+                    if reason is None and case.user is not None:
+                        reason = users.get(case.user.target)
                     if reason is not None:
                         first, count = found.get(reason, (case, 0))
                         found[reason] = (first, count + 1)
@@ -241,6 +288,9 @@ class Plan:
                 reason = broken
                 if reason is None and broken_judge is not None and needs_judge(case):
                     reason = broken_judge
+                user = None
+                if reason is None and case.user is not None:
+                    user, reason = self._user_target(loaded, case.user.target)
                 if reason is not None:
                     invalid = _invalid(loaded, case, reason)
                     for r in runs:
@@ -249,12 +299,12 @@ class Plan:
                     continue
                 assert lane.target is not None
                 if not filtered and len(runs) == 1:
-                    yield CaseJob(case, lane.target, threshold, 0)
+                    yield CaseJob(case, lane.target, threshold, 0, user)
                     continue
                 for r in runs:
                     key = (case.dataset, case.id, name, r)
                     if not filtered or self._wanted(key, case, lane.target):
-                        yield CaseJob(case, lane.target, threshold, r)
+                        yield CaseJob(case, lane.target, threshold, r, user)
 
     def _load_failures(self, loaded: LoadedEvalFile) -> Iterator[InvalidJob]:
         """The cases of ``loaded`` that could not be loaded: a result for each run they were

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from agentv.errors import AgentVError, Diagnostic, DiagnosticsView, InputError
 from agentv.evalfile.files import display_path
 from agentv.evalfile.loader import LoadContext, LoadedEvalFile, load_eval_file
-from agentv.messages import chat_to_dicts
+from agentv.messages import Message, TextSegment, chat_to_dicts
 from agentv.prompts import LM, Mode, PromptSettings, build_prompt, build_question
 from agentv.providers.base import request_for_case
 
@@ -158,6 +158,9 @@ class Previewer:
         if case.turns:  # a live conversation: its first request, then the plan of the rest
             plan = _plan(case)
             case = first_request(case)
+        elif case.user is not None:  # a simulated user plays the turns
+            plan = _user_plan(case)
+            case = first_simulated_request(case)
         # The prompt is built as the target builds it; `mode` only changes `question`.
         prompt = build_prompt(case, PromptSettings.of(provider) if provider else LM)
         target_mode: Mode = provider.mode if provider else "lm"
@@ -206,6 +209,37 @@ def first_request(case: EvalCase) -> EvalCase:
         input_files=(*case.input_files, *turn.input_files),
         turns=(),
     )
+
+
+def first_simulated_request(case: EvalCase) -> EvalCase:
+    """A simulated conversation's first request: the opening context and the user's first
+    message (a placeholder when the simulator writes it)."""
+    assert case.user is not None
+    said = case.user.first_message or "<the simulated user's first message>"
+    return replace(
+        case, input_messages=(*case.input_messages, Message("user", (TextSegment(said),)))
+    )
+
+
+def _user_plan(case: EvalCase) -> dict[str, Any]:
+    """A simulated conversation's plan: who plays the user, toward what, what it is told,
+    and when the conversation ends."""
+    from agentv.run.simulator import DONE, system_prompt
+
+    user = case.user
+    assert user is not None
+    ends = [f"the simulated user is done (it says {DONE})"]
+    if user.stop_when:
+        ends.append("stop_when passes on an answer: " + ", ".join(c.name for c in user.stop_when))
+    elif user.stop_when_judge:
+        ends.append(f"a judge finds of an answer: {user.stop_when_judge}")
+    ends.append(f"after {user.max_turns} user turn(s)")
+    return {
+        "user": {**user.spec(), "simulator_prompt": system_prompt(user), "ends": ends},
+        "turn_evaluators": [{"name": e.name, "type": e.type} for e in case.turn_evaluators],
+        "aggregation": case.aggregation,
+        "on_turn_failure": "stop" if case.stop_on_failure else "continue",
+    }
 
 
 def _plan(case: EvalCase) -> dict[str, Any]:

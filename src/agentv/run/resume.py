@@ -28,8 +28,8 @@ from agentv.results.reader import read_results, results_format
 from agentv.results.record import CaseKey, RunKey, put_back_large_content
 
 #: what --rerun-failed and --rerun-errors pick
-RERUN_FAILED = frozenset({"failed", "error", "invalid"})
-RERUN_ERRORS = frozenset({"error", "invalid"})
+RERUN_FAILED = frozenset({"failed", "error", "invalid", "user_error"})
+RERUN_ERRORS = frozenset({"error", "invalid", "user_error"})
 #: what --resume --retry-errors runs again
 RETRIED = RERUN_ERRORS
 

@@ -118,6 +118,7 @@ class CasePayload:
     target: int
     pass_threshold: float | None
     repeat: int
+    user: int | None = None  # the key of the target playing its simulated user
 
 
 @dataclass
@@ -217,6 +218,7 @@ class _Worker:
             target=target,
             pass_threshold=payload.pass_threshold,
             repeat=payload.repeat,
+            user=self.targets[payload.user] if payload.user is not None else None,
         )
         stats = self.stats
         dumper = self.pipeline.settings.dumper
@@ -400,6 +402,23 @@ class RayExecutor:
                 judge_error=problem,
                 dry_run_of=t.dry_run_of,
             )
+        # the targets playing simulated users: sent to the workers, gated as any target
+        for u in lanes[0].plan.user_targets() if lanes else []:
+            if id(u) in targets:
+                continue  # also a lane's target
+            orchestrator.pipeline.gate(u)
+            gate(u.provider)
+            targets[id(u)] = TargetSpec(
+                name=u.name,
+                kind=u.kind,
+                provider=key(u.provider),
+                workers=target_workers(orchestrator.settings, u),
+                batching=u.batching,
+                judge=None,
+                judge_limit=1,
+                judge_error=f"target {u.name!r} plays a simulated user and judges nothing",
+                dry_run_of=u.dry_run_of,
+            )
         self._run_id = uuid.uuid4().hex
         if gates:  # else no actor at all: nothing is shared
             import ray
@@ -448,6 +467,7 @@ class RayExecutor:
             target=id(job.target),  # the target's key in the run's spec
             pass_threshold=job.pass_threshold,
             repeat=job.repeat,
+            user=id(job.user) if job.user is not None else None,
         )
         started = time.perf_counter()
         lost = 0

@@ -504,13 +504,20 @@
     var how = "aggregation: " + text(d.aggregation || "mean");
     var box = section("Turns (" + how + ")");
     box.classList.add("turns");
+    if (d.user && typeof d.user === "object") {
+      var u = d.user, said = "Simulated user: " + text(u.target) + ", " + text(u.turns) + " turn(s), ended by " + text(u.ended || "?");
+      if (u.replay && typeof u.replay === "object") said += "; replayed from " + text(u.replay.from) + (u.replay.diverged_at ? ", diverged at turn " + text(u.replay.diverged_at) : "");
+      box.appendChild(el("p", "note simulated", said));
+    }
     if (d.stopped && typeof d.stopped === "object") box.appendChild(el("p", "warn", "Stopped at turn " + text(d.stopped.turn) + ": " + text(d.stopped.reason)));
     d.turns.forEach(function (t) {
       if (!t || typeof t !== "object") return;
       var head = "turn " + text(t.turn);
       if (t.score !== undefined) head += " — score " + fmtScore(t.score);
       var part = el("div", "turn", el("h4", null, head, t.status ? " · " : "", t.status ? statusNode(t.status) : ""));
-      if (t.content !== undefined) part.appendChild(el("div", "message role-user", el("b", null, "user"), pre(restore(t.content, large))));
+      var who = "user";
+      if (t.user && typeof t.user === "object") who = { simulator: "simulated user", replay: "simulated user (replayed)", first_message: "simulated user (first message)" }[t.user.source] || "user";
+      if (t.content !== undefined) part.appendChild(el("div", "message role-user", el("b", null, who), pre(restore(t.content, large))));
       (Array.isArray(t.tool_calls) ? t.tool_calls : []).forEach(function (c) {
         if (!c || typeof c !== "object") return;
         var call = el("div", "message role-tool", el("b", null, "tool call " + text(c.name)), pre(JSON.stringify(c.arguments)));
@@ -519,6 +526,7 @@
         part.appendChild(call);
       });
       part.appendChild(el("div", "message role-assistant", el("b", null, "answer"), pre(text(t.answer))));
+      if (t.stop_check && typeof t.stop_check === "object") part.appendChild(el("p", "note", "stop_when check: " + (t.stop_check.passed ? "met, the conversation ends here" : "not met") + " (score " + fmtScore(t.stop_check.score) + ")"));
       if (t.tool_rounds_exhausted) part.appendChild(el("p", "warn", "The tool rounds ran out: the answer counted with tool calls left unanswered."));
       if (t.error) part.appendChild(pre(t.error, "error-text"));
       var misses = list(t.misses, "misses");
