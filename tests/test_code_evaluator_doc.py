@@ -107,4 +107,5 @@ def test_the_documented_example_is_what_the_script_gets_and_prints(tmp_path: Pat
         "input_files",
         "input_segments",
         "system_message",
+        "trajectory",
     ]

@@ -558,3 +558,69 @@ evalcases:
         "answer",
     ]
     assert "My kettle broke." in p.text_content("#detail .turns")
+
+
+def test_a_trajectory_and_the_evaluators_weights_and_gates_are_shown(
+    page: Page, tmp_path: Path
+) -> None:
+    import agentv
+
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "tools.yaml").write_text(
+        """\
+$schema: agentv-eval-v2
+evalcases:
+  - id: umbrella
+    outcome: Checks the forecast once, then answers.
+    input_messages: [{role: user, content: Umbrella in Oslo?}]
+    tools:
+      - name: get_forecast
+        parameters: {type: object, properties: {city: {type: string}}}
+        result: {chance_of_rain: 0.85}
+    evaluators:
+      - {name: answer, type: contains, value: umbrella, weight: 4}
+      - {name: forecast, type: tool_used, tool: get_forecast, args: {city: Oslo}}
+      - {name: once, type: repeated_calls, required: true}
+"""
+    )
+
+    def bot(messages: list[dict[str, Any]]) -> Any:
+        results = [m for m in messages if m["role"] == "tool"]
+        if len(results) < 2:  # asks twice: the required `once` misses
+            return {
+                "text": "",
+                "tool_calls": [{"name": "get_forecast", "arguments": {"city": "Oslo"}}],
+            }
+        return "Take an umbrella."
+
+    out = tmp_path / "tools.jsonl"
+    with ThreadPoolExecutor(1) as pool:
+        run = pool.submit(
+            agentv.run_eval, "tools.yaml", target=agentv.PythonTarget(bot), out=out, cwd=tmp_path
+        ).result()
+    (result,) = run.results
+    assert (result.status, result.failed_required) == ("failed", ["once"])
+    p = page.open(build_report([out], tmp_path / "tools.html").path)
+    card = p.text_content("#runs .run") or ""
+    assert "failed by a required evaluator" in card
+    assert "tool calls (trajectories)" in card
+    rows_ = p.locator("#runs table.evaluators tbody tr").all()
+    assert [r.locator("td").all_text_contents() for r in rows_] == [
+        ["answer", "contains", "4", "no", "–", "1.000", "–", "0"],
+        ["forecast", "tool_used", "1", "no", "–", "1.000", "–", "0"],
+        ["once", "repeated_calls", "1", "yes", "0.80", "0.000", "0 / 1", "1"],
+    ]
+    p.click("#rows tr")
+    p.wait_for_selector("#detail:not([hidden]) .trajectory")
+    assert p.text_content("#detail .trajectory h3") == "Trajectory (2 tool calls)"
+    steps = p.locator("#detail .trajectory li.step").all()
+    assert len(steps) == 2
+    first = steps[0].text_content() or ""
+    assert first.startswith("get_forecast · turn 1 · ")
+    assert '"city": "Oslo"' in first and '{"chance_of_rain": 0.85}' in first
+    weighing = p.locator("#detail .evaluator .weighing").all_text_contents()
+    assert weighing == ["weight 4", "required · threshold 0.80 · missed: the run fails"]
+    grade = p.text_content("#detail section:has(h3:text('Grade'))") or ""
+    assert "Failed by required evaluator(s), whatever the mean: once" in grade
+    ARTIFACTS.mkdir(exist_ok=True)
+    p.screenshot(path=str(ARTIFACTS / "report-trajectory.png"))

@@ -17,6 +17,7 @@ from agentv.providers.base import Usage
 from agentv.results import stats
 from agentv.results.summary import (
     CASE_TABLE_MAX,
+    EvaluatorStats,
     HistogramBin,
     Summary,
     TargetSummary,
@@ -203,6 +204,8 @@ def test_the_matrix_summary_whole() -> None:
             ("c3", (None, None)),
             ("c10", (0.5, 0.5)),
         ),
+        # the judge's one verdict (its other entry could not grade); no settings of its own
+        evaluators=(EvaluatorStats("quality", "llm_judge", 1, 0.0, 1.0, False, None, 0, 0, 0),),
     )
 
 
@@ -290,6 +293,21 @@ def test_summary_json_of_the_matrix() -> None:
         "judge_tokens": {"input": 8, "output": 2},
         "cost": None,
         "turns": None,  # no live conversation
+        "required_failures": 0,
+        "evaluators": [
+            {
+                "name": "quality",
+                "type": "llm_judge",
+                "runs": 1,
+                "mean": 0.0,
+                "weight": 1.0,
+                "required": False,
+                "threshold": None,
+                "passed": None,
+                "judged": 0,
+                "failed_cases": 0,
+            }
+        ],
         "cases": [
             {"target": "claude", **c2},
             {
@@ -386,6 +404,8 @@ def test_summary_json_of_a_plain_run_and_of_an_empty_one() -> None:
         "judge_tokens": None,
         "cost": None,
         "turns": None,
+        "required_failures": 0,
+        "evaluators": [],
         "cases": [],
     }
     assert summary_dict(record_collector().summary()) == {
@@ -412,6 +432,8 @@ def test_summary_json_of_a_plain_run_and_of_an_empty_one() -> None:
         "judge_tokens": None,
         "cost": None,
         "turns": None,
+        "required_failures": 0,
+        "evaluators": [],
         "cases": [],
     }
 

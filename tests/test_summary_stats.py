@@ -13,6 +13,7 @@ from agentv.evaluators.base import CaseGrade, EvaluatorScore
 from agentv.providers.base import Usage
 from agentv.results import stats
 from agentv.results.summary import (
+    EvaluatorStats,
     HistogramBin,
     Summary,
     TargetSummary,
@@ -225,8 +226,25 @@ def test_every_field_of_a_summary() -> None:
                 ("e.yaml:3", None),
             ]
         ),
+        required_failures=0,
+        # the list's evaluators that graded (`quality` could not): no settings of their own
+        evaluators=(
+            EvaluatorStats(
+                name="shape",
+                type="regex",
+                runs=1,
+                mean=1.0,
+                weight=1.0,
+                required=False,
+                threshold=None,
+                passed=0,
+                judged=0,
+                failed_cases=0,
+            ),
+        ),
     )
     assert (s.passed, s.graded, s.pass_rate) == (2, 4, 2 / 4)
+    assert not s.weighted
 
 
 def test_summary_of_nothing_and_of_one() -> None:

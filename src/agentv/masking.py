@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from agentv.providers.base import ProviderResponse
+    from agentv.trajectory import Trajectory
 
 MASK = "***"
 MIN_LENGTH = 8
@@ -94,10 +95,29 @@ class Masker:
         reasoning, b = self.value(response.reasoning)
         raw, c = self.value(response.raw)
         sent, d = self.value(response.sent)
-        if not (a or b or c or d):
+        trajectory, e = self.steps(response.trajectory)
+        if not (a or b or c or d or e):
             return response, False
-        masked = dataclasses.replace(response, text=text, reasoning=reasoning, raw=raw, sent=sent)
+        masked = dataclasses.replace(
+            response, text=text, reasoning=reasoning, raw=raw, sent=sent, trajectory=trajectory
+        )
         return masked, True
+
+    def steps(self, steps: Trajectory | None) -> tuple[Trajectory | None, bool]:
+        """A trajectory with the arguments, results and errors of its steps masked."""
+        if self._pattern is None or not steps:
+            return steps, False
+        out = []
+        changed = False
+        for step in steps:
+            arguments, a = self.value(step.arguments)
+            result, b = self.value(step.result)
+            error, c = self.value(step.error)
+            if a or b or c:
+                changed = True
+                step = dataclasses.replace(step, arguments=arguments, result=result, error=error)
+            out.append(step)
+        return (tuple(out), True) if changed else (steps, False)
 
     def record(self, record: dict[str, Any]) -> dict[str, Any]:
         """A result record with every secret masked; ``masked_secrets: true`` ends it when

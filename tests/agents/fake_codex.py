@@ -4,6 +4,9 @@ It checks the argument list agentv must pass, reads the prompt from stdin, recor
 it saw to the file named by ``FAKE_CODEX_RECORD``, and prints JSON Lines events shaped
 like ``codex exec --json``. ``FAKE_CODEX_MODE`` picks a misbehaviour: ``fail`` (exit 3),
 ``silent`` (no output), ``sleep`` (hang), ``no_answer`` (events without an agent message).
+``FAKE_CODEX_EVENTS`` names a recorded event log (JSON Lines) to print instead, line by
+line; a line ``{"fake_sleep_ms": N}`` in it is not printed but waited for, as Codex takes
+time between an item's start and its end.
 """
 
 import json
@@ -52,6 +55,16 @@ def main() -> int:
         return 0
     if mode == "sleep":
         time.sleep(60)
+        return 0
+    events = os.environ.get("FAKE_CODEX_EVENTS")
+    if events:
+        with open(events, encoding="utf-8") as fh:
+            for line in fh:
+                event = json.loads(line)
+                if "fake_sleep_ms" in event:
+                    time.sleep(event["fake_sleep_ms"] / 1000)
+                else:
+                    emit(event)
         return 0
     question = prompt.split("[[ ## user_query ## ]]\n\n", 1)[-1]
     sys.stderr.write("fake codex: warming up\n")

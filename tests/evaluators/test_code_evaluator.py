@@ -106,6 +106,7 @@ async def test_payload_on_stdin(tmp_path: Path) -> None:
         "system_message": "Be exact.",
         "attachments": files,
         "user_segments": segments,
+        "trajectory": None,  # this context has none: its target cannot say
     }
     # the question is the one the candidate got: role markers for this conversation
     assert payload["question"].startswith("@[System]:\nBe exact.\n\n@[User]:\n")

@@ -120,6 +120,34 @@ def _turns_line(t: TurnStats) -> str:
     return f"Conversations: {t.conversations} ({'; '.join(parts)})"
 
 
+def _evaluators_block(summary: Summary) -> list[str]:
+    """Each evaluator with its weight, whether it is required, its threshold and how it
+    graded: shown when some evaluator has other settings than the defaults."""
+    rows = summary.evaluators[:EVALUATOR_ROWS]
+    width = min(24, max(9, *(len(e.name) for e in rows)))
+    lines = [
+        "Evaluators (weighted mean; a required one that misses fails the run):",
+        f"  {'evaluator':<{width}} {'weight':>6} {'required':>8} {'thresh':>6} {'mean':>6} "
+        f"{'passed':>9} {'failed':>6}",
+    ]
+    for e in rows:
+        weight = f"{e.weight:g}" if e.weight is not None else "mixed"
+        threshold = f"{e.threshold:.2f}" if e.threshold is not None else "-"
+        mean = f"{e.mean:.3f}" if e.mean is not None else "-"
+        passed = f"{e.passed}/{e.judged}" if e.judged else "-"
+        lines.append(
+            f"  {e.name[:width]:<{width}} {weight:>6} {'yes' if e.required else 'no':>8} "
+            f"{threshold:>6} {mean:>6} {passed:>9} {e.failed_cases:>6}"
+        )
+    if len(summary.evaluators) > EVALUATOR_ROWS:
+        lines.append(f"  ... and {len(summary.evaluators) - EVALUATOR_ROWS} more (--summary-json)")
+    return lines
+
+
+#: evaluators listed in the summary's table at most
+EVALUATOR_ROWS = 20
+
+
 def _score_lines(summary: Summary) -> list[str]:
     """The score statistics, distribution and ranking; one line when no run was graded."""
     if summary.mean is None:
@@ -267,6 +295,11 @@ def render_summary(
         lines.append(f"Evaluator errors: {named}")
     if summary.judge_failures:
         lines.append(f"Judge failures: {summary.judge_failures}")
+    if summary.required_failures:
+        lines.append(
+            f"Failed by a required evaluator: {summary.required_failures} "
+            f"(of the {summary.failed} failed)"
+        )
     if summary.turns is not None:
         lines.append(_turns_line(summary.turns))
         if summary.turns.ended:
@@ -289,6 +322,9 @@ def render_summary(
         lines += [
             f"  {rank}. {eid}: {secs:.2f}s" for rank, (eid, secs) in enumerate(summary.slowest, 1)
         ]
+
+    if summary.weighted:
+        lines += ["", *_evaluators_block(summary)]
 
     if len(summary.targets) > 1 or summary.repeats > 1:
         lines += ["", *_targets_block(summary)]

@@ -26,6 +26,7 @@ from agentv.evalfile.checks import (
     parameters_problem,
     regex_problem,
     script_problem,
+    trajectory_problems,
 )
 from agentv.evalfile.files import is_within
 from agentv.evalfile.guidelines import is_guideline
@@ -716,14 +717,23 @@ class CaseBuilder:
                 prompt_text, prompt_path = self._judge_prompt(
                     spec.prompt, (*key, k, "prompt"), diags
                 )
-            problem = self._check_spec(spec, cwd)
-            if problem is not None:
+            for problem in self._check_spec(spec, cwd):
                 diags.append(
-                    self.src.diagnostic((*key, k, problem.key), problem.message, hint=problem.hint)
+                    self.src.diagnostic(
+                        (*key, k, *problem.path), problem.message, hint=problem.hint
+                    )
                 )
             out.append(
                 EvaluatorConfig(
                     name, spec, cwd=cwd, prompt_text=prompt_text, prompt_path=prompt_path
+                )
+            )
+        if specs and not any(spec.weight > 0 for spec in specs):
+            diags.append(
+                self.src.diagnostic(
+                    (*key, 0, "weight"),
+                    "every evaluator here has `weight: 0`: the score would be a mean of nothing",
+                    hint="give at least one evaluator a weight above 0 (the default is 1)",
                 )
             )
         return out
@@ -758,18 +768,21 @@ class CaseBuilder:
             return None
         return res.resolved
 
-    def _check_spec(self, spec: sc.EvaluatorSpec, cwd: Path | None) -> Problem | None:
+    def _check_spec(self, spec: sc.EvaluatorSpec, cwd: Path | None) -> list[Problem]:
         """What would make this evaluator fail on every answer: found now, before spending."""
+        problem = None
         if isinstance(spec, sc.RegexSpec):
-            return regex_problem(spec.value, spec.flags)
-        if isinstance(spec, sc.IsJsonSpec):
-            return self._schemas.problem(spec.schema_, self.src.path.parent)
-        if isinstance(spec, sc.CodeSpec) and cwd is not None:  # a missing `cwd` is reported
+            problem = regex_problem(spec.value, spec.flags)
+        elif isinstance(spec, sc.IsJsonSpec):
+            problem = self._schemas.problem(spec.schema_, self.src.path.parent)
+        elif isinstance(spec, sc.CodeSpec) and cwd is not None:  # a missing `cwd` is reported
             where = (spec.script, cwd)
             if where not in self._scripts:  # one look at the disk per script per file
                 self._scripts[where] = script_problem(spec.script, cwd)
-            return self._scripts[where]
-        return None
+            problem = self._scripts[where]
+        elif isinstance(spec, sc.TrajectorySpec):
+            return trajectory_problems(spec, self._schemas, self.src.path.parent)
+        return [problem] if problem is not None else []
 
     def _judge_prompt(
         self, prompt: str, key: PathKey, diags: list[Diagnostic]

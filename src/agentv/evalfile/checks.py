@@ -32,11 +32,17 @@ REGEX_FLAGS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "x": re.VE
 
 @dataclass(frozen=True, slots=True)
 class Problem:
-    """One problem with an evaluator's settings: ``key`` is the evaluator's key it is about."""
+    """One problem with an evaluator's settings: ``key`` is the evaluator's key it is about
+    (a path of keys for a nested one: ``("expected", 2, "args_schema")``)."""
 
-    key: str
+    key: str | tuple[str | int, ...]
     message: str
     hint: str
+
+    @property
+    def path(self) -> tuple[str | int, ...]:
+        """``key`` as a path of keys."""
+        return self.key if isinstance(self.key, tuple) else (self.key,)
 
 
 def _show(value: str) -> str:
@@ -301,3 +307,107 @@ def script_problem(script: str, cwd: Path, what: str = "code evaluator") -> Prob
         f"the command runs in {cwd}, where {word} does not exist; create it, fix the "
         f"path, or set `cwd` on the {what.split()[-1]} to the folder that holds it",
     )
+
+
+# --- trajectory evaluators ---------------------------------------------------------------------
+
+
+def trajectory_problems(spec: Any, schemas: SchemaChecker, eval_dir: Path) -> list[Problem]:
+    """What makes a trajectory evaluator's settings unusable (``evaluators/specs.py``):
+    keys that do not go together, limits that cannot both hold, argument schemas that are
+    not valid JSON Schemas. As ``evaluators/trajectory.py`` reads them."""
+    from agentv.evaluators import specs
+
+    out: list[Problem] = []
+    if isinstance(spec, specs.ToolUsedSpec | specs.ToolNotUsedSpec):
+        out += _call_problems(spec, (), schemas, eval_dir)
+    if isinstance(spec, specs.ToolUsedSpec | specs.StepCountSpec):
+        low, high = spec.min, spec.max
+        if isinstance(spec, specs.StepCountSpec) and low is None and high is None:
+            out.append(
+                Problem(
+                    "max",
+                    "`step_count` needs `min`, `max` or both",
+                    "give the fewest (`min`) and/or the most (`max`) tool calls allowed",
+                )
+            )
+        if low is not None and high is not None and high < low:
+            out.append(
+                Problem("max", f"`max` ({high}) is less than `min` ({low})", "no count could pass")
+            )
+    if isinstance(spec, specs.ToolTrajectorySpec):
+        if spec.mode == "any_order":
+            if not spec.minimums:
+                out.append(
+                    Problem(
+                        "minimums",
+                        "`mode: any_order` needs `minimums`: each tool and its fewest calls",
+                        "write `minimums: {search: 2, fetch: 1}`, or use `mode: superset` "
+                        "with `expected` calls",
+                    )
+                )
+            if spec.expected is not None:
+                out.append(
+                    Problem(
+                        "expected",
+                        "`mode: any_order` counts `minimums`; it takes no `expected` list",
+                        "use `mode: superset` (these calls, in any order, others allowed) "
+                        "or `unordered` (these calls and no other)",
+                    )
+                )
+        else:
+            if not spec.expected:
+                out.append(
+                    Problem(
+                        "expected",
+                        f"`mode: {spec.mode}` needs `expected`: the calls, in order",
+                        "list them: `- search` or `- {tool: search, args: {query: ...}}`",
+                    )
+                )
+            if spec.minimums is not None:
+                out.append(
+                    Problem(
+                        "minimums",
+                        f"`minimums` is for `mode: any_order`, not `{spec.mode}`",
+                        "remove `minimums`, or use `mode: any_order`",
+                    )
+                )
+    if isinstance(spec, specs.ToolCallF1Spec) and not spec.expected:
+        out.append(
+            Problem(
+                "expected",
+                "`expected` must list at least one call",
+                "list the calls the candidate should make",
+            )
+        )
+    if isinstance(spec, specs.ToolTrajectorySpec | specs.ToolCallF1Spec):
+        for i, entry in enumerate(spec.expected or ()):
+            if not isinstance(entry, str):
+                out += _call_problems(entry, ("expected", i), schemas, eval_dir)
+    return out
+
+
+def _call_problems(
+    call: Any, at: tuple[str | int, ...], schemas: SchemaChecker, eval_dir: Path
+) -> list[Problem]:
+    out = []
+    if call.args_match == "exact" and call.args is None:
+        out.append(
+            Problem(
+                (*at, "args_match"),
+                "`args_match: exact` needs `args`: the arguments the call must have",
+                "give `args`, or leave `args_match` out",
+            )
+        )
+    problem = schemas.problem(call.args_schema, eval_dir)
+    if problem is not None:
+        out.append(
+            Problem(
+                (*at, "args_schema"),
+                problem.message,
+                problem.hint.replace("`schema`", "`args_schema`").replace(
+                    "under `schema:`", "under `args_schema:`"
+                ),
+            )
+        )
+    return out

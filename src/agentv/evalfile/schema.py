@@ -17,10 +17,18 @@ from agentv.evaluators.specs import (
     CostSpec,
     EqualsSpec,
     EvaluatorSpec,
+    ExpectedCall,
     IsJsonSpec,
     LatencySpec,
     LlmJudgeSpec,
     RegexSpec,
+    RepeatedCallsSpec,
+    StepCountSpec,
+    ToolCallF1Spec,
+    ToolNotUsedSpec,
+    ToolTrajectorySpec,
+    ToolUsedSpec,
+    TrajectorySpec,
 )
 
 EVAL_SCHEMA = "agentv-eval-v2"
@@ -32,10 +40,18 @@ __all__ = [  # the evaluators' own settings models are part of the format
     "CostSpec",
     "EqualsSpec",
     "EvaluatorSpec",
+    "ExpectedCall",
     "IsJsonSpec",
     "LatencySpec",
     "LlmJudgeSpec",
     "RegexSpec",
+    "RepeatedCallsSpec",
+    "StepCountSpec",
+    "ToolCallF1Spec",
+    "ToolNotUsedSpec",
+    "ToolTrajectorySpec",
+    "ToolUsedSpec",
+    "TrajectorySpec",
 ]
 
 

@@ -90,7 +90,7 @@ def _data_path(entry: Any, loc: tuple[Any, ...]) -> tuple[PathKey, Any, Any]:
     return tuple(path), node, parent
 
 
-_UNION_LABELS = {"str", "text", "file", *sc.EVALUATOR_TYPES}
+_UNION_LABELS = {"str", "constrained-str", "text", "file", "ExpectedCall", *sc.EVALUATOR_TYPES}
 
 
 def _allowed_keys(path: PathKey, parent: Any) -> tuple[str, ...]:
@@ -108,6 +108,8 @@ def _allowed_keys(path: PathKey, parent: Any) -> tuple[str, ...]:
         model = sc.RawToolCall
     elif isinstance(last, int) and before == "evaluators":
         model = _SPEC_BY_TYPE.get(kind, sc.LlmJudgeSpec)
+    elif isinstance(last, int) and before == "expected":
+        model = sc.ExpectedCall
     elif last == "execution":
         model = sc.RawExecution
     else:
@@ -125,6 +127,12 @@ _SPEC_BY_TYPE: dict[Any, type] = {
     "is_json": sc.IsJsonSpec,
     "latency": sc.LatencySpec,
     "cost": sc.CostSpec,
+    "tool_used": sc.ToolUsedSpec,
+    "tool_not_used": sc.ToolNotUsedSpec,
+    "tool_trajectory": sc.ToolTrajectorySpec,
+    "tool_call_f1": sc.ToolCallF1Spec,
+    "step_count": sc.StepCountSpec,
+    "repeated_calls": sc.RepeatedCallsSpec,
 }
 
 
@@ -176,6 +184,10 @@ def translate(
         if tuple(path[:-1]) in misnamed:
             continue  # said above, in one message
         loc = err["loc"]
+        if "ExpectedCall" in loc and not isinstance(value, dict) and etype == "model_type":
+            continue  # an expected call written as a name: its text form speaks for it
+        if loc[-1] in ("str", "constrained-str") and isinstance(value, dict):
+            continue  # an expected call written as a mapping: its keys speak for it
         if "content" in loc:
             ci = loc.index("content")
             cpath, cval, _ = _data_path(entry, loc[: ci + 1])
@@ -243,11 +255,21 @@ def translate(
                 hint = f"add `type:` with one of: {', '.join(sc.EVALUATOR_TYPES)}"
         elif etype in ("string_too_short", "value_error", "too_short"):
             message, hint, at_key = f"`{field_name}` must not be empty", None, False
+        elif etype in _BOUND_WORDS:
+            limit = next(iter(err.get("ctx", {}).values()), "")
+            message = f"`{field_name}` must be {_BOUND_WORDS[etype]} {limit}"
+            hint = _BOUND_HINTS.get(field_name)
+            at_key = False
+        elif etype == "finite_number":
+            message, hint, at_key = f"`{field_name}` must be a finite number", None, False
         elif etype in _TYPE_WORDS:
             message = f"`{field_name}` must be {_TYPE_WORDS[etype]}"
             hint = _TYPE_HINTS.get((field_name, etype))
             if etype == "string_type" and isinstance(value, int | float | bool):
                 hint = f'put the value in quotes: {field_name}: "{value}"'
+            if etype == "string_type" and field_name == "expected":
+                message = "an `expected` call is a tool's name or a mapping with `tool`"
+                hint = "write `- search` or `- {tool: search, args: {query: ...}}`"
             if "content" in path and isinstance(value, str):
                 message = "content list items must be mappings like {type: text, value: ...}"
                 hint = "write `- {type: text, value: your text}` instead of a bare string"
@@ -274,6 +296,17 @@ def entry_block_type(entry: dict[str, Any], block: PathKey) -> str:
         node = node[part]
     return str(node.get("type"))
 
+
+_BOUND_WORDS = {
+    "greater_than_equal": "at least",
+    "less_than_equal": "at most",
+    "greater_than": "more than",
+    "less_than": "less than",
+}
+_BOUND_HINTS = {
+    "weight": "a weight is 0 or more: how much the evaluator counts in the case's mean",
+    "threshold": "a threshold is a score from 0 to 1",
+}
 
 _TYPE_HINTS = {
     ("input_messages", "list_type"): "list the turns: `- role: user` then `content: ...`",

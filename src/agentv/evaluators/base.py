@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from agentv.cases import EvalCase, EvaluatorConfig
     from agentv.prompts import Prompt
     from agentv.providers.base import Provider, Usage
+    from agentv.trajectory import Trajectory
 
 
 @dataclass(slots=True)
@@ -37,9 +38,20 @@ class EvaluatorScore:
     latency_ms: float | None = None  # llm_judge: the judge call's duration
     cached: bool = False  # llm_judge: the verdict was reused from --cache (usage not spent)
     cost_usd: float | None = None  # llm_judge: the judge call's price (None: unknown)
+    weight: float = 1.0  # how much it counts in the case's weighted mean
+    required: bool = False  # a miss fails the case, whatever the mean
+    threshold: float | None = None  # its own pass mark (None: the run's)
 
-    def to_dict(self) -> dict[str, Any]:
-        """The result-file form (``evaluator_results`` entries); absent values are omitted."""
+    def passes(self, pass_threshold: float) -> bool:
+        """Whether the score reaches this evaluator's threshold (else the run's)."""
+        threshold = self.threshold if self.threshold is not None else pass_threshold
+        return self.error is None and self.score >= threshold
+
+    def to_dict(self, pass_threshold: float | None = None) -> dict[str, Any]:
+        """The result-file form (``evaluator_results`` entries); absent values are omitted.
+        An evaluator with a weight, ``required`` or a threshold of its own says so, with its
+        threshold (the run's ``pass_threshold`` unless it has one) and whether it
+        ``passed``."""
         out: dict[str, Any] = {
             "name": self.name,
             "type": self.type,
@@ -47,6 +59,15 @@ class EvaluatorScore:
             "hits": self.hits,
             "misses": self.misses,
         }
+        if self.weight != 1.0:
+            out["weight"] = self.weight
+        if self.required:
+            out["required"] = True
+        if self.required or self.threshold is not None:
+            threshold = self.threshold if self.threshold is not None else pass_threshold
+            if threshold is not None:
+                out["threshold"] = threshold
+                out["passed"] = self.passes(threshold)
         if self.reasoning:
             out["reasoning"] = self.reasoning
         if self.raw_request is not None:
@@ -108,6 +129,15 @@ class CaseGrade:
             return [(s.name, s.error) for s in self.evaluator_results if s.error is not None]
         return [(self.default_name, self.error)] if self.error is not None else []
 
+    def required_misses(self, pass_threshold: float) -> list[EvaluatorScore]:
+        """The ``required`` evaluators that graded below their threshold (those that could
+        not grade make the case an error instead)."""
+        return [
+            s
+            for s in self.evaluator_results or ()
+            if s.required and s.error is None and not s.passes(pass_threshold)
+        ]
+
 
 @dataclass(slots=True)
 class EvaluationContext:
@@ -125,6 +155,10 @@ class EvaluationContext:
     #: the target's answer: how long it took, and its price (reused or not; None: unknown)
     latency_ms: float | None = None
     cost_usd: float | None = None
+    #: the tools the candidate called, in order (a turn's own, for a turn's evaluators);
+    #: None when its target cannot say, ``trajectory_error`` then saying why if known
+    trajectory: Trajectory | None = None
+    trajectory_error: str | None = None
 
 
 class Evaluator(Protocol):
@@ -135,6 +169,15 @@ class Evaluator(Protocol):
     async def evaluate(self, ctx: EvaluationContext, config: EvaluatorConfig) -> EvaluatorScore:
         """The verdict of ``config`` on ``ctx.candidate``."""
         ...
+
+
+def required_miss_line(score: EvaluatorScore, pass_threshold: float) -> str:
+    """The miss that says a required evaluator failed the case."""
+    threshold = score.threshold if score.threshold is not None else pass_threshold
+    return (
+        f"required evaluator {score.name!r} scored {score.score:.2f}, below its threshold "
+        f"{threshold:.2f}: the case fails whatever its mean"
+    )
 
 
 def failed(

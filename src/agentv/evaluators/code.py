@@ -29,6 +29,7 @@ from agentv.evaluators.specs import CodeSpec
 from agentv.messages import FileSegment, GuidelineRef, Message, TextSegment
 from agentv.process import ProcessResult, run_process
 from agentv.prompts import system_turns
+from agentv.trajectory import steps_dicts
 
 if TYPE_CHECKING:
     from agentv.cases import EvaluatorConfig
@@ -63,7 +64,8 @@ def build_payload(ctx: EvaluationContext) -> dict[str, Any]:
     """The JSON document a script reads on stdin.
 
     The original's fields, then the documented names as aliases of the same values
-    (``system_message`` has no original counterpart: the conversation's system turns).
+    (``system_message`` has no original counterpart: the conversation's system turns),
+    then the tools the candidate called (``trajectory``: null when its target cannot say).
     """
     case, prompt = ctx.case, ctx.prompt
     guideline_paths = [str(p) for p in prompt.guideline_paths]
@@ -85,6 +87,7 @@ def build_payload(ctx: EvaluationContext) -> dict[str, Any]:
         "system_message": system_turns(case.input_messages),
         "attachments": input_files,
         "user_segments": segments,
+        "trajectory": steps_dicts(ctx.trajectory) if ctx.trajectory is not None else None,
     }
 
 

@@ -220,7 +220,13 @@ def _file_schema(ref: str, base: Path) -> _Schema | str:
 
 
 def _schema_for(spec: IsJsonSpec, eval_file: Path) -> _Schema | str | None:
-    schema = spec.schema_
+    return resolve_schema(spec.schema_, eval_file)
+
+
+def resolve_schema(schema: dict[str, Any] | str | None, eval_file: Path) -> _Schema | str | None:
+    """A schema as an eval file writes it (a mapping, a JSON object as text, or a file
+    relative to the eval file's folder), compiled once per distinct value; the reason it
+    cannot be used as text; None without a schema."""
     if schema is None:
         return None
     if isinstance(schema, dict):

@@ -1,7 +1,10 @@
 """Grading one case: run its evaluators and aggregate their verdicts (reference 9.1, 9.4).
 
-A case with an evaluator list runs each evaluator in list order; the grade is their mean,
-with hits, misses and reasonings concatenated in order. A case without a list runs its
+A case with an evaluator list runs each evaluator in list order; the grade is their mean
+weighted by each one's ``weight`` (1 unless it says otherwise: the plain mean of the
+original AgentV), with hits, misses and reasonings concatenated in order. Each verdict
+keeps its ``required`` flag and its ``threshold``: whether a required evaluator missed is
+decided with the pass threshold, when the case's status is (``results.outcome``). A case without a list runs its
 default evaluator (``llm_judge``; a ``code`` default has no script to run, so it falls back
 to ``llm_judge`` as in the original AgentV) and reports that evaluator's request record.
 """
@@ -21,11 +24,14 @@ DEFAULT_JUDGE = EvaluatorConfig(name="llm_judge", spec=LlmJudgeSpec(type="llm_ju
 async def run_evaluator(ctx: EvaluationContext, config: EvaluatorConfig) -> EvaluatorScore:
     """One evaluator's verdict. Never raises (except cancellation): failures are entries."""
     try:
-        return await get_evaluator(config.type).evaluate(ctx, config)
+        score = await get_evaluator(config.type).evaluate(ctx, config)
     except BudgetReached:
         raise  # the run's budget: the case is not graded, it is recorded as skipped
     except Exception as exc:  # a bug or an unexpected error: recorded, never fatal
-        return failed(config, str(exc) or type(exc).__name__)
+        score = failed(config, str(exc) or type(exc).__name__)
+    spec = config.spec
+    score.weight, score.required, score.threshold = spec.weight, spec.required, spec.threshold
+    return score
 
 
 def _judge_failed(score: EvaluatorScore) -> bool:
@@ -37,17 +43,18 @@ def aggregate(scores: list[EvaluatorScore]) -> CaseGrade:
     hits: list[str] = []
     misses: list[str] = []
     reasons: list[str] = []
-    total = 0.0
+    total = weights = 0.0
     aspects = 0
     for s in scores:
-        total += s.score
+        total += s.weight * s.score
+        weights += s.weight
         hits.extend(s.hits)
         misses.extend(s.misses)
         aspects += s.expected_aspect_count
         if s.reasoning and s.reasoning.strip():
             reasons.append(f"{s.name}: {s.reasoning}")
     return CaseGrade(
-        score=total / len(scores) if scores else 0.0,
+        score=total / weights if weights > 0 else 0.0,
         hits=hits,
         misses=misses,
         reasoning=" | ".join(reasons) if reasons else None,

@@ -13,8 +13,16 @@ from agentv.evaluators.deterministic import (
 )
 from agentv.evaluators.limits import CostEvaluator, LatencyEvaluator
 from agentv.evaluators.llm_judge import LlmJudgeEvaluator
+from agentv.evaluators.trajectory import (
+    RepeatedCallsEvaluator,
+    StepCountEvaluator,
+    ToolCallF1Evaluator,
+    ToolTrajectoryEvaluator,
+    ToolUsedEvaluator,
+)
 
 _contains = ContainsEvaluator()
+_tool_used = ToolUsedEvaluator()
 
 EVALUATORS: dict[str, Evaluator] = {
     "llm_judge": LlmJudgeEvaluator(),
@@ -26,6 +34,12 @@ EVALUATORS: dict[str, Evaluator] = {
     "is_json": IsJsonEvaluator(),
     "latency": LatencyEvaluator(),
     "cost": CostEvaluator(),
+    "tool_used": _tool_used,
+    "tool_not_used": _tool_used,  # the same count, which must be zero (it reads the type)
+    "tool_trajectory": ToolTrajectoryEvaluator(),
+    "tool_call_f1": ToolCallF1Evaluator(),
+    "step_count": StepCountEvaluator(),
+    "repeated_calls": RepeatedCallsEvaluator(),
 }
 
 

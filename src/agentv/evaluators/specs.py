@@ -16,6 +16,12 @@ class _EvaluatorBase(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str | None = None
+    #: how much this evaluator counts in the case's weighted mean (0: shown, not counted)
+    weight: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 1.0
+    #: a miss (a score below ``threshold``) fails the case, whatever the mean
+    required: bool = False
+    #: the lowest score that counts as a pass of this evaluator (default: the run's)
+    threshold: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] | None = None
 
 
 class LlmJudgeSpec(_EvaluatorBase):
@@ -80,6 +86,103 @@ class CostSpec(_EvaluatorBase):
     max_usd: Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
 
+# --- trajectory evaluators (docs/eval-files.md, "Trajectory evaluators") ---------------------
+
+ToolName = Annotated[str, Field(min_length=1)]
+ArgsMatch = Literal["subset", "exact"]
+JsonSchema = dict[str, Any] | str
+
+
+class ExpectedCall(BaseModel):
+    """A call the candidate should make: its ``tool`` and, optionally, its arguments:
+    ``args`` (only the keys given, nested mappings alike, with ``args_match: subset``, the
+    default; all of them with ``exact``) and a JSON Schema they must satisfy
+    (``args_schema``: a mapping, a JSON object as text, or a schema file)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tool: ToolName
+    args: dict[str, Any] | None = None
+    args_match: ArgsMatch = "subset"
+    args_schema: JsonSchema | None = None
+
+
+class ToolUsedSpec(_EvaluatorBase, ExpectedCall):
+    """Passes when ``tool`` was called (with matching arguments) at least ``min`` and at
+    most ``max`` times."""
+
+    type: Literal["tool_used"]
+    min: Annotated[int, Field(ge=0)] = 1
+    max: Annotated[int, Field(ge=0)] | None = None
+
+
+class ToolNotUsedSpec(_EvaluatorBase, ExpectedCall):
+    """Passes when ``tool`` was never called (with matching arguments, when given)."""
+
+    type: Literal["tool_not_used"]
+
+
+TRAJECTORY_MODES = ("exact", "in_order", "unordered", "subset", "superset", "any_order")
+
+
+class ToolTrajectorySpec(_EvaluatorBase):
+    """The calls made against the ``expected`` ones, by ``mode``: ``exact`` (these calls,
+    in this order, nothing else), ``in_order`` (in this order, others between them allowed),
+    ``unordered`` (these calls, any order, nothing else), ``superset`` (at least these, any
+    order), ``subset`` (nothing but these); or, as the original AgentV, ``any_order`` with
+    ``minimums`` (each tool called at least that many times)."""
+
+    type: Literal["tool_trajectory"]
+    mode: Literal["exact", "in_order", "unordered", "subset", "superset", "any_order"]
+    expected: list[ToolName | ExpectedCall] | None = None
+    minimums: dict[str, Annotated[int, Field(ge=1)]] | None = None
+
+
+class ToolCallF1Spec(_EvaluatorBase):
+    """Precision, recall or F1 (``metric``, default F1) of the calls made against the
+    ``expected`` ones, each expected call matching at most one call made."""
+
+    type: Literal["tool_call_f1"]
+    expected: list[ToolName | ExpectedCall]
+    metric: Literal["f1", "precision", "recall"] = "f1"
+
+
+class StepCountSpec(_EvaluatorBase):
+    """Passes when the number of tool calls (of ``tool`` only, when given) is between
+    ``min`` and ``max``."""
+
+    type: Literal["step_count"]
+    min: Annotated[int, Field(ge=0)] | None = None
+    max: Annotated[int, Field(ge=0)] | None = None
+    tool: ToolName | None = None
+
+
+class RepeatedCallsSpec(_EvaluatorBase):
+    """Passes when no call (the same tool with the same arguments; of ``tool`` only, when
+    given) was made more than ``max`` times."""
+
+    type: Literal["repeated_calls"]
+    max: Annotated[int, Field(ge=1)] = 1
+    tool: ToolName | None = None
+
+
+TrajectorySpec = (
+    ToolUsedSpec
+    | ToolNotUsedSpec
+    | ToolTrajectorySpec
+    | ToolCallF1Spec
+    | StepCountSpec
+    | RepeatedCallsSpec
+)
+TRAJECTORY_TYPES = (
+    "tool_used",
+    "tool_not_used",
+    "tool_trajectory",
+    "tool_call_f1",
+    "step_count",
+    "repeated_calls",
+)
+
 EvaluatorSpec = Annotated[
     LlmJudgeSpec
     | CodeSpec
@@ -88,7 +191,13 @@ EvaluatorSpec = Annotated[
     | RegexSpec
     | IsJsonSpec
     | LatencySpec
-    | CostSpec,
+    | CostSpec
+    | ToolUsedSpec
+    | ToolNotUsedSpec
+    | ToolTrajectorySpec
+    | ToolCallF1Spec
+    | StepCountSpec
+    | RepeatedCallsSpec,
     Field(discriminator="type"),
 ]
 EVALUATOR_TYPES = (
@@ -101,4 +210,5 @@ EVALUATOR_TYPES = (
     "is_json",
     "latency",
     "cost",
+    *TRAJECTORY_TYPES,
 )

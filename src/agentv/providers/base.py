@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from pydantic import BaseModel, ConfigDict
 
 from agentv.messages import ChatMessage, ToolCall
+from agentv.trajectory import Trajectory
 
 if TYPE_CHECKING:
     from agentv.cases import EvalCase
@@ -180,6 +181,12 @@ class ProviderResponse:
     finish_reason_raw: str | None = None  # the API's own word for it
     #: US dollars of ``usage`` at the target's price, set by the run (None: unknown)
     cost_usd: float | None = None
+    #: the tools the target called on its own while answering, in order (an agent's:
+    #: Codex's event stream, a command line's {TRAJECTORY_FILE}); a model target calls
+    #: none of its own (its ``tool_calls`` are answered by the run). None: the target
+    #: cannot say, ``trajectory_error`` saying why when it should have been able to
+    trajectory: Trajectory | None = ()
+    trajectory_error: str | None = None
 
     @property
     def token_limit_ignored(self) -> bool:
@@ -267,6 +274,12 @@ class Provider(ABC):
         return None
 
     @property
+    def reports_trajectory(self) -> bool:
+        """Whether the target reports the tools it calls on its own (an agent's
+        trajectory), so that an answer without a step says "no tool called"."""
+        return False
+
+    @property
     def artifacts(self) -> list[Path]:
         """Files the target left for people to read (agent logs), in the order written."""
         return list(self._artifacts)
@@ -333,6 +346,10 @@ class ProviderWrapper(Provider):
     @property
     def needs_user_turn(self) -> bool:
         return self.wrapped.needs_user_turn
+
+    @property
+    def reports_trajectory(self) -> bool:
+        return self.wrapped.reports_trajectory
 
     @property
     def artifacts_label(self) -> str:

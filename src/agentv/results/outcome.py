@@ -14,6 +14,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from agentv.evaluators.base import required_miss_line
 from agentv.messages import FileSegment, chat_to_dicts
 from agentv.prompts import Prompt
 from agentv.results.record import (
@@ -27,6 +28,7 @@ from agentv.results.record import (
     large_content_ref,
     utc_timestamp,
 )
+from agentv.trajectory import Trajectory, steps_dicts
 
 if TYPE_CHECKING:
     from agentv.cases import EvalCase, InvalidCase
@@ -91,27 +93,39 @@ def _requests(
     return {name: rec, "raw_request": raw_request(prompt, provider, response, chat)}
 
 
-def grading_fields(grade: CaseGrade) -> dict[str, Any]:
-    """What a record holds of its grading: every evaluator's entry (``evaluator_results``)
-    or, for the default evaluator, its call's record (``evaluator_raw_request``, with that
-    call's tokens, failure and reuse beside it). The summary reads its judge figures from
-    these."""
+def grading_fields(
+    grade: CaseGrade, pass_threshold: float = DEFAULT_PASS_THRESHOLD
+) -> dict[str, Any]:
+    """What a record holds of its grading: every evaluator's entry (``evaluator_results``,
+    a required or thresholded one with its threshold and whether it passed) or, for the
+    default evaluator, its call's record (``evaluator_raw_request``, with that call's
+    tokens, failure and reuse beside it). The summary reads its judge figures from these."""
     if grade.evaluator_results is not None:
-        return {"evaluator_results": [r.to_dict() for r in grade.evaluator_results]}
+        return {"evaluator_results": [r.to_dict(pass_threshold) for r in grade.evaluator_results]}
     if grade.evaluator_raw_request is not None:
         return {"evaluator_raw_request": grade.evaluator_raw_request}
     return {}
 
 
 def grade_status(grade: CaseGrade, pass_threshold: float) -> str:
-    """``error`` when an evaluator could not grade, else ``ok`` or ``failed`` by score."""
+    """``error`` when an evaluator could not grade, else ``failed`` when a required
+    evaluator missed, else ``ok`` or ``failed`` by score."""
     return _status(grade, pass_threshold, grade.evaluator_errors())
 
 
 def _status(grade: CaseGrade, pass_threshold: float, errors: list[tuple[str, str]]) -> str:
     if errors:
         return ERROR
+    if grade.required_misses(pass_threshold):
+        return FAILED
     return OK if grade.score >= pass_threshold else FAILED
+
+
+def required_fields(grade: CaseGrade, pass_threshold: float) -> tuple[list[str], list[str]]:
+    """The required evaluators that missed (their names, for ``failed_required``) and the
+    lines that say so among the case's misses."""
+    missed = grade.required_misses(pass_threshold)
+    return [s.name for s in missed], [required_miss_line(s, pass_threshold) for s in missed]
 
 
 def evaluator_error_text(grade: CaseGrade) -> str | None:
@@ -205,13 +219,16 @@ def result_record(
     attempts: int = 1,
     repeat: int = 0,
     cost: dict[str, Any] | None = None,
+    own_tools: bool = False,
 ) -> dict[str, Any]:
-    """The record of a case that got an answer and was graded."""
+    """The record of a case that got an answer and was graded. ``own_tools``: the target
+    reports the tools it calls (its ``trajectory`` is written even without a step)."""
     errors = grade.evaluator_errors()
     rec = _head(case, _status(grade, pass_threshold, errors))
+    gates, gate_misses = required_fields(grade, pass_threshold)
     rec["score"] = grade.score
     rec["hits"] = grade.hits
-    rec["misses"] = grade.misses
+    rec["misses"] = [*grade.misses, *gate_misses] if gate_misses else grade.misses
     rec["candidate_answer"] = response.text
     rec["expected_aspect_count"] = grade.expected_aspect_count
     rec["target"] = target
@@ -220,18 +237,23 @@ def result_record(
     if grade.reasoning:
         rec["reasoning"] = grade.reasoning
     rec.update(_requests(prompt, provider, response, None))
-    rec.update(grading_fields(grade))
-    _answer_fields(rec, response, cost)
+    rec.update(grading_fields(grade, pass_threshold))
+    if gates:
+        rec["failed_required"] = gates
+    _answer_fields(rec, response, cost, own_tools)
     rec["duration_ms"] = round(duration_ms, 3)
     _tail(rec, case, attempts, _error_text(errors), queued_ms=queued_ms, cached=response.cached)
     return rec
 
 
 def _answer_fields(
-    rec: dict[str, Any], response: ProviderResponse, cost: dict[str, Any] | None
+    rec: dict[str, Any],
+    response: ProviderResponse,
+    cost: dict[str, Any] | None,
+    own_tools: bool = False,
 ) -> None:
     """What a record says of the target's answer besides its text: tokens, cost, ending,
-    time."""
+    the tools it called, time."""
     if response.usage is not None:
         rec["usage"] = response.usage.to_dict()
     if cost:
@@ -242,8 +264,21 @@ def _answer_fields(
             rec["finish_reason_raw"] = response.finish_reason_raw
     if response.token_limit_ignored:
         rec["token_limit_ignored"] = True
+    _trajectory(rec, response.trajectory, response.trajectory_error, own_tools)
     if response.latency_ms is not None:
         rec["latency_ms"] = round(response.latency_ms, 3)
+
+
+def _trajectory(
+    rec: dict[str, Any], steps: Trajectory | None, error: str | None, shown_empty: bool
+) -> None:
+    """``trajectory``: the tools the candidate called, in order; written without a step
+    only where a step could have been (a target that reports its tools, a case with
+    tools). ``trajectory_error``: why a target that should have said it did not."""
+    if steps is not None and (steps or shown_empty):
+        rec["trajectory"] = steps_dicts(steps)
+    elif steps is None and error is not None:
+        rec["trajectory_error"] = error
 
 
 @dataclass(slots=True)
@@ -258,6 +293,7 @@ class LiveFacts:
     turns: list[dict[str, Any]]
     aggregation: str
     grading: dict[str, Any]  # the conversation-level grade's entries (``grading_fields``)
+    failed_required: list[str] | None = None  # required evaluators that missed
     reasoning: str | None = None
     expected_aspect_count: int = 0
     usage: Usage | None = None
@@ -268,6 +304,9 @@ class LiveFacts:
     cached: bool = False  # every answer came from --cache
     user: dict[str, Any] | None = None  # the simulated user's part (``user`` in the record)
     cost: dict[str, Any] | None = None  # the record's ``cost``
+    trajectory: Trajectory | None = None  # every turn's tool calls, in order
+    trajectory_error: str | None = None
+    own_tools: bool = False  # the trajectory is written even without a step
 
 
 def live_record(
@@ -301,6 +340,8 @@ def live_record(
     if facts.plan_digest is not None:
         rec["raw_request"]["plan_digest"] = facts.plan_digest
     rec.update(facts.grading)
+    if facts.failed_required:
+        rec["failed_required"] = facts.failed_required
     if facts.usage is not None:
         rec["usage"] = facts.usage.to_dict()
     if facts.cost:
@@ -309,10 +350,11 @@ def live_record(
         rec["finish_reason"] = response.finish_reason
     rec["turns"] = facts.turns
     rec["aggregation"] = facts.aggregation
-    if facts.user is not None:
-        rec["user"] = facts.user
     if facts.stopped is not None:
         rec["stopped"] = facts.stopped
+    if facts.user is not None:
+        rec["user"] = facts.user
+    _trajectory(rec, facts.trajectory, facts.trajectory_error, facts.own_tools)
     if facts.latency_ms is not None:
         rec["latency_ms"] = round(facts.latency_ms, 3)
     rec["duration_ms"] = round(duration_ms, 3)

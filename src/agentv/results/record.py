@@ -72,6 +72,9 @@ class EvalResult(BaseModel):
     raw_request: dict[str, Any] | None = None
     evaluator_results: list[dict[str, Any]] | None = None
     evaluator_raw_request: dict[str, Any] | None = None
+    failed_required: list[str] | None = None
+    """The required evaluators that missed (``turn N: name`` for a turn's): the run failed
+    whatever its score."""
     usage: dict[str, Any] | None = None
     cost: dict[str, Any] | None = None
     """US dollars by who spent them: ``target`` (the case's target), ``judge`` (its judges)
@@ -102,6 +105,14 @@ class EvalResult(BaseModel):
     """A simulated user's part of the conversation: its ``target``, how the conversation
     ``ended`` (goal, stop_when, max_turns, user_error, turn_failed, error), its ``usage``
     (apart from the candidate's), and ``replay`` when its turns were replayed."""
+    trajectory: list[dict[str, Any]] | None = None
+    """The tools the candidate called, in order (docs/results.md, "Trajectories"): each
+    with its ``name``, ``arguments``, ``result`` or ``error``, ``duration_ms``, ``id`` and,
+    in a live conversation, its ``turn``. Absent when the target cannot say, or called none
+    where it could not have."""
+    trajectory_error: str | None = None
+    """Why a target that reports its tools (a cli target with ``{TRAJECTORY_FILE}``) gave
+    no trajectory for this run."""
     latency_ms: float | None = None
     duration_ms: float | None = None
     """From the moment the run got its first turn at its target to its record."""

@@ -139,6 +139,29 @@ class TurnStats:
 
 
 @dataclass(frozen=True, slots=True)
+class EvaluatorStats:
+    """One evaluator (by name) over the runs that listed it: its settings as the records
+    say them (docs/eval-files.md, "Weights, required evaluators and thresholds") and how
+    it graded."""
+
+    name: str
+    type: str
+    runs: int  # entries that graded (errors left out)
+    mean: float | None
+    weight: float | None  # None: not the same in every run
+    required: bool  # required in at least one run
+    threshold: float | None  # its own threshold, when every run says the same
+    passed: int  # entries at or above their threshold (required or thresholded ones)
+    judged: int  # entries that say whether they passed
+    failed_cases: int  # runs it failed as a required evaluator
+
+    @property
+    def weighted(self) -> bool:
+        """Whether it has anything but the defaults: a weight, ``required``, a threshold."""
+        return self.weight != 1.0 or self.required or self.threshold is not None
+
+
+@dataclass(frozen=True, slots=True)
 class TargetSummary:
     """One target's results, to set targets side by side (``--target A --target B``).
 
@@ -235,6 +258,15 @@ class Summary:
     """The live conversations' turns (None: no run was a live conversation)."""
     cost: CostSummary | None = None
     """What the runs cost (None: no run reported tokens)."""
+    required_failures: int = 0
+    """Runs that failed because a required evaluator missed (whatever their mean)."""
+    evaluators: tuple[EvaluatorStats, ...] = ()
+    """Each evaluator of the runs' evaluator lists, by name in natural order."""
+
+    @property
+    def weighted(self) -> bool:
+        """Whether any evaluator has a weight, is required or has a threshold."""
+        return any(e.weighted for e in self.evaluators)
 
     @property
     def passed(self) -> int:
@@ -293,6 +325,8 @@ class SummaryCollector:
         self._party_cost: dict[str, list[float]] = {}
         self._target_cost: dict[str, list[float]] = {}
         self._unpriced = 0
+        self._evaluators: dict[str, _EvaluatorFigures] = {}  # by evaluator name
+        self._required_failures = 0
 
     def __len__(self) -> int:
         return len(self._ids)
@@ -339,6 +373,7 @@ class SummaryCollector:
                 reused=bool(result.cached),
             )
         self._grading(result)
+        self._gates(result)
         if result.turns is not None:
             self._conversation(result)
         if result.cost:
@@ -453,11 +488,45 @@ class SummaryCollector:
                 self._evaluator_errors[name] += 1
                 if entry.get("type") == "llm_judge":
                     self._judge_failures += 1
+            elif result.evaluator_results is not None:
+                self._evaluator(name, entry)
             usage = entry.get("usage")
             if isinstance(usage, dict) and usage:
                 if self._judge_tokens is None:
                     self._judge_tokens = [0, 0, 0, 0]
                 _add_tokens(self._judge_tokens, usage, reused=bool(entry.get("cached")))
+
+    def _evaluator(self, name: str, entry: dict[str, Any]) -> None:
+        """Count one graded entry of an evaluator list (the common entry, without settings
+        of its own, takes the short way: this runs for every entry of a large run)."""
+        seen = self._evaluators.get(name)
+        if seen is None:
+            seen = self._evaluators[name] = _EvaluatorFigures(str(entry.get("type") or "?"))
+        seen.runs += 1
+        score = entry.get("score")
+        if isinstance(score, int | float):
+            seen.total += score if 0.0 <= score <= 1.0 else min(1.0, max(0.0, float(score)))
+        if "weight" in entry or "required" in entry or "passed" in entry:
+            seen.settings(entry)
+        else:
+            seen.plain = True
+
+    def _gates(self, result: EvalResult) -> None:
+        """Count a run failed by required evaluators, and each one that missed."""
+        names = getattr(result, "failed_required", None)
+        if not isinstance(names, list) or not names:
+            return
+        if result.status == "failed":
+            self._required_failures += 1
+        for name in names:
+            seen = self._evaluators.get(str(name))
+            if seen is not None:
+                seen.failed += 1
+
+    def _evaluator_stats(self) -> tuple[EvaluatorStats, ...]:
+        return tuple(
+            self._evaluators[name].stats(name) for name in sorted(self._evaluators, key=natural_key)
+        )
 
     def _figures(self, entry: int | tuple[float, ...]) -> tuple[float, ...]:
         """A (target, case)'s (graded runs, passes, score sum, sum of squares, min, max)."""
@@ -561,6 +630,8 @@ class SummaryCollector:
             case_table=self._case_table(),
             turns=self._turn_stats(),
             cost=self._cost_summary(),
+            required_failures=self._required_failures,
+            evaluators=self._evaluator_stats(),
         )
 
     def _turn_stats(self) -> TurnStats | None:
@@ -703,6 +774,52 @@ class SummaryCollector:
         return tuple(rows)
 
 
+class _EvaluatorFigures:
+    """What the summary counts of one evaluator (by name) as entries come."""
+
+    __slots__ = ("failed", "judged", "passed", "plain", "required", "runs", "thresholds")
+    __slots__ += ("total", "type", "weights")
+
+    def __init__(self, kind: str) -> None:
+        self.type = kind
+        self.runs = 0
+        self.total = 0.0
+        self.plain = False  # an entry without settings of its own (weight 1, no threshold)
+        self.weights: set[float] = set()
+        self.thresholds: set[float | None] = set()
+        self.required = False
+        self.passed = 0
+        self.judged = 0
+        self.failed = 0  # runs it failed as a required evaluator
+
+    def settings(self, entry: dict[str, Any]) -> None:
+        weight = entry.get("weight", 1.0)
+        self.weights.add(float(weight) if isinstance(weight, int | float) else 1.0)
+        self.required = self.required or entry.get("required") is True
+        passed = entry.get("passed")
+        threshold = entry.get("threshold") if isinstance(passed, bool) else None
+        self.thresholds.add(threshold if isinstance(threshold, int | float) else None)
+        if isinstance(passed, bool):
+            self.passed += passed
+            self.judged += 1
+
+    def stats(self, name: str) -> EvaluatorStats:
+        weights = self.weights | {1.0} if self.plain else self.weights
+        thresholds = self.thresholds | {None} if self.plain else self.thresholds
+        return EvaluatorStats(
+            name=name,
+            type=self.type,
+            runs=self.runs,
+            mean=self.total / self.runs if self.runs else None,
+            weight=next(iter(weights)) if len(weights) == 1 else None,
+            required=self.required,
+            threshold=next(iter(thresholds)) if len(thresholds) == 1 else None,
+            passed=self.passed,
+            judged=self.judged,
+            failed_cases=self.failed,
+        )
+
+
 def _first_by(
     count: int, values: Sequence[float], names: Sequence[str], *, largest: bool = False
 ) -> list[int]:
@@ -840,6 +957,22 @@ def summary_dict(summary: Summary) -> dict[str, Any]:
             if summary.turns is not None
             else None
         ),
+        "required_failures": summary.required_failures,
+        "evaluators": [
+            {
+                "name": e.name,
+                "type": e.type,
+                "runs": e.runs,
+                "mean": e.mean,
+                "weight": e.weight,
+                "required": e.required,
+                "threshold": e.threshold,
+                "passed": e.passed if e.judged else None,
+                "judged": e.judged,
+                "failed_cases": e.failed_cases,
+            }
+            for e in summary.evaluators
+        ],
         "cases": [
             {
                 "target": target,

@@ -26,6 +26,13 @@ from agentv.providers.base import (
     ProviderWrapper,
     Usage,
 )
+from agentv.trajectory import read_transcript, steps_dicts
+
+#: why a reused answer has no trajectory when its entry was written without one
+OLD_ENTRY = (
+    "the answer came from a --cache entry written before agentv recorded trajectories; "
+    "run once without --cache to record it"
+)
 
 _SECRET_WORDS = ("key", "token", "secret", "password")
 
@@ -114,6 +121,10 @@ class ResponseCache:
             "tool_calls": [
                 {**call.to_dict(), "invalid": call.invalid} for call in response.tool_calls
             ],
+            "trajectory": (
+                steps_dicts(response.trajectory) if response.trajectory is not None else None
+            ),
+            "trajectory_error": response.trajectory_error,
         }
         tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
         try:
@@ -156,6 +167,7 @@ def _response(data: Any) -> ProviderResponse | None:
     sent = data.get("sent")
     if sent is not None and not isinstance(sent, dict):
         return None
+    trajectory, trajectory_error = _trajectory(data)
     return ProviderResponse(
         text=text,
         reasoning=_optional(data.get("reasoning"), str),
@@ -168,7 +180,22 @@ def _response(data: Any) -> ProviderResponse | None:
         finish_reason=_optional(data.get("finish_reason"), str),
         finish_reason_raw=_optional(data.get("finish_reason_raw"), str),
         tool_calls=calls,
+        trajectory=trajectory,
+        trajectory_error=trajectory_error,
     )
+
+
+def _trajectory(data: dict[str, Any]) -> tuple[Any, str | None]:
+    """The trajectory an entry holds and why there is none (an entry written before
+    trajectories were stored has none: said, rather than taken for "no tool called")."""
+    if "trajectory" not in data:
+        return None, OLD_ENTRY
+    error = _optional(data.get("trajectory_error"), str)
+    steps = data["trajectory"]
+    if steps is None:
+        return None, error
+    # in-turn numbers are the run's, never stored: the shape `put` writes reads as a transcript
+    return read_transcript(steps), error
 
 
 def _tool_calls(value: Any) -> tuple[ToolCall, ...] | None:

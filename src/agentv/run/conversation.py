@@ -22,6 +22,9 @@ evaluators (``agentv.evaluators``).
   turns after it are not sent) and the case fails.
 - A target that fails during a turn ends the conversation with status ``error``; the turns
   before it stay in the record.
+- Every tool called during a turn is a step of the run's trajectory (``agentv.trajectory``):
+  those the target ran itself (an agent's), then those the run answered, each with its
+  turn. A turn's evaluators see the turn's steps, the conversation's the whole trajectory.
 """
 
 from __future__ import annotations
@@ -40,8 +43,14 @@ from agentv.evaluators.base import CaseGrade, EvaluationContext
 from agentv.messages import Message, TextSegment, chat_to_dicts
 from agentv.prompts import Prompt, PromptSettings, build_prompt
 from agentv.providers.base import ProviderResponse, Usage, total_usage
-from agentv.results.outcome import evaluator_error_text, grade_status, grading_fields
+from agentv.results.outcome import (
+    evaluator_error_text,
+    grade_status,
+    grading_fields,
+    required_fields,
+)
 from agentv.run.tools import ToolRun, answer_call
+from agentv.trajectory import ToolStep, Trajectory
 
 if TYPE_CHECKING:
     from agentv.run.pipeline import CasePipeline
@@ -74,10 +83,18 @@ class TurnOutcome:
     tool_rounds_exhausted: bool = False
     user: UserTurn | None = None  # a simulated user's message: where it came from, its cost
     stop_check: dict[str, Any] | None = None  # a simulated conversation's stop_when verdict
+    steps: list[ToolStep] = field(default_factory=list)  # the tools called, in order
+    untold: bool = False  # the target could not say which tools it called
+    trajectory_error: str | None = None  # ... and why, when it should have
 
     def usage(self) -> Usage | None:
         """The turn's tokens, its rounds' summed."""
         return total_usage(r.response.usage for r in self.rounds)
+
+    @property
+    def trajectory(self) -> Trajectory | None:
+        """The tools called during the turn (None: the target could not say)."""
+        return None if self.untold else tuple(self.steps)
 
 
 @dataclass
@@ -99,6 +116,18 @@ class Conversation:
     def responses(self) -> list[ProviderResponse]:
         """Every response, in order."""
         return [r.response for t in self.turns for r in t.rounds]
+
+    @property
+    def trajectory(self) -> Trajectory | None:
+        """Every turn's tool calls, in order (None: the target could not say)."""
+        if any(t.untold for t in self.turns):
+            return None
+        return tuple(step for t in self.turns for step in t.steps)
+
+    @property
+    def trajectory_error(self) -> str | None:
+        """Why the target did not say which tools it called, when it should have."""
+        return next((t.trajectory_error for t in self.turns if t.trajectory_error), None)
 
 
 def plan_digest(case: EvalCase) -> str:
@@ -197,6 +226,8 @@ class _Simulated:
             last.prompt,
             last.answer,
             [r.response for r in last.rounds],
+            last.trajectory,
+            last.trajectory_error,
         )
         error = evaluator_error_text(grade)
         last.stop_check = {"score": grade.score, "passed": grade.score >= self.threshold}
@@ -294,6 +325,8 @@ async def converse(pipeline: CasePipeline, job: CaseJob, threshold: float) -> Co
                 outcome.prompt,
                 outcome.answer,
                 [r.response for r in outcome.rounds],
+                outcome.trajectory,
+                outcome.trajectory_error,
             )
             outcome.status = grade_status(outcome.grade, threshold)
             if outcome.status == "failed" and case.stop_on_failure:
@@ -327,10 +360,19 @@ async def converse(pipeline: CasePipeline, job: CaseJob, threshold: float) -> Co
             prompt,
             last.answer,
             run.responses,
+            run.trajectory,
+            run.trajectory_error,
         )
     elif case.user is not None:  # no evaluators: a judge of the outcome and the goal
         run.grade = await _grade(
-            pipeline, job, whole, run.final, run.turns[-1].answer, run.responses
+            pipeline,
+            job,
+            whole,
+            run.final,
+            run.turns[-1].answer,
+            run.responses,
+            run.trajectory,
+            run.trajectory_error,
         )
     return run
 
@@ -367,12 +409,18 @@ async def _take_turn(
         pipeline._note_ending(job, response)
         this = Round(len(prompt.messages), response, attempts)
         outcome.rounds.append(this)
+        if response.trajectory is None:  # what the target ran itself, before the run answers
+            outcome.untold = True
+            outcome.trajectory_error = outcome.trajectory_error or response.trajectory_error
+        else:
+            outcome.steps.extend(step.in_turn(outcome.index) for step in response.trajectory)
         calls = response.tool_calls
         if calls and rounds < case.max_tool_rounds:
             history.append(Message("assistant", (TextSegment(response.text),), tool_calls=calls))
             for call in calls:
                 done = await answer_call(call, tools, timeout=timeout, round_=rounds)
                 this.calls.append(done)
+                outcome.steps.append(done.step(outcome.index))
                 history.append(
                     Message(
                         "tool", (TextSegment(done.result),), tool_call_id=call.id, name=call.name
@@ -395,12 +443,16 @@ async def _grade(
     prompt: Prompt | None,
     answer: str,
     responses: list[ProviderResponse],
+    steps: Trajectory | None,
+    steps_error: str | None,
 ) -> CaseGrade:
-    """``case``'s evaluators (else a judge of its outcome) on ``answer``, the question being
-    ``prompt``'s: the answer masked first, as any answer is before it is graded.
-    ``responses``: the requests that made the answer (their time and price, summed)."""
+    """``case``'s evaluators (else a judge of its outcome) on ``answer`` and the tools
+    called (``steps``), the question being ``prompt``'s: the answer and the steps masked
+    first, as any answer is before it is graded. ``responses``: the requests that made the
+    answer (their time and price, summed)."""
     assert prompt is not None
     masked, _ = pipeline.masker.text(answer)
+    steps, _ = pipeline.masker.steps(steps)
     view = replace(job, case=case)
     return await grade_case(
         EvaluationContext(
@@ -413,6 +465,8 @@ async def _grade(
             repeat=job.repeat,
             latency_ms=_sum(r.latency_ms for r in responses),
             cost_usd=_sum(r.cost_usd for r in responses),
+            trajectory=steps,
+            trajectory_error=steps_error,
         )
     )
 
@@ -445,10 +499,10 @@ def user_part(run: Conversation, job: CaseJob) -> dict[str, Any] | None:
     return run.simulator.record() if run.simulator is not None else None
 
 
-def turn_record(outcome: TurnOutcome) -> dict[str, Any]:
+def turn_record(outcome: TurnOutcome, threshold: float) -> dict[str, Any]:
     """One turn as the record keeps it: what the user said, the answer, the tool calls with
     their results, each request (how many messages of ``raw_request.chat_prompt`` it sent;
-    its tokens, time and ending), the grade."""
+    its tokens, time and ending), the grade (``threshold``: the run's pass threshold)."""
     rec: dict[str, Any] = {"turn": outcome.index}
     if outcome.turn is not None:
         rec["content"] = build_prompt(_user_only(outcome.turn)).question
@@ -472,13 +526,16 @@ def turn_record(outcome: TurnOutcome) -> dict[str, Any]:
     if outcome.rounds and outcome.rounds[-1].response.finish_reason is not None:
         rec["finish_reason"] = outcome.rounds[-1].response.finish_reason
     if outcome.grade is not None:
+        gates, gate_misses = required_fields(outcome.grade, threshold)
         rec["status"] = outcome.status
         rec["score"] = outcome.grade.score
         rec["hits"] = outcome.grade.hits
-        rec["misses"] = outcome.grade.misses
+        rec["misses"] = [*outcome.grade.misses, *gate_misses]
         if outcome.grade.reasoning:
             rec["reasoning"] = outcome.grade.reasoning
-        rec.update(grading_fields(outcome.grade))
+        rec.update(grading_fields(outcome.grade, threshold))
+        if gates:
+            rec["failed_required"] = gates
         error = evaluator_error_text(outcome.grade)
         if error is not None:
             rec["error"] = error

@@ -38,6 +38,7 @@ from agentv.results.outcome import (
     evaluator_error_text,
     grading_fields,
     live_record,
+    required_fields,
     result_record,
     skipped_record,
 )
@@ -280,6 +281,8 @@ class CasePipeline:
                     repeat=job.repeat,
                     latency_ms=response.latency_ms,
                     cost_usd=response.cost_usd,
+                    trajectory=response.trajectory,
+                    trajectory_error=response.trajectory_error,
                 )
             )
             record = result_record(
@@ -295,6 +298,7 @@ class CasePipeline:
                 attempts=attempts,
                 repeat=job.repeat,
                 cost=_case_cost(),
+                own_tools=target.provider.reports_trajectory,
             )
             if masked:
                 record["masked_secrets"] = True
@@ -338,9 +342,13 @@ class CasePipeline:
         case, target = job.case, job.target
         run = await converse(self, job, threshold)
         clock.start()
-        turns = [turn_record(t) for t in run.turns]
+        turns = [turn_record(t, threshold) for t in run.turns]
         hits = [f"turn {t.index}: {h}" for t in run.turns if t.grade for h in t.grade.hits]
-        misses = [f"turn {t.index}: {m}" for t in run.turns if t.grade for m in t.grade.misses]
+        misses = [f"turn {t['turn']}: {m}" for t in turns for m in t.get("misses", ())]
+        # a required evaluator that missed fails the case, in a turn or over the conversation
+        gates = [
+            f"turn {t['turn']}: {name}" for t in turns for name in t.get("failed_required", ())
+        ]
         errors = [
             f"turn {t.index}: {text}"
             for t in run.turns
@@ -350,8 +358,10 @@ class CasePipeline:
             errors.append(run.check_error)
         reasoning = None
         if run.grade is not None:
+            names, gate_misses = required_fields(run.grade, threshold)
+            gates += names
             hits += run.grade.hits
-            misses += run.grade.misses
+            misses += [*run.grade.misses, *gate_misses]
             reasoning = run.grade.reasoning
             if (text := evaluator_error_text(run.grade)) is not None:
                 errors.append(text)
@@ -361,7 +371,7 @@ class CasePipeline:
             errors = [f"the simulated user failed: {run.user_error}"]
         elif errors:
             status = "error"
-        elif run.stopped is not None or score is None or score < threshold:
+        elif run.stopped is not None or score is None or score < threshold or gates:
             status = "failed"  # a conversation stopped by a failed turn did not get through
         else:
             status = "ok"
@@ -375,7 +385,8 @@ class CasePipeline:
             answer=run.turns[-1].answer if run.turns else "",
             turns=turns,
             aggregation=case.aggregation,
-            grading=grading_fields(run.grade) if run.grade is not None else {},
+            grading=grading_fields(run.grade, threshold) if run.grade is not None else {},
+            failed_required=gates,
             reasoning=reasoning,
             expected_aspect_count=sum(
                 g.expected_aspect_count
@@ -390,6 +401,9 @@ class CasePipeline:
             cached=bool(responses) and all(r.cached for r in responses),
             user=user_part(run, job),
             cost=_case_cost(),
+            trajectory=run.trajectory,
+            trajectory_error=run.trajectory_error,
+            own_tools=bool(case.tools) or target.provider.reports_trajectory,
         )
         return live_record(
             case,

@@ -21,6 +21,7 @@ from typing import Any
 from agentv.cases import Tool
 from agentv.messages import ToolCall
 from agentv.process import run_process
+from agentv.trajectory import ToolStep
 
 #: characters of a failing script's stderr said to the model and recorded
 STDERR_SHOWN = 500
@@ -47,6 +48,19 @@ class ToolRun:
         out["duration_ms"] = round(self.duration_ms, 3)
         out["round"] = self.round
         return out
+
+    def step(self, turn: int) -> ToolStep:
+        """The call as a step of the run's trajectory (made in ``turn``): its result when
+        it was answered, else the reason it was not."""
+        return ToolStep(
+            name=self.call.name,
+            arguments=self.call.arguments,
+            result=self.result if self.error is None else None,
+            error=self.error,
+            duration_ms=self.duration_ms,
+            id=self.call.id,
+            turn=turn,
+        )
 
 
 def result_text(value: Any) -> str:

@@ -7,7 +7,9 @@ add quotes of their own around placeholders. The answer is what the command wrot
 
 A CLI target gets the LM-mode question in ``{PROMPT}`` (docs/prompt-rules.md section 6)
 and, through ``{CHAT_PROMPT_FILE}``, the chat prompt as a JSON file so the roles of a
-multi-turn conversation survive.
+multi-turn conversation survive. A command that writes the tools it called as a JSON
+transcript to ``{TRAJECTORY_FILE}`` gives its answers a trajectory (``agentv.trajectory``,
+docs/targets.md "The trajectory file"); without that placeholder it has none.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Annotated, Any, ClassVar, Literal
@@ -47,6 +50,7 @@ from agentv.providers.agents.common import (
     unique_paths,
 )
 from agentv.providers.base import Provider, ProviderRequest, ProviderResponse, ProviderSettings
+from agentv.trajectory import Trajectory, parse_transcript
 
 PLACEHOLDERS: tuple[str, ...] = (
     "PROMPT",
@@ -56,6 +60,7 @@ PLACEHOLDERS: tuple[str, ...] = (
     "FILES",
     "OUTPUT_FILE",
     "CHAT_PROMPT_FILE",
+    "TRAJECTORY_FILE",
 )
 # `${NAME}` is the shell's own expansion, left alone; `{NAME}` is a placeholder.
 _TOKEN = re.compile(r"(?<!\$)\{([A-Z_]+)\}")
@@ -63,6 +68,8 @@ _TOKEN = re.compile(r"(?<!\$)\{([A-Z_]+)\}")
 DEFAULT_MAX_ANSWER_BYTES = 10 * 1024 * 1024
 #: a healthcheck must not hang a run; used when neither it nor the target sets a timeout
 DEFAULT_HEALTHCHECK_TIMEOUT_S = 30.0
+#: the largest {TRAJECTORY_FILE} read; a larger one gives the answer no trajectory (said)
+MAX_TRAJECTORY_BYTES = 64 * 1024 * 1024
 
 
 def check_placeholders(template: str) -> str:
@@ -246,6 +253,11 @@ class CliProvider(Provider):
         self._health_checked = False
         self._health_error: ProviderError | None = None
 
+    @property
+    def reports_trajectory(self) -> bool:
+        """A command given ``{TRAJECTORY_FILE}`` writes the tools it called there."""
+        return uses_placeholder(self.settings.command_template, "TRAJECTORY_FILE")
+
     # --- helpers ---
 
     def _env(self) -> dict[str, str]:
@@ -312,6 +324,7 @@ class CliProvider(Provider):
                 "FILES": "",
                 "OUTPUT_FILE": _quote(str(Path(tmp) / "agentv-healthcheck-output.json")),
                 "CHAT_PROMPT_FILE": _quote(str(chat_file)),
+                "TRAJECTORY_FILE": _quote(str(Path(tmp) / "agentv-healthcheck-trajectory.json")),
             }
             command = render_template(check.command_template, values)
             try:
@@ -332,10 +345,12 @@ class CliProvider(Provider):
 
     def preview(self, request: ProviderRequest) -> dict[str, Any]:
         """The command that would run, with placeholder paths for the per-call files."""
+        scratch = Path(tempfile.gettempdir()) / "agentv-cli-XXXX"
         values = self._values(
             request,
-            Path(tempfile.gettempdir()) / "agentv-cli-XXXX" / "output.json",
-            Path(tempfile.gettempdir()) / "agentv-cli-XXXX" / "chat_prompt.json",
+            scratch / "output.json",
+            scratch / "chat_prompt.json",
+            scratch / "trajectory.json",
         )
         sent: dict[str, Any] = {
             "command": render_template(self.settings.command_template, values),
@@ -345,7 +360,9 @@ class CliProvider(Provider):
             sent["chat_prompt"] = chat_to_dicts(request.messages)
         return redact(sent, self._secrets())
 
-    def _values(self, request: ProviderRequest, output: Path, chat: Path) -> dict[str, str]:
+    def _values(
+        self, request: ProviderRequest, output: Path, chat: Path, trajectory: Path
+    ) -> dict[str, str]:
         return {
             "PROMPT": _quote(request.question),
             "GUIDELINES": _quote(request.guidelines),
@@ -354,6 +371,7 @@ class CliProvider(Provider):
             "FILES": render_files(self._files(request), self.settings.files_format),
             "OUTPUT_FILE": _quote(str(output)),
             "CHAT_PROMPT_FILE": _quote(str(chat)),
+            "TRAJECTORY_FILE": _quote(str(trajectory)),
         }
 
     async def invoke(self, request: ProviderRequest) -> ProviderResponse:
@@ -370,13 +388,15 @@ class CliProvider(Provider):
             label = safe_label(request.eval_id, "unknown")
             output_file = Path(tmp) / f"agentv-{label}-output.json"
             chat_file = Path(tmp) / f"agentv-{label}-chat.json"
+            trajectory_file = Path(tmp) / f"agentv-{label}-trajectory.json"
             chat_prompt = chat_to_dicts(request.messages) if uses_chat else None
             if chat_prompt is not None:
                 chat_file.write_text(
                     json.dumps(chat_prompt, ensure_ascii=False, indent=2), encoding="utf-8"
                 )
             command = render_template(
-                settings.command_template, self._values(request, output_file, chat_file)
+                settings.command_template,
+                self._values(request, output_file, chat_file, trajectory_file),
             )
             sent: dict[str, Any] = {
                 "command": command,
@@ -388,6 +408,9 @@ class CliProvider(Provider):
             if chat_prompt is not None:
                 sent["chat_prompt_file"] = str(chat_file)
                 sent["chat_prompt"] = chat_prompt
+            uses_trajectory = uses_placeholder(settings.command_template, "TRAJECTORY_FILE")
+            if uses_trajectory:
+                sent["trajectory_file"] = str(trajectory_file)
             try:
                 result = await run_process(
                     command,
@@ -421,6 +444,20 @@ class CliProvider(Provider):
                 text = text.rstrip("\n")
             if cut:
                 text += cut_marker(cap)
+            trajectory: Trajectory | None = None
+            trajectory_error = None
+            if uses_trajectory:
+                trajectory, trajectory_error = _read_trajectory(trajectory_file)
+                if trajectory and secrets:
+                    trajectory = tuple(
+                        replace(
+                            step,
+                            arguments=redact(step.arguments, secrets),
+                            result=redact(step.result, secrets),
+                            error=redact(step.error, secrets),
+                        )
+                        for step in trajectory
+                    )
         raw = {
             "exit_code": result.exit_code,
             "answer_source": source,
@@ -434,7 +471,26 @@ class CliProvider(Provider):
             latency_ms=result.duration_s * 1000,
             raw=redact(raw, secrets),
             sent=redact(sent, secrets),
+            trajectory=trajectory,
+            trajectory_error=redact(trajectory_error, secrets),
         )
+
+
+def _read_trajectory(path: Path) -> tuple[Trajectory | None, str | None]:
+    """The steps the command wrote to ``{TRAJECTORY_FILE}``, or why there are none."""
+    if not path.is_file():
+        return None, (
+            "the command wrote no {TRAJECTORY_FILE}; write `[]` to it when no tool was called"
+        )
+    data, more = read_head(path, MAX_TRAJECTORY_BYTES)
+    if more:
+        return None, f"the {{TRAJECTORY_FILE}} is larger than {MAX_TRAJECTORY_BYTES:,} bytes"
+    try:
+        return parse_transcript(data.decode("utf-8")), None
+    except UnicodeDecodeError:
+        return None, "the {TRAJECTORY_FILE} is not UTF-8 text"
+    except ValueError as exc:
+        return None, f"the {{TRAJECTORY_FILE}} is not a transcript: {exc}"
 
 
 def _http_check(url: str, timeout: float) -> str | None:

@@ -4,7 +4,8 @@ Each call runs ``codex --ask-for-approval never exec --json --color never
 --skip-git-repo-check <args...> -`` in a scratch folder (or the target's ``cwd``), with the
 prompt document on stdin: a pre-read block of ``file://`` links to the guideline and input
 files, then the agent-mode question. The answer is the last agent message of the ``--json``
-event stream. Each call's stream is logged under ``.agentv/logs/codex`` unless
+event stream; the commands, file changes, MCP tool calls and web searches in it are the
+call's trajectory (``extract_trajectory``). Each call's stream is logged under ``.agentv/logs/codex`` unless
 ``AGENTV_CODEX_STREAM_LOGS`` is ``false``, ``0`` or ``off``.
 """
 
@@ -18,6 +19,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from types import MappingProxyType
@@ -49,6 +51,7 @@ from agentv.providers.base import (
     ProviderSettings,
     Usage,
 )
+from agentv.trajectory import ToolStep, Trajectory
 
 log = logging.getLogger("agentv.codex")
 
@@ -301,6 +304,112 @@ def last_error(parsed: Any) -> str | None:
     return None
 
 
+# --- the trajectory ---------------------------------------------------------------------------
+#
+# Codex reports what it did as items (docs/targets.md, "Codex"): each tool call is one item,
+# announced by `item.started` and ended by `item.completed` (some only by the latter). Every
+# tool item becomes one step, in the order the items first appeared, with the name a user
+# would look for: `shell` (a command), `apply_patch` (file changes), the MCP tool's own name
+# (its server beside it) and `web_search`. The stream carries no times: a step's
+# `duration_ms` is measured from when its first and its last event reached agentv.
+
+_ITEM_EVENTS = ("item.started", "item.updated", "item.completed")
+_TOOL_ITEMS = ("command_execution", "file_change", "mcp_tool_call", "web_search")
+
+
+class EventClock:
+    """When each item's first and last events arrived (fed each output line as it comes)."""
+
+    def __init__(self) -> None:
+        self.first: dict[str, float] = {}
+        self.last: dict[str, float] = {}
+
+    def line(self, stream: str, text: str) -> None:
+        """Note the time of one output line's item event."""
+        if stream != "stdout" or '"item.' not in text:
+            return
+        try:
+            event = json.loads(text)
+        except ValueError:
+            return
+        item = event.get("item") if isinstance(event, dict) else None
+        if not isinstance(item, dict) or not isinstance(item.get("id"), str):
+            return
+        now = time.monotonic()
+        self.first.setdefault(item["id"], now)
+        if event.get("type") == "item.completed":
+            self.last[item["id"]] = now
+
+    def duration_ms(self, item_id: str) -> float | None:
+        """From the item's first event to its completion; None when it had one event only."""
+        start, end = self.first.get(item_id), self.last.get(item_id)
+        if start is None or end is None or end <= start:
+            return None
+        return (end - start) * 1000
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _tool_step(item: dict[str, Any], completed: bool) -> ToolStep:
+    kind = item["type"]
+    status = _text(item.get("status"))
+    error: str | None = None
+    if not completed:
+        error = "the call had not finished when Codex ended"
+    elif status in ("failed", "declined"):
+        error = f"the call {status}"
+    result: Any = None
+    server: str | None = None
+    if kind == "command_execution":
+        name, arguments = "shell", {"command": item.get("command")}
+        result = _text(item.get("aggregated_output"))
+        code = item.get("exit_code")
+        if isinstance(code, int) and not isinstance(code, bool) and code != 0:
+            error = f"exited with code {code}"
+        elif status == "declined":
+            error = "the command was declined"
+    elif kind == "file_change":
+        name, arguments = "apply_patch", {"changes": item.get("changes") or []}
+    elif kind == "web_search":
+        name, arguments = "web_search", {"query": item.get("query")}
+    else:  # mcp_tool_call
+        name = _text(item.get("tool")) or "mcp_tool"
+        server = _text(item.get("server"))
+        arguments = item.get("arguments")
+        arguments = {} if arguments is None else arguments
+        result = item.get("result")
+        failure = item.get("error")
+        if isinstance(failure, dict) and isinstance(failure.get("message"), str):
+            error = failure["message"]
+    return ToolStep(name=name, arguments=arguments, result=result, error=error, server=server)
+
+
+def extract_trajectory(parsed: Any, clock: EventClock | None = None) -> Trajectory:
+    """The tool calls of a ``--json`` event stream, in the order they started, each as it
+    last stood (an item still running when the stream ended says so)."""
+    events = parsed if isinstance(parsed, list) else [parsed]
+    items: dict[str, tuple[dict[str, Any], bool]] = {}  # id -> (latest item, completed)
+    for n, event in enumerate(events):
+        if not isinstance(event, dict) or event.get("type") not in _ITEM_EVENTS:
+            continue
+        item = event.get("item")
+        if not isinstance(item, dict) or item.get("type") not in _TOOL_ITEMS:
+            continue
+        key = item["id"] if isinstance(item.get("id"), str) else f"#{n}"
+        done = event["type"] == "item.completed" or items.get(key, (item, False))[1]
+        items[key] = (item, done)
+    steps = []
+    for key, (item, done) in items.items():
+        step = _tool_step(item, done)
+        duration = clock.duration_ms(key) if clock is not None else None
+        steps.append(
+            replace(step, id=key if not key.startswith("#") else None, duration_ms=duration)
+        )
+    return tuple(steps)
+
+
 # --- stream logs ------------------------------------------------------------------------------
 
 
@@ -383,6 +492,7 @@ class CodexProvider(Provider):
     settings: CodexSettings
     is_agent = True
     artifacts_label = "Codex CLI logs"
+    reports_trajectory = True  # its event stream says what it ran
 
     def __init__(self, name: str, settings: CodexSettings) -> None:
         super().__init__(name, settings)
@@ -483,6 +593,13 @@ class CodexProvider(Provider):
             if cwd is None:  # so that the files are also inside the agent's workspace
                 copied = _copy_files(workspace, [*guidelines, *inputs])
             stream_log = self._open_log(request)
+            clock = EventClock()
+
+            def on_line(stream: str, text: str) -> None:
+                clock.line(stream, text)
+                if stream_log is not None:
+                    stream_log.line(stream, text)
+
             try:
                 result = await run_process(
                     argv,
@@ -490,7 +607,7 @@ class CodexProvider(Provider):
                     env=dict(os.environ),
                     stdin=prompt,
                     timeout=timeout,
-                    on_line=stream_log.line if stream_log else None,
+                    on_line=on_line,
                 )
             except OSError as exc:
                 raise ProviderError(
@@ -537,6 +654,7 @@ class CodexProvider(Provider):
             latency_ms=result.duration_s * 1000,
             raw=redact(raw, secrets),
             sent=redact(sent, secrets),
+            trajectory=extract_trajectory(parsed, clock),
         )
 
 
@@ -568,6 +686,7 @@ __all__ = [
     "CodexSettings",
     "StreamLog",
     "extract_answer",
+    "extract_trajectory",
     "extract_usage",
     "flatten",
     "locate_executable",

@@ -53,6 +53,13 @@ from agentv.providers.agents.common import (
 )
 from agentv.providers.base import Provider, ProviderRequest, ProviderResponse, ProviderSettings
 
+
+def _answer(**fields: Any) -> ProviderResponse:
+    """An answer of Copilot's: VS Code does not say which tools Copilot called, so it has
+    no trajectory."""
+    return ProviderResponse(**fields, trajectory=None)
+
+
 log = logging.getLogger("agentv.vscode")
 
 LOCK_FILE = "subagent.lock"
@@ -552,7 +559,7 @@ class VSCodeProvider(Provider):
             "subagent_root": str(self.root),
         }
         if self.settings.dry_run:
-            return ProviderResponse(text="", sent={**sent, "dry_run": True}, raw={"dry_run": True})
+            return _answer(text="", sent={**sent, "dry_run": True}, raw={"dry_run": True})
         await self.healthcheck()
         self._check_attachments(files)
         # The limit covers the whole dispatch, focusing and launching included.
@@ -589,10 +596,10 @@ class VSCodeProvider(Provider):
             }
             if not self.settings.wait:
                 keep_lock = True  # the agent unlocks the folder when it is done
-                return ProviderResponse(text="", sent=sent, raw={**raw, "waited": False})
+                return _answer(text="", sent=sent, raw={**raw, "waited": False})
             (text,) = await self._read_responses([final], timeout, folder, started)
             elapsed_ms = (time.monotonic() - started) * 1000
-            return ProviderResponse(text=text, sent=sent, raw=raw, latency_ms=elapsed_ms)
+            return _answer(text=text, sent=sent, raw=raw, latency_ms=elapsed_ms)
         finally:
             if not keep_lock:
                 release_subagent(folder)
@@ -611,8 +618,7 @@ class VSCodeProvider(Provider):
         }
         if self.settings.dry_run:
             return [
-                ProviderResponse(text="", sent={**base_sent, "prompt": p, "dry_run": True})
-                for p in prompts
+                _answer(text="", sent={**base_sent, "prompt": p, "dry_run": True}) for p in prompts
             ]
         await self.healthcheck()
         self._check_attachments(files)
@@ -663,7 +669,7 @@ class VSCodeProvider(Provider):
                     "request_document": documents[i],
                 }
                 raw = {"subagent": folder.name, "response_file": str(finals[i]), "batch_index": i}
-                return ProviderResponse(text=text, sent=sent, raw=raw)
+                return _answer(text=text, sent=sent, raw=raw)
 
             if not self.settings.wait:
                 keep_lock = True

@@ -137,6 +137,50 @@ class _TargetStats:
     cost: list[float] = field(default_factory=lambda: [0.0, 0.0])  # spent, reused (USD)
 
 
+#: evaluators (by name) whose figures the report's head keeps, at most
+MAX_EVALUATORS = 100
+
+
+@dataclass
+class _EvaluatorStats:
+    type: str
+    runs: int = 0
+    score_sum: float = 0.0
+    weights: set[float] = field(default_factory=set)
+    required: bool = False
+    thresholds: set[float | None] = field(default_factory=set)
+    passed: int = 0
+    judged: int = 0
+    failed_cases: int = 0
+
+    def add(self, entry: dict[str, Any], failed_case: bool) -> None:
+        self.runs += 1
+        self.score_sum += _finite(entry.get("score")) or 0.0
+        self.weights.add(_finite(entry.get("weight", 1.0)) or 0.0)
+        self.required = self.required or entry.get("required") is True
+        self.thresholds.add(_finite(entry.get("threshold")))
+        if isinstance(entry.get("passed"), bool):
+            self.passed += entry["passed"]
+            self.judged += 1
+        self.failed_cases += failed_case
+
+    def as_dict(self) -> dict[str, Any]:
+        weight = next(iter(self.weights)) if len(self.weights) == 1 else None
+        threshold = next(iter(self.thresholds)) if len(self.thresholds) == 1 else None
+        return {
+            "type": self.type,
+            "runs": self.runs,
+            "mean": self.score_sum / self.runs if self.runs else None,
+            "weight": weight,
+            "required": self.required,
+            "threshold": threshold,
+            "passed": self.passed,
+            "judged": self.judged,
+            "failed_cases": self.failed_cases,
+            "weighted": weight != 1.0 or self.required or threshold is not None,
+        }
+
+
 @dataclass
 class RunStats:
     """What the report's head says about one results file."""
@@ -160,6 +204,30 @@ class RunStats:
     last_end: float | None = None
     duration_sum_ms: float = 0.0
     targets: dict[str, _TargetStats] = field(default_factory=dict)
+    required_failures: int = 0  # runs failed by a required evaluator
+    tool_calls: int = 0  # steps of the runs' trajectories
+    #: evaluator name -> its figures (as agentv.results.summary's evaluator table)
+    evaluators: dict[str, _EvaluatorStats] = field(default_factory=dict)
+
+    def _grading(self, record: dict[str, Any], entries: list[Any]) -> None:
+        """Each evaluator's settings and outcome, and the runs failed by a required one."""
+        failed = record.get("failed_required")
+        failed = failed if isinstance(failed, list) else []
+        if failed and record.get("status") == "failed":
+            self.required_failures += 1
+        for entry in entries:
+            if not isinstance(entry, dict) or entry.get("error") is not None:
+                continue
+            name = str(entry.get("name") or entry.get("type") or "?")
+            stats = self.evaluators.get(name)
+            if stats is None:
+                if len(self.evaluators) >= MAX_EVALUATORS:
+                    continue
+                stats = self.evaluators[name] = _EvaluatorStats(str(entry.get("type") or ""))
+            stats.add(entry, name in failed)
+        trajectory = record.get("trajectory")
+        if isinstance(trajectory, list):
+            self.tool_calls += len(trajectory)
 
     def add(self, record: dict[str, Any], score: float | None, status: str) -> None:
         self.total += 1
@@ -197,6 +265,7 @@ class RunStats:
                 self.judge_input_tokens += judge_in
                 self.judge_output_tokens += judge_out
         self._cost(record.get("cost"), target)
+        self._grading(record, evaluators if "evaluator_results" in record else [])
         duration = _finite(record.get("duration_ms")) or 0.0
         self.duration_sum_ms += duration
         end = _parse_time(record.get("timestamp"))
@@ -268,6 +337,11 @@ class RunStats:
             "ended": iso(self.last_end),
             "wall_seconds": wall,
             "case_seconds": round(self.duration_sum_ms / 1000, 3),
+            "required_failures": self.required_failures,
+            "tool_calls": self.tool_calls,
+            "evaluators": [
+                {"name": name, **stats.as_dict()} for name, stats in self.evaluators.items()
+            ],
             "targets": [
                 {
                     "target": name,

@@ -255,6 +255,8 @@
       }
       figure("wall time (from timestamps)", fmtSeconds(s.wall_seconds));
       figure("case time, summed", fmtSeconds(s.case_seconds));
+      if (s.tool_calls) figure("tool calls (trajectories)", fmtInt(s.tool_calls));
+      if (s.required_failures) figure("failed by a required evaluator", fmtInt(s.required_failures), "status-failed");
       card.appendChild(figures);
       if (s.started || s.ended) card.appendChild(el("p", "muted", "from " + (s.started || "?") + " to " + (s.ended || "?") + " (UTC)"));
       var targets = (s.targets || []).map(function (t) { return t.target || "(none)"; });
@@ -272,6 +274,8 @@
         table.appendChild(body);
         card.appendChild(table);
       }
+      var evaluators = Array.isArray(s.evaluators) ? s.evaluators : [];
+      if (evaluators.some(function (e) { return e && e.weighted; })) card.appendChild(evaluatorTable(evaluators));
       var most = Math.max.apply(null, s.histogram.map(function (b) { return b.count; }).concat([1]));
       var hist = el("div", "hist");
       hist.setAttribute("role", "img");
@@ -293,6 +297,25 @@
       }
       host.appendChild(card);
     });
+  }
+
+  // each evaluator's weight, whether it is required, its threshold and how it graded
+  function evaluatorTable(evaluators) {
+    var table = el("table", "evaluators", el("caption", null, "Evaluators (the score is their weighted mean; a required one that misses fails the run)"),
+      el("thead", null, el("tr", null, ["evaluator", "type", "weight", "required", "threshold", "mean", "passed", "failed runs"].map(function (h) { return el("th", null, h); }))));
+    var body = el("tbody");
+    evaluators.forEach(function (e) {
+      if (!e || typeof e !== "object") return;
+      body.appendChild(el("tr", null, el("td", null, text(e.name)), el("td", null, text(e.type)),
+        el("td", "num", typeof e.weight === "number" ? String(e.weight) : "mixed"),
+        el("td", null, e.required ? "yes" : "no"),
+        el("td", "num", typeof e.threshold === "number" ? e.threshold.toFixed(2) : "–"),
+        el("td", "num", fmtScore(e.mean)),
+        el("td", "num", e.judged ? fmtInt(e.passed) + " / " + fmtInt(e.judged) : "–"),
+        el("td", "num", fmtInt(e.failed_cases))));
+    });
+    table.appendChild(body);
+    return table;
   }
 
   // --- the table --------------------------------------------------------------------
@@ -437,9 +460,23 @@
     return box;
   }
 
+  // what an evaluator's settings make of its score: its weight, required, its threshold
+  function weighing(result) {
+    var parts = [];
+    if (typeof result.weight === "number") parts.push("weight " + result.weight);
+    if (result.required) parts.push("required");
+    if (typeof result.threshold === "number") parts.push("threshold " + result.threshold.toFixed(2));
+    if (!parts.length) return null;
+    var passed = typeof result.passed === "boolean" ? result.passed : null;
+    var node = el("p", "weighing" + (passed === false ? " warn" : ""), parts.join(" · "));
+    if (passed !== null) node.appendChild(document.createTextNode(passed ? " · passed" : result.required ? " · missed: the run fails" : " · missed"));
+    return node;
+  }
+
   function evaluator(result, large) {
     result = result && typeof result === "object" ? result : {};
     var box = el("div", "evaluator", el("h4", null, text(result.name || "evaluator") + (result.type ? " (" + text(result.type) + ")" : "") + " — score " + fmtScore(result.score)));
+    append(box, weighing(result));
     if (result.error) box.appendChild(pre(result.error, "error-text"));
     var hits = list(result.hits, "hits"), misses = list(result.misses, "misses");
     if (hits) box.appendChild(el("div", null, el("b", null, "hits"), hits));
@@ -457,7 +494,8 @@
       box.appendChild(more);
       if (String(result.type || "").indexOf("judge") >= 0) box.appendChild(el("p", "muted", "The judge's reply is its verdict above: score, hits, misses and reasoning."));
     }
-    var known = ["name", "type", "score", "hits", "misses", "reasoning", "error", "usage", "latency_ms", "cost_usd", "evaluator_raw_request"];
+    var known = ["name", "type", "score", "hits", "misses", "reasoning", "error", "usage", "latency_ms", "cost_usd", "evaluator_raw_request",
+      "weight", "required", "threshold", "passed"];
     var rest = Object.keys(result).filter(function (k) { return known.indexOf(k) < 0; });
     if (rest.length) box.appendChild(kv(rest.map(function (k) { return [k, text(result[k])]; })));
     return box;
@@ -467,7 +505,7 @@
   var SHOWN_RECORD = ["conversation_id", "hits", "misses", "reasoning", "expected_aspect_count", "timestamp",
     "raw_request", "evaluator_results", "evaluator_raw_request", "usage", "latency_ms", "eval_file", "line",
     "large_content", "masked_secrets", "error", "line_in_results", "finish_reason", "finish_reason_raw",
-    "token_limit_ignored", "cost", "skip_reason"];
+    "token_limit_ignored", "cost", "skip_reason", "trajectory", "trajectory_error", "failed_required"];
 
   // how the answer ended: the API's own word in brackets; an answer cut at the output token
   // limit stands out, since it looks complete
@@ -524,6 +562,32 @@
     return box;
   }
 
+  // the tools the candidate called, in order: each with its turn, arguments, result or
+  // error, and time
+  function trajectorySection(d) {
+    var steps = Array.isArray(d.trajectory) ? d.trajectory : [];
+    var box = section("Trajectory (" + fmtInt(steps.length) + " tool call" + (steps.length === 1 ? "" : "s") + ")");
+    box.classList.add("trajectory");
+    if (d.trajectory_error) box.appendChild(el("p", "warn", "No trajectory: " + text(d.trajectory_error)));
+    if (!Array.isArray(d.trajectory)) return box;
+    if (!steps.length) box.appendChild(el("p", "muted", "No tool was called."));
+    var listNode = el("ol", "steps");
+    steps.forEach(function (st) {
+      st = st && typeof st === "object" ? st : {};
+      var head = [text(st.name)];
+      if (st.server) head.push("server " + text(st.server));
+      if (st.turn !== undefined) head.push("turn " + text(st.turn));
+      if (st.duration_ms !== undefined) head.push(fmtMs(st.duration_ms));
+      var item = el("li", "step" + (st.error ? " step-error" : ""), el("b", null, head.join(" · ")));
+      item.appendChild(pre(st.arguments));
+      if (st.error) { item.appendChild(el("b", null, "error")); item.appendChild(pre(text(st.error), "error-text")); }
+      if (st.result !== undefined) { item.appendChild(el("b", null, "result")); item.appendChild(pre(st.result)); }
+      listNode.appendChild(item);
+    });
+    box.appendChild(listNode);
+    return box;
+  }
+
   function renderRecord(host, ri, i) {
     var run = runs[ri], x = run.rows[i];
     var d = detailOf(ri, i);
@@ -562,6 +626,7 @@
       host.appendChild(el("p", "note", sizes.length + " large attachment(s) put back in place in the texts below (" + sizes.join(", ") + ")."));
     }
     if (Array.isArray(d.turns)) host.appendChild(turnsSection(d, large));
+    if (Array.isArray(d.trajectory) || d.trajectory_error) host.appendChild(trajectorySection(d));
     host.appendChild(conversation(raw, large));
     var q = section("Question");
     q.appendChild(raw.question !== undefined ? pre(restore(raw.question, large)) : el("p", "muted", "(not recorded)"));
@@ -578,6 +643,9 @@
     host.appendChild(a);
     var grade = section("Grade");
     grade.appendChild(kv([["score", fmtScore(x[SCORE])], ["expected aspects", d.expected_aspect_count !== undefined ? text(d.expected_aspect_count) : null]]));
+    if (Array.isArray(d.failed_required) && d.failed_required.length) {
+      grade.appendChild(el("p", "warn", "Failed by required evaluator(s), whatever the mean: " + d.failed_required.map(text).join(", ")));
+    }
     var hits = list(d.hits, "hits"), misses = list(d.misses, "misses");
     if (hits) grade.appendChild(el("div", null, el("b", null, "hits"), hits));
     if (misses) grade.appendChild(el("div", null, el("b", null, "misses"), misses));
