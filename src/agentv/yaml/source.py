@@ -18,6 +18,7 @@ import yaml
 from yaml import events as ev
 
 from agentv.errors import Diagnostic, InputError
+from agentv.yaml.budget import ExpansionTooLargeError, budget_hint
 from agentv.yaml.stream import (
     MAX_DEPTH,
     MERGE_TAG,
@@ -397,6 +398,20 @@ def read_error(path: Path, exc: Exception, result: StreamResult) -> InputError:
                     column=mark.column + 1 if mark else None,
                     hint=f"agentv reads values nested at most {MAX_DEPTH} levels "
                     "(aliases count as the value they repeat)",
+                )
+            ],
+        )
+    if isinstance(exc, ExpansionTooLargeError):
+        mark = exc.problem_mark
+        return InputError(
+            f"{path}: aliases repeat too much",
+            [
+                Diagnostic(
+                    path,
+                    str(exc.problem),
+                    line=mark.line + 1 if mark else None,
+                    column=mark.column + 1 if mark else None,
+                    hint=budget_hint(),
                 )
             ],
         )

@@ -9,7 +9,9 @@ Mapping keys and short strings are interned, since eval files repeat them case a
 Semantics follow YAML 1.1 as PyYAML's safe loader applies them (implicit typing of plain
 scalars, anchors and aliases, ``<<`` merge keys); duplicate keys are reported. Values nest
 at most ``MAX_DEPTH`` levels (``NestingTooDeepError`` beyond, aliases counted as what they
-stand for), so that nothing built from a file can exhaust the stack.
+stand for), so that nothing built from a file can exhaust the stack, and what aliases
+repeat is bounded by ``agentv.yaml.budget`` (``ExpansionTooLargeError`` beyond), so that
+nothing built from a few bytes can exhaust memory or time.
 
 The file is read once. What reporting a problem needs later is kept on the way: the marks
 of the top-level keys, where the streamed list starts, and enough of the text to describe a
@@ -31,6 +33,8 @@ from typing import Any, BinaryIO
 
 import yaml
 from yaml import events as ev
+
+from agentv.yaml.budget import AliasMeter
 
 try:
     _Loader: type = yaml.CSafeLoader
@@ -195,6 +199,7 @@ class _Builder:
         self.depth = 0  # collections open around the value being built
         self.reached = 0  # the deepest level reached (measures anchored values)
         self.heights: dict[str, int] = {}  # anchor -> the levels its collection spans
+        self.meter = AliasMeter()  # what the aliases repeat, bounded
 
     def enter(self, mark: yaml.Mark, levels: int = 1) -> None:
         """A collection spanning ``levels`` levels starts here; refused beyond ``MAX_DEPTH``."""
@@ -267,6 +272,7 @@ class _Builder:
                 raise NestingTooDeepError(event.start_mark, event.anchor)
             if height:  # an alias to a collection nests it here again
                 self.enter(event.start_mark, height)
+            self.meter.alias(out, event.start_mark, event.anchor)
             return out
         elif isinstance(event, _STARTS):
             start = self.depth
