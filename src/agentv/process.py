@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from agentv.masking import SECRET_ROOM, masked_head, masked_tail, shorten
+from agentv.readfile import open_input
 
 #: bytes kept of each of stdout and stderr (the tail survives)
 DEFAULT_MAX_OUTPUT = 10 * 1024 * 1024
@@ -93,7 +94,7 @@ class ProcessResult:
 def read_head(path: Path, limit: int) -> tuple[bytes, bool]:
     """The first ``limit`` bytes of the file at ``path``, and whether it holds more. At most
     ``limit + 1`` bytes are read, whatever the file's size."""
-    with path.open("rb") as fh:
+    with open_input(path) as fh:  # a regular file only: never a FIFO or a device
         data = fh.read(limit + 1)
     return data[:limit], len(data) > limit
 

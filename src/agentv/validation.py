@@ -19,6 +19,7 @@ from agentv.evalfile.finder import is_yaml, yaml_files
 from agentv.evalfile.guidelines import CONFIG_SCHEMA, parse_config
 from agentv.evalfile.loader import LoadContext, LoadedEvalFile, load_eval_file
 from agentv.evalfile.schema import EVAL_SCHEMA
+from agentv.readfile import resolved, special
 from agentv.run.plan import Plan
 from agentv.targets import TARGETS_SCHEMA, validate_targets_file
 from agentv.yaml.source import StreamSource, YamlSource, leading_schema, load_yaml, read_text
@@ -68,7 +69,7 @@ def find_yaml_files(paths: Iterable[Path]) -> tuple[list[Path], list[FileReport]
     problems: list[FileReport] = []
     for given in paths:
         path = Path(given)
-        if not path.exists():
+        if not path.exists() and not special(path):
             problems.append(
                 FileReport(
                     path.absolute(),
@@ -81,14 +82,14 @@ def find_yaml_files(paths: Iterable[Path]) -> tuple[list[Path], list[FileReport]
             for file in _walk(path.resolve(), problems):
                 found.setdefault(file, None)
         elif is_yaml(path):
-            found.setdefault(path.resolve(), None)
+            found.setdefault(resolved(path), None)
         else:
             problems.append(
                 FileReport(
-                    path.resolve(),
+                    resolved(path),
                     diagnostics=[
                         Diagnostic(
-                            path.resolve(),
+                            resolved(path),
                             "not a YAML file",
                             hint="agentv files end in .yaml or .yml",
                         )

@@ -34,6 +34,7 @@ from typing import Any, BinaryIO
 import yaml
 from yaml import events as ev
 
+from agentv.readfile import open_input
 from agentv.yaml.budget import AliasMeter
 
 try:
@@ -392,7 +393,7 @@ def iter_stream(
     ``result.error_char`` are set for describing it.
     """
     if isinstance(source, Path):
-        with source.open("rb") as fh:
+        with open_input(source) as fh:  # a regular file only: never a FIFO or a device
             yield from _iter_stream(fh, stream_key, result, _Replay(source, result))
         return
     replay = _Replay(source, result) if isinstance(source, str) else None
@@ -549,7 +550,7 @@ class _Replay:
     def _walk(self) -> Iterator[tuple[int, int, list[ev.Event]]]:
         """``(list mark index, item index, events)`` of every item of the streamed lists."""
         if isinstance(self.source, Path):
-            self._file = self.source.open("rb")
+            self._file = open_input(self.source)
             reader = _TextReader(self._file)
         else:
             reader = _TextReader(None, self.source)

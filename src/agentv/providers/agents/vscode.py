@@ -52,6 +52,7 @@ from agentv.providers.agents.common import (
     unique_paths,
 )
 from agentv.providers.base import Provider, ProviderRequest, ProviderResponse, ProviderSettings
+from agentv.readfile import read_input
 
 log = logging.getLogger("agentv.vscode")
 
@@ -699,7 +700,7 @@ async def _read_text(path: Path, attempts: int = 10) -> str:
     # A file the editor still holds open can refuse reads briefly (EBUSY on Windows).
     for attempt in range(attempts):
         try:
-            return path.read_bytes().decode("utf-8", errors="replace")
+            return read_input(path).decode("utf-8", errors="replace")  # a regular file
         except PermissionError:
             if attempt == attempts - 1:
                 raise
