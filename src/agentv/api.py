@@ -303,6 +303,17 @@ class PreparedRun:
     #: (repository root, run folder) whose ``.env`` the run loads again when it starts, in
     #: case another run was prepared meanwhile (agents inherit the environment then)
     env_folders: tuple[Path, Path] | None = None
+    #: lines of the file resumed or rerun that are not results (left out: as not run)
+    file_diagnostics: list[Diagnostic] = field(default_factory=list)
+    #: ``resume``: the file's writer, opened (and locked) before the file was read
+    _held: ResultWriter | None = field(default=None, repr=False)
+
+    def close(self) -> None:
+        """Let go of what the prepared run holds without running it (a resumed file's lock);
+        ``run`` does it when it ends."""
+        if self._held is not None:
+            self._held.close()
+            self._held = None
 
     @property
     def total(self) -> int:
@@ -332,7 +343,11 @@ class PreparedRun:
         return next(iter(found)) if len(found) == 1 else None
 
     def open_results(self) -> ResultWriter | None:
-        """Create the results file (``out``), or None when the run writes none."""
+        """Create the results file (``out``), or None when the run writes none. A resumed
+        file was opened, and locked, when the run was prepared: that writer is handed over."""
+        if self._held is not None:
+            held, self._held = self._held, None
+            return held
         if self.out is None:
             return None
         from agentv.results.writers import open_writer
@@ -494,6 +509,8 @@ def prepare_run(paths: PathLike | Sequence[PathLike], **options: Unpack[RunOptio
     if options.get("retry_errors") and resume is None:
         raise ConfigError("retry_errors goes with resume (--retry-errors with --resume FILE)")
     append = False
+    held: ResultWriter | None = None
+    file_diagnostics: list[Diagnostic] = []
     if resume is not None or rerun is not None:
         from agentv.run.resume import RERUN_FAILED, read_state
 
@@ -501,11 +518,21 @@ def prepare_run(paths: PathLike | Sequence[PathLike], **options: Unpack[RunOptio
             if out is not None:
                 raise ConfigError("resume appends to the file it resumes; leave out out")
             out = base / Path(resume)
-            plan.resume = read_state(out, repair=True)
+            # The file is locked before anything in it is read or changed: another run
+            # still writing it stops this one here, and its last record is never taken for
+            # a partial one and set aside.
+            held = _lock_for_resume(out, options.get("output_format"))
+            try:
+                plan.resume = read_state(out, repair=True)
+            except BaseException:
+                held.close()
+                raise
+            file_diagnostics = plan.resume.diagnostics
             plan.retry_errors = bool(options.get("retry_errors"))
         elif rerun is not None:
             state = read_state(base / Path(rerun), repair=False)
             plan.rerun = state.runs_with(set(options.get("rerun_statuses", RERUN_FAILED)))
+            file_diagnostics = state.diagnostics
             if out is None:  # by default into the same file: it keeps the whole truth
                 out = base / Path(rerun)
                 append = True
@@ -521,7 +548,25 @@ def prepare_run(paths: PathLike | Sequence[PathLike], **options: Unpack[RunOptio
         append=append,
         executor=executor,
         env_folders=env_folders,
+        file_diagnostics=file_diagnostics,
+        _held=held,
     )
+
+
+def _lock_for_resume(path: Path, asked: str | None) -> ResultWriter:
+    """The writer of a file to resume, opened (and so locked) before it is read: refused
+    when the file is missing or not a file, before anything creates it."""
+    from agentv.readfile import special
+    from agentv.results.writers import open_writer
+
+    what = special(path)
+    if what is not None:
+        raise InputError(
+            f"{path} is {what}, not a results file; give a file that agentv eval wrote"
+        )
+    if not path.is_file():
+        raise InputError(f"results file not found: {path}; give a file that agentv eval wrote")
+    return open_writer(path, _output_format(path, asked, append=True), append=True)
 
 
 def _output_format(out: Path | None, asked: str | None, *, append: bool) -> str:

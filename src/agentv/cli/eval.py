@@ -310,9 +310,11 @@ def run_eval_command(
             + "\n"
         )
         if not prepared.total:
+            prepared.close()
             stdout.write("Nothing to do: every planned run already has its result.\n")
             return EXIT_OK
     elif rerun is not None:
+        print_diagnostics(prepared.file_diagnostics, stderr)
         picked = ", ".join(sorted(options.get("rerun_statuses", ())))
         if not prepared.total:
             stdout.write(f"Nothing to do: no run in {rerun} has status {picked}.\n")
