@@ -840,19 +840,36 @@ def report(
 
 
 def write_junit(results: PathLike, out: PathLike) -> Path:
-    """Write a results file as JUnit XML (a test case per run of a case) to ``out``;
+    """Write a results file as JUnit XML (a test case per run of a case) to ``out``, whole
+    (a file replaced only once complete) and well-formed whatever the records hold;
     ``InputError`` for a line that is not a result, ``SetupError`` when ``out`` cannot be
     written."""
     from agentv.errors import SetupError
+    from agentv.outfile import write_whole
     from agentv.results.junit import junit_xml, read_records
 
     target = Path(out)
     text = junit_xml(read_records(Path(results)))
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
+    try:  # whole or not at all: a CI step never reads half a file
+        write_whole(target, text.encode("utf-8"))
     except OSError as exc:
         raise SetupError(f"cannot write JUnit XML to {target}: {exc.strerror or exc}") from None
+    return target
+
+
+def write_summary(summary: Summary, out: PathLike) -> Path:
+    """Write a summary's figures as JSON (``--summary-json``) to ``out``, whole (a file
+    replaced only once complete); ``SetupError`` when it cannot be written."""
+    import json
+
+    from agentv.errors import SetupError
+    from agentv.outfile import write_whole
+
+    target = Path(out)
+    try:
+        write_whole(target, (json.dumps(summary.to_dict(), indent=2) + "\n").encode("utf-8"))
+    except OSError as exc:
+        raise SetupError(f"cannot write the summary to {target}: {exc.strerror or exc}") from None
     return target
 
 

@@ -20,8 +20,6 @@ import base64
 import hashlib
 import json
 import math
-import os
-import secrets
 import tempfile
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -32,6 +30,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from agentv.errors import InputError
+from agentv.outfile import replaced_whole
 from agentv.results.reader import read_results
 from agentv.results.record import GRADED
 from agentv.results.summary import HISTOGRAM_EDGES
@@ -418,25 +417,15 @@ def build_report(paths: list[Path], out: Path, *, title: str | None = None) -> R
             details_marker=marker,
         )
         head, tail = page.split(marker)
-        tmp_name = out.with_name(f".{out.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-        # os.open with 0o666: the file gets the umask's usual mode (mkstemp's is 0o600)
-        fd = os.open(tmp_name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(head.encode("utf-8"))
-                for r, run in enumerate(runs):
-                    for c, (offset, length) in enumerate(run.chunks):
-                        handle.write(
-                            f'<script type="application/json" id="agentv-d-{r}-{c}">'.encode()
-                        )
-                        spool.seek(offset)
-                        _copy(spool, handle, length)
-                        handle.write(b"</script>\n")
-                handle.write(tail.encode("utf-8"))
-            os.replace(tmp_name, out)
-        except BaseException:
-            Path(tmp_name).unlink(missing_ok=True)
-            raise
+        with replaced_whole(out) as handle:
+            handle.write(head.encode("utf-8"))
+            for r, run in enumerate(runs):
+                for c, (offset, length) in enumerate(run.chunks):
+                    handle.write(f'<script type="application/json" id="agentv-d-{r}-{c}">'.encode())
+                    spool.seek(offset)
+                    _copy(spool, handle, length)
+                    handle.write(b"</script>\n")
+            handle.write(tail.encode("utf-8"))
     return Report(
         path=out,
         records=sum(len(run.rows) for run in runs),
