@@ -161,3 +161,17 @@ def test_results_files_that_are_not_files(tmp_path: Path) -> None:
             or "is a character device, not a" in proc.stderr
         ), (command, proc.stderr)
         assert "Traceback" not in proc.stderr
+
+
+def test_outputs_never_replace_a_fifo_or_a_device(tmp_path: Path) -> None:
+    project = _project(tmp_path)
+    run = agentv_cli(project, "eval", "evals", "--out", "r.jsonl", timeout=60)
+    assert run.returncode == 0, run.stderr
+    os.mkfifo(project / "out.html")
+    proc = agentv_cli(project, "report", "r.jsonl", "-o", "out.html", timeout=60)
+    assert proc.returncode == 1
+    assert "out.html: is a FIFO (named pipe), not a regular file" in proc.stderr
+    assert special(project / "out.html") == "a FIFO (named pipe)"  # still the FIFO
+    proc = agentv_cli(project, "eval", "evals", "--out", "s.jsonl", "--junit", "out.html")
+    assert proc.returncode == 1
+    assert special(project / "out.html") == "a FIFO (named pipe)"
