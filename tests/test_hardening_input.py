@@ -520,6 +520,7 @@ targets:
   - name: vendor
     provider: cli
     command_template: sh -c 'echo "vendor key $OPENAI_API_KEY"; exit 3' {PROMPT}
+    inherit_env: ["*", OPENAI_API_KEY]   # vendor keys are withheld unless named
     judge_target: echo-judge
   - name: echo-judge
     provider: cli

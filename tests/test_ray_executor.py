@@ -545,17 +545,27 @@ def test_the_local_path_does_not_import_ray(tmp_path: Path) -> None:
     assert proc.stdout.strip() == "False", proc.stderr
 
 
-def test_a_runs_variables_do_not_outlive_it_in_a_worker(monkeypatch: pytest.MonkeyPatch) -> None:
-    from agentv.run.executors import ray_cluster
+async def test_concurrent_runs_each_get_their_own_env_file_in_the_workers(
+    local_ray: str, tmp_path: Path
+) -> None:
+    # two projects, each with its own .env, at the same time on the same workers: each
+    # case's agent sees its run's value, never the other's, and no worker's os.environ
+    # holds either (a worker process serves every run)
+    from test_env import _concurrent_project
 
-    monkeypatch.setenv("KEPT_VAR", "before")
-    monkeypatch.delenv("RUN_ONE_KEY", raising=False)
-    monkeypatch.setattr(ray_cluster, "_saved_env", {})
-    ray_cluster._apply_env({"RUN_ONE_KEY": "sk-one", "KEPT_VAR": "during"})
-    assert os.environ["RUN_ONE_KEY"] == "sk-one" and os.environ["KEPT_VAR"] == "during"
-    ray_cluster._apply_env({})  # the next run in the same worker process
-    assert "RUN_ONE_KEY" not in os.environ
-    assert os.environ["KEPT_VAR"] == "before"
+    alpha, beta = (_concurrent_project(tmp_path, name) for name in ("alpha", "beta"))
+    runs = await asyncio.gather(
+        agentv.arun_eval("evals", cwd=alpha, executor="ray"),
+        agentv.arun_eval("evals", cwd=beta, executor="ray"),
+    )
+    for run, name in zip(runs, ("alpha", "beta"), strict=True):
+        assert sorted(r.candidate_answer for r in run.results) == [f"value-of-{name}"] * 6
+
+    @ray.remote
+    def worker_environ() -> list[str]:
+        return [name for name in os.environ if name == "PROJ_SECRET"]
+
+    assert ray.get([worker_environ.remote() for _ in range(4)]) == [[]] * 4
 
 
 def _api_suite(repo: Path, server: FakeLLMServer, cases: int, settings: str = "") -> None:

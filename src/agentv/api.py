@@ -19,7 +19,7 @@ import asyncio
 import difflib
 import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
@@ -300,9 +300,9 @@ class PreparedRun:
     stats: RunStats = field(default_factory=lambda: _run_stats())
     #: where the cases run (``agentv.run.executors``); None: here, in this process
     executor: Executor | None = None
-    #: (repository root, run folder) whose ``.env`` the run loads again when it starts, in
-    #: case another run was prepared meanwhile (agents inherit the environment then)
-    env_folders: tuple[Path, Path] | None = None
+    #: the run's environment (the process's variables over its ``.env``): the variables
+    #: its targets, agents and code evaluators see while it runs (``agentv.env``)
+    env: Mapping[str, str] | None = field(default=None, repr=False)
     #: lines of the file resumed or rerun that are not results (left out: as not run)
     file_diagnostics: list[Diagnostic] = field(default_factory=list)
     #: ``resume``: the file's writer, opened (and locked) before the file was read
@@ -360,12 +360,15 @@ class PreparedRun:
         """Run every case; each result is written the moment its case ends. ``writer`` is
         the results file (default: ``open_results()``); it is closed at the end. On
         cancellation every finished result is already written; ``stats`` says how many."""
+        from agentv.env import environment_scope
+
+        # the run's own variables for everything it starts, whatever runs beside it
+        with environment_scope(self.env if self.env is not None else os.environ):
+            return await self._run(writer, progress)
+
+    async def _run(self, writer: ResultWriter | None, progress: ProgressSink | None) -> EvalRun:
         from agentv.run.orchestrator import Orchestrator
 
-        if self.env_folders is not None:
-            from agentv.env import load_env_file
-
-            load_env_file(*self.env_folders)
         writer = writer if writer is not None else self.open_results()
         collector = _collector(self.keep_results)
         orchestrator = Orchestrator(
@@ -435,12 +438,33 @@ def prepare_run(paths: PathLike | Sequence[PathLike], **options: Unpack[RunOptio
     file cannot be used, ``ConfigError`` for options and targets that cannot be used as
     given (``SetupError`` for what the environment lacks: a variable, an SDK), and
     ``NoCasesError`` when no case is left to run. Relative paths start from ``cwd``
-    (default: the working directory). ``.env`` is loaded as ``agentv eval`` loads it.
-    ``executor="ray"`` runs the cases on Ray with the same results as a local run.
+    (default: the working directory). ``.env`` is read as ``agentv eval`` reads it, into
+    the run's own environment (never ``os.environ``): runs prepared or running at the same
+    time in one process each see their own. ``executor="ray"`` runs the cases on Ray with
+    the same results as a local run.
     """
-    from agentv.env import load_env_file
-    from agentv.evalfile.files import FileStore, find_repo_root
+    from agentv.env import environment_scope, read_environment
+    from agentv.evalfile.files import find_repo_root
     from agentv.evalfile.finder import expand_eval_paths
+
+    _check_options(dict(options))
+    cwd = options.get("cwd")
+    base = Path(cwd).resolve() if cwd is not None else Path.cwd().resolve()
+    args = [str(paths)] if isinstance(paths, (str, Path)) else [str(p) for p in paths]
+    files = expand_eval_paths(args, base)
+    env, env_file = read_environment(find_repo_root(files[0].parent, base), base)
+    with environment_scope(env):  # targets are built with the run's own variables
+        return _prepare(files, base, env, env_file, options)
+
+
+def _prepare(
+    files: list[Path],
+    base: Path,
+    env: dict[str, str],
+    env_file: Path | None,
+    options: RunOptions,
+) -> PreparedRun:
+    from agentv.evalfile.files import FileStore
     from agentv.evalfile.loader import LoadContext
     from agentv.results.dumps import PromptDumper
     from agentv.run.cache import ResponseCache
@@ -449,18 +473,11 @@ def prepare_run(paths: PathLike | Sequence[PathLike], **options: Unpack[RunOptio
     from agentv.run.plan import plan_run
     from agentv.targets import DryRun, TargetPool
 
-    _check_options(dict(options))
-    cwd = options.get("cwd")
-    base = Path(cwd).resolve() if cwd is not None else Path.cwd().resolve()
-    args = [str(paths)] if isinstance(paths, (str, Path)) else [str(p) for p in paths]
-    files = expand_eval_paths(args, base)
-    env_folders = (find_repo_root(files[0].parent, base), base)
-    env_file = load_env_file(*env_folders)
     executor = make_executor(
         options.get("executor", "local"),
         ray_address=options.get("ray_address"),
         ray_cpus_per_case=options.get("ray_cpus_per_case"),
-        env=_driver_env(env_file),
+        env=_driver_env(env, env_file),
     )
     dry_run = options.get("dry_run", False)
     if dry_run is True:
@@ -547,7 +564,7 @@ def prepare_run(paths: PathLike | Sequence[PathLike], **options: Unpack[RunOptio
         keep_results=options.get("keep_results", True),
         append=append,
         executor=executor,
-        env_folders=env_folders,
+        env=env,
         file_diagnostics=file_diagnostics,
         _held=held,
     )
@@ -585,8 +602,8 @@ def _output_format(out: Path | None, asked: str | None, *, append: bool) -> str:
     return found
 
 
-def _driver_env(env_file: Path | None) -> dict[str, str]:
-    """What a case running elsewhere needs of this process's environment: the vendors' key
+def _driver_env(env: dict[str, str], env_file: Path | None) -> dict[str, str]:
+    """What a case running elsewhere needs of the run's environment: the vendors' key
     variables and what ``.env`` set (a cluster's nodes have neither)."""
     from dotenv import dotenv_values
 
@@ -595,7 +612,7 @@ def _driver_env(env_file: Path | None) -> dict[str, str]:
     names = set(VENDOR_KEY_VARIABLES)
     if env_file is not None:
         names.update(dotenv_values(env_file, encoding="utf-8"))
-    return {name: os.environ[name] for name in sorted(names) if name in os.environ}
+    return {name: env[name] for name in sorted(names) if name in env}
 
 
 def _under(base: Path, path: PathLike | None) -> Path | None:

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agentv.env import environment_scope
 from agentv.errors import ConfigError
 from agentv.masking import Masker
 from agentv.results.outcome import error_record
@@ -160,17 +161,19 @@ class _Worker:
     """One worker process's part of one run: its targets, built once, and a pipeline."""
 
     def __init__(self, spec: RunSpec) -> None:
-        # the driver's view of the environment: keys and .env values (a cluster's nodes
-        # have neither), and a cli agent inherits it as it would on the driver
-        _apply_env(spec.env)
         import ray
 
         # an agent (a `cli` target) can tell which node of the cluster it runs on
         os.environ[NODE_ID_VARIABLE] = ray.get_runtime_context().get_node_id()
+        # the run's environment as the driver sees it: keys and .env values (a cluster's
+        # nodes have neither), over this process's; the run's own, never in os.environ
+        # (one process may serve several runs), and what a cli agent inherits here
+        self.env = {**os.environ, **spec.env}
         self.run_id = spec.run_id
         self.loop = asyncio.new_event_loop()
         asyncio.set_event_loop(self.loop)
-        providers = {key: p.build() for key, p in spec.providers.items()}
+        with environment_scope(self.env):
+            providers = {key: p.build() for key, p in spec.providers.items()}
         self.providers = providers
         self._artifacts_seen = dict.fromkeys(providers, 0)
         self.targets: dict[int, RunTarget] = {}
@@ -223,7 +226,8 @@ class _Worker:
         before = (stats.requests, stats.cache_hits, stats.judge_cache_hits)
         retries_before = {name: Counter(c) for name, c in stats.retries.items()}
         dumps_before = dumper.count if dumper is not None else 0
-        record, grade = self.loop.run_until_complete(self.pipeline.run(job))
+        with environment_scope(self.env):  # the case's task takes it with it
+            record, grade = self.loop.run_until_complete(self.pipeline.run(job))
         return CaseOutcome(
             record=record,
             grade=grade,
@@ -261,22 +265,6 @@ def _add(into: GateStats, more: GateStats) -> None:
 
 #: this worker process's part of the current run (a process serves one run at a time)
 _current: _Worker | None = None
-#: what the variables set for the current run were before it (None: unset)
-_saved_env: dict[str, str | None] = {}
-
-
-def _apply_env(env: dict[str, str]) -> None:
-    """Set a run's variables, after putting back what an earlier run in this process set
-    (one driver may run several evals on one cluster: no key outlives its run)."""
-    for name, value in _saved_env.items():
-        if value is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = value
-    _saved_env.clear()
-    for name, value in env.items():
-        _saved_env[name] = os.environ.get(name)
-        os.environ[name] = value
 
 
 def run_case_task(spec_box: list[Any], payload: CasePayload, holder: str) -> CaseOutcome:
