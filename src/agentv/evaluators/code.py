@@ -25,6 +25,7 @@ from agentv.evaluators.base import (
     EvaluatorScore,
     excerpt,
     failed,
+    number_text,
     text_list,
 )
 from agentv.evaluators.specs import CodeSpec
@@ -105,11 +106,8 @@ def _number(value: object) -> float | None:
             return float(value)
         except OverflowError:  # an integer beyond any float
             return math.inf if value > 0 else -math.inf
-    if isinstance(value, str):
-        try:
-            return float(value.strip())
-        except ValueError:
-            return None
+    if isinstance(value, str):  # strictly as JSON writes numbers: never "0_1" or "nan"
+        return number_text(value)
     return None
 
 
