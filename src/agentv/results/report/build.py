@@ -59,6 +59,10 @@ _UNSAFE = ((b"<", b"\\u003c"), (b">", b"\\u003e"), (b"&", b"\\u0026"))
 _LINE_SEPARATORS = (("\u2028".encode(), b"\\u2028"), ("\u2029".encode(), b"\\u2029"))
 #: lines that were not results, listed by number (the rest only counted)
 _MAX_LISTED = 5
+#: the most characters of one text (an answer, a prompt, a field) the report shows; the
+#: rest is left out of the page, which says where the whole text is (the results file and
+#: its line), so that a huge answer makes neither a huge page nor a huge build
+DISPLAY_CHARS = 100_000
 
 
 def script_json(value: Any) -> bytes:
@@ -337,16 +341,41 @@ def _read_run(path: Path, name: str, spool: BinaryIO) -> RunData:
     reader = read_results(path)
     for number, result in reader.latest():
         record = result.model_dump(mode="json")
+        where = f"{path.name}, line {number}"
+        answer = record.get("candidate_answer")
+        if isinstance(answer, str) and len(answer) > DISPLAY_CHARS:
+            record["candidate_answer"] = _for_display(answer, where)
         run.rows.append(_index_row(run, number, record))
         detail = detail_of(record)
         detail.setdefault("line_in_results", number)
-        pending.append(script_json(detail))
+        data = script_json(detail)
+        if len(data) > DISPLAY_CHARS:  # a text in it may be longer (JSON is never shorter)
+            data = script_json(_for_display(detail, where))
+        pending.append(data)
         if len(pending) >= CHUNK:
             flush()
     flush()
     run.bad_count = len(reader.diagnostics)
     run.bad_lines = [d.line for d in reader.diagnostics[:_MAX_LISTED] if d.line is not None]
     return run
+
+
+def _for_display(value: Any, where: str) -> Any:
+    """``value`` with every text longer than ``DISPLAY_CHARS`` cut to its start, marked with
+    how much was left out and where the whole text is."""
+    if isinstance(value, str):
+        if len(value) <= DISPLAY_CHARS:
+            return value
+        left = len(value) - DISPLAY_CHARS
+        return (
+            f"{value[:DISPLAY_CHARS]}\n[agentv report: {left:,} more characters not shown; "
+            f"the whole text is in {where}]"
+        )
+    if isinstance(value, dict):
+        return {k: _for_display(v, where) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_for_display(v, where) for v in value]
+    return value
 
 
 def _run_names(paths: list[Path]) -> list[str]:
