@@ -446,6 +446,58 @@ def test_ctrl_c_on_a_local_ray_run_keeps_finished_results_and_stops_ray(repo: Pa
     assert not _raylets(proc.pid)
 
 
+def test_when_the_cluster_is_lost_agentv_says_so_and_sums_up(repo: Path) -> None:
+    # The raylet of the driver's node dies mid-run (as when the head a driver runs on dies):
+    # Ray would end the driver some seconds later with its own messages only. agentv stops
+    # the run first: its error, the summary of what finished, the command that resumes it.
+    write(repo, "slow.py", SLOW_AGENT)
+    _agent_suite(repo, 20, "python3 slow.py {OUTPUT_FILE} 0.3", workers="workers: 8")
+    env = {**os.environ, "CI": "1"}
+    env.pop("RAY_ADDRESS", None)
+    proc = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "agentv", "eval", "evals/agent.yaml", "--out", "r.jsonl"),
+            *("--executor", "ray", "--ray-cpus-per-case", "0.5"),
+        ],
+        cwd=repo,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    results = repo / "r.jsonl"
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        if results.exists() and len(results.read_text().splitlines()) >= 3:
+            break
+        time.sleep(0.1)
+    raylets = _raylets(proc.pid)
+    assert raylets, "no local Ray was started"
+    for pid in raylets:
+        os.kill(int(pid), signal.SIGKILL)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1, err
+    assert "error: the Ray cluster was lost (the raylet of this node" in err
+    assert "To finish the run: agentv eval evals/agent.yaml --resume r.jsonl" in err
+    assert "EVALUATION SUMMARY" in out
+    rows = [json.loads(x) for x in results.read_text().splitlines()]  # whole records only
+    assert 3 <= len(rows) < 20
+    assert all(r["status"] == "ok" for r in rows)  # the cases cut short are not errors
+    assert f"{len(rows)} of 20 runs finished" in err
+    # and the file is resumable: the rest runs (here, on this machine)
+    resumed = subprocess.run(
+        [sys.executable, "-m", "agentv", "eval", "evals/agent.yaml", "--resume", "r.jsonl"],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"{20 - len(rows)} run(s) to do" in resumed.stdout
+    assert len(results.read_text().splitlines()) == 20
+
+
 def _raylets(driver_pid: int) -> list[str]:
     """The raylet processes of the local Ray that process ``driver_pid`` started."""
     found = subprocess.run(

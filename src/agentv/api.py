@@ -24,7 +24,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
 
-from agentv.errors import ConfigError, Diagnostic, DiagnosticsView, InputError, NoCasesError
+from agentv.errors import (
+    ClusterLostError,
+    ConfigError,
+    Diagnostic,
+    DiagnosticsView,
+    InputError,
+    NoCasesError,
+)
 
 if TYPE_CHECKING:
     from agentv.evalfile.loader import LoadedEvalFile
@@ -359,7 +366,8 @@ class PreparedRun:
     ) -> EvalRun:
         """Run every case; each result is written the moment its case ends. ``writer`` is
         the results file (default: ``open_results()``); it is closed at the end. On
-        cancellation every finished result is already written; ``stats`` says how many."""
+        cancellation every finished result is already written; ``stats`` says how many.
+        ``ClusterLostError`` when the Ray cluster is lost: its ``run`` is what finished."""
         from agentv.env import environment_scope
 
         # the run's own variables for everything it starts, whatever runs beside it
@@ -381,8 +389,11 @@ class PreparedRun:
         )
         orchestrator.stats = self.stats
         started = time.perf_counter()
+        stopped: ClusterLostError | None = None
         try:
             await orchestrator.run(self.plan.lanes())
+        except ClusterLostError as exc:  # summed up below, then raised with what finished
+            stopped = exc
         finally:
             if writer is not None:
                 writer.close()
@@ -395,7 +406,7 @@ class PreparedRun:
             assert writer is not None
             read = read_results(writer.path)
             summary, file_problems = read.summary, read.diagnostics
-        return EvalRun(
+        run = EvalRun(
             results=collector.results or [],
             summary=summary,
             ran=self.stats.finished,
@@ -414,6 +425,10 @@ class PreparedRun:
             artifacts=_artifacts(self.pool),
             prompts_dir=dumper.folder if dumper is not None and dumper.count else None,
         )
+        if stopped is not None:
+            stopped.run = run
+            raise stopped
+        return run
 
 
 def _run_stats() -> RunStats:

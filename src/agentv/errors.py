@@ -17,6 +17,8 @@ what is wrong, where, and what to do. Nothing below ever shows a traceback to a 
         ProviderTimeout     no answer in time
         AgentProcessError   an agent or command exited badly
       EvaluatorError        an evaluator could not grade (recorded, never fatal)
+      ClusterLostError      the run stopped: the Ray cluster it ran on was lost (what it
+                            finished is in the results file, and in ``run``)
 
 The three kinds a run can stop on say where to look: the file (``InputError``), the
 settings and options (``ConfigError``), or the machine (``SetupError``).
@@ -176,3 +178,14 @@ class AgentProcessError(ProviderError):
 
 class EvaluatorError(AgentVError):
     """An evaluator could not grade an answer; recorded on the result, never fatal."""
+
+
+class ClusterLostError(AgentVError):
+    """The run stopped before every case ran: the Ray cluster it ran on was lost (its head,
+    or the driver's node). Every case that finished is in the results file, which a run
+    with ``resume`` completes; ``run`` is the ``agentv.EvalRun`` of what finished (set when
+    the run could be summed up)."""
+
+    def __init__(self, message: str, run: object = None) -> None:
+        super().__init__(message)
+        self.run = run

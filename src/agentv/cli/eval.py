@@ -258,7 +258,7 @@ def run_eval_command(
     from agentv.cli.diagnostics import print_diagnostics
     from agentv.cli.progress import make_progress
     from agentv.cli.summary import RunFacts, render_summary
-    from agentv.errors import AgentVError, InputError, NoCasesError
+    from agentv.errors import AgentVError, ClusterLostError, InputError, NoCasesError
 
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
@@ -341,6 +341,19 @@ def run_eval_command(
     progress.start(prepared.total)
     try:
         run, signum = asyncio.run(_run(prepared, writer, progress))
+    except ClusterLostError as exc:  # what finished is in the file: summed up, resumable
+        progress.finish()
+        from agentv.api import EvalRun
+
+        if isinstance(exc.run, EvalRun):
+            stdout.write(render_summary(exc.run.summary, results_path=writer.path) + "\n")
+        stderr.write(
+            f"error: {printable(str(exc))}\n"
+            f"{prepared.stats.finished} of {prepared.total} runs finished; their results are "
+            f"in {writer.path}\n"
+            f"To finish the run: {_resume_command(paths, options, writer.path, cwd)}\n"
+        )
+        return EXIT_FAILED
     except AgentVError as exc:  # e.g. a failed healthcheck
         progress.finish()
         stderr.write(f"error: {printable(str(exc))}\n")
