@@ -410,25 +410,7 @@ def test_ctrl_c_on_a_local_ray_run_keeps_finished_results_and_stops_ray(repo: Pa
     """Without --ray-address the command starts its own local Ray, and stops it on Ctrl-C."""
     write(repo, "slow.py", SLOW_AGENT)
     _agent_suite(repo, 40, "python3 slow.py {OUTPUT_FILE} 0.5")
-    env = {**os.environ, "CI": "1"}
-    env.pop("RAY_ADDRESS", None)
-    proc = subprocess.Popen(
-        [
-            *(sys.executable, "-m", "agentv", "eval", "evals/agent.yaml", "--out", "r.jsonl"),
-            *("--executor", "ray", "--ray-cpus-per-case", "0.5"),
-        ],
-        cwd=repo,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    results = repo / "r.jsonl"
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        if results.exists() and len(results.read_text().splitlines()) >= 3:
-            break
-        time.sleep(0.1)
+    proc, results = _running_on_its_own_ray(repo)
     # its own local Ray: Ray names the session after the process that started it
     assert _raylets(proc.pid), "no local Ray was started"
     proc.send_signal(signal.SIGINT)
@@ -452,6 +434,37 @@ def test_when_the_cluster_is_lost_agentv_says_so_and_sums_up(repo: Path) -> None
     # the run first: its error, the summary of what finished, the command that resumes it.
     write(repo, "slow.py", SLOW_AGENT)
     _agent_suite(repo, 20, "python3 slow.py {OUTPUT_FILE} 0.3", workers="workers: 8")
+    proc, results = _running_on_its_own_ray(repo)
+    raylets = _raylets(proc.pid)
+    assert raylets, "no local Ray was started"
+    for pid in raylets:
+        os.kill(int(pid), signal.SIGKILL)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1, err
+    assert "error: the Ray cluster was lost (the raylet of this node" in err
+    assert "To finish the run: agentv eval evals/agent.yaml --resume r.jsonl" in err
+    assert "EVALUATION SUMMARY" in out
+    rows = [json.loads(x) for x in results.read_text().splitlines()]  # whole records only
+    assert 3 <= len(rows) < 20
+    assert all(r["status"] == "ok" for r in rows)  # the cases cut short are not errors
+    assert f"{len(rows)} of 20 runs finished" in err
+    # and the file is resumable: the rest runs (here, on this machine)
+    resumed = subprocess.run(
+        [sys.executable, "-m", "agentv", "eval", "evals/agent.yaml", "--resume", "r.jsonl"],
+        cwd=repo,
+        env={**os.environ, "CI": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"{20 - len(rows)} run(s) to do" in resumed.stdout
+    assert len(results.read_text().splitlines()) == 20
+
+
+def _running_on_its_own_ray(repo: Path) -> tuple[subprocess.Popen[str], Path]:
+    """``agentv eval`` of the agent suite on a local Ray of its own (no --ray-address),
+    once 3 of its records are written; and its results file."""
     env = {**os.environ, "CI": "1"}
     env.pop("RAY_ADDRESS", None)
     proc = subprocess.Popen(
@@ -471,31 +484,7 @@ def test_when_the_cluster_is_lost_agentv_says_so_and_sums_up(repo: Path) -> None
         if results.exists() and len(results.read_text().splitlines()) >= 3:
             break
         time.sleep(0.1)
-    raylets = _raylets(proc.pid)
-    assert raylets, "no local Ray was started"
-    for pid in raylets:
-        os.kill(int(pid), signal.SIGKILL)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 1, err
-    assert "error: the Ray cluster was lost (the raylet of this node" in err
-    assert "To finish the run: agentv eval evals/agent.yaml --resume r.jsonl" in err
-    assert "EVALUATION SUMMARY" in out
-    rows = [json.loads(x) for x in results.read_text().splitlines()]  # whole records only
-    assert 3 <= len(rows) < 20
-    assert all(r["status"] == "ok" for r in rows)  # the cases cut short are not errors
-    assert f"{len(rows)} of 20 runs finished" in err
-    # and the file is resumable: the rest runs (here, on this machine)
-    resumed = subprocess.run(
-        [sys.executable, "-m", "agentv", "eval", "evals/agent.yaml", "--resume", "r.jsonl"],
-        cwd=repo,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert resumed.returncode == 0, resumed.stderr
-    assert f"{20 - len(rows)} run(s) to do" in resumed.stdout
-    assert len(results.read_text().splitlines()) == 20
+    return proc, results
 
 
 def _raylets(driver_pid: int) -> list[str]:

@@ -588,16 +588,10 @@ def _prepare(
 def _lock_for_resume(path: Path, asked: str | None) -> ResultWriter:
     """The writer of a file to resume, opened (and so locked) before it is read: refused
     when the file is missing or not a file, before anything creates it."""
-    from agentv.readfile import special
     from agentv.results.writers import open_writer
+    from agentv.run.resume import check_results_file
 
-    what = special(path)
-    if what is not None:
-        raise InputError(
-            f"{path} is {what}, not a results file; give a file that agentv eval wrote"
-        )
-    if not path.is_file():
-        raise InputError(f"results file not found: {path}; give a file that agentv eval wrote")
+    check_results_file(path)  # before opening it creates it
     return open_writer(path, _output_format(path, asked, append=True), append=True)
 
 

@@ -129,13 +129,8 @@ def _set_aside(path: Path, fh: BinaryIO, start: int, tail: bytes) -> int:
     return len(tail)
 
 
-def read_state(path: Path, *, repair: bool) -> ResultsState:
-    """The latest record of every run of a results file (JSON Lines or YAML). With
-    ``repair``, a partial last record is set aside first (``--resume`` appends to the
-    file; the caller holds the file's lock: another run may be writing that record);
-    without, it is ignored. A file that is not a results file is refused before anything in
-    it is changed: one whose partial last line is not the start of a record (binary data,
-    text of another kind), or that holds no result at all but lines that are not results."""
+def check_results_file(path: Path) -> None:
+    """``InputError`` unless ``path`` is a file (not missing, a folder, a FIFO, a device)."""
     what = special(path)
     if what is not None:
         raise InputError(
@@ -143,6 +138,16 @@ def read_state(path: Path, *, repair: bool) -> ResultsState:
         )
     if not path.is_file():
         raise InputError(f"results file not found: {path}; give a file that agentv eval wrote")
+
+
+def read_state(path: Path, *, repair: bool) -> ResultsState:
+    """The latest record of every run of a results file (JSON Lines or YAML). With
+    ``repair``, a partial last record is set aside first (``--resume`` appends to the
+    file; the caller holds the file's lock: another run may be writing that record);
+    without, it is ignored. A file that is not a results file is refused before anything in
+    it is changed: one whose partial last line is not the start of a record (binary data,
+    text of another kind), or that holds no result at all but lines that are not results."""
+    check_results_file(path)
     state = ResultsState(path)
     if repair:
         yaml = results_format(path) == "yaml"

@@ -401,37 +401,32 @@ def read_error(path: Path, exc: Exception, result: StreamResult) -> InputError:
             [Diagnostic(path, f"cannot read the file: {exc.strerror or exc}")],
         )
     if isinstance(exc, NestingTooDeepError):
-        mark = exc.problem_mark
-        return InputError(
-            f"{path}: nested too deeply",
-            [
-                Diagnostic(
-                    path,
-                    str(exc.problem),
-                    line=mark.line + 1 if mark else None,
-                    column=mark.column + 1 if mark else None,
-                    hint=f"agentv reads values nested at most {MAX_DEPTH} levels "
-                    "(aliases count as the value they repeat)",
-                )
-            ],
+        hint = (
+            f"agentv reads values nested at most {MAX_DEPTH} levels "
+            "(aliases count as the value they repeat)"
         )
+        return _at_mark(path, "nested too deeply", exc, hint)
     if isinstance(exc, ExpansionTooLargeError):
-        mark = exc.problem_mark
-        return InputError(
-            f"{path}: aliases repeat too much",
-            [
-                Diagnostic(
-                    path,
-                    str(exc.problem),
-                    line=mark.line + 1 if mark else None,
-                    column=mark.column + 1 if mark else None,
-                    hint=budget_hint(),
-                )
-            ],
-        )
+        return _at_mark(path, "aliases repeat too much", exc, budget_hint())
     if isinstance(exc, yaml.MarkedYAMLError):
         return InputError(f"{path}: invalid YAML", [_syntax_diagnostic(path, result, exc)])
     return InputError(f"{path}: invalid YAML", [Diagnostic(path, f"invalid YAML: {exc}")])
+
+
+def _at_mark(path: Path, title: str, exc: yaml.MarkedYAMLError, hint: str) -> InputError:
+    mark = exc.problem_mark
+    return InputError(
+        f"{path}: {title}",
+        [
+            Diagnostic(
+                path,
+                str(exc.problem),
+                line=mark.line + 1 if mark else None,
+                column=mark.column + 1 if mark else None,
+                hint=hint,
+            )
+        ],
+    )
 
 
 def format_key(key: PathKey) -> str:
