@@ -221,7 +221,9 @@ def test_agents_and_code_evaluators_get_no_vendor_key_unless_it_is_named(repo: P
     names = set(answers["listed"].split())
     assert {"PATH", "PROJ_SETTING", "PROJ_OTHER", "ANTHROPIC_API_KEY"} <= names
     assert not names & {"UNLISTED", "OPENAI_API_KEY"}  # the allow-list: nothing else
-    assert names <= {"PROJ_SETTING", "PROJ_OTHER", "ANTHROPIC_API_KEY", "PWD", "SHLVL", "_"} | {
+    ours = {"AGENTV_PROCESS_TAG"}  # how agentv finds what the program leaves running
+    shell = {"PWD", "SHLVL", "_"}
+    assert names <= {"PROJ_SETTING", "PROJ_OTHER", "ANTHROPIC_API_KEY"} | ours | shell | {
         n for n in names if n in os.environ and _basic(n)
     }
     assert reasons == {"plain": "|plain", "keyed": "openai|plain"}

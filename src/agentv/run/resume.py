@@ -25,7 +25,7 @@ from agentv.errors import Diagnostic, InputError
 from agentv.messages import chat_to_dicts
 from agentv.prompts import Prompt
 from agentv.readfile import special
-from agentv.results.reader import read_results, results_format, yaml_record
+from agentv.results.reader import MAX_RECORD_BYTES, read_results, results_format, yaml_record
 from agentv.results.record import CaseKey, RunKey, put_back_large_content
 
 #: what --rerun-failed and --rerun-errors pick
@@ -64,23 +64,26 @@ class ResultsState:
         return found
 
 
-def _partial_tail(fh: BinaryIO, size: int, yaml: bool) -> tuple[int, bytes] | None:
-    """Where a partial last record starts, and its bytes; None when the file ends with a
-    whole record. JSON Lines: a last line without its newline (the writer writes a record
-    and its newline in one call). YAML: a last document that does not load as a mapping,
-    or lacks its final newline."""
+def _partial_tail(fh: BinaryIO, size: int, yaml: bool) -> int | None:
+    """Where a partial last record starts; None when the file ends with a whole record.
+    JSON Lines: a last line without its newline (the writer writes a record and its newline
+    in one call). YAML: a last document that lacks its final newline or does not load as
+    a mapping (one larger than a record may be is left to the reader, which reports it).
+    Nothing larger than a record is ever held in memory."""
     if size == 0:
         return None
+    fh.seek(size - 1)
+    ends_whole = fh.read(1) == b"\n"
     if not yaml:
-        fh.seek(size - 1)
-        if fh.read(1) == b"\n":
+        return None if ends_whole else _last_line(fh, size)
+    start = _last_document(fh, size)
+    if ends_whole:
+        if size - start > MAX_RECORD_BYTES:
             return None
-    start = _last_document(fh, size) if yaml else _last_line(fh, size)
-    fh.seek(start)
-    tail = fh.read()
-    if yaml and tail.endswith(b"\n") and isinstance(yaml_record(tail), dict):
-        return None
-    return start, tail
+        fh.seek(start)
+        if isinstance(yaml_record(fh.read()), dict):
+            return None
+    return start
 
 
 def _last_line(fh: BinaryIO, size: int) -> int:
@@ -110,23 +113,38 @@ def _line_at(fh: BinaryIO, offset: int) -> int:
     return lines
 
 
-def _starts_a_record(tail: bytes, yaml: bool) -> bool:
-    """Whether a partial last record is the start of one agentv wrote (a JSON object, a
-    ``---`` document): a file whose last line is anything else is not a results file, and
-    is left as it is."""
-    if b"\0" in tail:
+def _starts_a_record(fh: BinaryIO, start: int, yaml: bool) -> bool:
+    """Whether the partial last record at ``start`` is the start of one agentv wrote (a
+    JSON object, a ``---`` document, text without NUL bytes): a file whose last line is
+    anything else is not a results file, and is left as it is."""
+    fh.seek(start)
+    head = fh.read(64)
+    if not (head.startswith(b"---") if yaml else head.lstrip()[:1] == b"{"):
         return False
-    return tail.startswith(b"---") if yaml else tail.lstrip()[:1] == b"{"
+    fh.seek(start)
+    while block := fh.read(1 << 20):
+        if b"\0" in block:
+            return False
+    return True
 
 
-def _set_aside(path: Path, fh: BinaryIO, start: int, tail: bytes) -> int:
-    """Move ``tail`` (from ``start`` to the end) to ``path.partial``; the bytes moved."""
+def _set_aside(path: Path, fh: BinaryIO, start: int) -> int:
+    """Move the bytes from ``start`` to the end to ``path.partial`` (a block at a time);
+    the bytes moved."""
+    moved = 0
+    last = b"\n"
     with path.with_name(path.name + ".partial").open("ab") as aside:
-        aside.write(tail if tail.endswith(b"\n") else tail + b"\n")
+        fh.seek(start)
+        while block := fh.read(1 << 20):
+            aside.write(block)
+            moved += len(block)
+            last = block[-1:]
+        if last != b"\n":
+            aside.write(b"\n")
         aside.flush()
         os.fsync(aside.fileno())
     fh.truncate(start)
-    return len(tail)
+    return moved
 
 
 def check_results_file(path: Path) -> None:
@@ -152,17 +170,16 @@ def read_state(path: Path, *, repair: bool) -> ResultsState:
     if repair:
         yaml = results_format(path) == "yaml"
         with path.open("rb+") as fh:
-            found = _partial_tail(fh, os.fstat(fh.fileno()).st_size, yaml)
-            if found is not None:
-                start, tail = found
-                if not _starts_a_record(tail, yaml):
+            start = _partial_tail(fh, os.fstat(fh.fileno()).st_size, yaml)
+            if start is not None:
+                if not _starts_a_record(fh, start, yaml):
                     line = _line_at(fh, start)
                     raise InputError(
                         f"{path} is not a results file (line {line} is not a record agentv "
                         "wrote); --resume appends only to a results file that agentv eval "
                         "wrote, and left this one as it is"
                     )
-                state.set_aside = _set_aside(path, fh, start, tail)
+                state.set_aside = _set_aside(path, fh, start)
     reader = read_results(path)
     named = False  # a record names its case, or why it has none: one agentv wrote
     for _, result in reader:  # in file order: a later record of a run replaces the earlier
