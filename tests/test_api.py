@@ -24,6 +24,7 @@ EXAMPLES = ROOT / "examples"
 #: The promise: changing this list is a decision, made here on purpose.
 PUBLIC_NAMES = [
     "AgentVError",
+    "ClusterLostError",
     "Comparison",
     "ConfigError",
     "Diagnostic",

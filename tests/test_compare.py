@@ -132,11 +132,11 @@ def test_markdown_output(runs: tuple[Path, Path]) -> None:
     assert "- Runs: 9 runs (9 graded) -> 9 runs (8 graded, 1 error)" in text
     assert "- Mean score (graded runs): 0.672 -> 0.754" in text
     assert "- Pass rate (graded runs): 55.6% -> 50.0%" in text
-    assert "| d/broke [t] | 0.850 ok | - error | - | regressed |" in text
+    assert "| `d/broke [t]` | 0.850 ok | - error | - | regressed |" in text
     assert "**2 regressed**" in text
     assert "| case | base | new | delta | verdict |\n|---|---|---|---|---|\n" in text
-    assert "| d/down [t] | 0.900 ok | 0.500 failed | -0.400 | regressed |" in text
-    assert "| d/gone [t] | 1.000 ok | - | - | missing |" in text
+    assert "| `d/down [t]` | 0.900 ok | 0.500 failed | -0.400 | regressed |" in text
+    assert "| `d/gone [t]` | 1.000 ok | - | - | missing |" in text
 
 
 def test_fail_on_regression_exit_codes(runs: tuple[Path, Path], tmp_path: Path) -> None:

@@ -373,6 +373,36 @@ def test_out_of_range_code_scores_are_evaluator_errors(
     assert rec["error"] == f"evaluator 'checker' could not grade: {reason}"
 
 
+@pytest.mark.parametrize("score", ['"0_1"', '"nan"', '"inf"', '"+.5"', '"\uff11"', '"1_000e-3"'])
+def test_a_score_in_a_string_is_read_as_json_writes_numbers(repo: Path, score: str) -> None:
+    # Python's float() reads "0_1" as 1.0: a script printing it must not pass a case
+    write(repo, "verdict.json", f'{{"score": {score}}}\n')
+    evaluators = "        - {name: checker, type: code, script: cat verdict.json}\n"
+    _project(repo, HEADER + "evalcases:\n" + _case("scored", evaluators))
+    write(repo, ".agentv/targets.yaml", ECHO_TARGETS)
+    result = agentv(repo, "eval", "e.yaml", "--out", "r.jsonl")
+    assert result.returncode == 3, result.stdout + result.stderr
+    rec = _records(repo / "r.jsonl")["scored"]
+    assert rec["status"] == "error" and rec["score"] == 0.0
+    assert "did not print a JSON object with a numeric `score`" in str(rec["error"])
+
+
+def test_numbers_in_strings_are_json_numbers() -> None:
+    from agentv.evaluators.base import as_score, number_text
+
+    assert [number_text(t) for t in ("0.5", " 1e-3 ", "-0", "1", "0.25E+1")] == [
+        0.5,
+        0.001,
+        -0.0,
+        1.0,
+        2.5,
+    ]
+    for text in ("0_1", "1_0", "nan", "NaN", "inf", "-Infinity", "+1", ".5", "1.", "\uff11", "0x1"):
+        assert number_text(text) is None, text
+        assert as_score(text) is None, text
+    assert as_score("0.75") == 0.75 and as_score(7) == 1.0  # a judge's score is clamped
+
+
 def test_in_range_code_scores_still_grade(repo: Path) -> None:
     scores = ["0", "1", "0.25", '"1.0"']
     evaluators = ""
@@ -520,6 +550,7 @@ targets:
   - name: vendor
     provider: cli
     command_template: sh -c 'echo "vendor key $OPENAI_API_KEY"; exit 3' {PROMPT}
+    inherit_env: ["*", OPENAI_API_KEY]   # vendor keys are withheld unless named
     judge_target: echo-judge
   - name: echo-judge
     provider: cli

@@ -415,6 +415,61 @@ def test_ctrl_c_on_a_local_ray_run_keeps_finished_results_and_stops_ray(repo: Pa
     """Without --ray-address the command starts its own local Ray, and stops it on Ctrl-C."""
     write(repo, "slow.py", SLOW_AGENT)
     _agent_suite(repo, 40, "python3 slow.py {OUTPUT_FILE} 0.5")
+    proc, results = _running_on_its_own_ray(repo)
+    # its own local Ray: Ray names the session after the process that started it
+    assert _raylets(proc.pid), "no local Ray was started"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    rows = [json.loads(x) for x in results.read_text().splitlines()]
+    assert 3 <= len(rows) < 40
+    assert len({r["eval_id"] for r in rows}) == len(rows)  # none twice
+    assert all(r["status"] == "ok" for r in rows)
+    assert "Interrupted" in err
+    # the local Ray it started is gone
+    deadline = time.monotonic() + 10
+    while _raylets(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _raylets(proc.pid)
+
+
+def test_when_the_cluster_is_lost_agentv_says_so_and_sums_up(repo: Path) -> None:
+    # The raylet of the driver's node dies mid-run (as when the head a driver runs on dies):
+    # Ray would end the driver some seconds later with its own messages only. agentv stops
+    # the run first: its error, the summary of what finished, the command that resumes it.
+    write(repo, "slow.py", SLOW_AGENT)
+    _agent_suite(repo, 20, "python3 slow.py {OUTPUT_FILE} 0.3", workers="workers: 8")
+    proc, results = _running_on_its_own_ray(repo)
+    raylets = _raylets(proc.pid)
+    assert raylets, "no local Ray was started"
+    for pid in raylets:
+        os.kill(int(pid), signal.SIGKILL)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1, err
+    assert "error: the Ray cluster was lost (the raylet of this node" in err
+    assert "To finish the run: agentv eval evals/agent.yaml --resume r.jsonl" in err
+    assert "EVALUATION SUMMARY" in out
+    rows = [json.loads(x) for x in results.read_text().splitlines()]  # whole records only
+    assert 3 <= len(rows) < 20
+    assert all(r["status"] == "ok" for r in rows)  # the cases cut short are not errors
+    assert f"{len(rows)} of 20 runs finished" in err
+    # and the file is resumable: the rest runs (here, on this machine)
+    resumed = subprocess.run(
+        [sys.executable, "-m", "agentv", "eval", "evals/agent.yaml", "--resume", "r.jsonl"],
+        cwd=repo,
+        env={**os.environ, "CI": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"{20 - len(rows)} run(s) to do" in resumed.stdout
+    assert len(results.read_text().splitlines()) == 20
+
+
+def _running_on_its_own_ray(repo: Path) -> tuple[subprocess.Popen[str], Path]:
+    """``agentv eval`` of the agent suite on a local Ray of its own (no --ray-address),
+    once 3 of its records are written; and its results file."""
     env = {**os.environ, "CI": "1"}
     env.pop("RAY_ADDRESS", None)
     proc = subprocess.Popen(
@@ -434,21 +489,7 @@ def test_ctrl_c_on_a_local_ray_run_keeps_finished_results_and_stops_ray(repo: Pa
         if results.exists() and len(results.read_text().splitlines()) >= 3:
             break
         time.sleep(0.1)
-    # its own local Ray: Ray names the session after the process that started it
-    assert _raylets(proc.pid), "no local Ray was started"
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
-    rows = [json.loads(x) for x in results.read_text().splitlines()]
-    assert 3 <= len(rows) < 40
-    assert len({r["eval_id"] for r in rows}) == len(rows)  # none twice
-    assert all(r["status"] == "ok" for r in rows)
-    assert "Interrupted" in err
-    # the local Ray it started is gone
-    deadline = time.monotonic() + 10
-    while _raylets(proc.pid) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not _raylets(proc.pid)
+    return proc, results
 
 
 def _raylets(driver_pid: int) -> list[str]:
@@ -550,17 +591,27 @@ def test_the_local_path_does_not_import_ray(tmp_path: Path) -> None:
     assert proc.stdout.strip() == "False", proc.stderr
 
 
-def test_a_runs_variables_do_not_outlive_it_in_a_worker(monkeypatch: pytest.MonkeyPatch) -> None:
-    from agentv.run.executors import ray_cluster
+async def test_concurrent_runs_each_get_their_own_env_file_in_the_workers(
+    local_ray: str, tmp_path: Path
+) -> None:
+    # two projects, each with its own .env, at the same time on the same workers: each
+    # case's agent sees its run's value, never the other's, and no worker's os.environ
+    # holds either (a worker process serves every run)
+    from test_env import _concurrent_project
 
-    monkeypatch.setenv("KEPT_VAR", "before")
-    monkeypatch.delenv("RUN_ONE_KEY", raising=False)
-    monkeypatch.setattr(ray_cluster, "_saved_env", {})
-    ray_cluster._apply_env({"RUN_ONE_KEY": "sk-one", "KEPT_VAR": "during"})
-    assert os.environ["RUN_ONE_KEY"] == "sk-one" and os.environ["KEPT_VAR"] == "during"
-    ray_cluster._apply_env({})  # the next run in the same worker process
-    assert "RUN_ONE_KEY" not in os.environ
-    assert os.environ["KEPT_VAR"] == "before"
+    alpha, beta = (_concurrent_project(tmp_path, name) for name in ("alpha", "beta"))
+    runs = await asyncio.gather(
+        agentv.arun_eval("evals", cwd=alpha, executor="ray"),
+        agentv.arun_eval("evals", cwd=beta, executor="ray"),
+    )
+    for run, name in zip(runs, ("alpha", "beta"), strict=True):
+        assert sorted(r.candidate_answer for r in run.results) == [f"value-of-{name}"] * 6
+
+    @ray.remote
+    def worker_environ() -> list[str]:
+        return [name for name in os.environ if name == "PROJ_SECRET"]
+
+    assert ray.get([worker_environ.remote() for _ in range(4)]) == [[]] * 4
 
 
 def _api_suite(repo: Path, server: FakeLLMServer, cases: int, settings: str = "") -> None:

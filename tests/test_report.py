@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from agentv.cli.app import _register, app
 from agentv.results.reader import read_results
 from agentv.results.report import build_report, default_report_path
-from agentv.results.report.build import CHUNK, detail_of, script_json
+from agentv.results.report.build import CHUNK, DISPLAY_CHARS, detail_of, script_json
 
 BENCH_DIR = Path(__file__).resolve().parent.parent / "benchmarks"
 SCRIPT = re.compile(r'<script(?: type="application/json" id="([^"]+)")?>(.*?)</script>', re.S)
@@ -124,6 +124,33 @@ def test_index_rows_details_and_what_is_left_out(bench: Any, tmp_path: Path) -> 
     assert summary["judge_tokens"]["output"] == 48 * 8
     assert [t["target"] for t in summary["targets"]] == ["gpt", "claude"]
     assert summary["wall_seconds"] > 0
+
+
+def test_huge_texts_are_shortened_for_display_and_say_where_the_whole_is(
+    bench: Any, tmp_path: Path
+) -> None:
+    records = [bench.make_record(n) for n in range(3)]
+    records[1]["candidate_answer"] = "a" * 3_000_000
+    records[1]["raw_request"] = {"question": "q" * 2_000_000, "kept": "short"}
+    results = _write(tmp_path / "r.jsonl", records)
+    report = build_report([results], tmp_path / "r.html")
+    html = report.path.read_text("utf-8")
+    assert report.path.stat().st_size < results.stat().st_size // 10
+    scripts = _scripts(html)
+    row = json.loads(scripts["agentv-index-0"])["rows"][1]
+    note = "the whole text is in r.jsonl, line 2]"
+    assert (
+        row[8]
+        == "a" * DISPLAY_CHARS + f"\n[agentv report: 2,900,000 more characters not shown; {note}"
+    )
+    detail = json.loads(scripts["agentv-d-0-0"])[1]
+    question = detail["raw_request"]["question"]
+    assert question.startswith("q" * DISPLAY_CHARS + "\n[agentv report: 1,900,000 more")
+    assert question.endswith(note) and detail["raw_request"]["kept"] == "short"
+    # the other records are shown whole
+    assert json.loads(scripts["agentv-d-0-0"])[0]["raw_request"] == records[0]["raw_request"]
+    # and the results file still holds every character
+    assert [len(r.candidate_answer) for _, r in read_results(results)][1] == 3_000_000
 
 
 def test_agent_requests_are_left_out_too() -> None:

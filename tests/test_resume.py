@@ -141,3 +141,67 @@ def test_rerun_picks_only_the_failed_or_errored_cases(repo: Path) -> None:
             in errors_only.stdout
         )
         assert server.requests == []
+
+
+# --- a file another run is writing, and files that are not results --------------------------
+
+
+def test_resume_on_a_file_another_run_is_writing_changes_nothing(repo: Path) -> None:
+    # Another run holds the file (its writer took the lock) and is in the middle of writing
+    # a large record: the file ends with part of a line. Resuming it must stop at the lock
+    # before reading or repairing anything: that line is a finished case, not a partial one.
+    from agentv.results.writers import open_writer
+
+    write(
+        repo,
+        ".agentv/targets.yaml",
+        "$schema: agentv-targets-v2.2\ntargets:\n"
+        "  - {name: default, provider: mock, response: 'The answer is 42.'}\n",
+    )
+    _suite(repo)
+    assert _agentv(repo, "--out", "r.jsonl").returncode == 0
+    out = repo / "r.jsonl"
+    rows = _rows(out)
+    out.write_text("".join(json.dumps(r) + "\n" for r in rows[:5]))
+    writer = open_writer(out, "jsonl", append=True)
+    try:
+        record = json.dumps(rows[5] | {"candidate_answer": "x" * 100_000})
+        with out.open("a") as fh:  # the first part of a write still going on
+            fh.write(record[:50_000])
+        before = out.read_bytes()
+        resumed = _agentv(repo, "--resume", "r.jsonl")
+        assert resumed.returncode == 1
+        assert "another agentv run is writing it" in resumed.stderr
+        assert out.read_bytes() == before  # nothing set aside, nothing appended
+        assert not (repo / "r.jsonl.partial").exists()
+        with out.open("a") as fh:  # the other run finishes its write: the case is whole
+            fh.write(record[50_000:] + "\n")
+    finally:
+        writer.close()
+    assert [r["eval_id"] for r in _rows(out)] == ["c0", "c1", "c2", "c3", "c4", "c5"]
+    resumed = _agentv(repo, "--resume", "r.jsonl")
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"Resuming {out}: {CASES - 6} run(s) to do" in resumed.stdout
+
+
+def test_resume_refuses_a_file_that_is_not_results_and_leaves_it_as_it_is(repo: Path) -> None:
+    write(
+        repo,
+        ".agentv/targets.yaml",
+        "$schema: agentv-targets-v2.2\ntargets:\n"
+        "  - {name: default, provider: mock, response: 'The answer is 42.'}\n",
+    )
+    _suite(repo)
+    samples = {
+        "binary.jsonl": bytes(range(256)) * 40,  # binary, no newline at its end
+        "image.jsonl": b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00" + bytes(200),
+        "notes.jsonl": b"# Notes\n\nnot results at all\n",
+        "notes.yaml": b"title: notes\nbody: text\n",
+    }
+    for name, data in samples.items():
+        (repo / name).write_bytes(data)
+        proc = _agentv(repo, "--resume", name)
+        assert proc.returncode == 1, (name, proc.stdout)
+        assert "is not a results file" in proc.stderr, name
+        assert (repo / name).read_bytes() == data, name  # nothing appended or set aside
+        assert not (repo / f"{name}.partial").exists(), name

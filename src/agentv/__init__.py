@@ -21,6 +21,7 @@ from agentv._version import __version__
 #: public name -> the module that defines it
 _EXPORTS: dict[str, str] = {
     "AgentVError": "agentv.errors",
+    "ClusterLostError": "agentv.errors",
     "Comparison": "agentv.results.compare",
     "ConfigError": "agentv.errors",
     "Diagnostic": "agentv.errors",
@@ -58,6 +59,7 @@ _EXPORTS: dict[str, str] = {
 
 __all__ = [
     "AgentVError",
+    "ClusterLostError",
     "Comparison",
     "ConfigError",
     "Diagnostic",
@@ -133,6 +135,7 @@ if TYPE_CHECKING:
     )
     from agentv.errors import (
         AgentVError,
+        ClusterLostError,
         ConfigError,
         Diagnostic,
         InputError,

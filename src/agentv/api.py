@@ -19,12 +19,19 @@ import asyncio
 import difflib
 import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
 
-from agentv.errors import ConfigError, Diagnostic, DiagnosticsView, InputError, NoCasesError
+from agentv.errors import (
+    ClusterLostError,
+    ConfigError,
+    Diagnostic,
+    DiagnosticsView,
+    InputError,
+    NoCasesError,
+)
 
 if TYPE_CHECKING:
     from agentv.evalfile.loader import LoadedEvalFile
@@ -331,9 +338,20 @@ class PreparedRun:
     stats: RunStats = field(default_factory=lambda: _run_stats())
     #: where the cases run (``agentv.run.executors``); None: here, in this process
     executor: Executor | None = None
-    #: (repository root, run folder) whose ``.env`` the run loads again when it starts, in
-    #: case another run was prepared meanwhile (agents inherit the environment then)
-    env_folders: tuple[Path, Path] | None = None
+    #: the run's environment (the process's variables over its ``.env``): the variables
+    #: its targets, agents and code evaluators see while it runs (``agentv.env``)
+    env: Mapping[str, str] | None = field(default=None, repr=False)
+    #: lines of the file resumed or rerun that are not results (left out: as not run)
+    file_diagnostics: list[Diagnostic] = field(default_factory=list)
+    #: ``resume``: the file's writer, opened (and locked) before the file was read
+    _held: ResultWriter | None = field(default=None, repr=False)
+
+    def close(self) -> None:
+        """Let go of what the prepared run holds without running it (a resumed file's lock);
+        ``run`` does it when it ends."""
+        if self._held is not None:
+            self._held.close()
+            self._held = None
 
     @property
     def total(self) -> int:
@@ -363,7 +381,11 @@ class PreparedRun:
         return next(iter(found)) if len(found) == 1 else None
 
     def open_results(self) -> ResultWriter | None:
-        """Create the results file (``out``), or None when the run writes none."""
+        """Create the results file (``out``), or None when the run writes none. A resumed
+        file was opened, and locked, when the run was prepared: that writer is handed over."""
+        if self._held is not None:
+            held, self._held = self._held, None
+            return held
         if self.out is None:
             return None
         from agentv.results.writers import open_writer
@@ -375,13 +397,17 @@ class PreparedRun:
     ) -> EvalRun:
         """Run every case; each result is written the moment its case ends. ``writer`` is
         the results file (default: ``open_results()``); it is closed at the end. On
-        cancellation every finished result is already written; ``stats`` says how many."""
+        cancellation every finished result is already written; ``stats`` says how many.
+        ``ClusterLostError`` when the Ray cluster is lost: its ``run`` is what finished."""
+        from agentv.env import environment_scope
+
+        # the run's own variables for everything it starts, whatever runs beside it
+        with environment_scope(self.env if self.env is not None else os.environ):
+            return await self._run(writer, progress)
+
+    async def _run(self, writer: ResultWriter | None, progress: ProgressSink | None) -> EvalRun:
         from agentv.run.orchestrator import Orchestrator
 
-        if self.env_folders is not None:
-            from agentv.env import load_env_file
-
-            load_env_file(*self.env_folders)
         writer = writer if writer is not None else self.open_results()
         collector = _collector(self.keep_results)
         orchestrator = Orchestrator(
@@ -394,8 +420,11 @@ class PreparedRun:
         )
         orchestrator.stats = self.stats
         started = time.perf_counter()
+        stopped: ClusterLostError | None = None
         try:
             await orchestrator.run(self.plan.lanes())
+        except ClusterLostError as exc:  # summed up below, then raised with what finished
+            stopped = exc
         finally:
             if writer is not None:
                 writer.close()
@@ -413,7 +442,7 @@ class PreparedRun:
             assert writer is not None
             read = read_results(writer.path)
             summary, file_problems = read.summary, read.diagnostics
-        return EvalRun(
+        run = EvalRun(
             results=collector.results or [],
             summary=summary,
             ran=self.stats.finished,
@@ -437,6 +466,10 @@ class PreparedRun:
             budget_usd=meter.budget,
             budget_reached=meter.stopped,
         )
+        if stopped is not None:
+            stopped.run = run
+            raise stopped
+        return run
 
 
 def _run_stats() -> RunStats:
@@ -461,19 +494,14 @@ def prepare_run(paths: PathLike | Sequence[PathLike], **options: Unpack[RunOptio
     file cannot be used, ``ConfigError`` for options and targets that cannot be used as
     given (``SetupError`` for what the environment lacks: a variable, an SDK), and
     ``NoCasesError`` when no case is left to run. Relative paths start from ``cwd``
-    (default: the working directory). ``.env`` is loaded as ``agentv eval`` loads it.
-    ``executor="ray"`` runs the cases on Ray with the same results as a local run.
+    (default: the working directory). ``.env`` is read as ``agentv eval`` reads it, into
+    the run's own environment (never ``os.environ``): runs prepared or running at the same
+    time in one process each see their own. ``executor="ray"`` runs the cases on Ray with
+    the same results as a local run.
     """
-    from agentv.env import load_env_file
-    from agentv.evalfile.files import FileStore, find_repo_root
+    from agentv.env import environment_scope, read_environment
+    from agentv.evalfile.files import find_repo_root
     from agentv.evalfile.finder import expand_eval_paths
-    from agentv.evalfile.loader import LoadContext
-    from agentv.results.dumps import PromptDumper
-    from agentv.run.cache import ResponseCache
-    from agentv.run.executors import make_executor
-    from agentv.run.pipeline import RunSettings
-    from agentv.run.plan import plan_run
-    from agentv.targets import DryRun, TargetPool
 
     _check_options(dict(options))
     budget = options.get("budget_usd")
@@ -489,13 +517,32 @@ def prepare_run(paths: PathLike | Sequence[PathLike], **options: Unpack[RunOptio
     base = Path(cwd).resolve() if cwd is not None else Path.cwd().resolve()
     args = [str(paths)] if isinstance(paths, (str, Path)) else [str(p) for p in paths]
     files = expand_eval_paths(args, base)
-    env_folders = (find_repo_root(files[0].parent, base), base)
-    env_file = load_env_file(*env_folders)
+    env, env_file = read_environment(find_repo_root(files[0].parent, base), base)
+    with environment_scope(env):  # targets are built with the run's own variables
+        return _prepare(files, base, env, env_file, options)
+
+
+def _prepare(
+    files: list[Path],
+    base: Path,
+    env: dict[str, str],
+    env_file: Path | None,
+    options: RunOptions,
+) -> PreparedRun:
+    from agentv.evalfile.files import FileStore
+    from agentv.evalfile.loader import LoadContext
+    from agentv.results.dumps import PromptDumper
+    from agentv.run.cache import ResponseCache
+    from agentv.run.executors import make_executor
+    from agentv.run.pipeline import RunSettings
+    from agentv.run.plan import plan_run
+    from agentv.targets import DryRun, TargetPool
+
     executor = make_executor(
         options.get("executor", "local"),
         ray_address=options.get("ray_address"),
         ray_cpus_per_case=options.get("ray_cpus_per_case"),
-        env=_driver_env(env_file),
+        env=_driver_env(env, env_file),
     )
     dry_run = options.get("dry_run", False)
     if dry_run is True:
@@ -554,6 +601,8 @@ def prepare_run(paths: PathLike | Sequence[PathLike], **options: Unpack[RunOptio
     if options.get("retry_errors") and resume is None:
         raise ConfigError("retry_errors goes with resume (--retry-errors with --resume FILE)")
     append = False
+    held: ResultWriter | None = None
+    file_diagnostics: list[Diagnostic] = []
     if resume is not None or rerun is not None:
         from agentv.run.resume import RERUN_FAILED, read_state
 
@@ -561,11 +610,21 @@ def prepare_run(paths: PathLike | Sequence[PathLike], **options: Unpack[RunOptio
             if out is not None:
                 raise ConfigError("resume appends to the file it resumes; leave out out")
             out = base / Path(resume)
-            plan.resume = read_state(out, repair=True)
+            # The file is locked before anything in it is read or changed: another run
+            # still writing it stops this one here, and its last record is never taken for
+            # a partial one and set aside.
+            held = _lock_for_resume(out, options.get("output_format"))
+            try:
+                plan.resume = read_state(out, repair=True)
+            except BaseException:
+                held.close()
+                raise
+            file_diagnostics = plan.resume.diagnostics
             plan.retry_errors = bool(options.get("retry_errors"))
         elif rerun is not None:
             state = read_state(base / Path(rerun), repair=False)
             plan.rerun = state.runs_with(set(options.get("rerun_statuses", RERUN_FAILED)))
+            file_diagnostics = state.diagnostics
             if out is None:  # by default into the same file: it keeps the whole truth
                 out = base / Path(rerun)
                 append = True
@@ -580,8 +639,20 @@ def prepare_run(paths: PathLike | Sequence[PathLike], **options: Unpack[RunOptio
         keep_results=options.get("keep_results", True),
         append=append,
         executor=executor,
-        env_folders=env_folders,
+        env=env,
+        file_diagnostics=file_diagnostics,
+        _held=held,
     )
+
+
+def _lock_for_resume(path: Path, asked: str | None) -> ResultWriter:
+    """The writer of a file to resume, opened (and so locked) before it is read: refused
+    when the file is missing or not a file, before anything creates it."""
+    from agentv.results.writers import open_writer
+    from agentv.run.resume import check_results_file
+
+    check_results_file(path)  # before opening it creates it
+    return open_writer(path, _output_format(path, asked, append=True), append=True)
 
 
 def _output_format(out: Path | None, asked: str | None, *, append: bool) -> str:
@@ -615,8 +686,8 @@ def _target_names(target: Any, pool: TargetPool) -> list[str]:
     return names
 
 
-def _driver_env(env_file: Path | None) -> dict[str, str]:
-    """What a case running elsewhere needs of this process's environment: the vendors' key
+def _driver_env(env: dict[str, str], env_file: Path | None) -> dict[str, str]:
+    """What a case running elsewhere needs of the run's environment: the vendors' key
     variables and what ``.env`` set (a cluster's nodes have neither)."""
     from dotenv import dotenv_values
 
@@ -625,7 +696,7 @@ def _driver_env(env_file: Path | None) -> dict[str, str]:
     names = set(VENDOR_KEY_VARIABLES)
     if env_file is not None:
         names.update(dotenv_values(env_file, encoding="utf-8"))
-    return {name: os.environ[name] for name in sorted(names) if name in os.environ}
+    return {name: env[name] for name in sorted(names) if name in env}
 
 
 def _under(base: Path, path: PathLike | None) -> Path | None:
@@ -912,19 +983,36 @@ def report(
 
 
 def write_junit(results: PathLike, out: PathLike) -> Path:
-    """Write a results file as JUnit XML (a test case per run of a case) to ``out``;
+    """Write a results file as JUnit XML (a test case per run of a case) to ``out``, whole
+    (a file replaced only once complete) and well-formed whatever the records hold;
     ``InputError`` for a line that is not a result, ``SetupError`` when ``out`` cannot be
     written."""
     from agentv.errors import SetupError
+    from agentv.outfile import write_whole
     from agentv.results.junit import junit_xml, read_records
 
     target = Path(out)
     text = junit_xml(read_records(Path(results)))
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
+    try:  # whole or not at all: a CI step never reads half a file
+        write_whole(target, text.encode("utf-8"))
     except OSError as exc:
         raise SetupError(f"cannot write JUnit XML to {target}: {exc.strerror or exc}") from None
+    return target
+
+
+def write_summary(summary: Summary, out: PathLike) -> Path:
+    """Write a summary's figures as JSON (``--summary-json``) to ``out``, whole (a file
+    replaced only once complete); ``SetupError`` when it cannot be written."""
+    import json
+
+    from agentv.errors import SetupError
+    from agentv.outfile import write_whole
+
+    target = Path(out)
+    try:
+        write_whole(target, (json.dumps(summary.to_dict(), indent=2) + "\n").encode("utf-8"))
+    except OSError as exc:
+        raise SetupError(f"cannot write the summary to {target}: {exc.strerror or exc}") from None
     return target
 
 
@@ -974,17 +1062,9 @@ async def aregrade(
     cwd: PathLike | None = None,
 ) -> Regrade:
     """``regrade`` inside a running event loop."""
-    from agentv.env import load_env_file
-    from agentv.evalfile.files import FileStore, find_repo_root
+    from agentv.env import environment_scope, read_environment
+    from agentv.evalfile.files import find_repo_root
     from agentv.evalfile.finder import expand_eval_paths
-    from agentv.evalfile.loader import LoadContext
-    from agentv.results.reader import results_format
-    from agentv.results.record import EvalResult as Record
-    from agentv.results.writers import open_writer
-    from agentv.run.cache import ResponseCache
-    from agentv.run.pipeline import RunSettings
-    from agentv.run.regrade import default_regrade_path, regrade_records
-    from agentv.targets import TargetPool
 
     base = Path(cwd).resolve() if cwd is not None else Path.cwd().resolve()
     source = base / Path(results)
@@ -998,7 +1078,44 @@ async def aregrade(
         args = [eval_paths] if isinstance(eval_paths, (str, Path)) else list(eval_paths)
         files = expand_eval_paths([str(p) for p in args], base)
     first = files[0] if files else Path(read.results[0].eval_file or source)
-    load_env_file(find_repo_root((base / first).parent, base), base)
+    env, _ = read_environment(find_repo_root((base / first).parent, base), base)
+    with environment_scope(env):  # judges are built and asked with the run's own variables
+        return await _regrade(
+            read,
+            source,
+            files,
+            base,
+            out,
+            targets_file,
+            cache,
+            pass_threshold,
+            agent_timeout,
+            allow_outside_root,
+        )
+
+
+async def _regrade(
+    read: ResultsFile,
+    source: Path,
+    files: list[Path] | None,
+    base: Path,
+    out: PathLike | None,
+    targets_file: PathLike | None,
+    cache: bool,
+    pass_threshold: float | None,
+    agent_timeout: float | None,
+    allow_outside_root: bool,
+) -> Regrade:
+    from agentv.evalfile.files import FileStore
+    from agentv.evalfile.loader import LoadContext
+    from agentv.results.reader import results_format
+    from agentv.results.record import EvalResult as Record
+    from agentv.results.writers import open_writer
+    from agentv.run.cache import ResponseCache
+    from agentv.run.pipeline import RunSettings
+    from agentv.run.regrade import default_regrade_path, regrade_records
+    from agentv.targets import TargetPool
+
     target = base / Path(out) if out is not None else default_regrade_path(source)
     if target.resolve() == source.resolve():
         raise ConfigError(f"regrade writes a new results file: give an out other than {source}")

@@ -19,6 +19,8 @@ what is wrong, where, and what to do. Nothing below ever shows a traceback to a 
       EvaluatorError        an evaluator could not grade (recorded, never fatal)
       BudgetReached         the run's spend reached ``--budget-usd``: a request was not
                             sent (its case is recorded ``skipped``, never fatal)
+      ClusterLostError      the run stopped: the Ray cluster it ran on was lost (what it
+                            finished is in the results file, and in ``run``)
 
 The three kinds a run can stop on say where to look: the file (``InputError``), the
 settings and options (``ConfigError``), or the machine (``SetupError``).
@@ -192,3 +194,14 @@ class BudgetReached(AgentVError):
         )
         self.budget = budget
         self.spent = spent
+
+
+class ClusterLostError(AgentVError):
+    """The run stopped before every case ran: the Ray cluster it ran on was lost (its head,
+    or the driver's node). Every case that finished is in the results file, which a run
+    with ``resume`` completes; ``run`` is the ``agentv.EvalRun`` of what finished (set when
+    the run could be summed up)."""
+
+    def __init__(self, message: str, run: object = None) -> None:
+        super().__init__(message)
+        self.run = run

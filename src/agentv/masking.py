@@ -12,7 +12,6 @@ never masked: they are too likely to be ordinary words, and masking them would w
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -36,9 +35,12 @@ VENDOR_KEY_VARIABLES = (
 
 
 def vendor_keys(env: Mapping[str, str] | None = None) -> list[str]:
-    """The values of the vendors' key variables that are set (in ``env``, else the process
-    environment, where ``agentv eval`` has loaded ``.env``)."""
-    env = os.environ if env is None else env
+    """The values of the vendors' key variables that are set (in ``env``, else the run's
+    environment: ``agentv.env``)."""
+    if env is None:
+        from agentv.env import run_environment
+
+        env = run_environment()
     return [value.strip() for name in VENDOR_KEY_VARIABLES if (value := env.get(name, ""))]
 
 

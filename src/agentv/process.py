@@ -4,7 +4,10 @@
 ``run_process`` starts the child in a session of its own, so that a timeout (or the caller
 being cancelled) can kill the whole process group: a shell, the agent it started and
 whatever that agent started in turn. On Linux the process tree is walked too (``/proc``),
-so that a descendant that left the group (``setsid``) dies with it. Output is captured
+and every process carrying the call's tag (``TAG_VARIABLE``, inherited by whatever the child
+starts) is found, so that a descendant that left the group (``setsid``) dies with it. When
+the child exits on its own, whatever it left running is killed as well (unless the call
+keeps children: a launcher such as ``code``). Output is captured
 with a size cap that keeps the tail, since the end of stderr is where a failing program
 explains itself. Each stream keeps a little more than its cap (``SECRET_ROOM``), so that a
 secret crossing the cap is still whole, and masked whole, when the text is cut to size.
@@ -34,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from agentv.masking import SECRET_ROOM, masked_head, masked_tail, shorten
+from agentv.readfile import open_input
 
 #: bytes kept of each of stdout and stderr (the tail survives)
 DEFAULT_MAX_OUTPUT = 10 * 1024 * 1024
@@ -93,7 +97,7 @@ class ProcessResult:
 def read_head(path: Path, limit: int) -> tuple[bytes, bool]:
     """The first ``limit`` bytes of the file at ``path``, and whether it holds more. At most
     ``limit + 1`` bytes are read, whatever the file's size."""
-    with path.open("rb") as fh:
+    with open_input(path) as fh:  # a regular file only: never a FIFO or a device
         data = fh.read(limit + 1)
     return data[:limit], len(data) > limit
 
@@ -393,9 +397,51 @@ def _signal_tree(tree: dict[int, bytes], sig: int) -> None:
             os.kill(pid, sig)
 
 
-def _kill_everything(proc: asyncio.subprocess.Process) -> None:
+#: the variable every child gets (a value of its own per call): whatever it starts inherits
+#: it, so its descendants are found by it even after the child exited and they were
+#: adopted by another process (the tree no longer leads to them)
+TAG_VARIABLE = "AGENTV_PROCESS_TAG"
+
+
+def _tagged(tag: str) -> dict[int, bytes]:
+    """Every live process (Linux: read from ``/proc``) whose environment holds ``tag`` (as
+    ``TAG_VARIABLE``), with its start time; a process of another user is not readable,
+    and not ours to kill."""
+    if not _LINUX:
+        return {}
+    entry = f"{TAG_VARIABLE}={tag}".encode() + b"\0"
+    found: dict[int, bytes] = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return {}
+    for name in names:
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as fh:
+                data = fh.read()
+        except OSError:
+            continue
+        if data.startswith(entry) or b"\0" + entry in data:
+            fields = _stat_fields(int(name))
+            if fields is not None and len(fields) > 19:
+                found[int(name)] = fields[19]
+    return found
+
+
+def _kill_leftovers(proc: asyncio.subprocess.Process, tag: str) -> None:
+    """SIGKILL whatever the child left running when it exited on its own: its group, and
+    every process that carries its tag (those that left the group with ``setsid``)."""
+    _signal_group(proc, signal.SIGKILL)
+    _signal_tree(_tagged(tag), signal.SIGKILL)
+
+
+def _kill_everything(proc: asyncio.subprocess.Process, tag: str = "") -> None:
     """SIGKILL the child's group and every descendant that left it."""
     tree = _process_tree(proc.pid) if proc.returncode is None else {}
+    if tag:
+        tree.update(_tagged(tag))
     _signal_group(proc, signal.SIGKILL)
     _signal_tree(tree, signal.SIGKILL)
 
@@ -423,10 +469,12 @@ async def _exited(proc: asyncio.subprocess.Process) -> int:
     return proc.returncode
 
 
-async def _terminate(proc: asyncio.subprocess.Process) -> None:
+async def _terminate(proc: asyncio.subprocess.Process, tag: str = "") -> None:
     """SIGTERM the group and every descendant that left it, give them a moment, then
     SIGKILL whatever is left."""
     tree = _process_tree(proc.pid)  # before anything dies: orphans lose their parent
+    if tag:
+        tree.update(_tagged(tag))
     _signal_group(proc, signal.SIGTERM)
     _signal_tree(tree, signal.SIGTERM)
     with contextlib.suppress(TimeoutError):
@@ -484,6 +532,8 @@ async def run_process(
     if keep_children and on_line is not None:
         raise ValueError("on_line needs pipes; it cannot be combined with keep_children")
     data = stdin.encode("utf-8") if isinstance(stdin, str) else stdin
+    tag = os.urandom(8).hex()
+    env = {**(os.environ if env is None else env), TAG_VARIABLE: tag}
     with contextlib.ExitStack() as files:
         if keep_children:
             out_sink: Any = files.enter_context(tempfile.TemporaryFile())
@@ -492,7 +542,7 @@ async def run_process(
             out_sink = err_sink = asyncio.subprocess.PIPE
         options: dict[str, Any] = {
             "cwd": str(cwd) if cwd is not None else None,
-            "env": dict(env) if env is not None else None,
+            "env": env,
             "stdin": asyncio.subprocess.PIPE if data is not None else asyncio.subprocess.DEVNULL,
             "stdout": out_sink,
             "stderr": err_sink,
@@ -530,7 +580,10 @@ async def run_process(
                 await asyncio.wait_for(_exited(proc), timeout)
             except TimeoutError:
                 timed_out = True
-                await _terminate(proc)
+                await _terminate(proc, tag)
+            else:
+                if not keep_children:  # done: nothing it started outlives it
+                    _kill_leftovers(proc, tag)
             _, pending = await asyncio.wait(io_tasks, timeout=DRAIN_TIMEOUT_S)
             if pending and not keep_children:
                 _signal_group(proc, signal.SIGKILL)
@@ -546,7 +599,7 @@ async def run_process(
         except BaseException:
             # Cancelled (an outer timeout, SIGINT or SIGTERM) or failing: leave nothing
             # running behind us.
-            _kill_everything(proc)
+            _kill_everything(proc, tag)
             for task in io_tasks:
                 task.cancel()
             with contextlib.suppress(BaseException):

@@ -19,6 +19,7 @@ from agentv.evalfile.finder import is_yaml, yaml_files
 from agentv.evalfile.guidelines import CONFIG_SCHEMA, parse_config
 from agentv.evalfile.loader import LoadContext, LoadedEvalFile, load_eval_file
 from agentv.evalfile.schema import EVAL_SCHEMA
+from agentv.readfile import resolved, special
 from agentv.run.plan import Plan
 from agentv.targets import TARGETS_SCHEMA, validate_targets_file
 from agentv.yaml.source import StreamSource, YamlSource, leading_schema, load_yaml, read_text
@@ -68,7 +69,7 @@ def find_yaml_files(paths: Iterable[Path]) -> tuple[list[Path], list[FileReport]
     problems: list[FileReport] = []
     for given in paths:
         path = Path(given)
-        if not path.exists():
+        if not path.exists() and not special(path):
             problems.append(
                 FileReport(
                     path.absolute(),
@@ -81,14 +82,14 @@ def find_yaml_files(paths: Iterable[Path]) -> tuple[list[Path], list[FileReport]
             for file in _walk(path.resolve(), problems):
                 found.setdefault(file, None)
         elif is_yaml(path):
-            found.setdefault(path.resolve(), None)
+            found.setdefault(resolved(path), None)
         else:
             problems.append(
                 FileReport(
-                    path.resolve(),
+                    resolved(path),
                     diagnostics=[
                         Diagnostic(
-                            path.resolve(),
+                            resolved(path),
                             "not a YAML file",
                             hint="agentv files end in .yaml or .yml",
                         )
@@ -168,15 +169,12 @@ def check_run_targets(
     """What ``agentv eval`` checks before the first request, for already loaded eval files:
     each case's target (``--target``, else its own, else ``default``) and judge exist in the
     targets file found for it, and can be built (settings valid, ``${{ VAR }}`` set, from the
-    environment or the ``.env`` a run loads). Nothing is sent; healthchecks are not run.
+    environment or the ``.env`` a run reads). Nothing is sent; healthchecks are not run.
 
     An eval file for which no targets file is found gets a warning: its targets cannot be
     checked (a run needs a targets file, or ``--dry-run``).
     """
-    import asyncio
-
-    from agentv.env import load_env_file
-    from agentv.targets import TargetPool
+    from agentv.env import environment_scope, read_environment
     from agentv.targets.discovery import find_targets_file
 
     base = (cwd or Path.cwd()).resolve()
@@ -196,7 +194,23 @@ def check_run_targets(
             checked.append(loaded)
     if not checked:
         return out
-    load_env_file(checked[0].repo_root, base)  # as a run loads it (docs/targets.md)
+    env, _ = read_environment(checked[0].repo_root, base)  # as a run reads it (docs/targets.md)
+    with environment_scope(env):
+        return out + _target_problems(checked, context, cli_targets, targets_file, base)
+
+
+def _target_problems(
+    checked: list[LoadedEvalFile],
+    context: LoadContext,
+    cli_targets: Sequence[str],
+    targets_file: Path | None,
+    base: Path,
+) -> list[Diagnostic]:
+    import asyncio
+
+    from agentv.targets import TargetPool
+
+    out: list[Diagnostic] = []
     pool = TargetPool(
         cwd=base, targets_path=(base / targets_file) if targets_file is not None else None
     )

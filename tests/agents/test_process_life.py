@@ -5,6 +5,7 @@ its pid to a file so the test can look for it afterwards."""
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import signal
@@ -167,4 +168,70 @@ def test_a_child_dies_when_its_runner_is_killed(tmp_path: Path, binding: str) ->
         if driver.poll() is None:
             driver.kill()
             driver.wait()
+        kill_all(pids)
+
+
+# A program that starts a child in its group and one that leaves it (setsid), writes their
+# pids, and exits at once with 0: its work is done, its leftovers are not.
+LEAVER = """
+import os, subprocess, sys
+folder = sys.argv[1]
+sleep = [sys.executable, "-c", "import time; time.sleep(300)"]
+for kind, new_session in (("child", False), ("setsid", True)):
+    pid = subprocess.Popen(sleep, start_new_session=new_session).pid
+    with open(os.path.join(folder, f"{kind}.pid"), "w") as fh:
+        fh.write(str(pid))
+print('{"score": 1}')
+"""
+
+
+async def test_what_a_child_leaves_running_dies_when_it_exits(tmp_path: Path) -> None:
+    script = write(tmp_path, "leaver.py", LEAVER)
+    pids: list[int] = []
+    try:
+        result = await run_process([PY, str(script), str(tmp_path)], timeout=60)
+        assert result.ok and result.stdout.strip() == '{"score": 1}'
+        pids = pids_in(tmp_path, expected=2, within=1)
+        survivors = [pid for pid in pids if not wait_gone(pid, within=10)]
+        assert not survivors, "a process the child started outlived it"
+    finally:
+        kill_all(pids)
+
+
+def test_agents_and_code_evaluators_leave_nothing_running(repo: Path, tmp_path: Path) -> None:
+    # The same through a run: a cli agent and a code evaluator, each leaving two sleepers.
+    agent_dir, grader_dir = tmp_path / "agent", tmp_path / "grader"
+    agent_dir.mkdir()
+    grader_dir.mkdir()
+    script = write(repo, "leaver.py", LEAVER)
+    write(
+        repo,
+        ".agentv/targets.yaml",
+        "$schema: agentv-targets-v2.2\ntargets:\n  - name: default\n    provider: cli\n"
+        f"    command_template: {shlex.quote(PY)} {shlex.quote(str(script))} "
+        f"{shlex.quote(str(agent_dir))}\n",
+    )
+    grader = f"{shlex.quote(PY)} {shlex.quote(str(script))} {shlex.quote(str(grader_dir))}"
+    write(
+        repo,
+        "evals/e.yaml",
+        "$schema: agentv-eval-v2\nevalcases:\n  - id: c\n    outcome: x\n"
+        "    input_messages: [{role: user, content: hi}]\n"
+        f"    evaluators: [{{type: code, script: {json.dumps(grader)}}}]\n",
+    )
+    pids: list[int] = []
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "agentv", "eval", "evals", "--out", "r.jsonl"],
+            cwd=repo,
+            env={**os.environ, "CI": "1"},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        pids = pids_in(agent_dir, expected=2, within=1) + pids_in(grader_dir, 2, within=1)
+        survivors = [pid for pid in pids if not wait_gone(pid, within=10)]
+        assert not survivors, f"{len(survivors)} of {len(pids)} leftovers outlived their case"
+    finally:
         kill_all(pids)

@@ -2,38 +2,20 @@
 
 from __future__ import annotations
 
-import re
-from typing import Annotated, Any
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Annotated
 
 import typer
 
-#: characters a terminal may act on rather than show: C0 controls but newline and tab, DEL,
-#: and C1 controls (some terminals take U+009B as the start of an escape sequence)
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+from agentv.cli.console_text import printable, printable_all
 
+__all__ = ["EXIT_SIGTERM", "AllowOutsideRoot", "printable", "printable_all", "stopped_by_sigterm"]
 
-def _escape(match: re.Match[str]) -> str:
-    return f"\\x{ord(match.group()):02x}"
-
-
-def printable(text: str) -> str:
-    """``text`` safe to print on a terminal: each control character but newline and tab is
-    shown as its escape (``ESC`` as ``\\x1b``), so that text from users' files (case ids,
-    labels, messages, answers) can neither clear the screen nor set the window's title.
-    What agentv writes to files keeps the exact text; only the terminal gets this."""
-    return _CONTROL.sub(_escape, text)
-
-
-def printable_all(value: Any) -> Any:
-    """``value`` with ``printable`` applied to every string inside it (lists, dicts)."""
-    if isinstance(value, str):
-        return printable(value)
-    if isinstance(value, dict):
-        return {printable_all(k): printable_all(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [printable_all(v) for v in value]
-    return value
-
+#: the exit code of a command stopped by SIGTERM
+EXIT_SIGTERM = 143
 
 #: ``--allow-outside-root``, for the commands that read eval files
 AllowOutsideRoot = Annotated[
@@ -55,3 +37,22 @@ def format_usd(value: float | None) -> str:
     if value >= 1:
         return f"${value:,.2f}"
     return f"${value:.4f}" if value >= 0.0001 else f"${value:.2g}"
+
+
+@contextmanager
+def stopped_by_sigterm() -> Iterator[None]:
+    """While the block writes files, SIGTERM raises ``SystemExit(143)`` instead of ending
+    the process where it stands: a file being written is then left out whole (its
+    temporary file removed), as Ctrl-C leaves it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signals are the main thread's: nothing to install
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        raise SystemExit(EXIT_SIGTERM)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

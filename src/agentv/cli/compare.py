@@ -4,7 +4,9 @@ requests."""
 from __future__ import annotations
 
 import json
+import re
 import sys
+from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -46,6 +48,7 @@ def compare_command(
     the mean score change with a 95% interval, and the pass-rate change."""
     from agentv.api import compare
     from agentv.cli.common import printable
+    from agentv.cli.console_text import printable_json
     from agentv.errors import AgentVError
 
     try:
@@ -54,9 +57,9 @@ def compare_command(
         sys.stderr.write(f"error: {printable(str(exc))}\n")
         raise typer.Exit(1) from None
     if output_format is CompareFormat.json:
-        sys.stdout.write(json.dumps(comparison.to_dict(), indent=2) + "\n")
+        sys.stdout.write(printable_json(json.dumps(comparison.to_dict(), indent=2)) + "\n")
     elif output_format is CompareFormat.markdown:
-        sys.stdout.write(markdown(comparison) + "\n")
+        sys.stdout.write(printable(markdown(comparison)) + "\n")
     else:
         sys.stdout.write(printable_table(table(comparison)) + "\n")
     if fail_on_regression and comparison.regressed:
@@ -79,18 +82,20 @@ def _rate(value: float | None) -> str:
     return "-" if value is None else f"{value:.1%}"
 
 
-def _runs(side: Side) -> str:
+def _runs(side: Side, quote: Callable[[str], str] = str) -> str:
     """``12 runs (10 graded, 1 error, 1 invalid)``."""
     if not side.runs:
         return "no runs"
     parts = [f"{side.graded} graded"]
     parts += [
-        f"{n} {status}" for status, n in side.statuses.items() if status not in ("ok", "failed")
+        f"{n} {quote(status)}"
+        for status, n in side.statuses.items()
+        if status not in ("ok", "failed")
     ]
     return f"{side.runs} runs ({', '.join(parts)})"
 
 
-def _head(c: Comparison) -> list[str]:
+def _head(c: Comparison, quote: Callable[[str], str] = str) -> list[str]:
     counts = c.counts
     mean = "-" if c.mean_delta is None else f"{c.mean_delta:+.3f}"
     ci = "" if c.ci is None else f" (95% interval {c.ci[0]:+.3f} to {c.ci[1]:+.3f})"
@@ -100,7 +105,7 @@ def _head(c: Comparison) -> list[str]:
         f"Unchanged: {counts['unchanged']}  New: {counts['new']}  Missing: {counts['missing']}",
     ]
     if c.base.runs or c.new.runs:
-        lines.append(f"Runs: {_runs(c.base)} -> {_runs(c.new)}")
+        lines.append(f"Runs: {_runs(c.base, quote)} -> {_runs(c.new, quote)}")
         lines.append(f"Mean score (graded runs): {_score(c.base.mean)} -> {_score(c.new.mean)}")
     lines += [
         f"Mean score change (cases graded in both): {mean}{ci}",
@@ -126,9 +131,9 @@ def _name(d: CaseDelta) -> str:
     return f"{dataset}/{eval_id}" + (f" [{target}]" if target else "")
 
 
-def _cell(d: CaseDelta, side: str) -> str:
+def _cell(d: CaseDelta, side: str, quote: Callable[[str], str] = str) -> str:
     result = d.base if side == "base" else d.new
-    return "-" if result is None else f"{_score(result.score)} {result.status}"
+    return "-" if result is None else f"{_score(result.score)} {quote(result.status)}"
 
 
 def table(c: Comparison) -> str:
@@ -146,13 +151,28 @@ def table(c: Comparison) -> str:
     return "\n".join(lines)
 
 
-def _md(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+def _code(text: str) -> str:
+    """``text`` from a results file as a code span in a table cell: shown as written, never
+    read as markdown or HTML (``<img onerror=...>``, ``</details>``), links or mentions
+    (``@everyone``), which GitHub does not look for in code. Its backticks are fenced by a
+    longer run, its pipes escaped (a table cell ends at one), its lines joined."""
+    text = " ".join(text.splitlines()) or " "
+    text = text.replace("|", "\\|")
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") or not text.strip() else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def _status(status: str) -> str:
+    """A status as markdown: agentv's four as they are, any other as code."""
+    return status if status in ("ok", "failed", "error", "invalid") else _code(status)
 
 
 def markdown(c: Comparison) -> str:
-    """The comparison as a pull-request comment."""
-    lines = ["### agentv: comparison", "", *(f"- {line}" for line in _head(c))]
+    """The comparison as a pull-request comment; what comes from the results files (case
+    names, statuses) is in code spans (``_code``)."""
+    lines = ["### agentv: comparison", "", *(f"- {line}" for line in _head(c, _status))]
     if c.regressed:
         lines += ["", f"**{len(c.regressed)} regressed**"]
     if c.changed:
@@ -160,8 +180,8 @@ def markdown(c: Comparison) -> str:
         for d in c.changed:
             delta = "-" if d.delta is None else f"{d.delta:+.3f}"
             lines.append(
-                f"| {_md(_name(d))} | {_cell(d, 'base')} | {_cell(d, 'new')} | {delta} | "
-                f"{d.verdict} |"
+                f"| {_code(_name(d))} | {_cell(d, 'base', _status)} | "
+                f"{_cell(d, 'new', _status)} | {delta} | {d.verdict} |"
             )
     else:
         lines += ["", "No case changed."]

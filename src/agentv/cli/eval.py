@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
 import typer
 
-from agentv.cli.common import AllowOutsideRoot, printable
+from agentv.cli.common import AllowOutsideRoot, printable, stopped_by_sigterm
 
 if TYPE_CHECKING:
     from agentv.api import EvalRun, PreparedRun, ResultWriter
@@ -34,7 +34,8 @@ EXIT_USER_ERRORS = 5
 EXIT_HELP = """
 Exit codes: 0 every selected case ran and was graded without error (and --threshold, when
 given, is met); 1 the run could not start (bad paths, targets or eval files, no cases, a
-failed healthcheck) or the mean score is below --threshold; 2 bad command-line usage;
+failed healthcheck), the mean score is below --threshold, or a file asked for
+(--summary-json, --junit, --report) could not be written; 2 bad command-line usage;
 3 the run finished but some cases errored, were invalid, or had an evaluator that could not
 grade (--allow-errors turns 3 into 0); 4 --budget-usd stopped the run before every run
 was sent (the runs left are recorded as skipped; --resume goes on with them); 5 the run
@@ -285,7 +286,7 @@ def run_eval_command(
     from agentv.cli.diagnostics import print_diagnostics
     from agentv.cli.progress import make_progress
     from agentv.cli.summary import RunFacts, render_summary
-    from agentv.errors import AgentVError, InputError, NoCasesError
+    from agentv.errors import AgentVError, ClusterLostError, InputError, NoCasesError
 
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
@@ -338,9 +339,11 @@ def run_eval_command(
             + "\n"
         )
         if not prepared.total:
+            prepared.close()
             stdout.write("Nothing to do: every planned run already has its result.\n")
             return EXIT_OK
     elif rerun is not None:
+        print_diagnostics(prepared.file_diagnostics, stderr)
         picked = ", ".join(sorted(options.get("rerun_statuses", ())))
         if not prepared.total:
             stdout.write(f"Nothing to do: no run in {rerun} has status {picked}.\n")
@@ -366,6 +369,19 @@ def run_eval_command(
     progress.start(prepared.total)
     try:
         run, signum = asyncio.run(_run(prepared, writer, progress))
+    except ClusterLostError as exc:  # what finished is in the file: summed up, resumable
+        progress.finish()
+        from agentv.api import EvalRun
+
+        if isinstance(exc.run, EvalRun):
+            stdout.write(render_summary(exc.run.summary, results_path=writer.path) + "\n")
+        stderr.write(
+            f"error: {printable(str(exc))}\n"
+            f"{prepared.stats.finished} of {prepared.total} runs finished; their results are "
+            f"in {writer.path}\n"
+            f"To finish the run: {_resume_command(paths, options, writer.path, cwd)}\n"
+        )
+        return EXIT_FAILED
     except AgentVError as exc:  # e.g. a failed healthcheck
         progress.finish()
         stderr.write(f"error: {printable(str(exc))}\n")
@@ -405,28 +421,52 @@ def run_eval_command(
         )
         + "\n"
     )
-    if summary_json is not None:
-        import json
-
-        target = cwd / summary_json
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(json.dumps(run.summary.to_dict(), indent=2) + "\n")
-        except OSError as exc:
-            stderr.write(f"error: cannot write the summary to {target}: {exc.strerror}\n")
-        else:
-            stdout.write(f"Summary written to: {target}\n")
-    if junit is not None or os.environ.get("GITHUB_ACTIONS") == "true":
-        _ci_outputs(writer.path, run, junit=junit, cwd=cwd, stdout=stdout, stderr=stderr)
-    if report:  # the report of the whole results file, next to it
-        from agentv.cli.report import write_report
-
-        write_report([writer.path], stdout=stdout, stderr=stderr)
+    with stopped_by_sigterm():  # SIGTERM while writing leaves no temporary file behind
+        written = _outputs(run, writer.path, summary_json, junit, report, cwd, stdout, stderr)
     for label, files in run.artifacts.items():  # e.g. agents' logs, to read later
         stdout.write(f"{label}:\n" + "".join(f"  {i}. {p}\n" for i, p in enumerate(files, 1)))
     if not report:
         stdout.write(f"See every case in a browser: agentv report {_shown(writer.path, cwd)}\n")
-    return exit_code(run, threshold=threshold, allow_errors=allow_errors, stderr=stderr)
+    code = exit_code(run, threshold=threshold, allow_errors=allow_errors, stderr=stderr)
+    if not written:  # a file asked for is missing: CI must not go on as if it were there
+        stderr.write(f"a requested output could not be written: exit code {EXIT_FAILED}\n")
+        return EXIT_FAILED
+    return code
+
+
+def _outputs(
+    run: EvalRun,
+    results: Path,
+    summary_json: Path | None,
+    junit: Path | None,
+    report: bool,
+    cwd: Path,
+    stdout: TextIO,
+    stderr: TextIO,
+) -> bool:
+    """The files asked for besides the results (``--summary-json``, ``--junit``,
+    ``--report``) and, under GitHub Actions, annotations; False when one could not be
+    written (said on stderr)."""
+    from agentv.api import write_summary
+    from agentv.errors import AgentVError
+
+    written = True
+    if summary_json is not None:
+        try:
+            target = write_summary(run.summary, cwd / summary_json)
+        except AgentVError as exc:
+            stderr.write(f"error: {printable(str(exc))}\n")
+            written = False
+        else:
+            stdout.write(f"Summary written to: {target}\n")
+    if junit is not None or os.environ.get("GITHUB_ACTIONS") == "true":
+        ci = _ci_outputs(results, run, junit=junit, cwd=cwd, stdout=stdout, stderr=stderr)
+        written = ci and written
+    if report:  # the report of the whole results file, next to it
+        from agentv.cli.report import write_report
+
+        written = write_report([results], stdout=stdout, stderr=stderr) == 0 and written
+    return written
 
 
 def _ci_outputs(
@@ -437,21 +477,23 @@ def _ci_outputs(
     cwd: Path,
     stdout: TextIO,
     stderr: TextIO,
-) -> None:
+) -> bool:
     """``--junit``, and under GitHub Actions an annotation per broken case and a summary,
-    all from the results file."""
+    all from the results file; False when the JUnit file could not be written."""
     from agentv.api import github_annotations, write_junit
     from agentv.errors import AgentVError
 
+    written = True
     if junit is not None:
         try:
             target = write_junit(results, cwd / junit)
         except AgentVError as exc:
             stderr.write(f"error: {printable(str(exc))}\n")
+            written = False
         else:
             stdout.write(f"JUnit XML written to: {target}\n")
     if os.environ.get("GITHUB_ACTIONS") != "true":
-        return
+        return written
     try:
         lines = github_annotations(results, cwd)
     except AgentVError as exc:
@@ -474,6 +516,7 @@ def _ci_outputs(
                 fh.write(text)
         except OSError as exc:
             stderr.write(f"error: cannot append to GITHUB_STEP_SUMMARY: {exc.strerror}\n")
+    return written
 
 
 def _rerun_options(

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from agentv.cli.common import AllowOutsideRoot, printable_all
+from agentv.cli.console_text import printable_json
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -88,7 +89,8 @@ def render_command(
     )
     print_diagnostics(result.diagnostics, Console(stderr=True, highlight=False, soft_wrap=True))
     if output_format is FormatChoice.json:
-        sys.stdout.write(json.dumps(result.cases, indent=2, ensure_ascii=False) + "\n")
+        text = json.dumps(result.cases, indent=2, ensure_ascii=False)
+        sys.stdout.write(printable_json(text) + "\n")  # the same JSON, safe in a CI log
     else:
         _print_text(result.cases, Console(highlight=False, soft_wrap=True))
     if result.failed:

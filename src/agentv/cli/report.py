@@ -35,9 +35,12 @@ def report_command(
     """Write an HTML report of results files: the run, every case with sort, filters and
     search, and each case's conversation as sent with every evaluator's grade. One file
     with no server and no network; nothing from the results runs in it."""
-    code = write_report(results, output, open_it=open_it)
-    if code == 0 and junit is not None:
-        code = _write_junit(results[0], junit)
+    from agentv.cli.common import stopped_by_sigterm
+
+    with stopped_by_sigterm():  # SIGTERM while writing leaves no temporary file behind
+        code = write_report(results, output, open_it=open_it)
+        if code == 0 and junit is not None:
+            code = _write_junit(results[0], junit)
     if code:
         raise typer.Exit(code)
 

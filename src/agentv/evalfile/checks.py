@@ -24,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from agentv.readfile import read_input, special
 from agentv.yaml.stream import stream_yaml
 
 # As `evaluators/deterministic.py` reads `flags`.
@@ -129,7 +130,7 @@ class SchemaChecker:
         if path in self._files:
             return self._files[path]
         problem: Problem | None
-        if not path.is_file():
+        if not path.is_file() and not special(path):  # a FIFO is refused when read
             what = "is a folder, not a file" if path.is_dir() else "not found"
             problem = Problem(
                 "schema",
@@ -151,10 +152,17 @@ SCHEMA_READ_ERRORS = (OSError, UnicodeDecodeError, ValueError, RecursionError, y
 def read_schema_file(path: Path) -> Any:
     """The JSON Schema ``path`` holds: YAML for ``.yaml`` / ``.yml`` (nesting and cycles
     bounded as in eval files), else JSON. Raises one of ``SCHEMA_READ_ERRORS``."""
-    text = path.read_text(encoding="utf-8")
+    text = read_input(path).decode("utf-8")  # a regular file only
     if path.suffix.lower() in (".yaml", ".yml"):
         return stream_yaml(text).data
     return json.loads(text)
+
+
+def describe_read_error(exc: BaseException) -> str:
+    """What went wrong reading a schema file, in words (an ``OSError`` by its reason)."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc)
 
 
 def _schema_file_problem(ref: str, path: Path) -> Problem | None:
@@ -164,7 +172,7 @@ def _schema_file_problem(ref: str, path: Path) -> Problem | None:
         kind = "YAML" if path.suffix.lower() in (".yaml", ".yml") else "JSON"
         return Problem(
             "schema",
-            f"cannot read JSON Schema file {ref}: {exc}",
+            f"cannot read JSON Schema file {ref}: {describe_read_error(exc)}",
             f"the file must hold one JSON Schema written as {kind} (UTF-8)",
         )
     return check_schema(data, f"in {ref}")

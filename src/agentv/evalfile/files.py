@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agentv.readfile import resolved
 from agentv.yaml.source import read_text
 
 
@@ -114,7 +115,9 @@ def display_path(path: Path | str | None, cwd: Path | None = None) -> str:
         return "<input>"
     path = Path(path)
     base = (cwd or Path.cwd()).resolve()
-    try:
-        return path.resolve().relative_to(base).as_posix()
-    except ValueError:
-        return str(path)
+    for candidate in (resolved(path), path.absolute()):  # a link shows where it is
+        try:
+            return candidate.relative_to(base).as_posix()
+        except ValueError:
+            pass
+    return str(path)

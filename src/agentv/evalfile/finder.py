@@ -15,6 +15,7 @@ from pathlib import Path
 from wcmatch import glob
 
 from agentv.errors import ConfigError
+from agentv.readfile import open_input, special
 
 YAML_SUFFIXES = (".yaml", ".yml")
 #: folders never searched: dependencies (dot-folders are skipped too)
@@ -51,8 +52,8 @@ def yaml_files(folder: Path, *, on_error: Callable[[OSError], None] | None = Non
 def declares_eval_schema(path: Path) -> bool:
     """Whether the file's first 4 KiB name the eval schema (a cheap look, no parsing)."""
     try:
-        with path.open("r", encoding="utf-8", errors="replace") as fh:
-            head = fh.read(4096)
+        with open_input(path) as fh:  # a FIFO or a device is no eval file
+            head = fh.read(4096).decode("utf-8", errors="replace")
     except OSError:
         return False
     return EVAL_SCHEMA_MARK in head
@@ -70,6 +71,10 @@ def expand_eval_paths(args: list[str], cwd: Path) -> list[Path]:
         path = (cwd / arg) if not os.path.isabs(arg) else Path(arg)
         if path.is_file():
             found.setdefault(path.resolve(), None)
+            continue
+        what = special(path)
+        if what is not None:  # named like an eval file, but never read as one
+            problems.append(f"{arg} is {what}, not a regular file")
             continue
         if path.is_dir():
             yamls = [p for p in yaml_files(path) if p.is_file()]

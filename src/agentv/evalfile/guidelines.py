@@ -17,6 +17,7 @@ from wcmatch import glob
 from wcmatch._wcparse import PatternLimitException
 
 from agentv.errors import Diagnostic, InputError
+from agentv.readfile import special
 from agentv.yaml.source import load_yaml
 
 CONFIG_SCHEMA = "agentv-config-v2"
@@ -181,7 +182,7 @@ class GuidelineResolver:
         result = GuidelineConfig(DEFAULT_GUIDELINE_PATTERNS, None)
         for folder in (eval_dir, *eval_dir.parents):
             cfg_path = folder / ".agentv" / "config.yaml"
-            if cfg_path.is_file():
+            if cfg_path.is_file() or special(cfg_path):  # refused in words when read
                 cfg, found = parse_config(cfg_path)
                 diags.extend(found)
                 if cfg is not None:

@@ -28,6 +28,7 @@ from agentv.evalfile.build import CaseBuilder, text_or_none
 from agentv.evalfile.files import FileStore, find_repo_root, search_roots
 from agentv.evalfile.guidelines import GuidelineResolver
 from agentv.evalfile.schema_errors import grader_key, unknown_key
+from agentv.readfile import resolved
 from agentv.yaml.source import StreamSource, YamlSource, read_error
 from agentv.yaml.stream import NotUtf8Error, StreamResult, iter_stream, stream_yaml
 
@@ -91,7 +92,7 @@ def load_eval_file(
     suite. ``text`` is the file's content when it was read already (``validate``); it is
     parsed instead of reading ``path``.
     """
-    load = _FileLoad(Path(path).resolve(), context or LoadContext(), eval_id, keep_limit)
+    load = _FileLoad(resolved(Path(path)), context or LoadContext(), eval_id, keep_limit)
     return load.load(text)
 
 

@@ -9,6 +9,7 @@ never mistaken for a bad answer.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
@@ -202,17 +203,32 @@ def failed(
     )
 
 
+#: a number as JSON writes it (ASCII digits only)
+_JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+
+
+def number_text(text: str) -> float | None:
+    """The number a string holds when it is written as JSON writes numbers (``0.5``,
+    ``1e-3``, ``-0``), else None. Python's ``float`` also takes ``0_1`` (as 1.0), ``inf``,
+    ``nan``, ``+.5`` and non-ASCII digits: none of them is a score a program meant."""
+    text = text.strip()
+    if not _JSON_NUMBER.fullmatch(text):
+        return None
+    return float(text)
+
+
 def as_score(value: object) -> float | None:
-    """A finite number (or numeric string) clamped into [0, 1]; None when it is not one."""
+    """A finite number (or a string holding one, ``number_text``) clamped into [0, 1]; None
+    when it is not one."""
     if isinstance(value, bool):  # JSON true/false is not a score
         return None
     if isinstance(value, int | float):
         number = float(value)
     elif isinstance(value, str):
-        try:
-            number = float(value.strip())
-        except ValueError:
+        found = number_text(value)
+        if found is None:
             return None
+        number = found
     else:
         return None
     if not math.isfinite(number):

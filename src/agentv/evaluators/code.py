@@ -2,7 +2,8 @@
 
 ``script`` is run as a shell command (eval authors write things like ``uv run check.py``)
 in the evaluator's ``cwd`` (the loader resolved it; else the eval file's folder), with the
-environment inherited. It gets one JSON document on stdin and prints a JSON object on
+run's environment but the vendors' key variables (``inherit_env`` narrows it to a list:
+``agentv.env.child_environment``). It gets one JSON document on stdin and prints a JSON object on
 stdout: ``{"score": 0..1, "hits": [...], "misses": [...], "reasoning": "..."}``.
 
 A non-zero exit, output without a numeric ``score``, a score outside [0, 1] (or not a finite
@@ -18,11 +19,13 @@ import json
 import math
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from agentv.env import child_environment
 from agentv.evaluators.base import (
     EvaluationContext,
     EvaluatorScore,
     excerpt,
     failed,
+    number_text,
     text_list,
 )
 from agentv.evaluators.specs import CodeSpec
@@ -106,11 +109,8 @@ def _number(value: object) -> float | None:
             return float(value)
         except OverflowError:  # an integer beyond any float
             return math.inf if value > 0 else -math.inf
-    if isinstance(value, str):
-        try:
-            return float(value.strip())
-        except ValueError:
-            return None
+    if isinstance(value, str):  # strictly as JSON writes numbers: never "0_1" or "nan"
+        return number_text(value)
     return None
 
 
@@ -169,7 +169,14 @@ class CodeEvaluator:
         try:
             # Through the shell, in its own process group: a timeout or a cancellation kills
             # the script's children too, and leftovers holding its output do not hold it up.
-            result = await run_process(spec.script, cwd=cwd, stdin=stdin, timeout=timeout)
+            result = await run_process(
+                spec.script,
+                cwd=cwd,
+                # the run's own variables, the vendors' keys only when named
+                env=child_environment(inherit=spec.inherit_env),
+                stdin=stdin,
+                timeout=timeout,
+            )
         except NotADirectoryError:
             return failed(
                 config,

@@ -18,9 +18,15 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import orjson
 
-from agentv.evalfile.checks import SCHEMA_READ_ERRORS, check_schema, read_schema_file
+from agentv.evalfile.checks import (
+    SCHEMA_READ_ERRORS,
+    check_schema,
+    describe_read_error,
+    read_schema_file,
+)
 from agentv.evaluators.base import EvaluationContext, EvaluatorScore, excerpt, failed
 from agentv.evaluators.specs import ContainsSpec, EqualsSpec, IsJsonSpec, RegexSpec
+from agentv.readfile import special
 
 if TYPE_CHECKING:
     from agentv.cases import EvaluatorConfig
@@ -202,7 +208,7 @@ def _file_schema(ref: str, base: Path) -> _Schema | str:
     cached = _SCHEMAS.get(key)
     if cached is not None:
         return cached
-    if not path.is_file():
+    if not path.is_file() and not special(path):  # a FIFO is refused when read
         what = "is a folder, not a file" if path.is_dir() else "not found"
         cached = (
             f"JSON Schema file {what}: {ref} (looked at {path}); "
@@ -212,7 +218,7 @@ def _file_schema(ref: str, base: Path) -> _Schema | str:
         try:
             data = read_schema_file(path)
         except SCHEMA_READ_ERRORS as exc:
-            cached = f"cannot read JSON Schema file {path}: {exc}"
+            cached = f"cannot read JSON Schema file {path}: {describe_read_error(exc)}"
         else:
             cached = _compile_schema(data, f"in {path}")
     _SCHEMAS[key] = cached

@@ -39,6 +39,9 @@ class CodeSpec(_EvaluatorBase):
     script: Annotated[str, Field(min_length=1)]
     cwd: str | None = None
     timeout_seconds: float | None = None
+    #: what the script inherits of the run's environment: variable names or ``*`` patterns
+    #: (None: everything but the vendors' key variables; ``agentv.env.child_environment``)
+    inherit_env: list[Annotated[str, Field(min_length=1)]] | None = None
 
 
 class ContainsSpec(_EvaluatorBase):

@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import json
-import os
 import random
 import time
 from abc import abstractmethod
@@ -38,6 +37,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import AliasChoices, Field, field_validator
 
+from agentv.env import run_environment
 from agentv.errors import ProviderError, ProviderHTTPError, ProviderTimeout, SetupError
 from agentv.masking import shorten
 from agentv.messages import ChatMessage, ToolCall
@@ -619,8 +619,9 @@ def resolve_api_key(
     if configured and configured.strip():
         return configured.strip()
     if not custom_url:
+        env = run_environment()  # the run's own: its .env, never another run's
         for name in env_names:
-            value = os.environ.get(name, "").strip()
+            value = env.get(name, "").strip()
             if value:
                 return value
     if placeholder is not None:

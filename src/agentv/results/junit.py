@@ -5,6 +5,7 @@ Actions annotations: one test case per case run, a failure for ``failed``, an er
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -51,9 +52,18 @@ def _name(record: Mapping[str, Any]) -> str:
     return name
 
 
+#: control characters XML 1.0 cannot hold (tab and newlines aside): dropped
+_CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f]")
+#: the other characters XML 1.0 cannot hold: lone surrogates (JSON lets "\\ud800" through)
+#: and the non-characters U+FFFE, U+FFFF; each shown as U+FFFD
+_NOT_XML = re.compile("[\ud800-\udfff\ufffe\uffff]")
+
+
 def _clean(text: str) -> str:
-    """Text XML 1.0 can hold (control characters other than tab and newlines dropped)."""
-    return "".join(ch for ch in text if ch in "\t\n\r" or ord(ch) >= 0x20)
+    """Text XML 1.0 can hold, so that the file is well-formed whatever a record holds:
+    control characters other than tab and newlines dropped, lone surrogates and U+FFFE /
+    U+FFFF replaced with U+FFFD."""
+    return _NOT_XML.sub("\ufffd", _CONTROLS.sub("", text))
 
 
 def junit_xml(records: Iterable[Mapping[str, Any]]) -> str:
@@ -127,6 +137,8 @@ def junit_xml(records: Iterable[Mapping[str, Any]]) -> str:
 
 
 def _escape_data(text: str) -> str:
+    # a lone surrogate cannot be printed (UTF-8 refuses it): shown as U+FFFD
+    text = _NOT_XML.sub("\ufffd", text)
     return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 

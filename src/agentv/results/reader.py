@@ -4,10 +4,12 @@
 A results file is JSON Lines (one record a line, as ``agentv eval`` writes it) or, for
 ``.yaml`` / ``.yml``, a stream of YAML documents (one record each). Records come one at a
 time (a file of any size reads in flat memory), each checked against ``EvalResult``: a line
-that is not a result (not JSON, not a mapping, a field of the wrong type, nested too deep)
-never stops the reading; it is reported as a ``Diagnostic`` with its line number and left
-out. A strict reader (``compare``, JUnit) raises ``InputError`` for it instead, except for
-an unfinished last line: a run stopped while writing it, which every reader leaves out.
+that is not a result (not JSON, not a mapping, a field of the wrong type, nested deeper than
+``MAX_DEPTH``, larger than ``MAX_RECORD_BYTES``, aliases repeating more than the YAML budget
+allows) never stops the reading; it is reported as a ``Diagnostic`` with its line number and
+left out. A strict reader (``compare``, JUnit) raises ``InputError`` for it instead, except
+for an unfinished last line: a run stopped while writing it, which every reader leaves out.
+Only a regular file is read (never a FIFO, a device or a loop of symbolic links).
 """
 
 from __future__ import annotations
@@ -22,9 +24,17 @@ import orjson
 from pydantic import ValidationError
 
 from agentv.errors import Diagnostic, DiagnosticsView, InputError
+from agentv.readfile import open_input, special
 from agentv.results.record import EvalResult, RunKey
+from agentv.yaml.budget import ExpansionTooLargeError
+from agentv.yaml.source import decode_error_line, describe_decode_error
+from agentv.yaml.stream import MAX_DEPTH, NestingTooDeepError, StreamResult, stream_yaml
 
 YAML_SUFFIXES = (".yaml", ".yml")
+#: the largest record read (a line of JSON Lines, a YAML document): records hold answers
+#: bounded far below this (``max_output_bytes``, ``max_response_bytes``); a larger one is
+#: reported and left out, never held in memory
+MAX_RECORD_BYTES = 256 * 1024 * 1024
 #: how a user is told to fix a file that is not results
 _HINT = "give a results file written by agentv eval (JSON Lines, or YAML for .yaml/.yml)"
 
@@ -55,7 +65,7 @@ class ResultsReader(DiagnosticsView):
 
     def __iter__(self) -> Iterator[tuple[int, EvalResult]]:
         try:
-            handle = self.path.open("rb")
+            handle = open_input(self.path)  # a regular file only
         except OSError as exc:
             raise InputError(
                 f"cannot read results file {self.path}: {exc.strerror or exc}"
@@ -63,6 +73,8 @@ class ResultsReader(DiagnosticsView):
         with handle:
             items = _yaml_items(handle) if self.format == "yaml" else _json_items(handle)
             for number, data, problem in items:
+                if problem == "":  # an empty YAML document: nothing to read
+                    continue
                 if problem is None:
                     try:
                         result = EvalResult.model_validate(data)
@@ -107,7 +119,11 @@ class ResultsReader(DiagnosticsView):
 
 def read_results(path: Path, *, strict: bool = False) -> ResultsReader:
     """A reader of the results file at ``path`` (nothing is read before it is iterated);
-    ``InputError`` when the file is missing or not a regular file."""
+    ``InputError`` when the file is missing or not a regular file (a folder, a FIFO, a
+    device, a loop of symbolic links)."""
+    what = special(path)
+    if what is not None:
+        raise InputError(f"{path} is {what}, not a results file; {_HINT}")
     if not path.exists():
         raise InputError(f"results file not found: {path}; {_HINT}")
     if path.is_dir():
@@ -118,9 +134,40 @@ def read_results(path: Path, *, strict: bool = False) -> ResultsReader:
 _UNFINISHED = "an unfinished last line (a run stopped while writing it)"
 
 
+def _too_large(size: int) -> str:
+    limit = MAX_RECORD_BYTES
+    shown = f"{limit // 2**20} MiB" if limit % 2**20 == 0 else f"{limit:,} bytes"
+    return f"a record of {size:,} bytes, more than agentv reads in one record ({shown})"
+
+
+def _too_deep() -> str:
+    return f"nested more than {MAX_DEPTH} levels"
+
+
+def _lines(handle: IO[bytes]) -> Iterator[tuple[int, bytes | None, int]]:
+    """(number, line, size) for each line; a line longer than ``MAX_RECORD_BYTES`` is
+    skipped, never held (``None`` and its size)."""
+    limit = MAX_RECORD_BYTES
+    number = 0
+    while line := handle.readline(limit + 1):
+        number += 1
+        if len(line) > limit and not line.endswith(b"\n"):
+            size = len(line)
+            while more := handle.readline(1 << 20):
+                size += len(more)
+                if more.endswith(b"\n"):
+                    break
+            yield number, None, size
+            continue
+        yield number, line, len(line)
+
+
 def _json_items(handle: IO[bytes]) -> Iterator[tuple[int, Any, str | None]]:
     """(line, data, problem) for each non-blank line of a JSON Lines file."""
-    for number, line in enumerate(handle, 1):
+    for number, line, size in _lines(handle):
+        if line is None:
+            yield number, None, _too_large(size)
+            continue
         if not line.strip():
             continue
         if not line.endswith(b"\n") and not _parses(line):
@@ -131,11 +178,20 @@ def _json_items(handle: IO[bytes]) -> Iterator[tuple[int, Any, str | None]]:
         except orjson.JSONDecodeError:
             try:  # NaN, Infinity, lone surrogates: what Python's json accepts
                 data = json.loads(line.decode("utf-8", errors="surrogateescape"))
-            except (ValueError, RecursionError):
-                yield number, None, "not JSON"
+            except RecursionError:
+                yield number, None, _too_deep()
+                continue
+            except ValueError:
+                yield number, None, _too_deep() if _deeper(line) else "not JSON"
                 continue
         if not isinstance(data, dict):
             yield number, None, "not a JSON object"
+            continue
+        # Everything that reads a record walks it (validation, copies, the report's JSON):
+        # a record is nested at most as deep as a YAML file may be. Counting brackets first
+        # keeps the walk to the rare records that could be that deep.
+        if line.count(b"[") + line.count(b"{") > MAX_DEPTH and _depth(data) > MAX_DEPTH:
+            yield number, None, _too_deep()
             continue
         yield number, data, None
 
@@ -148,39 +204,109 @@ def _parses(line: bytes) -> bool:
     return True
 
 
+def _deeper(line: bytes) -> bool:
+    """Whether a line that is not JSON opens more brackets than a record may nest."""
+    return line.count(b"[") + line.count(b"{") > MAX_DEPTH
+
+
+def _depth(value: Any) -> int:
+    """How deep lists and mappings nest in ``value`` (without recursion)."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, level = stack.pop()
+        if level > deepest:
+            deepest = level
+            if deepest > MAX_DEPTH:
+                return deepest
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend((child, level + 1) for child in children if isinstance(child, dict | list))
+    return deepest
+
+
+def _documents(handle: IO[bytes]) -> Iterator[tuple[int, bytes | None, int]]:
+    """(first line, bytes, size) of each document of a YAML stream, split at its ``---``
+    lines (a document marker at the start of a line ends any value: YAML allows it
+    nowhere else). A document larger than ``MAX_RECORD_BYTES`` is skipped, never held
+    (``None`` and its size)."""
+    limit = MAX_RECORD_BYTES
+    parts: list[bytes] = []
+    size = 0
+    first = 1
+    number = 0
+    for number, line, length in _lines(handle):
+        if (
+            line is not None
+            and line.startswith(b"---")
+            and line[3:4] in (b"", b"\n", b"\r", b" ", b"\t")
+        ):
+            if size:
+                yield first, b"".join(parts) if size <= limit else None, size
+            parts, size, first = [], 0, number
+        size += length
+        if line is not None and size <= limit:
+            parts.append(line)
+    if size:
+        yield first, b"".join(parts) if size <= limit else None, size
+
+
 def _yaml_items(handle: IO[bytes]) -> Iterator[tuple[int, Any, str | None]]:
     """(line, data, problem) for each document of a YAML stream; the line is where the
-    document's value starts. A syntax error ends the reading (what follows it cannot be
-    told apart)."""
+    document's value starts. Each document is read on its own, as the eval files are (the
+    same nesting limit and alias budget: ``agentv.yaml``), so a bad one does not hide the
+    ones after it."""
+    documents = _documents(handle)
+    pending: tuple[int, bytes | None, int] | None = next(documents, None)
+    while pending is not None:
+        first, data, size = pending
+        pending = next(documents, None)
+        last = pending is None
+        if data is None:
+            yield first, None, _too_large(size)
+            continue
+        yield _yaml_document(first, data, last)
+
+
+def _yaml_document(first: int, data: bytes, last: bool) -> tuple[int, Any, str | None]:
     import yaml
 
-    loader_class = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    loader = loader_class(handle)
-    line = 1
+    result = StreamResult(data=None)
     try:
-        while True:
-            try:
-                if not loader.check_node():
-                    return
-                node = loader.get_node()
-                line = node.start_mark.line + 1
-                data = loader.construct_document(node)
-            except yaml.MarkedYAMLError as exc:
-                mark = exc.problem_mark or exc.context_mark
-                at = mark.line + 1 if mark is not None else line
-                yield at, None, f"not YAML ({exc.problem or exc})"
-                return
-            except (yaml.YAMLError, ValueError, RecursionError) as exc:
-                yield line, None, f"not YAML ({exc})"
-                return
-            if data is None:  # an empty document
-                continue
-            if not isinstance(data, dict):
-                yield line, None, "not a mapping"
-                continue
-            yield line, data, None
-    finally:
-        loader.dispose()
+        text = data.decode("utf-8-sig" if first == 1 else "utf-8")
+        stream_yaml(text, result=result)
+    except UnicodeDecodeError as exc:
+        return first + decode_error_line(exc) - 1, None, describe_decode_error(exc, with_line=False)
+    except NestingTooDeepError as exc:
+        return _at(first, exc, first), None, _too_deep()
+    except ExpansionTooLargeError as exc:
+        return _at(first, exc, first), None, str(exc.problem)
+    except yaml.MarkedYAMLError as exc:
+        if last and not data.endswith(b"\n"):
+            return first, None, _UNFINISHED
+        return _at(first, exc, first), None, f"not YAML ({exc.problem or exc})"
+    except (yaml.YAMLError, ValueError) as exc:
+        return first, None, f"not YAML ({exc})"
+    mark = result.root_mark
+    line = first + mark.line if mark is not None else first
+    value = result.data
+    if value is None:  # an empty document
+        return line, None, ""
+    if not isinstance(value, dict):
+        return line, None, "not a mapping"
+    return line, value, None
+
+
+def yaml_record(data: bytes) -> Any:
+    """The value of one YAML document (a results record when it is a mapping), read as
+    every document is (nesting and alias budget); None when it does not load."""
+    _, value, problem = _yaml_document(1, data, last=False)
+    return value if problem is None else None
+
+
+def _at(first: int, exc: Any, default: int) -> int:
+    """The file's line of a problem ``exc`` marks in a document starting at line ``first``."""
+    mark = exc.problem_mark or exc.context_mark
+    return first + mark.line if mark is not None else default
 
 
 def _field_problem(exc: ValidationError) -> str:

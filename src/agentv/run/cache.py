@@ -26,6 +26,7 @@ from agentv.providers.base import (
     ProviderWrapper,
     Usage,
 )
+from agentv.readfile import read_input
 from agentv.trajectory import read_transcript, steps_dicts
 
 #: why a reused answer has no trajectory when its entry was written without one
@@ -35,6 +36,9 @@ OLD_ENTRY = (
 )
 
 _SECRET_WORDS = ("key", "token", "secret", "password")
+#: the largest entry read back (answers are bounded far below: ``max_response_bytes``,
+#: ``max_output_bytes``); anything larger is not what agentv wrote, so a miss
+MAX_ENTRY_BYTES = 256 * 1024 * 1024
 
 
 def _public_settings(provider: Provider) -> dict[str, Any]:
@@ -80,10 +84,13 @@ class ResponseCache:
 
     def get(self, key: str) -> ProviderResponse | None:
         """The stored answer, or None: a miss also when the entry cannot be read or is not
-        the shape ``put`` writes (damaged, hand-edited, a folder in its place); the next
-        ``put`` replaces it. Never raises."""
+        the shape ``put`` writes (damaged, hand-edited, a folder, a FIFO, a device or a
+        link loop in its place, larger than ``MAX_ENTRY_BYTES``); the next ``put`` replaces
+        it. Never raises, never waits."""
         try:
-            data = orjson.loads(self._path(key).read_bytes())
+            # a regular file of a sane size only: a FIFO in its place would wait for ever,
+            # a link to /dev/zero would never end
+            data = orjson.loads(read_input(self._path(key), MAX_ENTRY_BYTES))
             return _response(data)
         except Exception:  # any damage at all is a miss, never a failed case
             return None

@@ -24,7 +24,8 @@ from typing import Any, BinaryIO
 from agentv.errors import Diagnostic, InputError
 from agentv.messages import chat_to_dicts
 from agentv.prompts import Prompt
-from agentv.results.reader import read_results, results_format
+from agentv.readfile import special
+from agentv.results.reader import MAX_RECORD_BYTES, read_results, results_format, yaml_record
 from agentv.results.record import CaseKey, RunKey, put_back_large_content
 
 #: what --rerun-failed and --rerun-errors pick
@@ -64,51 +65,126 @@ class ResultsState:
         return found
 
 
-def _repair_tail(path: Path) -> int:
-    """Cut a partial last line off ``path`` into ``path.partial``; the bytes moved."""
-    size = path.stat().st_size
+def _partial_tail(fh: BinaryIO, size: int, yaml: bool) -> int | None:
+    """Where a partial last record starts; None when the file ends with a whole record.
+    JSON Lines: a last line without its newline (the writer writes a record and its newline
+    in one call). YAML: a last document that lacks its final newline or does not load as
+    a mapping (one larger than a record may be is left to the reader, which reports it).
+    Nothing larger than a record is ever held in memory."""
     if size == 0:
-        return 0
-    with path.open("rb+") as fh:
-        fh.seek(max(0, size - 1))
-        if fh.read(1) == b"\n":
-            return 0
-        # find the start of the last line
-        block = 64 * 1024
-        end = size
-        start = 0
-        while end > 0:
-            begin = max(0, end - block)
-            fh.seek(begin)
-            chunk = fh.read(end - begin)
-            at = chunk.rfind(b"\n")
-            if at >= 0:
-                start = begin + at + 1
-                break
-            end = begin
+        return None
+    fh.seek(size - 1)
+    ends_whole = fh.read(1) == b"\n"
+    if not yaml:
+        return None if ends_whole else _last_line(fh, size)
+    start = _last_document(fh, size)
+    if ends_whole:
+        if size - start > MAX_RECORD_BYTES:
+            return None
         fh.seek(start)
-        partial = fh.read()
-        with path.with_name(path.name + ".partial").open("ab") as aside:
-            aside.write(partial + b"\n")
-            aside.flush()
-            os.fsync(aside.fileno())
-        fh.truncate(start)
-    return len(partial)
+        if isinstance(yaml_record(fh.read()), dict):
+            return None
+    return start
+
+
+def _last_line(fh: BinaryIO, size: int) -> int:
+    """Where the last line starts."""
+    block = 64 * 1024
+    end = size
+    while end > 0:
+        begin = max(0, end - block)
+        fh.seek(begin)
+        at = fh.read(end - begin).rfind(b"\n")
+        if at >= 0:
+            return begin + at + 1
+        end = begin
+    return 0
+
+
+def _line_at(fh: BinaryIO, offset: int) -> int:
+    """The 1-based line that starts at ``offset`` (read in blocks)."""
+    fh.seek(0)
+    lines = 1
+    while offset > 0:
+        block = fh.read(min(offset, 1 << 20))
+        if not block:
+            break
+        lines += block.count(b"\n")
+        offset -= len(block)
+    return lines
+
+
+def _starts_a_record(fh: BinaryIO, start: int, yaml: bool) -> bool:
+    """Whether the partial last record at ``start`` is the start of one agentv wrote (a
+    JSON object, a ``---`` document, text without NUL bytes): a file whose last line is
+    anything else is not a results file, and is left as it is."""
+    fh.seek(start)
+    head = fh.read(64)
+    if not (head.startswith(b"---") if yaml else head.lstrip()[:1] == b"{"):
+        return False
+    fh.seek(start)
+    while block := fh.read(1 << 20):
+        if b"\0" in block:
+            return False
+    return True
+
+
+def _set_aside(path: Path, fh: BinaryIO, start: int) -> int:
+    """Move the bytes from ``start`` to the end to ``path.partial`` (a block at a time);
+    the bytes moved."""
+    moved = 0
+    last = b"\n"
+    with path.with_name(path.name + ".partial").open("ab") as aside:
+        fh.seek(start)
+        while block := fh.read(1 << 20):
+            aside.write(block)
+            moved += len(block)
+            last = block[-1:]
+        if last != b"\n":
+            aside.write(b"\n")
+        aside.flush()
+        os.fsync(aside.fileno())
+    fh.truncate(start)
+    return moved
+
+
+def check_results_file(path: Path) -> None:
+    """``InputError`` unless ``path`` is a file (not missing, a folder, a FIFO, a device)."""
+    what = special(path)
+    if what is not None:
+        raise InputError(
+            f"{path} is {what}, not a results file; give a file that agentv eval wrote"
+        )
+    if not path.is_file():
+        raise InputError(f"results file not found: {path}; give a file that agentv eval wrote")
 
 
 def read_state(path: Path, *, repair: bool) -> ResultsState:
     """The latest record of every run of a results file (JSON Lines or YAML). With
     ``repair``, a partial last record is set aside first (``--resume`` appends to the
-    file); without, it is ignored. A file that holds no result at all but lines that are
-    not results is refused: it is not a results file."""
-    if not path.is_file():
-        raise InputError(f"results file not found: {path}; give a file that agentv eval wrote")
+    file; the caller holds the file's lock: another run may be writing that record);
+    without, it is ignored. A file that is not a results file is refused before anything in
+    it is changed: one whose partial last line is not the start of a record (binary data,
+    text of another kind), or that holds no result at all but lines that are not results."""
+    check_results_file(path)
     state = ResultsState(path)
     if repair:
         yaml = results_format(path) == "yaml"
-        state.set_aside = _repair_yaml_tail(path) if yaml else _repair_tail(path)
+        with path.open("rb+") as fh:
+            start = _partial_tail(fh, os.fstat(fh.fileno()).st_size, yaml)
+            if start is not None:
+                if not _starts_a_record(fh, start, yaml):
+                    line = _line_at(fh, start)
+                    raise InputError(
+                        f"{path} is not a results file (line {line} is not a record agentv "
+                        "wrote); --resume appends only to a results file that agentv eval "
+                        "wrote, and left this one as it is"
+                    )
+                state.set_aside = _set_aside(path, fh, start)
     reader = read_results(path)
+    named = False  # a record names its case, or why it has none: one agentv wrote
     for _, result in reader:  # in file order: a later record of a run replaces the earlier
+        named = named or result.eval_id is not None or result.error is not None
         raw = put_back_large_content(result.raw_request or {}, result.large_content or {})
         digest = raw.get("plan_digest")
         state.runs[result.run_key] = Previous(
@@ -124,35 +200,12 @@ def read_state(path: Path, *, repair: bool) -> ResultsState:
             f"{path} is not a results file (line {first.line}: {first.message}); give a "
             "results file that agentv eval wrote"
         )
+    if state.runs and not named:  # mappings, but none a case's record (say, a config file)
+        raise InputError(
+            f"{path} is not a results file (no record names an eval case); give a results "
+            "file that agentv eval wrote"
+        )
     return state
-
-
-def _repair_yaml_tail(path: Path) -> int:
-    """Cut a partial last document off a YAML results file into ``path.partial``; the bytes
-    moved. The writer writes each document (``---`` line and body) in one call, so only the
-    last one can be partial: it is cut when it does not load. Only the last document is
-    read (from the end, a block at a time)."""
-    import yaml
-
-    size = path.stat().st_size
-    if size == 0:
-        return 0
-    with path.open("rb+") as fh:
-        start = _last_document(fh, size)
-        fh.seek(start)
-        tail = fh.read()
-        try:
-            loaded = yaml.load(tail, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-        except yaml.YAMLError:
-            loaded = None
-        if isinstance(loaded, dict) and tail.endswith(b"\n"):
-            return 0
-        with path.with_name(path.name + ".partial").open("ab") as aside:
-            aside.write(tail if tail.endswith(b"\n") else tail + b"\n")
-            aside.flush()
-            os.fsync(aside.fileno())
-        fh.truncate(start)
-    return len(tail)
 
 
 def _last_document(fh: BinaryIO, size: int) -> int:

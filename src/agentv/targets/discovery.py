@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from agentv.errors import ConfigError
+from agentv.readfile import resolved, special
 
 #: Looked for in each folder, in this order.
 CANDIDATE_NAMES: tuple[str, ...] = (
@@ -30,8 +31,8 @@ def discover_targets_file(
 
 def explicit_targets_file(explicit: Path, cwd: Path) -> Path:
     """The targets file ``--targets`` names: the file itself, or one in the folder given."""
-    path = (explicit if explicit.is_absolute() else cwd / explicit).resolve()
-    if path.is_file():
+    path = resolved(explicit if explicit.is_absolute() else cwd / explicit)
+    if path.is_file() or special(path):  # a FIFO or a device is refused when it is read
         return path
     if path.is_dir():
         found = _first_candidate(path)
@@ -83,7 +84,7 @@ def _search_folders(eval_file: Path, repo_root: Path, cwd: Path) -> list[Path]:
 def _first_candidate(folder: Path) -> Path | None:
     for name in CANDIDATE_NAMES:
         path = folder / name
-        if path.is_file():
+        if path.is_file() or special(path):  # refused, in words, when it is read
             return path
     return None
 
@@ -94,5 +95,5 @@ def project_dir(targets_file: Path) -> Path:
     For ``<project>/.agentv/targets.yaml`` that is ``<project>``; for a targets file
     anywhere else, its own folder. So ``cwd: scripts`` means the same wherever agentv runs.
     """
-    folder = targets_file.resolve().parent
+    folder = resolved(targets_file).parent
     return folder.parent if folder.name == ".agentv" else folder

@@ -23,6 +23,7 @@ from pydantic import ValidationError
 from agentv.errors import Diagnostic, InputError
 from agentv.pricing import TargetPrice
 from agentv.providers import registry
+from agentv.readfile import resolved
 from agentv.targets.discovery import project_dir
 from agentv.targets.paths import (
     anchor_paths,
@@ -58,7 +59,7 @@ def load_targets_file(path: Path) -> TargetsFile:
     a run uses that target (``TargetsFile.get`` then raises): the file may be shared with a
     newer agentv (docs/targets.md).
     """
-    path = Path(path).resolve()
+    path = resolved(Path(path))
     src = load_yaml(path)
     parsed = _parse(src)
     if any(d.severity == "error" for d in parsed.diagnostics):
@@ -70,7 +71,7 @@ def validate_targets_file(path: Path) -> list[Diagnostic]:
     """Every problem in a targets file (for ``agentv validate``), including warnings for agent
     targets that could not start on this machine (see ``setup_diagnostics``)."""
     try:
-        src = load_yaml(Path(path).resolve())
+        src = load_yaml(resolved(Path(path)))
     except InputError as exc:
         return exc.diagnostics
     targets, diags = parse_targets(src)

@@ -20,6 +20,7 @@ from agentv.providers.mock import (
     MockSettings,
 )
 from agentv.providers.python import PythonProvider, PythonTarget
+from agentv.readfile import resolved
 from agentv.targets.discovery import explicit_targets_file, find_targets_file, no_targets_file
 from agentv.targets.loader import load_targets_file
 from agentv.targets.resolve import create_provider, preview_environment
@@ -140,7 +141,7 @@ class TargetPool:
                 path = None  # a dry run needs no real target
         loaded = None
         if path is not None:
-            path = path.resolve()
+            path = resolved(path)
             loaded = self._files.get(path)
             if loaded is None:
                 loaded = load_targets_file(path)

@@ -1,7 +1,7 @@
 """From a target's definition to its provider: ``${{ VAR }}`` values, ``.env``, previews.
 
 ``create_provider`` substitutes ``${{ VAR }}`` references, anywhere inside a string, from the
-environment (``agentv eval`` has loaded ``.env`` into it first: see ``agentv.env``), makes
+run's environment (the process's variables over its ``.env``: see ``agentv.env``), makes
 relative paths start from the project folder, and builds the provider. A preview
 (``agentv render``) needs no secrets: ``preview_environment`` reads ``.env`` without changing
 the process environment, and an unset variable shows as ``<unset:VAR>``.
@@ -9,7 +9,6 @@ the process environment, and an unset variable shows as ``<unset:VAR>``.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from agentv.env import read_environment, run_environment
 from agentv.errors import ConfigError, SetupError
 from agentv.providers import registry
 from agentv.providers.base import Provider
@@ -132,7 +132,7 @@ def create_provider(
     machine's process writes where the run was started, not where that process runs).
     """
     definition.require_usable()  # an entry with problems of its own is never built
-    env = os.environ if env is None else env
+    env = run_environment() if env is None else env
     fields = {
         key: substitute_env(
             value,
@@ -178,13 +178,4 @@ def preview_environment(repo_root: Path, cwd: Path) -> dict[str, str]:
     """The variables ``agentv eval`` would see: the environment over the ``.env`` file it
     would load (``agentv.env.find_env_file``), read without changing the process
     environment."""
-    from dotenv import dotenv_values
-
-    from agentv.env import find_env_file
-
-    path = find_env_file(repo_root, cwd)
-    env: dict[str, str] = {}
-    if path is not None:
-        env = {k: v for k, v in dotenv_values(path, encoding="utf-8").items() if v is not None}
-    env.update(os.environ)
-    return env
+    return read_environment(repo_root, cwd)[0]

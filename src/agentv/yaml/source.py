@@ -18,6 +18,8 @@ import yaml
 from yaml import events as ev
 
 from agentv.errors import Diagnostic, InputError
+from agentv.readfile import LOOP, NotARegularFileError, read_input
+from agentv.yaml.budget import ExpansionTooLargeError, budget_hint
 from agentv.yaml.stream import (
     MAX_DEPTH,
     MERGE_TAG,
@@ -36,12 +38,13 @@ PathKey = tuple[str | int, ...]
 
 
 def read_text(path: Path, *, strict: bool = False) -> str:
-    """Read a text file as UTF-8 with CRLF normalised to LF (a lone CR is kept).
+    """Read a text file as UTF-8 with CRLF normalised to LF (a lone CR is kept); only a
+    regular file is read (``agentv.readfile``: ``OSError`` for a FIFO, a device, a loop).
 
     A leading byte-order mark is dropped (it is not content). With ``strict``, bytes that
     are not UTF-8 raise ``UnicodeDecodeError``; otherwise they become U+FFFD.
     """
-    data = path.read_bytes().decode("utf-8", errors="strict" if strict else "replace")
+    data = read_input(path).decode("utf-8", errors="strict" if strict else "replace")
     if data.startswith("\ufeff"):
         data = data[1:]
     return data.replace("\r\n", "\n") if "\r\n" in data else data
@@ -380,29 +383,50 @@ def read_error(path: Path, exc: Exception, result: StreamResult) -> InputError:
             f"{path}: is a folder",
             [Diagnostic(path, "expected a YAML file but this is a folder")],
         )
+    if isinstance(exc, NotARegularFileError) or (isinstance(exc, OSError) and exc.strerror == LOOP):
+        what = exc.what if isinstance(exc, NotARegularFileError) else LOOP
+        return InputError(
+            f"{path}: not a regular file",
+            [
+                Diagnostic(
+                    path,
+                    f"not a file agentv can read: it is {what}",
+                    hint="agentv reads regular files only; remove it, or point at the file itself",
+                )
+            ],
+        )
     if isinstance(exc, OSError):
         return InputError(
             f"{path}: cannot be read",
             [Diagnostic(path, f"cannot read the file: {exc.strerror or exc}")],
         )
     if isinstance(exc, NestingTooDeepError):
-        mark = exc.problem_mark
-        return InputError(
-            f"{path}: nested too deeply",
-            [
-                Diagnostic(
-                    path,
-                    str(exc.problem),
-                    line=mark.line + 1 if mark else None,
-                    column=mark.column + 1 if mark else None,
-                    hint=f"agentv reads values nested at most {MAX_DEPTH} levels "
-                    "(aliases count as the value they repeat)",
-                )
-            ],
+        hint = (
+            f"agentv reads values nested at most {MAX_DEPTH} levels "
+            "(aliases count as the value they repeat)"
         )
+        return _at_mark(path, "nested too deeply", exc, hint)
+    if isinstance(exc, ExpansionTooLargeError):
+        return _at_mark(path, "aliases repeat too much", exc, budget_hint())
     if isinstance(exc, yaml.MarkedYAMLError):
         return InputError(f"{path}: invalid YAML", [_syntax_diagnostic(path, result, exc)])
     return InputError(f"{path}: invalid YAML", [Diagnostic(path, f"invalid YAML: {exc}")])
+
+
+def _at_mark(path: Path, title: str, exc: yaml.MarkedYAMLError, hint: str) -> InputError:
+    mark = exc.problem_mark
+    return InputError(
+        f"{path}: {title}",
+        [
+            Diagnostic(
+                path,
+                str(exc.problem),
+                line=mark.line + 1 if mark else None,
+                column=mark.column + 1 if mark else None,
+                hint=hint,
+            )
+        ],
+    )
 
 
 def format_key(key: PathKey) -> str:

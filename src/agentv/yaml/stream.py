@@ -9,7 +9,9 @@ Mapping keys and short strings are interned, since eval files repeat them case a
 Semantics follow YAML 1.1 as PyYAML's safe loader applies them (implicit typing of plain
 scalars, anchors and aliases, ``<<`` merge keys); duplicate keys are reported. Values nest
 at most ``MAX_DEPTH`` levels (``NestingTooDeepError`` beyond, aliases counted as what they
-stand for), so that nothing built from a file can exhaust the stack.
+stand for), so that nothing built from a file can exhaust the stack, and what aliases
+repeat is bounded by ``agentv.yaml.budget`` (``ExpansionTooLargeError`` beyond), so that
+nothing built from a few bytes can exhaust memory or time.
 
 The file is read once. What reporting a problem needs later is kept on the way: the marks
 of the top-level keys, where the streamed list starts, and enough of the text to describe a
@@ -31,6 +33,9 @@ from typing import Any, BinaryIO
 
 import yaml
 from yaml import events as ev
+
+from agentv.readfile import open_input
+from agentv.yaml.budget import AliasMeter
 
 try:
     _Loader: type = yaml.CSafeLoader
@@ -195,6 +200,7 @@ class _Builder:
         self.depth = 0  # collections open around the value being built
         self.reached = 0  # the deepest level reached (measures anchored values)
         self.heights: dict[str, int] = {}  # anchor -> the levels its collection spans
+        self.meter = AliasMeter()  # what the aliases repeat, bounded
 
     def enter(self, mark: yaml.Mark, levels: int = 1) -> None:
         """A collection spanning ``levels`` levels starts here; refused beyond ``MAX_DEPTH``."""
@@ -267,6 +273,7 @@ class _Builder:
                 raise NestingTooDeepError(event.start_mark, event.anchor)
             if height:  # an alias to a collection nests it here again
                 self.enter(event.start_mark, height)
+            self.meter.alias(out, event.start_mark, event.anchor)
             return out
         elif isinstance(event, _STARTS):
             start = self.depth
@@ -386,7 +393,7 @@ def iter_stream(
     ``result.error_char`` are set for describing it.
     """
     if isinstance(source, Path):
-        with source.open("rb") as fh:
+        with open_input(source) as fh:  # a regular file only: never a FIFO or a device
             yield from _iter_stream(fh, stream_key, result, _Replay(source, result))
         return
     replay = _Replay(source, result) if isinstance(source, str) else None
@@ -543,7 +550,7 @@ class _Replay:
     def _walk(self) -> Iterator[tuple[int, int, list[ev.Event]]]:
         """``(list mark index, item index, events)`` of every item of the streamed lists."""
         if isinstance(self.source, Path):
-            self._file = self.source.open("rb")
+            self._file = open_input(self.source)
             reader = _TextReader(self._file)
         else:
             reader = _TextReader(None, self.source)

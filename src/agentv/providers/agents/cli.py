@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import shlex
 import tempfile
@@ -32,11 +31,14 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 from pydantic_core import PydanticCustomError
 
+from agentv.env import child_environment
 from agentv.errors import ProviderError
 from agentv.masking import SECRET_ROOM
 from agentv.messages import chat_to_dicts
 from agentv.process import cap_text, cut_marker, decode_head, read_head, run_process
 from agentv.providers.agents.common import (
+    INHERIT_ENV_ALIASES,
+    InheritEnv,
     OptionalText,
     TimeoutSeconds,
     combined_timeout,
@@ -174,6 +176,8 @@ class CliSettings(ProviderSettings):
     )
     cwd: OptionalText = None
     env: dict[str, str] = Field(default_factory=dict)
+    #: what the command inherits of the run's environment (None: all but the vendors' keys)
+    inherit_env: InheritEnv = Field(default=None, validation_alias=INHERIT_ENV_ALIASES)
     timeout_seconds: TimeoutSeconds = Field(
         default=None, validation_alias=AliasChoices("timeout_seconds", "timeoutSeconds")
     )
@@ -261,7 +265,9 @@ class CliProvider(Provider):
     # --- helpers ---
 
     def _env(self) -> dict[str, str]:
-        return {**os.environ, **self.settings.env}
+        # the run's own variables (never another run's), vendor keys only when `env` or
+        # `inherit_env` names them
+        return child_environment(inherit=self.settings.inherit_env, extra=self.settings.env)
 
     def _secrets(self) -> list[str]:
         return secret_values(self.settings.env)

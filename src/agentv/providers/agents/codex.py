@@ -28,10 +28,13 @@ from typing import Any, ClassVar, Literal, TextIO
 from pydantic import AliasChoices, Field, field_validator
 from pydantic_core import PydanticCustomError
 
+from agentv.env import child_environment, run_environment
 from agentv.errors import ProviderError
 from agentv.masking import shorten
 from agentv.process import run_process
 from agentv.providers.agents.common import (
+    INHERIT_ENV_ALIASES,
+    InheritEnv,
     OptionalText,
     TimeoutSeconds,
     combined_timeout,
@@ -86,6 +89,10 @@ def _log_format(value: Any) -> Any:
     raise PydanticCustomError("log_format", "codex log format must be 'summary' or 'json'")
 
 
+#: the vendors' key variables Codex reads (its built-in OpenAI and Azure providers)
+CODEX_KEYS = ("OPENAI_API_KEY", "AZURE_OPENAI_API_KEY")
+
+
 class CodexSettings(ProviderSettings):
     """``provider: codex`` fields."""
 
@@ -97,6 +104,9 @@ class CodexSettings(ProviderSettings):
     )
     args: tuple[str, ...] = Field(default=(), validation_alias=AliasChoices("args", "arguments"))
     cwd: OptionalText = None
+    #: what Codex inherits of the run's environment (None: all but the vendors' keys other
+    #: than OpenAI's, which Codex uses)
+    inherit_env: InheritEnv = Field(default=None, validation_alias=INHERIT_ENV_ALIASES)
     timeout_seconds: TimeoutSeconds = Field(
         default=None, validation_alias=AliasChoices("timeout_seconds", "timeoutSeconds")
     )
@@ -415,7 +425,7 @@ def extract_trajectory(parsed: Any, clock: EventClock | None = None) -> Trajecto
 
 def stream_logs_enabled() -> bool:
     """False when ``AGENTV_CODEX_STREAM_LOGS`` is ``false``, ``0`` or ``off``."""
-    return os.environ.get(LOGS_ENV, "").strip().lower() not in ("false", "0", "off")
+    return run_environment().get(LOGS_ENV, "").strip().lower() not in ("false", "0", "off")
 
 
 def summarise_line(stream: str, line: str) -> str:
@@ -517,12 +527,12 @@ class CodexProvider(Provider):
         if self.settings.log_format is not None:
             return self.settings.log_format
         try:
-            return _log_format(os.environ.get(LOG_FORMAT_ENV)) or "summary"
+            return _log_format(run_environment().get(LOG_FORMAT_ENV)) or "summary"
         except PydanticCustomError:
             raise ProviderError(
                 self.name,
                 f"codex log format must be 'summary' or 'json' ({LOG_FORMAT_ENV}="
-                f"{os.environ.get(LOG_FORMAT_ENV)!r})",
+                f"{run_environment().get(LOG_FORMAT_ENV)!r})",
             ) from None
 
     def _open_log(self, request: ProviderRequest) -> StreamLog | None:
@@ -604,7 +614,7 @@ class CodexProvider(Provider):
                 result = await run_process(
                     argv,
                     cwd=cwd or workspace,
-                    env=dict(os.environ),
+                    env=child_environment(inherit=self.settings.inherit_env, keys=CODEX_KEYS),
                     stdin=prompt,
                     timeout=timeout,
                     on_line=on_line,

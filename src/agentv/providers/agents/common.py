@@ -5,15 +5,15 @@ file-name-safe labels."""
 from __future__ import annotations
 
 import math
-import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import AfterValidator, BeforeValidator
+from pydantic import AfterValidator, AliasChoices, BeforeValidator
 from pydantic_core import PydanticCustomError
 
+from agentv.env import run_environment
 from agentv.errors import AgentProcessError, ProviderError, ProviderTimeout
 
 if TYPE_CHECKING:
@@ -53,8 +53,26 @@ def _positive_seconds(value: float | None) -> float | None:
     return value
 
 
+def _variable_names(value: Any) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list | tuple) or not all(
+        isinstance(item, str) and item.strip() for item in value
+    ):
+        raise PydanticCustomError(
+            "inherit_env", "must be a list of variable names or patterns (such as LC_*)"
+        )
+    return [item.strip() for item in value]
+
+
 #: an optional string; blank means "not set"
 OptionalText = Annotated[str | None, BeforeValidator(_blank_to_none)]
+#: ``inherit_env``: the variables a program inherits (names or ``*`` patterns), or not set:
+#: everything but the vendors' keys (``agentv.env.child_environment``)
+InheritEnv = Annotated[tuple[str, ...] | None, BeforeValidator(_variable_names)]
+INHERIT_ENV_ALIASES = AliasChoices("inherit_env", "inheritEnv")
 #: ``timeout_seconds``: a positive number of seconds, or not set
 TimeoutSeconds = Annotated[
     float | None, BeforeValidator(_blank_to_none), AfterValidator(_positive_seconds)
@@ -136,10 +154,10 @@ REDACTED = "***"
 
 
 def secret_values(*envs: Mapping[str, str]) -> list[str]:
-    """Values of credential-looking variables (``*_KEY``, ``*TOKEN*``...) in the process
-    environment and in ``envs``, longest first, for ``redact``."""
+    """Values of credential-looking variables (``*_KEY``, ``*TOKEN*``...) in the run's
+    environment (``agentv.env``) and in ``envs``, longest first, for ``redact``."""
     values: set[str] = set()
-    for env in (os.environ, *envs):
+    for env in (run_environment(), *envs):
         for name, value in env.items():
             if _SECRET_NAME.search(name) and len(value) >= _MIN_SECRET_LEN:
                 values.add(value)

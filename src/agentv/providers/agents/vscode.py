@@ -40,9 +40,12 @@ from typing import Any, ClassVar
 
 from pydantic import AliasChoices, Field
 
+from agentv.env import child_environment
 from agentv.errors import ProviderError, ProviderTimeout
 from agentv.process import run_process
 from agentv.providers.agents.common import (
+    INHERIT_ENV_ALIASES,
+    InheritEnv,
     OptionalText,
     file_uri,
     normalise_newlines,
@@ -52,6 +55,7 @@ from agentv.providers.agents.common import (
     unique_paths,
 )
 from agentv.providers.base import Provider, ProviderRequest, ProviderResponse, ProviderSettings
+from agentv.readfile import read_input
 
 
 def _answer(**fields: Any) -> ProviderResponse:
@@ -97,6 +101,8 @@ class VSCodeSettings(ProviderSettings):
     workspace_template: OptionalText = Field(
         default=None, validation_alias=AliasChoices("workspace_template", "workspaceTemplate")
     )
+    #: what the launcher inherits of the run's environment (None: all but the vendors' keys)
+    inherit_env: InheritEnv = Field(default=None, validation_alias=INHERIT_ENV_ALIASES)
 
     def setup_warnings(self, target: str, kind: str) -> list[str]:
         problems = []
@@ -462,6 +468,9 @@ class VSCodeProvider(Provider):
             if not path.exists():
                 raise ProviderError(self.name, f"Attachment not found: {path}")
 
+    def _child_env(self) -> dict[str, str]:
+        return child_environment(inherit=self.settings.inherit_env)
+
     def _claim(self) -> Path:
         try:
             return claim_subagent(self.root, self._template())
@@ -474,7 +483,9 @@ class VSCodeProvider(Provider):
         argv = [self._executable(), *args]
         commands.append([self.command, *args])
         try:
-            result = await run_process(argv, cwd=folder, timeout=timeout, keep_children=True)
+            result = await run_process(
+                argv, cwd=folder, env=self._child_env(), timeout=timeout, keep_children=True
+            )
         except OSError as exc:
             raise ProviderError(
                 self.name, f"Failed to launch VS Code for subagent session: {exc}"
@@ -497,6 +508,7 @@ class VSCodeProvider(Provider):
             status = await run_process(
                 [self._executable(), "--status"],
                 cwd=folder,
+                env=self._child_env(),
                 timeout=self.status_timeout,
                 keep_children=True,
             )
@@ -705,7 +717,7 @@ async def _read_text(path: Path, attempts: int = 10) -> str:
     # A file the editor still holds open can refuse reads briefly (EBUSY on Windows).
     for attempt in range(attempts):
         try:
-            return path.read_bytes().decode("utf-8", errors="replace")
+            return read_input(path).decode("utf-8", errors="replace")  # a regular file
         except PermissionError:
             if attempt == attempts - 1:
                 raise

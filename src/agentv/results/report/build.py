@@ -20,8 +20,6 @@ import base64
 import hashlib
 import json
 import math
-import os
-import secrets
 import tempfile
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -32,6 +30,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from agentv.errors import InputError
+from agentv.outfile import replaced_whole
 from agentv.results.reader import read_results
 from agentv.results.record import GRADED
 from agentv.results.summary import HISTOGRAM_EDGES
@@ -60,6 +59,10 @@ _UNSAFE = ((b"<", b"\\u003c"), (b">", b"\\u003e"), (b"&", b"\\u0026"))
 _LINE_SEPARATORS = (("\u2028".encode(), b"\\u2028"), ("\u2029".encode(), b"\\u2029"))
 #: lines that were not results, listed by number (the rest only counted)
 _MAX_LISTED = 5
+#: the most characters of one text (an answer, a prompt, a field) the report shows; the
+#: rest is left out of the page, which says where the whole text is (the results file and
+#: its line), so that a huge answer makes neither a huge page nor a huge build
+DISPLAY_CHARS = 100_000
 
 
 def script_json(value: Any) -> bytes:
@@ -448,16 +451,41 @@ def _read_run(path: Path, name: str, spool: BinaryIO) -> RunData:
     reader = read_results(path)
     for number, result in reader.latest():
         record = result.model_dump(mode="json")
+        where = f"{path.name}, line {number}"
+        answer = record.get("candidate_answer")
+        if isinstance(answer, str) and len(answer) > DISPLAY_CHARS:
+            record["candidate_answer"] = _for_display(answer, where)
         run.rows.append(_index_row(run, number, record))
         detail = detail_of(record)
         detail.setdefault("line_in_results", number)
-        pending.append(script_json(detail))
+        data = script_json(detail)
+        if len(data) > DISPLAY_CHARS:  # a text in it may be longer (JSON is never shorter)
+            data = script_json(_for_display(detail, where))
+        pending.append(data)
         if len(pending) >= CHUNK:
             flush()
     flush()
     run.bad_count = len(reader.diagnostics)
     run.bad_lines = [d.line for d in reader.diagnostics[:_MAX_LISTED] if d.line is not None]
     return run
+
+
+def _for_display(value: Any, where: str) -> Any:
+    """``value`` with every text longer than ``DISPLAY_CHARS`` cut to its start, marked with
+    how much was left out and where the whole text is."""
+    if isinstance(value, str):
+        if len(value) <= DISPLAY_CHARS:
+            return value
+        left = len(value) - DISPLAY_CHARS
+        return (
+            f"{value[:DISPLAY_CHARS]}\n[agentv report: {left:,} more characters not shown; "
+            f"the whole text is in {where}]"
+        )
+    if isinstance(value, dict):
+        return {k: _for_display(v, where) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_for_display(v, where) for v in value]
+    return value
 
 
 def _run_names(paths: list[Path]) -> list[str]:
@@ -528,25 +556,15 @@ def build_report(paths: list[Path], out: Path, *, title: str | None = None) -> R
             details_marker=marker,
         )
         head, tail = page.split(marker)
-        tmp_name = out.with_name(f".{out.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-        # os.open with 0o666: the file gets the umask's usual mode (mkstemp's is 0o600)
-        fd = os.open(tmp_name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(head.encode("utf-8"))
-                for r, run in enumerate(runs):
-                    for c, (offset, length) in enumerate(run.chunks):
-                        handle.write(
-                            f'<script type="application/json" id="agentv-d-{r}-{c}">'.encode()
-                        )
-                        spool.seek(offset)
-                        _copy(spool, handle, length)
-                        handle.write(b"</script>\n")
-                handle.write(tail.encode("utf-8"))
-            os.replace(tmp_name, out)
-        except BaseException:
-            Path(tmp_name).unlink(missing_ok=True)
-            raise
+        with replaced_whole(out) as handle:
+            handle.write(head.encode("utf-8"))
+            for r, run in enumerate(runs):
+                for c, (offset, length) in enumerate(run.chunks):
+                    handle.write(f'<script type="application/json" id="agentv-d-{r}-{c}">'.encode())
+                    spool.seek(offset)
+                    _copy(spool, handle, length)
+                    handle.write(b"</script>\n")
+            handle.write(tail.encode("utf-8"))
     return Report(
         path=out,
         records=sum(len(run.rows) for run in runs),

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Protocol, Self, runtime_checkable
 
 from agentv.errors import ResultsFileError, SetupError
+from agentv.readfile import NotARegularFileError, kind, special
 
 try:
     import fcntl
@@ -47,7 +48,11 @@ def open_results_file(path: Path, *, append: bool = False) -> Any:
     """
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | _CLOEXEC, 0o666)
+        what = special(path)
+        if what is not None:  # opening a FIFO to write waits for a reader that never comes
+            raise NotARegularFileError(path, what)
+        # without blocking: a name swapped for a FIFO meanwhile is found by the check below
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | _CLOEXEC | _NONBLOCK, 0o666)
     except OSError as exc:
         reason = exc.strerror or str(exc)
         raise SetupError(
@@ -55,6 +60,11 @@ def open_results_file(path: Path, *, append: bool = False) -> Any:
             "Choose a writable location with --out."
         ) from exc
     try:
+        what = kind(os.fstat(fd).st_mode)
+        if what is not None:
+            raise NotARegularFileError(path, what)
+        if _NONBLOCK:
+            os.set_blocking(fd, True)
         _lock(fd, path)
         if not append:  # `--resume` adds to what the file holds
             os.ftruncate(fd, 0)
@@ -72,6 +82,7 @@ def open_results_file(path: Path, *, append: bool = False) -> Any:
 
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 
 
 def _lock(fd: int, path: Path) -> None:

@@ -48,9 +48,13 @@ def dumps_line(record: Mapping[str, Any]) -> bytes:
         return orjson.dumps(record, default=_default, option=_OPTIONS)
     except orjson.JSONEncodeError:
         # orjson refuses a few valid Python values (integers over 64 bits, non-string
-        # keys); the standard library writes them, more slowly.
-        text = json.dumps(_plain(record), ensure_ascii=False, separators=(",", ":"))
-        return (text + "\n").encode("utf-8")
+        # keys, lone surrogates); the standard library writes them, more slowly.
+        plain = _plain(record)
+        text = json.dumps(plain, ensure_ascii=False, separators=(",", ":"))
+        try:
+            return (text + "\n").encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate (JSON lets "\\ud800" through): escaped
+            return (json.dumps(plain, separators=(",", ":")) + "\n").encode("ascii")
 
 
 class JsonlWriter(FileWriter):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -91,12 +92,16 @@ class YamlWriter(FileWriter):
 
     def __init__(self, path: Path, *, append: bool = False) -> None:
         super().__init__(path, append=append)
-        self._first = not append or path.stat().st_size == 0
+        # whether the file is empty is known at the first write: a resumed file may have
+        # had a partial last document set aside after it was opened (under its lock)
+        self._first: bool | None = None if append else True
 
     def write(self, record: dict[str, Any]) -> None:
         """Append one record as a document (``---`` then the body) in a single write."""
         body = dumps_document(record)
         with self._writing() as handle:
+            if self._first is None:
+                self._first = os.fstat(handle.fileno()).st_size == 0
             separator = "---\n" if self._first else "\n---\n"
             write_all(handle, (separator + body).encode("utf-8"), self.path)
             self._first = False

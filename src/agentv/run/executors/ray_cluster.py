@@ -22,11 +22,15 @@ of a local run. See docs/architecture.md ("Executors") and README "Running on a 
   try is counted in the record's ``attempts``. A case is written once, by the driver.
 - Cancelling the run (Ctrl-C, SIGTERM) cancels every outstanding task; finished records are
   already written.
+- A cluster that is lost (this node's raylet gone, the head silent: ``ray_watch``) stops
+  the run with ``ClusterLostError``: the cases not finished are left to ``--resume``, never
+  recorded as errors.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import os
@@ -37,10 +41,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentv.errors import ConfigError
+from agentv.env import environment_scope
+from agentv.errors import ClusterLostError, ConfigError
 from agentv.masking import Masker
 from agentv.results.outcome import error_record
 from agentv.run.executors.ray_gates import GateKeeper, GateSpec, RemoteGates, hold_for
+from agentv.run.executors.ray_watch import ClusterWatch
 from agentv.run.pipeline import CasePipeline, RunSettings, RunStats, target_workers
 from agentv.run.plan import CaseJob
 from agentv.run.scheduling import GateStats, max_rpm, max_tpm
@@ -161,17 +167,19 @@ class _Worker:
     """One worker process's part of one run: its targets, built once, and a pipeline."""
 
     def __init__(self, spec: RunSpec) -> None:
-        # the driver's view of the environment: keys and .env values (a cluster's nodes
-        # have neither), and a cli agent inherits it as it would on the driver
-        _apply_env(spec.env)
         import ray
 
         # an agent (a `cli` target) can tell which node of the cluster it runs on
         os.environ[NODE_ID_VARIABLE] = ray.get_runtime_context().get_node_id()
+        # the run's environment as the driver sees it: keys and .env values (a cluster's
+        # nodes have neither), over this process's; the run's own, never in os.environ
+        # (one process may serve several runs), and what a cli agent inherits here
+        self.env = {**os.environ, **spec.env}
         self.run_id = spec.run_id
         self.loop = asyncio.new_event_loop()
         asyncio.set_event_loop(self.loop)
-        providers = {key: p.build() for key, p in spec.providers.items()}
+        with environment_scope(self.env):
+            providers = {key: p.build() for key, p in spec.providers.items()}
         self.providers = providers
         self._artifacts_seen = dict.fromkeys(providers, 0)
         self.targets: dict[int, RunTarget] = {}
@@ -225,7 +233,8 @@ class _Worker:
         before = (stats.requests, stats.cache_hits, stats.judge_cache_hits)
         retries_before = {name: Counter(c) for name, c in stats.retries.items()}
         dumps_before = dumper.count if dumper is not None else 0
-        record, grade = self.loop.run_until_complete(self.pipeline.run(job))
+        with environment_scope(self.env):  # the case's task takes it with it
+            record, grade = self.loop.run_until_complete(self.pipeline.run(job))
         return CaseOutcome(
             record=record,
             grade=grade,
@@ -263,22 +272,6 @@ def _add(into: GateStats, more: GateStats) -> None:
 
 #: this worker process's part of the current run (a process serves one run at a time)
 _current: _Worker | None = None
-#: what the variables set for the current run were before it (None: unset)
-_saved_env: dict[str, str | None] = {}
-
-
-def _apply_env(env: dict[str, str]) -> None:
-    """Set a run's variables, after putting back what an earlier run in this process set
-    (one driver may run several evals on one cluster: no key outlives its run)."""
-    for name, value in _saved_env.items():
-        if value is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = value
-    _saved_env.clear()
-    for name, value in env.items():
-        _saved_env[name] = os.environ.get(name)
-        os.environ[name] = value
 
 
 def run_case_task(spec_box: list[Any], payload: CasePayload, holder: str) -> CaseOutcome:
@@ -316,6 +309,9 @@ class RayExecutor:
         self.keeper_node = ""
         #: where each case ran: (node id, worker process id) -> cases
         self.placements: Counter[tuple[str, int]] = Counter()
+        #: why the cluster is lost, once it is (the run stops: ``ClusterLostError``)
+        self.lost: str | None = None
+        self.watch = ClusterWatch()
 
     async def start(self, orchestrator: Orchestrator, lanes: list[Lane]) -> int:
         import ray
@@ -329,6 +325,7 @@ class RayExecutor:
             )
             self._owns_ray = True
         self._orchestrator = orchestrator
+        self.watch.start()
         cpus = float(ray.cluster_resources().get("CPU", 1.0))
         self.in_flight = max(1, math.floor(2 * cpus / self.cpus_per_case))
         spec = self._spec(orchestrator, lanes)
@@ -472,13 +469,16 @@ class RayExecutor:
         started = time.perf_counter()
         lost = 0
         while True:
+            if self.lost is not None:  # no case is sent to a cluster that is gone
+                raise ClusterLostError(self.lost)
             holder = uuid.uuid4().hex  # this try's turns at the run's gates
             ref = self._task.remote(self._spec_box, payload, holder)
             try:
-                outcome: CaseOutcome = await ref
+                outcome: CaseOutcome = await self._answer(ref)
             except asyncio.CancelledError:
-                ray.cancel(ref, force=True)
-                self._forget(holder)
+                if self.lost is None:  # else nothing answers: asking would only fail
+                    ray.cancel(ref, force=True)
+                    self._forget(holder)
                 raise
             except lost_kinds as exc:
                 self._forget(holder)  # the turns its requests held
@@ -492,6 +492,11 @@ class RayExecutor:
                     f"the Ray worker running it died {lost} times: {type(exc).__name__}",
                 ), None
             except RayError as exc:
+                if _cluster_gone(exc):
+                    # not the case's failure: the run stops, and the case (not run) is left
+                    # to a run with --resume
+                    self.lost = self.lost or _lost_message(exc)
+                    raise ClusterLostError(self.lost) from None
                 return self._failed(
                     job, started, lost, f"Ray could not run it: {_first_line(exc)}"
                 ), None
@@ -501,6 +506,20 @@ class RayExecutor:
         if lost:
             record["attempts"] = record.get("attempts", 0) + lost
         return record, outcome.grade
+
+    async def _answer(self, ref: Any) -> CaseOutcome:
+        """The task's outcome; ``ClusterLostError`` as soon as the watch finds the cluster
+        gone (Ray itself would end this process a little later, without a word)."""
+        result = asyncio.wrap_future(ref.future())
+        gone = self.watch.gone
+        if gone is None:
+            return await result
+        await asyncio.wait({result, gone}, return_when=asyncio.FIRST_COMPLETED)
+        if not result.done():
+            result.cancel()
+            self.lost = self.lost or _lost_message(self.watch.lost or "it stopped answering")
+            raise ClusterLostError(self.lost)
+        return result.result()
 
     def _forget(self, holder: str) -> None:
         if self._keeper is not None:
@@ -539,6 +558,18 @@ class RayExecutor:
         self.placements[(outcome.node_id, outcome.pid)] += 1
 
     async def stop(self) -> None:
+        await self.watch.stop()
+        if self.lost is not None:
+            # The cluster is gone: touching it (the keeper, the object store) would only
+            # fail, and Ray ends a driver whose object store is lost. Let go of it.
+            self._keeper = None
+            if self._owns_ray:
+                import ray
+
+                self._owns_ray = False
+                with contextlib.suppress(Exception):
+                    ray.shutdown()
+            return
         if self._keeper is not None:
             import ray
 
@@ -558,6 +589,23 @@ class RayExecutor:
 
             ray.shutdown()
             self._owns_ray = False
+
+
+def _cluster_gone(exc: BaseException) -> bool:
+    """Whether Ray says the cluster itself is gone (the raylet of the driver's node, the
+    head's services), not one worker: no case can run any more."""
+    from ray.exceptions import LocalRayletDiedError, RaySystemError
+
+    return isinstance(exc, LocalRayletDiedError | RaySystemError)
+
+
+def _lost_message(why: BaseException | str) -> str:
+    reason = why if isinstance(why, str) else _first_line(why)
+    return (
+        f"the Ray cluster was lost ({reason}); the run stopped. Every case that finished is "
+        "in the results file: a run with --resume runs the rest once the cluster is back "
+        "(`ray status`)"
+    )
 
 
 def _first_line(exc: BaseException) -> str:
