@@ -398,7 +398,10 @@ def test_s8_live_code_path_at_tiny_sizes(
     assert many["key"] == "S8/6x3" and many["ideal_s"] == pytest.approx(6 / 3 * 3 * 0.005)
     assert many["efficiency_window"] > 0 and many["s1_same_requests_rss_mb"] > 0
     assert many["s2_same_requests_rss_mb"] > 0 and len(many["runs"]) == 1
-    assert long["turns"] == 12 and long["first_turns_ms"] > 0 and long["growth"] > 0
+    assert long["turns"] == 12 and long["first_turns_ms"] > 0 and long["request_last_ms"] > 0
+    # agentv's own work per turn: the turn's time less its request's sent alone
+    expected = long["own_last_ms"] / max(long["own_first_ms"], 0.5)
+    assert long["own_growth"] == pytest.approx(expected, abs=0.002)
     assert long["last_request_bytes"] > long["first_request_bytes"]
     # the goals hold for the full sizes only
     assert [g["status"] for g in data["goals"]] == ["n/a"] * len(s8_live.GOALS)

@@ -682,3 +682,43 @@ def test_whitespace_only_target_system_prompt_keeps_the_default(
 """
     (view,) = views(repo, messages, system_prompt=configured)
     assert view["sent_messages"] == [system(DEFAULT_SYSTEM_PROMPT), user("Hello")]
+
+
+@pytest.mark.parametrize("kind", ["lm", "agent", "anthropic"])
+def test_a_conversation_built_with_a_memo_is_built_the_same(tmp_path: Path, kind: str) -> None:
+    """A live conversation renders each earlier message once (``Memo``): every request it
+    builds equals the one built from scratch, at every length, whatever the target."""
+    from dataclasses import replace
+
+    from agentv.cases import EvalCase
+    from agentv.messages import FileSegment, GuidelineRef, ToolCall
+    from agentv.prompts import Memo, PromptSettings, build_prompt
+
+    settings = {
+        "lm": PromptSettings(),
+        "agent": PromptSettings(mode="agent"),
+        "anthropic": PromptSettings(needs_user_turn=True),
+    }[kind]
+    notes = tmp_path / "notes.md"
+    call = ToolCall("c1", "lookup", {"q": "x"})
+    turns = [
+        Message("system", (TextSegment("Be brief."),)),
+        Message("user", (GuidelineRef("style.instructions.md", tmp_path / "s.md"),)),
+        Message("user", (TextSegment("Read this."), FileSegment("notes.md", notes, "hello"))),
+        Message("assistant", (TextSegment(""),), tool_calls=(call,)),
+        Message("tool", (TextSegment('{"a": 1}'),), tool_call_id="c1", name="lookup"),
+        Message("tool", (TextSegment("stray"),), tool_call_id="nobody"),
+        Message("assistant", (TextSegment("Done."),)),
+        Message("user", (TextSegment("And now?"),)),
+    ]
+    case = EvalCase(
+        id="c", dataset="d", eval_file=tmp_path / "e.yaml", outcome="o", input_messages=()
+    )
+    memo = Memo()
+    for n in range(1, len(turns) + 1):
+        view = replace(case, input_messages=tuple(turns[:n]))
+        fresh, remembered = build_prompt(view, settings), build_prompt(view, settings, memo)
+        assert remembered.question == fresh.question
+        assert chat_to_dicts(remembered.messages) == chat_to_dicts(fresh.messages)
+        assert remembered.added_user_turn == fresh.added_user_turn
+    assert memo.chat  # the messages were remembered, not built again

@@ -145,14 +145,35 @@ def _question_parts(msg: Message, mode: Mode) -> list[str]:
     return parts
 
 
-def build_question(messages: Sequence[Message], mode: Mode = "lm") -> str:
+class Memo:
+    """What prompt building made of each message, kept while a conversation lasts: each
+    request of a live conversation repeats every earlier message, which is then rendered
+    once, not once per request (docs/architecture.md, "Running"). Keyed by the message
+    objects' identity: it must not outlive the messages (a conversation's history holds
+    them)."""
+
+    __slots__ = ("chat", "parts", "turn")
+
+    def __init__(self) -> None:
+        self.chat: dict[int, tuple[bool, str, ChatMessage | None]] = {}
+        self.parts: dict[tuple[int, str], list[str]] = {}
+        self.turn: dict[tuple[int, str], str] = {}
+
+
+def build_question(messages: Sequence[Message], mode: Mode = "lm", memo: Memo | None = None) -> str:
     """The readable question: ``@[Role]:`` turns when markers are used, flat text otherwise."""
     if uses_role_markers(messages):
         turns = []
         for msg in messages:
-            parts = _question_parts(msg, mode)
-            if parts:
-                turns.append(f"@[{msg.role.capitalize()}]:\n" + "\n".join(parts))
+            key = (id(msg), mode)
+            turn = memo.turn.get(key) if memo is not None else None
+            if turn is None:
+                parts = _question_parts(msg, mode)
+                turn = f"@[{msg.role.capitalize()}]:\n" + "\n".join(parts) if parts else ""
+                if memo is not None:
+                    memo.turn[key] = turn
+            if turn:
+                turns.append(turn)
         return "\n\n".join(turns)
     return "\n".join([p for msg in messages for p in _question_parts(msg, mode)])
 
@@ -215,6 +236,7 @@ def build_messages(
     system_prompt: str | None = None,
     question: str = "",
     needs_user_turn: bool = False,
+    memo: Memo | None = None,
 ) -> tuple[list[ChatMessage], bool]:
     """The messages an LM API receives for a conversation, and whether a user turn holding
     ``question`` was added (docs/prompt-rules.md sections 5 and 6).
@@ -225,37 +247,48 @@ def build_messages(
     API can take it natively.
     """
     out = [ChatMessage("system", _system_content(messages, guidelines, system_prompt))]
-    visible = [m.visible for m in messages]
-    any_visible = any(visible)
+    made = [_chat_message(m, memo) for m in messages]
+    any_visible = any(shown for shown, _, _ in made)
     called: set[str] = set()
-    for msg, shown in zip(messages, visible, strict=True):
-        if msg.role == "system":
+    for msg, (shown, content, chat) in zip(messages, made, strict=True):
+        if chat is None:  # a system turn, or nothing to send
             continue
         structural = bool(msg.tool_calls) or msg.tool_call_id is not None
         if any_visible and not shown and not structural:
             continue  # only <Attached: ...> markers or nothing
-        content = _content(msg.segments)
-        if not content and not structural:
-            continue
         if msg.role == "tool" and (msg.tool_call_id is None or msg.tool_call_id not in called):
             out.append(ChatMessage("user", f"{TOOL_MARKER}\n{content}"))
             continue
         if msg.tool_calls:
             called.update(c.id for c in msg.tool_calls)
-        out.append(
-            ChatMessage(
+        out.append(chat)
+    added = needs_user_turn and not any(m.role in ("user", "tool") for m in out)
+    if added:
+        # Anthropic and Gemini need a user turn (a tool result travels in one there).
+        out.insert(1, ChatMessage("user", question))
+    return out, added
+
+
+def _chat_message(msg: Message, memo: Memo | None) -> tuple[bool, str, ChatMessage | None]:
+    """``(visible, content, the message as sent)`` of one turn (None: a system turn, or one
+    with nothing to send); made once per message with a ``memo``."""
+    found = memo.chat.get(id(msg)) if memo is not None else None
+    if found is None:
+        content = _content(msg.segments) if msg.role != "system" else ""
+        structural = bool(msg.tool_calls) or msg.tool_call_id is not None
+        chat = None
+        if msg.role != "system" and (content or structural):
+            chat = ChatMessage(
                 msg.role,
                 content,
                 tool_calls=msg.tool_calls,
                 tool_call_id=msg.tool_call_id,
                 name=msg.name,
             )
-        )
-    added = needs_user_turn and not any(m.role in ("user", "tool") for m in out)
-    if added:
-        # Anthropic and Gemini need a user turn (a tool result travels in one there).
-        out.insert(1, ChatMessage("user", question))
-    return out, added
+        found = (msg.visible, content, chat)
+        if memo is not None:
+            memo.chat[id(msg)] = found
+    return found
 
 
 def request_messages(
@@ -270,20 +303,22 @@ def request_messages(
     ]
 
 
-def build_prompt(case: EvalCase, settings: PromptSettings = LM) -> Prompt:
-    """Question, guidelines and the messages as sent, for one case on a target."""
+def build_prompt(case: EvalCase, settings: PromptSettings = LM, memo: Memo | None = None) -> Prompt:
+    """Question, guidelines and the messages as sent, for one case on a target. ``memo``:
+    a live conversation's, so that its earlier messages are not rendered again."""
     guidelines = build_guidelines(case.guideline_files)
-    question = build_question(case.input_messages, settings.mode)
+    question = build_question(case.input_messages, settings.mode, memo)
     # An added user turn holds the LM question: it is an LM API's turn, whatever the mode.
     lm_question = question
     if settings.needs_user_turn and settings.mode != "lm":
-        lm_question = build_question(case.input_messages)
+        lm_question = build_question(case.input_messages, memo=memo)
     messages, added = build_messages(
         case.input_messages,
         guidelines,
         system_prompt=settings.system_prompt,
         question=lm_question,
         needs_user_turn=settings.needs_user_turn,
+        memo=memo,
     )
     return Prompt(
         question=question,

@@ -41,7 +41,7 @@ from agentv.errors import ProviderError
 from agentv.evaluators import grade_case
 from agentv.evaluators.base import CaseGrade, EvaluationContext
 from agentv.messages import Message, TextSegment, chat_to_dicts
-from agentv.prompts import Prompt, PromptSettings, build_prompt
+from agentv.prompts import Memo, Prompt, PromptSettings, build_prompt, build_question
 from agentv.providers.base import ProviderResponse, Usage, total_usage
 from agentv.results.outcome import (
     evaluator_error_text,
@@ -111,6 +111,8 @@ class Conversation:
     simulator: Simulator | None = None  # the simulated user, when one plays the user
     user_error: str | None = None  # why the simulated user could not go on
     check_error: str | None = None  # why the stop_when check could not grade
+    #: each earlier message as rendered: a request repeats them all, built once each
+    memo: Memo = field(default_factory=Memo)
 
     @property
     def responses(self) -> list[ProviderResponse]:
@@ -137,7 +139,7 @@ def plan_digest(case: EvalCase) -> str:
     opening = build_prompt(case)
     plan = {
         "opening": chat_to_dicts(opening.messages),
-        "turns": [build_prompt(_user_only(t)).question for t in case.turns],
+        "turns": [turn_text(t) for t in case.turns],
         "tools": [t.spec() for t in case.tools],
     }
     if case.user is not None:  # what the simulated user is asked, and when it stops
@@ -147,10 +149,10 @@ def plan_digest(case: EvalCase) -> str:
     return hashlib.sha256(orjson.dumps(plan, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
-def _user_only(turn: Turn) -> EvalCase:
-    from pathlib import Path
-
-    return EvalCase(id="", dataset="", eval_file=Path(), outcome="", input_messages=(turn.message,))
+def turn_text(turn: Turn) -> str:
+    """What the user says in ``turn``, as the record and the plan write it (the question
+    text of its one message)."""
+    return build_question((turn.message,))
 
 
 class _Scripted:
@@ -345,7 +347,7 @@ async def converse(pipeline: CasePipeline, job: CaseJob, threshold: float) -> Co
     if case.user is not None and case.user.goal:
         # the conversation's judge grades against the user's goal too
         whole = replace(whole, outcome=f"{case.outcome}\n\nThe user's goal: {case.user.goal}")
-    run.final = build_prompt(whole, settings)
+    run.final = build_prompt(whole, settings, run.memo)
     if not run.turns:  # the simulated user was done before it said anything
         return run
     if case.evaluators or not (case.turns or case.user):
@@ -401,7 +403,7 @@ async def _take_turn(
             guideline_files=tuple(guidelines),
             input_files=tuple(inputs),
         )
-        prompt = build_prompt(view, settings)
+        prompt = build_prompt(view, settings, run.memo)
         outcome.prompt = run.last_request = prompt
         response, attempts = await pipeline._answer(job, prompt, specs)
         run.attempts += attempts
@@ -505,7 +507,7 @@ def turn_record(outcome: TurnOutcome, threshold: float) -> dict[str, Any]:
     its tokens, time and ending), the grade (``threshold``: the run's pass threshold)."""
     rec: dict[str, Any] = {"turn": outcome.index}
     if outcome.turn is not None:
-        rec["content"] = build_prompt(_user_only(outcome.turn)).question
+        rec["content"] = turn_text(outcome.turn)
     if outcome.user is not None:
         rec["user"] = outcome.user.to_dict()
     rec["answer"] = outcome.answer
