@@ -155,7 +155,10 @@ def scenario_many(args: argparse.Namespace, agentv: Path) -> dict[str, Any]:
         # the conversations cost beyond the SDK and the HTTP work
         requests_n = cases * turns
         single = generate_suite(args.work / "s8-single", requests_n, server_url=server.url)
-        s2_runs = _reference_runs(args, agentv, single.eval_file, HTTP_TARGET, "S2")
+        s2_windows: list[float] = []
+        s2_runs = _reference_runs(
+            args, agentv, single.eval_file, HTTP_TARGET, "S2", server, s2_windows
+        )
     finally:
         server.stop()
     reference = generate_suite(args.work / "suites" / f"n{requests_n}", requests_n)
@@ -171,19 +174,35 @@ def scenario_many(args: argparse.Namespace, agentv: Path) -> dict[str, Any]:
     row["rss_vs_s1"] = round(row["max_rss_mb"] / row["s1_same_requests_rss_mb"], 3)
     row["s2_same_requests_rss_mb"] = summarize(s2_runs)["max_rss_mb"]
     row["s2_same_requests_wall_s"] = summarize(s2_runs)["wall_s"]
+    # S2's request window at as many requests: what the same calls reach without turns
+    row["s2_same_requests_efficiency_window"] = round(
+        cases * turns * delay_s / args.workers / median(s2_windows), 3
+    )
     row["runs"] = [r.to_dict() for r in runs]
     return row
 
 
 def _reference_runs(
-    args: argparse.Namespace, agentv: Path, eval_file: Path, target: str, name: str
+    args: argparse.Namespace,
+    agentv: Path,
+    eval_file: Path,
+    target: str,
+    name: str,
+    server: Any = None,
+    windows: list[float] | None = None,
 ) -> list[Measurement]:
-    """``--reps`` runs of a single-turn suite with as many cases as S8 sends requests."""
+    """``--reps`` runs of a single-turn suite with as many cases as S8 sends requests (on
+    ``server``: each run's request window added to ``windows``)."""
     n = args.cases * args.turns
     runs = []
     for rep in range(args.reps):
+        if server is not None:
+            server.reset()
         m, _ = run_eval(agentv, eval_file, target, args.workers, f"S8-{name}-{rep}", args.work, n)
         runs.append(m)
+        if server is not None and windows is not None:
+            arrivals = [r.received_at for r in server.requests]
+            windows.append(max(arrivals) + args.delay_ms / 1000 - min(arrivals))
         print(f"  {name} at {n:,} cases run {rep + 1}/{args.reps}: {m.max_rss_mb:.0f} MB")
     return runs
 
@@ -303,7 +322,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"request window {many['server_window_s']:.2f} s vs ideal {many['ideal_s']:.2f} s "
         f"(efficiency {many['efficiency_window']:.2f}), peak RSS {many['max_rss_mb']:.0f} MB "
         f"vs {many['s1_same_requests_rss_mb']:.0f} MB for S1 and "
-        f"{many['s2_same_requests_rss_mb']:.0f} MB for S2 at as many requests"
+        f"{many['s2_same_requests_rss_mb']:.0f} MB for S2 at as many requests (S2's "
+        f"efficiency within its window: {many['s2_same_requests_efficiency_window']:.2f})"
     )
     print(
         f"S8 {long['turns']} turns: {long['first_turns_ms']:.2f} ms per turn at first, "
