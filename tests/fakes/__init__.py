@@ -1,5 +1,21 @@
 """Loopback fakes of external services, shared by tests and benchmarks."""
 
-from fakes.llm_server import DEFAULT_REPLY, Every, FakeLLMServer, Fault, RecordedRequest
+from fakes.llm_server import (
+    DEFAULT_REPLY,
+    BucketLimit,
+    Every,
+    FakeLLMServer,
+    Fault,
+    RecordedRequest,
+    WindowLimit,
+)
 
-__all__ = ["DEFAULT_REPLY", "Every", "FakeLLMServer", "Fault", "RecordedRequest"]
+__all__ = [
+    "DEFAULT_REPLY",
+    "BucketLimit",
+    "Every",
+    "FakeLLMServer",
+    "Fault",
+    "RecordedRequest",
+    "WindowLimit",
+]
