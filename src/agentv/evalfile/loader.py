@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ from agentv.evalfile import schema as sc
 from agentv.evalfile.checks import Problem, SchemaChecker, regex_problem, script_problem
 from agentv.evalfile.files import FileStore, find_repo_root, is_within, search_roots
 from agentv.evalfile.guidelines import GuidelineResolver, is_guideline
+from agentv.evalfile.spool import CaseSpool
 from agentv.evalfile.validation_errors import grader_key, translate, unknown_key
 from agentv.messages import (
     FileSegment,
@@ -37,7 +38,7 @@ from agentv.messages import (
     ToolCall,
 )
 from agentv.yamlio import PathKey, StreamSource, YamlSource, describe_decode_error, read_error
-from agentv.yamlstream import NotUtf8Error, StreamResult, iter_stream, stream_yaml
+from agentv.yamlstream import NotUtf8Error, StreamResult, stream_yaml
 
 _CASE_ADAPTER = sc.RawEvalCase
 
@@ -88,7 +89,11 @@ class LoadedEvalFile(DiagnosticsView):
     total_cases: int = 0  # entries in `evalcases` (before filtering and skipping)
     source: YamlSource | None = None  # the parsed file, to locate values in it
     case_count: int = 0  # usable cases (those in `cases`, unless `streamed`)
-    streamed: bool = False  # too many cases to hold: `cases` is empty, use `iter_cases`
+    #: too many cases to hold: `cases` is empty, they are in `spool` (use `iter_cases`),
+    #: and `settle` makes them what the whole header says, given each one's flags
+    streamed: bool = False
+    spool: CaseSpool | None = None
+    settle: Callable[[EvalCase, tuple[bool, ...]], EvalCase] | None = None
     case_targets: frozenset[str | None] = frozenset()  # the cases' `execution.target` values
     #: how many usable cases have each `repeat:` value of their own (None: none)
     case_repeats: dict[int | None, int] = field(default_factory=dict)
@@ -111,10 +116,11 @@ def load_eval_file(
     The ``InputError`` carries every problem found, the cases' included, so that a user
     fixes them in one go. The file is read once: cases are built while it is read, each
     raw case dropped as soon as it is built. With ``keep_limit``, a file with more usable
-    cases than that keeps none of them (``streamed`` is set): they were checked, and
-    ``iter_cases`` builds them again one at a time, so memory stays flat however large the
-    suite. ``text`` is the file's content when it was read already (``validate``); it is
-    parsed instead of reading ``path``.
+    cases than that keeps none of them in memory (``streamed`` is set): they were checked,
+    and wait in a spool on disk (``agentv.evalfile.spool``) from which ``iter_cases`` reads
+    them one at a time, so memory stays flat however large the suite. ``text`` is the
+    file's content when it was read already (``validate``); it is parsed instead of
+    reading ``path``.
     """
     load = _FileLoad(Path(path).resolve(), context or LoadContext(), eval_id, keep_limit)
     return load.load(text)
@@ -123,17 +129,17 @@ def load_eval_file(
 def iter_cases(
     loaded: LoadedEvalFile, *, eval_id: str | None = None, context: LoadContext | None = None
 ) -> Iterator[EvalCase]:
-    """The usable cases of a file loaded with ``keep_limit``, built again one at a time.
-
-    Their problems were reported when the file was loaded; invalid cases are skipped again
-    (they are in ``loaded.invalid``).
-    """
-    if not loaded.streamed:
+    """The usable cases of a file, one at a time: those kept in memory, or those of its
+    spool (``keep_limit``). Their problems were reported when the file was loaded; the
+    invalid cases are in ``loaded.invalid``. ``eval_id`` and ``context`` were applied when
+    it was loaded; they are accepted for the callers that pass them along."""
+    spool = loaded.spool
+    if spool is None:
         yield from loaded.cases
         return
-    assert loaded.source is not None
-    load = _FileLoad(loaded.path, context or LoadContext(), eval_id, header=loaded.source.data)
-    yield from load.rebuild()
+    settle = loaded.settle
+    for case, flags in spool.cases():
+        yield case if settle is None else settle(case, flags)
 
 
 _STREAM_KEY = "evalcases"
@@ -154,8 +160,6 @@ class _FileLoad:
         ctx: LoadContext,
         eval_id: str | None,
         keep_limit: int | None = None,
-        *,
-        header: dict[str, Any] | None = None,
     ) -> None:
         self.path = path
         self.ctx = ctx
@@ -164,9 +168,6 @@ class _FileLoad:
         self.stream = StreamResult(data=None)
         self.src = StreamSource(path, self.stream, _STREAM_KEY)
         self.repo_root = find_repo_root(path.parent, ctx.cwd)
-        # Rebuilding (`iter_cases`): the whole header is known, and problems were reported.
-        self._header = header
-        self.reporting = header is None
         self._builder: _CaseBuilder | None = None
         self.config_diags: list[Diagnostic] = []
         self.cases: list[EvalCase] = []
@@ -177,7 +178,8 @@ class _FileLoad:
         self.count = 0  # usable cases seen
         self.case_targets: set[str | None] = set()  # their `execution.target` values
         self.case_repeats: dict[int | None, int] = {}  # their own `repeat:` values, counted
-        self.dropped = False  # more usable cases than keep_limit: none are kept
+        self.spool: CaseSpool | None = None  # more usable cases than keep_limit: they go here
+        self.settle: Callable[[EvalCase, tuple[bool, ...]], EvalCase] | None = None
         # case id -> (index, line) of the first case with it
         self._first_seen: dict[str, tuple[int, int]] = {}
 
@@ -237,7 +239,9 @@ class _FileLoad:
             total_cases=self.stream.items or 0,
             source=self.src,
             case_count=self.count,
-            streamed=self.dropped,
+            streamed=self.spool is not None,
+            spool=self.spool,
+            settle=self.settle,
             case_targets=frozenset(self.case_targets),
             case_repeats=dict(self.case_repeats),
             invalid=self.invalid,
@@ -252,20 +256,12 @@ class _FileLoad:
         twice = YamlSource(self.path, text, None, stream_duplicates=self.stream.duplicate_keys)
         return [replace(d, severity=self.ctx.keys_twice) for d in twice.duplicate_keys()]
 
-    def rebuild(self) -> Iterator[EvalCase]:
-        """The usable cases, read again (after ``load`` dropped them); no diagnostics."""
-        for index, entry, line in iter_stream(self.path, _STREAM_KEY, self.stream):
-            case = self._build(index, entry, line)
-            self.diags.clear()
-            if case is not None:
-                yield case
-
     def builder(self) -> _CaseBuilder:
         """The case builder, made at the first case from the header read by then."""
         if self._builder is None:
             # The header read so far: the same dict goes on filling as the file is read.
             self.src.data = self.stream.data
-            header = self._header if self._header is not None else self.stream.data
+            header = self.stream.data
             config, self.config_diags = self.ctx.guidelines.for_eval_dir(
                 self.path.parent, self.repo_root
             )
@@ -285,7 +281,7 @@ class _FileLoad:
 
     def _build(self, index: int, entry: Any, line: int) -> EvalCase | None:
         """Build one case; its problems go to ``diags``, and a case with an error goes to
-        ``invalid`` (when reporting). Returns None for a case that does not run."""
+        ``invalid``. Returns None for a case that does not run."""
         entry_id = entry.get("id") if isinstance(entry, dict) else None
         if self.eval_id is not None and entry_id != self.eval_id:
             return None
@@ -296,10 +292,7 @@ class _FileLoad:
             if first[0] != index:
                 # Results and --eval-id name cases by id: a second case with it cannot run.
                 case = None
-                if self.reporting:
-                    case_diags.append(_duplicate_id(self.src, index, entry_id, first[1]))
-        if not self.reporting:
-            return case
+                case_diags.append(_duplicate_id(self.src, index, entry_id, first[1]))
         self.diags.extend(case_diags)
         if case is None:
             usable_id = entry_id if isinstance(entry_id, str) and entry_id.strip() else None
@@ -325,57 +318,75 @@ class _FileLoad:
         return case
 
     def _add(self, index: int, entry: Any, line: int) -> None:
-        """Build one case and keep it (unless more than ``keep_limit`` cases were seen)."""
+        """Build one case and keep it: in memory, or in a spool on disk once more than
+        ``keep_limit`` cases were seen."""
         case = self._build(index, entry, line)
         if case is None:
             return
         self.count += 1
         self.case_targets.add(case.target)
         self.case_repeats[case.repeat] = self.case_repeats.get(case.repeat, 0) + 1
-        if self.dropped:
-            return
-        if self.keep_limit is not None and self.count > self.keep_limit:
-            self.dropped = True  # too many to hold: `iter_cases` reads them again
-            self.cases.clear()
+        # whether the file's `evaluator` and `execution.evaluators` apply to it (a header
+        # key written after the cases changes those that use it: `_settle`)
+        uses_default = not (isinstance(entry, dict) and entry.get("evaluator"))
+        uses_evaluators = not _has_own_evaluators(entry)
+        spool = self.spool
+        if spool is None and self.keep_limit is not None and self.count > self.keep_limit:
+            spool = self.spool = CaseSpool()  # too many to hold: on disk from now on
+            for kept in zip(
+                self.cases, self._uses_file_evaluator, self._uses_file_evaluators, strict=True
+            ):
+                spool.add(*kept)
+            self.cases = []
             self._uses_file_evaluator.clear()
             self._uses_file_evaluators.clear()
+        if spool is not None:
+            spool.add(case, uses_default, uses_evaluators)
             return
         self.cases.append(case)
-        own = isinstance(entry, dict) and entry.get("evaluator")
-        self._uses_file_evaluator.append(not own)
-        self._uses_file_evaluators.append(not _has_own_evaluators(entry))
+        self._uses_file_evaluator.append(uses_default)
+        self._uses_file_evaluators.append(uses_evaluators)
 
     def _settle(self, data: dict[str, Any]) -> None:
         """Apply ``dataset``, ``evaluator`` and ``execution`` written after the cases to the
-        kept ones (and ``dataset`` to the invalid ones).
+        kept ones (and ``dataset`` to the invalid ones); spooled cases get it as they are
+        read back (``settle``).
 
-        Cases dropped for ``keep_limit`` need nothing: ``iter_cases`` builds them again
-        with the whole header. The builder is made here for a file without cases, so that
-        a broken guideline config is reported for it too.
+        The builder is made here for a file without cases, so that a broken guideline
+        config is reported for it too.
         """
         builder = self.builder()
+        evaluators = None
         if not builder.execution_seen and data.get("execution") is not None:
             builder.set_file_execution(data["execution"])
-            defaults = builder.default_evaluators
-            if defaults is not None:
-                self.cases = [
-                    replace(case, evaluators=defaults) if uses_defaults else case
-                    for case, uses_defaults in zip(
-                        self.cases, self._uses_file_evaluators, strict=True
-                    )
-                ]
+            evaluators = builder.default_evaluators
         dataset, default = _dataset(data, self.path), _default_evaluator(data)
-        if (dataset, default) == (builder.dataset, builder.default_evaluator):
+        renamed = (dataset, default) != (builder.dataset, builder.default_evaluator)
+        if renamed:
+            builder.dataset, builder.default_evaluator = dataset, default
+            self.invalid = [replace(bad, dataset=dataset) for bad in self.invalid]
+        if evaluators is None and not renamed:
             return
-        builder.dataset, builder.default_evaluator = dataset, default
-        self.invalid = [replace(bad, dataset=dataset) for bad in self.invalid]
+
+        def settle(case: EvalCase, flags: tuple[bool, ...]) -> EvalCase:
+            uses_default, uses_evaluators = flags
+            changes: dict[str, Any] = {}
+            if evaluators is not None and uses_evaluators:
+                changes["evaluators"] = evaluators
+            if renamed:
+                changes["dataset"] = dataset
+                if uses_default:
+                    changes["default_evaluator"] = default
+            return replace(case, **changes) if changes else case
+
+        if self.spool is not None:
+            self.settle = settle
+            return
         self.cases = [
-            replace(
-                case,
-                dataset=dataset,
-                default_evaluator=default if uses_file_default else case.default_evaluator,
+            settle(case, flags)
+            for case, *flags in zip(
+                self.cases, self._uses_file_evaluator, self._uses_file_evaluators, strict=True
             )
-            for case, uses_file_default in zip(self.cases, self._uses_file_evaluator, strict=True)
         ]
 
 
