@@ -218,7 +218,7 @@ class LLMProvider(Provider):
                     answer = await self.call(payload, timeout)
                 if answer.text.strip():
                     if self.gate is not None:
-                        self.gate.succeeded()
+                        self.gate.succeeded(sent_at)
                     return answer, attempt + 1
                 # Nothing to grade, and nothing worth caching: an error, retried once.
                 empty_answers += 1
