@@ -670,6 +670,79 @@ def scenario_rate_limited(
     return rows
 
 
+#: S5 reference: a bare client paced at these shares of a limit without burst
+S5_REFERENCE_PACES = (0.85, 0.9, 0.95, 1.0)
+
+
+def scenario_paced_reference(bench: Bench, limit_name: str) -> list[dict[str, Any]]:
+    """S5 reference for a limit without burst: ``bare_client.py --mode paced`` sends 15 s
+    of requests at a fixed pace (each at its time, none retried) to the server answering at
+    once, at each of S5_REFERENCE_PACES of the limit. What the server accepts of it bounds
+    the goodput any client reaches on this machine now: a request that reaches the server
+    sooner after the one before than the limit allows is refused, and how much the arrivals
+    wander (the client's and the server's scheduling on a busy machine) decides how often."""
+    module = load_fake_server_module()
+    rate = parse_limit(limit_name, module).per_second
+    body_file = bench.work / "runs" / "S5-reference-body.json"
+    body_file.write_text(
+        json.dumps({"model": "fake", "messages": [{"role": "user", "content": "q"}]}),
+        encoding="utf-8",
+    )
+    rows = []
+    for share in S5_REFERENCE_PACES:
+        key = f"S5/{limit_name}/reference/{share:g}"
+        label = f"S5 reference: a bare client paced at {share:g} x the limit"
+        limit = parse_limit(limit_name, module)
+        n = int(15 * rate * share)
+        with module.FakeLLMServer(reply=ANSWER, record=True, limit=limit) as server:
+            log = bench.work / "runs" / f"S5-{limit_name}-reference-{share:g}.log"
+            argv = [
+                sys.executable,
+                str(BENCH_DIR / "bare_client.py"),
+                *("--mode", "paced", "--url", server.url + "/v1", "--body", str(body_file)),
+                *("--n", str(n), "--rate", str(rate * share)),
+            ]
+            try:
+                m = _measure_checked(bench, argv, bench.work, log, n)
+            except RunCheckError as exc:
+                rows.append(_failed_row(key, "S5-reference", label, n, str(exc)))
+                continue
+            requests = list(server.requests)
+        ok = sorted(r.received_at for r in requests if r.fault is None)
+        window = ok[-1] - requests[0].received_at + 1 / rate
+        row = _row(key, "S5-reference", label, n, [m])
+        row.update(
+            limit=limit_name,
+            pace_share=share,
+            requests=len(requests),
+            limited=len(requests) - len(ok),
+            limited_share=round((len(requests) - len(ok)) / len(requests), 4),
+            goodput=round(len(ok) / window / rate, 3),
+        )
+        bench.log(
+            f"  {key}: goodput {row['goodput']:.2f}, {row['limited']} of {row['requests']} refused"
+        )
+        rows.append(row)
+    return rows
+
+
+def format_s5_reference(rows: Sequence[dict[str, Any]]) -> str:
+    """The S5 references as a table (empty when none ran)."""
+    picked = [r for r in rows if r["scenario"] == "S5-reference" and r["ok"]]
+    if not picked:
+        return ""
+    lines = [
+        "| limit | bare client's pace (x the limit) | requests | 429s (share) | goodput |",
+        "|---|---|---|---|---|",
+    ]
+    for r in picked:
+        lines.append(
+            f"| {limit_label(r['limit'])} | {r['pace_share']:g} | {r['requests']:,} "
+            f"| {r['limited']:,} ({100 * r['limited_share']:.1f} %) | {r['goodput']:.2f} |"
+        )
+    return "\n".join(lines)
+
+
 def _s5_figures(row: dict[str, Any], rate: float) -> None:
     """Each run's goodput and 429 share, and their medians and extremes over the runs."""
     goodputs, shares = [], []
@@ -1224,6 +1297,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             for limit in bench.limits:
                 for latency in bench.latencies_ms:
                     rows.extend(scenario_rate_limited(bench, limit, latency, args.sizes["S5"]))
+            for limit in bench.limits:
+                if limit.endswith("-burst1") and bench.references:
+                    rows.extend(scenario_paced_reference(bench, limit))
         else:
             for n in args.sizes["S6"]:
                 if not any(row["key"] == f"S2/{n}" for row in rows):
@@ -1240,6 +1316,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if s5_table:
         print()
         print(s5_table)
+    s5_reference = format_s5_reference(rows)
+    if s5_reference:
+        print()
+        print(s5_reference)
     faults_table = format_faults_table(rows)
     if faults_table:
         print()

@@ -382,6 +382,47 @@ def test_peer_s6_runs_agentv_against_the_faulty_server_and_reports_it(
     sys.modules.pop("peers", None)
 
 
+def test_peer_s5_runs_agentv_against_a_limited_server_and_reports_it(
+    bench: dict[str, ModuleType], tmp_path: Path
+) -> None:
+    # the peers' S5 path for this project: one cell of the sweep, its tables
+    sys.modules.pop("peers", None)
+    import peers
+
+    run = bench["run"]
+    work = tmp_path / "work"
+    (work / "runs").mkdir(parents=True)
+    settings = run.Bench(
+        agentv=run.find_agentv(),
+        work=work,
+        reps=1,
+        workers=5,
+        delay_ms=100,
+        timeout_s=None,
+        keep=False,
+        env=run.child_env(),
+    )
+    module = bench["measure"].load_fake_server_module()
+    limit = run.parse_limit("10rps-burst5", module)
+    with module.FakeLLMServer(delay_ms=5, reply="The answer is 42.", limit=limit) as server:
+        pb = peers.PeerBench(bench=settings, work=tmp_path / "peers", limited_server=server)
+        result = peers.run_faulty(pb, "S5", "agentv", 12, 0, 120, 0.005)
+
+    assert result["finished"] and result["failed_cases"] == 0, result["errors"]
+    assert result["limited"] > 0 and result["requests"] == 12 + result["limited"]
+    window = result["ok_span_s"] + 0.1  # to the last accepted arrival, plus 1 / rate
+    assert result["goodput"] == pytest.approx(12 / window / 10)
+    row = peers.summarize_faulty("agentv", "S5", 12, [result])
+    row.update(limit="10rps-burst5", latency_ms=5.0)
+    table = peers.format_s5([row])
+    assert "| 10 requests/s, burst 5 | 5 ms | 12 | agentv (this project) | 1 |" in table
+    assert table.rstrip().endswith("| 0 | ok |")
+    theirs = {**row, "tool": "inspect", "wall_s": 2 * row["wall_s"]}
+    side = peers.format_s5_side_by_side([row, theirs])
+    assert side.splitlines()[2].endswith("| 2.00x |")
+    sys.modules.pop("peers", None)
+
+
 def test_counted_results_count_failed_cases_and_reject_broken_runs(
     bench: dict[str, ModuleType], tmp_path: Path
 ) -> None:
