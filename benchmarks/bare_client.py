@@ -1,4 +1,4 @@
-"""S2 reference: a program that does nothing but the scenario's calls.
+"""S2 and S5 references: a program that does nothing but the scenario's calls.
 
 It sends one recorded request body N times to an OpenAI-compatible server, keeping
 ``--workers`` calls in flight, and checks every answer. No eval file, no evaluation, no
@@ -11,7 +11,10 @@ Modes:
   ``AsyncOpenAI.chat.completions.create`` on the SDK's aiohttp client;
 - ``sdk-post``: the SDK's lowest-level call with a wire-ready body (what agentv does);
 - ``aiohttp``: plain aiohttp without the SDK (a lower bound for any Python client; agentv
-  does not take this road, its providers go through the official SDKs).
+  does not take this road, its providers go through the official SDKs);
+- ``paced`` (S5): plain aiohttp, one request every ``1 / --rate`` s, each at its time
+  whatever the others' answers, none retried: what the server accepts of a perfectly paced
+  client on this machine (the server counts the refusals).
 
 Usage::
 
@@ -29,7 +32,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-MODES = ("sdk-create", "sdk-post", "aiohttp")
+MODES = ("sdk-create", "sdk-post", "aiohttp", "paced")
 
 Call = Callable[[], Awaitable[str]]
 
@@ -89,6 +92,31 @@ async def _run_aiohttp(url: str, body: dict[str, Any], args: argparse.Namespace)
         return await _drive(call, args.n, args.workers, args.needle)
 
 
+async def _run_paced(url: str, body: dict[str, Any], args: argparse.Namespace) -> int:
+    import aiohttp
+
+    wire = json.dumps(body).encode()
+    headers = {"Content-Type": "application/json", "Authorization": "Bearer dummy"}
+    endpoint = url.rstrip("/") + "/chat/completions"
+    loop = asyncio.get_running_loop()
+    bad = 0
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1000)) as session:
+        start = loop.time()
+
+        async def one(i: int) -> None:
+            nonlocal bad
+            await asyncio.sleep(max(0.0, start + i / args.rate - loop.time()))
+            async with session.post(endpoint, data=wire, headers=headers) as response:
+                if response.status == 200:
+                    answer = (await response.json())["choices"][0]["message"]["content"]
+                    bad += args.needle not in (answer or "")
+                elif response.status != 429:
+                    response.raise_for_status()
+
+        await asyncio.gather(*(one(i) for i in range(args.n)))
+    return bad
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the calls; exit 1 when any answer lacked the needle (an error raises)."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -98,10 +126,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--n", type=int, required=True, help="number of calls")
     p.add_argument("--workers", type=int, default=50, help="calls in flight")
     p.add_argument("--needle", default="42", help="text every answer must contain")
+    p.add_argument("--rate", type=float, default=20.0, help="paced: requests a second")
     args = p.parse_args(argv)
     body = json.loads(args.body.read_text(encoding="utf-8"))
     if args.mode == "aiohttp":
         bad = asyncio.run(_run_aiohttp(args.url, body, args))
+    elif args.mode == "paced":
+        bad = asyncio.run(_run_paced(args.url, body, args))
     else:
         bad = asyncio.run(_run_sdk(args.mode, args.url, body, args))
     if bad:

@@ -8,9 +8,11 @@ repetition so that machine noise hits them alike:
 - S1 overhead: N cases on an instant mock (agentv: the ``mock`` target; AgentV: ``--dry-run``;
   Inspect: ``mockllm/model`` with preset usage);
 - S2 concurrency: N cases against the loopback fake OpenAI server with 100 ms per call;
-- S5 rate-limited goodput: 1,000 cases against the fake server limited to 20 requests/s
-  with a burst of 20 (429 with ``Retry-After`` beyond it), one run per tool by default
-  (``--s5-reps``): each takes about a minute at best;
+- S5 rate-limited goodput, ``make bench``'s sweep: 300 and 1,000 cases against the fake
+  server answering after 0 ms, 100 ms and 2 s, limited to 20 requests/s with a burst of
+  20, to 20 requests/s with no burst and to 600 requests a minute (429 with
+  ``Retry-After`` beyond the limit), three runs per tool and cell (``--s5-reps``; the
+  1,000-case cells take a minute each at best);
 - S6 faults: 2,000 cases against the fake server answering every 5th request 500 and
   leaving every 50th hanging, each tool's request timeout set to 2 s (agentv's target
   ``timeout_seconds``, AgentV's ``--agent-timeout``, Inspect's ``--attempt-timeout``) and its
@@ -50,6 +52,8 @@ from gen_suite import ANSWER, HTTP_TARGET, MOCK_TARGET, generate_suite
 from measure import Measurement, load_fake_server_module, log_tail, measure, median, summarize
 from run import (
     BENCH_DIR,
+    S5_LATENCIES_MS,
+    S5_LIMITS,
     S6_FAIL_EVERY,
     S6_HANG_EVERY,
     S6_TARGET_SETTINGS,
@@ -57,6 +61,8 @@ from run import (
     RunCheckError,
     child_env,
     find_agentv,
+    limit_label,
+    parse_limit,
     run_checked_eval,
     run_counted_eval,
     server_figures,
@@ -451,15 +457,23 @@ def count_inspect(log_dir: Path, n: int) -> tuple[int, list[str]]:
 
 
 def run_faulty(
-    pb: PeerBench, scenario: str, tool: str, n: int, rep: int, timeout_s: float
+    pb: PeerBench,
+    scenario: str,
+    tool: str,
+    n: int,
+    rep: int,
+    timeout_s: float,
+    delay_s: float | None = None,
 ) -> dict[str, Any]:
-    """One S5 or S6 run of ``tool`` against that scenario's server: wall time, what the
-    server saw, the failed cases. A run that does not finish is a result too
-    (``finished``)."""
+    """One S5 or S6 run of ``tool`` against that scenario's server (answering after
+    ``delay_s``, default ``--delay-ms``): wall time, what the server saw, the failed cases.
+    A run that does not finish is a result too (``finished``). Goodput as in ``make
+    bench``: passed cases over the window from the first request to the arrival of the
+    last accepted one, plus 1 / rate, over the rate."""
     server = pb.server_for(scenario)
-    server.reset()
-    if scenario == "S5":
-        time.sleep(server.limit_burst / server.limit_rps + 0.1)  # the bucket fills up again
+    server.reset()  # its rate limit starts afresh too
+    if delay_s is None:
+        delay_s = pb.bench.delay_ms / 1000
     if tool == "agentv":
         folder = pb.bench.work / "suites" / f"n{n}"
         settings = S6_TARGET_SETTINGS if scenario == "S6" else None
@@ -490,9 +504,9 @@ def run_faulty(
             errors.append(f"exit code {m.returncode}; log {log}:\n{log_tail(log, 5)}")
     passed = n - failed
     requests = list(server.requests)
-    figures = server_figures(requests, pb.bench.delay_ms / 1000, m, passed, strict=False)
-    window = figures["window_s"]
-    limit = getattr(server, "limit_rps", None)
+    figures = server_figures(requests, delay_s, m, passed, strict=False)
+    limit = server.limit.per_second if server.limit is not None else None
+    window = figures["ok_span_s"] + 1 / limit if limit and passed else 0.0
     return {
         **m.to_dict(),
         **figures,
@@ -525,16 +539,61 @@ def _faulty_table(
 
 
 def format_s5(rows: Sequence[dict[str, Any]]) -> str:
-    """The S5 table of ``main``."""
-    return _faulty_table(
-        rows,
-        {
-            "request window s": lambda row: f"{row['window_s']:.2f}",
-            "goodput": lambda row: f"{row['goodput']:.2f}",
-            "requests": lambda row: f"{row['requests']:,}",
-            "429s (share)": lambda row: f"{row['limited']:,} ({100 * row['limited_share']:.1f} %)",
-        },
+    """The S5 table of ``main``: every tool in every cell, medians (min–max) of its runs,
+    the most 429s and failed cases of any run."""
+    head = "| limit | latency | N | tool | runs | wall s (min–max) | goodput (min–max) "
+    head += "| requests | 429s (share, the most in a run) | failed cases | result |"
+    lines = [head, "|" + "---|" * 11]
+    for row in rows:
+        cell = f"| {limit_label(row['limit'])} | {row['latency_ms']:g} ms | {row['n']:,} "
+        cell += f"| {TOOL_NAMES[row['tool']]} "
+        if "error" in row and "wall_s" not in row:
+            lines.append(cell + f"| – | FAILED: {row['error']} | | | | | |")
+            continue
+        result = "ok" if row["failed_cases"] == 0 and row["finished"] else row["result"]
+        wall = f"{row['wall_s']:.2f} ({row['wall_min_s']:.2f}–{row['wall_max_s']:.2f})"
+        goodput = f"{row['goodput']:.2f} ({row['goodput_min']:.2f}–{row['goodput_max']:.2f})"
+        share = f"{row['limited']:,} ({100 * row['limited_share_max']:.1f} %)"
+        lines.append(
+            cell + f"| {len(row['runs'])} | {wall} | {goodput} | {row['requests']:,} | {share} "
+            f"| {row['failed_cases']:,} | {result} |"
+        )
+    return "\n".join(lines)
+
+
+def format_s5_side_by_side(rows: Sequence[dict[str, Any]]) -> str:
+    """S5 per cell, the tools side by side: goodput, 429 share and failed cases (the worst
+    run's), and each peer's wall time over agentv's."""
+    tools = list(dict.fromkeys(row["tool"] for row in rows))
+    peers = [t for t in tools if t != "agentv"]
+    head = "| limit | latency | N | " + " | ".join(
+        f"{TOOL_NAMES[t]}: goodput, 429s, failed" for t in tools
     )
+    head += "".join(f" | {TOOL_NAMES[t]} / agentv, wall" for t in peers) + " |"
+    lines = [head, "|" + "---|" * (3 + len(tools) + len(peers))]
+    cells: dict[tuple[str, float, int], dict[str, dict[str, Any]]] = {}
+    for row in rows:
+        cells.setdefault((row["limit"], row["latency_ms"], row["n"]), {})[row["tool"]] = row
+    for (limit, latency, n), by_tool in cells.items():
+        line = f"| {limit_label(limit)} | {latency:g} ms | {n:,} "
+        for tool in tools:
+            row = by_tool.get(tool)
+            if row is None or "wall_s" not in row:
+                line += "| – "
+                continue
+            line += (
+                f"| {row['goodput_min']:.2f}, {100 * row['limited_share_max']:.1f} %, "
+                f"{row['failed_cases']:,} "
+            )
+        ours = by_tool.get("agentv")
+        for tool in peers:
+            theirs = by_tool.get(tool)
+            if ours is None or theirs is None or "wall_s" not in ours or "wall_s" not in theirs:
+                line += "| – "
+                continue
+            line += f"| {theirs['wall_s'] / ours['wall_s']:.2f}x "
+        lines.append(line + "|")
+    return "\n".join(lines)
 
 
 def format_s6(rows: Sequence[dict[str, Any]]) -> str:
@@ -557,6 +616,11 @@ def summarize_faulty(
     row: dict[str, Any] = {"tool": tool, "scenario": scenario, "n": n}
     for name in ("wall_s", "window_s", "goodput", "limited_share", "cpu_s", "max_rss_mb"):
         row[name] = round(median([r[name] for r in runs]), 3)
+    row["wall_min_s"] = min(r["wall_s"] for r in runs)
+    row["wall_max_s"] = max(r["wall_s"] for r in runs)
+    row["goodput_min"] = round(min(r["goodput"] for r in runs), 3)
+    row["goodput_max"] = round(max(r["goodput"] for r in runs), 3)
+    row["limited_share_max"] = round(max(r["limited_share"] for r in runs), 4)
     for name in ("requests", "limited", "server_errors", "hangs"):
         row[name] = int(median([r[name] for r in runs]))
     row["failed_cases"] = max(r["failed_cases"] for r in runs)
@@ -611,15 +675,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="agentv against AgentV (TypeScript) and Inspect AI.")
     p.add_argument("--s1-sizes", default="2000", help="S1 case counts (default 2000)")
     p.add_argument("--s2-sizes", default="2000", help="S2 case counts (default 2000)")
-    p.add_argument("--s5-sizes", default="1000", help="S5 case counts (default 1000; '' skips)")
+    p.add_argument(
+        "--s5-sizes", default="300,1000", help="S5 case counts (default 300,1000; '' skips)"
+    )
     p.add_argument("--reps", type=int, default=3, help="runs per cell; medians are shown")
-    p.add_argument("--s5-reps", type=int, default=1, help="runs per tool in S5 (default 1)")
+    p.add_argument("--s5-reps", type=int, default=3, help="runs per tool and S5 cell (default 3)")
     p.add_argument("--s5-timeout", type=float, default=600, help="S5: seconds before giving up")
     p.add_argument("--s6-sizes", default="2000", help="S6 case counts (default 2000; '' skips)")
     p.add_argument("--s6-reps", type=int, default=1, help="runs per tool in S6 (default 1)")
     p.add_argument("--s6-timeout", type=float, default=600, help="S6: seconds before giving up")
-    p.add_argument("--limit-rps", type=float, default=20.0, help="S5: requests/s the server allows")
-    p.add_argument("--limit-burst", type=float, default=20.0, help="S5: the limit's burst")
+    p.add_argument(
+        "--s5-limits",
+        default=",".join(S5_LIMITS),
+        help="S5's limits: Nrps-burstB (N a second, a burst of B) or Nrpm (N a minute)",
+    )
+    p.add_argument(
+        "--s5-latency-ms",
+        default=",".join(f"{x:g}" for x in S5_LATENCIES_MS),
+        help="how long the fake server takes to answer in S5 (ms, default 0,100,2000)",
+    )
     p.add_argument("--tools", default=",".join(TOOLS), help=f"subset of {', '.join(TOOLS)}")
     p.add_argument("--skip-install", action="store_true", help="use the installed peers as is")
     p.add_argument("--workers", type=int, default=50)
@@ -634,6 +708,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     s1 = [int(x) for x in args.s1_sizes.split(",") if x.strip()]
     s2 = [int(x) for x in args.s2_sizes.split(",") if x.strip()]
     s5 = [int(x) for x in args.s5_sizes.split(",") if x.strip()]
+    s5_limits = [x.strip() for x in args.s5_limits.split(",") if x.strip()]
+    s5_latencies = [float(x) for x in args.s5_latency_ms.split(",") if x.strip()]
     s6 = [int(x) for x in args.s6_sizes.split(",") if x.strip()]
     cell_tools = [t for t in tools if t not in OPTIONAL_TOOLS]  # S5 only for the others
 
@@ -659,14 +735,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     module = load_fake_server_module()
     pb.server = module.FakeLLMServer(delay_ms=args.delay_ms, reply=ANSWER, record=True)
     pb.server.start()
-    pb.limited_server = module.FakeLLMServer(
-        delay_ms=args.delay_ms,
-        reply=ANSWER,
-        record=True,
-        limit_rps=args.limit_rps,
-        limit_burst=args.limit_burst,
-    )
-    pb.limited_server.start()
     pb.faulty_server = module.FakeLLMServer(
         delay_ms=args.delay_ms,
         reply=ANSWER,
@@ -680,6 +748,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     results: dict[tuple[str, str, int], list[Measurement]] = {}
     failures: dict[tuple[str, str, int], str] = {}
     faulty_runs: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
+    s5_failures: dict[tuple[str, float, int, str], str] = {}
     started = datetime.now(UTC)
     t0 = time.perf_counter()
     try:
@@ -698,8 +767,44 @@ def main(argv: Sequence[str] | None = None) -> int:
                         continue
                     results.setdefault(key, []).append(m)
                     print(f"  {tool} {scenario} N={n} run {rep + 1}: {m.wall_s:.2f} s")
-        faulty = [("S5", n, args.s5_reps, args.s5_timeout, tools) for n in s5]
-        faulty += [("S6", n, args.s6_reps, args.s6_timeout, cell_tools) for n in s6]
+        s5_runs: dict[tuple[str, float, int, str], list[dict[str, Any]]] = {}
+        for limit in s5_limits:  # one server per limit and latency, every size and tool on it
+            for latency in s5_latencies:
+                if not s5:
+                    continue
+                pb.limited_server = module.FakeLLMServer(
+                    delay_ms=latency,
+                    reply=ANSWER,
+                    record=True,
+                    limit=parse_limit(limit, module),
+                )
+                pb.limited_server.start()
+                try:
+                    for n in s5:
+                        for rep in range(args.s5_reps):
+                            for tool in tools:
+                                key = (limit, latency, n, tool)
+                                if key in s5_failures:
+                                    continue
+                                try:
+                                    r = run_faulty(
+                                        pb, "S5", tool, n, rep, args.s5_timeout, latency / 1000
+                                    )
+                                except RunCheckError as exc:
+                                    s5_failures[key] = str(exc)
+                                    print(f"  {tool} S5 {limit} {latency:g} ms {n}: FAILED: {exc}")
+                                    continue
+                                s5_runs.setdefault(key, []).append(r)
+                                print(
+                                    f"  {tool} S5 {limit} {latency:g} ms N={n} run {rep + 1}: "
+                                    f"{r['wall_s']:.2f} s, goodput {r['goodput']:.2f}, "
+                                    f"{r['requests']} requests ({r['limited']} 429s), "
+                                    f"{r['failed_cases']} failed"
+                                )
+                finally:
+                    pb.limited_server.stop()
+                    pb.limited_server = None
+        faulty = [("S6", n, args.s6_reps, args.s6_timeout, cell_tools) for n in s6]
         for scenario, n, reps, limit_s, scenario_tools in faulty:
             for rep in range(reps):
                 for tool in scenario_tools:
@@ -720,7 +825,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                     )
     finally:
         pb.server.stop()
-        pb.limited_server.stop()
         pb.faulty_server.stop()  # releases the hanging requests
         for n in {*s1, *s2, *s5, *s6}:  # leave agentv's suites pointing at no server
             generate_suite(bench.work / "suites" / f"n{n}", n)
@@ -765,7 +869,21 @@ def main(argv: Sequence[str] | None = None) -> int:
                 cells_text.append(f"{ratio:.1f}x")
             ratio_lines.append(f"| {scenario} | {n:,} | " + " | ".join(cells_text) + " |")
 
-    faulty_rows: dict[str, list[dict[str, Any]]] = {"S5": [], "S6": []}
+    s5_rows: list[dict[str, Any]] = []
+    for limit in s5_limits:
+        for latency in s5_latencies:
+            for n in s5:
+                for tool in tools:
+                    key = (limit, latency, n, tool)
+                    if key in s5_failures:
+                        row = {"tool": tool, "scenario": "S5", "n": n, "error": s5_failures[key]}
+                    elif key in s5_runs:
+                        row = summarize_faulty(tool, "S5", n, s5_runs[key])
+                    else:
+                        continue
+                    row.update(limit=limit, latency_ms=latency)
+                    s5_rows.append(row)
+    s6_rows: list[dict[str, Any]] = []
     for scenario, n, _, _, scenario_tools in faulty:
         for tool in scenario_tools:
             key = (tool, scenario, n)
@@ -774,12 +892,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             elif key in faulty_runs:
                 row = summarize_faulty(tool, scenario, n, faulty_runs[key])
                 s2 = results.get((tool, "S2", n))
-                if scenario == "S6" and s2:  # against the same tool's fault-free run
+                if s2:  # against the same tool's fault-free run
                     row["wall_vs_s2"] = round(row["wall_s"] / summarize(s2)["wall_s"], 2)
             else:
                 continue
-            faulty_rows[scenario].append(row)
-    s5_rows, s6_rows = faulty_rows["S5"], faulty_rows["S6"]
+            s6_rows.append(row)
     rows.extend(s5_rows + s6_rows)
 
     print()
@@ -789,10 +906,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("\n".join(ratio_lines))
     if s5_rows:
         print(
-            f"\nS5: {args.limit_rps:g} requests/s, burst {args.limit_burst:g}, "
-            f"{args.delay_ms:g} ms/call (medians of {args.s5_reps} runs; failed cases: the worst):\n"
+            f"\nS5 (medians of {args.s5_reps} runs, min–max; 429s and failed cases: the worst "
+            "run):\n"
         )
         print(format_s5(s5_rows))
+        print("\nS5 side by side (goodput: the worst run):\n")
+        print(format_s5_side_by_side([r for r in s5_rows if "wall_s" in r]))
     if s6_rows:
         print(
             f"\nS6: every {S6_FAIL_EVERY}th request 500, every {S6_HANG_EVERY}th hanging, "
@@ -812,14 +931,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "s5_reps": args.s5_reps,
         "s6_reps": args.s6_reps,
         "s6_timeout_s": S6_TIMEOUT_S,
-        "limit_rps": args.limit_rps,
-        "limit_burst": args.limit_burst,
+        "s5_limits": s5_limits,
+        "s5_latency_ms": s5_latencies,
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)
     payload = {"meta": meta, "rows": rows, "ratios": ratios}
     args.output.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
     print(f"\nfigures written to {args.output}")
-    return 1 if failures else 0
+    return 1 if failures or s5_failures else 0
 
 
 if __name__ == "__main__":

@@ -246,7 +246,8 @@ def test_make_bench_rate_limit_and_fault_scenarios_at_tiny_sizes(
     run = bench["run"]
     output = tmp_path / "latest.json"
     argv = ["--only", "S5,S6", "--s5-size", "20", "--s6-size", "20", "--delay-ms", "5"]
-    argv += ["--limit-rps", "10", "--limit-burst", "5", "--reps", "1", "--workers", "5"]
+    argv += ["--s5-limits", "10rps-burst5", "--s5-latency-ms", "5", "--reps", "1"]
+    argv += ["--workers", "5"]
     argv += ["--work", str(tmp_path / "work"), "--output", str(output)]
 
     code = run.main(argv)
@@ -255,12 +256,19 @@ def test_make_bench_rate_limit_and_fault_scenarios_at_tiny_sizes(
     assert code == 0, printed
     data = json.loads(output.read_text())
     rows = {row["key"]: row for row in data["rows"]}
-    assert list(rows) == ["S5/20", "S2/20", "S6/20"]  # S6 ran its fault-free S2 first
+    s5_key = "S5/10rps-burst5/5ms/20"
+    assert list(rows) == [s5_key, "S2/20", "S6/20"]  # S6 ran its fault-free S2 first
     assert all(row["ok"] for row in rows.values())
-    s5, s6 = rows["S5/20"], rows["S6/20"]
+    s5, s6 = rows[s5_key], rows["S6/20"]
     assert s5["failed_cases"] == 0 and s5["limited"] > 0
     assert s5["requests"] == 20 + s5["limited"]
-    assert 0 < s5["limited_share"] < 1 and s5["goodput"] > 0 and s5["server_window_s"] > 0
+    assert 0 < s5["limited_share"] == s5["limited_share_max"] < 1
+    assert (s5["limit"], s5["latency_ms"], s5["limit_rps"]) == ("10rps-burst5", 5, 10)
+    # goodput: passed cases over the arrivals' window (the last accepted one, plus 1 / rate)
+    (one,) = s5["runs"]
+    assert one["goodput"] == s5["goodput"] == s5["goodput_min"]
+    assert one["goodput"] == pytest.approx(20 / (one["ok_span_s"] + 0.1) / 10, abs=0.001)
+    assert s5["server_window_s"] > one["ok_span_s"] > 0  # to the last answer: longer
     assert s6["failed_cases"] == 0 and s6["hangs"] >= 1 and s6["server_errors"] >= 1
     assert s6["requests"] == 20 + s6["hangs"] + s6["server_errors"]
     assert s6["wall_vs_s2"] > 0 and s6["floor_s"] > 0
@@ -270,10 +278,27 @@ def test_make_bench_rate_limit_and_fault_scenarios_at_tiny_sizes(
     ratio = s6["ideal_s"] / s6["s2_wall_s"]
     assert s6["ideal_vs_s2"] == pytest.approx(ratio, abs=0.001)
     assert s6["target_settings"]["timeout_seconds"] == run.S6_TARGET_SETTINGS["timeout_seconds"]
-    assert "| S5 rate-limited (10/s, burst 5) | 20 |" in printed
-    assert "request window s | goodput" in printed
-    # goals are tied to the full sizes: n/a here
-    assert {g["status"] for g in data["goals"]} == {"n/a"}
+    assert "| 10 requests/s, burst 5 | 5 ms | 20 |" in printed
+    assert "request window s | goodput" in printed  # S6's table
+    # the fixed goals are tied to the full sizes: n/a here; S5's are the cell's
+    judged = {g["goal"]: g for g in data["goals"] if g["status"] != "n/a"}
+    assert set(judged) == {
+        "S5 10 requests/s, burst 5, 5 ms, 20 cases: no failed case",
+        "S5 10 requests/s, burst 5, 5 ms, 20 cases: goodput >= 0.9",
+        "S5 10 requests/s, burst 5, 5 ms, 20 cases: 429s <= 10 %",
+    }
+    assert judged["S5 10 requests/s, burst 5, 5 ms, 20 cases: no failed case"]["status"] == "PASS"
+
+
+def test_s5_limit_names(bench: dict[str, ModuleType]) -> None:
+    run, module = bench["run"], bench["measure"].load_fake_server_module()
+    assert run.parse_limit("20rps-burst1", module) == module.BucketLimit(20.0, 1.0)
+    assert run.parse_limit("600rpm", module) == module.WindowLimit(600, 60.0)
+    assert run.limit_label("20rps-burst20") == "20 requests/s, burst 20"
+    assert run.limit_label("20rps-burst1") == "20 requests/s, no burst"
+    assert run.limit_label("600rpm") == "600 requests/minute"
+    with pytest.raises(ValueError, match="unknown S5 limit 'fast'"):
+        run.parse_limit("fast", module)
 
 
 def test_the_ideal_fault_window_counts_every_requests_time_and_the_tail(
@@ -355,6 +380,47 @@ def test_peer_s6_runs_agentv_against_the_faulty_server_and_reports_it(
     table = peers.format_s6([row])
     assert "| agentv (this project) | 12 | 1 |" in table and "| 2.50 |" in table
     assert table.rstrip().endswith("| 0 | ok |")
+    sys.modules.pop("peers", None)
+
+
+def test_peer_s5_runs_agentv_against_a_limited_server_and_reports_it(
+    bench: dict[str, ModuleType], tmp_path: Path
+) -> None:
+    # the peers' S5 path for this project: one cell of the sweep, its tables
+    sys.modules.pop("peers", None)
+    import peers
+
+    run = bench["run"]
+    work = tmp_path / "work"
+    (work / "runs").mkdir(parents=True)
+    settings = run.Bench(
+        agentv=run.find_agentv(),
+        work=work,
+        reps=1,
+        workers=5,
+        delay_ms=100,
+        timeout_s=None,
+        keep=False,
+        env=run.child_env(),
+    )
+    module = bench["measure"].load_fake_server_module()
+    limit = run.parse_limit("10rps-burst5", module)
+    with module.FakeLLMServer(delay_ms=5, reply="The answer is 42.", limit=limit) as server:
+        pb = peers.PeerBench(bench=settings, work=tmp_path / "peers", limited_server=server)
+        result = peers.run_faulty(pb, "S5", "agentv", 12, 0, 120, 0.005)
+
+    assert result["finished"] and result["failed_cases"] == 0, result["errors"]
+    assert result["limited"] > 0 and result["requests"] == 12 + result["limited"]
+    window = result["ok_span_s"] + 0.1  # to the last accepted arrival, plus 1 / rate
+    assert result["goodput"] == pytest.approx(12 / window / 10)
+    row = peers.summarize_faulty("agentv", "S5", 12, [result])
+    row.update(limit="10rps-burst5", latency_ms=5.0)
+    table = peers.format_s5([row])
+    assert "| 10 requests/s, burst 5 | 5 ms | 12 | agentv (this project) | 1 |" in table
+    assert table.rstrip().endswith("| 0 | ok |")
+    theirs = {**row, "tool": "inspect", "wall_s": 2 * row["wall_s"]}
+    side = peers.format_s5_side_by_side([row, theirs])
+    assert side.splitlines()[2].endswith("| 2.00x |")
     sys.modules.pop("peers", None)
 
 

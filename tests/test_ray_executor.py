@@ -690,32 +690,30 @@ async def test_the_gate_keeper_gives_back_turns_of_dropped_requests_and_lost_cas
     assert keeper.stats()["api"].requests == 4  # t1, t4, t5, t6
 
 
-async def test_successes_grow_the_limit_of_a_real_keeper_actor(local_ray: str) -> None:
+async def test_answers_times_reach_a_real_keeper_actor(local_ray: str) -> None:
     from agentv.run.executors.ray_gates import GateKeeper, GateSpec, RemoteGate
 
     spec = GateSpec("api", 4)
     keeper = ray.remote(GateKeeper).options(num_cpus=0).remote({3: spec})
     try:
         gate = RemoteGate(keeper, 3, spec)
-        await keeper.throttled.remote(3, 0.0, None)  # 4 -> 2 at once
+        await keeper.throttled.remote(3, 0.0, None)  # paced from now on
         await gate.acquire()
-        assert gate.limit == 2
-        gate.succeeded()
+        assert gate.limit == 4  # no answer seen yet: as many at once as before
+        gate.succeeded(sent_at=gate.now() - 0.5)  # answered after half a second
         gate.release()
-        await gate.acquire()  # a window of two successes...
-        gate.succeeded()
-        gate.release()
-        # ...one more at once (an async actor need not run one caller's calls in order:
-        # ask again until the last release has arrived)
+        # the keeper's gate learns how long answers take with the turn given back, and
+        # fits how many it lets go at once to the pace (an async actor need not run one
+        # caller's calls in order: ask again until the release has arrived)
         limits = []
         for _ in range(50):
             await gate.acquire()
             limits.append(gate.limit)
             gate.release()
-            if limits[-1] == 3:
+            if limits[-1] < 4:
                 break
             await asyncio.sleep(0.02)
-        assert limits[-1] == 3 and set(limits) <= {2, 3}
+        assert limits[-1] == 3 and set(limits) <= {3, 4}  # 2 x 0.9 a second x 0.5 s, + 2
     finally:
         ray.kill(keeper)
 
@@ -744,14 +742,17 @@ async def test_successes_reach_the_keeper_with_the_turn_given_back() -> None:
 
     keeper = GateKeeper({3: GateSpec("api", 4)})
     gate = RemoteGate(Direct(keeper), 3, GateSpec("api", 4))
-    keeper.throttled(3, 0.0, None)  # 4 -> 2 at once
-    assert keeper._gates[3].limit == 2
-    for _ in range(2):  # a window of successes: one more at once
-        await gate.acquire()
-        gate.succeeded()
-        assert keeper._gates[3].limit == 2  # told with the release, not before
-        gate.release()
-    assert keeper._gates[3].limit == 3
+    keeper.throttled(3, 0.0, None)
+    inner = keeper._gates[3]
+    assert (inner.limit, inner._min_latency) == (4, None)
+    await gate.acquire()
+    gate.succeeded(sent_at=gate.now() - 0.5)
+    gate.succeeded(sent_at=gate.now() - 0.8)  # the quicker of the two is sent along
+    assert inner._min_latency is None  # told with the release, not before
+    gate.release()
+    assert inner._min_latency == pytest.approx(0.5, abs=0.05)
+    assert inner.limit == 3  # 2 x 0.9 a second x 0.5 s, + 2
+    assert gate._successes == 0 and gate._latency is None
 
 
 def test_simulated_users_run_on_ray_through_their_own_target(

@@ -5,6 +5,7 @@ for another task to let a request through, under generous hang guards."""
 from __future__ import annotations
 
 import asyncio
+import math
 from collections import deque
 
 import pytest
@@ -20,6 +21,33 @@ from agentv.providers.base import (
     Usage,
 )
 from agentv.run.scheduling import (
+    ESTIMATE_S,
+    FIRST_RATE,
+    HOLD_S,
+    HOLD_SHARE,
+    LATE_S,
+    LATENCY_S,
+    LIMIT_GAIN,
+    LIMIT_SPARE,
+    LONG_S,
+    LONG_SHARE,
+    MAX_RATE,
+    MIN_RATE,
+    NOISE_REQUESTS,
+    OPENING_DOUBLING_S,
+    OPENING_LAG_S,
+    OPENING_LIMIT,
+    OPENING_S,
+    OPENING_WAIT_S,
+    PACE_SHARE,
+    PROBE_GROWTH,
+    RECHECK_S,
+    RECOVER_HALF_S,
+    RESTART_SHARE,
+    SHORT_HOLD_S,
+    SHORTEST_S,
+    STARTUP_CUT,
+    STARTUP_DOUBLING_S,
     GatedProvider,
     Gates,
     GateStats,
@@ -104,262 +132,313 @@ async def test_turns_count_requests_and_the_most_at_once() -> None:
     assert (gate.in_flight, gate.peak, gate.stats.requests) == (1, 2, 4)
 
 
-def test_throttling_halves_the_limit_pauses_the_target_and_starts_pacing() -> None:
+# --- the opening ---------------------------------------------------------------------------------
+
+
+def test_a_gate_of_many_workers_opens_ten_at_a_time_and_one_more_with_each_quick_answer() -> None:
     clock = Clock()
-    gate = TargetGate(8, clock=clock)
-    sent(gate, 3)
+    gate = TargetGate(50, clock=clock)
+    assert gate._opening and TargetGate(OPENING_LIMIT, clock=clock)._opening is False
+    assert [gate.try_acquire() for _ in range(11)] == [True] * 10 + [False]
+    # no answer yet: the 11th once the opening's clock says so (or at the next answer)
+    assert gate._wait_time(0.0) == pytest.approx(OPENING_WAIT_S + math.log2(1.1) * 0.025)
+    clock.now += 0.001
+    gate.succeeded(sent_at=100.0)  # the first answer: its round trip is the shortest
+    assert (gate._answers, gate._min_latency, gate._first_answer_at) == pytest.approx(
+        (1, 0.001, 100.001)
+    )
+    gate.release()
+    assert [gate.try_acquire() for _ in range(3)] == [True, True, False]  # 11 at once
+    assert gate._wait_time(0.0) == pytest.approx(OPENING_S - 0.001)
+    clock.now += 0.01
+    gate.succeeded(sent_at=100.0)  # 11 ms: it waited in the client, so no more at once
+    gate.succeeded(sent_at=100.009)  # 2 ms, twice the shortest: one more
+    assert gate._answers == 2
+    clock.now = 100.0 + OPENING_S  # the opening's end: every turn
+    assert (gate._wait_time(0.0), gate._opening) == (0.0, False)
+
+
+def test_without_answers_the_opening_doubles_every_few_milliseconds() -> None:
+    clock = Clock()
+    gate = TargetGate(50, clock=clock)
+    assert all(gate.try_acquire() for _ in range(10))
+    # no answer yet: a slow server; after OPENING_WAIT_S, twice as many every doubling
+    growth = math.log2(11 / 10) * OPENING_DOUBLING_S  # the 11th: a tenth more
+    assert gate._wait_time(0.0) == pytest.approx(OPENING_WAIT_S + growth)
+    clock.now = 100.0 + OPENING_WAIT_S + 0.999 * OPENING_DOUBLING_S  # nearly 20 at once
+    assert sum(gate.try_acquire() for _ in range(15)) == 10
+    expected = (math.log2(21 / 10) - 0.999) * OPENING_DOUBLING_S
+    assert gate._wait_time(0.0) == pytest.approx(expected)
+    clock.now = 100.0 + OPENING_WAIT_S + 3 * OPENING_DOUBLING_S  # 80: all 50 are there
+    assert (gate._wait_time(0.0), gate._opening) == (0.0, False)
+
+
+def test_a_waiter_woken_late_stops_the_openings_clock() -> None:
+    clock = Clock()
+    gate = TargetGate(50, clock=clock)
+    assert all(gate.try_acquire() for _ in range(10))
+    clock.now = 100.1
+    gate._woke(100.0 + OPENING_WAIT_S)  # 75 ms late: the client was busy
+    assert gate._first_start == pytest.approx(100.075)
+    gate._woke(100.1 - OPENING_LAG_S)  # just in time: nothing changes
+    assert gate._first_start == pytest.approx(100.075)
+    assert gate._wait_time(0.0) == pytest.approx(OPENING_WAIT_S - 0.025)
+    gate._opening = False
+    gate._woke(99.0)  # once open, lateness says nothing
+    assert gate._first_start == pytest.approx(100.075)
+
+
+# --- a round of refusals, and the pace ---------------------------------------------------------
+
+
+def test_the_first_round_paces_at_what_the_server_accepted_and_pauses_the_target() -> None:
+    clock = Clock()
+    gate = TargetGate(50, clock=clock)
+    sent(gate, 50)  # an opening of 50 at once (a gate of old); the server takes 20
+    clock.now = 100.005
+    gate.throttled(0.05, sent_at=100.0)
+    assert (gate._paced, gate._top, gate._opening) == (True, None, False)
+    assert gate._base == 49.0  # the 50 sent in the last second, less the one refused
+    assert gate.rate == pytest.approx(PACE_SHARE * 49)
+    assert (gate.paused_until, gate._epoch) == (pytest.approx(100.055),) * 2
+    for _ in range(29):  # the same round: its estimate counts each, one cut
+        clock.now += 0.001
+        gate.throttled(0.05, sent_at=100.0)
+    assert gate._base == 20.0 and gate.rate == pytest.approx(PACE_SHARE * 20)
+    assert gate.paused_until == pytest.approx(100.084)  # each one's wait, from its arrival
+    assert gate.stats == GateStats(
+        requests=50, throttled=30, throttled_seconds=pytest.approx(0.079), lowest_limit=50
+    )
+    assert gate.limit == 50  # no answer seen: nothing says how many the pace needs at once
+
+
+def test_after_the_first_round_the_pace_doubles_until_the_next() -> None:
+    clock = Clock()
+    gate = TargetGate(5, clock=clock)
+    gate.throttled(0.5)  # nothing sent in the last second: one a second at least
+    assert (gate._base, gate.rate) == (FIRST_RATE, PACE_SHARE * FIRST_RATE)
+    clock.now = 100.5 + STARTUP_DOUBLING_S  # one doubling after the pause
+    assert gate._pace_at(clock.now) == pytest.approx(2 * PACE_SHARE)
+    clock.now = 100.5 + 10 * STARTUP_DOUBLING_S
+    assert gate._pace_at(clock.now) == pytest.approx(1024 * PACE_SHARE)
+    clock.now = 100.5 + 100
+    assert gate._pace_at(clock.now) == MAX_RATE  # capped, and never an overflow
+
+
+def _paced(top: float, *, at: float = 100.0, hold: float = HOLD_S) -> tuple[Clock, TargetGate]:
+    """A gate holding at ``top`` since ``at`` (a later round's pace), whose answers take 0.1 s."""
+    clock = Clock()
+    clock.now = at
+    gate = TargetGate(50, clock=clock)
+    gate._opening = False
+    gate._paced = True
+    gate._base = gate._top = top
+    gate._epoch, gate._opened, gate._hold_s = at, at - 10, hold
+    gate._min_latency, gate._min_latency_at = 0.1, at
+    return clock, gate
+
+
+def test_a_later_rounds_pace_heads_for_the_top_holds_then_probes() -> None:
+    _, gate = _paced(20.0)
+    assert gate._pace_at(100.0) == pytest.approx(RESTART_SHARE * 20)
+    held = HOLD_SHARE * 20
+    gap = held - RESTART_SHARE * 20
+    assert gate._pace_at(100.0 + RECOVER_HALF_S) == pytest.approx(held - gap / 2)
+    assert gate._pace_at(100.0 + 3 * RECOVER_HALF_S) == pytest.approx(held - gap / 8)
+    assert gate._pace_at(100.0 + HOLD_S) == pytest.approx(held)
+    assert gate._pace_at(100.0 + HOLD_S + 2) == pytest.approx(held * PROBE_GROWTH**2)
+    assert gate._pace_at(99.0) == gate._pace_at(100.0)  # before the pause ends: the restart
+    gate._base = gate._top = 0.001
+    assert gate._pace_at(100.0) == MIN_RATE
+
+
+def test_a_refusal_met_probing_makes_its_pace_the_top() -> None:
+    clock, gate = _paced(20.0)
+    clock.now = 100.0 + HOLD_S + 1  # probing: 10 % over the hold
+    sent(gate, 21)
+    probe = gate._pace_at(clock.now)
+    gate.throttled(0.01)
+    assert (gate._probing, gate._holding, gate._top) == (True, False, pytest.approx(probe))
+    assert gate._epoch == clock.now + 0.01 and gate._hold_s == HOLD_S
+    # the restart: that pace too (one refusal: the edge; the server refused none besides)
+    assert gate._base == pytest.approx(probe)
+    assert gate.limit == math.ceil(LIMIT_GAIN * gate.rate * 0.1) + LIMIT_SPARE
+
+
+def test_a_refusal_on_the_way_to_the_top_lowers_it_to_what_was_accepted() -> None:
+    clock, gate = _paced(30.0)  # a top too high: refused on the way to it
+    clock.now = 100.5
+    sent(gate, 25)  # the last second: 25 sent
+    for t in (100.1, 100.2, 100.3):  # three refused among them (earlier rounds)
+        gate._refusals.append(t)
+    pace = gate._pace_at(clock.now)
+    gate.throttled(0.01)
+    # 25 sent, four refused: 21 accepted; the refusals past the edge leave 1 - 3/25 of the
+    # pace; the larger of the two, but no more than the pace
+    kept = 1 - 3 / 25
+    assert gate._top == gate._base == pytest.approx(max(21.0, kept * pace))
+    assert gate._hold_s == SHORT_HOLD_S  # probing again sooner: the top may be too low now
+    assert gate._epoch == pytest.approx(100.51)
+
+
+def test_a_refusal_while_holding_lowers_the_top_without_starting_over() -> None:
+    clock, gate = _paced(20.0)
+    clock.now = 102.0  # holding
+    sent(gate, 30)
+    for t in (101.2, 101.5):  # two earlier ones: not noise
+        gate._refusals.append(t)
+    gate._recent.extend([101.1] * 40)
+    pace = gate._pace_at(102.0)  # near the hold: the gap to it halved ten times
+    gate.throttled(0.01)
+    assert (gate._holding, gate._probing) == (True, False)
+    assert gate._top == pytest.approx(pace)  # the pace that met it (less than was accepted)
+    assert gate._epoch == 100.0  # the probe still comes HOLD_S after the last round
+
+
+def test_a_lone_refusal_while_holding_only_pauses() -> None:
+    clock, gate = _paced(20.0)
+    clock.now = 102.0
+    gate._recent.extend([101.0] * NOISE_REQUESTS)  # the last 40 requests...
+    sent(gate, 20)
+    gate.throttled(0.02)  # ...and this the one refusal among them
+    assert (gate._noise, gate._top, gate._epoch) == (True, 20.0, 100.0)
+    assert gate.paused_until == pytest.approx(102.02) and gate.stats.throttled == 1
+    clock.now = 102.01
+    gate.throttled(0.02, sent_at=101.99)  # a second, of the same round: a round after all
+    # a round after all: the top is what the server accepted (20 sent, 2 refused)
+    assert gate._noise is False and gate._top == 18.0
+    few = _paced(20.0)[1]
+    few._clock.now = 102.0  # type: ignore[attr-defined]
+    few._recent.extend([101.0] * (NOISE_REQUESTS - 1))  # too few requests to tell
+    few.throttled(0.02)
+    assert few._noise is False
+
+
+def test_a_later_round_never_goes_under_most_of_what_was_accepted_over_five_seconds() -> None:
+    clock, gate = _paced(20.0, at=100.0)
+    for second in range(6):  # 18 a second accepted for six seconds
+        clock.now = 100.0 + second
+        sent(gate, 18)
+    clock.now = 105.5
+    for t in (105.1, 105.2, 105.3, 105.35, 105.4):  # many refusals lately: a deep cut
+        gate._refusals.append(t)
+    gate._epoch = 105.4  # on the way to the top after a round
+    gate.throttled(0.01)
+    # the last second: 18 sent, 6 refused; the refusals would cut the pace to 13 a second,
+    # but over the last five seconds the server took (5 x 18 - 6) / 5 a second
+    assert gate._top == pytest.approx(LONG_SHARE * (5 * 18 - 6) / LONG_S)
+
+
+def test_the_round_after_the_doubling_keeps_its_pace_as_the_top() -> None:
+    clock = Clock()
+    gate = TargetGate(5, clock=clock)
+    gate.throttled(0.0)  # the first round: doubling from one a second
     clock.now = 100.5
     sent(gate, 3)
-    clock.now = 101.0
-    gate.throttled(2.0)
-    # the six requests of the last second (100.0 included), less the one refused, at 0.9
-    assert (gate.limit, gate.paused_until, gate.paused_for) == (4, 103.0, 2.0)
-    assert gate.rate == pytest.approx(0.9 * 5)
-    assert gate.stats == GateStats(requests=6, throttled=1, throttled_seconds=2.0, lowest_limit=4)
-    assert gate._wait_time(0.0) == 2.0
-    clock.now = 102.0
-    assert (gate.paused_for, gate._wait_time(0.0)) == (1.0, 1.0)
-    gate.throttled(3.0)  # the same news during the pause: it is longer, not cut again
-    assert (gate.limit, gate.paused_until) == (4, 105.0)
-    assert gate.rate == pytest.approx(0.9 * 4)  # one request fewer was accepted
-    assert gate.stats == GateStats(requests=6, throttled=2, throttled_seconds=4.0, lowest_limit=4)
-    gate.throttled(0.5)  # a shorter one changes nothing but the count and the pace
-    gate.throttled(-1.0)
-    assert (gate.limit, gate.paused_until) == (4, 105.0)
-    assert gate.rate == pytest.approx(0.9 * 2)
-    assert gate.stats == GateStats(requests=6, throttled=4, throttled_seconds=4.0, lowest_limit=4)
-    clock.now = 104.75
-    gate.throttled(0.5)  # a little past the pause: a quarter of a second more
-    assert (gate.limit, gate.paused_until) == (4, 105.25)
-    assert gate.stats == GateStats(requests=6, throttled=5, throttled_seconds=4.25, lowest_limit=4)
-    assert gate.rate == 1.0  # one request accepted: 0.9 a second, but one at least
-    clock.now = 105.5  # after the pause: cut again, the pace by a third at least
-    sent(gate, 5)
-    gate.throttled(1.0)
-    assert (gate.limit, gate.paused_until) == (2, 106.5)
-    assert gate.rate == pytest.approx(2 / 3)  # not the 0.9 x 4 of what was accepted
-    assert gate.stats.throttled_seconds == 5.25 and gate.stats.lowest_limit == 2
-    clock.now = 106.5
-    # no longer paused, but paced: the five sent at 105.5 used a second each
-    assert (gate.paused_for, gate._wait_time(0.0)) == (0.0, 4.0)
-    gate.throttled(0.0)  # no wait: cut, no pause
-    assert (gate.limit, gate.paused_until, gate.stats.throttled_seconds) == (1, 106.5, 5.25)
-    assert gate.rate == 0.5  # two thirds of two thirds is under the floor
-    for step in range(1, 6):
-        clock.now = 200.0 + step
-        gate.throttled(-3.0)  # a negative wait is no wait
-        assert gate.paused_until == clock.now
-    assert (gate.limit, gate.rate, gate.stats.lowest_limit) == (1, 0.5, 1)  # the floors
-    assert gate.stats.throttled_seconds == 5.25
+    pace = gate._pace_at(clock.now)
+    gate.throttled(0.01)
+    assert gate._after_startup and gate._top == pytest.approx(pace)
+    assert gate._base == pytest.approx(STARTUP_CUT * pace)  # little was accepted meanwhile
+    assert gate._hold_s == HOLD_S
 
 
-def test_refusals_during_the_pause_bring_the_pace_down_to_what_was_accepted() -> None:
+def test_refusals_of_requests_sent_before_the_cut_are_news_of_its_round() -> None:
     clock = Clock()
     gate = TargetGate(50, clock=clock)
-    sent(gate, 50)  # a burst; the server takes 20 and refuses 30 at once
-    clock.now = 100.005
-    gate.throttled(0.05)
-    assert (gate.limit, gate.rate) == (25, pytest.approx(0.9 * 49))
-    for _ in range(29):
-        clock.now += 0.001
-        gate.throttled(0.05)
-    assert (gate.limit, gate.rate) == (25, pytest.approx(0.9 * 20))
-    assert gate.stats.throttled == 30 and gate.stats.lowest_limit == 25
-    clock.now = 101.5  # later, every request of the last second refused: the floor
-    sent(gate, 3)
-    for _ in range(3):
-        gate.throttled(0.05)
-    assert (gate.limit, gate.rate) == (12, 0.5)
-
-
-def test_refusals_of_requests_sent_before_the_cut_are_the_same_news_without_a_pause() -> None:
-    clock = Clock()
-    gate = TargetGate(50, clock=clock)
-    sent(gate, 50)  # at 100.0
+    sent(gate, 50)
     clock.now = 100.01
-    gate.throttled(0.0, sent_at=100.0)  # the server asks for no wait at all
-    assert (gate.limit, gate.paused_until, gate.rate) == (25, 100.01, pytest.approx(0.9 * 49))
+    gate.throttled(0.0, sent_at=100.0)  # no wait at all
+    cut = gate._cut_at
     for step in range(1, 30):  # the rest of the burst's refusals, after the (empty) pause
         clock.now = 100.01 + step * 0.01
         gate.throttled(0.0, sent_at=100.0)
-    assert (gate.limit, gate.rate) == (25, pytest.approx(0.9 * 20))  # cut once
+    assert (gate._cut_at, gate._base) == (cut, 20.0)
     assert (gate.stats.throttled, gate.stats.throttled_seconds) == (30, 0.0)
-    clock.now = 100.5
-    gate.throttled(0.5, sent_at=100.0)  # a late one: the pause runs from now
-    assert (gate.limit, gate.paused_until, gate.stats.throttled_seconds) == (25, 101.0, 0.5)
-    assert gate.rate == pytest.approx(0.9 * 19)
     clock.now = 101.5
     sent(gate, 10)
-    gate.throttled(0.0, sent_at=101.5)  # sent after the cut: new news, a new cut
-    assert (gate.limit, gate.stats.lowest_limit) == (12, 12)
-    assert gate.rate == pytest.approx(0.9 * 9)  # the ten of the last second, one refused
-    gate.throttled(0.0)  # no time given: as if sent now, so a new cut
-    assert gate.limit == 6
-    gate.throttled(0.0, sent_at=101.5)  # sent at the very time of that cut: after it
-    assert gate.limit == 3
+    gate.throttled(0.0, sent_at=101.5)  # sent after the cut: a new round
+    assert gate._cut_at == 101.5 and gate._after_startup
 
 
-def test_without_recent_requests_the_pace_starts_at_one_a_second() -> None:
+def test_the_estimate_leaves_pauses_and_the_opening_out() -> None:
     clock = Clock()
-    gate = TargetGate(3, clock=clock)
+    gate = TargetGate(5, clock=clock)
+    sent(gate, 10)  # at 100.0: before a minute's pause
+    gate._pause_until(100.2, 160.2)
+    assert (gate._paused_total, gate.stats.throttled_seconds) == (pytest.approx(60.0),) * 2
+    clock.now = 160.5
     sent(gate, 5)
-    clock.now = 101.5
-    gate.throttled(1.0)
-    assert (gate.limit, gate.rate) == (1, 1.0)
+    # a second of sending up to 160.5: 0.3 s after the pause, 0.7 s before it
+    assert gate._accepted_rate(160.5, ESTIMATE_S) == (15.0, 15, 0)
+    assert gate._paused_between(100.0, 161.0) == pytest.approx(60.0)
+    gate._round_pace, gate._opened = 20.0, 160.3  # after the first round: since it opened
+    assert gate._accepted_rate(160.5, ESTIMATE_S) == (5 / SHORTEST_S, 5, 0)
+    assert gate._accepted_rate(160.5, LONG_S) == (0.0, 0, 0)  # not five seconds yet
 
 
-def test_only_the_last_seconds_requests_set_the_pace() -> None:
-    clock = Clock()
-    gate = TargetGate(3, clock=clock)
-    sent(gate)  # 100.0
-    clock.now = 100.75
-    sent(gate)
-    clock.now = 101.0
-    sent(gate, 2)  # 100.0 is exactly a second old: kept, and counted
-    gate.throttled(1.0)
-    assert (list(gate._starts), gate.rate) == ([100.0, 100.75, 101.0, 101.0], 0.9 * 3)
-    later = TargetGate(3, clock=clock)
-    clock.now = 100.0
-    sent(later)
-    clock.now = 100.75
-    sent(later)
-    clock.now = 101.5
-    sent(later, 2)  # 100.0 is more than a second old: dropped
-    later.throttled(1.0)
-    assert (list(later._starts), later.rate) == ([100.75, 101.5, 101.5], 0.9 * 2)
-    quiet = TargetGate(3, clock=clock)
-    clock.now = 100.0
-    sent(quiet)
+def test_the_limit_follows_the_pace_and_the_shortest_answers() -> None:
+    clock, gate = _paced(20.0)
+    gate._min_latency = None
+    gate.limit = 50
     clock.now = 100.5
-    sent(quiet, 4)
-    clock.now = 101.25  # none since 100.5: the one at 100.0 is kept, but not counted
-    quiet.throttled(1.0)
-    assert (list(quiet._starts), quiet.rate) == ([100.0] + [100.5] * 4, 0.9 * 3)
-
-
-def test_each_window_of_successes_adds_one_request_at_once_up_to_the_workers() -> None:
-    clock = Clock()
-    gate = TargetGate(6, clock=clock)
-    gate.throttled(0.0)  # no pause, so each one cuts: 6 -> 3 -> 1 -> 1
-    gate.throttled(0.0)
-    clock.now = 101.0
-    gate.throttled(0.0)
-    assert gate.limit == 1
+    gate.succeeded(sent_at=100.0)  # answers take half a second
+    pace = gate._pace_at(100.5)
+    assert gate.limit == math.ceil(LIMIT_GAIN * pace * 0.5) + LIMIT_SPARE
     gate._changed.clear()
-    gate.succeeded()  # a window of one
-    assert (gate.limit, gate._changed.is_set()) == (2, True)
-    gate._changed.clear()
-    gate.succeeded()
-    assert (gate.limit, gate._changed.is_set()) == (2, False)
-    gate.succeeded()
-    assert gate.limit == 3
-    for expected in (3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 5, 6, 6, 6, 6, 6, 6, 6, 6):
-        gate.succeeded()
-        assert gate.limit == expected
-    gate._changed.clear()
-    gate.succeeded()
-    assert (gate.limit, gate._changed.is_set()) == (6, False)
-
-
-def test_a_cut_starts_the_windows_and_the_pace_afresh() -> None:
-    clock = Clock()
-    gate = TargetGate(4, clock=clock)
-    for _ in range(5):
-        gate.succeeded()  # at the top: counted, but the limit stays
-    clock.now = 200.0
-    gate.throttled(0.0)
-    assert (gate.limit, gate.rate) == (2, 1.0)  # no request in the last second
-    gate.succeeded()
-    assert (gate.limit, gate.rate) == (2, 2.0)  # half a window; a rate's worth of successes
-    gate.succeeded()
-    assert (gate.limit, gate.rate) == (3, 2.0)
-    gate.succeeded()  # two successes at a pace of two: three a second
-    assert (gate.limit, gate.rate) == (3, 3.0)
-    gate.succeeded()  # one of the three the pace needs now
-    clock.now = 200.5
-    sent(gate, 4)
-    clock.now = 201.0
-    gate.throttled(0.0)
-    assert (gate.limit, gate.rate) == (1, 2.0)  # 3 // 2, and 3 x 2/3 (under 0.9 x 3)
-    gate.succeeded()  # a new window of one; a new count towards the pace
-    assert (gate.limit, gate.rate) == (2, 2.0)
-    gate.succeeded()
-    assert (gate.limit, gate.rate) == (2, 3.0)
-
-
-def test_the_pace_grows_by_a_tenth_or_one_after_a_rate_of_successes() -> None:
-    clock = Clock()
-    gate = TargetGate(4, clock=clock)
-    clock.now = 200.0
-    gate.throttled(0.0)  # no success in the last second: one a second
-    assert gate.rate == 1.0
-    rates = []
-    for _ in range(30):
-        gate.succeeded()
-        rates.append(gate.rate)
-    # 1 -> 2 after one success, -> 3 after two more, -> 4 after three more, ...
-    assert (
-        rates
-        == [2.0]
-        + [2.0, 3.0]
-        + [3.0] * 2
-        + [4.0]
-        + [4.0] * 3
-        + [5.0]
-        + [5.0] * 4
-        + [6.0]
-        + [6.0] * 5
-        + [7.0]
-        + [7.0] * 6
-        + [8.0]
-        + [8.0] * 2
-    )
-    gate.rate = 20.0
-    gate._paced_successes = 0
-    for _ in range(19):
-        gate.succeeded()
-    assert gate.rate == 20.0
-    gate.succeeded()
-    assert gate.rate == 22.0  # a tenth, once that is more than one
-    gate.rate = 0.5
-    gate.succeeded()
-    assert gate.rate == 1.5
+    gate.succeeded(sent_at=100.45)  # a quicker one: fewer at once
+    assert gate.limit == math.ceil(LIMIT_GAIN * pace * 0.05) + LIMIT_SPARE == 4
+    assert gate.stats.lowest_limit == 4 and not gate._changed.is_set()
+    clock.now = 100.5 + LATENCY_S + 1  # the shortest is forgotten: a slower one counts
+    gate.succeeded(sent_at=clock.now - 2.0)
+    assert gate.limit == 50 and gate._changed.is_set()  # at most the workers
+    gate.succeeded()  # without its time: nothing learnt
+    assert gate._min_latency == 2.0
 
 
 async def test_a_paced_gate_spaces_its_requests() -> None:
-    clock = Clock()
-    gate = TargetGate(4, clock=clock)
-    gate.throttled(0.0)  # rate 1.0: a request a second
-    assert (gate.rate, gate._wait_time(0.0)) == (1.0, 0.0)
-    gate.rate = 2.0
+    clock, gate = _paced(2.0)
+    gate._top = gate._base = 2.0 / RESTART_SHARE  # the restart at 2 a second
+    gate._epoch = clock.now = 1000.0
+    gate._hold_s = 10**6  # a pace that stays at 2 a second...
+    gate._min_latency = None
+    gate._top = gate._base
+    gate._pace_at = lambda now: 2.0  # type: ignore[method-assign]  # ...exactly
     await turn(gate)
     gate.release()
-    assert (gate._next_start, gate._wait_time(0.0)) == (100.5, 0.5)
-    clock.now = 100.5
+    assert gate._last_start == 1000.0
+    assert gate._wait_time(0.0) == 0.5
+    clock.now = 1000.5 + LATE_S / 2  # a little late: the next keeps its turn
     await turn(gate)
     gate.release()
-    assert (gate._next_start, gate._wait_time(0.0)) == (101.0, 0.5)
-    clock.now = 103.0  # long after: the next may go at once, and the one after half a second on
+    assert gate._last_start == 1000.5
+    assert gate._wait_time(0.0) == pytest.approx(0.5 - LATE_S / 2)
+    clock.now = 1001.0 + 2 * LATE_S  # late by more: no credit
+    await turn(gate)
+    gate.release()
+    assert gate._last_start == clock.now
+    clock.now += 10.0  # long after: at once, and no credit for the time unused
     assert gate._wait_time(0.0) == 0.0
     await turn(gate)
-    assert gate._next_start == 103.5
+    assert gate._last_start == clock.now
+
+
+def test_while_the_pace_doubles_a_waiter_looks_again_soon() -> None:
+    clock = Clock()
+    gate = TargetGate(5, clock=clock)
+    gate.throttled(0.0)
+    sent(gate)  # at one a second: the next in a second, but the pace doubles meanwhile
+    assert gate._wait_time(0.0) == RECHECK_S
 
 
 def test_the_longest_of_the_waits_counts() -> None:
-    clock = Clock()
-    gate = TargetGate(4, max_rpm=60, max_tpm=600, clock=clock)
-    assert gate._rpm is not None and gate._tpm is not None
-    assert (gate._rpm.capacity, gate._tpm.capacity) == (60.0, 600.0)
+    clock, gate = _paced(0.2)
+    gate._rpm = TokenBucket(60, clock)
+    gate._tpm = TokenBucket(600, clock)
     gate._rpm.take(60)  # the next request in a second
-    assert gate._wait_time(0.0) == 1.0
-    gate._tpm.take(600)  # 300 tokens in half a minute
-    assert gate._wait_time(300.0) == 30.0
-    assert gate._wait_time(0.0) == 1.0
-    gate.throttled(0.0)
-    gate.rate = 0.1
-    gate._next_start = 150.0
-    assert gate._wait_time(0.0) == 50.0
-    clock.now = 101.0
+    gate._last_start = 100.0  # and the pace's next turn in 1 / 0.19 s
+    assert gate._wait_time(0.0) == pytest.approx(1 / (RESTART_SHARE * 0.2))
+    gate._tpm.take(600)
+    assert gate._wait_time(6000.0) == 60.0  # more than a minute's tokens: a full bucket
     gate.throttled(2.0)  # a pause counts before all else
     assert gate._wait_time(10_000.0) == 2.0
 
@@ -427,18 +506,21 @@ async def test_a_full_gate_lets_the_next_request_go_when_one_ends() -> None:
 
 
 async def test_a_grown_limit_lets_a_waiting_request_go() -> None:
-    clock = Clock()
-    gate = TargetGate(2, clock=clock)
-    gate.throttled(0.0)  # limit 1
-    gate.rate = None  # not paced: only the limit holds it
-    await turn(gate)
+    clock, gate = _paced(1000.0)  # a fast pace: only the limit holds requests
+    gate._min_latency, gate._min_latency_at = 0.0, clock.now - LATENCY_S - 1  # long ago
+    gate._fit_limit(clock.now)
+    assert gate.limit == LIMIT_SPARE
+    gate._enter(0.0)
+    gate._enter(0.0)  # both turns taken
     waiting = asyncio.create_task(gate.acquire())
     for _ in range(5):
         await asyncio.sleep(0)
     assert waiting.done() is False
-    gate.succeeded()  # a window of one: limit 2, and the waiting request is told
+    gate._last_start = -math.inf  # the pace has room (this clock stands still)
+    gate.succeeded(sent_at=clock.now - 0.002)  # answers take 2 ms now: more at once, told
     await asyncio.wait_for(waiting, HANG_GUARD)
-    assert (gate.limit, gate.in_flight, gate.peak) == (2, 2, 2)
+    need = math.ceil(LIMIT_GAIN * gate._pace_at(clock.now) * 0.002) + LIMIT_SPARE
+    assert (gate.limit, gate.in_flight) == (need, 3)
 
 
 async def test_a_request_backing_off_holds_no_turn_until_its_wait_is_over() -> None:

@@ -2,20 +2,24 @@
 
 from fakes.llm_server import (
     DEFAULT_REPLY,
+    BucketLimit,
     Every,
     FakeLLMServer,
     Fault,
     RecordedRequest,
     ToolCalls,
+    WindowLimit,
     refused,
 )
 
 __all__ = [
     "DEFAULT_REPLY",
+    "BucketLimit",
     "Every",
     "FakeLLMServer",
     "Fault",
     "RecordedRequest",
     "ToolCalls",
+    "WindowLimit",
     "refused",
 ]

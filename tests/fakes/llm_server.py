@@ -23,8 +23,10 @@ only ``max_tokens``) ignores the others, as those servers do. ``strict=True`` va
 request as servers with typed request models do (``fakes.strict``): a field of the wrong
 type or one the server does not know is refused with HTTP 422 and FastAPI's ``detail``.
 Standing faults (``Every``) hit a fixed share of all requests, e.g. every 5th answered 500,
-for as long as the server runs; a rate limit (``limit_rps``, ``limit_burst``) answers 429
-beyond it. A fixed ``delay_ms`` is added to every answer, so benchmarks can use it as a
+for as long as the server runs; a rate limit answers 429 beyond it, with the
+``Retry-After`` a next request would need: requests a second with a burst (``limit_rps``,
+``limit_burst``, or ``limit=BucketLimit(...)``), or requests per window of time
+(``limit=WindowLimit(600, 60)``: 600 a minute). A fixed ``delay_ms`` is added to every answer, so benchmarks can use it as a
 stand-in for a real API. It serves many concurrent requests (aiohttp).
 
 In a test::
@@ -179,6 +181,78 @@ class Fault:
         return cls(200, gzip_bomb=expands_to)
 
 
+@dataclass(slots=True)
+class BucketLimit:
+    """At most ``rate`` requests a second and ``burst`` at once: a token bucket, full at
+    the start (``burst=1``: no burst, requests at least ``1 / rate`` s apart)."""
+
+    rate: float
+    burst: float = 1.0
+    _level: float | None = None  # None: full (not used yet)
+    _at: float = 0.0
+
+    def take(self, now: float) -> float | None:
+        """None when a request may pass now (one token taken), else the seconds until one
+        could."""
+        if self._level is None:
+            level = self.burst
+        else:
+            level = min(self.burst, self._level + (now - self._at) * self.rate)
+        self._at = now
+        if level >= 1.0:
+            self._level = level - 1.0
+            return None
+        self._level = level
+        return (1.0 - level) / self.rate
+
+    def restart(self) -> None:
+        """Full again, as before the first request."""
+        self._level = None
+
+    @property
+    def per_second(self) -> float:
+        """The requests a second it lets through in the long run."""
+        return self.rate
+
+
+@dataclass(slots=True)
+class WindowLimit:
+    """At most ``requests`` in each window of ``seconds`` (``WindowLimit(600, 60)``: 600
+    requests a minute), counted in fixed windows, the first one starting at the first
+    request; a request beyond it waits for the next window."""
+
+    requests: int
+    seconds: float = 60.0
+    _start: float | None = None
+    _count: int = 0
+
+    def take(self, now: float) -> float | None:
+        """None when a request may pass now (counted), else the seconds until the window
+        ends."""
+        if self._start is None:
+            self._start = now
+        elif now >= self._start + self.seconds:
+            self._start += (now - self._start) // self.seconds * self.seconds
+            self._count = 0
+        if self._count < self.requests:
+            self._count += 1
+            return None
+        return self._start + self.seconds - now
+
+    def restart(self) -> None:
+        """As before the first request: the next one starts a window."""
+        self._start = None
+        self._count = 0
+
+    @property
+    def per_second(self) -> float:
+        """The requests a second it lets through in the long run."""
+        return self.requests / self.seconds
+
+
+RateLimit = BucketLimit | WindowLimit
+
+
 @dataclass(frozen=True, slots=True)
 class Every:
     """A standing fault: requests number ``at``, ``at + every``, ``at + 2 * every``, ... get
@@ -221,9 +295,11 @@ class FakeLLMServer:
     reasoning: str | None = None  # returned as thinking/thought/reasoning_content when set
     record: bool = True  # benchmarks may turn recording off
     #: a rate limit like an API's: at most ``limit_rps`` requests a second, ``limit_burst``
-    #: at once; beyond it a 429 with the Retry-After that a next request would need
+    #: at once (or any ``limit``); beyond it a 429 with the Retry-After that a next request
+    #: would need
     limit_rps: float | None = None
     limit_burst: float = 1.0
+    limit: RateLimit | None = None
     #: times (time.monotonic()) of the requests answered 429 by the rate limit
     limited_at: list[float] = field(default_factory=list)
     #: standing faults, checked in order (the first that hits a request's number wins)
@@ -242,7 +318,6 @@ class FakeLLMServer:
     #: set when an endless body ends: its client went away (or the server stopped)
     endless_ended: threading.Event = field(default_factory=threading.Event)
     requests: list[RecordedRequest] = field(default_factory=list)
-    _bucket: list[float] = field(default_factory=list, repr=False)  # [level, at]
     _faults: deque[Fault] = field(default_factory=deque, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _ids: itertools.count = field(default_factory=itertools.count, repr=False)
@@ -254,21 +329,17 @@ class FakeLLMServer:
 
     # --- control -------------------------------------------------------------------------
 
+    def __post_init__(self) -> None:
+        if self.limit is None and self.limit_rps is not None:
+            self.limit = BucketLimit(self.limit_rps, self.limit_burst)
+
     def _rate_limited(self, now: float) -> float | None:
-        """None when a request may pass the rate limit now (one token taken), else the
-        seconds until it could."""
-        if self.limit_rps is None:
+        """None when a request may pass the rate limit now, else the seconds until it
+        could."""
+        if self.limit is None:
             return None
         with self._lock:
-            if not self._bucket:
-                self._bucket[:] = [self.limit_burst, now]
-            level, at = self._bucket
-            level = min(self.limit_burst, level + (now - at) * self.limit_rps)
-            if level >= 1.0:
-                self._bucket[:] = [level - 1.0, now]
-                return None
-            self._bucket[:] = [level, now]
-            return (1.0 - level) / self.limit_rps
+            return self.limit.take(now)
 
     @property
     def url(self) -> str:
@@ -283,8 +354,11 @@ class FakeLLMServer:
 
     def reset(self) -> None:
         """Forget recorded requests, the rate limit's 429 times and pending faults; standing
-        faults count from 1 again."""
+        faults count from 1 again, and the rate limit starts afresh (a full bucket, a new
+        window at the next request)."""
         with self._lock:
+            if self.limit is not None:
+                self.limit.restart()
             self.requests.clear()
             self.limited_at.clear()
             self._faults.clear()

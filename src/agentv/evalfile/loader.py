@@ -14,7 +14,7 @@ YAML, wrong ``$schema``, no ``evalcases`` list, a broken header) raises ``InputE
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -28,9 +28,10 @@ from agentv.evalfile.build import CaseBuilder, text_or_none
 from agentv.evalfile.files import FileStore, find_repo_root, search_roots
 from agentv.evalfile.guidelines import GuidelineResolver
 from agentv.evalfile.schema_errors import grader_key, unknown_key
+from agentv.evalfile.spool import CaseSpool
 from agentv.readfile import resolved
 from agentv.yaml.source import StreamSource, YamlSource, read_error
-from agentv.yaml.stream import NotUtf8Error, StreamResult, iter_stream, stream_yaml
+from agentv.yaml.stream import NotUtf8Error, StreamResult, stream_yaml
 
 
 @dataclass
@@ -63,7 +64,11 @@ class LoadedEvalFile(DiagnosticsView):
     total_cases: int = 0  # entries in `evalcases` (before filtering and skipping)
     source: YamlSource | None = None  # the parsed file, to locate values in it
     case_count: int = 0  # usable cases (those in `cases`, unless `streamed`)
-    streamed: bool = False  # too many cases to hold: `cases` is empty, use `iter_cases`
+    #: too many cases to hold: `cases` is empty, they are in `spool` (use `iter_cases`),
+    #: and `settle` makes them what the whole header says, given each one's flags
+    streamed: bool = False
+    spool: CaseSpool | None = None
+    settle: Callable[[EvalCase, tuple[bool, ...]], EvalCase] | None = None
     case_targets: frozenset[str | None] = frozenset()  # the cases' `execution.target` values
     user_targets: frozenset[str] = frozenset()  # the targets of the cases' simulated users
     #: how many usable cases have each `repeat:` value of their own (None: none)
@@ -87,10 +92,11 @@ def load_eval_file(
     The ``InputError`` carries every problem found, the cases' included, so that a user
     fixes them in one go. The file is read once: cases are built while it is read, each
     raw case dropped as soon as it is built. With ``keep_limit``, a file with more usable
-    cases than that keeps none of them (``streamed`` is set): they were checked, and
-    ``iter_cases`` builds them again one at a time, so memory stays flat however large the
-    suite. ``text`` is the file's content when it was read already (``validate``); it is
-    parsed instead of reading ``path``.
+    cases than that keeps none of them in memory (``streamed`` is set): they were checked,
+    and wait in a spool on disk (``agentv.evalfile.spool``) from which ``iter_cases`` reads
+    them one at a time, so memory stays flat however large the suite. ``text`` is the
+    file's content when it was read already (``validate``); it is parsed instead of
+    reading ``path``.
     """
     load = _FileLoad(resolved(Path(path)), context or LoadContext(), eval_id, keep_limit)
     return load.load(text)
@@ -99,17 +105,17 @@ def load_eval_file(
 def iter_cases(
     loaded: LoadedEvalFile, *, eval_id: str | None = None, context: LoadContext | None = None
 ) -> Iterator[EvalCase]:
-    """The usable cases of a file loaded with ``keep_limit``, built again one at a time.
-
-    Their problems were reported when the file was loaded; invalid cases are skipped again
-    (they are in ``loaded.invalid``).
-    """
-    if not loaded.streamed:
+    """The usable cases of a file, one at a time: those kept in memory, or those of its
+    spool (``keep_limit``). Their problems were reported when the file was loaded; the
+    invalid cases are in ``loaded.invalid``. ``eval_id`` and ``context`` were applied when
+    it was loaded; they are accepted for the callers that pass them along."""
+    spool = loaded.spool
+    if spool is None:
         yield from loaded.cases
         return
-    assert loaded.source is not None
-    load = _FileLoad(loaded.path, context or LoadContext(), eval_id, header=loaded.source.data)
-    yield from load.rebuild()
+    settle = loaded.settle
+    for case, flags in spool.cases():
+        yield case if settle is None else settle(case, flags)
 
 
 _STREAM_KEY = "evalcases"
@@ -130,8 +136,6 @@ class _FileLoad:
         ctx: LoadContext,
         eval_id: str | None,
         keep_limit: int | None = None,
-        *,
-        header: dict[str, Any] | None = None,
     ) -> None:
         self.path = path
         self.ctx = ctx
@@ -140,22 +144,20 @@ class _FileLoad:
         self.stream = StreamResult(data=None)
         self.src = StreamSource(path, self.stream, _STREAM_KEY)
         self.repo_root = find_repo_root(path.parent, ctx.cwd)
-        # Rebuilding (`iter_cases`): the whole header is known, and problems were reported.
-        self._header = header
-        self.reporting = header is None
         self._builder: CaseBuilder | None = None
         self.config_diags: list[Diagnostic] = []
         self.cases: list[EvalCase] = []
-        self._uses_file_evaluator: list[bool] = []  # for each kept case: the file's `evaluator`
-        self._uses_file_evaluators: list[bool] = []  # ... the file's `execution.evaluators`
-        self._uses_file_tools: list[bool] = []  # ... the file's `tools`
+        # for each kept case: whether it uses the file's `evaluator`, `execution.evaluators`
+        # and `tools` (`_add`)
+        self._flags: list[tuple[bool, bool, bool]] = []
         self.invalid: list[InvalidCase] = []
         self.diags: list[Diagnostic] = []
         self.count = 0  # usable cases seen
         self.case_targets: set[str | None] = set()  # their `execution.target` values
         self.user_targets: set[str] = set()  # their simulated users' targets
         self.case_repeats: dict[int | None, int] = {}  # their own `repeat:` values, counted
-        self.dropped = False  # more usable cases than keep_limit: none are kept
+        self.spool: CaseSpool | None = None  # more usable cases than keep_limit: they go here
+        self.settle: Callable[[EvalCase, tuple[bool, ...]], EvalCase] | None = None
         # case id -> (index, line) of the first case with it
         self._first_seen: dict[str, tuple[int, int]] = {}
 
@@ -215,7 +217,9 @@ class _FileLoad:
             total_cases=self.stream.items or 0,
             source=self.src,
             case_count=self.count,
-            streamed=self.dropped,
+            streamed=self.spool is not None,
+            spool=self.spool,
+            settle=self.settle,
             case_targets=frozenset(self.case_targets),
             user_targets=frozenset(self.user_targets),
             case_repeats=dict(self.case_repeats),
@@ -231,20 +235,12 @@ class _FileLoad:
         twice = YamlSource(self.path, text, None, stream_duplicates=self.stream.duplicate_keys)
         return [replace(d, severity=self.ctx.keys_twice) for d in twice.duplicate_keys()]
 
-    def rebuild(self) -> Iterator[EvalCase]:
-        """The usable cases, read again (after ``load`` dropped them); no diagnostics."""
-        for index, entry, line in iter_stream(self.path, _STREAM_KEY, self.stream):
-            case = self._build(index, entry, line)
-            self.diags.clear()
-            if case is not None:
-                yield case
-
     def builder(self) -> CaseBuilder:
         """The case builder, made at the first case from the header read by then."""
         if self._builder is None:
             # The header read so far: the same dict goes on filling as the file is read.
             self.src.data = self.stream.data
-            header = self._header if self._header is not None else self.stream.data
+            header = self.stream.data
             config, self.config_diags = self.ctx.guidelines.for_eval_dir(
                 self.path.parent, self.repo_root
             )
@@ -267,7 +263,7 @@ class _FileLoad:
 
     def _build(self, index: int, entry: Any, line: int) -> EvalCase | None:
         """Build one case; its problems go to ``diags``, and a case with an error goes to
-        ``invalid`` (when reporting). Returns None for a case that does not run."""
+        ``invalid``. Returns None for a case that does not run."""
         entry_id = entry.get("id") if isinstance(entry, dict) else None
         if self.eval_id is not None and entry_id != self.eval_id:
             return None
@@ -278,10 +274,7 @@ class _FileLoad:
             if first[0] != index:
                 # Results and --eval-id name cases by id: a second case with it cannot run.
                 case = None
-                if self.reporting:
-                    case_diags.append(_duplicate_id(self.src, index, entry_id, first[1]))
-        if not self.reporting:
-            return case
+                case_diags.append(_duplicate_id(self.src, index, entry_id, first[1]))
         self.diags.extend(case_diags)
         if case is None:
             usable_id = entry_id if isinstance(entry_id, str) and entry_id.strip() else None
@@ -310,7 +303,8 @@ class _FileLoad:
         return case
 
     def _add(self, index: int, entry: Any, line: int) -> None:
-        """Build one case and keep it (unless more than ``keep_limit`` cases were seen)."""
+        """Build one case and keep it: in memory, or in a spool on disk once more than
+        ``keep_limit`` cases were seen."""
         case = self._build(index, entry, line)
         if case is None:
             return
@@ -319,58 +313,69 @@ class _FileLoad:
         if case.user is not None:
             self.user_targets.add(case.user.target)
         self.case_repeats[case.repeat] = self.case_repeats.get(case.repeat, 0) + 1
-        if self.dropped:
-            return
-        if self.keep_limit is not None and self.count > self.keep_limit:
-            self.dropped = True  # too many to hold: `iter_cases` reads them again
-            self.cases.clear()
-            self._uses_file_evaluator.clear()
-            self._uses_file_evaluators.clear()
-            self._uses_file_tools.clear()
+        # whether the file's `evaluator`, `execution.evaluators` and `tools` apply to it (a
+        # header key written after the cases changes those that use it: `_settle`)
+        flags = (
+            not (isinstance(entry, dict) and entry.get("evaluator")),
+            not _has_own_evaluators(entry),
+            not (isinstance(entry, dict) and "tools" in entry),
+        )
+        spool = self.spool
+        if spool is None and self.keep_limit is not None and self.count > self.keep_limit:
+            spool = self.spool = CaseSpool()  # too many to hold: on disk from now on
+            for kept, kept_flags in zip(self.cases, self._flags, strict=True):
+                spool.add(kept, *kept_flags)
+            self.cases = []
+            self._flags.clear()
+        if spool is not None:
+            spool.add(case, *flags)
             return
         self.cases.append(case)
-        own = isinstance(entry, dict) and entry.get("evaluator")
-        self._uses_file_evaluator.append(not own)
-        self._uses_file_evaluators.append(not _has_own_evaluators(entry))
-        self._uses_file_tools.append(not (isinstance(entry, dict) and "tools" in entry))
+        self._flags.append(flags)
 
     def _settle(self, data: dict[str, Any]) -> None:
-        """Apply ``dataset``, ``evaluator`` and ``execution`` written after the cases to the
-        kept ones (and ``dataset`` to the invalid ones).
+        """Apply ``dataset``, ``evaluator``, ``execution`` and ``tools`` written after the
+        cases to the kept ones (and ``dataset`` to the invalid ones); spooled cases get it
+        as they are read back (``settle``).
 
-        Cases dropped for ``keep_limit`` need nothing: ``iter_cases`` builds them again
-        with the whole header. The builder is made here for a file without cases, so that
-        a broken guideline config is reported for it too.
+        The builder is made here for a file without cases, so that a broken guideline
+        config is reported for it too.
         """
         builder = self.builder()
+        tools = None
         if not builder.tools_seen and data.get("tools") is not None:
             builder.set_file_tools(data["tools"])  # written after the cases
-            self.cases = [
-                replace(case, tools=builder.default_tools) if uses_defaults else case
-                for case, uses_defaults in zip(self.cases, self._uses_file_tools, strict=True)
-            ]
+            tools = builder.default_tools
+        evaluators = None
         if not builder.execution_seen and data.get("execution") is not None:
             builder.set_file_execution(data["execution"])
-            defaults = builder.default_evaluators
-            if defaults is not None:
-                self.cases = [
-                    replace(case, evaluators=defaults) if uses_defaults else case
-                    for case, uses_defaults in zip(
-                        self.cases, self._uses_file_evaluators, strict=True
-                    )
-                ]
+            evaluators = builder.default_evaluators
         dataset, default = _dataset(data, self.path), _default_evaluator(data)
-        if (dataset, default) == (builder.dataset, builder.default_evaluator):
+        renamed = (dataset, default) != (builder.dataset, builder.default_evaluator)
+        if renamed:
+            builder.dataset, builder.default_evaluator = dataset, default
+            self.invalid = [replace(bad, dataset=dataset) for bad in self.invalid]
+        if tools is None and evaluators is None and not renamed:
             return
-        builder.dataset, builder.default_evaluator = dataset, default
-        self.invalid = [replace(bad, dataset=dataset) for bad in self.invalid]
+
+        def settle(case: EvalCase, flags: tuple[bool, ...]) -> EvalCase:
+            uses_default, uses_evaluators, uses_tools = flags
+            changes: dict[str, Any] = {}
+            if tools is not None and uses_tools:
+                changes["tools"] = tools
+            if evaluators is not None and uses_evaluators:
+                changes["evaluators"] = evaluators
+            if renamed:
+                changes["dataset"] = dataset
+                if uses_default:
+                    changes["default_evaluator"] = default
+            return replace(case, **changes) if changes else case
+
+        if self.spool is not None:
+            self.settle = settle
+            return
         self.cases = [
-            replace(
-                case,
-                dataset=dataset,
-                default_evaluator=default if uses_file_default else case.default_evaluator,
-            )
-            for case, uses_file_default in zip(self.cases, self._uses_file_evaluator, strict=True)
+            settle(case, flags) for case, flags in zip(self.cases, self._flags, strict=True)
         ]
 
 

@@ -37,8 +37,9 @@ class Throttle(Protocol):
         """The scheduler's clock (when a request goes out, for ``throttled``'s ``sent_at``)."""
         ...
 
-    def succeeded(self) -> None:
-        """A request got its answer."""
+    def succeeded(self, sent_at: float | None = None) -> None:
+        """A request sent at ``sent_at`` (None: not known) got its answer: how long answers
+        take sets how many requests a paced target keeps in flight."""
         ...
 
     def throttled(self, wait: float, *, sent_at: float | None = None) -> None:

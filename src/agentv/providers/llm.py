@@ -303,7 +303,7 @@ class LLMProvider(Provider):
                     answer = await self.call(payload, timeout)
                 if answer.text.strip() or answer.tool_calls:  # tool calls are an answer too
                     if self.throttle is not None:
-                        self.throttle.succeeded()
+                        self.throttle.succeeded(sent_at)
                     return answer, attempt + 1
                 # Nothing to grade, and nothing worth caching: an error, retried once.
                 empty_answers += 1

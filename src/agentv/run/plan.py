@@ -44,7 +44,8 @@ class InvalidJob:
 
 
 #: a file with more cases than this is not held in memory: its cases are checked when the
-#: run is planned, then built again one at a time while they run
+#: run is planned (the file's one reading) and wait in a spool on disk, from which they come
+#: back one at a time while they run
 KEEP_LIMIT = 20_000
 
 
@@ -58,7 +59,7 @@ class Lane:
     name: str | None
 
     def jobs(self) -> Iterator[CaseJob | InvalidJob]:
-        """This lane's jobs, one at a time (large files are read again for each lane)."""
+        """This lane's jobs, one at a time (large files' cases come from their spool)."""
         return self.plan._lane_jobs(self)
 
 
@@ -69,9 +70,9 @@ class Plan:
     Every case has been checked, and every target and judge it needs built. Each case runs
     on its target (``choose_target``), or on every target of a matrix (several
     ``--target``), ``repeat`` times. ``lanes()`` hands the work out per target, one job at a
-    time (re-reading large files), so a run holds only the cases in flight. A case whose own
-    target or judge cannot be used is an ``InvalidJob``; a target the run itself names
-    (``--target``, else ``default``) failing stops the run instead.
+    time (large files' cases from their spool on disk), so a run holds only the cases in
+    flight. A case whose own target or judge cannot be used is an ``InvalidJob``; a target
+    the run itself names (``--target``, else ``default``) failing stops the run instead.
     """
 
     files: list[LoadedEvalFile]

@@ -3,26 +3,41 @@ every request sent to it (a candidate's answer and a judge's grade alike), so a 
 rate-limited target never takes the others' capacity and a judge's load counts where it
 lands.
 
-A gate adapts to the target (AIMD, as TCP does): it starts at the target's ``workers``;
-a 429, a 503 or an "overloaded" answer halves it and pauses the whole target until the
-server's ``Retry-After`` has passed (not just the one request); each window of successes
-(as many as the current limit) adds one back, never above ``workers``. Concurrency alone
-cannot hold a rate when answers come fast, so a throttled gate also paces its requests at
-nine tenths of what the server accepted in the last second, at least one a second: the
-requests sent then, less those refused. The refusals of requests sent before the cut, or
-received during the pause, bring the same news: each takes one off what was accepted, but
-the limit is cut once per round, however short the server's wait. A later round also cuts
-the pace by at least a third (never below half a request a second); it grows by a tenth
-(at least one request a second) for each second of successes. Optional
-``max_rpm`` / ``max_tpm`` token buckets pace requests and tokens per minute; tokens are
-estimated from the request's size before the call and corrected from the reported usage
+A gate starts by letting ten requests go at once, one more with each quick answer (as TCP's
+slow start; doubling by time instead while no answer has come), up to the target's
+``workers``: an API with a small burst refuses a few of the first requests, not all of them.
+
+A 429, a 503 or an "overloaded" answer pauses the whole target until the server's
+``Retry-After`` has passed (not just the one request), and from then on the gate paces its
+requests by a rate it keeps estimating from the server's answers, as TCP's BBR estimates
+bandwidth instead of only backing off:
+
+- the first round of refusals sets the pace just under what the server accepted in the last
+  second of sending (the requests sent, less those refused), then doubles it until the next
+  refusal: at the start of a run that count is the server's burst, far from its rate either
+  way;
+- each later round makes the pace that met the refusal the top to hold just under, and
+  restarts a little below it; a refusal met on the way there, or while holding, says the top
+  was too high, and the new one is what the server accepted lately (the share of requests
+  it refused lowering it further); after holding a few seconds the pace grows again,
+  probing for more;
+- the refusals of requests sent before a round began, or during its pause, are news of that
+  round, however short the server's wait; a lone refusal while holding (one of the last 40
+  requests) only pauses: requests bunched up on their way (a busy client) are refused at
+  any pace, and slowing down for them would only spiral down. For the same reason a round
+  never takes the top under 95 % of what the server accepted over the last five seconds;
+- how many requests go at once follows the pace and the shortest answer time seen lately
+  (twice what the pace needs, plus two), never above ``workers``.
+
+Optional ``max_rpm`` / ``max_tpm`` token buckets pace requests and tokens per minute; tokens
+are estimated from the request's size before the call and corrected from the reported usage
 after.
 
 A turn is held only while a request is on its way: a request waiting to be retried (its
 back-off, or the target's pause) gives its turn back and queues again for a new one, so a
 lane may run more cases than its gate has turns and keep them all busy; any other error
-(a 500) leaves the limit and the pace alone. Requests that have to wait for a turn stand
-in line and get their turns in order.
+(a 500) leaves the pace alone. Requests that have to wait for a turn stand in line and get
+their turns in order.
 """
 
 from __future__ import annotations
@@ -47,9 +62,67 @@ from agentv.providers.base import (
 
 #: a target's concurrency when neither --workers nor its `workers` says
 DEFAULT_WORKERS = 3
-#: a throttled gate paces its requests at this share of what the server accepted: just
-#: under the server's rate, so its bucket refills a little instead of refusing the next one
+#: requests at once when a target is new, one more with each answer (doubling with each
+#: round trip, as TCP's slow start) up to its ``workers``: an API whose burst is smaller
+#: refuses a few of the first requests, not all; when no answer has come after
+#: OPENING_WAIT_S (a slow API), doubling every OPENING_DOUBLING_S instead
+OPENING_LIMIT = 10
+OPENING_WAIT_S = 0.025
+OPENING_DOUBLING_S = 0.025
+#: an answer adds no request in the opening when its round trip took over QUEUED times
+#: the shortest (it waited in the client, whose own work is what holds requests up); the
+#: opening ends OPENING_S after the first request at the latest
+QUEUED = 2.0
+OPENING_S = 0.5
+#: a waiter woken this much later than due says the client is busy: the opening's clock
+#: stops meanwhile
+OPENING_LAG_S = 0.005
+#: the server's rate is estimated from what it accepted in this much sending time
+ESTIMATE_S = 1.0
+#: ... but over this much at least, when less has passed since the first round
+SHORTEST_S = 0.25
+#: a later round's top is no less than LONG_SHARE of what was accepted over LONG_S
+LONG_S = 5.0
+LONG_SHARE = 0.95
+#: after the first round of refusals the pace is PACE_SHARE of what the server accepted
+#: in the last second (its burst, at the start of a run, which may be far from its rate
+#: either way), doubling every STARTUP_DOUBLING_S until the next refusal
 PACE_SHARE = 0.9
+STARTUP_DOUBLING_S = 0.1
+#: after a later round it restarts at RESTART_SHARE of what was accepted and heads for
+#: HOLD_SHARE of the pace that met the refusal (halving the gap every RECOVER_HALF_S), holds
+#: there until HOLD_S, then grows by PROBE_GROWTH a second until the next refusal
+RESTART_SHARE = 0.95
+HOLD_SHARE = 0.98
+RECOVER_HALF_S = 0.2
+RECOVER_HOLD_S = 1.0  # by then it holds (the gap to the top halved five times)
+HOLD_S = 4.0
+PROBE_GROWTH = 1.1
+#: after a round met on the way to the top (which was too high), it holds SHORT_HOLD_S
+SHORT_HOLD_S = 1.5
+#: a later round restarts at no less than DEEP_CUT of the pace that met it; the one that
+#: ends the doubling at no less than STARTUP_CUT (it overshoots by a fraction of a step)
+DEEP_CUT = 0.5
+STARTUP_CUT = 0.75
+#: a refusal while holding, one of at most NOISE_REFUSALS of the last NOISE_REQUESTS
+#: requests, changes nothing but the pause: a request that reached the server sooner than
+#: its pace said
+NOISE_REQUESTS = 40
+NOISE_REFUSALS = 1
+#: a paced request this late for its turn still counts as gone at its turn
+LATE_S = 0.002
+#: a request waiting for its pace looks again this often while the pace doubles
+RECHECK_S = 0.05
+#: the pace's floor (requests a second; after the first round: FIRST_RATE) and cap
+MIN_RATE = 0.1
+FIRST_RATE = 1.0
+MAX_RATE = 1e6
+#: requests at once while paced: LIMIT_GAIN times pace x shortest answer time, plus spare
+LIMIT_GAIN = 2.0
+LIMIT_SPARE = 2
+#: the shortest answer time is forgotten after this long; pauses after LOOKBACK_S
+LATENCY_S = 10.0
+LOOKBACK_S = 120.0
 
 
 class TokenBucket:
@@ -110,23 +183,51 @@ class TargetGate:
         self.in_flight = 0
         self.peak = 0
         self.paused_until = 0.0
-        self._successes = 0
         self._clock = clock
         self._rpm = TokenBucket(max_rpm, clock) if max_rpm else None
         self._tpm = TokenBucket(max_tpm, clock) if max_tpm else None
         self._changed = asyncio.Event()  # a request ended, or the limit grew
         self.stats = GateStats(lowest_limit=self.max_limit)
-        #: requests a second once throttled (None: not paced), and when the next may go
+        #: the opening: requests at once grow from OPENING_LIMIT to ``limit`` (False: done),
+        #: one more with each answer (``_answers``), or by time until the first answer
+        self._opening = self.max_limit > OPENING_LIMIT
+        self._first_start: float | None = None
+        self._first_answer_at: float | None = None
+        self._answers = 0
+        #: requests a second once throttled (None: not paced), and when the last went out
+        #: (by the pace: a request late for its turn counts as gone at its turn)
         self.rate: float | None = None
-        self._next_start = 0.0
-        self._starts: deque[float] = deque()  # when the last second's requests went out
-        self._paced_successes = 0
-        #: the round since the last cut: the requests sent in the second before it, those
-        #: refused since, and the pace before it (None: not paced), which the new one stays under
-        self._sent = 0
-        self._refused = 0
-        self._pace_cap: float | None = None
-        self._cut_at = -math.inf  # when the limit was last cut
+        self._last_start = -math.inf
+        #: once throttled (``_paced``): where the pace restarted after the last round of
+        #: refusals, the top it heads for (None: doubling, after the first round), and
+        #: when it started (the end of the round's pause)
+        self._paced = False
+        self._base = 0.0
+        self._top: float | None = None
+        self._epoch = 0.0
+        self._hold_s = HOLD_S  # how long the pace holds under the top before probing
+        #: the current round of refusals: when its first came (the cut), the pace before
+        #: it (None: the first round), and the latest send time of a request it refused
+        self._cut_at = -math.inf
+        self._round_pace: float | None = None
+        self._after_startup = False
+        self._probing = False
+        self._holding = False  # the round was met while holding under the top
+        self._noise = False  # the round's one refusal was let pass (``_alone``)
+        self._round_paused_until = 0.0  # the end of the round's pause
+        #: when the last NOISE_REQUESTS requests went out (while paced)
+        self._recent: deque[float] = deque(maxlen=NOISE_REQUESTS)
+        self._opened = 0.0  # when the first round's pause ended
+        self._round_end = 0.0
+        #: when recent requests went out and when the refused ones had gone out (a second
+        #: of sending back, pauses left out), and the recent pauses as [start, end]
+        self._starts: deque[float] = deque()
+        self._refusals: deque[float] = deque()
+        self._pauses: deque[list[float]] = deque()
+        self._paused_total = 0.0  # their length, all together
+        #: the shortest time to an answer lately, and when it was seen
+        self._min_latency: float | None = None
+        self._min_latency_at = 0.0
         #: requests waiting for a turn, in order; only the first watches ``_changed``
         self._line: deque[asyncio.Future[None]] = deque()
 
@@ -139,12 +240,43 @@ class TargetGate:
             return self.paused_until - now
         if self.in_flight >= self.limit:
             return None
+        if self._opening:
+            opened = self._opening_wait(now)
+            if opened != 0:
+                return opened
         if self._rpm is None and self._tpm is None and self.rate is None:
             return 0.0  # nothing paces this target
         waits = [b.wait_for(n) for b, n in ((self._rpm, 1), (self._tpm, tokens)) if b]
-        if self.rate is not None:
-            waits.append(max(0.0, self._next_start - now))
+        if self._paced:
+            # the next start is 1 / pace after the last; while the pace doubles, a waiter
+            # looks again every RECHECK_S
+            wait = max(0.0, self._last_start + 1.0 / self._pace_at(now) - now)
+            waits.append(min(wait, RECHECK_S) if self._top is None else wait)
         return max(waits, default=0.0)
+
+    def _opening_wait(self, now: float) -> float | None:
+        """Seconds until the opening lets one more request be in flight (0: now; None:
+        at the next answer)."""
+        allowed = OPENING_LIMIT + self._answers
+        first = self._first_start
+        if first is not None:
+            if now - first >= OPENING_S:
+                allowed = self.max_limit
+            elif self._first_answer_at is None and now - first > OPENING_WAIT_S:
+                # no answer yet: a slow server, whose answers would clock the opening late
+                late = now - first - OPENING_WAIT_S
+                allowed = max(allowed, OPENING_LIMIT * 2 ** (late / OPENING_DOUBLING_S))
+        if allowed >= self.max_limit:
+            self._opening = False  # open: every turn is there
+            return 0.0
+        if self.in_flight < allowed:
+            return 0.0
+        if first is None:
+            return None
+        if self._first_answer_at is not None:
+            return max(RECHECK_S / 50, first + OPENING_S - now)  # or at the next answer
+        growth = math.log2((self.in_flight + 1) / OPENING_LIMIT) * OPENING_DOUBLING_S
+        return max(RECHECK_S / 50, first + OPENING_WAIT_S + growth - now)
 
     def try_acquire(self, tokens: float = 0.0) -> bool:
         """Take a turn if one is free now (what ``acquire`` does without waiting)."""
@@ -176,13 +308,22 @@ class TargetGate:
                 if wait is None:
                     await self._changed.wait()
                 else:
+                    due = self._clock() + wait
                     try:
                         await asyncio.wait_for(self._changed.wait(), wait)
                     except TimeoutError:
-                        pass
+                        self._woke(due)
         finally:
             self._leave_line(me)
         self._enter(tokens)
+
+    def _woke(self, due: float) -> None:
+        """A waiter woke from a wait that was due at ``due``. Woken late, the client was
+        busy: the opening's clock stops meanwhile (its requests were not sent yet, and the
+        answers that came were not read: more requests would only meet more refusals)."""
+        late = self._clock() - due
+        if self._opening and late > OPENING_LAG_S and self._first_start is not None:
+            self._first_start += late
 
     def _leave_line(self, me: asyncio.Future[None]) -> None:
         """``me`` stops waiting (it has its turn, or was cancelled); a new first in line
@@ -200,12 +341,21 @@ class TargetGate:
         self.peak = max(self.peak, self.in_flight)
         self.stats.requests += 1
         now = self._clock()
+        if self._first_start is None:
+            self._first_start = now
         starts = self._starts
         starts.append(now)
-        while starts[0] < now - 1.0:
+        horizon = now - LONG_S - self._paused_total
+        while starts[0] < horizon:
             starts.popleft()
-        if self.rate is not None:
-            self._next_start = max(now, self._next_start) + 1.0 / self.rate
+        if self._paced:
+            self._recent.append(now)
+            self.rate = self._pace_at(now)
+            # a request late for its turn by more than a timer's usual lateness gives the
+            # next one no credit (it would follow too closely); by less, the turns keep
+            # their spacing (or the lateness of every wake-up would slow the pace)
+            due = self._last_start + 1.0 / self.rate
+            self._last_start = due if now - due <= LATE_S else now
         if self._rpm is not None:
             self._rpm.take(1)
         if self._tpm is not None:
@@ -232,19 +382,26 @@ class TargetGate:
 
     # --- what the target answered ---------------------------------------------------------
 
-    def succeeded(self) -> None:
-        """One more success: after a window of them, one more request at once (and, when
-        paced, about a second of them adds one request a second)."""
-        self._successes += 1
-        if self.limit < self.max_limit and self._successes >= self.limit:
-            self._successes = 0
-            self.limit += 1
-            self._changed.set()
-        if self.rate is not None:
-            self._paced_successes += 1
-            if self._paced_successes >= self.rate:
-                self._paced_successes = 0
-                self.rate += max(1.0, self.rate / 10)
+    def succeeded(self, sent_at: float | None = None) -> None:
+        """One more answer, to a request sent at ``sent_at`` (None: not known): how long
+        answers take sets how many requests the pace needs at once; in the opening, one
+        more request at once."""
+        now = self._clock()
+        if sent_at is not None:
+            latency = now - sent_at
+            known = self._min_latency
+            if known is None or latency <= known or now - self._min_latency_at > LATENCY_S:
+                self._min_latency = max(0.0, latency)
+                self._min_latency_at = now
+        if self._opening:
+            if self._first_answer_at is None:
+                self._first_answer_at = now
+            # an answer that waited in the client (its round trip twice the shortest) says
+            # the client is what holds requests up: more at once would only queue
+            if sent_at is None or now - sent_at <= QUEUED * (self._min_latency or 0.0):
+                self._answers += 1
+        if sent_at is not None and self._paced:
+            self._fit_limit(now)
 
     def now(self) -> float:
         """The gate's clock (when a request goes out, for ``throttled``'s ``sent_at``)."""
@@ -252,45 +409,188 @@ class TargetGate:
 
     def throttled(self, wait: float, *, sent_at: float | None = None) -> None:
         """The target said "too much" to a request sent at ``sent_at`` (None: just now):
-        halve the limit, pause everything for ``wait`` s, and pace the requests under what
-        the server accepted. A request sent before the last cut, or refused during the
-        pause, brings the same news as the one that cut: the limit is cut once per round
-        of requests, however short the server's wait."""
+        pause everything for ``wait`` s and pace the requests under the rate the server
+        accepted. A request sent before the last cut, or refused during the pause, brings
+        the same news as the one that cut: it is one more refusal of that round, counted in
+        its estimate, however short the server's wait."""
         self.stats.throttled += 1
         now = self._clock()
+        sent = now if sent_at is None else sent_at
+        self._refusals.append(sent)
         until = now + max(0.0, wait)
-        if now < self.paused_until or (sent_at is not None and sent_at < self._cut_at):
-            # one more refusal of that round: the pause may be longer, and the server
-            # accepted one request fewer than the pace counted
-            self._pause_until(now, until)
-            self._refused += 1
-            self._pace()
+        self._pause_until(now, until)
+        if now < self._round_paused_until or (sent_at is not None and sent_at < self._cut_at):
+            # news of the round on: its estimate counts this refusal too
+            self._round_end = max(self._round_end, sent)
+            if self._noise:  # not alone after all: a round like any other
+                self._noise = False
+                self._new_round(now)
+            else:
+                self._estimate_round(now)
+            self._round_paused_until = self.paused_until
             return
         self._cut_at = now
-        self._successes = 0
-        self.limit = max(1, self.limit // 2)
-        self._sent = sum(1 for t in self._starts if t >= now - 1.0)
-        self._refused = 1
-        self._pace_cap = self.rate
-        self._pace()
-        self._paced_successes = 0
-        self.stats.lowest_limit = min(self.stats.lowest_limit, self.limit)
-        self._pause_until(now, until)
+        self._round_end = sent
+        self._opening = False
+        self._noise = self._alone(now)
+        if not self._noise:
+            self._new_round(now)
+        self._round_paused_until = self.paused_until
+
+    def _alone(self, now: float) -> bool:
+        """Whether this refusal, met while holding under the top (not while doubling or
+        probing), is one of at most NOISE_REFUSALS of the last NOISE_REQUESTS requests:
+        a request that reached the server sooner than its pace said (the client was busy
+        when the one before went out), not a pace too high."""
+        if not self._paced or self._top is None or now - self._epoch >= self._hold_s:
+            return False
+        recent = self._recent
+        if len(recent) < NOISE_REQUESTS:
+            return False
+        oldest = recent[0]
+        return sum(1 for t in self._refusals if t >= oldest) <= NOISE_REFUSALS
+
+    def _new_round(self, now: float) -> None:
+        """A round of refusals starts: the pace restarts from its estimate."""
+        self._round_pace = self._pace_at(now) if self._paced else None
+        self._after_startup = self._paced and self._top is None
+        self._probing = self._paced and now - self._epoch >= self._hold_s
+        # a round met while holding lowers the top without starting over: the probe
+        # that finds the edge again comes HOLD_S after the last one, whatever comes between
+        self._holding = (
+            self._top is not None and not self._probing and now - self._epoch >= RECOVER_HOLD_S
+        )
+        self._paced = True
+        self._estimate_round(now)
 
     def _pause_until(self, now: float, until: float) -> None:
         """Pause the target until ``until`` at least, counting the seconds added."""
-        self.stats.throttled_seconds += max(0.0, until - max(now, self.paused_until))
-        self.paused_until = max(self.paused_until, until)
-
-    def _pace(self) -> None:
-        """The pace from the requests of the second before the round's cut that were not
-        refused: at least one a second the first time; after that at least half of one,
-        and at most two thirds of the pace before the cut."""
-        pace = PACE_SHARE * max(0, self._sent - self._refused)
-        if self._pace_cap is None:
-            self.rate = max(1.0, pace)
+        if until <= self.paused_until:
+            return
+        self.stats.throttled_seconds += until - max(now, self.paused_until)
+        pauses = self._pauses
+        if pauses and pauses[-1][1] >= now:
+            pauses[-1][1] = until  # the current pause, longer
         else:
-            self.rate = max(0.5, min(pace, self._pace_cap * 2 / 3))
+            pauses.append([now, until])
+        while pauses[0][1] < now - LOOKBACK_S:
+            pauses.popleft()
+        self._paused_total = sum(end - start for start, end in pauses)
+        self.paused_until = until
+
+    def _estimate_round(self, now: float) -> None:
+        """Where the pace restarts after this round's refusals so far, and where it then
+        heads (its top).
+
+        The first round: from what the server accepted in the last second of sending (at
+        the start of a run: its burst), doubling (``_top`` None). A later round met while
+        probing (HOLD_S after the round before): that pace is the new top, the edge it
+        found. One met sooner, on the way to the top, or while holding under it: the top was
+        too high, and the new one is what the server accepted in the last second. Either
+        way never above the pace that met the refusal, nor under the share of it that the
+        second's refusals of this round leave (one aside: the edge itself), or half of it; and never
+        under LONG_SHARE of what the server accepted over the last LONG_S (it takes that
+        much at least: refusals at a lower pace came from requests bunched up on their way,
+        and slowing down for them would only spiral down). Just after the doubling, the top
+        is the pace that met it (the doubling overshoots by a step at most) and the restart
+        half of it at least."""
+        accepted, sent, refused = self._accepted_rate(self._round_end, ESTIMATE_S)
+        before = self._round_pace
+        if before is None:
+            self._base = max(accepted, FIRST_RATE)
+            self._top = None
+            self._opened = self.paused_until
+        elif self._after_startup:
+            self._top = before
+            self._base = max(MIN_RATE, min(accepted, before), STARTUP_CUT * before)
+        else:
+            kept = DEEP_CUT
+            if not self._holding and sent:
+                kept = max(DEEP_CUT, 1.0 - (refused - 1) / sent)
+            floor = max(MIN_RATE, min(accepted, before), kept * before)
+            long_run, _, _ = self._accepted_rate(self._round_end, LONG_S)
+            floor = max(floor, LONG_SHARE * long_run)
+            self._base = floor
+            self._top = before if self._probing else floor
+        if not self._holding:
+            self._epoch = self.paused_until
+            # the edge found by probing is held long; a top cut on the way to it may be
+            # under the server's rate: probing comes back sooner
+            self._hold_s = HOLD_S if self._probing or self._after_startup else SHORT_HOLD_S
+        self.rate = self._pace_at(now)
+        self._fit_limit(now)
+
+    def _accepted_rate(self, end: float, length: float) -> tuple[float, int, int]:
+        """Requests a second the server accepted of those sent in the ``length`` s of
+        sending up to ``end`` (pauses left out; after the first round, since its pause
+        ended: the opening's requests went out before anything was known), less those
+        refused; and how many were sent and refused. Over SHORTEST_S at least (0 when a
+        whole LONG_S is asked for and not there yet)."""
+        start = self._window_start(end, length)
+        span = length
+        if self._round_pace is not None and start < self._opened:
+            start = self._opened
+            span = end - start - self._paused_between(start, end)
+            if length == LONG_S:
+                return 0.0, 0, 0
+            span = max(SHORTEST_S, span)
+        sent = 0
+        for t in reversed(self._starts):
+            if t < start:
+                break
+            if t <= end:
+                sent += 1
+        refused = sum(1 for t in self._refusals if start <= t <= end)
+        refusals = self._refusals
+        while refusals and refusals[0] < start - LOOKBACK_S:
+            refusals.popleft()
+        return max(0, sent - refused) / span, sent, refused
+
+    def _window_start(self, end: float, length: float) -> float:
+        """Where ``length`` s of sending up to ``end`` start, the pauses between left out."""
+        t, remaining = end, length
+        for start, stop in reversed(self._pauses):  # the latest first
+            if start >= t:
+                continue
+            sending = t - min(stop, t)
+            if sending >= remaining:
+                break
+            remaining -= sending
+            t = start
+        return t - remaining
+
+    def _paused_between(self, start: float, end: float) -> float:
+        """Seconds the target was paused between ``start`` and ``end``."""
+        return sum(max(0.0, min(end, b) - max(start, a)) for a, b in self._pauses)
+
+    def _pace_at(self, now: float) -> float:
+        """The pace at ``now``, from the end of the round's pause: after the first round,
+        PACE_SHARE of what was accepted, doubling every STARTUP_DOUBLING_S; after a later
+        one, from RESTART_SHARE of the restart up to HOLD_SHARE of the top (the gap halved
+        every RECOVER_HALF_S), held there until HOLD_S, then growing by PROBE_GROWTH a
+        second (finding out whether the server takes more)."""
+        t = max(0.0, now - self._epoch)
+        top = self._top
+        if top is None:
+            pace = PACE_SHARE * self._base * 2 ** min(t / STARTUP_DOUBLING_S, 40.0)
+        elif t < self._hold_s:
+            held = HOLD_SHARE * top
+            pace = held - (held - RESTART_SHARE * self._base) * 2 ** (-t / RECOVER_HALF_S)
+        else:
+            pace = HOLD_SHARE * top * PROBE_GROWTH ** min(t - self._hold_s, 400.0)
+        return max(MIN_RATE, min(MAX_RATE, pace))
+
+    def _fit_limit(self, now: float) -> None:
+        """Requests at once for the pace: LIMIT_GAIN times what the shortest answers need
+        at it, plus LIMIT_SPARE, at most ``workers`` (no answer seen yet: as it is)."""
+        if self._min_latency is None:
+            return
+        need = math.ceil(LIMIT_GAIN * self._pace_at(now) * self._min_latency) + LIMIT_SPARE
+        limit = min(self.max_limit, need)
+        if limit > self.limit:
+            self._changed.set()
+        self.limit = limit
+        self.stats.lowest_limit = min(self.stats.lowest_limit, limit)
 
     @property
     def counts_tokens(self) -> bool:

@@ -10,7 +10,7 @@ See docs/architecture.md ("Executors").
 
 - Concurrency: a target's own ``workers`` caps its requests across the cluster. A target
   without it is capped only by the cases Ray runs at once (``--workers`` does not apply to
-  Ray runs), so its limit starts there and halves from there when it is throttled. An
+  Ray runs), so its limit starts there (and follows the pace once it is throttled). An
   agent target without ``workers``, ``max_rpm`` or ``max_tpm`` has nothing to share (the
   run never sees it throttled) and keeps a gate per process: no round trip per case.
 - Turns are tickets: the keeper knows which case (its ``holder``, one per Ray task) holds
@@ -78,14 +78,16 @@ class GateKeeper:
         self._granted[ticket] = (holder, key)
         return gate.now(), gate.limit
 
-    def release(self, ticket: str, successes: int = 0) -> None:
+    def release(self, ticket: str, successes: int = 0, latency: float | None = None) -> None:
         """The request holding ``ticket`` ended (a ticket unknown here is already back),
-        after ``successes`` answers at the gate (sent along, one message fewer a request)."""
+        after ``successes`` answers at the gate, the quickest in ``latency`` s (sent along,
+        one message fewer a request)."""
         found = self._granted.pop(ticket, None)
         if found is not None:
             gate = self._gates[found[1]]
-            for _ in range(successes):
-                gate.succeeded()
+            for i in range(successes):
+                sent_at = gate.now() - latency if i == 0 and latency is not None else None
+                gate.succeeded(sent_at)
             gate.release()
 
     def drop(self, ticket: str) -> None:
@@ -147,6 +149,7 @@ class RemoteGate:
         self.stats = GateStats(lowest_limit=spec.limit)
         self._held: list[str] = []  # tickets of this process's requests in flight
         self._successes = 0  # answers not yet told to the keeper (they go with a release)
+        self._latency: float | None = None  # the quickest of them, in seconds
         self._offset = 0.0  # the keeper's clock minus this process's
 
     def try_acquire(self, tokens: float = 0.0) -> bool:
@@ -171,8 +174,9 @@ class RemoteGate:
         # turns are alike: any ticket of this gate will do (none left: a requeue that was
         # cancelled already gave its turn back)
         if self._held:
-            self._keeper.release.remote(self._held.pop(), self._successes)
+            self._keeper.release.remote(self._held.pop(), self._successes, self._latency)
             self._successes = 0
+            self._latency = None
 
     async def requeue(self, tokens: float = 0.0, *, after: float = 0.0) -> None:
         self.release()
@@ -180,10 +184,14 @@ class RemoteGate:
             await asyncio.sleep(after)
         await self.acquire(tokens)
 
-    def succeeded(self) -> None:
+    def succeeded(self, sent_at: float | None = None) -> None:
         # an answer ends its request, whose turn goes back next: the keeper hears of both
         # in one message
         self._successes += 1
+        if sent_at is not None:
+            latency = self.now() - sent_at
+            if self._latency is None or latency < self._latency:
+                self._latency = latency
 
     def now(self) -> float:
         return time.monotonic() + self._offset
