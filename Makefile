@@ -45,8 +45,10 @@ lint: install
 	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/ruff format --check src tests benchmarks examples
 
+# On every core, each test file in one worker: a file's fixtures (a local Ray, a browser)
+# start once, and its tests never race each other.
 test: install lint browser docs
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto --dist loadfile
 
 # The suite against the newest versions pyproject.toml allows (no lock), in its own venv:
 # drift in a dependency shows here before a user's fresh install meets it.
