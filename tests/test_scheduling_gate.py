@@ -22,6 +22,7 @@ from agentv.providers.base import (
 )
 from agentv.run.scheduling import (
     ESTIMATE_S,
+    FEW_CUT,
     FIRST_RATE,
     HOLD_S,
     HOLD_SHARE,
@@ -285,7 +286,7 @@ def test_a_refusal_while_holding_lowers_the_top_without_starting_over() -> None:
     clock, gate = _paced(20.0)
     clock.now = 102.0  # holding
     sent(gate, 30)
-    for t in (101.2, 101.5):  # two earlier ones: not noise
+    for t in (101.2, 101.3, 101.4, 101.5):  # more than a few of the last 40: a round
         gate._refusals.append(t)
     gate._recent.extend([101.1] * 40)
     pace = gate._pace_at(102.0)  # near the hold: the gap to it halved ten times
@@ -312,6 +313,50 @@ def test_a_lone_refusal_while_holding_only_pauses() -> None:
     few._recent.extend([101.0] * (NOISE_REQUESTS - 1))  # too few requests to tell
     few.throttled(0.02)
     assert few._noise is False
+
+
+def test_a_few_refusals_while_holding_take_the_top_a_little_lower() -> None:
+    clock, gate = _paced(20.0)
+    clock.now = 102.0  # holding
+    sent(gate, 30)
+    gate._recent.extend([101.1] * NOISE_REQUESTS)
+    for t in (101.2, 101.5):  # two earlier ones of the last 40: with this one, a few
+        gate._refusals.append(t)
+    pace = gate._pace_at(102.0)
+    gate.throttled(0.01)
+    assert gate._noise and gate.paused_until == pytest.approx(102.01)
+    # a step under the top the pace was heading for; the pace on its way, the probe due
+    # HOLD_S after the last round as before
+    assert gate._top == pytest.approx((1 - FEW_CUT) * min(20.0, pace / HOLD_SHARE))
+    assert gate._epoch == 100.0 and gate._hold_s == HOLD_S
+    assert gate.rate == pytest.approx(gate._pace_at(102.0)) and gate.rate < pace
+    clock.now = 102.005
+    gate.throttled(0.01, sent_at=101.99)  # another of the same round: a round after all
+    assert gate._noise is False and gate._top < (1 - FEW_CUT) * 20.0
+
+
+def test_the_first_round_paces_at_the_rate_the_servers_wait_says() -> None:
+    clock = Clock()
+    gate = TargetGate(50, clock=clock)
+    sent(gate, 10)  # ten at once against a limit of 20 a second without burst: one taken
+    for step in range(9):  # the others refused, each told how long a token takes, less
+        clock.now = 100.001 + step * 0.001  # the time since (a token is on its way)
+        gate.throttled(0.05 - step * 0.001, sent_at=100.0, asked=True)
+    # one over the longest wait: 20 a second, the top; the pace heads for it at once
+    assert gate._top == gate._base == pytest.approx(20.0)
+    assert gate.rate == pytest.approx(RESTART_SHARE * 20.0)
+    assert gate._hold_s == SHORT_HOLD_S  # probing soon: the server may take more
+    # a wait that was not the server's word (a backoff) says nothing: doubling as before
+    other = TargetGate(50, clock=Clock())
+    sent(other, 10)
+    for _ in range(9):
+        other.throttled(0.05, sent_at=100.0)
+    assert other._top is None and other._base == FIRST_RATE
+    # nor does one refusal's wait (it may have come when a token was nearly there)
+    alone = TargetGate(50, clock=Clock())
+    sent(alone, 10)
+    alone.throttled(0.05, sent_at=100.0, asked=True)
+    assert alone._top is None
 
 
 def test_a_later_round_never_goes_under_most_of_what_was_accepted_over_five_seconds() -> None:

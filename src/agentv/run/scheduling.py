@@ -15,7 +15,10 @@ bandwidth instead of only backing off:
 - the first round of refusals sets the pace just under what the server accepted in the last
   second of sending (the requests sent, less those refused), then doubles it until the next
   refusal: at the start of a run that count is the server's burst, far from its rate either
-  way;
+  way. When the server refused several requests at once, each with the wait it asks for,
+  the longest of those waits is the time it takes to free one request: the pace heads
+  straight for one over it instead (against a limit without burst, which took one request
+  of the opening's ten, doubling from one a second would take a second to get there);
 - each later round makes the pace that met the refusal the top to hold just under, and
   restarts a little below it; a refusal met on the way there, or while holding, says the top
   was too high, and the new one is what the server accepted lately (the share of requests
@@ -24,7 +27,9 @@ bandwidth instead of only backing off:
 - the refusals of requests sent before a round began, or during its pause, are news of that
   round, however short the server's wait; a lone refusal while holding (one of the last 40
   requests) only pauses: requests bunched up on their way (a busy client) are refused at
-  any pace, and slowing down for them would only spiral down. For the same reason a round
+  any pace, and slowing down for them would only spiral down. A few (up to three of the
+  last 40) lower the top by 2 % without starting over: the pace at which such refusals stay
+  rare is just under the one that met them. For the same reason a round
   never takes the top under 95 % of what the server accepted over the last five seconds;
 - how many requests go at once follows the pace and the shortest answer time seen lately
   (twice what the pace needs, plus two), never above ``workers``.
@@ -88,6 +93,10 @@ LONG_SHARE = 0.95
 #: in the last second (its burst, at the start of a run, which may be far from its rate
 #: either way), doubling every STARTUP_DOUBLING_S until the next refusal
 PACE_SHARE = 0.9
+#: ... unless WAIT_REFUSALS refusals at least, each with the server's wait, say more: the
+#: longest of those waits is the time the server takes to free one request (the others came
+#: later, as it did), so one over it is its rate: the pace heads for it at once, as for a top
+WAIT_REFUSALS = 2
 STARTUP_DOUBLING_S = 0.1
 #: after a later round it restarts at RESTART_SHARE of what was accepted and heads for
 #: HOLD_SHARE of the pace that met the refusal (halving the gap every RECOVER_HALF_S), holds
@@ -109,6 +118,11 @@ STARTUP_CUT = 0.75
 #: its pace said
 NOISE_REQUESTS = 40
 NOISE_REFUSALS = 1
+#: one of at most FEW_REFUSALS of them lowers the top by FEW_CUT, without starting over:
+#: near a limit without burst, requests that reach the server a little unevenly are refused
+#: now and then, and the pace that keeps that rare is just under the one that met them
+FEW_REFUSALS = 3
+FEW_CUT = 0.02
 #: a paced request this late for its turn still counts as gone at its turn
 LATE_S = 0.002
 #: a request waiting for its pace looks again this often while the pace doubles
@@ -215,6 +229,10 @@ class TargetGate:
         self._holding = False  # the round was met while holding under the top
         self._noise = False  # the round's one refusal was let pass (``_alone``)
         self._round_paused_until = 0.0  # the end of the round's pause
+        #: the longest wait the server asked for in the round (0: none said), and how many
+        #: refusals the round had
+        self._round_wait = 0.0
+        self._round_refused = 0
         #: when the last NOISE_REQUESTS requests went out (while paced)
         self._recent: deque[float] = deque(maxlen=NOISE_REQUESTS)
         self._opened = 0.0  # when the first round's pause ended
@@ -407,10 +425,10 @@ class TargetGate:
         """The gate's clock (when a request goes out, for ``throttled``'s ``sent_at``)."""
         return self._clock()
 
-    def throttled(self, wait: float, *, sent_at: float | None = None) -> None:
+    def throttled(self, wait: float, *, sent_at: float | None = None, asked: bool = False) -> None:
         """The target said "too much" to a request sent at ``sent_at`` (None: just now):
-        pause everything for ``wait`` s and pace the requests under the rate the server
-        accepted. A request sent before the last cut, or refused during the pause, brings
+        pause everything for ``wait`` s (``asked``: the wait the server asked for, its
+        ``Retry-After``) and pace the requests under the rate the server accepted. A request sent before the last cut, or refused during the pause, brings
         the same news as the one that cut: it is one more refusal of that round, counted in
         its estimate, however short the server's wait."""
         self.stats.throttled += 1
@@ -422,6 +440,8 @@ class TargetGate:
         if now < self._round_paused_until or (sent_at is not None and sent_at < self._cut_at):
             # news of the round on: its estimate counts this refusal too
             self._round_end = max(self._round_end, sent)
+            self._round_wait = max(self._round_wait, wait if asked else 0.0)
+            self._round_refused += 1
             if self._noise:  # not alone after all: a round like any other
                 self._noise = False
                 self._new_round(now)
@@ -431,24 +451,41 @@ class TargetGate:
             return
         self._cut_at = now
         self._round_end = sent
+        self._round_wait = wait if asked else 0.0
+        self._round_refused = 1
         self._opening = False
-        self._noise = self._alone(now)
-        if not self._noise:
+        refusals = self._alone(now)
+        self._noise = refusals is not None
+        if refusals is None:
             self._new_round(now)
+        elif refusals > NOISE_REFUSALS:
+            self._lower_top(now)
         self._round_paused_until = self.paused_until
 
-    def _alone(self, now: float) -> bool:
-        """Whether this refusal, met while holding under the top (not while doubling or
-        probing), is one of at most NOISE_REFUSALS of the last NOISE_REQUESTS requests:
-        a request that reached the server sooner than its pace said (the client was busy
-        when the one before went out), not a pace too high."""
+    def _lower_top(self, now: float) -> None:
+        """One of a few refusals while under the top: the top goes FEW_CUT under the one
+        the pace heads for (or the pace now, when lower), the pace stays on its way to it
+        and the probe still comes HOLD_S after the last round."""
+        assert self._top is not None
+        self._top = min(self._top, self._pace_at(now) / HOLD_SHARE) * (1.0 - FEW_CUT)
+        self._base = min(self._base, self._top)
+        self.rate = self._pace_at(now)
+        self._fit_limit(now)
+
+    def _alone(self, now: float) -> int | None:
+        """How many of the last NOISE_REQUESTS requests were refused, this one included,
+        when this refusal was met under the top (not while doubling or probing) and at most
+        FEW_REFUSALS of them were (None otherwise): requests that reached the server sooner
+        than their pace said (the client was busy when the one before went out), not a
+        pace far too high."""
         if not self._paced or self._top is None or now - self._epoch >= self._hold_s:
-            return False
+            return None
         recent = self._recent
         if len(recent) < NOISE_REQUESTS:
-            return False
+            return None
         oldest = recent[0]
-        return sum(1 for t in self._refusals if t >= oldest) <= NOISE_REFUSALS
+        refused = sum(1 for t in self._refusals if t >= oldest)
+        return refused if refused <= FEW_REFUSALS else None
 
     def _new_round(self, now: float) -> None:
         """A round of refusals starts: the pace restarts from its estimate."""
@@ -497,9 +534,17 @@ class TargetGate:
         accepted, sent, refused = self._accepted_rate(self._round_end, ESTIMATE_S)
         before = self._round_pace
         if before is None:
-            self._base = max(accepted, FIRST_RATE)
-            self._top = None
+            # the server's longest wait after refusing several at once is the time a token
+            # takes: its rate, known at once (a limit without burst accepted only one)
+            told = 0.0
+            if self._round_refused >= WAIT_REFUSALS and self._round_wait > 0:
+                told = 1.0 / self._round_wait
             self._opened = self.paused_until
+            if told > max(accepted, FIRST_RATE):
+                self._base = self._top = told
+            else:
+                self._base = max(accepted, FIRST_RATE)
+                self._top = None
         elif self._after_startup:
             self._top = before
             self._base = max(MIN_RATE, min(accepted, before), STARTUP_CUT * before)
