@@ -269,6 +269,7 @@ def test_a_refusal_met_probing_makes_its_pace_the_top() -> None:
 def test_a_refusal_on_the_way_to_the_top_lowers_it_to_what_was_accepted() -> None:
     clock, gate = _paced(30.0)  # a top too high: refused on the way to it
     clock.now = 100.5
+    gate._recent.extend([100.0] * 15)
     sent(gate, 25)  # the last second: 25 sent
     for t in (100.1, 100.2, 100.3):  # three refused among them (earlier rounds)
         gate._refusals.append(t)
@@ -310,9 +311,11 @@ def test_a_lone_refusal_while_holding_only_pauses() -> None:
     assert gate._noise is False and gate._top == 18.0
     few = _paced(20.0)[1]
     few._clock.now = 102.0  # type: ignore[attr-defined]
-    few._recent.extend([101.0] * (NOISE_REQUESTS - 1))  # too few requests to tell
+    few._recent.extend([101.0] * (NOISE_REQUESTS - 1))  # too few requests to call it alone
+    pace = few._pace_at(102.0)
     few.throttled(0.02)
-    assert few._noise is False
+    top = (1 - FEW_CUT) * min(20.0, pace / HOLD_SHARE)
+    assert few._noise is True and few._top == pytest.approx(top)
 
 
 def test_a_few_refusals_while_holding_take_the_top_a_little_lower() -> None:

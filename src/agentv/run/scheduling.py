@@ -473,19 +473,22 @@ class TargetGate:
         self._fit_limit(now)
 
     def _alone(self, now: float) -> int | None:
-        """How many of the last NOISE_REQUESTS requests were refused, this one included,
-        when this refusal was met under the top (not while doubling or probing) and at most
-        FEW_REFUSALS of them were (None otherwise): requests that reached the server sooner
-        than their pace said (the client was busy when the one before went out), not a
-        pace far too high."""
+        """How many of the last NOISE_REQUESTS requests were refused (those since the
+        first round's pause, when fewer have gone), this one included, when this refusal
+        was met under the top (not while doubling or probing) and at most FEW_REFUSALS of
+        them were (None otherwise): requests that reached the server sooner than their
+        pace said (the client was busy when the one before went out), not a pace far too
+        high. With fewer than NOISE_REQUESTS requests, one refusal is never called alone."""
         if not self._paced or self._top is None or now - self._epoch >= self._hold_s:
             return None
         recent = self._recent
-        if len(recent) < NOISE_REQUESTS:
-            return None
-        oldest = recent[0]
+        oldest = max(recent[0], self._opened) if recent else self._opened
         refused = sum(1 for t in self._refusals if t >= oldest)
-        return refused if refused <= FEW_REFUSALS else None
+        if refused > FEW_REFUSALS:
+            return None
+        if len(recent) < NOISE_REQUESTS:  # too few requests to call one refusal alone
+            return max(refused, NOISE_REFUSALS + 1)
+        return refused
 
     def _new_round(self, now: float) -> None:
         """A round of refusals starts: the pace restarts from its estimate."""
