@@ -338,6 +338,21 @@ def test_a_few_refusals_while_holding_take_the_top_a_little_lower() -> None:
     assert gate._noise is False and gate._top < (1 - FEW_CUT) * 20.0
 
 
+async def test_on_the_real_clock_a_paced_turn_is_never_taken_before_its_time() -> None:
+    gate = TargetGate(5)  # the real clock: its waiter wakes early and looks again until due
+    assert gate._spins and not TargetGate(5, clock=Clock())._spins
+    gate._opening = False
+    gate._paced = True
+    gate._base = gate._top = 50.0  # about 50 a second, 20 ms apart
+    gate._epoch = gate._clock()
+    for _ in range(5):
+        last = gate._last_start
+        await asyncio.wait_for(gate.acquire(), HANG_GUARD)
+        # the pace when the turn was taken spaces it from the one before
+        assert gate._starts[-1] >= last + 1.0 / gate.rate
+        gate.release()
+
+
 def test_the_first_round_paces_at_the_rate_the_servers_wait_says() -> None:
     clock = Clock()
     gate = TargetGate(50, clock=clock)

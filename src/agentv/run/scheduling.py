@@ -125,6 +125,11 @@ FEW_REFUSALS = 3
 FEW_CUT = 0.02
 #: a paced request this late for its turn still counts as gone at its turn
 LATE_S = 0.002
+#: a timer wakes its task up to a millisecond late (the event loop's poll counts whole
+#: milliseconds), so spacing paced requests by timers alone lets them wander by as much:
+#: a waiter wakes this long before its turn and looks again at every turn of the loop
+SPIN_S = 0.0015
+SPIN_MAX_RATE = 100.0
 #: a request waiting for its pace looks again this often while the pace doubles
 RECHECK_S = 0.05
 #: the pace's floor (requests a second; after the first round: FIRST_RATE) and cap
@@ -198,6 +203,10 @@ class TargetGate:
         self.peak = 0
         self.paused_until = 0.0
         self._clock = clock
+        #: on the real clock, a waiter wakes SPIN_S before its time and looks again at each
+        #: turn of the event loop until then (a clock that only moves when every task waits,
+        #: as a simulation's, would never get there)
+        self._spins = clock is time.monotonic
         self._rpm = TokenBucket(max_rpm, clock) if max_rpm else None
         self._tpm = TokenBucket(max_tpm, clock) if max_tpm else None
         self._changed = asyncio.Event()  # a request ended, or the limit grew
@@ -325,15 +334,25 @@ class TargetGate:
                 self._changed.clear()
                 if wait is None:
                     await self._changed.wait()
+                elif wait <= SPIN_S and self._spinning():
+                    await asyncio.sleep(0)  # the last moments: other tasks run meanwhile
                 else:
-                    due = self._clock() + wait
+                    early = SPIN_S if self._spinning() else 0.0
+                    due = self._clock() + wait - early
                     try:
-                        await asyncio.wait_for(self._changed.wait(), wait)
+                        await asyncio.wait_for(self._changed.wait(), wait - early)
                     except TimeoutError:
                         self._woke(due)
         finally:
             self._leave_line(me)
         self._enter(tokens)
+
+    def _spinning(self) -> bool:
+        """Whether a waiter wakes SPIN_S early and looks again at every turn of the loop
+        until its time: on the real clock, for turns (the opening's waits are looks again),
+        at a pace whose spacing a millisecond matters to (faster, the loop would hardly
+        ever rest)."""
+        return self._spins and not self._opening and (self.rate or 0.0) <= SPIN_MAX_RATE
 
     def _woke(self, due: float) -> None:
         """A waiter woke from a wait that was due at ``due``. Woken late, the client was
