@@ -353,6 +353,26 @@ async def test_on_the_real_clock_a_paced_turn_is_never_taken_before_its_time() -
         gate.release()
 
 
+def test_after_a_few_refusals_the_next_turn_comes_when_the_pause_ends() -> None:
+    clock, gate = _paced(20.0)
+    clock.now = 102.0  # holding, 19.6 a second
+    gate._recent.extend([101.1] * NOISE_REQUESTS)
+    sent(gate, 1)  # refused: its turn taken, the next one a step of the pace later
+    gate.throttled(0.01)  # alone: a pause, and the refused request took nothing
+    assert gate._noise and gate._wait_time(0.0) == pytest.approx(0.01)  # the pause's end
+    clock.now = 102.01
+    assert gate._wait_time(0.0) == 0.0  # not 51 ms after the refused one
+    # a round (more than a few refusals lately): the step is lost, the pace must slow down
+    clock, other = _paced(20.0)
+    clock.now = 102.0
+    other._recent.extend([101.1] * NOISE_REQUESTS)
+    other._refusals.extend([101.2, 101.3, 101.4, 101.5])
+    sent(other, 1)
+    other.throttled(0.01)
+    clock.now = 102.01
+    assert other._noise is False and other._wait_time(0.0) > 0.02
+
+
 def test_the_first_round_paces_at_the_rate_the_servers_wait_says() -> None:
     clock = Clock()
     gate = TargetGate(50, clock=clock)
@@ -364,6 +384,13 @@ def test_the_first_round_paces_at_the_rate_the_servers_wait_says() -> None:
     assert gate._top == gate._base == pytest.approx(20.0)
     assert gate.rate == pytest.approx(RESTART_SHARE * 20.0)
     assert gate._hold_s == SHORT_HOLD_S  # probing soon: the server may take more
+    # a server that took more of them (a burst) refused the rest while its bucket refilled,
+    # each asking for less than a request's time: its waits say nothing
+    burst = TargetGate(50, clock=Clock())
+    sent(burst, 30)
+    for step in range(9):
+        burst.throttled(0.01 - step * 0.001, sent_at=100.0, asked=True)
+    assert burst._top is None and burst._base == 21.0
     # a wait that was not the server's word (a backoff) says nothing: doubling as before
     other = TargetGate(50, clock=Clock())
     sent(other, 10)

@@ -97,6 +97,9 @@ PACE_SHARE = 0.9
 #: longest of those waits is the time the server takes to free one request (the others came
 #: later, as it did), so one over it is its rate: the pace heads for it at once, as for a top
 WAIT_REFUSALS = 2
+#: ... when it took at most WAIT_TOOK of them (more, and the refusals came while its
+#: bucket refilled, each asking for less than a whole request's time)
+WAIT_TOOK = 2
 STARTUP_DOUBLING_S = 0.1
 #: after a later round it restarts at RESTART_SHARE of what was accepted and heads for
 #: HOLD_SHARE of the pace that met the refusal (halving the gap every RECOVER_HALF_S), holds
@@ -447,9 +450,12 @@ class TargetGate:
     def throttled(self, wait: float, *, sent_at: float | None = None, asked: bool = False) -> None:
         """The target said "too much" to a request sent at ``sent_at`` (None: just now):
         pause everything for ``wait`` s (``asked``: the wait the server asked for, its
-        ``Retry-After``) and pace the requests under the rate the server accepted. A request sent before the last cut, or refused during the pause, brings
-        the same news as the one that cut: it is one more refusal of that round, counted in
-        its estimate, however short the server's wait."""
+        ``Retry-After``) and pace the requests under the rate the server accepted. A request
+        sent before the last cut, or refused during the pause, brings the same news as the
+        one that cut: it is one more refusal of that round, counted in its estimate, however
+        short the server's wait. After one of a few refusals (``_alone``), the next request
+        goes when the pause ends (the refused one took no turn at the server), the pace
+        spacing the others from it."""
         self.stats.throttled += 1
         now = self._clock()
         sent = now if sent_at is None else sent_at
@@ -477,9 +483,20 @@ class TargetGate:
         self._noise = refusals is not None
         if refusals is None:
             self._new_round(now)
-        elif refusals > NOISE_REFUSALS:
-            self._lower_top(now)
+        else:
+            if refusals > NOISE_REFUSALS:
+                self._lower_top(now)
+            self._resume_at_pause_end()
         self._round_paused_until = self.paused_until
+
+    def _resume_at_pause_end(self) -> None:
+        """The paced turn after one of a few refusals comes when the pause ends, not a step
+        of the pace after the refused request's: the server took nothing from it (when the
+        pause ends, it has room for one), and the step would leave that room unused. Not
+        after a round: a pace too high must lose the step, or it would keep the server's
+        rate by its refusals."""
+        if self.rate:
+            self._last_start = min(self._last_start, self.paused_until - 1.0 / self.rate)
 
     def _lower_top(self, now: float) -> None:
         """One of a few refusals while under the top: the top goes FEW_CUT under the one
@@ -559,7 +576,8 @@ class TargetGate:
             # the server's longest wait after refusing several at once is the time a token
             # takes: its rate, known at once (a limit without burst accepted only one)
             told = 0.0
-            if self._round_refused >= WAIT_REFUSALS and self._round_wait > 0:
+            took = sent - refused
+            if self._round_refused >= WAIT_REFUSALS and took <= WAIT_TOOK and self._round_wait:
                 told = 1.0 / self._round_wait
             self._opened = self.paused_until
             if told > max(accepted, FIRST_RATE):
