@@ -29,7 +29,10 @@ bandwidth instead of only backing off:
   requests) only pauses: requests bunched up on their way (a busy client) are refused at
   any pace, and slowing down for them would only spiral down. A few (up to three of the
   last 40) lower the top by 2 % without starting over: the pace at which such refusals stay
-  rare is just under the one that met them. For the same reason a round
+  rare is just under the one that met them. After either, the next request goes when the
+  pause ends (the refused one took nothing from the server), not a step of the pace later;
+  paced turns are taken to a tenth of a millisecond (the waiter wakes early and looks
+  again at every turn of the event loop: a timer alone wakes up to a millisecond late). For the same reason a round
   never takes the top under 95 % of what the server accepted over the last five seconds;
 - how many requests go at once follows the pace and the shortest answer time seen lately
   (twice what the pace needs, plus two), never above ``workers``.
