@@ -22,6 +22,7 @@ from agentv.providers.base import (
 )
 from agentv.run.scheduling import (
     ESTIMATE_S,
+    FEW_CUT,
     FIRST_RATE,
     HOLD_S,
     HOLD_SHARE,
@@ -268,6 +269,7 @@ def test_a_refusal_met_probing_makes_its_pace_the_top() -> None:
 def test_a_refusal_on_the_way_to_the_top_lowers_it_to_what_was_accepted() -> None:
     clock, gate = _paced(30.0)  # a top too high: refused on the way to it
     clock.now = 100.5
+    gate._recent.extend([100.0] * 15)
     sent(gate, 25)  # the last second: 25 sent
     for t in (100.1, 100.2, 100.3):  # three refused among them (earlier rounds)
         gate._refusals.append(t)
@@ -285,7 +287,7 @@ def test_a_refusal_while_holding_lowers_the_top_without_starting_over() -> None:
     clock, gate = _paced(20.0)
     clock.now = 102.0  # holding
     sent(gate, 30)
-    for t in (101.2, 101.5):  # two earlier ones: not noise
+    for t in (101.2, 101.3, 101.4, 101.5):  # more than a few of the last 40: a round
         gate._refusals.append(t)
     gate._recent.extend([101.1] * 40)
     pace = gate._pace_at(102.0)  # near the hold: the gap to it halved ten times
@@ -309,9 +311,97 @@ def test_a_lone_refusal_while_holding_only_pauses() -> None:
     assert gate._noise is False and gate._top == 18.0
     few = _paced(20.0)[1]
     few._clock.now = 102.0  # type: ignore[attr-defined]
-    few._recent.extend([101.0] * (NOISE_REQUESTS - 1))  # too few requests to tell
+    few._recent.extend([101.0] * (NOISE_REQUESTS - 1))  # too few requests to call it alone
+    pace = few._pace_at(102.0)
     few.throttled(0.02)
-    assert few._noise is False
+    top = (1 - FEW_CUT) * min(20.0, pace / HOLD_SHARE)
+    assert few._noise is True and few._top == pytest.approx(top)
+
+
+def test_a_few_refusals_while_holding_take_the_top_a_little_lower() -> None:
+    clock, gate = _paced(20.0)
+    clock.now = 102.0  # holding
+    sent(gate, 30)
+    gate._recent.extend([101.1] * NOISE_REQUESTS)
+    for t in (101.2, 101.5):  # two earlier ones of the last 40: with this one, a few
+        gate._refusals.append(t)
+    pace = gate._pace_at(102.0)
+    gate.throttled(0.01)
+    assert gate._noise and gate.paused_until == pytest.approx(102.01)
+    # a step under the top the pace was heading for; the pace on its way, the probe due
+    # HOLD_S after the last round as before
+    assert gate._top == pytest.approx((1 - FEW_CUT) * min(20.0, pace / HOLD_SHARE))
+    assert gate._epoch == 100.0 and gate._hold_s == HOLD_S
+    assert gate.rate == pytest.approx(gate._pace_at(102.0)) and gate.rate < pace
+    clock.now = 102.005
+    gate.throttled(0.01, sent_at=101.99)  # another of the same round: a round after all
+    assert gate._noise is False and gate._top < (1 - FEW_CUT) * 20.0
+
+
+async def test_on_the_real_clock_a_paced_turn_is_never_taken_before_its_time() -> None:
+    gate = TargetGate(5)  # the real clock: its waiter wakes early and looks again until due
+    assert gate._spins and not TargetGate(5, clock=Clock())._spins
+    gate._opening = False
+    gate._paced = True
+    gate._base = gate._top = 50.0  # about 50 a second, 20 ms apart
+    gate._epoch = gate._clock()
+    for _ in range(5):
+        last = gate._last_start
+        await asyncio.wait_for(gate.acquire(), HANG_GUARD)
+        # the pace when the turn was taken spaces it from the one before
+        assert gate._starts[-1] >= last + 1.0 / gate.rate
+        gate.release()
+
+
+def test_after_a_few_refusals_the_next_turn_comes_when_the_pause_ends() -> None:
+    clock, gate = _paced(20.0)
+    clock.now = 102.0  # holding, 19.6 a second
+    gate._recent.extend([101.1] * NOISE_REQUESTS)
+    sent(gate, 1)  # refused: its turn taken, the next one a step of the pace later
+    gate.throttled(0.01)  # alone: a pause, and the refused request took nothing
+    assert gate._noise and gate._wait_time(0.0) == pytest.approx(0.01)  # the pause's end
+    clock.now = 102.01
+    assert gate._wait_time(0.0) == 0.0  # not 51 ms after the refused one
+    # a round (more than a few refusals lately): the step is lost, the pace must slow down
+    clock, other = _paced(20.0)
+    clock.now = 102.0
+    other._recent.extend([101.1] * NOISE_REQUESTS)
+    other._refusals.extend([101.2, 101.3, 101.4, 101.5])
+    sent(other, 1)
+    other.throttled(0.01)
+    clock.now = 102.01
+    assert other._noise is False and other._wait_time(0.0) > 0.02
+
+
+def test_the_first_round_paces_at_the_rate_the_servers_wait_says() -> None:
+    clock = Clock()
+    gate = TargetGate(50, clock=clock)
+    sent(gate, 10)  # ten at once against a limit of 20 a second without burst: one taken
+    for step in range(9):  # the others refused, each told how long a token takes, less
+        clock.now = 100.001 + step * 0.001  # the time since (a token is on its way)
+        gate.throttled(0.05 - step * 0.001, sent_at=100.0, asked=True)
+    # one over the longest wait: 20 a second, the top; the pace heads for it at once
+    assert gate._top == gate._base == pytest.approx(20.0)
+    assert gate.rate == pytest.approx(RESTART_SHARE * 20.0)
+    assert gate._hold_s == SHORT_HOLD_S  # probing soon: the server may take more
+    # a server that took more of them (a burst) refused the rest while its bucket refilled,
+    # each asking for less than a request's time: its waits say nothing
+    burst = TargetGate(50, clock=Clock())
+    sent(burst, 30)
+    for step in range(9):
+        burst.throttled(0.01 - step * 0.001, sent_at=100.0, asked=True)
+    assert burst._top is None and burst._base == 21.0
+    # a wait that was not the server's word (a backoff) says nothing: doubling as before
+    other = TargetGate(50, clock=Clock())
+    sent(other, 10)
+    for _ in range(9):
+        other.throttled(0.05, sent_at=100.0)
+    assert other._top is None and other._base == FIRST_RATE
+    # nor does one refusal's wait (it may have come when a token was nearly there)
+    alone = TargetGate(50, clock=Clock())
+    sent(alone, 10)
+    alone.throttled(0.05, sent_at=100.0, asked=True)
+    assert alone._top is None
 
 
 def test_a_later_round_never_goes_under_most_of_what_was_accepted_over_five_seconds() -> None:

@@ -42,9 +42,10 @@ class Throttle(Protocol):
         take sets how many requests a paced target keeps in flight."""
         ...
 
-    def throttled(self, wait: float, *, sent_at: float | None = None) -> None:
+    def throttled(self, wait: float, *, sent_at: float | None = None, asked: bool = False) -> None:
         """The target refused a request sent at ``sent_at`` as too much load
-        (``THROTTLE_STATUSES``) and asked to wait ``wait`` seconds."""
+        (``THROTTLE_STATUSES``): wait ``wait`` seconds (``asked``: the server's own word,
+        its ``Retry-After``; else a backoff)."""
         ...
 
     async def requeue(self, tokens: float = 0.0, *, after: float = 0.0) -> None:

@@ -327,7 +327,8 @@ class LLMProvider(Provider):
                 # the whole target slows down and waits, not just this request; also when
                 # this request is not retried (its last attempt, or a wait longer than
                 # allowed): the next cases would only meet the same refusal
-                self.throttle.throttled(delay, sent_at=sent_at)
+                asked = failure.retry_after is not None
+                self.throttle.throttled(delay, sent_at=sent_at, asked=asked)
             if failure.empty:
                 if last or empty_answers > 1:
                     raise self._error(failure, attempt + 1) from None

@@ -15,7 +15,10 @@ bandwidth instead of only backing off:
 - the first round of refusals sets the pace just under what the server accepted in the last
   second of sending (the requests sent, less those refused), then doubles it until the next
   refusal: at the start of a run that count is the server's burst, far from its rate either
-  way;
+  way. When the server refused several requests at once, each with the wait it asks for,
+  the longest of those waits is the time it takes to free one request: the pace heads
+  straight for one over it instead (against a limit without burst, which took one request
+  of the opening's ten, doubling from one a second would take a second to get there);
 - each later round makes the pace that met the refusal the top to hold just under, and
   restarts a little below it; a refusal met on the way there, or while holding, says the top
   was too high, and the new one is what the server accepted lately (the share of requests
@@ -24,7 +27,12 @@ bandwidth instead of only backing off:
 - the refusals of requests sent before a round began, or during its pause, are news of that
   round, however short the server's wait; a lone refusal while holding (one of the last 40
   requests) only pauses: requests bunched up on their way (a busy client) are refused at
-  any pace, and slowing down for them would only spiral down. For the same reason a round
+  any pace, and slowing down for them would only spiral down. A few (up to three of the
+  last 40) lower the top by 2 % without starting over: the pace at which such refusals stay
+  rare is just under the one that met them. After either, the next request goes when the
+  pause ends (the refused one took nothing from the server), not a step of the pace later;
+  paced turns are taken to a tenth of a millisecond (the waiter wakes early and looks
+  again at every turn of the event loop: a timer alone wakes up to a millisecond late). For the same reason a round
   never takes the top under 95 % of what the server accepted over the last five seconds;
 - how many requests go at once follows the pace and the shortest answer time seen lately
   (twice what the pace needs, plus two), never above ``workers``.
@@ -88,6 +96,13 @@ LONG_SHARE = 0.95
 #: in the last second (its burst, at the start of a run, which may be far from its rate
 #: either way), doubling every STARTUP_DOUBLING_S until the next refusal
 PACE_SHARE = 0.9
+#: ... unless WAIT_REFUSALS refusals at least, each with the server's wait, say more: the
+#: longest of those waits is the time the server takes to free one request (the others came
+#: later, as it did), so one over it is its rate: the pace heads for it at once, as for a top
+WAIT_REFUSALS = 2
+#: ... when it took at most WAIT_TOOK of them (more, and the refusals came while its
+#: bucket refilled, each asking for less than a whole request's time)
+WAIT_TOOK = 2
 STARTUP_DOUBLING_S = 0.1
 #: after a later round it restarts at RESTART_SHARE of what was accepted and heads for
 #: HOLD_SHARE of the pace that met the refusal (halving the gap every RECOVER_HALF_S), holds
@@ -109,8 +124,18 @@ STARTUP_CUT = 0.75
 #: its pace said
 NOISE_REQUESTS = 40
 NOISE_REFUSALS = 1
+#: one of at most FEW_REFUSALS of them lowers the top by FEW_CUT, without starting over:
+#: near a limit without burst, requests that reach the server a little unevenly are refused
+#: now and then, and the pace that keeps that rare is just under the one that met them
+FEW_REFUSALS = 3
+FEW_CUT = 0.02
 #: a paced request this late for its turn still counts as gone at its turn
 LATE_S = 0.002
+#: a timer wakes its task up to a millisecond late (the event loop's poll counts whole
+#: milliseconds), so spacing paced requests by timers alone lets them wander by as much:
+#: a waiter wakes this long before its turn and looks again at every turn of the loop
+SPIN_S = 0.0015
+SPIN_MAX_RATE = 100.0
 #: a request waiting for its pace looks again this often while the pace doubles
 RECHECK_S = 0.05
 #: the pace's floor (requests a second; after the first round: FIRST_RATE) and cap
@@ -184,6 +209,10 @@ class TargetGate:
         self.peak = 0
         self.paused_until = 0.0
         self._clock = clock
+        #: on the real clock, a waiter wakes SPIN_S before its time and looks again at each
+        #: turn of the event loop until then (a clock that only moves when every task waits,
+        #: as a simulation's, would never get there)
+        self._spins = clock is time.monotonic
         self._rpm = TokenBucket(max_rpm, clock) if max_rpm else None
         self._tpm = TokenBucket(max_tpm, clock) if max_tpm else None
         self._changed = asyncio.Event()  # a request ended, or the limit grew
@@ -215,6 +244,10 @@ class TargetGate:
         self._holding = False  # the round was met while holding under the top
         self._noise = False  # the round's one refusal was let pass (``_alone``)
         self._round_paused_until = 0.0  # the end of the round's pause
+        #: the longest wait the server asked for in the round (0: none said), and how many
+        #: refusals the round had
+        self._round_wait = 0.0
+        self._round_refused = 0
         #: when the last NOISE_REQUESTS requests went out (while paced)
         self._recent: deque[float] = deque(maxlen=NOISE_REQUESTS)
         self._opened = 0.0  # when the first round's pause ended
@@ -307,15 +340,25 @@ class TargetGate:
                 self._changed.clear()
                 if wait is None:
                     await self._changed.wait()
+                elif wait <= SPIN_S and self._spinning():
+                    await asyncio.sleep(0)  # the last moments: other tasks run meanwhile
                 else:
-                    due = self._clock() + wait
+                    early = SPIN_S if self._spinning() else 0.0
+                    due = self._clock() + wait - early
                     try:
-                        await asyncio.wait_for(self._changed.wait(), wait)
+                        await asyncio.wait_for(self._changed.wait(), wait - early)
                     except TimeoutError:
                         self._woke(due)
         finally:
             self._leave_line(me)
         self._enter(tokens)
+
+    def _spinning(self) -> bool:
+        """Whether a waiter wakes SPIN_S early and looks again at every turn of the loop
+        until its time: on the real clock, for turns (the opening's waits are looks again),
+        at a pace whose spacing a millisecond matters to (faster, the loop would hardly
+        ever rest)."""
+        return self._spins and not self._opening and (self.rate or 0.0) <= SPIN_MAX_RATE
 
     def _woke(self, due: float) -> None:
         """A waiter woke from a wait that was due at ``due``. Woken late, the client was
@@ -407,12 +450,15 @@ class TargetGate:
         """The gate's clock (when a request goes out, for ``throttled``'s ``sent_at``)."""
         return self._clock()
 
-    def throttled(self, wait: float, *, sent_at: float | None = None) -> None:
+    def throttled(self, wait: float, *, sent_at: float | None = None, asked: bool = False) -> None:
         """The target said "too much" to a request sent at ``sent_at`` (None: just now):
-        pause everything for ``wait`` s and pace the requests under the rate the server
-        accepted. A request sent before the last cut, or refused during the pause, brings
-        the same news as the one that cut: it is one more refusal of that round, counted in
-        its estimate, however short the server's wait."""
+        pause everything for ``wait`` s (``asked``: the wait the server asked for, its
+        ``Retry-After``) and pace the requests under the rate the server accepted. A request
+        sent before the last cut, or refused during the pause, brings the same news as the
+        one that cut: it is one more refusal of that round, counted in its estimate, however
+        short the server's wait. After one of a few refusals (``_alone``), the next request
+        goes when the pause ends (the refused one took no turn at the server), the pace
+        spacing the others from it."""
         self.stats.throttled += 1
         now = self._clock()
         sent = now if sent_at is None else sent_at
@@ -422,6 +468,8 @@ class TargetGate:
         if now < self._round_paused_until or (sent_at is not None and sent_at < self._cut_at):
             # news of the round on: its estimate counts this refusal too
             self._round_end = max(self._round_end, sent)
+            self._round_wait = max(self._round_wait, wait if asked else 0.0)
+            self._round_refused += 1
             if self._noise:  # not alone after all: a round like any other
                 self._noise = False
                 self._new_round(now)
@@ -431,24 +479,55 @@ class TargetGate:
             return
         self._cut_at = now
         self._round_end = sent
+        self._round_wait = wait if asked else 0.0
+        self._round_refused = 1
         self._opening = False
-        self._noise = self._alone(now)
-        if not self._noise:
+        refusals = self._alone(now)
+        self._noise = refusals is not None
+        if refusals is None:
             self._new_round(now)
+        else:
+            if refusals > NOISE_REFUSALS:
+                self._lower_top(now)
+            self._resume_at_pause_end()
         self._round_paused_until = self.paused_until
 
-    def _alone(self, now: float) -> bool:
-        """Whether this refusal, met while holding under the top (not while doubling or
-        probing), is one of at most NOISE_REFUSALS of the last NOISE_REQUESTS requests:
-        a request that reached the server sooner than its pace said (the client was busy
-        when the one before went out), not a pace too high."""
+    def _resume_at_pause_end(self) -> None:
+        """The paced turn after one of a few refusals comes when the pause ends, not a step
+        of the pace after the refused request's: the server took nothing from it (when the
+        pause ends, it has room for one), and the step would leave that room unused. Not
+        after a round: a pace too high must lose the step, or it would keep the server's
+        rate by its refusals."""
+        if self.rate:
+            self._last_start = min(self._last_start, self.paused_until - 1.0 / self.rate)
+
+    def _lower_top(self, now: float) -> None:
+        """One of a few refusals while under the top: the top goes FEW_CUT under the one
+        the pace heads for (or the pace now, when lower), the pace stays on its way to it
+        and the probe still comes HOLD_S after the last round."""
+        assert self._top is not None
+        self._top = min(self._top, self._pace_at(now) / HOLD_SHARE) * (1.0 - FEW_CUT)
+        self._base = min(self._base, self._top)
+        self.rate = self._pace_at(now)
+        self._fit_limit(now)
+
+    def _alone(self, now: float) -> int | None:
+        """How many of the last NOISE_REQUESTS requests were refused (those since the
+        first round's pause, when fewer have gone), this one included, when this refusal
+        was met under the top (not while doubling or probing) and at most FEW_REFUSALS of
+        them were (None otherwise): requests that reached the server sooner than their
+        pace said (the client was busy when the one before went out), not a pace far too
+        high. With fewer than NOISE_REQUESTS requests, one refusal is never called alone."""
         if not self._paced or self._top is None or now - self._epoch >= self._hold_s:
-            return False
+            return None
         recent = self._recent
-        if len(recent) < NOISE_REQUESTS:
-            return False
-        oldest = recent[0]
-        return sum(1 for t in self._refusals if t >= oldest) <= NOISE_REFUSALS
+        oldest = max(recent[0], self._opened) if recent else self._opened
+        refused = sum(1 for t in self._refusals if t >= oldest)
+        if refused > FEW_REFUSALS:
+            return None
+        if len(recent) < NOISE_REQUESTS:  # too few requests to call one refusal alone
+            return max(refused, NOISE_REFUSALS + 1)
+        return refused
 
     def _new_round(self, now: float) -> None:
         """A round of refusals starts: the pace restarts from its estimate."""
@@ -497,9 +576,18 @@ class TargetGate:
         accepted, sent, refused = self._accepted_rate(self._round_end, ESTIMATE_S)
         before = self._round_pace
         if before is None:
-            self._base = max(accepted, FIRST_RATE)
-            self._top = None
+            # the server's longest wait after refusing several at once is the time a token
+            # takes: its rate, known at once (a limit without burst accepted only one)
+            told = 0.0
+            took = sent - refused
+            if self._round_refused >= WAIT_REFUSALS and took <= WAIT_TOOK and self._round_wait:
+                told = 1.0 / self._round_wait
             self._opened = self.paused_until
+            if told > max(accepted, FIRST_RATE):
+                self._base = self._top = told
+            else:
+                self._base = max(accepted, FIRST_RATE)
+                self._top = None
         elif self._after_startup:
             self._top = before
             self._base = max(MIN_RATE, min(accepted, before), STARTUP_CUT * before)

@@ -107,8 +107,8 @@ class GateKeeper:
             if owner == holder:
                 self.release(ticket)
 
-    def throttled(self, key: int, wait: float, sent_at: float | None) -> None:
-        self._gates[key].throttled(wait, sent_at=sent_at)
+    def throttled(self, key: int, wait: float, sent_at: float | None, asked: bool = False) -> None:
+        self._gates[key].throttled(wait, sent_at=sent_at, asked=asked)
 
     def used_tokens(self, key: int, estimated: float, actual: int | None) -> None:
         self._gates[key].used_tokens(estimated, actual)
@@ -196,8 +196,8 @@ class RemoteGate:
     def now(self) -> float:
         return time.monotonic() + self._offset
 
-    def throttled(self, wait: float, *, sent_at: float | None = None) -> None:
-        self._keeper.throttled.remote(self._key, wait, sent_at)
+    def throttled(self, wait: float, *, sent_at: float | None = None, asked: bool = False) -> None:
+        self._keeper.throttled.remote(self._key, wait, sent_at, asked)
 
     def used_tokens(self, estimated: float, actual: int | None) -> None:
         if self.counts_tokens and actual is not None:
