@@ -52,13 +52,12 @@ from gen_suite import ANSWER, HTTP_TARGET, MOCK_TARGET, generate_suite
 from measure import Measurement, load_fake_server_module, log_tail, measure, median, summarize
 from run import (
     BENCH_DIR,
-    S5_LATENCIES_MS,
-    S5_LIMITS,
     S6_FAIL_EVERY,
     S6_HANG_EVERY,
     S6_TARGET_SETTINGS,
     Bench,
     RunCheckError,
+    add_s5_sweep_arguments,
     child_env,
     find_agentv,
     limit_label,
@@ -684,16 +683,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--s6-sizes", default="2000", help="S6 case counts (default 2000; '' skips)")
     p.add_argument("--s6-reps", type=int, default=1, help="runs per tool in S6 (default 1)")
     p.add_argument("--s6-timeout", type=float, default=600, help="S6: seconds before giving up")
-    p.add_argument(
-        "--s5-limits",
-        default=",".join(S5_LIMITS),
-        help="S5's limits: Nrps-burstB (N a second, a burst of B) or Nrpm (N a minute)",
-    )
-    p.add_argument(
-        "--s5-latency-ms",
-        default=",".join(f"{x:g}" for x in S5_LATENCIES_MS),
-        help="how long the fake server takes to answer in S5 (ms, default 0,100,2000)",
-    )
+    add_s5_sweep_arguments(p)
     p.add_argument("--tools", default=",".join(TOOLS), help=f"subset of {', '.join(TOOLS)}")
     p.add_argument("--skip-install", action="store_true", help="use the installed peers as is")
     p.add_argument("--workers", type=int, default=50)

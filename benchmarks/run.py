@@ -1164,6 +1164,20 @@ def _sizes(text: str) -> tuple[int, ...]:
     return sizes
 
 
+def add_s5_sweep_arguments(p: argparse.ArgumentParser) -> None:
+    """The S5 sweep's options (``--s5-limits``, ``--s5-latency-ms``), alike in ``peers.py``."""
+    p.add_argument(
+        "--s5-limits",
+        default=",".join(S5_LIMITS),
+        help="S5's limits: Nrps-burstB (N a second, a burst of B) or Nrpm (N a minute)",
+    )
+    p.add_argument(
+        "--s5-latency-ms",
+        default=",".join(f"{x:g}" for x in S5_LATENCIES_MS),
+        help="how long the fake server takes to answer in S5 (ms, default 0,100,2000)",
+    )
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     """The command line of ``make bench``."""
     p = argparse.ArgumentParser(description="Benchmark agentv (issue 'Speed').")
@@ -1175,16 +1189,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--s3-size", type=_sizes, help="case count for S3 (default 100000)")
     p.add_argument("--s5-size", type=_sizes, help="case counts for S5 (default 300,1000)")
     p.add_argument("--s6-size", type=_sizes, help="case count for S6 (default 2000)")
-    p.add_argument(
-        "--s5-limits",
-        default=",".join(S5_LIMITS),
-        help="S5's limits: Nrps-burstB (N a second, a burst of B) or Nrpm (N a minute)",
-    )
-    p.add_argument(
-        "--s5-latency-ms",
-        default=",".join(f"{x:g}" for x in S5_LATENCIES_MS),
-        help="how long the fake server takes to answer in S5 (ms, default 0,100,2000)",
-    )
+    add_s5_sweep_arguments(p)
     p.add_argument("--workers", type=int, default=50, help="agentv --workers (default 50)")
     p.add_argument("--delay-ms", type=float, default=100.0, help="fake server latency for S2")
     p.add_argument("--timeout", type=float, help="seconds before a run counts as hung")
