@@ -229,6 +229,25 @@ def test_turn_grades_and_aggregation(repo: Path) -> None:
     )
 
 
+def test_conversations_beyond_the_targets_limit_take_turns_with_the_others(repo: Path) -> None:
+    # --workers 2: three conversations run at once (a spare one) for two turns in flight;
+    # the spare one waits in line, and each freed turn goes to the line's first, not to
+    # the conversation whose answer just came (which would keep both turns to the end)
+    cases = "".join(CASE.format(id=f"c{i}", how="mean", failure="continue") for i in range(3))
+    with FakeLLMServer(reply=numbered, delay_ms=30) as server:
+        # priced in the targets file: no price table to load, which would make the first
+        # answers wait (and so let the line have its turn) and hide what is tested
+        _targets(repo, server, price={"input_per_mtok": 1, "output_per_mtok": 1})
+        write(repo, "evals/three.yaml", GRADED.format(cases=cases))
+        run = agentv.run_eval("evals/three.yaml", cwd=repo, workers=2)
+    assert len(run.results) == 3 and len(server.requests) == 9
+    order = sorted(server.requests, key=lambda r: r.received_at)
+    first_turns = [i for i, r in enumerate(order) if last_user(r) == "one"]
+    last_turns = [i for i, r in enumerate(order) if last_user(r) == "three"]
+    # every conversation had started before any had ended
+    assert max(first_turns) < min(last_turns)
+
+
 def test_a_failed_turn_stops_the_conversation(repo: Path) -> None:
     with FakeLLMServer(reply=numbered) as server:
         _targets(repo, server)

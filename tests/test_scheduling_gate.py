@@ -133,6 +133,22 @@ async def test_turns_count_requests_and_the_most_at_once() -> None:
     assert (gate.in_flight, gate.peak, gate.stats.requests) == (1, 2, 4)
 
 
+async def test_a_freed_turn_goes_to_the_first_in_line_not_to_a_later_request() -> None:
+    gate = TargetGate(1, clock=Clock())
+    await turn(gate)
+    waiter = asyncio.ensure_future(gate.acquire())
+    await asyncio.sleep(0)  # it stands in line
+    assert len(gate._line) == 1
+    gate.release()  # the turn is free; its waiter is not awake yet
+    # a request that comes now (a conversation's next turn, sent the moment its answer
+    # came) does not take it: it would do so at every turn and starve the line
+    assert not gate.try_acquire()
+    await asyncio.wait_for(waiter, HANG_GUARD)
+    assert (gate.in_flight, gate.stats.requests, len(gate._line)) == (1, 2, 0)
+    gate.release()
+    assert gate.try_acquire()  # nobody in line: taken at once
+
+
 # --- the opening ---------------------------------------------------------------------------------
 
 

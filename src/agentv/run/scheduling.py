@@ -312,8 +312,11 @@ class TargetGate:
         return max(RECHECK_S / 50, first + OPENING_WAIT_S + growth - now)
 
     def try_acquire(self, tokens: float = 0.0) -> bool:
-        """Take a turn if one is free now (what ``acquire`` does without waiting)."""
-        if self._wait_time(tokens) != 0:
+        """Take a turn if one is free now and nobody stands in line (what ``acquire`` does
+        without waiting). A free turn with a line belongs to its first: a request that
+        took it instead (a conversation's next turn, sent the moment its last answer came)
+        would starve the line for the whole run."""
+        if self._line or self._wait_time(tokens) != 0:
             return False
         self._enter(tokens)
         return True
