@@ -251,6 +251,10 @@ class _ChatCompletionsProvider(LLMProvider):
     _sdk: Any
     _url: str
 
+    def __init__(self, name: str, settings: OpenAISettings | AzureOpenAISettings) -> None:
+        super().__init__(name, settings)
+        self._urls: dict[str, str] = {}  # whole URL of each model's endpoint
+
     def build_payload(self, request: ProviderRequest) -> Payload:
         body: dict[str, Any] = {
             "model": self.model_for(request),
@@ -279,16 +283,29 @@ class _ChatCompletionsProvider(LLMProvider):
         # per call; errors are raised by the SDK as usual. Its own timeout sits just above
         # ours, so ours fires.
         content = await self._client.post(
-            self.endpoint_for(payload.request["model"]),
+            self._whole_url(payload.request["model"]),
             content=orjson.dumps(payload.request),
             cast_to=bytes,
-            options={"timeout": timeout + 1},
+            # the SDK's own `chat.completions.create` asks for bearer auth alone; said here,
+            # the SDK's wider default is not deep-copied on every call either
+            options={"timeout": timeout + 1, "security": {"bearer_auth": True}},
         )
         try:
             data = orjson.loads(content)
         except orjson.JSONDecodeError:
             raise NotJSON(content.decode("utf-8", errors="replace")) from None
         return from_openai_completion(data)
+
+    def _whole_url(self, model: str) -> str:
+        """``endpoint_for(model)`` joined to the client's base URL as the SDK joins them, once
+        per model: a whole URL is sent as it is, where a relative one is parsed and joined
+        again on every call."""
+        whole = self._urls.get(model)
+        if whole is None:
+            base = self._client.base_url
+            path = base.raw_path + self.endpoint_for(model).lstrip("/").encode("ascii")
+            whole = self._urls[model] = str(base.copy_with(raw_path=path))
+        return whole
 
     def translate_error(self, exc: BaseException) -> CallFailure | None:
         return stainless_failure(self, self._sdk, self._sdk.OpenAIError, exc)
