@@ -321,7 +321,23 @@ class _Client(httpx2.AsyncClient):
         merged = own + headers
         limits = self.timeout if timeout is httpx2.USE_CLIENT_DEFAULT else httpx2.Timeout(timeout)
         extensions = {"timeout": limits.as_dict()}
-        return httpx2.Request(method, whole, content=content, headers=merged, extensions=extensions)
+        if not isinstance(content, bytes) or given & {
+            "host",
+            "content-length",
+            "transfer-encoding",
+        }:
+            return httpx2.Request(
+                method, whole, content=content, headers=merged, extensions=extensions
+            )
+        # a body of bytes: the headers httpx2 adds for it (Host first, Content-Length last)
+        # said here, so that the request is made in one pass
+        merged.insert(0, (b"Host", whole.netloc))
+        merged.append((b"Content-Length", str(len(content)).encode("ascii")))
+        request = httpx2.Request(
+            method, whole, headers=merged, stream=httpx2.ByteStream(content), extensions=extensions
+        )
+        request.read()  # the body is there already: readable as ``content``, as httpx2's
+        return request
 
 
 def http_client(max_response_bytes: int, *, use_aiohttp: bool | None = None) -> httpx2.AsyncClient:
