@@ -468,6 +468,7 @@ def test_s8_live_code_path_at_tiny_sizes(
     # agentv's own work per turn: the turn's time less its request's sent alone
     expected = long["own_last_ms"] / max(long["own_first_ms"], 0.5)
     assert long["own_growth"] == pytest.approx(expected, abs=0.002)
+    assert long["own_growth_runs"] == [long["own_growth"]]  # one run: itself the median
     assert long["last_request_bytes"] > long["first_request_bytes"]
     # the goals hold for the full sizes only
     assert [g["status"] for g in data["goals"]] == ["n/a"] * len(s8_live.GOALS)
