@@ -36,6 +36,7 @@ from agentv.run.scheduling import (
     MIN_RATE,
     NOISE_REQUESTS,
     OPENING_DOUBLING_S,
+    OPENING_FASTEST_S,
     OPENING_LAG_S,
     OPENING_LIMIT,
     OPENING_S,
@@ -165,11 +166,17 @@ def test_a_gate_of_many_workers_opens_ten_at_a_time_and_one_more_with_each_quick
         (1, 0.001, 100.001)
     )
     gate.release()
-    assert [gate.try_acquire() for _ in range(3)] == [True, True, False]  # 11 at once
-    assert gate._wait_time(0.0) == pytest.approx(OPENING_S - 0.001)
-    clock.now += 0.01
-    gate.succeeded(sent_at=100.0)  # 11 ms: it waited in the client, so no more at once
-    gate.succeeded(sent_at=100.009)  # 2 ms, twice the shortest: one more
+    # one more at once for the answer, but not before the opening has had the time to
+    # double that far (a doubling every OPENING_FASTEST_S at most), however quick it was
+    assert [gate.try_acquire() for _ in range(2)] == [True, False]
+    eleventh = OPENING_FASTEST_S * math.log2(11 / 10)
+    assert gate._wait_time(0.0) == pytest.approx(eleventh - 0.001)
+    clock.now = 100.0 + eleventh
+    assert [gate.try_acquire() for _ in range(2)] == [True, False]  # 11 at once
+    assert gate._wait_time(0.0) == pytest.approx(OPENING_S - eleventh)  # or the next answer
+    clock.now += 0.011
+    gate.succeeded(sent_at=clock.now - 0.011)  # 11 ms: it waited in the client: no more
+    gate.succeeded(sent_at=clock.now - 0.002)  # 2 ms, twice the shortest: one more
     assert gate._answers == 2
     clock.now = 100.0 + OPENING_S  # the opening's end: every turn
     assert (gate._wait_time(0.0), gate._opening) == (0.0, False)

@@ -114,6 +114,17 @@ def test_the_opening_costs_at_most_a_window_of_refusals() -> None:
     assert opening[0] and opening.count(False) == len(opening) - 1 <= OPENING_LIMIT + 1
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_short_run_against_a_burst_answered_at_once_keeps_429s_a_small_share(seed: int) -> None:
+    # the shortest cell of S5 with a burst: its opening's refusals weigh the most. Answers
+    # at once would let the opening grow with each (20 of them in 20 ms) and more requests
+    # be in flight, each refused, when the burst runs out; it at most doubles every
+    # OPENING_FASTEST_S
+    result = simulate(BucketLimit(20, 20), latency=0.0, cases=300, seed=seed, **CLIENT)
+    assert result.failed == 0 and result.goodput >= 0.9
+    assert result.refused_share <= 0.1
+
+
 def test_an_unlimited_server_is_never_paced() -> None:
     result = simulate(BucketLimit(10_000, 10_000), latency=0.1, cases=2000)
     gate = result.gate

@@ -77,6 +77,9 @@ DEFAULT_WORKERS = 3
 OPENING_LIMIT = 10
 OPENING_WAIT_S = 0.025
 OPENING_DOUBLING_S = 0.025
+#: ... and however quick the answers, it at most doubles every OPENING_FASTEST_S: against
+#: an API that answers at once, requests in flight when its burst runs out are refused
+OPENING_FASTEST_S = 0.05
 #: an answer adds no request in the opening when its round trip took over QUEUED times
 #: the shortest (it waited in the client, whose own work is what holds requests up); the
 #: opening ends OPENING_S after the first request at the latest
@@ -292,6 +295,7 @@ class TargetGate:
         at the next answer)."""
         allowed = OPENING_LIMIT + self._answers
         first = self._first_start
+        fastest = None  # when the time cap lets one more in flight
         if first is not None:
             if now - first >= OPENING_S:
                 allowed = self.max_limit
@@ -299,6 +303,12 @@ class TargetGate:
                 # no answer yet: a slow server, whose answers would clock the opening late
                 late = now - first - OPENING_WAIT_S
                 allowed = max(allowed, OPENING_LIMIT * 2 ** (late / OPENING_DOUBLING_S))
+            else:
+                cap = int(OPENING_LIMIT * 2 ** ((now - first) / OPENING_FASTEST_S) + 1e-9)
+                if cap < allowed:
+                    allowed = cap
+                    grown = math.log2((allowed + 1) / OPENING_LIMIT) * OPENING_FASTEST_S
+                    fastest = first + grown
         if allowed >= self.max_limit:
             self._opening = False  # open: every turn is there
             return 0.0
@@ -307,7 +317,8 @@ class TargetGate:
         if first is None:
             return None
         if self._first_answer_at is not None:
-            return max(RECHECK_S / 50, first + OPENING_S - now)  # or at the next answer
+            until = first + OPENING_S if fastest is None else min(fastest, first + OPENING_S)
+            return max(RECHECK_S / 50, until - now)  # or at the next answer
         growth = math.log2((self.in_flight + 1) / OPENING_LIMIT) * OPENING_DOUBLING_S
         return max(RECHECK_S / 50, first + OPENING_WAIT_S + growth - now)
 
