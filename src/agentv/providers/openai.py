@@ -8,6 +8,7 @@ in how the client is built (base URL and bearer key vs. Azure endpoint, deployme
 
 from __future__ import annotations
 
+import itertools
 import re
 from typing import Any, Literal
 from urllib.parse import quote, urlsplit
@@ -243,6 +244,10 @@ def to_openai_tools(tools: tuple[dict[str, Any], ...]) -> list[dict[str, Any]]:
     ]
 
 
+#: numbers the requests of this process (their idempotency keys)
+_REQUEST_NUMBERS = itertools.count(1)
+
+
 class _ChatCompletionsProvider(LLMProvider):
     """The chat-completions mapping shared by OpenAI and Azure."""
 
@@ -287,8 +292,14 @@ class _ChatCompletionsProvider(LLMProvider):
             content=orjson.dumps(payload.request),
             cast_to=bytes,
             # the SDK's own `chat.completions.create` asks for bearer auth alone; said here,
-            # the SDK's wider default is not deep-copied on every call either
-            options={"timeout": timeout + 1, "security": {"bearer_auth": True}},
+            # the SDK's wider default is not deep-copied on every call either. A key of our
+            # own (unique per request, as the SDK's) spares the SDK a uuid4 per call; the
+            # OpenAI and Azure clients send none
+            options={
+                "timeout": timeout + 1,
+                "security": {"bearer_auth": True},
+                "idempotency_key": f"agentv-{next(_REQUEST_NUMBERS)}",
+            },
         )
         try:
             data = orjson.loads(content)
