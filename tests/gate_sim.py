@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentv.messages import ChatMessage
-from agentv.providers.base import ProviderRequest
+from agentv.providers.base import SENDING, ProviderRequest
 from agentv.providers.llm import Answer, CallFailure, LLMProvider, LLMSettings, Payload
 from agentv.run.scheduling import GatedProvider, TargetGate
 from fakes import BucketLimit, WindowLimit
@@ -107,10 +107,22 @@ class SimProvider(LLMProvider):
 
     kind = "sim"
 
-    def __init__(self, server: SimServer, *, cpu: float = 0.0, **settings: Any) -> None:
+    def __init__(
+        self,
+        server: SimServer,
+        *,
+        cpu: float = 0.0,
+        stalls: tuple[float, float] = (0.0, 0.0),
+        seed: int = 0,
+        **settings: Any,
+    ) -> None:
         super().__init__("sim", LLMSettings(**settings))
         self.server = server
         self.cpu = cpu
+        #: (share, seconds): that share of the pieces of work takes that much longer (a
+        #: collection of the garbage collector, a slow callback), holding up all the others
+        self.stalls = stalls
+        self._stall_rng = random.Random(seed)
         self._loop_busy = asyncio.Lock()
 
     def build_payload(self, request: ProviderRequest) -> Payload:
@@ -118,11 +130,16 @@ class SimProvider(LLMProvider):
 
     async def _work(self) -> None:
         if self.cpu:
+            share, length = self.stalls
+            stall = length if share and self._stall_rng.random() < share else 0.0
             async with self._loop_busy:
-                await asyncio.sleep(self.cpu)
+                await asyncio.sleep(self.cpu + stall)
 
     async def call(self, payload: Payload, timeout: float) -> Answer:
         await self._work()
+        sending = SENDING.get()  # as the transport says it: the request leaves now
+        if sending is not None:
+            sending()
         try:
             await self.server.handle()
         finally:
@@ -199,6 +216,7 @@ def simulate(
     workers: int = 50,
     jitter: float = 0.0,
     cpu: float = 0.0,
+    stalls: tuple[float, float] = (0.0, 0.0),
     seed: int = 0,
     **settings: Any,
 ) -> SimResult:
@@ -207,7 +225,7 @@ def simulate(
     loop = VirtualTimeLoop()
     asyncio.set_event_loop(loop)  # the provider's lock is made for it
     server = SimServer(limit, latency, jitter=jitter, seed=seed)
-    provider = SimProvider(server, cpu=cpu, **settings)
+    provider = SimProvider(server, cpu=cpu, stalls=stalls, seed=seed, **settings)
     gate = TargetGate(workers, clock=loop.time)
     provider.throttle = gate
     gated = GatedProvider(provider, gate)

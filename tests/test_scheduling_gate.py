@@ -396,6 +396,27 @@ def test_after_a_few_refusals_the_next_turn_comes_when_the_pause_ends() -> None:
     assert other._noise is False and other._wait_time(0.0) > 0.02
 
 
+def test_a_request_that_left_late_moves_the_next_turn_back() -> None:
+    clock, gate = _paced(20.0)
+    clock.now = 102.0  # holding, 19.6 a second: a turn every 51 ms
+    sent(gate, 1)
+    step = 1 / gate.rate
+    taken = gate._last_start
+    assert gate._wait_time(0.0) == pytest.approx(step)
+    gate.left(taken + LATE_S / 2)  # on its way at once (the time to build it): as it was
+    assert gate._last_start == taken
+    gate.left(taken + 0.01)  # the client stalled between its turn and the wire
+    assert gate._wait_time(0.0) == pytest.approx(0.01 + step)  # spaced from when it left
+    # a request that leaves while the target is paused is one of the round that paused it
+    gate.throttled(0.5)
+    gate.left(clock.now + 0.2)
+    assert gate._last_start == pytest.approx(taken + 0.01)
+    # not paced: nothing is spaced
+    fresh = TargetGate(50, clock=clock)
+    fresh.left(clock.now + 1.0)
+    assert fresh._last_start == -math.inf
+
+
 def test_the_first_round_paces_at_the_rate_the_servers_wait_says() -> None:
     clock = Clock()
     gate = TargetGate(50, clock=clock)

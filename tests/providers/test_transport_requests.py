@@ -4,12 +4,17 @@ what it builds must be exactly what httpx2 builds, and anything else takes httpx
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import httpx2
 import pytest
+from wire_support import LM_KINDS, MakeProvider
 
+from agentv.providers.base import SENDING
 from agentv.providers.transport import http_client
+from fakes import FakeLLMServer
+from helpers import ask
 
 #: what the SDKs pass: a list of header pairs, some of them the client's own names
 SDK_HEADERS = [
@@ -65,3 +70,48 @@ def test_other_requests_take_httpx2s_way() -> None:
         assert shape(ours.build_request("POST", url, **args)) == shape(
             theirs.build_request("POST", url, **args)
         ), (url, args)
+
+
+class _Told:
+    """A throttle that keeps what it is told: when each request was sent for (its answer's
+    ``sent_at``) and when it left."""
+
+    def __init__(self) -> None:
+        self.sent_at: list[float | None] = []
+        self.left_at: list[float] = []
+
+    def now(self) -> float:
+        return time.monotonic()
+
+    def succeeded(self, sent_at: float | None = None) -> None:
+        self.sent_at.append(sent_at)
+
+    def throttled(self, wait: float, *, sent_at: float | None = None, asked: bool = False) -> None:
+        pass
+
+    async def requeue(self, tokens: float = 0.0, *, after: float = 0.0) -> None:
+        pass
+
+    def left(self, at: float) -> None:
+        self.left_at.append(at)
+
+
+@pytest.mark.parametrize("kind", LM_KINDS)
+async def test_each_request_tells_its_throttle_when_it_left(
+    kind: str, llm_server: FakeLLMServer, make_provider: MakeProvider
+) -> None:
+    # a paced target spaces its next turn from when a request really left (docs/rate-limits.md)
+    provider = make_provider(kind)
+    told = _Told()
+    provider.throttle = told
+    for _ in range(2):
+        await provider.invoke(ask("Say hi."))
+    assert len(llm_server.requests) == 2 and len(told.left_at) == 2
+    assert all(
+        sent is not None and sent <= left
+        for sent, left in zip(told.sent_at, told.left_at, strict=True)
+    )
+    assert all(
+        left <= rec.received_at for left, rec in zip(told.left_at, llm_server.requests, strict=True)
+    )
+    assert SENDING.get() is None  # asked for each request only

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -52,6 +53,16 @@ class Throttle(Protocol):
         """Give up the request's turn for a retry's wait of ``after`` seconds, then wait for
         a new turn."""
         ...
+
+    def left(self, at: float) -> None:
+        """A request left for the target at ``at`` (the scheduler's clock): later than its
+        turn, the next turns are spaced from then."""
+        ...
+
+
+#: what a request's transport calls the moment the request leaves (set by the provider
+#: for each request; None: nobody asks)
+SENDING: ContextVar[Callable[[], None] | None] = ContextVar("agentv_sending", default=None)
 
 
 @dataclass(slots=True)

@@ -42,6 +42,7 @@ from agentv.errors import ProviderError, ProviderHTTPError, ProviderTimeout, Set
 from agentv.masking import shorten
 from agentv.messages import ChatMessage, ToolCall
 from agentv.providers.base import (
+    SENDING,
     THROTTLE_STATUSES,
     Provider,
     ProviderRequest,
@@ -292,9 +293,19 @@ class LLMProvider(Provider):
     ) -> tuple[Answer, int]:
         """The answer and how many requests it took. Each request gets ``timeout`` seconds;
         ``budget`` (the request's own limit, when set) bounds the waits between them."""
-        s = self.settings
-        attempts = s.max_retries + 1
+        attempts = self.settings.max_retries + 1
         deadline = None if not budget else time.monotonic() + budget
+        throttle = self.throttle
+        sending = None if throttle is None else SENDING.set(lambda: throttle.left(throttle.now()))
+        try:
+            return await self._attempts(payload, timeout, attempts, deadline)
+        finally:
+            if sending is not None:
+                SENDING.reset(sending)
+
+    async def _attempts(
+        self, payload: Payload, timeout: float, attempts: int, deadline: float | None
+    ) -> tuple[Answer, int]:
         empty_answers = 0
         for attempt in range(attempts):
             sent_at = self.throttle.now() if self.throttle is not None else 0.0

@@ -30,6 +30,7 @@ from typing import Any
 
 import httpx2
 
+from agentv.providers.base import SENDING
 from agentv.providers.failures import ResponseRejected, ResponseTooLarge
 
 #: what is asked for: the encodings decompressed here, with a cap
@@ -121,6 +122,9 @@ class BoundedTransport(httpx2.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         request.headers["Accept-Encoding"] = ACCEPT_ENCODING
+        sending = SENDING.get()
+        if sending is not None:
+            sending()  # leaving now: a paced target spaces its next turn from here
         response = await self.inner.handle_async_request(request)
         try:
             length = response.headers.get("Content-Length", "")

@@ -460,6 +460,13 @@ class TargetGate:
         if sent_at is not None and self._paced:
             self._fit_limit(now)
 
+    def left(self, at: float) -> None:
+        """A request left at ``at``. Paced, one that left over LATE_S after the last turn (the
+        client stalled between its turn and the wire) moves the next turn back: spaced from
+        the last turn, it would reach the server too soon after, and be refused."""
+        if self._paced and at > self._last_start + LATE_S and at >= self.paused_until:
+            self._last_start = at
+
     def now(self) -> float:
         """The gate's clock (when a request goes out, for ``throttled``'s ``sent_at``)."""
         return self._clock()

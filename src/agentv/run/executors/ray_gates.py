@@ -196,6 +196,11 @@ class RemoteGate:
     def now(self) -> float:
         return time.monotonic() + self._offset
 
+    def left(self, at: float) -> None:
+        # a message to the keeper per request would cost more than a late send: the
+        # keeper spaces turns by when it gave them
+        pass
+
     def throttled(self, wait: float, *, sent_at: float | None = None, asked: bool = False) -> None:
         self._keeper.throttled.remote(self._key, wait, sent_at, asked)
 
