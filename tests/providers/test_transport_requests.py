@@ -115,3 +115,15 @@ async def test_each_request_tells_its_throttle_when_it_left(
         left <= rec.received_at for left, rec in zip(told.left_at, llm_server.requests, strict=True)
     )
     assert SENDING.get() is None  # asked for each request only
+
+
+@pytest.mark.parametrize("kind", ["openai", "azure"])
+async def test_the_sdk_client_parses_each_url_once_as_the_sdk_would(
+    kind: str, make_provider: MakeProvider
+) -> None:
+    client = make_provider(kind)._client  # type: ignore[attr-defined]
+    sdk_class = type(client).__mro__[1]  # the SDK's own client class
+    for url in ("http://127.0.0.1:9/v1/chat/completions", "/deployments/d/chat/completions"):
+        first = client._prepare_url(url)
+        assert client._prepare_url(url) is first  # kept, not parsed again
+        assert first == sdk_class._prepare_url(client, url)
