@@ -4,8 +4,9 @@ rate-limited target never takes the others' capacity and a judge's load counts w
 lands.
 
 A gate starts by letting ten requests go at once, one more with each quick answer (as TCP's
-slow start; doubling by time instead while no answer has come), up to the target's
-``workers``: an API with a small burst refuses a few of the first requests, not all of them.
+slow start, but at most doubling every 50 ms; doubling by time instead while no answer has
+come), up to the target's ``workers``: an API with a small burst refuses a few of the first
+requests, not all of them.
 
 A 429, a 503 or an "overloaded" answer pauses the whole target until the server's
 ``Retry-After`` has passed (not just the one request), and from then on the gate paces its
@@ -32,8 +33,10 @@ bandwidth instead of only backing off:
   rare is just under the one that met them. After either, the next request goes when the
   pause ends (the refused one took nothing from the server), not a step of the pace later;
   paced turns are taken to a tenth of a millisecond (the waiter wakes early and looks
-  again at every turn of the event loop: a timer alone wakes up to a millisecond late). For the same reason a round
-  never takes the top under 95 % of what the server accepted over the last five seconds;
+  again at every turn of the event loop: a timer alone wakes up to a millisecond late), and
+  a request that left later than its turn (``left``, told by the HTTP transport) moves the
+  next turn back. For the same reason a round never takes the top under 95 % of what the
+  server accepted over the last five seconds;
 - how many requests go at once follows the pace and the shortest answer time seen lately
   (twice what the pace needs, plus two), never above ``workers``.
 
@@ -45,7 +48,8 @@ A turn is held only while a request is on its way: a request waiting to be retri
 back-off, or the target's pause) gives its turn back and queues again for a new one, so a
 lane may run more cases than its gate has turns and keep them all busy; any other error
 (a 500) leaves the pace alone. Requests that have to wait for a turn stand in line and get
-their turns in order.
+their turns in order; a request that comes while others stand there joins the line, even
+when a turn is free at that moment (it is the first one's).
 """
 
 from __future__ import annotations
