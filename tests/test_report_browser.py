@@ -89,14 +89,16 @@ class Page:
         return int(self.page.get_attribute("#count", "data-shown") or "-1")
 
     def search(self, text: str, count: int) -> None:
-        """Search for ``text`` (from the whole table, so that the count always changes
-        between two searches of one row each) and wait for ``count`` rows."""
-        total = int(self.page.get_attribute("#count", "data-total") or "-1")
-        if self.shown() != total:
-            self.page.fill("#search", "")
-            self.wait_shown(total)
+        """Search for ``text`` and wait until the rows answer that search and there are
+        ``count`` of them. The search box applies a query a moment after typing stops: a
+        click before then can meet the table being redrawn between its press and release
+        (the browser then sends the click to the table, not to a row)."""
         self.page.fill("#search", text)
-        self.wait_shown(count)
+        self.page.wait_for_function(
+            "([q, n]) => { const c = document.getElementById('count').dataset;"
+            " return c.query === q && c.shown === String(n); }",
+            arg=[text, count],
+        )
 
     def wait_shown(self, count: int) -> None:
         self.page.wait_for_function(
@@ -544,6 +546,8 @@ evalcases:
         pool.submit(
             agentv.run_eval, "sim.yaml", target=agentv.PythonTarget(agent), out=out, cwd=tmp_path
         ).result()
+    record = json.loads(out.read_text().splitlines()[0])
+    assert len(record.get("turns", [])) == 2, record
     p = page.open(build_report([out], tmp_path / "sim.html").path)
     page.search("kettle", 1)
     p.click("#rows tr")

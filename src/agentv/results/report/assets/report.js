@@ -391,6 +391,7 @@
       : fmtInt(view.length) + " of " + fmtInt(rows.length) + (multi ? " cases" : " results");
     count.dataset.shown = String(view.length);
     count.dataset.total = String(rows.length);
+    count.dataset.query = state.query; // which search the rows answer (the search box waits before applying)
     $("page").textContent = view.length
       ? "rows " + fmtInt(start + 1) + "–" + fmtInt(start + slice.length) + " · page " + (state.page + 1) + " of " + pages()
       : "no rows";
