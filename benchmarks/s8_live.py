@@ -163,6 +163,11 @@ def scenario_many(args: argparse.Namespace, agentv: Path) -> dict[str, Any]:
         s2_runs = _reference_runs(
             args, agentv, single.eval_file, HTTP_TARGET, "S2", server, s2_windows
         )
+        # and a program that does nothing but those calls through the SDK, as agentv
+        # makes them: the ceiling of any runner built on the SDK, on this machine now
+        body_file = args.work / "s8-body.json"
+        body_file.write_text(json.dumps(requests[len(requests) // 2].body), encoding="utf-8")
+        sdk_windows = _sdk_alone_runs(args, server, body_file)
     finally:
         server.stop()
     reference = generate_suite(args.work / "suites" / f"n{requests_n}", requests_n)
@@ -182,8 +187,36 @@ def scenario_many(args: argparse.Namespace, agentv: Path) -> dict[str, Any]:
     row["s2_same_requests_efficiency_window"] = round(
         cases * turns * delay_s / args.workers / median(s2_windows), 3
     )
+    row["sdk_alone_efficiency_window"] = round(
+        cases * turns * delay_s / args.workers / median(sdk_windows), 3
+    )
     row["runs"] = [r.to_dict() for r in runs]
     return row
+
+
+def _sdk_alone_runs(args: argparse.Namespace, server: Any, body_file: Path) -> list[float]:
+    """``--reps`` runs of ``bare_client.py --mode sdk-post``: S8's number of requests, one
+    recorded body each, ``--workers`` at once on ``server``; each run's request window."""
+    n = args.cases * args.turns
+    windows = []
+    for rep in range(args.reps):
+        server.reset()
+        argv = [
+            sys.executable,
+            str(BENCH_DIR / "bare_client.py"),
+            *("--mode", "sdk-post", "--url", f"{server.url}/v1", "--body", str(body_file)),
+            *("--n", str(n), "--workers", str(args.workers), "--needle", NEEDLE),
+        ]
+        done = subprocess.run(argv, capture_output=True, text=True, env=child_env())
+        if done.returncode != 0 or len(server.requests) != n:
+            raise RunCheckError(
+                f"the SDK-alone reference failed (exit {done.returncode}, "
+                f"{len(server.requests)} requests): {done.stderr[-500:]}"
+            )
+        arrivals = [r.received_at for r in server.requests]
+        windows.append(max(arrivals) + args.delay_ms / 1000 - min(arrivals))
+        print(f"  the SDK alone, {n:,} requests, run {rep + 1}/{args.reps}")
+    return windows
 
 
 def _reference_runs(
@@ -343,7 +376,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"(efficiency {many['efficiency_window']:.2f}), peak RSS {many['max_rss_mb']:.0f} MB "
         f"vs {many['s1_same_requests_rss_mb']:.0f} MB for S1 and "
         f"{many['s2_same_requests_rss_mb']:.0f} MB for S2 at as many requests (S2's "
-        f"efficiency within its window: {many['s2_same_requests_efficiency_window']:.2f})"
+        f"efficiency within its window: {many['s2_same_requests_efficiency_window']:.2f}; "
+        f"the SDK's calls alone: {many['sdk_alone_efficiency_window']:.2f})"
     )
     print(
         f"S8 {long['turns']} turns: {long['first_turns_ms']:.2f} ms per turn at first, "
