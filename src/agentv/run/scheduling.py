@@ -198,18 +198,6 @@ class GateStats:
     lowest_limit: int = 0
 
 
-class _Waiter:
-    """A request standing in a gate's line: woken (``woken``) holding a turn taken for it
-    (``granted``), or to watch the gate as the first in line."""
-
-    __slots__ = ("woken", "tokens", "granted")
-
-    def __init__(self, woken: asyncio.Future[None], tokens: float) -> None:
-        self.woken = woken
-        self.tokens = tokens
-        self.granted = False
-
-
 class TargetGate:
     """At most ``limit`` requests to one target in flight, adapting to the target's answers;
     counts the most seen at once."""
@@ -281,7 +269,7 @@ class TargetGate:
         self._min_latency: float | None = None
         self._min_latency_at = 0.0
         #: requests waiting for a turn, in order; only the first watches ``_changed``
-        self._line: deque[_Waiter] = deque()
+        self._line: deque[asyncio.Future[None]] = deque()
 
     # --- waiting for a turn -----------------------------------------------------------------
 
@@ -351,26 +339,21 @@ class TargetGate:
     async def acquire(self, tokens: float = 0.0) -> None:
         """Wait for a turn: the target not paused, a free slot, and room in the buckets.
 
-        Waiting requests stand in line. A turn that comes free is taken at once for the
-        first in line (``_admit``), as many as are free, so that it wakes up holding it;
-        only the first left waiting watches the gate (the pause or pace running out), and
-        one free slot never wakes every waiting request."""
+        Waiting requests stand in line: only the first one watches the gate (a request
+        ending, the limit growing, the pause or pace running out), and it wakes the next
+        once it has its turn, so one free slot never wakes every waiting request."""
         line = self._line
         if not line and self._wait_time(tokens) == 0:
             self._enter(tokens)
             return
-        me = _Waiter(asyncio.get_running_loop().create_future(), tokens)
+        me: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         line.append(me)
         try:
             if line[0] is not me:
-                await me.woken  # its turn taken for it, or the first in line now
-            while not me.granted:
+                await me  # woken when the requests ahead of it have had their turns
+            while True:
                 wait = self._wait_time(tokens)
                 if wait == 0:
-                    self._enter(tokens)
-                    me.granted = True
-                    line.popleft()
-                    self._admit()
                     break
                 self._changed.clear()
                 if wait is None:
@@ -384,11 +367,9 @@ class TargetGate:
                         await asyncio.wait_for(self._changed.wait(), wait - early)
                     except TimeoutError:
                         self._woke(due)
-        except BaseException:  # cancelled: out of the line, and any turn taken for it back
+        finally:
             self._leave_line(me)
-            if me.granted:
-                self.release()
-            raise
+        self._enter(tokens)
 
     def _spinning(self) -> bool:
         """Whether a waiter wakes SPIN_S early and looks again at every turn of the loop
@@ -405,35 +386,16 @@ class TargetGate:
         if self._opening and late > OPENING_LAG_S and self._first_start is not None:
             self._first_start += late
 
-    def _leave_line(self, me: _Waiter) -> None:
-        """``me`` stops waiting without a turn of its own (cancelled); when it was the
-        first, the next ones are let in or woken to watch the gate."""
+    def _leave_line(self, me: asyncio.Future[None]) -> None:
+        """``me`` stops waiting (it has its turn, or was cancelled); a new first in line
+        is woken to watch the gate."""
         line = self._line
-        if line and line[0] is me:
-            line.popleft()
-            self._admit()
-        elif me in line:
-            line.remove(me)
-
-    def _admit(self) -> None:
-        """Take a turn for the first in line while one is free now, and wake it holding
-        it; wake the first one left to watch the gate. Woken one after another instead,
-        each taking its turn itself, the line would move one request per turn of the event
-        loop: behind a busy loop, slots would stay free while requests wait."""
-        line = self._line
-        while line:
-            first = line[0]
-            if self._wait_time(first.tokens) != 0:
-                if not first.woken.done():
-                    first.woken.set_result(None)  # the first now: it watches the gate
-                return
-            line.popleft()
-            self._enter(first.tokens)
-            first.granted = True
-            if first.woken.done():
-                self._changed.set()  # it was watching the gate: it wakes to its turn
-            else:
-                first.woken.set_result(None)
+        if line[0] is not me:
+            line.remove(me)  # cancelled while others were ahead of it
+            return
+        line.popleft()
+        if line and not line[0].done():
+            line[0].set_result(None)
 
     def _enter(self, tokens: float) -> None:
         self.in_flight += 1
@@ -461,11 +423,9 @@ class TargetGate:
             self._tpm.take(tokens)
 
     def release(self) -> None:
-        """A request ended: its turn goes to the first in line, if any."""
+        """A request ended."""
         self.in_flight -= 1
         self._changed.set()
-        if self._line:
-            self._admit()
 
     async def requeue(self, tokens: float = 0.0, *, after: float = 0.0) -> None:
         """Give up this request's turn, wait ``after`` seconds without one (a retry's
