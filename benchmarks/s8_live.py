@@ -163,8 +163,8 @@ def scenario_many(args: argparse.Namespace, agentv: Path) -> dict[str, Any]:
         s2_runs = _reference_runs(
             args, agentv, single.eval_file, HTTP_TARGET, "S2", server, s2_windows
         )
-        # and a program that does nothing but those calls through the SDK, as agentv
-        # makes them: the ceiling of any runner built on the SDK, on this machine now
+        # and a program that does nothing but those calls through the SDK's `post`, as its
+        # users would make them: what the SDK alone reaches on this machine now
         body_file = args.work / "s8-body.json"
         body_file.write_text(json.dumps(requests[len(requests) // 2].body), encoding="utf-8")
         sdk_windows = _sdk_alone_runs(args, server, body_file)
