@@ -303,17 +303,30 @@ def request_messages(
     ]
 
 
-def build_prompt(case: EvalCase, settings: PromptSettings = LM, memo: Memo | None = None) -> Prompt:
+def build_prompt(
+    case: EvalCase,
+    settings: PromptSettings = LM,
+    memo: Memo | None = None,
+    *,
+    so_far: tuple[Sequence[Message], Sequence[GuidelineFile], Sequence[Path]] | None = None,
+) -> Prompt:
     """Question, guidelines and the messages as sent, for one case on a target. ``memo``:
-    a live conversation's, so that its earlier messages are not rendered again."""
-    guidelines = build_guidelines(case.guideline_files)
-    question = build_question(case.input_messages, settings.mode, memo)
+    a live conversation's, so that its earlier messages are not rendered again; ``so_far``:
+    its messages, guideline files and attached files up to now, in place of the case's
+    (each turn's request, without a copy of the case per turn)."""
+    history, guideline_files, input_files = so_far or (
+        case.input_messages,
+        case.guideline_files,
+        case.input_files,
+    )
+    guidelines = build_guidelines(guideline_files)
+    question = build_question(history, settings.mode, memo)
     # An added user turn holds the LM question: it is an LM API's turn, whatever the mode.
     lm_question = question
     if settings.needs_user_turn and settings.mode != "lm":
-        lm_question = build_question(case.input_messages, memo=memo)
+        lm_question = build_question(history, memo=memo)
     messages, added = build_messages(
-        case.input_messages,
+        history,
         guidelines,
         system_prompt=settings.system_prompt,
         question=lm_question,
@@ -324,7 +337,7 @@ def build_prompt(case: EvalCase, settings: PromptSettings = LM, memo: Memo | Non
         question=question,
         guidelines=guidelines,
         messages=messages,
-        guideline_paths=case.guideline_paths,
-        input_files=list(case.input_files),
+        guideline_paths=[g.resolved for g in guideline_files],
+        input_files=list(input_files),
         added_user_turn=added,
     )

@@ -358,7 +358,7 @@ async def converse(pipeline: CasePipeline, job: CaseJob, threshold: float) -> Co
         run.grade = await _grade(
             pipeline,
             job,
-            replace(whole, input_messages=tuple(history)),
+            whole,
             prompt,
             last.answer,
             run.responses,
@@ -397,13 +397,7 @@ async def _take_turn(
     timeout = pipeline.settings.agent_timeout or None
     rounds = 0
     while True:
-        view = replace(
-            case,
-            input_messages=tuple(history),
-            guideline_files=tuple(guidelines),
-            input_files=tuple(inputs),
-        )
-        prompt = build_prompt(view, settings, run.memo)
+        prompt = build_prompt(case, settings, run.memo, so_far=(history, guidelines, inputs))
         outcome.prompt = run.last_request = prompt
         response, attempts = await pipeline._answer(job, prompt, specs)
         run.attempts += attempts
@@ -455,14 +449,13 @@ async def _grade(
     assert prompt is not None
     masked, _ = pipeline.masker.text(answer)
     steps, _ = pipeline.masker.steps(steps)
-    view = replace(job, case=case)
     return await grade_case(
         EvaluationContext(
             case=case,
             prompt=prompt,
             candidate=masked,
             target_name=job.target.name,
-            judge=pipeline._judge(view),
+            judge=pipeline.judge_for(case, job.target),
             timeout=pipeline.settings.agent_timeout or None,
             repeat=job.repeat,
             latency_ms=_sum(r.latency_ms for r in responses),

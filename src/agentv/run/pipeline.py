@@ -57,6 +57,7 @@ from agentv.run.scheduling import DEFAULT_WORKERS, TURN_TAKEN, Gate, GatedProvid
 from agentv.targets import RunTarget
 
 if TYPE_CHECKING:
+    from agentv.cases import EvalCase
     from agentv.run.simulator import Replay
 
 #: at most one line about a target's retries this often (seconds)
@@ -494,15 +495,19 @@ class CasePipeline:
         return self._target_sender(job.user)
 
     def _judge(self, job: CaseJob) -> Provider | None:
-        # Built before the run (planning checks every judge a case needs); here it is only
-        # looked up, and sent through as the run sends through any target.
-        if not needs_judge(job.case):
+        return self.judge_for(job.case, job.target)
+
+    def judge_for(self, case: EvalCase, target: RunTarget) -> Provider | None:
+        """The judge of ``case`` (a live turn's view of it, say) on ``target``, if it needs
+        one. Built before the run (planning checks every judge a case needs); here it is
+        only looked up, and sent through as the run sends through any target."""
+        if not needs_judge(case):
             return None
-        found = self._judges.get(id(job.target))
+        found = self._judges.get(id(target))
         if found is None:
-            judge, limit = self.judge_of(job.target)
+            judge, limit = self.judge_of(target)
             judge.on_retry = self.notes
-            found = self._judges[id(job.target)] = self.sender(judge, limit)
+            found = self._judges[id(target)] = self.sender(judge, limit)
         return found
 
     def _masked(self, response: ProviderResponse) -> ProviderResponse:
