@@ -12,6 +12,8 @@ Modes:
 - ``sdk-post``: the SDK's lowest-level call with a wire-ready body (what agentv does);
 - ``aiohttp``: plain aiohttp without the SDK (a lower bound for any Python client; agentv
   does not take this road, its providers go through the official SDKs);
+- ``agentv-provider``: agentv's own OpenAI provider behind its gate, a quarter more callers
+  than turns as a run's lane has (S8 reference): agentv's request path with no eval work;
 - ``paced`` (S5): plain aiohttp, one request every ``1 / --rate`` s, each at its time
   whatever the others' answers, none retried: what the server accepts of a perfectly paced
   client on this machine (the server counts the refusals).
@@ -32,7 +34,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-MODES = ("sdk-create", "sdk-post", "aiohttp", "paced")
+MODES = ("sdk-create", "sdk-post", "aiohttp", "paced", "agentv-provider")
 
 Call = Callable[[], Awaitable[str]]
 
@@ -72,6 +74,31 @@ async def _run_sdk(mode: str, url: str, body: dict[str, Any], args: argparse.Nam
         return await _drive(
             create if mode == "sdk-create" else post, args.n, args.workers, args.needle
         )
+
+
+async def _run_agentv_provider(url: str, body: dict[str, Any], args: argparse.Namespace) -> int:
+    from agentv.messages import ChatMessage
+    from agentv.providers.base import ProviderRequest
+    from agentv.providers.openai import OpenAIProvider, OpenAISettings
+    from agentv.run.scheduling import GatedProvider, TargetGate
+
+    settings = OpenAISettings(model=body["model"], base_url=url, api_key="dummy")
+    provider = GatedProvider(OpenAIProvider("bare", settings), TargetGate(args.workers))
+    messages = [ChatMessage(m["role"], m["content"]) for m in body["messages"]]
+    request = ProviderRequest(question=messages[-1].content, messages=messages)
+    remaining = iter(range(args.n))
+    bad = 0
+
+    async def caller() -> None:
+        nonlocal bad
+        for _ in remaining:
+            bad += args.needle not in (await provider.invoke(request)).text
+
+    try:  # as many callers as a run's lane has workers for this gate (25 % spare)
+        await asyncio.gather(*(caller() for _ in range(args.workers * 5 // 4 + 1)))
+    finally:
+        await provider.aclose()
+    return bad
 
 
 async def _run_aiohttp(url: str, body: dict[str, Any], args: argparse.Namespace) -> int:
@@ -133,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
         bad = asyncio.run(_run_aiohttp(args.url, body, args))
     elif args.mode == "paced":
         bad = asyncio.run(_run_paced(args.url, body, args))
+    elif args.mode == "agentv-provider":
+        bad = asyncio.run(_run_agentv_provider(args.url, body, args))
     else:
         bad = asyncio.run(_run_sdk(args.mode, args.url, body, args))
     if bad:

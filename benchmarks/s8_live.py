@@ -163,11 +163,13 @@ def scenario_many(args: argparse.Namespace, agentv: Path) -> dict[str, Any]:
         s2_runs = _reference_runs(
             args, agentv, single.eval_file, HTTP_TARGET, "S2", server, s2_windows
         )
-        # and a program that does nothing but those calls through the SDK's `post`, as its
-        # users would make them: what the SDK alone reaches on this machine now
+        # and programs that do nothing but those calls: through the SDK's `post` as its
+        # users would make them, and through agentv's own provider behind its gate (its
+        # request path without the eval work): what each reaches on this machine now
         body_file = args.work / "s8-body.json"
         body_file.write_text(json.dumps(requests[len(requests) // 2].body), encoding="utf-8")
-        sdk_windows = _sdk_alone_runs(args, server, body_file)
+        sdk_windows = _bare_runs(args, server, body_file, "sdk-post")
+        provider_windows = _bare_runs(args, server, body_file, "agentv-provider")
     finally:
         server.stop()
     reference = generate_suite(args.work / "suites" / f"n{requests_n}", requests_n)
@@ -190,12 +192,15 @@ def scenario_many(args: argparse.Namespace, agentv: Path) -> dict[str, Any]:
     row["sdk_alone_efficiency_window"] = round(
         cases * turns * delay_s / args.workers / median(sdk_windows), 3
     )
+    row["provider_alone_efficiency_window"] = round(
+        cases * turns * delay_s / args.workers / median(provider_windows), 3
+    )
     row["runs"] = [r.to_dict() for r in runs]
     return row
 
 
-def _sdk_alone_runs(args: argparse.Namespace, server: Any, body_file: Path) -> list[float]:
-    """``--reps`` runs of ``bare_client.py --mode sdk-post``: S8's number of requests, one
+def _bare_runs(args: argparse.Namespace, server: Any, body_file: Path, mode: str) -> list[float]:
+    """``--reps`` runs of ``bare_client.py --mode MODE``: S8's number of requests, one
     recorded body each, ``--workers`` at once on ``server``; each run's request window."""
     n = args.cases * args.turns
     windows = []
@@ -204,18 +209,18 @@ def _sdk_alone_runs(args: argparse.Namespace, server: Any, body_file: Path) -> l
         argv = [
             sys.executable,
             str(BENCH_DIR / "bare_client.py"),
-            *("--mode", "sdk-post", "--url", f"{server.url}/v1", "--body", str(body_file)),
+            *("--mode", mode, "--url", f"{server.url}/v1", "--body", str(body_file)),
             *("--n", str(n), "--workers", str(args.workers), "--needle", NEEDLE),
         ]
         done = subprocess.run(argv, capture_output=True, text=True, env=child_env())
         if done.returncode != 0 or len(server.requests) != n:
             raise RunCheckError(
-                f"the SDK-alone reference failed (exit {done.returncode}, "
+                f"the {mode} reference failed (exit {done.returncode}, "
                 f"{len(server.requests)} requests): {done.stderr[-500:]}"
             )
         arrivals = [r.received_at for r in server.requests]
         windows.append(max(arrivals) + args.delay_ms / 1000 - min(arrivals))
-        print(f"  the SDK alone, {n:,} requests, run {rep + 1}/{args.reps}")
+        print(f"  {mode} alone, {n:,} requests, run {rep + 1}/{args.reps}")
     return windows
 
 
@@ -377,7 +382,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"vs {many['s1_same_requests_rss_mb']:.0f} MB for S1 and "
         f"{many['s2_same_requests_rss_mb']:.0f} MB for S2 at as many requests (S2's "
         f"efficiency within its window: {many['s2_same_requests_efficiency_window']:.2f}; "
-        f"the SDK's calls alone: {many['sdk_alone_efficiency_window']:.2f})"
+        f"the SDK's calls alone: {many['sdk_alone_efficiency_window']:.2f}; agentv's provider "
+        f"alone: {many['provider_alone_efficiency_window']:.2f})"
     )
     print(
         f"S8 {long['turns']} turns: {long['first_turns_ms']:.2f} ms per turn at first, "

@@ -464,9 +464,12 @@ def test_s8_live_code_path_at_tiny_sizes(
     assert many["key"] == "S8/6x3" and many["ideal_s"] == pytest.approx(6 / 3 * 3 * 0.005)
     assert many["efficiency_window"] > 0 and many["s1_same_requests_rss_mb"] > 0
     assert many["s2_same_requests_rss_mb"] > 0 and len(many["runs"]) == 1
-    # the SDK's calls alone sent as many requests (checked) in a window of their own
+    # the SDK's calls alone, and agentv's provider alone, sent as many requests (checked)
+    # in windows of their own
     assert 0 < many["sdk_alone_efficiency_window"] <= 1.2
+    assert 0 < many["provider_alone_efficiency_window"] <= 1.2
     assert f"the SDK's calls alone: {many['sdk_alone_efficiency_window']:.2f}" in printed
+    assert f"agentv's provider alone: {many['provider_alone_efficiency_window']:.2f}" in printed
     assert long["turns"] == 12 and long["first_turns_ms"] > 0 and long["request_last_ms"] > 0
     # agentv's own work per turn: the turn's time less its request's sent alone
     expected = long["own_last_ms"] / max(long["own_first_ms"], 0.5)
