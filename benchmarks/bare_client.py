@@ -80,7 +80,7 @@ async def _run_agentv_provider(url: str, body: dict[str, Any], args: argparse.Na
     from agentv.messages import ChatMessage
     from agentv.providers.base import ProviderRequest
     from agentv.providers.openai import OpenAIProvider, OpenAISettings
-    from agentv.run.scheduling import GatedProvider, TargetGate
+    from agentv.run.scheduling import GatedProvider, TargetGate, lane_size
 
     settings = OpenAISettings(model=body["model"], base_url=url, api_key="dummy")
     provider = GatedProvider(OpenAIProvider("bare", settings), TargetGate(args.workers))
@@ -94,8 +94,8 @@ async def _run_agentv_provider(url: str, body: dict[str, Any], args: argparse.Na
         for _ in remaining:
             bad += args.needle not in (await provider.invoke(request)).text
 
-    try:  # as many callers as a run's lane has workers for this gate (25 % spare)
-        await asyncio.gather(*(caller() for _ in range(args.workers * 5 // 4 + 1)))
+    try:  # as many callers as a run's lane has cases at once for this gate
+        await asyncio.gather(*(caller() for _ in range(lane_size(args.workers))))
     finally:
         await provider.aclose()
     return bad

@@ -20,7 +20,7 @@ from typing import Any
 from agentv.messages import ChatMessage
 from agentv.providers.base import SENDING, ProviderRequest
 from agentv.providers.llm import Answer, CallFailure, LLMProvider, LLMSettings, Payload
-from agentv.run.scheduling import GatedProvider, TargetGate
+from agentv.run.scheduling import GatedProvider, TargetGate, lane_size
 from fakes import BucketLimit, WindowLimit
 
 
@@ -245,7 +245,7 @@ def simulate(
             rates.append(gate.rate or 0.0)
 
     async def run() -> None:
-        await asyncio.gather(*(lane() for _ in range(workers * 5 // 4 + 1)))
+        await asyncio.gather(*(lane() for _ in range(lane_size(workers))))
 
     try:
         loop.run_until_complete(run())

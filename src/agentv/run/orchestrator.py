@@ -35,7 +35,7 @@ from agentv.run.pipeline import (
     target_workers,
 )
 from agentv.run.plan import CaseJob, InvalidJob, Lane
-from agentv.run.scheduling import DEFAULT_WORKERS, Gates
+from agentv.run.scheduling import DEFAULT_WORKERS, Gates, lane_size
 from agentv.targets import RunTarget, TargetPool
 
 
@@ -151,7 +151,7 @@ class Orchestrator:
                 remote.append(lane)
             else:
                 queue = lane.jobs()
-                count = target_workers(self.settings, lane.target) * 5 // 4 + 1  # 25 % spare
+                count = lane_size(target_workers(self.settings, lane.target))
                 workers += [asyncio.ensure_future(self._worker(queue)) for _ in range(count)]
         executor = self.executor if remote else None
         try:

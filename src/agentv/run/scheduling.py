@@ -157,6 +157,13 @@ LATENCY_S = 10.0
 LOOKBACK_S = 120.0
 
 
+def lane_size(turns: int) -> int:
+    """How many cases a lane runs at once for a gate of ``turns``: a quarter more, so that
+    the turns given back by cases that wait (a retry's back-off, a conversation between two
+    turns) are used by the others."""
+    return turns * 5 // 4 + 1
+
+
 class TokenBucket:
     """``per_minute`` units a minute, at most that many at once (a minute's burst)."""
 
