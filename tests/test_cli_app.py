@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
 import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
 
 import agentv
 
@@ -77,3 +82,51 @@ def test_an_unknown_command_is_a_usage_error_with_every_command_known() -> None:
     found, output = _probe("evl", "x.yaml")
     assert found["code"] == 2
     assert "No such command" in output and "evl" in output
+
+
+def test_a_run_looks_for_garbage_less_often_and_puts_the_setting_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """During ``agentv eval`` the collector's first threshold is raised (a run's turns make
+    dozens of short-lived objects each); the caller's setting is back afterwards."""
+    from typer.testing import CliRunner
+
+    from agentv.api import PreparedRun
+    from agentv.cli.app import _register, app
+    from agentv.cli.eval import RUN_COLLECTION_THRESHOLD
+
+    seen: list[tuple[int, int, int]] = []
+    original = PreparedRun.run
+
+    async def spying(self: PreparedRun, **options: Any) -> Any:
+        seen.append(gc.get_threshold())
+        return await original(self, **options)
+
+    monkeypatch.setattr(PreparedRun, "run", spying)
+    (tmp_path / ".agentv").mkdir()
+    (tmp_path / ".agentv" / "targets.yaml").write_text(
+        "$schema: agentv-targets-v2.2\ntargets:\n  - {name: default, provider: mock, response: hi}\n",
+        encoding="utf-8",
+    )
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(
+        "$schema: agentv-eval-v2\nevalcases:\n  - id: one\n    outcome: says hi\n"
+        "    input_messages: [{role: user, content: Hi}]\n"
+        "    evaluators: [{type: contains, value: hi}]\n",
+        encoding="utf-8",
+    )
+    _register()
+    before = gc.get_threshold()
+    try:
+        gc.set_threshold(700, 10, 10)
+        result = CliRunner().invoke(app, ["eval", str(suite), "--out", str(tmp_path / "r.jsonl")])
+        assert result.exit_code == 0, result.output
+        assert seen == [(RUN_COLLECTION_THRESHOLD, 10, 10)]
+        assert gc.get_threshold() == (700, 10, 10)
+        gc.set_threshold(0, 10, 10)  # collections turned off by the caller stay off
+        seen.clear()
+        result = CliRunner().invoke(app, ["eval", str(suite), "--out", str(tmp_path / "s.jsonl")])
+        assert result.exit_code == 0, result.output
+        assert seen == [(0, 10, 10)] and gc.get_threshold() == (0, 10, 10)
+    finally:
+        gc.set_threshold(*before)

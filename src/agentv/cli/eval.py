@@ -368,7 +368,8 @@ def run_eval_command(
     progress = make_progress(stdout, quiet=quiet, verbose=verbose)
     progress.start(prepared.total)
     try:
-        run, signum = asyncio.run(_run(prepared, writer, progress))
+        with _collections_spaced():
+            run, signum = asyncio.run(_run(prepared, writer, progress))
     except ClusterLostError as exc:  # what finished is in the file: summed up, resumable
         progress.finish()
         from agentv.api import EvalRun
@@ -671,6 +672,26 @@ async def _run(
     finally:
         for signum in installed:
             loop.remove_signal_handler(signum)
+
+
+#: new objects the garbage collector lets come (less those freed) before it looks at the
+#: youngest ones during a run: Python's 700 made it look about once every dozen turns of a
+#: live conversation, a twentieth of the run's CPU, and reference counting frees nearly
+#: all of a turn's objects anyway (docs/speed.md)
+RUN_COLLECTION_THRESHOLD = 10_000
+
+
+@contextmanager
+def _collections_spaced() -> Iterator[None]:
+    """The collector's first threshold at ``RUN_COLLECTION_THRESHOLD`` at least while the
+    run goes, as it was after (the command line only, as ``_collector_paused``)."""
+    before = gc.get_threshold()
+    first = before[0] and max(before[0], RUN_COLLECTION_THRESHOLD)  # 0: none, kept
+    gc.set_threshold(first, *before[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
 
 
 @contextmanager
