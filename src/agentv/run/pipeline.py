@@ -277,7 +277,7 @@ class CasePipeline:
                     prompt=prompt,
                     candidate=response.text,
                     target_name=target.name,
-                    judge=self._judge(job),
+                    judge=self.judge_for(job.case, job.target),
                     timeout=self.settings.agent_timeout or None,
                     repeat=job.repeat,
                     latency_ms=response.latency_ms,
@@ -493,9 +493,6 @@ class CasePipeline:
         own gate (its rate limits) and the cache."""
         assert job.user is not None
         return self._target_sender(job.user)
-
-    def _judge(self, job: CaseJob) -> Provider | None:
-        return self.judge_for(job.case, job.target)
 
     def judge_for(self, case: EvalCase, target: RunTarget) -> Provider | None:
         """The judge of ``case`` (a live turn's view of it, say) on ``target``, if it needs

@@ -260,7 +260,7 @@ async def _regrade(
                     prompt=prompt,
                     candidate=result.candidate_answer,
                     target_name=target.name,
-                    judge=pipeline._judge(job),
+                    judge=pipeline.judge_for(job.case, job.target),
                     timeout=settings.agent_timeout or None,
                     repeat=job.repeat,
                     latency_ms=result.latency_ms,

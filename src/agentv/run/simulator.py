@@ -364,7 +364,7 @@ class Simulator:
     async def _role_check(self, history: list[Message], message: str) -> dict[str, Any]:
         """Ask the case's judge whether ``message`` stays in role; ``UserFailure`` if not
         (or when it gives no verdict: the user side cannot go on unchecked)."""
-        judge = self.pipeline._judge(self.job)
+        judge = self.pipeline.judge_for(self.job.case, self.job.target)
         if judge is None:  # planning checked that a judge exists
             raise UserFailure("its role check has no judge target")
         request = ProviderRequest(
