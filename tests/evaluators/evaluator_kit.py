@@ -24,6 +24,7 @@ from agentv.providers.base import (
     ProviderSettings,
     Usage,
 )
+from agentv.trajectory import Trajectory
 
 
 def user(text: str) -> Message:
@@ -70,6 +71,8 @@ def make_ctx(
     mode: Mode = "lm",
     timeout: float | None = None,
     attempt: int = 0,
+    trajectory: Trajectory | None = None,
+    trajectory_error: str | None = None,
 ) -> EvaluationContext:
     return EvaluationContext(
         case=case,
@@ -79,6 +82,8 @@ def make_ctx(
         judge=judge,
         timeout=timeout,
         attempt=attempt,
+        trajectory=trajectory,
+        trajectory_error=trajectory_error,
     )
 
 

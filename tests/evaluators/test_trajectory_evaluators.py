@@ -6,7 +6,6 @@ The same evaluators on trajectories recorded from real runs: tests/test_trajecto
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +35,9 @@ async def grade(
 ) -> EvaluatorScore:
     cfg = config(**fields)
     case = make_case(tmp_path, evaluators=[cfg])
-    ctx = replace(
-        make_ctx(case, "done"),
+    ctx = make_ctx(
+        case,
+        "done",
         trajectory=tuple(steps) if steps is not None else None,
         trajectory_error=error,
     )
@@ -289,7 +289,7 @@ async def test_weights_make_a_weighted_mean_and_entries_say_their_settings(
         config(type="step_count", max=10, weight=0),
     ]
     case = make_case(tmp_path, evaluators=configs)
-    ctx = replace(make_ctx(case, "done"), trajectory=tuple(RUN))
+    ctx = make_ctx(case, "done", trajectory=tuple(RUN))
     grade_ = aggregate([await run_evaluator(ctx, c) for c in configs])
     assert grade_.score == pytest.approx(3 / 4)  # (3 * 1 + 1 * 0 + 0 * 1) / 4
     assert [s.name for s in grade_.required_misses(0.5)] == ["booked"]

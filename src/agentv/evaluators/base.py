@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
@@ -140,26 +141,70 @@ class CaseGrade:
         ]
 
 
-@dataclass(slots=True)
 class EvaluationContext:
-    """Everything an evaluator may look at for one case."""
+    """Everything an evaluator may look at for one case.
 
-    case: EvalCase
-    #: built for the candidate's target: ``prompt.question`` is exactly what it got
-    prompt: Prompt
-    candidate: str  # the candidate's answer text
-    target_name: str
-    judge: Provider | None  # used by llm_judge: the target's judge_target, or the target
-    timeout: float | None = None  # seconds; limit for code evaluators (``--agent-timeout``)
-    attempt: int = 0
-    repeat: int = 0  # which run of the case (a judge grades each run on its own)
-    #: the target's answer: how long it took, and its price (reused or not; None: unknown)
-    latency_ms: float | None = None
-    cost_usd: float | None = None
-    #: the tools the candidate called, in order (a turn's own, for a turn's evaluators);
-    #: None when its target cannot say, ``trajectory_error`` then saying why if known
-    trajectory: Trajectory | None = None
-    trajectory_error: str | None = None
+    ``case`` may be given as a function that makes it: a live turn grades against its
+    own view of the case (the turn's outcome, evaluators and the history it was asked
+    in), which most evaluators never read; it is then made on first use only
+    (docs/architecture.md, "Running")."""
+
+    __slots__ = (
+        "_case",
+        "attempt",
+        "candidate",
+        "cost_usd",
+        "judge",
+        "latency_ms",
+        "prompt",
+        "repeat",
+        "target_name",
+        "timeout",
+        "trajectory",
+        "trajectory_error",
+    )
+
+    def __init__(
+        self,
+        case: EvalCase | Callable[[], EvalCase],
+        prompt: Prompt,
+        candidate: str,
+        target_name: str,
+        judge: Provider | None,
+        timeout: float | None = None,
+        attempt: int = 0,
+        repeat: int = 0,
+        latency_ms: float | None = None,
+        cost_usd: float | None = None,
+        trajectory: Trajectory | None = None,
+        trajectory_error: str | None = None,
+    ) -> None:
+        self._case = case
+        #: built for the candidate's target: ``prompt.question`` is exactly what it got
+        self.prompt = prompt
+        self.candidate = candidate  # the candidate's answer text
+        self.target_name = target_name
+        #: used by llm_judge: the target's judge_target, or the target
+        self.judge = judge
+        self.timeout = timeout  # seconds; limit for code evaluators (``--agent-timeout``)
+        self.attempt = attempt
+        self.repeat = repeat  # which run of the case (a judge grades each run on its own)
+        #: the target's answer: how long it took, and its price (reused or not; None: unknown)
+        self.latency_ms = latency_ms
+        self.cost_usd = cost_usd
+        #: the tools the candidate called, in order (a turn's own, for a turn's
+        #: evaluators); None when its target cannot say, ``trajectory_error`` then saying
+        #: why if known
+        self.trajectory = trajectory
+        self.trajectory_error = trajectory_error
+
+    @property
+    def case(self) -> EvalCase:
+        """The case as graded (made now, the first time, when given as a function)."""
+        case = self._case
+        if callable(case):
+            case = self._case = case()
+        return case
 
 
 class Evaluator(Protocol):

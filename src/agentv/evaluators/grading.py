@@ -106,10 +106,13 @@ def needs_judge(case: EvalCase) -> bool:
     return any(e.type == "llm_judge" for e in case.evaluators)
 
 
-async def grade_case(ctx: EvaluationContext) -> CaseGrade:
-    """Grade ``ctx.candidate`` with the case's evaluators. Never raises for a grading problem:
+async def grade_case(
+    ctx: EvaluationContext, evaluators: tuple[EvaluatorConfig, ...] | None = None
+) -> CaseGrade:
+    """Grade ``ctx.candidate`` with the case's evaluators (``evaluators``, when given: the
+    list of the case as graded, without making it). Never raises for a grading problem:
     every evaluator failure is recorded on its entry (or on the grade, for the default)."""
-    configs = ctx.case.evaluators
+    configs = ctx.case.evaluators if evaluators is None else evaluators
     if not configs:
         return _single(await run_evaluator(ctx, DEFAULT_JUDGE))
     # in list order, one at a time, as the original AgentV did: a case's judge calls don't pile up

@@ -31,12 +31,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from agentv.cases import EvalCase, Turn
+from agentv.cases import EvalCase, EvaluatorConfig, Turn
 from agentv.errors import ProviderError
 from agentv.evaluators import grade_case
 from agentv.evaluators.base import CaseGrade, EvaluationContext
@@ -53,6 +54,7 @@ from agentv.run.tools import ToolRun, answer_call
 from agentv.trajectory import ToolStep, Trajectory
 
 if TYPE_CHECKING:
+    from agentv.providers.base import Provider
     from agentv.run.pipeline import CasePipeline
     from agentv.run.plan import CaseJob
     from agentv.run.simulator import Simulator, UserTurn
@@ -113,6 +115,8 @@ class Conversation:
     check_error: str | None = None  # why the stop_when check could not grade
     #: each earlier message as rendered: a request repeats them all, built once each
     memo: Memo = field(default_factory=Memo)
+    #: the judge any of its grades may ask (looked up once: ``CasePipeline.judge_for``)
+    judge: Provider | None = None
 
     @property
     def responses(self) -> list[ProviderResponse]:
@@ -224,6 +228,7 @@ class _Simulated:
         grade = await _grade(
             self.pipeline,
             self.job,
+            run.judge,
             case,
             last.prompt,
             last.answer,
@@ -268,7 +273,7 @@ async def converse(pipeline: CasePipeline, job: CaseJob, threshold: float) -> Co
     history = list(case.input_messages)
     guidelines = list(case.guideline_files)
     inputs = list(case.input_files)
-    run = Conversation()
+    run = Conversation(judge=pipeline.judge_for(case, target))
     source = _Simulated(pipeline, job, threshold, run) if case.user else _Scripted(case)
     while True:
         index = len(run.turns) + 1
@@ -310,25 +315,17 @@ async def converse(pipeline: CasePipeline, job: CaseJob, threshold: float) -> Co
                 run.simulator.side.ended = "error"
             return run
         if turn is not None and turn.graded:
-            asked = replace(
-                case,
-                outcome=turn.outcome,
-                expected_messages=turn.expected_messages,
-                reference_answer=turn.reference_answer,
-                evaluators=turn.evaluators,
-                input_messages=tuple(history[:before]),
-                guideline_files=tuple(guidelines),
-                input_files=tuple(inputs),
-            )
             outcome.grade = await _grade(
                 pipeline,
                 job,
-                asked,
+                run.judge,
+                _turn_view(case, turn, history, before, guidelines, inputs),
                 outcome.prompt,
                 outcome.answer,
                 [r.response for r in outcome.rounds],
                 outcome.trajectory,
                 outcome.trajectory_error,
+                evaluators=turn.evaluators,
             )
             outcome.status = grade_status(outcome.grade, threshold)
             if outcome.status == "failed" and case.stop_on_failure:
@@ -358,6 +355,7 @@ async def converse(pipeline: CasePipeline, job: CaseJob, threshold: float) -> Co
         run.grade = await _grade(
             pipeline,
             job,
+            run.judge,
             whole,
             prompt,
             last.answer,
@@ -369,6 +367,7 @@ async def converse(pipeline: CasePipeline, job: CaseJob, threshold: float) -> Co
         run.grade = await _grade(
             pipeline,
             job,
+            run.judge,
             whole,
             run.final,
             run.turns[-1].answer,
@@ -435,17 +434,21 @@ async def _take_turn(
 async def _grade(
     pipeline: CasePipeline,
     job: CaseJob,
-    case: EvalCase,
+    judge: Provider | None,
+    case: EvalCase | Callable[[], EvalCase],
     prompt: Prompt | None,
     answer: str,
     responses: list[ProviderResponse],
     steps: Trajectory | None,
     steps_error: str | None,
+    *,
+    evaluators: tuple[EvaluatorConfig, ...] | None = None,
 ) -> CaseGrade:
     """``case``'s evaluators (else a judge of its outcome) on ``answer`` and the tools
     called (``steps``), the question being ``prompt``'s: the answer and the steps masked
     first, as any answer is before it is graded. ``responses``: the requests that made the
-    answer (their time and price, summed)."""
+    answer (their time and price, summed); ``case`` may be a function that makes it, with
+    its ``evaluators`` then given (``EvaluationContext``)."""
     assert prompt is not None
     masked, _ = pipeline.masker.text(answer)
     steps, _ = pipeline.masker.steps(steps)
@@ -455,15 +458,45 @@ async def _grade(
             prompt=prompt,
             candidate=masked,
             target_name=job.target.name,
-            judge=pipeline.judge_for(case, job.target),
+            judge=judge,
             timeout=pipeline.settings.agent_timeout or None,
             repeat=job.repeat,
             latency_ms=_sum(r.latency_ms for r in responses),
             cost_usd=_sum(r.cost_usd for r in responses),
             trajectory=steps,
             trajectory_error=steps_error,
-        )
+        ),
+        evaluators,
     )
+
+
+def _turn_view(
+    case: EvalCase,
+    turn: Turn,
+    history: list[Message],
+    before: int,
+    guidelines: list[Any],
+    inputs: list[Any],
+) -> Callable[[], EvalCase]:
+    """What makes ``case`` as ``turn`` is graded: the turn's outcome, expectations and
+    evaluators, asked after the first ``before`` messages of ``history``, with the files
+    known by then. Made only if an evaluator reads it (most look at the answer alone); the
+    lists only grow while a conversation lasts, so what they held then is their start."""
+    known = (len(guidelines), len(inputs))
+
+    def make() -> EvalCase:
+        return replace(
+            case,
+            outcome=turn.outcome,
+            expected_messages=turn.expected_messages,
+            reference_answer=turn.reference_answer,
+            evaluators=turn.evaluators,
+            input_messages=tuple(history[:before]),
+            guideline_files=tuple(guidelines[: known[0]]),
+            input_files=tuple(inputs[: known[1]]),
+        )
+
+    return make
 
 
 def _sum(values: Any) -> float | None:
