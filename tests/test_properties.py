@@ -19,8 +19,10 @@ from agentv.messages import (
     Segment,
     TextSegment,
     ToolCall,
+    chat_to_dicts,
 )
 from agentv.prompts import (
+    Memo,
     build_guidelines,
     build_messages,
     build_prompt,
@@ -265,6 +267,44 @@ near_valid_case = st.fixed_dictionaries(
         ),
     },
 )
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(messages(), max_size=9),
+    st.lists(st.integers(0, 9), max_size=4),
+    st.sampled_from(["lm", "agent"]),
+    st.none() | text,
+    st.booleans(),
+)
+def test_a_growing_conversation_built_with_a_memo_is_built_as_from_scratch(
+    conversation: list[Message],
+    lengths: list[int],
+    mode: str,
+    system_prompt: str | None,
+    needs_user_turn: bool,
+) -> None:
+    """A live conversation's ``Memo`` grows the question and the message list by the new
+    messages only: at every length (growing, and any length asked again or shorter, which
+    must be built whole) the result is the one built from scratch."""
+    memo = Memo()
+    history: list[Message] = []
+    asked = [*range(1, len(conversation) + 1), *lengths]
+    for n in asked:
+        history[:] = conversation[:n]
+        for use in (memo, None):
+            question = build_question(history, mode, use)  # type: ignore[arg-type]
+            sent, added = build_messages(
+                history,
+                "guide",
+                system_prompt=system_prompt,
+                question=question,
+                needs_user_turn=needs_user_turn,
+                memo=use,
+            )
+            if use is memo:
+                remembered = (question, chat_to_dicts(sent), added)
+        assert remembered == (question, chat_to_dicts(sent), added)
 
 
 @settings(

@@ -20,6 +20,7 @@ the question is only ever sent *out*, nothing parses it back into messages.
 from __future__ import annotations
 
 import json
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -146,36 +147,91 @@ def _question_parts(msg: Message, mode: Mode) -> list[str]:
 
 
 class Memo:
-    """What prompt building made of each message, kept while a conversation lasts: each
-    request of a live conversation repeats every earlier message, which is then rendered
-    once, not once per request (docs/architecture.md, "Running"). Keyed by the message
+    """What prompt building made of a live conversation, kept while it lasts: each request
+    repeats every earlier message, so each message is rendered once, and what was made of
+    the messages before (the question, the message list) is grown by the new ones only,
+    not made again per request (docs/architecture.md, "Running"). Keyed by the message
     objects' identity: it must not outlive the messages (a conversation's history holds
-    them)."""
+    them). A history that does not start with the messages seen last is built whole."""
 
-    __slots__ = ("chat", "parts", "turn")
+    __slots__ = ("_listing", "_questions", "chat", "turn")
 
     def __init__(self) -> None:
         self.chat: dict[int, tuple[bool, str, ChatMessage | None]] = {}
-        self.parts: dict[tuple[int, str], list[str]] = {}
         self.turn: dict[tuple[int, str], str] = {}
+        self._questions: dict[str, _Question] = {}  # by mode
+        self._listing: _Listing | None = None
+
+    def question(self, messages: Sequence[Message], mode: Mode) -> str:
+        """``build_question(messages, mode)``, grown from the last one of ``mode``."""
+        known = self._questions.get(mode)
+        # with markers once, always: new turns only add to the text
+        new = _after(known.seen, messages) if known is not None and known.markers else None
+        if known is None or new is None:
+            markers = uses_role_markers(messages)
+            text = _question(messages, mode, markers, self)
+            self._questions[mode] = _Question(list(messages), markers, text)
+            return text
+        for msg in new:
+            if turn := _marked_turn(msg, mode, self):
+                known.text = f"{known.text}\n\n{turn}" if known.text else turn
+        known.seen.extend(new)
+        return known.text
+
+    def listing(self, messages: Sequence[Message]) -> _Listing:
+        """``_listing(messages)``, grown from the last one."""
+        known = self._listing
+        # once a turn is visible, a new one changes nothing of the earlier ones
+        new = _after(known.seen, messages) if known is not None and known.any_visible else None
+        if known is None or new is None:
+            self._listing = _listing(messages, self)
+            return self._listing
+        for msg in new:
+            _place(msg, _chat_message(msg, self), known)
+        if any(msg.role == "system" for msg in new):
+            known.system = system_turns(messages)
+        known.seen.extend(new)
+        return known
+
+
+def _after(seen: list[Message], messages: Sequence[Message]) -> Sequence[Message] | None:
+    """The messages after ``seen`` when ``messages`` starts with those very messages."""
+    count = len(seen)
+    if count > len(messages) or not all(map(operator.is_, seen, messages[:count])):
+        return None
+    return messages[count:]
+
+
+@dataclass(slots=True)
+class _Question:
+    seen: list[Message]
+    markers: bool
+    text: str
 
 
 def build_question(messages: Sequence[Message], mode: Mode = "lm", memo: Memo | None = None) -> str:
     """The readable question: ``@[Role]:`` turns when markers are used, flat text otherwise."""
-    if uses_role_markers(messages):
-        turns = []
-        for msg in messages:
-            key = (id(msg), mode)
-            turn = memo.turn.get(key) if memo is not None else None
-            if turn is None:
-                parts = _question_parts(msg, mode)
-                turn = f"@[{msg.role.capitalize()}]:\n" + "\n".join(parts) if parts else ""
-                if memo is not None:
-                    memo.turn[key] = turn
-            if turn:
-                turns.append(turn)
-        return "\n\n".join(turns)
+    if memo is not None:
+        return memo.question(messages, mode)
+    return _question(messages, mode, uses_role_markers(messages), None)
+
+
+def _question(messages: Sequence[Message], mode: Mode, markers: bool, memo: Memo | None) -> str:
+    if markers:
+        return "\n\n".join([turn for msg in messages if (turn := _marked_turn(msg, mode, memo))])
     return "\n".join([p for msg in messages for p in _question_parts(msg, mode)])
+
+
+def _marked_turn(msg: Message, mode: Mode, memo: Memo | None) -> str:
+    """One message as an ``@[Role]:`` turn ("" when it has nothing to show)."""
+    key = (id(msg), mode)
+    turn = memo.turn.get(key) if memo is not None else None
+    if turn is None:
+        parts = _question_parts(msg, mode)
+        turn = f"@[{msg.role.capitalize()}]:\n" + "\n".join(parts) if parts else ""
+        if memo is not None:
+            memo.turn[key] = turn
+    return turn
 
 
 # --- the messages --------------------------------------------------------------------------------
@@ -218,15 +274,56 @@ def system_turns(messages: Sequence[Message]) -> str:
     return "\n\n".join(turns)
 
 
-def _system_content(messages: Sequence[Message], guidelines: str, configured: str | None) -> str:
-    """System turns, else the configured prompt, else the default; then the guidelines."""
-    base = system_turns(messages)
+def _system_content(turns: str, guidelines: str, configured: str | None) -> str:
+    """The system turns (``turns``), else the configured prompt, else the default; then the
+    guidelines."""
+    base = turns
     if not base:
         configured = (configured or "").rstrip()
         base = configured if configured.strip() else DEFAULT_SYSTEM_PROMPT
     if guidelines:
         return f"{base}\n\n{GUIDELINES_HEADER}\n\n{guidelines}"
     return base
+
+
+@dataclass(slots=True)
+class _Listing:
+    """What of a conversation's message list does not depend on the target: its system
+    turns, and the messages after the system message."""
+
+    seen: list[Message]
+    system: str  # the system turns (``system_turns``)
+    any_visible: bool  # a turn has visible content: those with none are left out
+    tail: list[ChatMessage] = field(default_factory=list)
+    called: set[str] = field(default_factory=set)  # the ids of the tool calls so far
+    has_user: bool = False  # a user turn (or a tool result, in one) is in ``tail``
+
+
+def _listing(messages: Sequence[Message], memo: Memo | None) -> _Listing:
+    made = [_chat_message(m, memo) for m in messages]
+    listing = _Listing(list(messages), system_turns(messages), any(m[0] for m in made))
+    for msg, chat in zip(messages, made, strict=True):
+        _place(msg, chat, listing)
+    return listing
+
+
+def _place(msg: Message, made: tuple[bool, str, ChatMessage | None], listing: _Listing) -> None:
+    """Add ``msg`` (``made`` of it: ``_chat_message``) to the messages after the system
+    message, as the rules say (docs/prompt-rules.md sections 5 and 6)."""
+    shown, content, chat = made
+    if chat is None:  # a system turn, or nothing to send
+        return
+    structural = bool(msg.tool_calls) or msg.tool_call_id is not None
+    if listing.any_visible and not shown and not structural:
+        return  # only <Attached: ...> markers or nothing
+    if msg.role == "tool" and (msg.tool_call_id is None or msg.tool_call_id not in listing.called):
+        listing.tail.append(ChatMessage("user", f"{TOOL_MARKER}\n{content}"))
+        listing.has_user = True
+        return
+    if msg.tool_calls:
+        listing.called.update(c.id for c in msg.tool_calls)
+    listing.tail.append(chat)
+    listing.has_user = listing.has_user or msg.role in ("user", "tool")
 
 
 def build_messages(
@@ -246,23 +343,12 @@ def build_messages(
     ``tool_call_id`` answers no earlier call becomes an ``@[Tool]:`` user turn, since no
     API can take it natively.
     """
-    out = [ChatMessage("system", _system_content(messages, guidelines, system_prompt))]
-    made = [_chat_message(m, memo) for m in messages]
-    any_visible = any(shown for shown, _, _ in made)
-    called: set[str] = set()
-    for msg, (shown, content, chat) in zip(messages, made, strict=True):
-        if chat is None:  # a system turn, or nothing to send
-            continue
-        structural = bool(msg.tool_calls) or msg.tool_call_id is not None
-        if any_visible and not shown and not structural:
-            continue  # only <Attached: ...> markers or nothing
-        if msg.role == "tool" and (msg.tool_call_id is None or msg.tool_call_id not in called):
-            out.append(ChatMessage("user", f"{TOOL_MARKER}\n{content}"))
-            continue
-        if msg.tool_calls:
-            called.update(c.id for c in msg.tool_calls)
-        out.append(chat)
-    added = needs_user_turn and not any(m.role in ("user", "tool") for m in out)
+    listing = memo.listing(messages) if memo is not None else _listing(messages, None)
+    out = [
+        ChatMessage("system", _system_content(listing.system, guidelines, system_prompt)),
+        *listing.tail,
+    ]
+    added = needs_user_turn and not listing.has_user
     if added:
         # Anthropic and Gemini need a user turn (a tool result travels in one there).
         out.insert(1, ChatMessage("user", question))
@@ -298,7 +384,7 @@ def request_messages(
     caller's): the system prompt (else the default) with any guidelines, then the question
     as the user turn."""
     return [
-        ChatMessage("system", _system_content((), guidelines, system_prompt)),
+        ChatMessage("system", _system_content("", guidelines, system_prompt)),
         ChatMessage("user", question),
     ]
 
