@@ -195,3 +195,29 @@ evalcases:
         'answer contains "PARIS" (ignoring case)',
     ]
     assert fake.requests[0].question == 'Grade {"city": "Paris"} for: Names Paris.'
+
+
+async def test_a_case_given_as_a_function_is_made_only_when_an_evaluator_reads_it(
+    tmp_path: Path,
+) -> None:
+    """A live turn hands its view of the case as a function (``EvaluationContext``): checks
+    of the answer alone never make it; a judge makes it once, and grades against it."""
+    made: list[int] = []
+    checks = (contains("Paris"), regex("P.ris"))
+    base = make_case(tmp_path, evaluators=checks, outcome="Names the capital.")
+
+    def view() -> object:
+        made.append(1)
+        return make_case(tmp_path, evaluators=checks, outcome="Names Paris, the turn's own.")
+
+    prompt = build_prompt(base)
+    plain = EvaluationContext(view, prompt, "Paris", "t", None)  # type: ignore[arg-type]
+    grade = await grade_case(plain, checks)
+    assert grade.score == 1.0 and made == []
+
+    fake = FakeJudge('{"score": 1, "hits": ["judged"]}')
+    judged = EvaluationContext(view, prompt, "Paris", "t", fake)  # type: ignore[arg-type]
+    grade = await grade_case(judged, (*checks, judge()))
+    assert grade.score == 1.0 and made == [1]  # made once, for the judge
+    assert judged.case is judged.case and made == [1]
+    assert "Names Paris, the turn's own." in fake.requests[0].question
