@@ -130,6 +130,28 @@ async def test_the_bound_holds_on_either_transport(
         assert answer.json()["choices"][0]["message"]["content"] == "Hello from the fake LLM."
 
 
+@pytest.mark.parametrize("use_aiohttp", [True, False])
+async def test_a_small_compressed_body_read_whole_is_bounded_the_same(
+    use_aiohttp: bool, llm_server: FakeLLMServer
+) -> None:
+    """A body of known length up to 64 KiB is read whole at once (aiohttp), then made
+    plain: a small bomb (8 MiB from a few KiB) stops at the cap as a streamed one does, and
+    a corrupt one is refused."""
+    from agentv.providers.failures import ResponseRejected
+
+    corrupt = Fault(200, raw_body=b"\x1f\x8b\x08\x00not gzip at all", content_encoding="gzip")
+    llm_server.script(Fault.bomb(8 * MIB), corrupt)
+    async with http_client(2 * MIB, use_aiohttp=use_aiohttp) as client:
+        with pytest.raises(ResponseTooLarge) as info:
+            await client.post(f"{llm_server.url}/v1/chat/completions", json={})
+        assert info.value.decompressed
+        with pytest.raises(ResponseRejected, match="corrupt compressed body"):
+            await client.post(f"{llm_server.url}/v1/chat/completions", json={})
+        for _ in range(3):  # and the connection goes on serving plain answers
+            answer = await client.post(f"{llm_server.url}/v1/chat/completions", json={})
+            assert answer.json()["choices"][0]["message"]["content"] == "Hello from the fake LLM."
+
+
 # --- no answer at all -------------------------------------------------------------------------
 
 

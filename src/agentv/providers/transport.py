@@ -10,7 +10,9 @@ whose transport
   ``max_response_bytes`` as received, and again after decompression, which happens here (a
   chunk at a time, never more than the cap), not in the SDK. Beyond either a request fails
   with ``ResponseTooLarge``, which is never retried: an endless body or a gzip bomb costs
-  the cap, not the machine's memory (docs/targets.md, "Fields");
+  the cap, not the machine's memory (docs/targets.md, "Fields"). A body of known length
+  up to 64 KiB (most answers) is read whole by the aiohttp transport and made plain here
+  at once, within the same caps, so that the SDK finds it read;
 - keeps what went wrong with a connection (the error aiohttp raised stays the cause of the
   one the SDK sees), so that ``agentv.providers.failures`` can say it in words.
 
@@ -25,7 +27,7 @@ import importlib.util
 import ssl
 import urllib.request
 import zlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx2
@@ -75,38 +77,53 @@ class _Deflate:
         return self._inner.unconsumed_tail if self._inner is not None else b""
 
 
-class _BoundedStream(httpx2.AsyncByteStream):
-    """A response body read through two counters: bytes received and bytes decompressed."""
+class _Meter:
+    """Counts a response body as received and as decompressed; beyond ``limit`` either
+    way, ``ResponseTooLarge``."""
 
-    def __init__(self, inner: httpx2.AsyncByteStream, limit: int, decoder: Any) -> None:
-        self._inner = inner
+    __slots__ = ("_decoder", "_limit", "_produced", "_received")
+
+    def __init__(self, limit: int, decoder: Any) -> None:
         self._limit = limit
         self._decoder = decoder
+        self._received = self._produced = 0
+
+    def feed(self, chunk: bytes) -> Iterator[bytes]:
+        """``chunk`` as received, decompressed: its pieces."""
+        self._received += len(chunk)
+        if self._received > self._limit:
+            raise ResponseTooLarge(self._limit, decompressed=False)
+        if self._decoder is None:
+            yield chunk
+            return
+        data = chunk
+        while data:
+            # never more than one byte past the cap in memory, whatever the ratio
+            try:
+                out = self._decoder.decompress(data, self._limit - self._produced + 1)
+            except zlib.error as exc:
+                raise ResponseRejected(
+                    f"the server sent a corrupt compressed body: {exc}"
+                ) from None
+            self._produced += len(out)
+            if self._produced > self._limit:
+                raise ResponseTooLarge(self._limit, decompressed=True)
+            if out:
+                yield out
+            data = self._decoder.unconsumed_tail
+
+
+class _BoundedStream(httpx2.AsyncByteStream):
+    """A response body read through a ``_Meter``."""
+
+    def __init__(self, inner: httpx2.AsyncByteStream, meter: _Meter) -> None:
+        self._inner = inner
+        self._meter = meter
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        received = produced = 0
         async for chunk in self._inner:
-            received += len(chunk)
-            if received > self._limit:
-                raise ResponseTooLarge(self._limit, decompressed=False)
-            if self._decoder is None:
-                yield chunk
-                continue
-            data = chunk
-            while data:
-                # never more than one byte past the cap in memory, whatever the ratio
-                try:
-                    out = self._decoder.decompress(data, self._limit - produced + 1)
-                except zlib.error as exc:
-                    raise ResponseRejected(
-                        f"the server sent a corrupt compressed body: {exc}"
-                    ) from None
-                produced += len(out)
-                if produced > self._limit:
-                    raise ResponseTooLarge(self._limit, decompressed=True)
-                if out:
-                    yield out
-                data = self._decoder.unconsumed_tail
+            for piece in self._meter.feed(chunk):
+                yield piece
 
     async def aclose(self) -> None:
         await self._inner.aclose()
@@ -141,8 +158,16 @@ class BoundedTransport(httpx2.AsyncBaseTransport):
             response.headers = httpx2.Headers(
                 [(k, v) for k, v in response.headers.multi_items() if k.lower() not in drop]
             )
+        meter = _Meter(self.limit, decoder)
+        if isinstance(response.stream, httpx2.ByteStream):
+            # a small body the transport read whole: made plain and read now, so that the
+            # SDK finds it read (no stream for it to go through, a piece at a time)
+            body = b"".join(piece for chunk in response.stream for piece in meter.feed(chunk))
+            response.stream = httpx2.ByteStream(body)
+            response.read()
+            return response
         assert isinstance(response.stream, httpx2.AsyncByteStream)
-        response.stream = _BoundedStream(response.stream, self.limit, decoder)
+        response.stream = _BoundedStream(response.stream, meter)
         return response
 
     async def aclose(self) -> None:
@@ -239,10 +264,23 @@ class AiohttpTransport(httpx2.AsyncBaseTransport):
         extensions: dict[str, Any] = {"http_version": b"HTTP/1.1"}
         if response.reason:
             extensions["reason_phrase"] = response.reason.encode("latin-1", "replace")
+        stream: httpx2.AsyncByteStream
+        length = response.content_length
+        if length is not None and length <= _CHUNK:
+            # a small body of known length (most answers) is read whole at once: cheaper
+            # than a stream of one piece through every layer above
+            try:
+                stream = httpx2.ByteStream(await response.read())
+            except Exception as exc:
+                response.close()
+                raise _as_httpx(exc, reading=True) from exc
+            response.release()
+        else:
+            stream = _AiohttpBody(response, url)
         return httpx2.Response(
             status_code=response.status,
             headers=list(response.raw_headers),
-            stream=_AiohttpBody(response, url),
+            stream=stream,
             request=request,
             extensions=extensions,
         )
