@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -44,20 +45,20 @@ class Clock:
 
 def record_collector() -> Any:
     """A ``SummaryCollector`` that also takes records as plain mappings (as they are
-    written) with the grade of the run, made into the ``EvalResult`` the run hands it."""
+    written) with the grade of the run, read as the run reads them (``add_record``)."""
     from agentv.results.outcome import grading_fields
-    from agentv.results.record import EvalResult
     from agentv.results.summary import SummaryCollector
 
     class RecordCollector(SummaryCollector):
         def add(self, result: Any, grade: Any = None) -> None:
             """``grade``: the record holds what the run writes of it (``grading_fields``)."""
-            if not isinstance(result, EvalResult):
-                record = dict(result)
-                if grade is not None:
-                    record.update(grading_fields(grade))
-                result = EvalResult.from_record(record)
-            super().add(result)
+            if not isinstance(result, Mapping):  # a model, or a record read as one
+                super().add(result)
+                return
+            record = dict(result)
+            if grade is not None:
+                record.update(grading_fields(grade))
+            super().add_record(record)
 
     return RecordCollector()
 

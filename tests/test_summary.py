@@ -368,3 +368,42 @@ def test_a_run_with_nothing_graded_shows_no_score_statistics() -> None:
     assert "Scores: none (no run was graded: every run errored or was invalid)" in text
     for gone in ("Mean score", "Median", "Score distribution", "by score", "0.00s"):
         assert gone not in text
+
+
+def test_a_record_read_as_it_is_sums_up_as_its_model() -> None:
+    """The run hands the summary each record as it made it (``add_record``, no model
+    built): every figure equals the one of the same records as ``EvalResult`` models,
+    absent fields included (their defaults)."""
+    from agentv.results.record import EvalResult
+
+    records = [
+        record("a", 1.0, duration_s=1.5, usage={"input_tokens": 10, "output_tokens": 2}),
+        record("b", 0.25, target="u", duration_s=0.5),
+        record("c", 0.0, "error", error="the target failed"),
+        {"eval_id": None, "eval_file": "e.yaml", "line": 7, "status": "invalid", "error": "x"},
+        {"eval_id": "d", "status": "skipped", "skip_reason": "budget", "target": "t"},
+        {
+            **record("live", 0.5, "failed", duration_s=2.0),
+            "repeat": 1,
+            "latency_ms": 120.0,
+            "cached": True,
+            "turns": [
+                {"turn": 1, "status": "ok", "score": 1.0, "tool_calls": [{"name": "f"}]},
+                {"turn": 2, "status": "failed", "score": 0.0},
+                {"turn": 3, "status": "error"},
+            ],
+            "stopped": {"turn": 2, "reason": "turn 2 failed"},
+            "user": {"ended": "goal", "usage": {"input_tokens": 3, "output_tokens": 1}},
+            "cost": {"target": {"usd": 0.5}, "judge": {"usd": 0.25, "reused_usd": 0.1}},
+            "evaluator_results": [
+                {"name": "j", "type": "llm_judge", "score": 0.5, "error": "no verdict"}
+            ],
+            "failed_required": ["j"],
+        },
+    ]
+    read, built = SummaryCollector(), SummaryCollector()
+    for rec in records:
+        read.add_record(rec)
+        built.add(EvalResult.model_validate(rec))
+    assert read.summary() == built.summary()
+    assert read.summary().turns is not None and read.summary().total == len(records)

@@ -286,6 +286,7 @@ class _Sink:
 
 def _collector(keep: bool) -> Any:
     """The run's statistics, keeping (``keep``) its results in completion order."""
+    from agentv.results.record import EvalResult
     from agentv.results.summary import SummaryCollector
 
     class Collector(SummaryCollector):
@@ -293,10 +294,13 @@ def _collector(keep: bool) -> Any:
             super().__init__()
             self.results: list[EvalResult] | None = [] if keep else None
 
-        def add(self, result: EvalResult) -> None:
-            super().add(result)
-            if self.results is not None:
-                self.results.append(result)
+        def add_record(self, record: dict[str, Any]) -> None:
+            if self.results is None:  # nothing kept: the record is read as it is
+                super().add_record(record)
+                return
+            result = EvalResult.from_record(record)
+            self.add(result)
+            self.results.append(result)
 
     return Collector()
 

@@ -27,7 +27,7 @@ from itertools import filterfalse
 from typing import TYPE_CHECKING, Any
 
 from agentv.results import stats
-from agentv.results.record import GRADED
+from agentv.results.record import GRADED, RecordView
 
 if TYPE_CHECKING:
     from agentv.results.record import EvalResult
@@ -330,6 +330,11 @@ class SummaryCollector:
 
     def __len__(self) -> int:
         return len(self._ids)
+
+    def add_record(self, record: dict[str, Any]) -> None:
+        """Record one run of a case from its record as the run made it (``add`` of its
+        ``EvalResult``, without building the model)."""
+        self.add(RecordView(record))  # type: ignore[arg-type]
 
     def add(self, result: EvalResult) -> None:
         """Record one run of a case: its result record."""

@@ -27,7 +27,6 @@ from agentv.evaluators.base import CaseGrade
 from agentv.masking import Masker
 from agentv.providers.base import Provider, ProviderResponse, request_for_case
 from agentv.results.outcome import invalid_record
-from agentv.results.record import EvalResult
 from agentv.run.pipeline import (
     CasePipeline,
     RunSettings,
@@ -44,7 +43,7 @@ class Writer(Protocol):
 
 
 class Collector(Protocol):
-    def add(self, result: EvalResult) -> None: ...
+    def add_record(self, record: dict[str, Any]) -> None: ...
 
 
 class ProgressSink(Protocol):
@@ -190,7 +189,7 @@ class Orchestrator:
         record = self.masker.record(invalid_record(invalid, job.target, job.repeat))
         label = f"{invalid.id or f'#{invalid.index + 1}'} | {invalid.eval_file.name}"
         self.writer.write(record)
-        self.collector.add(EvalResult.from_record(record))
+        self.collector.add_record(record)
         self.stats.finished += 1
         self.stats.statuses["invalid"] += 1
         self.progress.case_finished(
@@ -221,7 +220,7 @@ class Orchestrator:
     def _finish(self, key: str, label: str, record: dict[str, Any]) -> None:
         record = self.masker.record(record)  # what is written and shown holds no known secret
         self.writer.write(record)
-        self.collector.add(EvalResult.from_record(record))
+        self.collector.add_record(record)
         self.stats.finished += 1
         self.stats.statuses[record["status"]] += 1
         status = record["status"]
