@@ -152,6 +152,37 @@ async def test_a_small_compressed_body_read_whole_is_bounded_the_same(
             assert answer.json()["choices"][0]["message"]["content"] == "Hello from the fake LLM."
 
 
+async def test_a_small_body_announced_larger_than_a_small_cap_is_refused_unread() -> None:
+    """With a cap under 64 KiB, a body announced above it is refused at once, not read
+    whole first (this server announces 50,000 bytes and never sends them); an answer within
+    the cap is read, and says how long it took (``elapsed``) as httpx2's own reading does."""
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        request = await reader.readuntil(b"\r\n\r\n")
+        if b"/hang" in request.split(b"\r\n", 1)[0]:
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 50000\r\n\r\n")
+            await writer.drain()
+            await asyncio.sleep(30)
+        else:
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\n" + b'{"a": 1}')
+            await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    try:
+        async with http_client(1000, use_aiohttp=True) as client:
+            started = time.monotonic()
+            with pytest.raises(ResponseTooLarge) as info:
+                await client.get(f"{url}/hang", timeout=5)
+            assert time.monotonic() - started < 2 and not info.value.decompressed
+            answer = await client.get(f"{url}/plain", timeout=5)
+            assert answer.json() == {"a": 1}
+            assert answer.elapsed.total_seconds() >= 0
+    finally:
+        server.close()
+
+
 # --- no answer at all -------------------------------------------------------------------------
 
 

@@ -11,8 +11,8 @@ whose transport
   chunk at a time, never more than the cap), not in the SDK. Beyond either a request fails
   with ``ResponseTooLarge``, which is never retried: an endless body or a gzip bomb costs
   the cap, not the machine's memory (docs/targets.md, "Fields"). A body of known length
-  up to 64 KiB (most answers) is read whole by the aiohttp transport and made plain here
-  at once, within the same caps, so that the SDK finds it read;
+  up to 64 KiB and within the cap (most answers) is read whole by the aiohttp transport
+  and made plain here at once, within the same caps, so that the SDK finds it read;
 - keeps what went wrong with a connection (the error aiohttp raised stays the cause of the
   one the SDK sees), so that ``agentv.providers.failures`` can say it in words.
 
@@ -23,8 +23,10 @@ build their client, never before.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import importlib.util
 import ssl
+import time
 import urllib.request
 import zlib
 from collections.abc import AsyncIterator, Iterator
@@ -142,6 +144,7 @@ class BoundedTransport(httpx2.AsyncBaseTransport):
         sending = SENDING.get()
         if sending is not None:
             sending()  # leaving now: a paced target spaces its next turn from here
+        started = time.perf_counter()
         response = await self.inner.handle_async_request(request)
         try:
             length = response.headers.get("Content-Length", "")
@@ -165,6 +168,8 @@ class BoundedTransport(httpx2.AsyncBaseTransport):
             body = b"".join(piece for chunk in response.stream for piece in meter.feed(chunk))
             response.stream = httpx2.ByteStream(body)
             response.read()
+            # what httpx2 says once a body is read (it measures only bodies it reads itself)
+            response.elapsed = datetime.timedelta(seconds=time.perf_counter() - started)
             return response
         assert isinstance(response.stream, httpx2.AsyncByteStream)
         response.stream = _BoundedStream(response.stream, meter)
@@ -202,7 +207,10 @@ class AiohttpTransport(httpx2.AsyncBaseTransport):
     """httpx2 requests sent through one aiohttp session (made in the loop that first uses
     it; a new loop gets its own), without aiohttp's own decompression."""
 
-    def __init__(self) -> None:
+    def __init__(self, read_whole: int = _CHUNK) -> None:
+        #: a body of known length up to this is read whole at once (``BoundedTransport``
+        #: gives its cap, when smaller: a body announced larger is refused unread)
+        self._read_whole = read_whole
         self._session: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._ssl: ssl.SSLContext | None = None
@@ -266,7 +274,7 @@ class AiohttpTransport(httpx2.AsyncBaseTransport):
             extensions["reason_phrase"] = response.reason.encode("latin-1", "replace")
         stream: httpx2.AsyncByteStream
         length = response.content_length
-        if length is not None and length <= _CHUNK:
+        if length is not None and length <= self._read_whole:
             # a small body of known length (most answers) is read whole at once: cheaper
             # than a stream of one piece through every layer above
             try:
@@ -389,7 +397,7 @@ def http_client(max_response_bytes: int, *, use_aiohttp: bool | None = None) -> 
         use_aiohttp = importlib.util.find_spec("aiohttp") is not None
     inner: httpx2.AsyncBaseTransport
     if use_aiohttp:
-        inner = AiohttpTransport()
+        inner = AiohttpTransport(read_whole=min(_CHUNK, max_response_bytes))
     else:
         inner = httpx2.AsyncHTTPTransport(
             limits=httpx2.Limits(max_connections=_MAX_CONNECTIONS, max_keepalive_connections=100)
