@@ -115,8 +115,15 @@ class Conversation:
     check_error: str | None = None  # why the stop_when check could not grade
     #: each earlier message as rendered: a request repeats them all, built once each
     memo: Memo = field(default_factory=Memo)
-    #: the judge any of its grades may ask (looked up once: ``CasePipeline.judge_for``)
-    judge: Provider | None = None
+    #: the judge any of its grades may ask, once looked up (``judge_of``)
+    _judge: tuple[Provider | None] | None = None
+
+    def judge_of(self, pipeline: CasePipeline, job: CaseJob) -> Provider | None:
+        """The judge any of the conversation's grades may ask: looked up at its first grade
+        (``CasePipeline.judge_for``), then kept; None when the case needs none."""
+        if self._judge is None:
+            self._judge = (pipeline.judge_for(job.case, job.target),)
+        return self._judge[0]
 
     @property
     def responses(self) -> list[ProviderResponse]:
@@ -228,7 +235,7 @@ class _Simulated:
         grade = await _grade(
             self.pipeline,
             self.job,
-            run.judge,
+            run.judge_of(self.pipeline, self.job),
             case,
             last.prompt,
             last.answer,
@@ -273,7 +280,7 @@ async def converse(pipeline: CasePipeline, job: CaseJob, threshold: float) -> Co
     history = list(case.input_messages)
     guidelines = list(case.guideline_files)
     inputs = list(case.input_files)
-    run = Conversation(judge=pipeline.judge_for(case, target))
+    run = Conversation()
     source = _Simulated(pipeline, job, threshold, run) if case.user else _Scripted(case)
     while True:
         index = len(run.turns) + 1
@@ -318,7 +325,7 @@ async def converse(pipeline: CasePipeline, job: CaseJob, threshold: float) -> Co
             outcome.grade = await _grade(
                 pipeline,
                 job,
-                run.judge,
+                run.judge_of(pipeline, job),
                 _turn_view(case, turn, history, before, guidelines, inputs),
                 outcome.prompt,
                 outcome.answer,
@@ -355,7 +362,7 @@ async def converse(pipeline: CasePipeline, job: CaseJob, threshold: float) -> Co
         run.grade = await _grade(
             pipeline,
             job,
-            run.judge,
+            run.judge_of(pipeline, job),
             whole,
             prompt,
             last.answer,
@@ -367,7 +374,7 @@ async def converse(pipeline: CasePipeline, job: CaseJob, threshold: float) -> Co
         run.grade = await _grade(
             pipeline,
             job,
-            run.judge,
+            run.judge_of(pipeline, job),
             whole,
             run.final,
             run.turns[-1].answer,
