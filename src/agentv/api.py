@@ -1113,7 +1113,6 @@ async def _regrade(
     from agentv.evalfile.files import FileStore
     from agentv.evalfile.loader import LoadContext
     from agentv.results.reader import results_format
-    from agentv.results.record import EvalResult as Record
     from agentv.results.writers import open_writer
     from agentv.run.cache import ResponseCache
     from agentv.run.pipeline import RunSettings
@@ -1147,7 +1146,7 @@ async def _regrade(
     try:
         for record in done.records:
             writer.write(record)
-            collector.add(Record.from_record(record))
+            collector.add_record(record)
     finally:
         writer.close()
     return Regrade(
