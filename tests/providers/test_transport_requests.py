@@ -127,3 +127,89 @@ async def test_the_sdk_client_parses_each_url_once_as_the_sdk_would(
         first = client._prepare_url(url)
         assert client._prepare_url(url) is first  # kept, not parsed again
         assert first == sdk_class._prepare_url(client, url)
+
+
+@pytest.mark.parametrize("kind", ["openai", "azure"])
+async def test_requests_differing_only_in_their_body_are_built_as_the_sdk_builds_them(
+    kind: str, make_provider: MakeProvider
+) -> None:
+    provider: Any = make_provider(kind)
+    client = provider._client
+    sdk_class = type(client).__mro__[1]  # the SDK's own client class
+    url = provider._whole_url("m")
+    bodies = [b'{"model": "m"}', b'{"model": "m", "messages": [' + b"1," * 500 + b"1]}"]
+    settings = [(5.0, 0), (7.5, 0), (5.0, 1)]  # the call's time limit, retries taken
+    for _ in range(2):  # the second time from what the first kept
+        for body in bodies:
+            for timeout, retries in settings:
+                options = provider._options_for(url).model_copy(
+                    update={"content": body, "timeout": timeout, "idempotency_key": "k"}
+                )
+                options = await client._prepare_options(options)
+                ours = client._build_request(options, retries_taken=retries)
+                theirs = sdk_class._build_request(client, options, retries_taken=retries)
+                assert shape(ours) == shape(theirs)
+                assert ours.headers["Content-Length"] == str(len(body))
+    assert len(client._built) == len(settings)  # one per set of options, not per body
+
+    # a new API key (a key the SDK refreshes) is sent from the next request on
+    client.api_key = "sk-rotated-1111"
+    options = await client._prepare_options(
+        provider._options_for(url).model_copy(update={"content": bodies[0], "timeout": 5.0})
+    )
+    ours = client._build_request(options)
+    assert shape(ours) == shape(sdk_class._build_request(client, options))
+    assert b"sk-rotated-1111" in b"".join(value for _, value in ours.headers.raw)
+
+
+@pytest.mark.parametrize("kind", ["openai", "azure"])
+async def test_other_sdk_requests_take_the_sdks_way(kind: str, make_provider: MakeProvider) -> None:
+    from openai._models import FinalRequestOptions
+
+    provider: Any = make_provider(kind)
+    client = provider._client
+    sdk_class = type(client).__mro__[1]
+    url = provider._whole_url("m")
+    others = [
+        {"json_data": {"model": "m"}},
+        {"content": b"{}", "params": {"q": "1"}},
+        {"json_data": {"model": "m"}, "extra_json": {"a": 1}},
+        {"content": iter([b"{}"])},  # a body that is not bytes (a stream)
+    ]
+    for fields in others:
+        options = await client._prepare_options(
+            FinalRequestOptions.construct(method="post", url=url, timeout=5.0, **fields)
+        )
+        ours = client._build_request(options)
+        theirs = sdk_class._build_request(client, options)
+        if "json_data" in fields:
+            assert shape(ours) == shape(theirs)
+        else:
+            assert ours.headers.raw == theirs.headers.raw
+    assert not client.__dict__.get("_built")  # none of them kept
+
+
+@pytest.mark.parametrize("kind", ["openai", "azure"])
+def test_a_calls_options_are_the_sdks_post_options(kind: str, make_provider: MakeProvider) -> None:
+    # what `post` would make of the same call (its fields, and which of them were given)
+    from openai import NotGiven
+    from openai._models import FinalRequestOptions
+
+    provider: Any = make_provider(kind)
+    url = provider._whole_url("m")
+    update = {"content": b'{"model": "m"}', "timeout": 61.0, "idempotency_key": "agentv-9"}
+    ours = provider._options_for(url).model_copy(update=update)
+    theirs = FinalRequestOptions.construct(
+        method="post",
+        url=url,
+        json_data=None,
+        files=None,
+        security={"bearer_auth": True},
+        **update,
+    )
+
+    def fields(options: Any) -> dict[str, Any]:  # each default NotGiven is its own object
+        return {k: "not given" if isinstance(v, NotGiven) else v for k, v in options}
+
+    assert fields(ours) == fields(theirs)
+    assert ours.model_fields_set == theirs.model_fields_set

@@ -246,14 +246,23 @@ def to_openai_tools(tools: tuple[dict[str, Any], ...]) -> list[dict[str, Any]]:
 
 
 @functools.cache
-def _parsed_once(client_class: type) -> type:
-    """``client_class`` (the SDK's own) parsing each URL it is given once: agentv gives it
-    the same whole URL on every call (``_whole_url``), which the SDK parsed again each time
-    (benchmarks/README.md, S8). Were the SDK to name that step otherwise, nothing but the
-    saving would be lost."""
+def _lean(client_class: type) -> type:
+    """``client_class`` (the SDK's own) with two shortcuts for the requests agentv sends,
+    each of which the SDK made again from nothing on every call (benchmarks/README.md, S8):
+
+    - each URL it is given is parsed once (agentv gives it the same whole URL every time);
+    - a request whose options differ from an earlier one's only in their body (bytes) is
+      made from that one's method, URL, headers and extensions, with its own body and
+      ``Content-Length``: the SDK's headers (auth, platform, retry count, read timeout) are
+      worked out once per set of options, not per call.
+
+    What goes on the wire is what the SDK's own ``_build_request`` makes
+    (``tests/providers/test_transport_requests.py``). Were the SDK to name those steps
+    otherwise, nothing but the saving would be lost."""
 
     class Client(client_class):  # type: ignore[misc,valid-type]
         _parsed: dict[str, Any]
+        _built: dict[tuple[Any, ...], _Built]
 
         def _prepare_url(self, url: str) -> Any:
             parsed = self.__dict__.setdefault("_parsed", {})
@@ -264,8 +273,94 @@ def _parsed_once(client_class: type) -> type:
                     parsed[url] = found
             return found
 
+        def _build_request(self, options: Any, *, retries_taken: int = 0) -> Any:
+            key = _same_but_the_body(self, options, retries_taken)
+            built = self.__dict__.setdefault("_built", {})
+            found = built.get(key) if key is not None else None
+            if found is not None:
+                return found.with_body(options.content)
+            request = super()._build_request(options, retries_taken=retries_taken)
+            if key is not None and len(built) < 64:
+                kept = _Built.of(request, options.content)
+                if kept is not None:
+                    built[key] = kept
+            return request
+
     Client.__name__ = Client.__qualname__ = client_class.__name__
     return Client
+
+
+def _same_but_the_body(client: Any, options: Any, retries_taken: int) -> tuple[Any, ...] | None:
+    """What ``_build_request`` makes a request of, less a body of bytes: requests with the
+    same key differ only in their body. None: not such a request (JSON, files, a query,
+    an idempotency header), or options that cannot be compared."""
+    if (
+        type(options.content) is not bytes
+        or options.json_data is not None
+        or options.extra_json is not None
+        or options.files is not None
+        or options.params
+        or client._idempotency_header
+    ):
+        return None
+    headers = options.headers
+    timeout = options.timeout
+    key = (
+        options.method,
+        options.url,
+        retries_taken,
+        timeout if isinstance(timeout, int | float | None) else repr(timeout),
+        tuple(headers.items()) if isinstance(headers, dict) else repr(headers),
+        tuple(options.security.items()),
+        # the API key as the SDK would send it now (a key it refreshes changes it)
+        tuple(client._auth_headers(options.security).items()),
+    )
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+class _Built:
+    """A request the SDK built, less its body: made again with another body."""
+
+    __slots__ = ("extensions", "headers", "method", "url")
+
+    def __init__(self, method: str, url: Any, headers: Any, extensions: dict[str, Any]) -> None:
+        self.method = method
+        self.url = url
+        self.headers = headers
+        self.extensions = extensions
+
+    @classmethod
+    def of(cls, request: Any, content: bytes) -> _Built | None:
+        """``request`` kept, if it ends as the requests made with a body of bytes do
+        (``Content-Length`` last), else None."""
+        import httpx2
+
+        raw = request.headers.raw
+        if not raw or raw[-1] != (b"Content-Length", str(len(content)).encode("ascii")):
+            return None
+        if not isinstance(request.stream, httpx2.ByteStream) or request.content != content:
+            return None
+        return cls(request.method, request.url, httpx2.Headers(raw[:-1]), request.extensions)
+
+    def with_body(self, content: bytes) -> Any:
+        import httpx2
+
+        headers = httpx2.Headers(self.headers)
+        headers["Content-Length"] = str(len(content))  # not among them: appended, last
+        extensions = {k: dict(v) if isinstance(v, dict) else v for k, v in self.extensions.items()}
+        request = httpx2.Request(
+            self.method,
+            self.url,
+            headers=headers,
+            stream=httpx2.ByteStream(content),
+            extensions=extensions,
+        )
+        request.read()
+        return request
 
 
 #: numbers the requests of this process (their idempotency keys)
@@ -283,6 +378,7 @@ class _ChatCompletionsProvider(LLMProvider):
     def __init__(self, name: str, settings: OpenAISettings | AzureOpenAISettings) -> None:
         super().__init__(name, settings)
         self._urls: dict[str, str] = {}  # whole URL of each model's endpoint
+        self._options: dict[str, Any] = {}  # the SDK's request options per whole URL
 
     def build_payload(self, request: ProviderRequest) -> Payload:
         body: dict[str, Any] = {
@@ -307,29 +403,47 @@ class _ChatCompletionsProvider(LLMProvider):
         return "/chat/completions"
 
     async def call(self, payload: Payload, timeout: float) -> Answer:
-        # `post` with ready bytes skips the SDK's type-driven transformation and its JSON
-        # encoding of the body (the body is wire-ready already), which cost milliseconds
-        # per call; errors are raised by the SDK as usual. Its own timeout sits just above
-        # ours, so ours fires.
-        content = await self._client.post(
-            self._whole_url(payload.request["model"]),
-            content=orjson.dumps(payload.request),
-            cast_to=bytes,
-            # the SDK's own `chat.completions.create` asks for bearer auth alone; said here,
-            # the SDK's wider default is not deep-copied on every call either. A key of our
-            # own (unique per request, as the SDK's) spares the SDK a uuid4 per call; the
-            # OpenAI and Azure clients send none
-            options={
+        # The SDK's `request` with options made from the provider's own (`_options_for`):
+        # a body of bytes skips the SDK's type-driven transformation and its JSON encoding
+        # (the body is wire-ready already), which cost milliseconds per call; errors are
+        # raised by the SDK as usual. Its own timeout sits just above ours, so ours fires.
+        options = self._options_for(self._whole_url(payload.request["model"])).model_copy(
+            update={
+                "content": orjson.dumps(payload.request),
                 "timeout": timeout + 1,
-                "security": {"bearer_auth": True},
+                # a key of our own, unique per request as the SDK's, spares the SDK a uuid4
+                # per call; the OpenAI and Azure clients send none
                 "idempotency_key": f"agentv-{next(_REQUEST_NUMBERS)}",
-            },
+            }
         )
+        content = await self._client.request(bytes, options)
         try:
             data = orjson.loads(content)
         except orjson.JSONDecodeError:
             raise NotJSON(content.decode("utf-8", errors="replace")) from None
         return from_openai_completion(data)
+
+    def _options_for(self, url: str) -> Any:
+        """The SDK's request options for a call of ``url``, made once per URL as the SDK's
+        ``post`` makes them (its pydantic model's defaults cost more than the request's own
+        building); each call copies them with its body, time limit and key."""
+        options = self._options.get(url)
+        if options is None:
+            from openai._models import FinalRequestOptions
+
+            options = self._options[url] = FinalRequestOptions.construct(
+                method="post",
+                url=url,
+                json_data=None,
+                content=b"",
+                files=None,
+                timeout=None,
+                # the SDK's own `chat.completions.create` asks for bearer auth alone; said
+                # here, its wider default is not deep-copied on every call either
+                security={"bearer_auth": True},
+                idempotency_key=None,
+            )
+        return options
 
     def _whole_url(self, model: str) -> str:
         """``endpoint_for(model)`` joined to the client's base URL as the SDK joins them, once
@@ -370,7 +484,7 @@ class OpenAIProvider(_ChatCompletionsProvider):
         )
         self.api_key_in_use = key
         self._url = safe_url(settings.base_url) or "https://api.openai.com/v1"
-        self._client = _parsed_once(self._sdk.AsyncOpenAI)(
+        self._client = _lean(self._sdk.AsyncOpenAI)(
             api_key=key,
             base_url=settings.base_url or None,
             organization=settings.organization or None,
@@ -399,7 +513,7 @@ class AzureOpenAIProvider(_ChatCompletionsProvider):
         self._url = safe_url(settings.endpoint_url)
         # No fixed deployment in the client: each call names its own (endpoint_for), so a
         # judge's `model` picks the deployment.
-        self._client = _parsed_once(self._sdk.AsyncAzureOpenAI)(
+        self._client = _lean(self._sdk.AsyncAzureOpenAI)(
             azure_endpoint=settings.endpoint_url,
             api_key=key,
             api_version=settings.api_version,
