@@ -141,3 +141,42 @@ async def test_a_rate_limit_wait_beyond_the_cases_limit_fails_as_rate_limited(
         "(rate limited: the server asked to wait 5 s, more than is left of the request's "
         "time limit)"
     )
+
+
+@pytest.mark.parametrize(
+    ("timeout_seconds", "run_limit", "said", "timers"),
+    [
+        (1, RUN_LIMIT, "no answer within 1 s", 2),  # the target's own limit is timed too
+        (60, 0.5, "did not answer within 0.5s", 1),  # the run's limit alone is timed
+    ],
+)
+async def test_through_the_runs_gate_the_shorter_limit_fires_and_is_the_only_one_timed(
+    timeout_seconds: float,
+    run_limit: float,
+    said: str,
+    timers: int,
+    llm_server: FakeLLMServer,
+    make_provider: MakeProvider,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import asyncio
+
+    from agentv.run.scheduling import GatedProvider, TargetGate
+
+    made: list[float | None] = []
+    timeout = asyncio.timeout
+
+    def counted(delay: float | None) -> asyncio.Timeout:
+        made.append(delay)
+        return timeout(delay)
+
+    monkeypatch.setattr(asyncio, "timeout", counted)
+    llm_server.script(Fault.stall_mid_body())
+    provider = make_provider("openai", timeout_seconds=timeout_seconds, max_retries=0)
+    gated = GatedProvider(provider, TargetGate(4))
+    started = time.monotonic()
+    with pytest.raises(ProviderTimeout) as info:
+        await gated.invoke(ask(question="Hello?", timeout=run_limit))
+    assert said in str(info.value)
+    assert time.monotonic() - started < 3
+    assert len(made) == timers, made

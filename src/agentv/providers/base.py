@@ -64,6 +64,11 @@ class Throttle(Protocol):
 #: for each request; None: nobody asks)
 SENDING: ContextVar[Callable[[], None] | None] = ContextVar("agentv_sending", default=None)
 
+#: when the call under way must have ended, by the event loop's clock (set by the run's gate
+#: for a request with a time limit; None: no such limit): a provider need not time its own
+#: request as well when that limit comes first
+DEADLINE: ContextVar[float | None] = ContextVar("agentv_deadline", default=None)
+
 
 @dataclass(slots=True)
 class ProviderRequest:

@@ -42,6 +42,7 @@ from agentv.errors import ProviderError, ProviderHTTPError, ProviderTimeout, Set
 from agentv.masking import shorten
 from agentv.messages import ChatMessage, ToolCall
 from agentv.providers.base import (
+    DEADLINE,
     SENDING,
     THROTTLE_STATUSES,
     Provider,
@@ -307,11 +308,18 @@ class LLMProvider(Provider):
         self, payload: Payload, timeout: float, attempts: int, deadline: float | None
     ) -> tuple[Answer, int]:
         empty_answers = 0
+        outer = DEADLINE.get()
+        loop = asyncio.get_running_loop()
         for attempt in range(attempts):
             sent_at = self.throttle.now() if self.throttle is not None else 0.0
             try:
-                async with asyncio.timeout(timeout):
+                if outer is not None and outer <= loop.time() + timeout:
+                    # the run's limit on the whole call ends first: it alone is timed (one
+                    # timer less per request; this one could never fire first)
                     answer = await self.call(payload, timeout)
+                else:
+                    async with asyncio.timeout(timeout):
+                        answer = await self.call(payload, timeout)
                 if answer.text.strip() or answer.tool_calls:  # tool calls are an answer too
                     if self.throttle is not None:
                         self.throttle.succeeded(sent_at)

@@ -65,6 +65,7 @@ from typing import Protocol
 
 from agentv.errors import ProviderTimeout
 from agentv.providers.base import (
+    DEADLINE,
     Provider,
     ProviderRequest,
     ProviderResponse,
@@ -798,8 +799,12 @@ class GatedProvider(ProviderWrapper):
             return await self.wrapped.invoke(request)
         limit = timeout + (AGENT_GRACE_S if self.is_agent else 0.0)
         try:
-            async with asyncio.timeout(limit):  # from when the gate lets it through
-                return await self.wrapped.invoke(request)
+            async with asyncio.timeout(limit) as scope:  # from when the gate lets it through
+                told = DEADLINE.set(scope.when())
+                try:
+                    return await self.wrapped.invoke(request)
+                finally:
+                    DEADLINE.reset(told)
         except TimeoutError:
             raise ProviderTimeout(
                 self.name, f"target {self.name!r} did not answer within {timeout:g}s"
