@@ -416,7 +416,11 @@ class _ChatCompletionsProvider(LLMProvider):
                 "idempotency_key": f"agentv-{next(_REQUEST_NUMBERS)}",
             }
         )
-        content = await self._client.request(bytes, options)
+        import httpx2  # the SDK's HTTP library: loaded with it
+
+        # cast to httpx2's response: the SDK hands it over as it is, read, not wrapped in
+        # a response object of its own to be parsed
+        content = (await self._client.request(httpx2.Response, options)).content
         try:
             data = orjson.loads(content)
         except orjson.JSONDecodeError:
