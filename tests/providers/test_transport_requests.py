@@ -213,3 +213,21 @@ def test_a_calls_options_are_the_sdks_post_options(kind: str, make_provider: Mak
 
     assert fields(ours) == fields(theirs)
     assert ours.model_fields_set == theirs.model_fields_set
+
+
+@pytest.mark.parametrize("use_aiohttp", [True, False])
+async def test_headers_reach_the_server_as_given_on_either_transport(
+    use_aiohttp: bool, llm_server: FakeLLMServer
+) -> None:
+    # a UTF-8 value (as bytes: httpx2 takes str values in ASCII only) and a name's case
+    headers = [(b"X-Note", "café ☕".encode()), (b"X-MiXed-Case", b"Value")]
+    async with http_client(1 << 20, use_aiohttp=use_aiohttp) as client:
+        response = await client.post(
+            f"{llm_server.url}/v1/chat/completions",
+            content=b'{"model": "m", "messages": [{"role": "user", "content": "Hi"}]}',
+            headers=headers,
+        )
+    assert response.status_code == 200
+    got = llm_server.requests[-1].headers
+    assert got["x-note"] == "café ☕"
+    assert got["x-mixed-case"] == "Value"

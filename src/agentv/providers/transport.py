@@ -214,6 +214,7 @@ class AiohttpTransport(httpx2.AsyncBaseTransport):
         self._session: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._ssl: ssl.SSLContext | None = None
+        self._timeouts: dict[tuple[float | None, ...], Any] = {}
         # HTTP(S)_PROXY and NO_PROXY, read once (aiohttp's trust_env reads them, and
         # ~/.netrc, on every request: a fifth of the time of a fast answer)
         self._proxies = urllib.request.getproxies()
@@ -237,34 +238,47 @@ class AiohttpTransport(httpx2.AsyncBaseTransport):
             return None
         return proxy
 
+    def _timeout(self, pool: float | None, connect: float | None, read: float | None) -> Any:
+        """aiohttp's timeouts for httpx2's, made once for each set of them."""
+        key = (pool, connect, read)
+        found = self._timeouts.get(key)
+        if found is None:
+            import aiohttp
+
+            if len(self._timeouts) >= 64:
+                self._timeouts.clear()
+            found = self._timeouts[key] = aiohttp.ClientTimeout(
+                total=None, connect=pool, sock_connect=connect, sock_read=read
+            )
+        return found
+
     def _ssl_context(self) -> ssl.SSLContext:
         if self._ssl is None:
             self._ssl = httpx2.create_ssl_context()  # the system's (or certifi's) CAs
         return self._ssl
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        import aiohttp
-
         limits = request.extensions.get("timeout", {})
         try:
             body: bytes | None = request.content
         except httpx2.RequestNotRead:
             body = await request.aread()
         url = str(request.url)
+        # the headers as httpx2's `multi_items` gives them (names in lower case, decoded as
+        # httpx2 decodes them), decoded in one pass
+        encoding = request.headers.encoding
+        headers = [(k.lower().decode(encoding), v.decode(encoding)) for k, v in request.headers.raw]
         try:
             response = await self._session_now().request(
                 request.method,
                 url,
-                headers=list(request.headers.multi_items()),
+                headers=headers,
                 data=body or None,
                 allow_redirects=False,
                 proxy=self._proxy(request.url),
                 ssl=self._ssl_context() if request.url.scheme == "https" else True,
-                timeout=aiohttp.ClientTimeout(
-                    total=None,
-                    connect=limits.get("pool"),
-                    sock_connect=limits.get("connect"),
-                    sock_read=limits.get("read"),
+                timeout=self._timeout(
+                    limits.get("pool"), limits.get("connect"), limits.get("read")
                 ),
             )
         except Exception as exc:
