@@ -312,6 +312,9 @@ class FakeLLMServer:
     #: input tokens each answer says were read from the vendor's prompt cache, in the API's
     #: own field (OpenAI's within the prompt tokens, Anthropic's apart from its input tokens)
     cached_prompt_tokens: int = 0
+    #: each answer sets a cookie (``affinity=node<n>``, n the answer's number), as a load
+    #: balancer or a gateway that keeps a client on one node does
+    sets_cookie: bool = False
     #: for each endless body served, the bytes sent of it so far (when the client stopped
     #: reading, the server's writes stop too, a few buffers later)
     endless_sent: list[int] = field(default_factory=list)
@@ -523,7 +526,10 @@ class FakeLLMServer:
             return await _stalled(request, payload, fault.stall, self._closing)
         if api in ("openai", "azure") and isinstance(body, dict) and body.get("stream"):
             return await _openai_stream(request, payload)
-        return web.json_response(payload)
+        response = web.json_response(payload)
+        if self.sets_cookie:
+            response.set_cookie("affinity", f"node{n + 1}")
+        return response
 
     async def _endless(self, request: web.Request) -> web.StreamResponse:
         """200, chunked, then 1 MiB chunks until the client goes away or the server stops."""

@@ -9,9 +9,10 @@ from typing import Any
 
 import httpx2
 import pytest
-from wire_support import LM_KINDS, MakeProvider
+from wire_support import LM_KINDS, MakeProvider, provider_fields
 
 from agentv.providers.base import SENDING
+from agentv.providers.registry import provider_class
 from agentv.providers.transport import http_client
 from fakes import FakeLLMServer
 from helpers import ask
@@ -138,7 +139,8 @@ async def test_requests_differing_only_in_their_body_are_built_as_the_sdk_builds
     sdk_class = type(client).__mro__[1]  # the SDK's own client class
     url = provider._whole_url("m")
     bodies = [b'{"model": "m"}', b'{"model": "m", "messages": [' + b"1," * 500 + b"1]}"]
-    settings = [(5.0, 0), (7.5, 0), (5.0, 1)]  # the call's time limit, retries taken
+    # the call's time limit (5 and 5.0 are sent differently), retries taken
+    settings = [(5.0, 0), (5, 0), (7.5, 0), (5.0, 1)]
     for _ in range(2):  # the second time from what the first kept
         for body in bodies:
             for timeout, retries in settings:
@@ -231,3 +233,32 @@ async def test_headers_reach_the_server_as_given_on_either_transport(
     got = llm_server.requests[-1].headers
     assert got["x-note"] == "café ☕"
     assert got["x-mixed-case"] == "Value"
+
+
+@pytest.mark.parametrize("kind", ["openai", "azure"])
+async def test_cookies_the_server_sets_are_sent_back_with_each_later_request(kind: str) -> None:
+    # a load balancer keeping a client on one node, rotating its cookie with each answer
+    with FakeLLMServer(sets_cookie=True) as server:
+        cls = provider_class(kind)
+        provider: Any = cls("t", cls.Settings.model_validate(provider_fields(kind, server)))
+        try:
+            for _ in range(3):
+                await provider.invoke(ask("Say hi."))
+            # and as the SDK itself builds it, with the cookie the jar holds now
+            client = provider._client
+            options = await client._prepare_options(
+                provider._options_for(provider._whole_url("m")).model_copy(
+                    update={"content": b"{}", "timeout": 5.0}
+                )
+            )
+            sdk_class = type(client).__mro__[1]
+            ours = client._build_request(options)
+            assert shape(ours) == shape(sdk_class._build_request(client, options))
+        finally:
+            await provider.aclose()
+    assert [r.headers.get("cookie") for r in server.requests] == [
+        None,
+        "affinity=node1",
+        "affinity=node2",
+    ]
+    assert ours.headers["cookie"] == "affinity=node3"

@@ -257,8 +257,10 @@ def _lean(client_class: type) -> type:
       worked out once per set of options, not per call.
 
     What goes on the wire is what the SDK's own ``_build_request`` makes
-    (``tests/providers/test_transport_requests.py``). Were the SDK to name those steps
-    otherwise, nothing but the saving would be lost."""
+    (``tests/providers/test_transport_requests.py``), as long as the client's own settings
+    (organization, default headers and query, time limit) stay as they were made: agentv
+    never changes them. Were the SDK to name those steps otherwise, nothing but the saving
+    would be lost."""
 
     class Client(client_class):  # type: ignore[misc,valid-type]
         _parsed: dict[str, Any]
@@ -277,10 +279,12 @@ def _lean(client_class: type) -> type:
             key = _same_but_the_body(self, options, retries_taken)
             built = self.__dict__.setdefault("_built", {})
             found = built.get(key) if key is not None else None
+            cookies = self._client.cookies  # httpx2's jar: what servers set, sent back
             if found is not None:
-                return found.with_body(options.content)
+                return found.with_body(options.content, cookies)
             request = super()._build_request(options, retries_taken=retries_taken)
-            if key is not None and len(built) < 64:
+            # kept only when made with no cookie: each request gets the jar's of its time
+            if key is not None and not cookies and len(built) < 64:
                 kept = _Built.of(request, options.content)
                 if kept is not None:
                     built[key] = kept
@@ -309,7 +313,7 @@ def _same_but_the_body(client: Any, options: Any, retries_taken: int) -> tuple[A
         options.method,
         options.url,
         retries_taken,
-        timeout if isinstance(timeout, int | float | None) else repr(timeout),
+        repr(timeout),  # 5 and 5.0 are equal, but the SDK's read-timeout header says which
         tuple(headers.items()) if isinstance(headers, dict) else repr(headers),
         tuple(options.security.items()),
         # the API key as the SDK would send it now (a key it refreshes changes it)
@@ -344,23 +348,33 @@ class _Built:
             return None
         if not isinstance(request.stream, httpx2.ByteStream) or request.content != content:
             return None
-        return cls(request.method, request.url, httpx2.Headers(raw[:-1]), request.extensions)
+        headers = httpx2.Headers(raw[:-1])
+        return cls(request.method, request.url, headers, _copied(request.extensions))
 
-    def with_body(self, content: bytes) -> Any:
+    def with_body(self, content: bytes, cookies: Any) -> Any:
+        """The request again with ``content``, and the cookies of ``cookies`` (httpx2's
+        jar) that are for its URL, as httpx2 adds them (after the other headers, before
+        ``Content-Length``)."""
         import httpx2
 
-        headers = httpx2.Headers(self.headers)
-        headers["Content-Length"] = str(len(content))  # not among them: appended, last
-        extensions = {k: dict(v) if isinstance(v, dict) else v for k, v in self.extensions.items()}
         request = httpx2.Request(
             self.method,
             self.url,
-            headers=headers,
+            headers=self.headers,  # copied by the request
             stream=httpx2.ByteStream(content),
-            extensions=extensions,
+            extensions=_copied(self.extensions),
         )
+        if cookies:
+            cookies.set_cookie_header(request)
+        request.headers["Content-Length"] = str(len(content))  # not among them: appended
         request.read()
         return request
+
+
+def _copied(extensions: dict[str, Any]) -> dict[str, Any]:
+    """A request's extensions, each dict among them copied (the timeouts): a request's own
+    may be changed while it is sent."""
+    return {k: dict(v) if isinstance(v, dict) else v for k, v in extensions.items()}
 
 
 #: numbers the requests of this process (their idempotency keys)
