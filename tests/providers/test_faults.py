@@ -6,6 +6,7 @@ are retried once, and ``retry_max_delay_ms`` caps ``Retry-After``."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 from wire_support import LM_KINDS, MakeProvider
@@ -180,3 +181,36 @@ async def test_through_the_runs_gate_the_shorter_limit_fires_and_is_the_only_one
     assert said in str(info.value)
     assert time.monotonic() - started < 3
     assert len(made) == timers, made
+
+
+async def test_a_task_started_within_a_gated_call_times_its_own_requests(
+    llm_server: FakeLLMServer, make_provider: MakeProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the gate's limit is its own task's: a task started meanwhile (a user's code calling a
+    # model on its own) inherits the context, not the gate's timer
+    import asyncio
+
+    from agentv.providers.base import ProviderResponse, ProviderWrapper
+    from agentv.run.scheduling import GatedProvider, TargetGate
+
+    made: list[float | None] = []
+    timeout = asyncio.timeout
+
+    def counted(delay: float | None) -> asyncio.Timeout:
+        made.append(delay)
+        return timeout(delay)
+
+    spawned: list[asyncio.Task[Any]] = []
+
+    class Spawns(ProviderWrapper):
+        async def invoke(self, request: Any) -> ProviderResponse:
+            spawned.append(asyncio.create_task(self.wrapped.invoke(REQUEST)))
+            return ProviderResponse(text="started")
+
+    monkeypatch.setattr(asyncio, "timeout", counted)
+    llm_server.script(Fault.stall_mid_body())
+    inner = make_provider("openai", timeout_seconds=1, max_retries=0)
+    await GatedProvider(Spawns(inner), TargetGate(4)).invoke(ask(question="Hi", timeout=0.3))
+    with pytest.raises(ProviderTimeout, match="no answer within 1 s"):
+        await spawned[0]
+    assert made == [0.3, 1]  # the gate's, then the spawned request's own

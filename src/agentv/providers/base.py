@@ -21,6 +21,8 @@ from agentv.messages import ChatMessage, ToolCall
 from agentv.trajectory import Trajectory
 
 if TYPE_CHECKING:
+    import asyncio
+
     from agentv.cases import EvalCase
     from agentv.pricing import TargetPrice
     from agentv.prompts import Mode, Prompt
@@ -64,10 +66,13 @@ class Throttle(Protocol):
 #: for each request; None: nobody asks)
 SENDING: ContextVar[Callable[[], None] | None] = ContextVar("agentv_sending", default=None)
 
-#: when the call under way must have ended, by the event loop's clock (set by the run's gate
-#: for a request with a time limit; None: no such limit): a provider need not time its own
-#: request as well when that limit comes first
-DEADLINE: ContextVar[float | None] = ContextVar("agentv_deadline", default=None)
+#: the task whose call must have ended by when, by the event loop's clock (set by the run's
+#: gate for a request with a time limit; None: no such limit): that task's provider need not
+#: time its own request as well when the limit comes first. Only that task: a task or a
+#: thread started meanwhile inherits the variable, but not the gate's timer.
+DEADLINE: ContextVar[tuple[asyncio.Task[Any] | None, float] | None] = ContextVar(
+    "agentv_deadline", default=None
+)
 
 
 @dataclass(slots=True)

@@ -308,7 +308,8 @@ class LLMProvider(Provider):
         self, payload: Payload, timeout: float, attempts: int, deadline: float | None
     ) -> tuple[Answer, int]:
         empty_answers = 0
-        outer = DEADLINE.get()
+        told = DEADLINE.get()  # the gate's limit, for this very task only
+        outer = told[1] if told is not None and told[0] is asyncio.current_task() else None
         loop = asyncio.get_running_loop()
         for attempt in range(attempts):
             sent_at = self.throttle.now() if self.throttle is not None else 0.0

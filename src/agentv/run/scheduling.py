@@ -800,7 +800,9 @@ class GatedProvider(ProviderWrapper):
         limit = timeout + (AGENT_GRACE_S if self.is_agent else 0.0)
         try:
             async with asyncio.timeout(limit) as scope:  # from when the gate lets it through
-                told = DEADLINE.set(scope.when())
+                when = scope.when()
+                assert when is not None  # a timeout of `limit` seconds
+                told = DEADLINE.set((asyncio.current_task(), when))
                 try:
                     return await self.wrapped.invoke(request)
                 finally:
