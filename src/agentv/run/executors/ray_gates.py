@@ -155,6 +155,10 @@ class RemoteGate:
     def try_acquire(self, tokens: float = 0.0) -> bool:
         return False  # every turn is the keeper's to give
 
+    @property
+    def waiting(self) -> bool:
+        return False  # the keeper's line is not in this process
+
     async def acquire(self, tokens: float = 0.0) -> None:
         ticket = f"{os.getpid()}-{next(_tickets)}"
         ref = self._keeper.acquire.remote(self._key, tokens, _holder, ticket)
