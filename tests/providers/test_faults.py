@@ -5,6 +5,7 @@ are retried once, and ``retry_max_delay_ms`` caps ``Retry-After``."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
@@ -144,8 +145,22 @@ async def test_a_rate_limit_wait_beyond_the_cases_limit_fails_as_rate_limited(
     )
 
 
+@pytest.fixture
+def timers(monkeypatch: pytest.MonkeyPatch) -> list[float | None]:
+    """The delay of each ``asyncio.timeout`` made from now on, in order."""
+    made: list[float | None] = []
+    timeout = asyncio.timeout
+
+    def counted(delay: float | None) -> asyncio.Timeout:
+        made.append(delay)
+        return timeout(delay)
+
+    monkeypatch.setattr(asyncio, "timeout", counted)
+    return made
+
+
 @pytest.mark.parametrize(
-    ("timeout_seconds", "run_limit", "said", "timers"),
+    ("timeout_seconds", "run_limit", "said", "count"),
     [
         (1, RUN_LIMIT, "no answer within 1 s", 2),  # the target's own limit is timed too
         (60, 0.5, "did not answer within 0.5s", 1),  # the run's limit alone is timed
@@ -155,23 +170,13 @@ async def test_through_the_runs_gate_the_shorter_limit_fires_and_is_the_only_one
     timeout_seconds: float,
     run_limit: float,
     said: str,
-    timers: int,
+    count: int,
     llm_server: FakeLLMServer,
     make_provider: MakeProvider,
-    monkeypatch: pytest.MonkeyPatch,
+    timers: list[float | None],
 ) -> None:
-    import asyncio
-
     from agentv.run.scheduling import GatedProvider, TargetGate
 
-    made: list[float | None] = []
-    timeout = asyncio.timeout
-
-    def counted(delay: float | None) -> asyncio.Timeout:
-        made.append(delay)
-        return timeout(delay)
-
-    monkeypatch.setattr(asyncio, "timeout", counted)
     llm_server.script(Fault.stall_mid_body())
     provider = make_provider("openai", timeout_seconds=timeout_seconds, max_retries=0)
     gated = GatedProvider(provider, TargetGate(4))
@@ -180,25 +185,16 @@ async def test_through_the_runs_gate_the_shorter_limit_fires_and_is_the_only_one
         await gated.invoke(ask(question="Hello?", timeout=run_limit))
     assert said in str(info.value)
     assert time.monotonic() - started < 3
-    assert len(made) == timers, made
+    assert len(timers) == count, timers
 
 
 async def test_a_task_started_within_a_gated_call_times_its_own_requests(
-    llm_server: FakeLLMServer, make_provider: MakeProvider, monkeypatch: pytest.MonkeyPatch
+    llm_server: FakeLLMServer, make_provider: MakeProvider, timers: list[float | None]
 ) -> None:
     # the gate's limit is its own task's: a task started meanwhile (a user's code calling a
     # model on its own) inherits the context, not the gate's timer
-    import asyncio
-
     from agentv.providers.base import ProviderResponse, ProviderWrapper
     from agentv.run.scheduling import GatedProvider, TargetGate
-
-    made: list[float | None] = []
-    timeout = asyncio.timeout
-
-    def counted(delay: float | None) -> asyncio.Timeout:
-        made.append(delay)
-        return timeout(delay)
 
     spawned: list[asyncio.Task[Any]] = []
 
@@ -207,10 +203,9 @@ async def test_a_task_started_within_a_gated_call_times_its_own_requests(
             spawned.append(asyncio.create_task(self.wrapped.invoke(REQUEST)))
             return ProviderResponse(text="started")
 
-    monkeypatch.setattr(asyncio, "timeout", counted)
     llm_server.script(Fault.stall_mid_body())
     inner = make_provider("openai", timeout_seconds=1, max_retries=0)
     await GatedProvider(Spawns(inner), TargetGate(4)).invoke(ask(question="Hi", timeout=0.3))
     with pytest.raises(ProviderTimeout, match="no answer within 1 s"):
         await spawned[0]
-    assert made == [0.3, 1]  # the gate's, then the spawned request's own
+    assert timers == [0.3, 1]  # the gate's, then the spawned request's own
