@@ -417,6 +417,8 @@ class _ChatCompletionsProvider(LLMProvider):
         return "/chat/completions"
 
     async def call(self, payload: Payload, timeout: float) -> Answer:
+        import httpx2  # the SDK's HTTP library: loaded with it
+
         # The SDK's `request` with options made from the provider's own (`_options_for`):
         # a body of bytes skips the SDK's type-driven transformation and its JSON encoding
         # (the body is wire-ready already), which cost milliseconds per call; errors are
@@ -430,8 +432,6 @@ class _ChatCompletionsProvider(LLMProvider):
                 "idempotency_key": f"agentv-{next(_REQUEST_NUMBERS)}",
             }
         )
-        import httpx2  # the SDK's HTTP library: loaded with it
-
         # cast to httpx2's response: the SDK hands it over as it is, read, not wrapped in
         # a response object of its own to be parsed
         content = (await self._client.request(httpx2.Response, options)).content
