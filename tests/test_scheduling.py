@@ -8,6 +8,7 @@ import asyncio
 import re
 from itertools import pairwise
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -236,3 +237,32 @@ def test_a_429_that_is_not_retried_still_pauses_the_target(
         assert [t for t in received if t0 + 0.05 < t < t0 + 0.25] == [], why
         assert len(received) == 12
         assert "default: 12 requests, 1 throttled (429/503)" in proc.stdout, why
+
+
+async def test_a_freed_turn_sends_its_next_request_before_the_answer_that_freed_it_is_graded(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # answers come back in bunches: the request waiting for the turn an answer freed goes
+    # out before that answer is graded and recorded (benchmarks/README.md, S8)
+    import agentv
+    import agentv.run.pipeline as pipeline
+
+    order: list[str] = []
+    grade_case = pipeline.grade_case
+
+    async def graded(ctx: Any, *args: Any, **kwargs: Any) -> Any:
+        order.append(f"{ctx.case.id} graded")
+        return await grade_case(ctx, *args, **kwargs)
+
+    async def app(messages: list[dict[str, Any]]) -> str:
+        order.append(f"{messages[-1]['content']} sent")
+        await asyncio.sleep(0.01)  # the other case stands in line meanwhile
+        return "fake answer"
+
+    monkeypatch.setattr(pipeline, "grade_case", graded)
+    write(repo, "evals/two.yaml", _cases(2))
+    run = await agentv.arun_eval(
+        "evals/two.yaml", target=agentv.PythonTarget(app), workers=1, cwd=repo
+    )
+    assert [r.status for r in run.results] == ["ok", "ok"]
+    assert order == ["q0 sent", "q1 sent", "c0 graded", "c1 graded"]

@@ -982,25 +982,3 @@ def test_gates_one_per_provider_made_on_first_use() -> None:
     assert isinstance(bare, TargetGate)
     assert (bare._rpm, bare._tpm, third.throttle) == (None, None, bare)
     assert gates.by_target() == {"fake": gate, "limited": limited, "bare": bare}
-
-
-async def test_a_freed_turn_is_used_by_the_first_in_line_before_its_last_holder_goes_on() -> None:
-    # answers come back in bunches: a freed turn's next request goes out before the one
-    # who freed it records its answer (benchmarks/README.md, S8)
-    gate = TargetGate(1, clock=Clock())
-    order: list[str] = []
-
-    class Telling(FakeProvider):
-        async def invoke(self, req: ProviderRequest) -> ProviderResponse:
-            order.append(f"{req.question} sent")
-            return await super().invoke(req)
-
-    gated = GatedProvider(Telling(gate, hang=0.01), gate)  # B stands in line meanwhile
-
-    async def one(question: str) -> None:
-        await gated.invoke(request(question=question))
-        order.append(f"{question} goes on")
-
-    await asyncio.wait_for(asyncio.gather(one("A"), one("B")), HANG_GUARD)
-    assert order == ["A sent", "B sent", "A goes on", "B goes on"]
-    assert (gate.in_flight, gate.stats.requests) == (0, 2)

@@ -797,11 +797,6 @@ class GatedProvider(ProviderWrapper):
             response = await self._send(request)
         finally:
             gate.release()
-        if gate.waiting:
-            # the first in line sends before this one carries on: answers come back in
-            # bunches, and the turns they free stay idle while each records its answer
-            # first (benchmarks/README.md, S8)
-            await asyncio.sleep(0)
         usage = response.usage
         gate.used_tokens(estimated, usage.input_tokens if usage is not None else None)
         return response
