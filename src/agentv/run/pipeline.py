@@ -487,10 +487,8 @@ class CasePipeline:
         """``target``'s sender and its gate."""
         found = self._target_senders.get(id(target))
         if found is None:
-            limit = target_workers(self.settings, target)
-            sender = self.sender(target.provider, limit)
-            found = (sender, self.gates.for_provider(target.provider, limit))
-            self._target_senders[id(target)] = found
+            sender = self.sender(target.provider, target_workers(self.settings, target))
+            found = self._target_senders[id(target)] = (sender, self.gate(target))
         return found
 
     def user_sender(self, job: CaseJob) -> Provider:
