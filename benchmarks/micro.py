@@ -30,7 +30,7 @@ from agentv.cases import EvalCase, EvaluatorConfig
 from agentv.evalfile.schema import ContainsSpec, IsJsonSpec, RegexSpec
 from agentv.evaluators import EvaluationContext, run_evaluator
 from agentv.messages import Message, TextSegment
-from agentv.prompts import build_prompt, request_messages
+from agentv.prompts.builder import build_prompt, request_messages
 from agentv.providers.base import ProviderRequest
 from agentv.providers.registry import provider_class
 

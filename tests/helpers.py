@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from agentv.prompts import request_messages
+from agentv.prompts.builder import request_messages
 from agentv.providers.base import ProviderRequest
 
 
@@ -90,7 +90,7 @@ def across(size: int, cuts: list[int], offset: int, key: str = KEY) -> str:
 
 def middle_cuts(size: int, limit: int) -> list[int]:
     """Where a text of ``size`` characters shortened to ``limit`` from the middle is cut
-    (``agentv.masking.cut``): after two thirds of the limit, and before its last third."""
+    (``agentv.system.masking.cut``): after two thirds of the limit, and before its last third."""
     head = limit * 2 // 3
     return [head, size - (limit - head)]
 

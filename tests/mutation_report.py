@@ -25,7 +25,7 @@ EQUIVALENT_FILE = Path(__file__).with_name("mutation_equivalent.txt")
 GOAL = 0.95
 
 MODULES = {
-    "agentv.prompts": "src/agentv/prompts.py",
+    "agentv.prompts.builder": "src/agentv/prompts/builder.py",
     "agentv.evaluators.deterministic": "src/agentv/evaluators/deterministic.py",
     "agentv.evaluators.grading": "src/agentv/evaluators/grading.py",
     "agentv.results.summary": "src/agentv/results/summary.py",

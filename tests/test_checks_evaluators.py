@@ -565,7 +565,7 @@ def test_schema_check_agrees_with_the_is_json_evaluator(tmp_path: Path, schema: 
 
 def test_script_check_agrees_with_a_real_run(repo: Path) -> None:
     """A script the check accepts runs; one it refuses fails to start at run time."""
-    from agentv.process import run_process
+    from agentv.system.process import run_process
 
     write(repo, "evals/check.py", "print('ok')\n")
     for command, exists in [("python3 check.py", True), ("python3 gone.py", False)]:

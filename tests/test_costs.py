@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 import agentv
-from agentv.pricing import Pricer, TargetPrice, usage_cost
 from agentv.providers.base import Usage
 from agentv.providers.mock import MockProvider, MockSettings
+from agentv.providers.pricing import Pricer, TargetPrice, usage_cost
 from fakes import FakeLLMServer, RecordedRequest
 from helpers import write
 from providers.wire_support import provider_fields

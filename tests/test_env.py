@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agentv.env import environment_scope, find_env_file, read_environment, run_environment
+from agentv.system.env import environment_scope, find_env_file, read_environment, run_environment
 from agentv.targets import create_provider, load_targets_file
 from helpers import write
 
@@ -230,14 +230,14 @@ def test_agents_and_code_evaluators_get_no_vendor_key_unless_it_is_named(repo: P
 
 
 def _basic(name: str) -> bool:
-    from agentv.env import BASE_VARIABLES
+    from agentv.system.env import BASE_VARIABLES
 
     return any(name == b or (b.endswith("*") and name.startswith(b[:-1])) for b in BASE_VARIABLES)
 
 
 def test_codex_keeps_the_openai_key_it_needs(repo: Path) -> None:
-    from agentv.env import child_environment
     from agentv.providers.agents.codex import CODEX_KEYS
+    from agentv.system.env import child_environment
 
     env = {"OPENAI_API_KEY": "a" * 20, "GEMINI_API_KEY": "b" * 20, "PATH": "/bin", "X": "y"}
     with environment_scope(env):

@@ -8,7 +8,7 @@ import pytest
 
 from agentv.errors import ConfigError
 from agentv.evalfile.finder import expand_eval_paths
-from agentv.validation import find_yaml_files
+from agentv.run.validation import find_yaml_files
 from helpers import write
 
 EVAL = "$schema: agentv-eval-v2\nevalcases: []\n"

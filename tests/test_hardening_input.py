@@ -607,7 +607,7 @@ def test_a_vendor_key_in_an_agent_error_is_masked(repo: Path) -> None:
 
 
 def test_short_values_and_unrelated_text_are_left_alone() -> None:
-    from agentv.masking import Masker
+    from agentv.system.masking import Masker
 
     masker = Masker(["short", "", "  sk-0123456789  "])
     assert masker.text("a short word") == ("a short word", False)

@@ -12,7 +12,7 @@ from agentv.evalfile.files import FileStore, find_repo_root, search_roots
 from agentv.evalfile.guidelines import DEFAULT_GUIDELINE_PATTERNS, is_guideline
 from agentv.evalfile.loader import LoadContext, iter_cases, load_eval_file
 from agentv.messages import FileSegment, GuidelineRef, TextSegment
-from agentv.prompts import build_prompt
+from agentv.prompts.builder import build_prompt
 from helpers import write
 
 HEADER = "$schema: agentv-eval-v2\nevalcases:\n"

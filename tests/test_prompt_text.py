@@ -20,7 +20,7 @@ from agentv.messages import (
     ToolCall,
     chat_to_dicts,
 )
-from agentv.prompts import (
+from agentv.prompts.builder import (
     DEFAULT_SYSTEM_PROMPT,
     LM,
     PromptSettings,

@@ -21,7 +21,7 @@ from agentv.evaluators.base import EvaluationContext
 from agentv.evaluators.llm_judge import judge_prompts
 from agentv.evaluators.specs import LlmJudgeSpec
 from agentv.messages import Message, TextSegment, chat_to_dicts
-from agentv.prompts import (
+from agentv.prompts.builder import (
     DEFAULT_SYSTEM_PROMPT,
     PromptSettings,
     build_messages,
@@ -692,7 +692,7 @@ def test_a_conversation_built_with_a_memo_is_built_the_same(tmp_path: Path, kind
 
     from agentv.cases import EvalCase
     from agentv.messages import FileSegment, GuidelineRef, ToolCall
-    from agentv.prompts import Memo, PromptSettings, build_prompt
+    from agentv.prompts.builder import Memo, PromptSettings, build_prompt
 
     settings = {
         "lm": PromptSettings(),

@@ -21,7 +21,7 @@ from agentv.messages import (
     ToolCall,
     chat_to_dicts,
 )
-from agentv.prompts import (
+from agentv.prompts.builder import (
     Memo,
     build_guidelines,
     build_messages,
@@ -29,7 +29,7 @@ from agentv.prompts import (
     build_question,
     uses_role_markers,
 )
-from agentv.validation import validate_paths
+from agentv.run.validation import validate_paths
 from helpers import write
 
 # Text that cannot spell a marker by itself ("@" left out), with blank and multi-line values.

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from agentv.readfile import NotARegularFileError, open_input, read_input, special
+from agentv.system.readfile import NotARegularFileError, open_input, read_input, special
 from cli_run import agentv_cli
 from helpers import write
 

@@ -9,7 +9,7 @@ import yaml
 from typer.testing import CliRunner, Result
 
 from agentv.cli.app import _register, app
-from agentv.validation import find_yaml_files, validate_paths
+from agentv.run.validation import find_yaml_files, validate_paths
 from helpers import write
 
 _register()
@@ -201,7 +201,7 @@ def test_the_quick_eval_check_reports_what_the_general_path_reports(
     """Eval files that start with `$schema` are checked from the loader's one reading; every
     example and bad-input file, and a few odd ones, get the same report as from the general
     path."""
-    from agentv import validation
+    from agentv.run import validation
 
     root = Path(__file__).resolve().parents[1]
     files = sorted(

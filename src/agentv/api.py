@@ -48,8 +48,8 @@ if TYPE_CHECKING:
     from agentv.run.preview import Preview
     from agentv.run.resume import RERUN_ERRORS, RERUN_FAILED
     from agentv.run.scheduling import GateStats
+    from agentv.run.validation import FileReport
     from agentv.targets import DryRun, RunTarget, TargetPool
-    from agentv.validation import FileReport
 
 __all__ = [
     "RERUN_ERRORS",
@@ -343,7 +343,7 @@ class PreparedRun:
     #: where the cases run (``agentv.run.executors``); None: here, in this process
     executor: Executor | None = None
     #: the run's environment (the process's variables over its ``.env``): the variables
-    #: its targets, agents and code evaluators see while it runs (``agentv.env``)
+    #: its targets, agents and code evaluators see while it runs (``agentv.system.env``)
     env: Mapping[str, str] | None = field(default=None, repr=False)
     #: lines of the file resumed or rerun that are not results (left out: as not run)
     file_diagnostics: list[Diagnostic] = field(default_factory=list)
@@ -403,7 +403,7 @@ class PreparedRun:
         the results file (default: ``open_results()``); it is closed at the end. On
         cancellation every finished result is already written; ``stats`` says how many.
         ``ClusterLostError`` when the Ray cluster is lost: its ``run`` is what finished."""
-        from agentv.env import environment_scope
+        from agentv.system.env import environment_scope
 
         # the run's own variables for everything it starts, whatever runs beside it
         with environment_scope(self.env if self.env is not None else os.environ):
@@ -503,9 +503,9 @@ def prepare_run(paths: PathLike | Sequence[PathLike], **options: Unpack[RunOptio
     time in one process each see their own. ``executor="ray"`` runs the cases on Ray with
     the same results as a local run.
     """
-    from agentv.env import environment_scope, read_environment
     from agentv.evalfile.files import find_repo_root
     from agentv.evalfile.finder import expand_eval_paths
+    from agentv.system.env import environment_scope, read_environment
 
     _check_options(dict(options))
     budget = options.get("budget_usd")
@@ -695,7 +695,7 @@ def _driver_env(env: dict[str, str], env_file: Path | None) -> dict[str, str]:
     variables and what ``.env`` set (a cluster's nodes have neither)."""
     from dotenv import dotenv_values
 
-    from agentv.masking import VENDOR_KEY_VARIABLES
+    from agentv.system.masking import VENDOR_KEY_VARIABLES
 
     names = set(VENDOR_KEY_VARIABLES)
     if env_file is not None:
@@ -886,7 +886,7 @@ def validate(
     running anything: every problem with its file, line and fix. Eval files also get the
     checks a run makes before sending anything (with the same ``target`` and
     ``targets_file``), so a valid result means a run would start every case."""
-    from agentv.validation import validate_paths
+    from agentv.run.validation import validate_paths
 
     base = Path(cwd).resolve() if cwd is not None else None
     args = [paths] if isinstance(paths, (str, Path)) else list(paths)
@@ -992,8 +992,8 @@ def write_junit(results: PathLike, out: PathLike) -> Path:
     ``InputError`` for a line that is not a result, ``SetupError`` when ``out`` cannot be
     written."""
     from agentv.errors import SetupError
-    from agentv.outfile import write_whole
     from agentv.results.junit import junit_xml, read_records
+    from agentv.system.outfile import write_whole
 
     target = Path(out)
     text = junit_xml(read_records(Path(results)))
@@ -1010,7 +1010,7 @@ def write_summary(summary: Summary, out: PathLike) -> Path:
     import json
 
     from agentv.errors import SetupError
-    from agentv.outfile import write_whole
+    from agentv.system.outfile import write_whole
 
     target = Path(out)
     try:
@@ -1066,9 +1066,9 @@ async def aregrade(
     cwd: PathLike | None = None,
 ) -> Regrade:
     """``regrade`` inside a running event loop."""
-    from agentv.env import environment_scope, read_environment
     from agentv.evalfile.files import find_repo_root
     from agentv.evalfile.finder import expand_eval_paths
+    from agentv.system.env import environment_scope, read_environment
 
     base = Path(cwd).resolve() if cwd is not None else Path.cwd().resolve()
     source = base / Path(results)

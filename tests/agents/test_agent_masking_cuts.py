@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from agentv.errors import AgentProcessError
-from agentv.process import run_process
 from agentv.providers.agents.cli import CliProvider, CliSettings
+from agentv.system.process import run_process
 from helpers import FILL, KEY, OFFSETS, across, ask, clean
 
 

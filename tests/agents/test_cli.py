@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from agentv.cases import EvalCase
 from agentv.errors import AgentProcessError, ProviderError, ProviderTimeout
 from agentv.messages import Message, TextSegment
-from agentv.prompts import PromptSettings, build_prompt
+from agentv.prompts.builder import PromptSettings, build_prompt
 from agentv.providers.agents.cli import CliProvider, CliSettings
 from agentv.providers.base import request_for_case
 from helpers import ask

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from agentv.process import cut_marker, decode_head
 from agentv.providers.agents.cli import DEFAULT_MAX_ANSWER_BYTES, CliProvider, CliSettings
+from agentv.system.process import cut_marker, decode_head
 from helpers import ask, write
 
 PY = shlex.quote(sys.executable)

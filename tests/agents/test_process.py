@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from agent_helpers import pid_alive, wait_gone
 
-from agentv.process import run_process
+from agentv.system.process import run_process
 
 PY = sys.executable
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from agent_helpers import pid_alive, wait_gone
 
-from agentv.process import run_process
+from agentv.system.process import run_process
 from helpers import write
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux /proc")
@@ -143,7 +143,7 @@ async def test_a_setsid_grandchild_dies_at_the_case_timeout(tmp_path: Path) -> N
 
 DRIVER = """
 import asyncio, sys
-from agentv import process
+from agentv.system import process
 if sys.argv[2] == "pdeathsig":
     process._watchdog._broken = True  # PR_SET_PDEATHSIG alone
 else:

@@ -16,7 +16,7 @@ from agentv.evaluators.specs import (
     RegexSpec,
 )
 from agentv.messages import GuidelineFile, Message, Segment, TextSegment
-from agentv.prompts import Mode, PromptSettings, build_prompt
+from agentv.prompts.builder import Mode, PromptSettings, build_prompt
 from agentv.providers.base import (
     Provider,
     ProviderRequest,

@@ -14,7 +14,7 @@ from agentv.cases import EvaluatorConfig
 from agentv.evalfile.loader import load_eval_file
 from agentv.evaluators import EvaluationContext, EvaluatorScore, grade_case, registry
 from agentv.evaluators.grading import aggregate
-from agentv.prompts import build_prompt
+from agentv.prompts.builder import build_prompt
 from agentv.providers.base import ProviderResponse, Usage
 from helpers import write
 

@@ -12,7 +12,7 @@ import pytest
 from wire_support import EvalRequest, MakeProvider, provider_fields
 
 from agentv.evalfile.loader import load_eval_file
-from agentv.prompts import LM, PromptSettings, build_prompt
+from agentv.prompts.builder import LM, PromptSettings, build_prompt
 from agentv.providers.base import Provider, ProviderRequest, request_for_case
 from agentv.providers.registry import provider_class
 from fakes import FakeLLMServer

@@ -87,7 +87,7 @@ def test_converters_refuse_a_tool_result_answering_no_earlier_call(
     bad = messages[-1].tool_call_id
     message = (
         f"tool result {bad!r} answers no earlier tool call; build the messages with "
-        "agentv.prompts, which sends such results as user turns"
+        "agentv.prompts.builder, which sends such results as user turns"
     )
     for convert in (to_openai_messages, to_anthropic_request, to_gemini_request):
         with pytest.raises(ValueError) as info:

@@ -13,9 +13,9 @@ import pytest
 from wire_support import LM_KINDS, provider_fields
 
 from agentv.errors import ProviderError
-from agentv.masking import Masker, masking_scope
 from agentv.providers.llm import MAX_MESSAGE, NON_JSON_SHOWN
 from agentv.providers.registry import provider_class
+from agentv.system.masking import Masker, masking_scope
 from cli_run import agentv_cli, rows
 from fakes import FakeLLMServer, Fault
 from helpers import KEY, OFFSETS, across, ask, clean, fragments, middle_cuts, write

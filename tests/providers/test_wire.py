@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from wire_support import KEYS, LM_KINDS, MODELS, EvalRequest, MakeProvider
 
 from agentv.messages import ChatMessage, ToolCall, chat_to_dicts
-from agentv.prompts import request_messages
+from agentv.prompts.builder import request_messages
 from agentv.providers.anthropic import DEFAULT_MAX_TOKENS
 from agentv.providers.base import ProviderRequest
 from agentv.providers.gemini import GeminiProvider, GeminiSettings

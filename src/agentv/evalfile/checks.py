@@ -24,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from agentv.readfile import read_input, special
+from agentv.system.readfile import read_input, special
 from agentv.yaml.stream import stream_yaml
 
 # As `evaluators/deterministic.py` reads `flags`.

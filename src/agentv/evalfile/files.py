@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agentv.readfile import resolved
+from agentv.system.readfile import resolved
 from agentv.yaml.source import read_text
 
 

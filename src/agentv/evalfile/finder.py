@@ -15,7 +15,7 @@ from pathlib import Path
 from wcmatch import glob
 
 from agentv.errors import ConfigError
-from agentv.readfile import open_input, special
+from agentv.system.readfile import open_input, special
 
 YAML_SUFFIXES = (".yaml", ".yml")
 #: folders never searched: dependencies (dot-folders are skipped too)

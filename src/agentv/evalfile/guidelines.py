@@ -17,7 +17,7 @@ from wcmatch import glob
 from wcmatch._wcparse import PatternLimitException
 
 from agentv.errors import Diagnostic, InputError
-from agentv.readfile import special
+from agentv.system.readfile import special
 from agentv.yaml.source import load_yaml
 
 CONFIG_SCHEMA = "agentv-config-v2"

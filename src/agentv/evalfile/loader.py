@@ -29,7 +29,7 @@ from agentv.evalfile.files import FileStore, find_repo_root, search_roots
 from agentv.evalfile.guidelines import GuidelineResolver
 from agentv.evalfile.schema_errors import grader_key, unknown_key
 from agentv.evalfile.spool import CaseSpool
-from agentv.readfile import resolved
+from agentv.system.readfile import resolved
 from agentv.yaml.source import StreamSource, YamlSource, read_error
 from agentv.yaml.stream import NotUtf8Error, StreamResult, stream_yaml
 

@@ -14,11 +14,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from agentv.masking import shorten
+from agentv.system.masking import shorten
 
 if TYPE_CHECKING:
     from agentv.cases import EvalCase, EvaluatorConfig
-    from agentv.prompts import Prompt
+    from agentv.prompts.builder import Prompt
     from agentv.providers.base import Provider, Usage
     from agentv.trajectory import Trajectory
 
@@ -293,5 +293,5 @@ def text_list(value: object, limit: int | None = None) -> list[str]:
 
 def excerpt(text: str, limit: int = 200) -> str:
     """The start of ``text`` for an error message, marked when cut; the case's known
-    secrets are masked before the cut (``agentv.masking.shorten``)."""
+    secrets are masked before the cut (``agentv.system.masking.shorten``)."""
     return shorten(text.strip(), limit, keep="head")

@@ -3,7 +3,7 @@
 ``script`` is run as a shell command (eval authors write things like ``uv run check.py``)
 in the evaluator's ``cwd`` (the loader resolved it; else the eval file's folder), with the
 run's environment but the vendors' key variables (``inherit_env`` narrows it to a list:
-``agentv.env.child_environment``). It gets one JSON document on stdin and prints a JSON object on
+``agentv.system.env.child_environment``). It gets one JSON document on stdin and prints a JSON object on
 stdout: ``{"score": 0..1, "hits": [...], "misses": [...], "reasoning": "..."}``.
 
 A non-zero exit, output without a numeric ``score``, a score outside [0, 1] (or not a finite
@@ -19,7 +19,6 @@ import json
 import math
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from agentv.env import child_environment
 from agentv.evaluators.base import (
     EvaluationContext,
     EvaluatorScore,
@@ -30,8 +29,9 @@ from agentv.evaluators.base import (
 )
 from agentv.evaluators.specs import CodeSpec
 from agentv.messages import FileSegment, GuidelineRef, Message, TextSegment
-from agentv.process import ProcessResult, run_process
-from agentv.prompts import system_turns
+from agentv.prompts.builder import system_turns
+from agentv.system.env import child_environment
+from agentv.system.process import ProcessResult, run_process
 from agentv.trajectory import steps_dicts
 
 if TYPE_CHECKING:

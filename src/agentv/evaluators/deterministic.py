@@ -26,7 +26,7 @@ from agentv.evalfile.checks import (
 )
 from agentv.evaluators.base import EvaluationContext, EvaluatorScore, excerpt, failed
 from agentv.evaluators.specs import ContainsSpec, EqualsSpec, IsJsonSpec, RegexSpec
-from agentv.readfile import special
+from agentv.system.readfile import special
 
 if TYPE_CHECKING:
     from agentv.cases import EvaluatorConfig

@@ -1,7 +1,7 @@
 """``latency`` and ``cost``: what the target's answer took, against a limit.
 
 Each reads a figure of the answer itself, not of its text: ``latency`` the time the
-target took (``latency_ms``), ``cost`` its price (``agentv.pricing``; an answer reused from
+target took (``latency_ms``), ``cost`` its price (``agentv.providers.pricing``; an answer reused from
 ``--cache`` has the price it had when it was bought). Score 1 at or under the limit, else
 0; a figure that is unknown (an agent that reports no tokens, a model with no price) is an
 evaluator error, never a pass.

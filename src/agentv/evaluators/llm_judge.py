@@ -31,7 +31,7 @@ from agentv.evaluators.base import (
 )
 from agentv.evaluators.specs import LlmJudgeSpec
 from agentv.messages import FileSegment, GuidelineRef, Message, TextSegment
-from agentv.prompts import request_messages
+from agentv.prompts.builder import request_messages
 from agentv.providers.base import ProviderRequest
 
 if TYPE_CHECKING:

@@ -40,7 +40,7 @@ class CodeSpec(_EvaluatorBase):
     cwd: str | None = None
     timeout_seconds: float | None = None
     #: what the script inherits of the run's environment: variable names or ``*`` patterns
-    #: (None: everything but the vendors' key variables; ``agentv.env.child_environment``)
+    #: (None: everything but the vendors' key variables; ``agentv.system.env.child_environment``)
     inherit_env: list[Annotated[str, Field(min_length=1)]] | None = None
 
 

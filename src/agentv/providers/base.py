@@ -24,8 +24,8 @@ if TYPE_CHECKING:
     import asyncio
 
     from agentv.cases import EvalCase
-    from agentv.pricing import TargetPrice
-    from agentv.prompts import Mode, Prompt
+    from agentv.prompts.builder import Mode, Prompt
+    from agentv.providers.pricing import TargetPrice
 
 #: HTTP statuses that mean "too much load": the target's throttle slows it down and pauses it
 THROTTLE_STATUSES = frozenset({429, 503, 529})
@@ -271,7 +271,7 @@ class Provider(ABC):
         #: waited on before a retry (None: no run is using it)
         self.throttle: Throttle | None = None
         #: the target's ``price:`` from targets.yaml (None: looked up by its API and model,
-        #: ``agentv.pricing``)
+        #: ``agentv.providers.pricing``)
         self.price: TargetPrice | None = None
         self._artifacts: list[Path] = []
 

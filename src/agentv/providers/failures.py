@@ -17,7 +17,7 @@ import socket
 import ssl
 from dataclasses import dataclass
 
-from agentv.process import byte_size
+from agentv.system.process import byte_size
 
 
 class ResponseRejected(Exception):

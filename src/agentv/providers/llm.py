@@ -3,7 +3,7 @@
 A vendor adapter (``openai.py``, ``anthropic.py``, ``gemini.py``) only says how to map the
 request's finished messages to its wire shape, how to call its SDK, how to read the answer,
 and how its SDK's exceptions map onto ``ProviderError``. The messages themselves are built
-before, in one place (``agentv.prompts``, docs/prompt-rules.md). This module does the rest,
+before, in one place (``agentv.prompts.builder``, docs/prompt-rules.md). This module does the rest,
 the same way for every vendor:
 
 - retries with exponential backoff and jitter on the configured status codes and on
@@ -37,9 +37,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import AliasChoices, Field, field_validator
 
-from agentv.env import run_environment
 from agentv.errors import ProviderError, ProviderHTTPError, ProviderTimeout, SetupError
-from agentv.masking import shorten
 from agentv.messages import ChatMessage, ToolCall
 from agentv.providers.base import (
     DEADLINE,
@@ -52,6 +50,8 @@ from agentv.providers.base import (
     Usage,
 )
 from agentv.providers.failures import connection_failure, rejected_response
+from agentv.system.env import run_environment
+from agentv.system.masking import shorten
 
 #: The original AgentV's documented defaults (docs/architecture.md, "Compatibility").
 DEFAULT_RETRY_STATUS_CODES: tuple[int, ...] = (500, 408, 429, 502, 503, 504)
@@ -555,11 +555,11 @@ def retry_after_seconds(headers: Mapping[str, str] | Any) -> float | None:
 def paired_call_id(message: ChatMessage, called: set[str]) -> str:
     """The id of the earlier call a tool result answers. Prompt building has already turned
     results without one into user turns (docs/prompt-rules.md section 5), so a miss here
-    is a request that did not come from ``agentv.prompts``."""
+    is a request that did not come from ``agentv.prompts.builder``."""
     if message.tool_call_id is None or message.tool_call_id not in called:
         raise ValueError(
             f"tool result {message.tool_call_id!r} answers no earlier tool call; build the "
-            "messages with agentv.prompts, which sends such results as user turns"
+            "messages with agentv.prompts.builder, which sends such results as user turns"
         )
     return message.tool_call_id
 

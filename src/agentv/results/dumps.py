@@ -9,9 +9,9 @@ from pathlib import Path
 import orjson
 
 from agentv.cases import EvalCase
-from agentv.masking import Masker
 from agentv.messages import chat_to_dicts
-from agentv.prompts import Prompt
+from agentv.prompts.builder import Prompt
+from agentv.system.masking import Masker
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentv.evaluators.base import required_miss_line
 from agentv.messages import FileSegment, chat_to_dicts
-from agentv.prompts import Prompt
+from agentv.prompts.builder import Prompt
 from agentv.results.record import (
     DEFAULT_PASS_THRESHOLD,
     ERROR,

@@ -24,8 +24,8 @@ import orjson
 from pydantic import ValidationError
 
 from agentv.errors import Diagnostic, DiagnosticsView, InputError
-from agentv.readfile import open_input, special
 from agentv.results.record import EvalResult, RunKey
+from agentv.system.readfile import open_input, special
 from agentv.yaml.budget import ExpansionTooLargeError
 from agentv.yaml.source import decode_error_line, describe_decode_error
 from agentv.yaml.stream import MAX_DEPTH, NestingTooDeepError, StreamResult, stream_yaml

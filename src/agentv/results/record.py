@@ -3,7 +3,7 @@
 Key order follows the original AgentV's result record; absent values are left out rather
 than written as null. How a record is made from a case's outcome is ``results.outcome``;
 reading a results file back is ``results.reader``. A record never holds a secret
-(``agentv.masking``).
+(``agentv.system.masking``).
 """
 
 from __future__ import annotations
@@ -133,7 +133,7 @@ class EvalResult(BaseModel):
     what was sent; put each text back to get the request exactly as sent)."""
     masked_secrets: bool | None = None
     """True when a known secret value was masked (``***``) in this record or in the answer
-    its evaluators saw (``agentv.masking``); absent otherwise."""
+    its evaluators saw (``agentv.system.masking``); absent otherwise."""
     error: str | None = None
     """Why the case's status is ``error`` or ``invalid``."""
     skip_reason: str | None = None

@@ -26,7 +26,7 @@ from agentv.providers.base import (
     ProviderWrapper,
     Usage,
 )
-from agentv.readfile import read_input
+from agentv.system.readfile import read_input
 from agentv.trajectory import read_transcript, steps_dicts
 
 #: why a reused answer has no trajectory when its entry was written without one

@@ -3,7 +3,7 @@ answered, each turn graded, the conversation graded at the end (docs/eval-files.
 conversations").
 
 It is the one case pipeline in a loop, not a second pipeline: every request is built by the
-one prompt builder from the history so far (``agentv.prompts``), sent through the target as
+one prompt builder from the history so far (``agentv.prompts.builder``), sent through the target as
 the run wraps it (its gate, the cache: ``CasePipeline._answer``), and graded by the case's
 evaluators (``agentv.evaluators``).
 
@@ -42,7 +42,7 @@ from agentv.errors import ProviderError
 from agentv.evaluators import grade_case
 from agentv.evaluators.base import CaseGrade, EvaluationContext
 from agentv.messages import Message, TextSegment, chat_to_dicts
-from agentv.prompts import Memo, Prompt, PromptSettings, build_prompt, build_question
+from agentv.prompts.builder import Memo, Prompt, PromptSettings, build_prompt, build_question
 from agentv.providers.base import ProviderResponse, Usage, total_usage
 from agentv.results.outcome import (
     evaluator_error_text,

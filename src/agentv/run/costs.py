@@ -1,4 +1,4 @@
-"""A run's money: every answer priced (``agentv.pricing``), each case's cost kept for its
+"""A run's money: every answer priced (``agentv.providers.pricing``), each case's cost kept for its
 record, the run's spend added up, and ``--budget-usd`` held (docs/running.md, "A budget").
 
 Two wrappers, set by ``CasePipeline.sender`` around every provider the run sends through:
@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentv.errors import BudgetReached
-from agentv.pricing import Pricer, target_model
 from agentv.providers.base import Provider, ProviderRequest, ProviderResponse, ProviderWrapper
+from agentv.providers.pricing import Pricer, target_model
 
 #: a request's party -> its key in a record's ``cost`` (a party not listed keeps its name)
 PARTY_KEYS = {"candidate": "target", "judge": "judge"}

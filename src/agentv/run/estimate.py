@@ -1,7 +1,7 @@
 """What a run would cost, before anything is sent (``agentv estimate``, docs/running.md,
 "Before a run: the estimate").
 
-Every case's prompt is built exactly as the run builds it (``agentv.prompts``), for the
+Every case's prompt is built exactly as the run builds it (``agentv.prompts.builder``), for the
 target the run would choose, with the targets built as ``agentv render`` builds them (no
 secret needed, nothing sent). Its input tokens are counted by the same rule the run's
 ``max_tpm`` pacing uses: about 4 characters a token (``run.scheduling.estimate_tokens``;
@@ -12,7 +12,7 @@ long. A live conversation's turn carries the conversation so far (the earlier an
 the stated length); the extra requests of tool loops are not counted. A simulated user's
 conversation is taken at its longest (``max_turns``), each user message
 ``USER_MESSAGE_TOKENS`` long, and the simulator's requests are counted on its own target. Prices are the run's
-(``agentv.pricing``).
+(``agentv.providers.pricing``).
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ from agentv.evaluators.base import EvaluationContext
 from agentv.evaluators.grading import DEFAULT_JUDGE
 from agentv.evaluators.llm_judge import judge_prompts
 from agentv.evaluators.specs import LlmJudgeSpec
-from agentv.pricing import Pricer
-from agentv.prompts import PromptSettings, build_prompt
+from agentv.prompts.builder import PromptSettings, build_prompt
 from agentv.providers.base import Provider, Usage, request_for_case
+from agentv.providers.pricing import Pricer
 from agentv.run.preview import first_request
 from agentv.run.scheduling import estimate_tokens
 from agentv.targets import DEFAULT_TARGET, TargetPool, choose_target
@@ -131,7 +131,7 @@ class _Estimator:
         self._lines: dict[tuple[str, str, str | None], Line] = {}
 
     def line(self, provider: Provider, role: str, model: str | None) -> Line:
-        from agentv.pricing import target_model
+        from agentv.providers.pricing import target_model
 
         shown = target_model(provider, model)
         key = (provider.name, role, shown)

@@ -24,7 +24,6 @@ from typing import Any, Protocol
 
 from agentv.errors import ProviderError
 from agentv.evaluators.base import CaseGrade
-from agentv.masking import Masker
 from agentv.providers.base import Provider, ProviderResponse, request_for_case
 from agentv.results.outcome import invalid_record
 from agentv.run.pipeline import (
@@ -35,6 +34,7 @@ from agentv.run.pipeline import (
 )
 from agentv.run.plan import CaseJob, InvalidJob, Lane
 from agentv.run.scheduling import DEFAULT_WORKERS, Gates, lane_size
+from agentv.system.masking import Masker
 from agentv.targets import RunTarget, TargetPool
 
 

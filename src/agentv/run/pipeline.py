@@ -2,7 +2,7 @@
 result record.
 
 ``CasePipeline.run`` is everything a case goes through once it is picked to run: its
-prompt built (``agentv.prompts``), the target asked through that target's gate
+prompt built (``agentv.prompts.builder``), the target asked through that target's gate
 (``agentv.run.scheduling``, timeouts retried per case), the answer's known secrets masked, the
 evaluators run (``agentv.evaluators``) and the result record made (``agentv.results.record``).
 It never raises for a case that fails: the record says ``error``. Who picks the cases and
@@ -22,8 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from agentv.errors import AgentVError, BudgetReached, ProviderError, ProviderTimeout
 from agentv.evaluators import grade_case, needs_judge
 from agentv.evaluators.base import CaseGrade, EvaluationContext
-from agentv.masking import Masker, masking_scope
-from agentv.prompts import Prompt, PromptSettings, build_prompt
+from agentv.prompts.builder import Prompt, PromptSettings, build_prompt
 from agentv.providers.base import (
     Provider,
     ProviderRequest,
@@ -54,6 +53,7 @@ from agentv.run.conversation import (
 from agentv.run.costs import CASE_COST, BudgetGate, CaseCost, Meter, MeteredProvider
 from agentv.run.plan import CaseJob
 from agentv.run.scheduling import DEFAULT_WORKERS, TURN_TAKEN, Gate, GatedProvider, Gates
+from agentv.system.masking import Masker, masking_scope
 from agentv.targets import RunTarget
 
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ from agentv.errors import ConfigError, Diagnostic, InputError
 from agentv.evalfile.files import FileStore
 from agentv.evalfile.loader import LoadContext, LoadedEvalFile, iter_cases, load_eval_file
 from agentv.evaluators.grading import needs_judge
-from agentv.prompts import PromptSettings, build_prompt
+from agentv.prompts.builder import PromptSettings, build_prompt
 from agentv.results.record import CaseKey, RunKey
 from agentv.run.conversation import plan_digest
 from agentv.run.resume import RETRIED, ResultsState, prompt_changed

@@ -3,7 +3,7 @@
 A case is previewed exactly as ``agentv eval`` would run it: its target chosen by the same
 rule (``agentv.targets.choose_target``) and built by the same pool, in preview mode (a
 ``${{ VAR }}`` that is not set shows as ``<unset:VAR>``, secrets are redacted), and its
-prompt finished by ``agentv.prompts.build_prompt``. So ``sent_messages`` here is the list
+prompt finished by ``agentv.prompts.builder.build_prompt``. So ``sent_messages`` here is the list
 the run logs and sends.
 """
 
@@ -19,7 +19,7 @@ from agentv.errors import AgentVError, Diagnostic, DiagnosticsView, InputError
 from agentv.evalfile.files import display_path
 from agentv.evalfile.loader import LoadContext, LoadedEvalFile, load_eval_file
 from agentv.messages import Message, TextSegment, chat_to_dicts
-from agentv.prompts import LM, Mode, PromptSettings, build_prompt, build_question
+from agentv.prompts.builder import LM, Mode, PromptSettings, build_prompt, build_question
 from agentv.providers.base import request_for_case
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ class Previewer:
 
     def add_file(self, path: Path) -> None:
         """Load one eval file and add a view of each of its usable cases."""
-        from agentv.validation import case_index
+        from agentv.run.validation import case_index
 
         try:
             loaded = load_eval_file(path, eval_id=self.eval_id, context=self.context)

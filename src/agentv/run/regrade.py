@@ -33,8 +33,7 @@ from agentv.evalfile.files import FileStore, find_repo_root
 from agentv.evalfile.loader import LoadContext, iter_cases, load_eval_file
 from agentv.evaluators import grade_case, needs_judge
 from agentv.evaluators.base import EvaluationContext
-from agentv.masking import Masker, masking_scope
-from agentv.prompts import PromptSettings, build_prompt
+from agentv.prompts.builder import PromptSettings, build_prompt
 from agentv.providers.base import ProviderResponse, Usage
 from agentv.results.outcome import result_record
 from agentv.results.record import ERROR, GRADED, SKIPPED, EvalResult, put_back_large_content
@@ -42,6 +41,7 @@ from agentv.run.costs import CASE_COST, CaseCost
 from agentv.run.pipeline import CasePipeline, RunSettings, RunStats, target_workers
 from agentv.run.plan import CaseJob
 from agentv.run.resume import Previous, prompt_changed
+from agentv.system.masking import Masker, masking_scope
 from agentv.targets import RunTarget, TargetPool
 
 #: what a record keeps of what was sent: copied into its regraded record as it was

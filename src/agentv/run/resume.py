@@ -23,10 +23,10 @@ from typing import Any, BinaryIO
 
 from agentv.errors import Diagnostic, InputError
 from agentv.messages import chat_to_dicts
-from agentv.prompts import Prompt
-from agentv.readfile import special
+from agentv.prompts.builder import Prompt
 from agentv.results.reader import MAX_RECORD_BYTES, read_results, results_format, yaml_record
 from agentv.results.record import CaseKey, RunKey, put_back_large_content
+from agentv.system.readfile import special
 
 #: what --rerun-failed and --rerun-errors pick
 RERUN_FAILED = frozenset({"failed", "error", "invalid", "user_error"})

@@ -20,7 +20,7 @@ from typing import Any
 
 from agentv.cases import Tool
 from agentv.messages import ToolCall
-from agentv.process import run_process
+from agentv.system.process import run_process
 from agentv.trajectory import ToolStep
 
 #: characters of a failing script's stderr said to the model and recorded

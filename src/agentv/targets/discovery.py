@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from agentv.errors import ConfigError
-from agentv.readfile import resolved, special
+from agentv.system.readfile import resolved, special
 
 #: Looked for in each folder, in this order.
 CANDIDATE_NAMES: tuple[str, ...] = (

@@ -21,9 +21,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from agentv.errors import Diagnostic, InputError
-from agentv.pricing import TargetPrice
 from agentv.providers import registry
-from agentv.readfile import resolved
+from agentv.providers.pricing import TargetPrice
+from agentv.system.readfile import resolved
 from agentv.targets.discovery import project_dir
 from agentv.targets.paths import (
     anchor_paths,

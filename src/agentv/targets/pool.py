@@ -20,7 +20,7 @@ from agentv.providers.mock import (
     MockSettings,
 )
 from agentv.providers.python import PythonProvider, PythonTarget
-from agentv.readfile import resolved
+from agentv.system.readfile import resolved
 from agentv.targets.discovery import explicit_targets_file, find_targets_file, no_targets_file
 from agentv.targets.loader import load_targets_file
 from agentv.targets.resolve import create_provider, preview_environment
@@ -338,10 +338,10 @@ class TargetPool:
             ) from None
 
     def run_secrets(self) -> list[str]:
-        """The secret values a run knows, for masking (``agentv.masking``): what the built
+        """The secret values a run knows, for masking (``agentv.system.masking``): what the built
         targets' ``${{ VAR }}`` references took, their ``api_key`` values, and the vendors'
         key variables."""
-        from agentv.masking import vendor_keys
+        from agentv.system.masking import vendor_keys
 
         values = {*self._substituted, *vendor_keys()}
         for t in self._targets.values():

@@ -1,7 +1,7 @@
 """From a target's definition to its provider: ``${{ VAR }}`` values, ``.env``, previews.
 
 ``create_provider`` substitutes ``${{ VAR }}`` references, anywhere inside a string, from the
-run's environment (the process's variables over its ``.env``: see ``agentv.env``), makes
+run's environment (the process's variables over its ``.env``: see ``agentv.system.env``), makes
 relative paths start from the project folder, and builds the provider. A preview
 (``agentv render``) needs no secrets: ``preview_environment`` reads ``.env`` without changing
 the process environment, and an unset variable shows as ``<unset:VAR>``.
@@ -16,10 +16,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from agentv.env import read_environment, run_environment
 from agentv.errors import ConfigError, SetupError
 from agentv.providers import registry
 from agentv.providers.base import Provider
+from agentv.system.env import read_environment, run_environment
 from agentv.targets.discovery import project_dir
 from agentv.targets.paths import (
     anchor_paths,
@@ -60,7 +60,7 @@ def substitute_env(
     field and the variable. When ``unset`` is given (for a preview), such a variable becomes
     ``<unset:VAR>`` instead and its name is added to ``unset``. A ``${{`` that starts no
     complete reference is a ``ConfigError`` naming the field (never the value). Each value
-    put in is added to ``substituted`` when given (the run masks them: ``agentv.masking``).
+    put in is added to ``substituted`` when given (the run masks them: ``agentv.system.masking``).
     """
     if isinstance(value, str):
         if broken_env_ref(value):
@@ -176,6 +176,6 @@ def create_provider(
 
 def preview_environment(repo_root: Path, cwd: Path) -> dict[str, str]:
     """The variables ``agentv eval`` would see: the environment over the ``.env`` file it
-    would load (``agentv.env.find_env_file``), read without changing the process
+    would load (``agentv.system.env.find_env_file``), read without changing the process
     environment."""
     return read_environment(repo_root, cwd)[0]

@@ -29,8 +29,8 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
 
 from agentv.errors import ConfigError, Diagnostic
-from agentv.pricing import TargetPrice
 from agentv.providers import registry
+from agentv.providers.pricing import TargetPrice
 
 TARGETS_SCHEMA = "agentv-targets-v2.2"
 

@@ -18,7 +18,7 @@ import yaml
 from yaml import events as ev
 
 from agentv.errors import Diagnostic, InputError
-from agentv.readfile import LOOP, NotARegularFileError, read_input
+from agentv.system.readfile import LOOP, NotARegularFileError, read_input
 from agentv.yaml.budget import ExpansionTooLargeError, budget_hint
 from agentv.yaml.stream import (
     MAX_DEPTH,
@@ -39,7 +39,7 @@ PathKey = tuple[str | int, ...]
 
 def read_text(path: Path, *, strict: bool = False) -> str:
     """Read a text file as UTF-8 with CRLF normalised to LF (a lone CR is kept); only a
-    regular file is read (``agentv.readfile``: ``OSError`` for a FIFO, a device, a loop).
+    regular file is read (``agentv.system.readfile``: ``OSError`` for a FIFO, a device, a loop).
 
     A leading byte-order mark is dropped (it is not content). With ``strict``, bytes that
     are not UTF-8 raise ``UnicodeDecodeError``; otherwise they become U+FFFD.

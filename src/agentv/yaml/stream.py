@@ -34,7 +34,7 @@ from typing import Any, BinaryIO
 import yaml
 from yaml import events as ev
 
-from agentv.readfile import open_input
+from agentv.system.readfile import open_input
 from agentv.yaml.budget import AliasMeter
 
 try:

@@ -31,11 +31,8 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 from pydantic_core import PydanticCustomError
 
-from agentv.env import child_environment
 from agentv.errors import ProviderError
-from agentv.masking import SECRET_ROOM
 from agentv.messages import chat_to_dicts
-from agentv.process import cap_text, cut_marker, decode_head, read_head, run_process
 from agentv.providers.agents.common import (
     INHERIT_ENV_ALIASES,
     InheritEnv,
@@ -52,6 +49,9 @@ from agentv.providers.agents.common import (
     unique_paths,
 )
 from agentv.providers.base import Provider, ProviderRequest, ProviderResponse, ProviderSettings
+from agentv.system.env import child_environment
+from agentv.system.masking import SECRET_ROOM
+from agentv.system.process import cap_text, cut_marker, decode_head, read_head, run_process
 from agentv.trajectory import Trajectory, parse_transcript
 
 PLACEHOLDERS: tuple[str, ...] = (

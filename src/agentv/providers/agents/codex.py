@@ -28,10 +28,7 @@ from typing import Any, ClassVar, Literal, TextIO
 from pydantic import AliasChoices, Field, field_validator
 from pydantic_core import PydanticCustomError
 
-from agentv.env import child_environment, run_environment
 from agentv.errors import ProviderError
-from agentv.masking import shorten
-from agentv.process import run_process
 from agentv.providers.agents.common import (
     INHERIT_ENV_ALIASES,
     InheritEnv,
@@ -54,6 +51,9 @@ from agentv.providers.base import (
     ProviderSettings,
     Usage,
 )
+from agentv.system.env import child_environment, run_environment
+from agentv.system.masking import shorten
+from agentv.system.process import run_process
 from agentv.trajectory import ToolStep, Trajectory
 
 log = logging.getLogger("agentv.codex")

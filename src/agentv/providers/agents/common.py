@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import AfterValidator, AliasChoices, BeforeValidator
 from pydantic_core import PydanticCustomError
 
-from agentv.env import run_environment
 from agentv.errors import AgentProcessError, ProviderError, ProviderTimeout
+from agentv.system.env import run_environment
 
 if TYPE_CHECKING:
-    from agentv.process import ProcessResult
+    from agentv.system.process import ProcessResult
 
 USER_QUERY_HEADER = "[[ ## user_query ## ]]"
 
@@ -70,7 +70,7 @@ def _variable_names(value: Any) -> Any:
 #: an optional string; blank means "not set"
 OptionalText = Annotated[str | None, BeforeValidator(_blank_to_none)]
 #: ``inherit_env``: the variables a program inherits (names or ``*`` patterns), or not set:
-#: everything but the vendors' keys (``agentv.env.child_environment``)
+#: everything but the vendors' keys (``agentv.system.env.child_environment``)
 InheritEnv = Annotated[tuple[str, ...] | None, BeforeValidator(_variable_names)]
 INHERIT_ENV_ALIASES = AliasChoices("inherit_env", "inheritEnv")
 #: ``timeout_seconds``: a positive number of seconds, or not set
@@ -155,7 +155,7 @@ REDACTED = "***"
 
 def secret_values(*envs: Mapping[str, str]) -> list[str]:
     """Values of credential-looking variables (``*_KEY``, ``*TOKEN*``...) in the run's
-    environment (``agentv.env``) and in ``envs``, longest first, for ``redact``."""
+    environment (``agentv.system.env``) and in ``envs``, longest first, for ``redact``."""
     values: set[str] = set()
     for env in (run_environment(), *envs):
         for name, value in env.items():

@@ -40,9 +40,7 @@ from typing import Any, ClassVar
 
 from pydantic import AliasChoices, Field
 
-from agentv.env import child_environment
 from agentv.errors import ProviderError, ProviderTimeout
-from agentv.process import run_process
 from agentv.providers.agents.common import (
     INHERIT_ENV_ALIASES,
     InheritEnv,
@@ -55,7 +53,9 @@ from agentv.providers.agents.common import (
     unique_paths,
 )
 from agentv.providers.base import Provider, ProviderRequest, ProviderResponse, ProviderSettings
-from agentv.readfile import read_input
+from agentv.system.env import child_environment
+from agentv.system.process import run_process
+from agentv.system.readfile import read_input
 
 
 def _answer(**fields: Any) -> ProviderResponse:

@@ -30,10 +30,10 @@ from typing import Any, BinaryIO
 import orjson
 
 from agentv.errors import InputError
-from agentv.outfile import replaced_whole
 from agentv.results.reader import read_results
 from agentv.results.record import GRADED
 from agentv.results.summary import HISTOGRAM_EDGES
+from agentv.system.outfile import replaced_whole
 
 #: records per detail chunk (one ``<script type="application/json">`` element each)
 CHUNK = 500

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Protocol, Self, runtime_checkable
 
 from agentv.errors import ResultsFileError, SetupError
-from agentv.readfile import NotARegularFileError, kind, special
+from agentv.system.readfile import NotARegularFileError, kind, special
 
 try:
     import fcntl

@@ -41,15 +41,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentv.env import environment_scope
 from agentv.errors import ClusterLostError, ConfigError
-from agentv.masking import Masker
 from agentv.results.outcome import error_record
 from agentv.run.executors.ray_gates import GateKeeper, GateSpec, RemoteGates, hold_for
 from agentv.run.executors.ray_watch import ClusterWatch
 from agentv.run.pipeline import CasePipeline, RunSettings, RunStats, target_workers
 from agentv.run.plan import CaseJob
 from agentv.run.scheduling import GateStats, max_rpm, max_tpm
+from agentv.system.env import environment_scope
+from agentv.system.masking import Masker
 from agentv.targets import RunTarget
 
 if TYPE_CHECKING:

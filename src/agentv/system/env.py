@@ -110,7 +110,7 @@ def child_environment(
     module's docstring) without the vendors' key variables but those in ``keys`` (what the
     program needs); with ``inherit``, only the variables it names, ``BASE_VARIABLES`` and
     ``keys``. ``extra`` (a target's own ``env``) is added last."""
-    from agentv.masking import VENDOR_KEY_VARIABLES
+    from agentv.system.masking import VENDOR_KEY_VARIABLES
 
     needed = list(keys)
     withheld = set(VENDOR_KEY_VARIABLES) - set(needed)

@@ -36,9 +36,9 @@ VENDOR_KEY_VARIABLES = (
 
 def vendor_keys(env: Mapping[str, str] | None = None) -> list[str]:
     """The values of the vendors' key variables that are set (in ``env``, else the run's
-    environment: ``agentv.env``)."""
+    environment: ``agentv.system.env``)."""
     if env is None:
-        from agentv.env import run_environment
+        from agentv.system.env import run_environment
 
         env = run_environment()
     return [value.strip() for name in VENDOR_KEY_VARIABLES if (value := env.get(name, ""))]

@@ -36,8 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentv.masking import SECRET_ROOM, masked_head, masked_tail, shorten
-from agentv.readfile import open_input
+from agentv.system.masking import SECRET_ROOM, masked_head, masked_tail, shorten
+from agentv.system.readfile import open_input
 
 #: bytes kept of each of stdout and stderr (the tail survives)
 DEFAULT_MAX_OUTPUT = 10 * 1024 * 1024
@@ -515,7 +515,7 @@ async def run_process(
     ``on_line`` receives each complete output line as it arrives (for live logs).
     Each of stdout and stderr keeps its last ``max_output`` bytes; with ``stdout_head``
     (stdout is an answer), stdout keeps its first ``stdout_head`` bytes instead. A secret
-    crossing such a cut (the case's, see ``agentv.masking``, or one of ``secrets``) is
+    crossing such a cut (the case's, see ``agentv.system.masking``, or one of ``secrets``) is
     masked whole rather than cut in two.
 
     When the main process has exited, children it left behind are killed if they still

@@ -19,8 +19,8 @@ from agentv.evalfile.finder import is_yaml, yaml_files
 from agentv.evalfile.guidelines import CONFIG_SCHEMA, parse_config
 from agentv.evalfile.loader import LoadContext, LoadedEvalFile, load_eval_file
 from agentv.evalfile.schema import EVAL_SCHEMA
-from agentv.readfile import resolved, special
 from agentv.run.plan import Plan
+from agentv.system.readfile import resolved, special
 from agentv.targets import TARGETS_SCHEMA, validate_targets_file
 from agentv.yaml.source import StreamSource, YamlSource, leading_schema, load_yaml, read_text
 
@@ -174,7 +174,7 @@ def check_run_targets(
     An eval file for which no targets file is found gets a warning: its targets cannot be
     checked (a run needs a targets file, or ``--dry-run``).
     """
-    from agentv.env import environment_scope, read_environment
+    from agentv.system.env import environment_scope, read_environment
     from agentv.targets.discovery import find_targets_file
 
     base = (cwd or Path.cwd()).resolve()

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
-from agentv.readfile import NotARegularFileError, special
+from agentv.system.readfile import NotARegularFileError, special
 
 
 @contextmanager
