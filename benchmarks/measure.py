@@ -26,7 +26,7 @@ from types import ModuleType
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-FAKE_SERVER_FILE = REPO_ROOT / "tests" / "fakes" / "llm_server.py"
+FAKE_SERVER_FILE = REPO_ROOT / "tests" / "support" / "fakes" / "llm_server.py"
 LAUNCHER = Path(__file__).resolve().parent / "launcher.py"
 
 
@@ -169,7 +169,7 @@ def summarize(runs: Sequence[Measurement]) -> dict[str, float]:
 
 
 def load_fake_server_module() -> ModuleType:
-    """Import the test suite's loopback fake LLM server (``tests/fakes/llm_server.py``).
+    """Import the test suite's loopback fake LLM server (``tests/support/fakes/llm_server.py``).
 
     It is loaded from its file so the benchmarks need neither the tests on ``sys.path``
     nor a second copy of the server.

@@ -18,9 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
-from fakes import FakeLLMServer, Fault
-from helpers import write
+from support.fakes import FakeLLMServer, Fault
+from support.helpers import write
 
 CASES = 12
 

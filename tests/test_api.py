@@ -15,8 +15,8 @@ import pytest
 
 import agentv
 from agentv.results.record import EvalResult
-from cli_run import agentv_cli
-from helpers import write
+from support.cli_run import agentv_cli
+from support.helpers import write
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from fakes.llm_server import FakeLLMServer, RecordedRequest
-from helpers import write
+from support.fakes.llm_server import FakeLLMServer, RecordedRequest
+from support.helpers import write
 
 SECRET = "sk-e2e-secret-key-0123456789abcdef"
 JUDGE_VERDICT = {

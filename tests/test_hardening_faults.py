@@ -23,8 +23,8 @@ import pytest
 
 from agentv.providers.base import ProviderResponse, Usage
 from agentv.run.cache import ResponseCache
-from fakes import FakeLLMServer, Fault
-from helpers import write
+from support.fakes import FakeLLMServer, Fault
+from support.helpers import write
 
 KEY = "sk-fault-test-key-0123456789"
 

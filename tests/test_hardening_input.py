@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from agentv.yaml.stream import MAX_DEPTH
-from helpers import write
+from support.helpers import write
 
 CASE = """\
   - id: a

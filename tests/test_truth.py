@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from fakes import FakeLLMServer, Fault, RecordedRequest
-from helpers import write
+from support.fakes import FakeLLMServer, Fault, RecordedRequest
+from support.helpers import write
+from support.paths import EXAMPLES
 
 KEY = "sk-truth-test-key-0123456789"
 VERDICT = {"score": 0.9, "hits": ["right"], "misses": [], "reasoning": "Good."}
@@ -191,7 +192,7 @@ def test_a_missing_judge_key_is_reported_before_any_request(
 
 
 def test_a_dry_run_of_the_examples_is_clean(tmp_path: Path) -> None:
-    examples = Path(__file__).resolve().parent.parent / "examples"
+    examples = EXAMPLES
     proc = subprocess.run(
         [sys.executable, "-m", "agentv", "eval", str(examples), "--dry-run", "--out", "r.jsonl"],
         env={**os.environ, "CI": "1"},

@@ -11,12 +11,12 @@ import time
 from pathlib import Path
 
 import pytest
-from evaluator_kit import code, make_case, make_ctx, msg, user
 
 from agentv.evaluators import grade_case, run_evaluator
 from agentv.messages import FileSegment, GuidelineFile, GuidelineRef, TextSegment
 from agentv.system.masking import Masker, masking_scope
-from helpers import KEY, OFFSETS, across, clean, fragments
+from support.evaluator_kit import code, make_case, make_ctx, msg, user
+from support.helpers import KEY, OFFSETS, across, clean, fragments
 
 PY = shlex.quote(sys.executable)
 

@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
-from evaluator_kit import contains, equals, is_json, make_case, make_ctx, regex
 
 from agentv.cases import EvaluatorConfig
 from agentv.evaluators import EvaluatorScore, deterministic, run_evaluator
 from agentv.evaluators.deterministic import parse_json_answer
+from support.evaluator_kit import contains, equals, is_json, make_case, make_ctx, regex
 
 
 @pytest.fixture(autouse=True)

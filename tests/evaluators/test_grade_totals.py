@@ -7,13 +7,13 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
-from evaluator_kit import FakeJudge, contains, judge, make_case, make_ctx, regex
 
 from agentv.cases import EvaluatorConfig
 from agentv.evaluators import EvaluationContext, EvaluatorScore, grade_case, registry
 from agentv.evaluators.grading import aggregate, needs_judge
 from agentv.evaluators.specs import CodeSpec
 from agentv.providers.base import ProviderResponse, Usage
+from support.evaluator_kit import FakeJudge, contains, judge, make_case, make_ctx, regex
 
 
 def scored(name: str, usage: Usage | None, *, kind: str = "llm_judge", error: str | None = None):

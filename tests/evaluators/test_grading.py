@@ -8,15 +8,14 @@ import sys
 from pathlib import Path
 from typing import ClassVar
 
-from evaluator_kit import FakeJudge, contains, judge, make_case, make_ctx, regex
-
 from agentv.cases import EvaluatorConfig
 from agentv.evalfile.loader import load_eval_file
 from agentv.evaluators import EvaluationContext, EvaluatorScore, grade_case, registry
 from agentv.evaluators.grading import aggregate
 from agentv.prompts.builder import build_prompt
 from agentv.providers.base import ProviderResponse, Usage
-from helpers import write
+from support.evaluator_kit import FakeJudge, contains, judge, make_case, make_ctx, regex
+from support.helpers import write
 
 
 def entry(name: str, score: float, hits: list[str], misses: list[str], reasoning: str | None):

@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-from evaluator_kit import FakeJudge, judge, make_case, make_ctx, msg, user
 
 from agentv.errors import ProviderError, ProviderTimeout
 from agentv.evaluators import grade_case, run_evaluator
@@ -15,7 +14,8 @@ from agentv.messages import FileSegment, GuidelineFile, GuidelineRef, TextSegmen
 from agentv.providers.base import ProviderResponse, Usage
 from agentv.providers.mock import MockProvider, MockSettings
 from agentv.providers.openai import OpenAIProvider, OpenAISettings
-from fakes import FakeLLMServer
+from support.evaluator_kit import FakeJudge, judge, make_case, make_ctx, msg, user
+from support.fakes import FakeLLMServer
 
 SYSTEM = (
     "You are an expert evaluator. Your goal is to grade the candidate_answer based on how "

@@ -1,7 +1,7 @@
 """The trajectory evaluators on trajectories given directly: how calls match (names,
 arguments as a subset, exactly, by JSON Schema), every mode of ``tool_trajectory``,
 precision/recall/F1, step counts, repeated calls, and what each says in its hits and misses.
-The same evaluators on trajectories recorded from real runs: tests/test_trajectory.py."""
+The same evaluators on trajectories recorded from real runs: tests/run/test_trajectory.py."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from evaluator_kit import make_case, make_ctx
 from pydantic import TypeAdapter
 
 from agentv.cases import EvaluatorConfig
 from agentv.evaluators import EvaluatorScore, aggregate, run_evaluator
 from agentv.evaluators.specs import EvaluatorSpec
 from agentv.trajectory import ToolStep
+from support.evaluator_kit import make_case, make_ctx
 
 SPEC: TypeAdapter[Any] = TypeAdapter(EvaluatorSpec)
 

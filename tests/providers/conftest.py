@@ -9,14 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from wire_support import EvalRequest, MakeProvider, provider_fields
 
 from agentv.evalfile.loader import load_eval_file
 from agentv.prompts.builder import LM, PromptSettings, build_prompt
 from agentv.providers.base import Provider, ProviderRequest, request_for_case
 from agentv.providers.registry import provider_class
-from fakes import FakeLLMServer
-from helpers import write
+from support.fakes import FakeLLMServer
+from support.helpers import write
+from support.wire_support import EvalRequest, MakeProvider, provider_fields
 
 
 @pytest.fixture

@@ -14,12 +14,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-from wire_support import FAST_RETRIES, KEYS, MODELS
 
 from agentv.errors import ProviderError
 from agentv.providers.base import Provider, Usage
 from agentv.providers.registry import provider_class
-from helpers import ask
+from support.helpers import ask
+from support.wire_support import FAST_RETRIES, KEYS, MODELS
 
 
 class CannedAPI:

@@ -5,12 +5,12 @@ server ignored, and requests a strict compatible server accepts."""
 from __future__ import annotations
 
 import pytest
-from wire_support import LM_KINDS, EvalRequest, MakeProvider
 
 from agentv.errors import ProviderHTTPError
-from cli_run import agentv_cli, rows
-from fakes import FakeLLMServer, Fault
-from helpers import ask, write
+from support.cli_run import agentv_cli, rows
+from support.fakes import FakeLLMServer, Fault
+from support.helpers import ask, write
+from support.wire_support import LM_KINDS, EvalRequest, MakeProvider
 
 LONG_REPLY = "one two three four five six seven eight nine ten"
 #: how each API says "cut at the output limit"
@@ -133,7 +133,7 @@ async def test_the_strict_fake_refuses_null_content_and_wrong_types(
     llm_server: FakeLLMServer, make_provider: MakeProvider
 ) -> None:
     # what agentv used to send; the fake must catch it, or it proves nothing
-    from fakes.strict import openai_problems
+    from support.fakes.strict import openai_problems
 
     body = {
         "model": "m",

@@ -10,13 +10,13 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import pytest
 
-from fakes import Every, FakeLLMServer, Fault
+from support.fakes import Every, FakeLLMServer, Fault
+from support.paths import SUPPORT
 
-SCRIPT = Path(__file__).resolve().parents[1] / "fakes" / "llm_server.py"
+SCRIPT = SUPPORT / "fakes" / "llm_server.py"
 
 
 def _post(url: str, body: dict, timeout: float = 10) -> tuple[int, dict]:

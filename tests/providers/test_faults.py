@@ -10,11 +10,11 @@ import time
 from typing import Any
 
 import pytest
-from wire_support import LM_KINDS, MakeProvider
 
 from agentv.errors import ProviderError, ProviderHTTPError, ProviderTimeout
-from fakes import FakeLLMServer, Fault
-from helpers import ask
+from support.fakes import FakeLLMServer, Fault
+from support.helpers import ask
+from support.wire_support import LM_KINDS, MakeProvider
 
 REQUEST = ask(question="Hello?")
 #: what the orchestrator passes as the case's limit (--agent-timeout's default)

@@ -10,14 +10,14 @@ import time
 from pathlib import Path
 
 import pytest
-from wire_support import LM_KINDS, MakeProvider
 
 from agentv.errors import ProviderError, ProviderTimeout
 from agentv.providers.failures import ResponseTooLarge, connection_failure
 from agentv.providers.transport import http_client
-from cli_run import agentv_cli, rows
-from fakes import FakeLLMServer, Fault, refused
-from helpers import ask, write
+from support.cli_run import agentv_cli, rows
+from support.fakes import FakeLLMServer, Fault, refused
+from support.helpers import ask, write
+from support.wire_support import LM_KINDS, MakeProvider
 
 REQUEST = ask(question="Hello?")
 MIB = 1 << 20

@@ -1,7 +1,7 @@
 """Masking comes before shortening in the LM API providers' errors: a key placed across
 every cut point of an API's error message (cut in the middle) and of a body that is not JSON
 (start and end kept) leaves no part of itself behind, and the record of a case whose text
-was masked says ``masked_secrets: true``. (Agents: tests/agents/test_agent_masking_cuts.py; code
+was masked says ``masked_secrets: true``. (Agents: tests/providers/agents/test_agent_masking_cuts.py; code
 evaluators: tests/evaluators/test_code_evaluator.py.)"""
 
 from __future__ import annotations
@@ -10,15 +10,15 @@ import json
 from pathlib import Path
 
 import pytest
-from wire_support import LM_KINDS, provider_fields
 
 from agentv.errors import ProviderError
 from agentv.providers.llm import MAX_MESSAGE, NON_JSON_SHOWN
 from agentv.providers.registry import provider_class
 from agentv.system.masking import Masker, masking_scope
-from cli_run import agentv_cli, rows
-from fakes import FakeLLMServer, Fault
-from helpers import KEY, OFFSETS, across, ask, clean, fragments, middle_cuts, write
+from support.cli_run import agentv_cli, rows
+from support.fakes import FakeLLMServer, Fault
+from support.helpers import KEY, OFFSETS, across, ask, clean, fragments, middle_cuts, write
+from support.wire_support import LM_KINDS, provider_fields
 
 
 async def _errors(kind: str, faults: list[Fault]) -> list[str]:

@@ -18,14 +18,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from typer.testing import CliRunner
-from wire_support import KEYS, LM_KINDS, provider_fields
 
 import agentv
+import yaml
 from agentv.cli.app import _register, app
-from fakes import FakeLLMServer
-from helpers import write
+from support.fakes import FakeLLMServer
+from support.helpers import write
+from support.wire_support import KEYS, LM_KINDS, provider_fields
 
 _register()
 

@@ -7,13 +7,13 @@ import socket
 import time
 
 import pytest
-from wire_support import KEYS, LM_KINDS, MakeProvider
 
 from agentv.errors import ProviderError, ProviderHTTPError, ProviderTimeout
 from agentv.providers.registry import provider_class
 from agentv.run.scheduling import GatedProvider, Gates
-from fakes import FakeLLMServer, Fault
-from helpers import ask
+from support.fakes import FakeLLMServer, Fault
+from support.helpers import ask
+from support.wire_support import KEYS, LM_KINDS, MakeProvider
 
 REQUEST = ask(question="Hello?")
 

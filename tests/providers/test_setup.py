@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from wire_support import KEYS, LM_KINDS, EvalRequest, MakeProvider, provider_fields
 
 from agentv.errors import ConfigError
 from agentv.providers.anthropic import AnthropicProvider, AnthropicSettings
@@ -20,8 +19,9 @@ from agentv.providers.openai import (
 )
 from agentv.providers.registry import provider_class
 from agentv.targets import create_provider, discover_targets_file, load_targets_file
-from fakes import FakeLLMServer
-from helpers import ask, write
+from support.fakes import FakeLLMServer
+from support.helpers import ask, write
+from support.wire_support import KEYS, LM_KINDS, EvalRequest, MakeProvider, provider_fields
 
 
 def test_provider_modules_import_without_their_sdks() -> None:

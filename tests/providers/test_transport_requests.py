@@ -9,13 +9,13 @@ from typing import Any
 
 import httpx2
 import pytest
-from wire_support import LM_KINDS, MakeProvider, provider_fields
 
 from agentv.providers.base import SENDING
 from agentv.providers.registry import provider_class
 from agentv.providers.transport import http_client
-from fakes import FakeLLMServer
-from helpers import ask
+from support.fakes import FakeLLMServer
+from support.helpers import ask
+from support.wire_support import LM_KINDS, MakeProvider, provider_fields
 
 #: what the SDKs pass: a list of header pairs, some of them the client's own names
 SDK_HEADERS = [

@@ -13,15 +13,15 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
-from wire_support import KEYS, LM_KINDS, MODELS, EvalRequest, MakeProvider
 
 from agentv.messages import ChatMessage, ToolCall, chat_to_dicts
 from agentv.prompts.builder import request_messages
 from agentv.providers.anthropic import DEFAULT_MAX_TOKENS
 from agentv.providers.base import ProviderRequest
 from agentv.providers.gemini import GeminiProvider, GeminiSettings
-from fakes import FakeLLMServer, RecordedRequest
-from helpers import ask
+from support.fakes import FakeLLMServer, RecordedRequest
+from support.helpers import ask
+from support.wire_support import KEYS, LM_KINDS, MODELS, EvalRequest, MakeProvider
 
 Turn = tuple[str, str]  # (neutral role, text)
 
