@@ -377,8 +377,16 @@ def test_a_record_read_as_it_is_sums_up_as_its_model() -> None:
     from agentv.results.record import EvalResult
 
     records = [
-        record("a", 1.0, duration_s=1.5, usage={"input_tokens": 10, "output_tokens": 2}),
-        record("b", 0.25, target="u", duration_s=0.5),
+        {
+            **record("a", 1.0, duration_s=1.5, usage={"input_tokens": 10, "output_tokens": 2}),
+            "timestamp": "2025-06-01T10:00:02.000Z",
+            "dataset": "weather",
+            "trajectory": [{"name": "f", "arguments": {}}, {"name": "g", "arguments": {}}],
+        },
+        {**record("b", 0.25, target="u", duration_s=0.5), "timestamp": "2025-06-01T10:00:01Z"},
+        {"eval_id": 7, "score": 1, "status": "ok", "dataset": "numbers"},  # an id as a number
+        {"eval_id": "old", "score": 0.5},  # the original AgentV's: no status
+        {"eval_id": "older", "error": "the target failed"},
         record("c", 0.0, "error", error="the target failed"),
         {"eval_id": None, "eval_file": "e.yaml", "line": 7, "status": "invalid", "error": "x"},
         {"eval_id": "d", "status": "skipped", "skip_reason": "budget", "target": "t"},
@@ -406,4 +414,12 @@ def test_a_record_read_as_it_is_sums_up_as_its_model() -> None:
         read.add_record(rec)
         built.add(EvalResult.model_validate(rec))
     assert read.summary() == built.summary()
-    assert read.summary().turns is not None and read.summary().total == len(records)
+    summary = read.summary()
+    assert summary.turns is not None and summary.total == len(records)
+    assert summary.time.started == summary.time.ended - 1.5  # a ran 1.5 s, ending last
+    assert summary.trajectory_calls == 2 and summary.statuses[:3] == (
+        ("ok", 3),
+        ("failed", 2),
+        ("error", 2),
+    )
+    assert [d.name for d in summary.datasets] == ["weather", "", "numbers"]
