@@ -38,6 +38,15 @@ def _index(report: Path) -> dict[str, Any]:
     return json.loads(found.group(1))
 
 
+def _figures(summary: dict[str, Any]) -> dict[str, Any]:
+    """--summary-json without its lists of cases (the errored runs, each case's repeats,
+    each target's flaky cases), which the report's table shows instead of its head."""
+    assert summary["errors_by_case"] and summary["cases"]  # left out, not missing
+    kept = {k: v for k, v in summary.items() if k not in ("errors_by_case", "cases")}
+    kept["targets"] = [{k: v for k, v in t.items() if k != "flaky"} for t in summary["targets"]]
+    return kept
+
+
 def test_the_run_holds_every_kind_of_result(mixed: MixedRun) -> None:
     records = rows(mixed.results)
     assert mixed.exit_code == 4  # the budget left runs unsent
@@ -68,7 +77,7 @@ def test_the_run_holds_every_kind_of_result(mixed: MixedRun) -> None:
 def test_the_report_shows_the_summary_json_whole(mixed: MixedRun) -> None:
     summary = _summary(mixed)
     index = _index(mixed.report)
-    assert index["summary"] == summary
+    assert index["summary"] == _figures(summary)
     # the table's rows are the runs the summary counts, by status and by target
     statuses = index["statuses"]
     targets = index["targets"]
@@ -87,7 +96,7 @@ def test_the_python_api_and_a_report_built_again_say_the_same(
     summary = _summary(mixed)
     assert agentv.read_results(mixed.results).summary.to_dict() == summary
     again = agentv.report(mixed.results, out=tmp_path / "again.html")
-    assert _index(again.path)["summary"] == summary
+    assert _index(again.path)["summary"] == _figures(summary)
 
 
 def test_junit_counts_are_the_summarys(mixed: MixedRun) -> None:

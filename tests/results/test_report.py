@@ -17,7 +17,13 @@ import agentv
 from agentv.cli.app import _register, app
 from agentv.results.reader import read_results
 from agentv.results.report import build_report, default_report_path
-from agentv.results.report.build import CHUNK, DISPLAY_CHARS, detail_of, script_json
+from agentv.results.report.build import (
+    CHUNK,
+    DISPLAY_CHARS,
+    detail_of,
+    page_summary,
+    script_json,
+)
 from support.paths import BENCHMARKS
 
 BENCH_DIR = BENCHMARKS
@@ -126,8 +132,13 @@ def test_index_rows_details_and_what_is_left_out(bench: Any, tmp_path: Path) -> 
     assert summary["judge_tokens"]["output"] == 48 * 8
     assert [t["target"] for t in summary["targets"]] == ["gpt", "claude"]
     assert summary["time"]["wall_seconds"] > 0
-    # the figures are the summary's, whole: what `agentv.read_results(...).summary` says
-    assert summary == agentv.read_results(tmp_path / "r.jsonl").summary.to_dict()
+    # the figures are the summary's, whole: what `agentv.read_results(...).summary` says,
+    # less its lists of cases (the table lists every run)
+    whole = agentv.read_results(tmp_path / "r.jsonl").summary.to_dict()
+    assert summary == page_summary(whole)
+    assert set(whole) - set(summary) == {"errors_by_case", "cases"}
+    assert whole["errors_by_case"] and "flaky" in whole["targets"][0]
+    assert [set(t) for t in whole["targets"]] == [{*t, "flaky"} for t in summary["targets"]]
 
 
 def test_huge_texts_are_shortened_for_display_and_say_where_the_whole_is(

@@ -146,10 +146,29 @@ class RunData:
             "chunk_size": CHUNK,
             "chunks": len(self.chunks),
             # the very figures --summary-json writes: the page computes none of its own
-            "summary": self.summary.summary().to_dict(),
+            "summary": page_summary(self.summary.summary().to_dict()),
             "skipped_lines": self.bad_count,
             "skipped_examples": self.bad_lines,
         }
+
+
+#: what the page leaves out of the summary: its lists of cases (the errored runs, each
+#: case's repeats, each target's flaky cases), which grow with the run and which the
+#: table of every record shows anyway
+PER_CASE = ("errors_by_case", "cases")
+PER_CASE_OF_A_TARGET = ("flaky",)
+
+
+def page_summary(summary: dict[str, Any]) -> dict[str, Any]:
+    """The summary's JSON (``Summary.to_dict``) as the page holds it: every figure, its
+    lists of cases left out (``PER_CASE``, ``PER_CASE_OF_A_TARGET``), so that the head of
+    the page stays small at 100,000 runs."""
+    kept = {k: v for k, v in summary.items() if k not in PER_CASE}
+    kept["targets"] = [
+        {k: v for k, v in target.items() if k not in PER_CASE_OF_A_TARGET}
+        for target in summary["targets"]
+    ]
+    return kept
 
 
 def detail_of(record: dict[str, Any]) -> dict[str, Any]:
@@ -338,5 +357,6 @@ __all__ = [
     "build_report",
     "default_report_path",
     "detail_of",
+    "page_summary",
     "script_json",
 ]
