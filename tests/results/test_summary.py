@@ -423,3 +423,41 @@ def test_a_record_read_as_it_is_sums_up_as_its_model() -> None:
         ("error", 2),
     )
     assert [d.name for d in summary.datasets] == ["weather", "", "numbers"]
+
+
+def test_the_time_span_of_records_written_at_any_time() -> None:
+    """Timestamps without a zone are UTC; one that is not a time is left out; a span that
+    starts before year 1 has no start date (its length is still known); a duration that is
+    not finite is unknown. The JSON stays valid JSON."""
+    import json
+
+    collector = SummaryCollector()
+    collector.add_record(
+        {"eval_id": "a", "status": "ok", "score": 1.0, "timestamp": "2025-06-01T10:00:00.500"}
+    )
+    collector.add_record(
+        {"eval_id": "b", "status": "ok", "score": 1.0, "timestamp": "2025-06-01T10:00:03Z"}
+        | {"duration_ms": 4000}
+    )
+    collector.add_record({"eval_id": "c", "status": "ok", "score": 1.0, "timestamp": "soon"})
+    collector.add_record({"eval_id": "d", "status": "error", "duration_ms": float("inf")})
+    time = collector.summary().to_dict()["time"]
+    assert time == {
+        "started": "2025-06-01T09:59:59.000Z",  # b's: 4 s before it was written
+        "ended": "2025-06-01T10:00:03.000Z",
+        "wall_seconds": 4.0,
+        "case_seconds": 4.0,
+    }
+    early = SummaryCollector()
+    early.add_record(
+        {"eval_id": "e", "status": "ok", "score": 1.0, "timestamp": "0001-01-01T00:00:01Z"}
+        | {"duration_ms": 2000}
+    )
+    data = early.summary().to_dict()
+    assert data["time"] == {
+        "started": None,
+        "ended": "0001-01-01T00:00:01.000Z",
+        "wall_seconds": 2.0,
+        "case_seconds": 2.0,
+    }
+    json.dumps(data, allow_nan=False)

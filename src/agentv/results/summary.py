@@ -452,7 +452,8 @@ class SummaryCollector:
         row = len(self._ids)
         self._ids.append(eval_id)
         duration = get("duration_ms")
-        seconds = duration / 1000 if isinstance(duration, int | float) else math.nan
+        known = isinstance(duration, int | float) and math.isfinite(duration)
+        seconds = duration / 1000 if known else math.nan
         self._durations.append(seconds)
         self._statuses[status] += 1
         if status in ("error", "invalid", "user_error"):
@@ -1071,7 +1072,10 @@ def _iso(moment: float | None) -> str | None:
     millisecond (``2025-06-01T10:00:00.000Z``)."""
     if moment is None:
         return None
-    text = datetime.fromtimestamp(moment, UTC).isoformat(timespec="milliseconds")
+    try:
+        text = datetime.fromtimestamp(moment, UTC).isoformat(timespec="milliseconds")
+    except (ValueError, OverflowError, OSError):  # before year 1 or after 9999: no date
+        return None
     return text.removesuffix("+00:00") + "Z"
 
 
