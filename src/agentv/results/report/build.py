@@ -6,6 +6,10 @@ duration, attempts, the answer) and its *detail* (what a case's page shows: the 
 exactly as sent, the question, guidelines and every evaluator), minus what the report does
 not show (``lm_provider_request`` and ``agent_provider_request`` repeat ``raw_request``).
 
+The head of the page (counts, scores, tokens, cost, time, targets, evaluators, histogram)
+is the file's summary (``agentv.results.summary``, fed each record as it is read): the
+figures ``--summary-json`` writes, which the page shows and never counts itself.
+
 The page holds the index rows first, then the browser code, then the details in chunks of
 ``CHUNK`` records, each in its own ``<script type="application/json">`` element: the table
 shows its first rows while the browser is still reading the details, and a case's chunk is
