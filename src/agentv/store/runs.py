@@ -356,12 +356,13 @@ def list_runs(db: sqlite3.Connection, which: RunFilter | None = None) -> list[St
         args.append(which.until)
     if which.search:
         where.append(
-            "(CAST(id AS TEXT) = ? OR uid LIKE ? ESCAPE '\\' OR command LIKE ? ESCAPE '\\' "
+            "(CAST(id AS TEXT) = ? OR uid = ? OR command LIKE ? ESCAPE '\\' "
             "OR eval_files LIKE ? ESCAPE '\\' OR targets LIKE ? ESCAPE '\\' "
             "OR results_path LIKE ? ESCAPE '\\' OR git_commit LIKE ? ESCAPE '\\')"
         )
         pattern = _like(which.search)
-        args += [which.search.strip(), pattern, pattern, pattern, pattern, pattern, pattern]
+        term = which.search.strip()
+        args += [term, term, pattern, pattern, pattern, pattern, pattern]
     sql = "SELECT * FROM runs"
     if where:
         sql += " WHERE " + " AND ".join(where)

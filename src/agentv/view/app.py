@@ -402,6 +402,9 @@ def make_app(settings: Settings) -> Any:
     async def calibrate_page(request: Request) -> Response:
         return page(request, "calibrate.html.j2", calibration=store(request).calibrate())
 
+    async def no_icon(request: Request) -> Response:
+        return Response(status_code=204)  # the workbench has no icon: none is asked again
+
     async def not_found(request: Request, exc: Exception) -> Response:
         return missing(request, "there is no such page")
 
@@ -414,6 +417,7 @@ def make_app(settings: Settings) -> Any:
         Route("/cases", case_page),
         Route("/queue", queue_page),
         Route("/calibrate", calibrate_page),
+        Route("/favicon.ico", no_icon),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: not_found})
