@@ -57,7 +57,7 @@ def build(tmp_path: Path) -> tuple[RunStore, int]:
 
 
 def test_calibration_equals_the_hand_computation(tmp_path: Path) -> None:
-    store, run_id = build(tmp_path)
+    store, _ = build(tmp_path)
     with store:
         found = store.calibrate()
     assert found.reviewed == 15

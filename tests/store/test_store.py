@@ -315,7 +315,7 @@ def test_the_schema_is_versioned_and_other_files_refused(tmp_path: Path) -> None
     db.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
     db.commit()
     db.close()
-    with pytest.raises(InputError, match="written by a newer agentv .schema 99"):
+    with pytest.raises(InputError, match=r"written by a newer agentv \(schema 99"):
         RunStore(path)
     other = tmp_path / "other.sqlite"
     db = sqlite3.connect(other)
