@@ -73,6 +73,7 @@ __all__ = [
     "Report",
     "ResultsFile",
     "RunOptions",
+    "RunRegistration",
     "Side",
     "StoredRun",
     "Summary",
@@ -98,6 +99,7 @@ __all__ = [
     "regrade",
     "render",
     "report",
+    "register_run",
     "report_path",
     "reviewer_name",
     "run_eval",
@@ -1467,3 +1469,55 @@ def workbench(
         reviewer=reviewer if reviewer is not None else reviewer_name(base),
         cwd=base,
     )
+
+
+@dataclass
+class RunRegistration:
+    """A run registered in the store when it started (``register_run``): ``finish()``
+    completes its entry when it ends (its results file indexed, its figures filled)."""
+
+    store: Path
+    run_id: int
+
+    def finish(self, *, interrupted: bool = False) -> None:
+        """Complete the run's entry. ``AgentVError`` when the store cannot be written or
+        the results file read: the run itself is not affected."""
+        with open_store(self.store, create=False) as opened:
+            opened.finish_run(self.run_id, interrupted=interrupted)
+
+
+def register_run(
+    prepared: PreparedRun,
+    *,
+    results: PathLike,
+    command: Sequence[str],
+    store: PathLike | None = None,
+    cwd: PathLike | None = None,
+) -> RunRegistration | None:
+    """Register a run that starts in the project's run store (``agentv eval`` does, at its
+    start): when, the command line, the git commit and whether the tree was dirty, the eval
+    files with their content hashes, targets, repeats and the results file. A run that adds
+    to a results file (``resume``, a rerun into it) updates the run that wrote the file.
+    None when registration is off (``register_runs: false`` in the project's
+    ``.agentv/config.yaml``; ``store`` given turns it on). ``AgentVError`` when the store
+    cannot be written."""
+    from agentv.store import RunStart
+    from agentv.store.project import store_settings
+
+    base = Path(cwd).resolve() if cwd is not None else Path.cwd().resolve()
+    settings = store_settings(base, Path(store) if store is not None else None)
+    if not settings.register and store is None:
+        return None
+    plan = prepared.plan
+    start = RunStart(
+        command=list(command),
+        cwd=base,
+        eval_files=[loaded.path for loaded in plan.files],
+        targets=[t.name for t in prepared.targets()],
+        results_path=base / Path(results),
+        repeats=plan.repeat,
+        pass_threshold=prepared.pass_threshold,
+        appending=prepared.append,
+    )
+    with open_store(settings.path, cwd=base) as opened:
+        return RunRegistration(opened.path, opened.start_run(start))

@@ -154,7 +154,7 @@ def index_results(
     stat = os.stat(path)
     reader = read_results(path)
     whole = SummaryCollector()
-    by_file: dict[str, SummaryCollector] = {}
+    files: set[str] = set()
     seen: dict[RunKey, int] = {}
     superseded: list[int] = []
     records: list[tuple[Any, ...]] = []
@@ -168,8 +168,9 @@ def index_results(
         if earlier is not None:
             superseded.append(earlier)
         seen[key] = seq
+        files.add(result.eval_file or "")
         if not superseded:  # else the summary is made again below, of the latest records
-            _count(result, whole, by_file)
+            whole.add(result)
         records.append(
             (run_id, generation, seq, found.line, found.offset, found.size, *_row(result))
         )
@@ -177,12 +178,23 @@ def index_results(
         if len(records) >= BATCH:
             _insert(db, records, judged)
     _insert(db, records, judged)
-    if superseded:
-        whole, by_file = SummaryCollector(), {}
+    by_file: dict[str, SummaryCollector] = {}
+    if superseded or len(files) > 1:
+        # the file again: the latest records only, and each eval file's apart (a run of
+        # one eval file has that file's figures in its whole summary)
+        whole = SummaryCollector() if superseded else whole
         latest = set(seen.values())
         for n, found in enumerate(read_results(path).located(), 1):
-            if n in latest:
-                _count(found.result, whole, by_file)
+            if n not in latest:
+                continue
+            if superseded:
+                whole.add(found.result)
+            if len(files) > 1:
+                name = found.result.eval_file or ""
+                collector = by_file.get(name)
+                if collector is None:
+                    collector = by_file[name] = SummaryCollector()
+                collector.add(found.result)
         for start in range(0, len(superseded), BATCH):
             chunk = superseded[start : start + BATCH]
             with write(db):
@@ -191,7 +203,11 @@ def index_results(
                     [(run_id, generation, s) for s in chunk],
                 )
     summary = whole.summary()
-    groups = _groups(summary, {name: c.summary() for name, c in by_file.items()})
+    if len(files) == 1:
+        each = {next(iter(files)): summary}
+    else:
+        each = {name: c.summary() for name, c in by_file.items()}
+    groups = _groups(summary, each)
     with write(db):
         current = db.execute("SELECT generation FROM runs WHERE id = ?", (run_id,)).fetchone()
         if current is not None and current[0] < generation:  # a later indexing may have won
@@ -204,17 +220,6 @@ def index_results(
             )
     forget_old(db, run_id)
     return Indexed(summary, seq, len(reader.diagnostics))
-
-
-def _count(
-    result: EvalResult, whole: SummaryCollector, by_file: dict[str, SummaryCollector]
-) -> None:
-    whole.add(result)
-    name = result.eval_file or ""
-    collector = by_file.get(name)
-    if collector is None:
-        collector = by_file[name] = SummaryCollector()
-    collector.add(result)
 
 
 def _insert(db: sqlite3.Connection, records: list[Any], judged: list[Any]) -> None:
@@ -291,7 +296,7 @@ def _figures(
             summary.pass_rate,
             summary.mean,
             summary.cost.total.usd if summary.cost is not None else None,
-            summary.time.wall_seconds,
+            data["time"]["wall_seconds"],  # as --summary-json says it
             orjson.dumps(page_summary(data)).decode(),
             bad_lines,
             stat.st_size,
