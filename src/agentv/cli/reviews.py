@@ -26,7 +26,7 @@ def reviews_command() -> None:
     """Export and import reviews (people's verdicts on answers) as JSON Lines."""
 
 
-@reviews_app.command("export")
+@reviews_app.command("export", short_help="Write every review as a line of JSON.")
 def export_command(
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="The file to write (default: stdout).")
@@ -53,7 +53,7 @@ def export_command(
         sys.stdout.write(f"{len(lines)} review(s) written to {output}\n")
 
 
-@reviews_app.command("import")
+@reviews_app.command("import", short_help="Add reviews from JSON Lines.")
 def import_command(
     path: Annotated[Path, typer.Argument(help="A JSON Lines file of reviews.")],
     reviewer: Annotated[

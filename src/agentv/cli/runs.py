@@ -165,7 +165,7 @@ def runs_table(found: list[StoredRun]) -> str:
     return "\n".join(printable(line) for line in lines)
 
 
-@runs_app.command("import")
+@runs_app.command("import", short_help="Index results files made elsewhere or before.")
 def import_command(
     paths: Annotated[list[Path], typer.Argument(help="Results files (JSONL or YAML).")],
     store: Store = None,
