@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -28,6 +28,7 @@ from agentv.evalfile.checks import (
     script_problem,
     trajectory_problems,
 )
+from agentv.evalfile.context import LoadContext
 from agentv.evalfile.files import is_within
 from agentv.evalfile.guidelines import is_guideline
 from agentv.evalfile.schema_errors import translate
@@ -41,10 +42,6 @@ from agentv.messages import (
     ToolCall,
 )
 from agentv.yaml.source import PathKey, YamlSource, describe_decode_error
-
-if TYPE_CHECKING:
-    from agentv.evalfile.loader import LoadContext
-
 
 _CASE_ADAPTER = sc.RawEvalCase
 

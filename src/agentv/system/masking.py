@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
@@ -24,24 +24,6 @@ if TYPE_CHECKING:
 
 MASK = "***"
 MIN_LENGTH = 8
-#: the variables the LM API providers take a key from when a target has no ``api_key``
-VENDOR_KEY_VARIABLES = (
-    "OPENAI_API_KEY",
-    "AZURE_OPENAI_API_KEY",
-    "ANTHROPIC_API_KEY",
-    "GEMINI_API_KEY",
-    "GOOGLE_API_KEY",
-)
-
-
-def vendor_keys(env: Mapping[str, str] | None = None) -> list[str]:
-    """The values of the vendors' key variables that are set (in ``env``, else the run's
-    environment: ``agentv.system.env``)."""
-    if env is None:
-        from agentv.system.env import run_environment
-
-        env = run_environment()
-    return [value.strip() for name in VENDOR_KEY_VARIABLES if (value := env.get(name, ""))]
 
 
 class Masker:
