@@ -1,4 +1,4 @@
-"""Evaluator settings checked before the first request (``evalfile/checks.py``).
+"""Evaluator settings checked before the first request (each evaluator's ``check``).
 
 A broken regex, an invalid JSON Schema or a missing script would make an evaluator fail on
 every answer, after the answer was paid for. The loader finds them first: the case is
@@ -15,9 +15,9 @@ import pytest
 from typer.testing import CliRunner
 
 from agentv.cli.app import _register, app
-from agentv.evalfile.checks import regex_problem, script_file
 from agentv.evalfile.loader import load_eval_file
-from agentv.evaluators.specs import IsJsonSpec
+from agentv.evaluators.deterministic import IsJsonSpec, regex_problem
+from agentv.system.scripts import script_file
 from support.helpers import write
 
 _register()
@@ -132,7 +132,8 @@ def test_inline_schema_string_that_is_json_is_checked_as_a_schema(repo: Path) ->
 
 def test_schema_whose_draft_is_not_text(repo: Path) -> None:
     """jsonschema looks the draft up by the `$schema` string and crashed on a number."""
-    from agentv.evalfile.checks import Problem, check_schema
+    from agentv.errors import Problem
+    from agentv.evaluators.schemas import check_schema
 
     assert check_schema({"$schema": 5}, "(inline)") == Problem(
         "schema",
@@ -228,7 +229,7 @@ def test_a_schema_file_that_cannot_be_read_says_how_it_must_be_written(
 
 
 def test_schema_hints_say_how_to_fix_it() -> None:
-    from agentv.evalfile.checks import check_schema
+    from agentv.evaluators.schemas import check_schema
 
     not_a_mapping = check_schema([1], "(inline)")
     assert not_a_mapping is not None and not_a_mapping.hint == (
@@ -281,7 +282,7 @@ def test_inline_schemas_are_told_apart_by_value(repo: Path) -> None:
 
 
 def test_a_mapping_whose_keys_cannot_be_sorted_is_checked_as_it_is() -> None:
-    from agentv.evalfile.checks import SchemaChecker
+    from agentv.evaluators.schemas import SchemaChecker
 
     # eval files only have text keys; the checker does not depend on it
     problem = SchemaChecker().problem({"type": 5, 1: "x"}, Path("."))
@@ -290,7 +291,7 @@ def test_a_mapping_whose_keys_cannot_be_sorted_is_checked_as_it_is() -> None:
 
 
 def test_an_inline_schema_string_nested_too_deeply() -> None:
-    from agentv.evalfile.checks import SchemaChecker
+    from agentv.evaluators.schemas import SchemaChecker
 
     problem = SchemaChecker().problem('{"a":' * 100_000, Path("."))
     assert problem is not None and problem.message.startswith(
@@ -319,16 +320,16 @@ def test_good_schemas_load(repo: Path) -> None:
 def test_a_schema_is_checked_once_for_the_whole_file(
     repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from agentv.evalfile import checks
+    from agentv.evaluators import schemas
 
     calls = []
-    real = checks.check_schema
+    real = schemas.check_schema
 
     def counting(schema: object, label: str) -> object:
         calls.append(label)
         return real(schema, label)
 
-    monkeypatch.setattr(checks, "check_schema", counting)
+    monkeypatch.setattr(schemas, "check_schema", counting)
     write(repo, "evals/answer.json", '{"type": "object"}')
     cases = "".join(
         f"  - id: c{i}\n    outcome: ok\n    input_messages: [{{role: user, content: hi}}]\n"
@@ -439,7 +440,7 @@ def test_which_word_of_a_command_is_its_script(command: str, file: str | None) -
 def test_only_the_command_itself_is_looked_for_on_path(
     repo: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from agentv.evalfile.checks import script_problem
+    from agentv.system.scripts import script_problem
 
     bin_dir = tmp_path / "bin"
     write(bin_dir, "grade.py", "#!/bin/sh\n").chmod(0o755)
@@ -548,8 +549,8 @@ def test_regex_check_agrees_with_the_regex_evaluator(pattern: str, flags: str | 
     ],
 )
 def test_schema_check_agrees_with_the_is_json_evaluator(tmp_path: Path, schema: object) -> None:
-    from agentv.evalfile.checks import SchemaChecker
-    from agentv.evaluators import deterministic
+    from agentv.evaluators import schemas
+    from agentv.evaluators.schemas import SchemaChecker
 
     write(tmp_path, "answer.json", '{"type": "object"}')
     write(tmp_path, "list.json", "[]")
@@ -557,8 +558,8 @@ def test_schema_check_agrees_with_the_is_json_evaluator(tmp_path: Path, schema: 
     write(tmp_path, "answer.yaml", "type: object\n")
     write(tmp_path, "bad.yaml", "type: [object\n")
     spec = IsJsonSpec.model_validate({"type": "is_json", "schema": schema})
-    deterministic._SCHEMAS.clear()  # files are cached by path across tests
-    at_run_time = deterministic._schema_for(spec, tmp_path / "e.yaml")
+    schemas._SCHEMAS.clear()  # files are cached by path across tests
+    at_run_time = schemas.resolve_schema(spec.schema_, tmp_path / "e.yaml")
     problem = SchemaChecker().problem(spec.schema_, tmp_path)
     assert (problem is None) == (not isinstance(at_run_time, str))
 

@@ -4,14 +4,14 @@ reported), judge failures, errors and the default evaluator's fields, compared w
 from __future__ import annotations
 
 from pathlib import Path
-from typing import ClassVar
 
 import pytest
 
 from agentv.cases import EvaluatorConfig
-from agentv.evaluators import EvaluationContext, EvaluatorScore, grade_case, registry
-from agentv.evaluators.grading import aggregate, needs_judge
-from agentv.evaluators.specs import CodeSpec
+from agentv.evaluators.base import EvaluationContext, EvaluatorScore
+from agentv.evaluators.code import CodeSpec
+from agentv.evaluators.deterministic import ContainsSpec
+from agentv.evaluators.grading import aggregate, grade_case, needs_judge
 from agentv.providers.base import ProviderResponse, Usage
 from support.evaluator_kit import FakeJudge, contains, judge, make_case, make_ctx, regex
 
@@ -121,14 +121,14 @@ async def test_default_code_evaluator_falls_back_to_the_judge(tmp_path: Path) ->
     assert (grade.score, grade.default_name, len(fake.requests)) == (1.0, "llm_judge", 1)
 
 
-class _Raising:
-    type: ClassVar[str] = "contains"
+def _raising(name: str, exc: BaseException) -> EvaluatorConfig:
+    """A ``contains`` evaluator whose grading raises ``exc``."""
 
-    def __init__(self, exc: BaseException) -> None:
-        self.exc = exc
+    class Raising(ContainsSpec):
+        async def evaluate(self, ctx: EvaluationContext, config: EvaluatorConfig) -> EvaluatorScore:
+            raise exc
 
-    async def evaluate(self, ctx: EvaluationContext, config: EvaluatorConfig) -> EvaluatorScore:
-        raise self.exc
+    return EvaluatorConfig(name, Raising(type="contains", value="x"))
 
 
 @pytest.mark.parametrize(
@@ -136,10 +136,9 @@ class _Raising:
     [(RuntimeError(""), "RuntimeError"), (ValueError("bad value"), "bad value")],
 )
 async def test_an_evaluator_that_raises_without_a_message_is_named_by_its_type(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, exc: BaseException, error: str
+    tmp_path: Path, exc: BaseException, error: str
 ) -> None:
-    monkeypatch.setitem(registry.EVALUATORS, "contains", _Raising(exc))
-    case = make_case(tmp_path, evaluators=[contains("x", "boom")])
+    case = make_case(tmp_path, evaluators=[_raising("boom", exc)])
     grade = await grade_case(make_ctx(case, "Paris"))
     assert grade.evaluator_results is not None
     (entry,) = grade.evaluator_results

@@ -8,7 +8,7 @@ Every problem is collected as a ``Diagnostic`` with its file, line and column. A
 an error cannot run: it is kept as an ``InvalidCase`` (its result says why) and the others
 still run. What can be known before the first request is checked here, so that ``eval``
 and ``validate`` say it alike: referenced files, duplicate ids, regex patterns, JSON
-Schemas, code evaluators' scripts (``checks.py``). A file that cannot be used at all (bad
+Schemas, code evaluators' scripts (each evaluator's ``check``). A file that cannot be used at all (bad
 YAML, wrong ``$schema``, no ``evalcases`` list, a broken header) raises ``InputError``.
 """
 
