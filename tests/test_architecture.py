@@ -198,7 +198,7 @@ def test_grading_never_reaches_back_into_loading() -> None:
         ("agentv.messages", ("agentv.cases", "agentv.evaluators", "agentv.providers")),
         ("agentv.providers.base", ("agentv.cases", "agentv.prompts", "agentv.evaluators")),
         ("agentv.providers.pricing", ("agentv.providers.base",)),
-        ("agentv.system.masking", ("agentv.system.env",)),
+        ("agentv.system.masking", ("agentv.system.env", "agentv.providers")),
         ("agentv.system.env", ("agentv.system.masking",)),
     ],
 )

@@ -15,6 +15,7 @@ from __future__ import annotations
 import difflib
 import types
 import typing
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -60,13 +61,12 @@ _TYPE_WORDS = {
 }
 
 
-def _data_path(entry: Any, loc: tuple[Any, ...]) -> tuple[PathKey, Any, Any]:
+def _data_path(entry: Any, loc: tuple[Any, ...]) -> tuple[PathKey, Any]:
     """Map a pydantic ``loc`` onto the user's data, skipping union-branch labels.
 
-    Returns (path, value at path or None, parent container).
+    Returns (path, value at path or None).
     """
     node = entry
-    parent = None
     path: list[str | int] = []
     missing = False
     labelled = False  # the union label of the current node was skipped
@@ -82,20 +82,20 @@ def _data_path(entry: Any, loc: tuple[Any, ...]) -> tuple[PathKey, Any, Any]:
                 continue
             if part in node:
                 labelled = False
-                parent, node = node, node[part]
+                node = node[part]
                 path.append(part)
             elif part in _UNION_LABELS or "[" in part:
                 continue
             else:
                 path.append(part)
-                parent, node, missing = node, None, True
+                node, missing = None, True
         elif isinstance(node, list) and isinstance(part, int):
             labelled = False
-            parent, node = node, node[part] if 0 <= part < len(node) else None
+            node = node[part] if 0 <= part < len(node) else None
             path.append(part)
         else:
             continue  # a union branch label such as 'str' or 'text'
-    return tuple(path), node, parent
+    return tuple(path), node
 
 
 # --- what the models say -------------------------------------------------------------------
@@ -226,12 +226,18 @@ def _owner(path: PathKey, entry: Any) -> type[BaseModel] | None:
     return _model_at(path[: keys[-1]], entry) if keys else None
 
 
-def _model_hint(
-    model: type[BaseModel] | None, attribute: str, key: str
-) -> Any:  # a string, or a (message, hint) pair
-    """What a model says of its ``key`` in its class attribute ``attribute`` (an
-    evaluator's ``key_hints`` or ``item_errors``), or None."""
-    return getattr(model, attribute, {}).get(key)
+def _key_hint(model: type[BaseModel] | None, key: str) -> str | None:
+    """The hint a model gives for its ``key`` when it is missing or out of bounds (an
+    evaluator's ``key_hints``), or None."""
+    hints: Mapping[str, str] = getattr(model, "key_hints", {})
+    return hints.get(key)
+
+
+def _item_error(model: type[BaseModel] | None, key: str) -> tuple[str, str] | None:
+    """What a model says of an item of its list ``key`` that is neither of the forms the
+    key takes, ``(message, hint)`` (an evaluator's ``item_errors``), or None."""
+    errors: Mapping[str, tuple[str, str]] = getattr(model, "item_errors", {})
+    return errors.get(key)
 
 
 def _misnamed_value_blocks(entry: dict[str, Any]) -> dict[PathKey, str]:
@@ -276,7 +282,7 @@ def translate(
     suggested: set[tuple[PathKey, str]] = set()
     missing: list[tuple[PathKey, str, str]] = []
     for err in exc.errors():
-        path, value, _ = _data_path(entry, err["loc"])
+        path, value = _data_path(entry, err["loc"])
         field_name = next((p for p in reversed(path) if isinstance(p, str)), "value")
         etype = err["type"]
         if tuple(path[:-1]) in misnamed:
@@ -292,7 +298,7 @@ def translate(
             continue  # an expected call written as a mapping: its keys speak for it
         if "content" in loc:
             ci = loc.index("content")
-            cpath, cval, _ = _data_path(entry, loc[: ci + 1])
+            cpath, cval = _data_path(entry, loc[: ci + 1])
             branch = loc[ci + 1] if len(loc) > ci + 1 else None
             if isinstance(cval, list) and branch == "str":
                 continue  # the string form was not meant; the list's own errors follow
@@ -318,7 +324,7 @@ def translate(
                 out.append(d)
             continue
         elif etype == "missing":
-            hint = _model_hint(_owner(path, entry), "key_hints", field_name)
+            hint = _key_hint(_owner(path, entry), field_name)
             message, hint, at_key = (
                 f"missing required key `{field_name}`",
                 hint or _MISSING_HINTS.get(field_name),
@@ -361,7 +367,7 @@ def translate(
         elif etype in _BOUND_WORDS:
             limit = next(iter(err.get("ctx", {}).values()), "")
             message = f"`{field_name}` must be {_BOUND_WORDS[etype]} {limit}"
-            hint = _model_hint(_owner(path, entry), "key_hints", field_name)
+            hint = _key_hint(_owner(path, entry), field_name)
             at_key = False
         elif etype == "finite_number":
             message, hint, at_key = f"`{field_name}` must be a finite number", None, False
@@ -370,7 +376,7 @@ def translate(
             hint = _TYPE_HINTS.get((field_name, etype))
             if etype == "string_type" and isinstance(value, int | float | bool):
                 hint = f'put the value in quotes: {field_name}: "{value}"'
-            item = _model_hint(_owner(path, entry), "item_errors", field_name)
+            item = _item_error(_owner(path, entry), field_name)
             if etype == "string_type" and item is not None and isinstance(path[-1], int):
                 message, hint = item
             if "content" in path and isinstance(value, str):

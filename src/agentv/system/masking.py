@@ -16,14 +16,27 @@ import re
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
-    from agentv.providers.base import ProviderResponse
     from agentv.trajectory import Trajectory
 
 MASK = "***"
 MIN_LENGTH = 8
+
+
+class _Answer(Protocol):
+    """What is masked of a target's answer (an ``agentv.providers.base.ProviderResponse``,
+    a dataclass): its text, reasoning, raw data, what was sent, and its trajectory."""
+
+    text: str
+    reasoning: str | None
+    raw: Any
+    sent: dict[str, Any]
+    trajectory: Trajectory | None
+
+
+_AnswerT = TypeVar("_AnswerT", bound=_Answer)
 
 
 class Masker:
@@ -71,7 +84,7 @@ class Masker:
             return value, False
         return value, False
 
-    def response(self, response: ProviderResponse) -> tuple[ProviderResponse, bool]:
+    def response(self, response: _AnswerT) -> tuple[_AnswerT, bool]:
         """A target's answer with its text, reasoning, raw data and request masked."""
         if self._pattern is None:
             return response, False
