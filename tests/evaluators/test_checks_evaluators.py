@@ -459,6 +459,24 @@ def test_only_the_command_itself_is_looked_for_on_path(
     )
 
 
+def test_a_missing_script_is_said_of_what_runs_it(tmp_path: Path) -> None:
+    from agentv.errors import Problem
+    from agentv.system.scripts import script_problem
+
+    def hint(what: str) -> str:
+        return (
+            f"the command runs in {tmp_path}, where answer.py does not exist; create it, fix "
+            f"the path, or set `cwd` on the {what} to the folder that holds it"
+        )
+
+    assert script_problem("python3 answer.py", tmp_path, "tool") == Problem(
+        "script", "tool script not found: answer.py", hint("tool")
+    )
+    assert script_problem("python3 answer.py", tmp_path) == Problem(
+        "script", "code evaluator script not found: answer.py", hint("evaluator")
+    )
+
+
 def test_a_program_on_path_is_never_checked(
     repo: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -467,6 +485,141 @@ def test_a_program_on_path_is_never_checked(
     tool.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
     loads_cleanly(suite(repo, "      - {type: code, script: grade.py --strict}\n"))
+
+
+# --- trajectory evaluators ------------------------------------------------------------------------
+
+
+def every_error(path: Path) -> list[tuple[int | None, int | None, str, str | None]]:
+    """The errors of the file, all on case `bad` (the good case loads)."""
+    loaded = load_eval_file(path)
+    assert [c.id for c in loaded.cases] == ["good"]
+    return [(d.line, d.column, d.message, d.hint) for d in loaded.errors]
+
+
+NO_COUNT = "no count could pass"
+NEEDS_ARGS = (
+    "case 'bad': `args_match: exact` needs `args`: the arguments the call must have",
+    "give `args`, or leave `args_match` out",
+)
+
+
+def test_counts_that_cannot_both_hold(repo: Path) -> None:
+    path = suite(
+        repo,
+        "      - {type: tool_used, tool: search, args_match: exact, min: 3, max: 1}\n"
+        "      - {type: step_count}\n"
+        "      - {type: step_count, min: 4, max: 2}\n"
+        "      - {type: step_count, min: 2, max: 2}\n"
+        "      - {type: tool_used, tool: search, min: 0, max: 0}\n",
+    )
+    assert every_error(path) == [
+        (8, 53, *NEEDS_ARGS),
+        (8, 73, "case 'bad': `max` (1) is less than `min` (3)", NO_COUNT),
+        (
+            9,
+            9,
+            "case 'bad': `step_count` needs `min`, `max` or both",
+            "give the fewest (`min`) and/or the most (`max`) tool calls allowed",
+        ),
+        (10, 41, "case 'bad': `max` (2) is less than `min` (4)", NO_COUNT),
+    ]
+
+
+def test_a_mode_and_what_it_needs(repo: Path) -> None:
+    path = suite(
+        repo,
+        "      - {type: tool_trajectory, mode: any_order}\n"
+        "      - {type: tool_trajectory, mode: any_order, minimums: {a: 1}, expected: [a]}\n"
+        "      - {type: tool_trajectory, mode: exact}\n"
+        "      - {type: tool_trajectory, mode: in_order, expected: [a], minimums: {a: 1}}\n"
+        "      - {type: tool_trajectory, mode: any_order, minimums: {a: 1}}\n"
+        "      - {type: tool_trajectory, mode: superset, expected: [a]}\n",
+    )
+    assert every_error(path) == [
+        (
+            8,
+            9,
+            "case 'bad': `mode: any_order` needs `minimums`: each tool and its fewest calls",
+            "write `minimums: {search: 2, fetch: 1}`, or use `mode: superset` with `expected` "
+            "calls",
+        ),
+        (
+            9,
+            78,
+            "case 'bad': `mode: any_order` counts `minimums`; it takes no `expected` list",
+            "use `mode: superset` (these calls, in any order, others allowed) or `unordered` "
+            "(these calls and no other)",
+        ),
+        (
+            10,
+            9,
+            "case 'bad': `mode: exact` needs `expected`: the calls, in order",
+            "list them: `- search` or `- {tool: search, args: {query: ...}}`",
+        ),
+        (
+            11,
+            74,
+            "case 'bad': `minimums` is for `mode: any_order`, not `in_order`",
+            "remove `minimums`, or use `mode: any_order`",
+        ),
+    ]
+
+
+def test_the_expected_calls_are_checked_one_by_one(repo: Path) -> None:
+    path = suite(
+        repo,
+        "      - {type: tool_call_f1, expected: []}\n"
+        "      - {type: tool_call_f1, expected: [a, {tool: b, args_match: exact}]}\n"
+        "      - {type: tool_trajectory, mode: exact, expected: [{tool: b, args_match: exact}]}\n"
+        "      - {type: tool_trajectory, mode: exact, expected: [a, {tool: b, args: {x: 1}}]}\n",
+    )
+    assert every_error(path) == [
+        (
+            8,
+            40,
+            "case 'bad': `expected` must list at least one call",
+            "list the calls the candidate should make",
+        ),
+        (9, 66, *NEEDS_ARGS),
+        (10, 79, *NEEDS_ARGS),
+    ]
+
+
+def test_argument_schemas_are_checked_and_said_as_args_schema(repo: Path) -> None:
+    write(repo, "evals/args.json", '{"properties": {"command": {"pattern": "pytest"}}}')
+    path = suite(
+        repo,
+        "      - {type: tool_not_used, tool: rm, args_schema: missing.json}\n"
+        "      - {type: tool_used, tool: rm, args_schema: '{\"a\":'}\n"
+        "      - {type: tool_used, tool: rm, args_schema: {type: 5}}\n"
+        "      - {type: tool_used, tool: sh, args_schema: args.json}\n",
+    )
+    evals = repo / "evals"
+    assert every_error(path) == [
+        (
+            8,
+            54,
+            "case 'bad': JSON Schema file not found: missing.json",
+            f"`args_schema` is a file path relative to the eval file's folder ({evals}), or "
+            f"the schema itself as a mapping; looked at {evals / 'missing.json'}",
+        ),
+        (
+            9,
+            50,
+            "case 'bad': invalid JSON Schema (inline string): not valid JSON: Expecting value "
+            "at character 6",
+            "write the schema as a YAML mapping under `args_schema:`, or give the path of a "
+            "schema file",
+        ),
+        (
+            10,
+            50,
+            "case 'bad': invalid JSON Schema (inline) at `type`: 5 is not valid under any of "
+            "the given schemas",
+            "fix the schema (https://json-schema.org/understanding-json-schema/)",
+        ),
+    ]
 
 
 # --- the file-level `execution:` defaults are checked too ----------------------------------------
