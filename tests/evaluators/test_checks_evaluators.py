@@ -511,7 +511,9 @@ def test_counts_that_cannot_both_hold(repo: Path) -> None:
         "      - {type: step_count}\n"
         "      - {type: step_count, min: 4, max: 2}\n"
         "      - {type: step_count, min: 2, max: 2}\n"
-        "      - {type: tool_used, tool: search, min: 0, max: 0}\n",
+        "      - {type: tool_used, tool: search, min: 0, max: 0}\n"
+        "      - {type: step_count, max: 3}\n"
+        "      - {type: step_count, max: null}\n",
     )
     assert every_error(path) == [
         (8, 53, *NEEDS_ARGS),
@@ -523,6 +525,12 @@ def test_counts_that_cannot_both_hold(repo: Path) -> None:
             "give the fewest (`min`) and/or the most (`max`) tool calls allowed",
         ),
         (10, 41, "case 'bad': `max` (2) is less than `min` (4)", NO_COUNT),
+        (
+            14,
+            33,
+            "case 'bad': `step_count` needs `min`, `max` or both",
+            "give the fewest (`min`) and/or the most (`max`) tool calls allowed",
+        ),
     ]
 
 
@@ -534,16 +542,20 @@ def test_a_mode_and_what_it_needs(repo: Path) -> None:
         "      - {type: tool_trajectory, mode: exact}\n"
         "      - {type: tool_trajectory, mode: in_order, expected: [a], minimums: {a: 1}}\n"
         "      - {type: tool_trajectory, mode: any_order, minimums: {a: 1}}\n"
-        "      - {type: tool_trajectory, mode: superset, expected: [a]}\n",
+        "      - {type: tool_trajectory, mode: superset, expected: [a]}\n"
+        "      - {type: tool_trajectory, mode: any_order, minimums: {}}\n"
+        "      - {type: tool_trajectory, mode: exact, expected: []}\n",
+    )
+    needs_minimums = (
+        "case 'bad': `mode: any_order` needs `minimums`: each tool and its fewest calls",
+        "write `minimums: {search: 2, fetch: 1}`, or use `mode: superset` with `expected` calls",
+    )
+    needs_expected = (
+        "case 'bad': `mode: exact` needs `expected`: the calls, in order",
+        "list them: `- search` or `- {tool: search, args: {query: ...}}`",
     )
     assert every_error(path) == [
-        (
-            8,
-            9,
-            "case 'bad': `mode: any_order` needs `minimums`: each tool and its fewest calls",
-            "write `minimums: {search: 2, fetch: 1}`, or use `mode: superset` with `expected` "
-            "calls",
-        ),
+        (8, 9, *needs_minimums),
         (
             9,
             78,
@@ -551,18 +563,15 @@ def test_a_mode_and_what_it_needs(repo: Path) -> None:
             "use `mode: superset` (these calls, in any order, others allowed) or `unordered` "
             "(these calls and no other)",
         ),
-        (
-            10,
-            9,
-            "case 'bad': `mode: exact` needs `expected`: the calls, in order",
-            "list them: `- search` or `- {tool: search, args: {query: ...}}`",
-        ),
+        (10, 9, *needs_expected),
         (
             11,
             74,
             "case 'bad': `minimums` is for `mode: any_order`, not `in_order`",
             "remove `minimums`, or use `mode: any_order`",
         ),
+        (14, 60, *needs_minimums),  # written empty: said at the key
+        (15, 56, *needs_expected),
     ]
 
 
@@ -572,7 +581,9 @@ def test_the_expected_calls_are_checked_one_by_one(repo: Path) -> None:
         "      - {type: tool_call_f1, expected: []}\n"
         "      - {type: tool_call_f1, expected: [a, {tool: b, args_match: exact}]}\n"
         "      - {type: tool_trajectory, mode: exact, expected: [{tool: b, args_match: exact}]}\n"
-        "      - {type: tool_trajectory, mode: exact, expected: [a, {tool: b, args: {x: 1}}]}\n",
+        "      - {type: tool_trajectory, mode: exact, expected: [a, {tool: b, args: {x: 1}}]}\n"
+        "      - {type: tool_trajectory, mode: in_order, expected:\n"
+        "          [{tool: a, args_match: exact}, {tool: b, args_match: exact}]}\n",
     )
     assert every_error(path) == [
         (
@@ -583,6 +594,8 @@ def test_the_expected_calls_are_checked_one_by_one(repo: Path) -> None:
         ),
         (9, 66, *NEEDS_ARGS),
         (10, 79, *NEEDS_ARGS),
+        (13, 34, *NEEDS_ARGS),  # each expected call is checked
+        (13, 64, *NEEDS_ARGS),
     ]
 
 
