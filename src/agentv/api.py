@@ -1456,9 +1456,9 @@ def workbench(
     except ImportError as exc:
         from agentv.errors import SetupError
 
+        missing = (exc.name or "starlette").split(".")[0]
         raise SetupError(
-            f"agentv view needs the view extra ({exc.name or exc} is missing): "
-            "pip install 'agentv[view]'"
+            f"agentv view needs the view extra ({missing} is missing): pip install 'agentv[view]'"
         ) from None
     base = Path(cwd).resolve() if cwd is not None else Path.cwd().resolve()
     return Server.bind(
