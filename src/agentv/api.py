@@ -43,11 +43,11 @@ if TYPE_CHECKING:
     from agentv.results.writers import ResultWriter
     from agentv.run.estimate import Estimate
     from agentv.run.orchestrator import Executor, ProgressSink
-    from agentv.run.pipeline import RunSettings, RunStats
     from agentv.run.plan import Plan
     from agentv.run.preview import Preview
     from agentv.run.resume import RERUN_ERRORS, RERUN_FAILED
     from agentv.run.scheduling import GateStats
+    from agentv.run.sending import RunSettings, RunStats
     from agentv.run.validation import FileReport
     from agentv.targets import DryRun, RunTarget, TargetPool
 
@@ -373,7 +373,7 @@ class PreparedRun:
 
     def workers_of(self, target: RunTarget) -> int:
         """How many requests ``target`` may have in flight in this run."""
-        from agentv.run.pipeline import target_workers
+        from agentv.run.sending import target_workers
 
         return target_workers(self.settings, target)
 
@@ -434,7 +434,7 @@ class PreparedRun:
                 writer.close()
             await self.pool.aclose()
         dumper = self.settings.dumper
-        meter = orchestrator.pipeline.meter
+        meter = orchestrator.sender.meter
         summary = collector.summary()
         spent, reused = meter.spent, meter.reused
         if self.executor is not None and summary.cost is not None:
@@ -477,7 +477,7 @@ class PreparedRun:
 
 
 def _run_stats() -> RunStats:
-    from agentv.run.pipeline import RunStats
+    from agentv.run.sending import RunStats
 
     return RunStats()
 
@@ -538,8 +538,8 @@ def _prepare(
     from agentv.results.dumps import PromptDumper
     from agentv.run.cache import ResponseCache
     from agentv.run.executors import make_executor
-    from agentv.run.pipeline import RunSettings
     from agentv.run.plan import plan_run
+    from agentv.run.sending import RunSettings
     from agentv.targets import DryRun, TargetPool
 
     executor = make_executor(
@@ -597,7 +597,7 @@ def _prepare(
         plan.config_thresholds = False  # the caller's threshold wins over every config's
     replay = options.get("replay_user")
     if replay is not None:
-        from agentv.run.simulator import read_replays
+        from agentv.run.resume import read_replays
 
         settings.replay_user = read_replays(base / Path(replay))
     out = _under(base, options.get("out"))
@@ -1115,8 +1115,8 @@ async def _regrade(
     from agentv.results.reader import results_format
     from agentv.results.writers import open_writer
     from agentv.run.cache import ResponseCache
-    from agentv.run.pipeline import RunSettings
     from agentv.run.regrade import default_regrade_path, regrade_records
+    from agentv.run.sending import RunSettings
     from agentv.targets import TargetPool
 
     target = base / Path(out) if out is not None else default_regrade_path(source)

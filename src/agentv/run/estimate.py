@@ -25,17 +25,17 @@ from agentv.cases import EvalCase, EvaluatorConfig
 from agentv.errors import AgentVError, Diagnostic, DiagnosticsView, InputError
 from agentv.evalfile.files import FileStore
 from agentv.evalfile.loader import LoadContext, iter_cases, load_eval_file
-from agentv.evaluators import needs_judge
-from agentv.evaluators.base import EvaluationContext
-from agentv.evaluators.grading import DEFAULT_JUDGE
+from agentv.evaluators.grading import DEFAULT_JUDGE, needs_judge
 from agentv.evaluators.llm_judge import judge_prompts
 from agentv.evaluators.specs import LlmJudgeSpec
 from agentv.prompts.builder import PromptSettings, build_prompt
 from agentv.providers.base import Provider, Usage, request_for_case
 from agentv.providers.pricing import Pricer
+from agentv.run.plan import CaseJob
 from agentv.run.preview import first_request
 from agentv.run.scheduling import estimate_tokens
-from agentv.targets import DEFAULT_TARGET, TargetPool, choose_target
+from agentv.run.sending import grading_context
+from agentv.targets import DEFAULT_TARGET, RunTarget, TargetPool, choose_target
 
 #: the answer length taken when none is given (tokens)
 DEFAULT_ANSWER_TOKENS = 500
@@ -157,11 +157,12 @@ class _Estimator:
     def case(
         self,
         case: EvalCase,
-        provider: Provider,
+        target: RunTarget,
         judge: Provider | None,
         runs: int,
         user: Provider | None = None,
     ) -> None:
+        provider = target.provider
         target_line = self.line(provider, "target", None)
         if case.user is not None and user is not None:
             asked = self._simulated(case, user, runs)
@@ -177,7 +178,7 @@ class _Estimator:
                 if judge is None or not graded:
                     continue
                 for config in configs:
-                    self._judge(view, prompt, provider, judge, config)
+                    self._judge(CaseJob(view, target), prompt, judge, config)
 
     def _turns(self, case: EvalCase) -> list[tuple[EvalCase, bool, list[EvaluatorConfig]]]:
         """Each turn's request (the earlier answers at the stated length), whether it is
@@ -231,22 +232,10 @@ class _Estimator:
         out[-1] = (out[-1][0], True, [*out[-1][2], *_judges(case)])
         return out
 
-    def _judge(
-        self,
-        case: EvalCase,
-        prompt: Any,
-        provider: Provider,
-        judge: Provider,
-        config: EvaluatorConfig,
-    ) -> None:
+    def _judge(self, job: CaseJob, prompt: Any, judge: Provider, config: EvaluatorConfig) -> None:
+        """A judge's request about an answer ``answer_tokens`` long, on its line."""
         model = config.spec.model if isinstance(config.spec, LlmJudgeSpec) else None
-        ctx = EvaluationContext(
-            case=case,
-            prompt=prompt,
-            candidate="word " * self.answer,
-            target_name=provider.name,
-            judge=judge,
-        )
+        ctx = grading_context(job, job.case, prompt, "word " * self.answer, judge)
         system, user = judge_prompts(ctx, config)
         tokens = (len(system) + len(user)) // 4 + 1
         self.add(self.line(judge, "judge", model), judge, model, tokens, JUDGE_VERDICT_TOKENS)
@@ -307,7 +296,7 @@ def estimate_run(
                     result.runs += runs
                     work.case(
                         case,
-                        run_target.provider,
+                        run_target,
                         judge,
                         runs,
                         user.provider if user is not None else None,

@@ -18,8 +18,7 @@ from agentv.evalfile.loader import LoadContext, LoadedEvalFile, iter_cases, load
 from agentv.evaluators.grading import needs_judge
 from agentv.prompts.builder import PromptSettings, build_prompt
 from agentv.results.record import CaseKey, RunKey
-from agentv.run.conversation import plan_digest
-from agentv.run.resume import RETRIED, ResultsState, prompt_changed
+from agentv.run.resume import RETRIED, ResultsState, plan_digest, prompt_changed
 from agentv.targets import DEFAULT_TARGET, RunTarget, TargetPool, choose_target
 
 
