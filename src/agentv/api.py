@@ -34,10 +34,10 @@ from agentv.errors import (
 )
 
 if TYPE_CHECKING:
-    from agentv.evalfile.loader import LoadedEvalFile
+    from agentv.evalfile.loader import LoadContext, LoadedEvalFile
     from agentv.providers.python import PythonTarget
     from agentv.results.compare import CaseDelta, Comparison, Side
-    from agentv.results.record import EvalResult
+    from agentv.results.record import CaseKey, EvalResult
     from agentv.results.report import Report
     from agentv.results.summary import Summary, Tokens, TurnStats
     from agentv.results.writers import ResultWriter
@@ -45,11 +45,11 @@ if TYPE_CHECKING:
     from agentv.run.orchestrator import Executor, ProgressSink
     from agentv.run.plan import Plan
     from agentv.run.preview import Preview
-    from agentv.run.resume import RERUN_ERRORS, RERUN_FAILED
+    from agentv.run.resume import RERUN_ERRORS, RERUN_FAILED, ResultsState
     from agentv.run.scheduling import GateStats
     from agentv.run.sending import RunSettings, RunStats
     from agentv.run.validation import FileReport
-    from agentv.targets import DryRun, RunTarget, TargetPool
+    from agentv.targets import DryRun, TargetPool
 
 __all__ = [
     "RERUN_ERRORS",
@@ -327,86 +327,117 @@ class _Silent:
         pass
 
 
-@dataclass
+@dataclass(kw_only=True)
 class PreparedRun:
     """A run planned and checked, not started: every case was loaded and every target
-    built. ``await run()`` runs it; nothing was sent before."""
+    built; nothing was sent. ``await run()`` runs it.
 
-    plan: Plan
-    pool: TargetPool
-    settings: RunSettings
+    Its fields say what the run will do, decided when it was prepared; the run does
+    exactly that.
+    """
+
+    total: int
+    """Runs of cases the run will send (with ``resume`` or ``rerun``: those left to run)."""
+    diagnostics: list[Diagnostic]
+    """Problems found while planning (cases left out, warnings)."""
     out: Path | None
+    """The results file (None: no file, unless ``open_results`` is given one)."""
     output_format: str
+    """The results file's format: ``"jsonl"`` or ``"yaml"``."""
+    targets: list[tuple[str, int]]
+    """Each target the cases run on, as ``name [provider=kind]``, and how many requests it
+    may have in flight in this run."""
+    pass_threshold: float | None
+    """The pass threshold every case of the run has (None: the files' configs set
+    different ones)."""
+    cache: bool = False
+    """Answers are reused from ``.agentv/cache`` (the ``cache`` option)."""
     keep_results: bool = True
-    append: bool = False  # `resume`: the results go after what the file holds
-    stats: RunStats = field(default_factory=lambda: _run_stats())
-    #: where the cases run (``agentv.run.executors``); None: here, in this process
-    executor: Executor | None = None
+    """``EvalRun.results`` will hold every result."""
+    append: bool = False
+    """The results go after what ``out`` holds (``resume``, a rerun into its file)."""
+    changed_since: int = 0
+    """With ``resume``: runs recorded in the file that run again because their case's
+    prompt changed since."""
+    retried: int = 0
+    """With ``resume`` and ``retry_errors``: runs recorded as errors that run again."""
+    set_aside: int = 0
+    """With ``resume``: bytes of a partial last record moved to ``OUT.partial``."""
+    file_diagnostics: list[Diagnostic] = field(default_factory=list)
+    """Lines of the file resumed or rerun that are not results (left out: as not run)."""
+    executor: Executor | None = field(default=None, repr=False)
+    """Where the cases run (``agentv.run.executors``); None: here, in this process."""
+    _plan: Plan = field(repr=False)
+    _pool: TargetPool = field(repr=False)
+    _settings: RunSettings = field(repr=False)
+    _stats: RunStats = field(default_factory=lambda: _run_stats(), repr=False)
     #: the run's environment (the process's variables over its ``.env``): the variables
     #: its targets, agents and code evaluators see while it runs (``agentv.system.env``)
-    env: Mapping[str, str] | None = field(default=None, repr=False)
-    #: lines of the file resumed or rerun that are not results (left out: as not run)
-    file_diagnostics: list[Diagnostic] = field(default_factory=list)
+    _env: Mapping[str, str] | None = field(default=None, repr=False)
     #: ``resume``: the file's writer, opened (and locked) before the file was read
     _held: ResultWriter | None = field(default=None, repr=False)
 
+    @property
+    def finished(self) -> int:
+        """Runs of cases finished so far (while the run goes, and after it ends or stops)."""
+        return self._stats.finished
+
     def close(self) -> None:
-        """Let go of what the prepared run holds without running it (a resumed file's lock);
-        ``run`` does it when it ends."""
+        """Let go of what the prepared run holds without running it (a resumed file's
+        lock); ``run`` does it when it ends."""
         if self._held is not None:
             self._held.close()
             self._held = None
 
-    @property
-    def total(self) -> int:
-        """The number of case runs the run will send."""
-        return self.plan.total
+    def open_results(self, out: PathLike | None = None) -> ResultWriter | None:
+        """Create the results file.
 
-    @property
-    def diagnostics(self) -> list[Diagnostic]:
-        """Problems found while planning."""
-        return self.plan.diagnostics
+        A resumed file was opened, and locked, when the run was prepared: that writer is
+        handed over.
 
-    def targets(self) -> list[RunTarget]:
-        """The targets the cases run on."""
-        return self.plan.targets()
+        Args:
+            out: Where to write when the run was prepared without ``out``.
 
-    def workers_of(self, target: RunTarget) -> int:
-        """How many requests ``target`` may have in flight in this run."""
-        from agentv.run.sending import target_workers
+        Returns:
+            The results file's writer (its ``path`` says where), or None when the run
+            writes no file.
 
-        return target_workers(self.settings, target)
-
-    @property
-    def pass_threshold(self) -> float | None:
-        """The pass threshold every case of the run has (None: the files' configs set
-        different ones)."""
-        found = self.plan.pass_thresholds(self.settings.pass_threshold)
-        return next(iter(found)) if len(found) == 1 else None
-
-    def open_results(self) -> ResultWriter | None:
-        """Create the results file (``out``), or None when the run writes none. A resumed
-        file was opened, and locked, when the run was prepared: that writer is handed over."""
+        Raises:
+            SetupError: The file cannot be written.
+        """
         if self._held is not None:
             held, self._held = self._held, None
             return held
-        if self.out is None:
+        path = self.out if self.out is not None else _path(out)
+        if path is None:
             return None
         from agentv.results.writers import open_writer
 
-        return open_writer(self.out, self.output_format, append=self.append)
+        return open_writer(path, self.output_format, append=self.append)
 
     async def run(
         self, *, writer: ResultWriter | None = None, progress: ProgressSink | None = None
     ) -> EvalRun:
-        """Run every case; each result is written the moment its case ends. ``writer`` is
-        the results file (default: ``open_results()``); it is closed at the end. On
-        cancellation every finished result is already written; ``stats`` says how many.
-        ``ClusterLostError`` when the Ray cluster is lost: its ``run`` is what finished."""
+        """Run every case; each result is written the moment its case ends.
+
+        On cancellation every finished result is already written; ``finished`` says how
+        many.
+
+        Args:
+            writer: The results file (default: ``open_results()``); closed at the end.
+            progress: Told when each case starts and ends, and the run's notes (default:
+                nobody).
+
+        Returns:
+            What the run produced.
+
+        Raises:
+            ClusterLostError: The Ray cluster was lost; its ``run`` is what finished.
+        """
         from agentv.system.env import environment_scope
 
         # the run's own variables for everything it starts, whatever runs beside it
-        with environment_scope(self.env if self.env is not None else os.environ):
+        with environment_scope(self._env if self._env is not None else os.environ):
             return await self._run(writer, progress)
 
     async def _run(self, writer: ResultWriter | None, progress: ProgressSink | None) -> EvalRun:
@@ -415,25 +446,25 @@ class PreparedRun:
         writer = writer if writer is not None else self.open_results()
         collector = _collector(self.keep_results)
         orchestrator = Orchestrator(
-            self.pool,
-            self.settings,
+            self._pool,
+            self._settings,
             writer=_Sink(writer),
             collector=collector,
             progress=progress or _Silent(),
             executor=self.executor,
         )
-        orchestrator.stats = self.stats
+        orchestrator.stats = self._stats
         started = time.perf_counter()
         stopped: ClusterLostError | None = None
         try:
-            await orchestrator.run(self.plan.lanes())
+            await orchestrator.run(self._plan.lanes())
         except ClusterLostError as exc:  # summed up below, then raised with what finished
             stopped = exc
         finally:
             if writer is not None:
                 writer.close()
-            await self.pool.aclose()
-        dumper = self.settings.dumper
+            await self._pool.aclose()
+        dumper = self._settings.dumper
         meter = orchestrator.sender.meter
         summary = collector.summary()
         spent, reused = meter.spent, meter.reused
@@ -449,20 +480,20 @@ class PreparedRun:
         run = EvalRun(
             results=collector.results or [],
             summary=summary,
-            ran=self.stats.finished,
+            ran=self._stats.finished,
             whole_file=whole,
             diagnostics_of_file=file_problems,
             out=writer.path if writer is not None else None,
-            diagnostics=list(self.plan.diagnostics),
-            requests=self.stats.requests,
-            cache_hits=self.stats.cache_hits,
-            judge_cache_hits=self.stats.judge_cache_hits,
-            retries={t: dict(c) for t, c in self.stats.retries.items()},
+            diagnostics=list(self._plan.diagnostics),
+            requests=self._stats.requests,
+            cache_hits=self._stats.cache_hits,
+            judge_cache_hits=self._stats.judge_cache_hits,
+            retries={t: dict(c) for t, c in self._stats.retries.items()},
             load={name: gate.stats for name, gate in orchestrator.gates.by_target().items()},
-            unusable_files=list(self.plan.unusable_files),
+            unusable_files=list(self._plan.unusable_files),
             wall_seconds=time.perf_counter() - started,
-            dry_run=self.pool.dry_run is not None,
-            artifacts=_artifacts(self.pool),
+            dry_run=self._pool.dry_run is not None,
+            artifacts=_artifacts(self._pool),
             prompts_dir=dumper.folder if dumper is not None and dumper.count else None,
             spent_usd=spent,
             reused_usd=reused,
@@ -535,11 +566,7 @@ def _prepare(
 ) -> PreparedRun:
     from agentv.evalfile.files import FileStore
     from agentv.evalfile.loader import LoadContext
-    from agentv.results.dumps import PromptDumper
-    from agentv.run.cache import ResponseCache
     from agentv.run.executors import make_executor
-    from agentv.run.plan import plan_run
-    from agentv.run.sending import RunSettings
     from agentv.targets import DryRun, TargetPool
 
     executor = make_executor(
@@ -567,84 +594,141 @@ def _prepare(
         raise ConfigError(
             "a PythonTarget runs in this process: use executor='local' (the default) with it"
         )
-    eval_id = options.get("eval_id")
-    plan = plan_run(files, pool, cli_target=names, repeat=repeat, eval_id=eval_id, context=context)
-    if not plan.total:
-        if eval_id is not None:
-            message = f"no case with id {eval_id!r} in {', '.join(map(str, files))}"
-        else:
-            message = "no eval cases to run (check --eval-id and the messages above)"
-        raise NoCasesError(message, plan.diagnostics)
     workers = options.get("workers")
     if workers is not None and workers < 1:
         raise ConfigError(f"workers must be at least 1 (got {workers})")
     pass_threshold = options.get("pass_threshold")
     if pass_threshold is not None and not 0 <= pass_threshold <= 1:
         raise ConfigError(f"pass_threshold must be from 0 to 1 (got {pass_threshold})")
+    out = _under(base, options.get("out"))
+    resume, rerun = options.get("resume"), options.get("rerun")
+    if options.get("retry_errors") and resume is None:
+        raise ConfigError("retry_errors goes with resume (--retry-errors with --resume FILE)")
+    if resume is not None and out is not None:
+        raise ConfigError("resume appends to the file it resumes; leave out out")
+    # What a results file already holds is read before the plan is made, so that the plan
+    # comes out finished. A resumed file is locked before anything in it is read or
+    # changed: another run still writing it stops this one here, and its last record is
+    # never taken for a partial one and set aside.
+    held: ResultWriter | None = None
+    state: ResultsState | None = None
+    picked: dict[CaseKey, set[int]] | None = None
+    append = False
+    if resume is not None:
+        from agentv.run.resume import read_state
+
+        out = base / Path(resume)
+        held = _lock_for_resume(out, options.get("output_format"))
+        append = True
+    try:
+        if resume is not None:
+            state = read_state(out, repair=True)  # type: ignore[arg-type]
+        elif rerun is not None:
+            from agentv.run.resume import RERUN_FAILED, read_state
+
+            state = read_state(base / Path(rerun), repair=False)
+            picked = state.runs_with(set(options.get("rerun_statuses", RERUN_FAILED)))
+            if out is None:  # by default into the same file: it keeps the whole truth
+                out = base / Path(rerun)
+                append = True
+        return _planned(
+            files,
+            base,
+            env,
+            pool,
+            context,
+            names,
+            executor,
+            options,
+            out,
+            append,
+            state,
+            picked,
+            held,
+        )
+    except BaseException:
+        if held is not None:
+            held.close()
+        raise
+
+
+def _planned(
+    files: list[Path],
+    base: Path,
+    env: dict[str, str],
+    pool: TargetPool,
+    context: LoadContext,
+    names: list[str],
+    executor: Executor | None,
+    options: RunOptions,
+    out: Path | None,
+    append: bool,
+    state: ResultsState | None,
+    picked: dict[CaseKey, set[int]] | None,
+    held: ResultWriter | None,
+) -> PreparedRun:
+    """The prepared run of a finished plan."""
+    from agentv.results.dumps import PromptDumper
+    from agentv.run.cache import ResponseCache
+    from agentv.run.plan import plan_run
+    from agentv.run.sending import RunSettings, target_workers
+
+    eval_id = options.get("eval_id")
+    pass_threshold = options.get("pass_threshold")
+    plan = plan_run(
+        files,
+        pool,
+        cli_target=names,
+        repeat=options.get("repeat"),
+        eval_id=eval_id,
+        context=context,
+        pass_threshold=pass_threshold,
+        resume=state if options.get("resume") is not None else None,
+        retry_errors=bool(options.get("retry_errors")),
+        rerun=picked,
+    )
+    if not plan.planned:
+        if eval_id is not None:
+            message = f"no case with id {eval_id!r} in {', '.join(map(str, files))}"
+        else:
+            message = "no eval cases to run (check --eval-id and the messages above)"
+        raise NoCasesError(message, list(plan.diagnostics))
     agent_timeout = options.get("agent_timeout", 120.0)
     dump_prompts = options.get("dump_prompts")
-    budget = options.get("budget_usd")
     settings = RunSettings(
-        workers=workers,
+        workers=options.get("workers"),
         agent_timeout=agent_timeout if agent_timeout and agent_timeout > 0 else None,
         max_retries=max(0, options.get("max_retries", 2)),
         cache=ResponseCache(base / ".agentv" / "cache") if options.get("cache") else None,
         dumper=PromptDumper(base / dump_prompts) if dump_prompts is not None else None,
-        budget_usd=budget,
+        budget_usd=options.get("budget_usd"),
+        pass_threshold=plan.pass_threshold,
     )
-    if pass_threshold is not None:
-        settings.pass_threshold = pass_threshold
-        plan.config_thresholds = False  # the caller's threshold wins over every config's
     replay = options.get("replay_user")
     if replay is not None:
         from agentv.run.resume import read_replays
 
         settings.replay_user = read_replays(base / Path(replay))
-    out = _under(base, options.get("out"))
-    resume, rerun = options.get("resume"), options.get("rerun")
-    if options.get("retry_errors") and resume is None:
-        raise ConfigError("retry_errors goes with resume (--retry-errors with --resume FILE)")
-    append = False
-    held: ResultWriter | None = None
-    file_diagnostics: list[Diagnostic] = []
-    if resume is not None or rerun is not None:
-        from agentv.run.resume import RERUN_FAILED, read_state
-
-        if resume is not None:
-            if out is not None:
-                raise ConfigError("resume appends to the file it resumes; leave out out")
-            out = base / Path(resume)
-            # The file is locked before anything in it is read or changed: another run
-            # still writing it stops this one here, and its last record is never taken for
-            # a partial one and set aside.
-            held = _lock_for_resume(out, options.get("output_format"))
-            try:
-                plan.resume = read_state(out, repair=True)
-            except BaseException:
-                held.close()
-                raise
-            file_diagnostics = plan.resume.diagnostics
-            plan.retry_errors = bool(options.get("retry_errors"))
-        elif rerun is not None:
-            state = read_state(base / Path(rerun), repair=False)
-            plan.rerun = state.runs_with(set(options.get("rerun_statuses", RERUN_FAILED)))
-            file_diagnostics = state.diagnostics
-            if out is None:  # by default into the same file: it keeps the whole truth
-                out = base / Path(rerun)
-                append = True
-        append = append or resume is not None
-        plan.total = sum(1 for lane in plan.lanes() for _ in lane.jobs())
+    thresholds = plan.thresholds
     return PreparedRun(
-        plan=plan,
-        pool=pool,
-        settings=settings,
+        total=plan.total,
+        diagnostics=list(plan.diagnostics),
         out=out,
         output_format=_output_format(out, options.get("output_format"), append=append),
+        targets=[(t.label, target_workers(settings, t)) for t in plan.targets()],
+        pass_threshold=next(iter(thresholds)) if len(thresholds) == 1 else None,
+        cache=settings.cache is not None,
         keep_results=options.get("keep_results", True),
         append=append,
+        changed_since=plan.changed_since,
+        retried=plan.retried,
+        set_aside=state.set_aside if state is not None else 0,
+        file_diagnostics=list(state.diagnostics) if state is not None else [],
         executor=executor,
-        env=env,
-        file_diagnostics=file_diagnostics,
+        _plan=plan,
+        _pool=pool,
+        _settings=settings,
+        _env=env,
         _held=held,
     )
 
