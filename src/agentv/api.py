@@ -25,12 +25,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
 
 from agentv.errors import (
+    AgentVError,
     ClusterLostError,
     ConfigError,
     Diagnostic,
     DiagnosticsView,
     InputError,
     NoCasesError,
+    ProviderError,
+    SetupError,
 )
 
 if TYPE_CHECKING:
@@ -54,20 +57,28 @@ if TYPE_CHECKING:
 __all__ = [
     "RERUN_ERRORS",
     "RERUN_FAILED",
+    "AgentVError",
     "CaseDelta",
+    "ClusterLostError",
     "Comparison",
+    "ConfigError",
+    "Diagnostic",
     "DryRun",
     "Estimate",
+    "EvalResult",
     "EvalRun",
     "GateStats",
+    "InputError",
     "NoCasesError",
     "PreparedRun",
     "Preview",
+    "ProviderError",
     "PythonTarget",
     "Regrade",
     "Report",
     "ResultsFile",
     "RunOptions",
+    "SetupError",
     "Side",
     "Summary",
     "Tokens",
@@ -95,8 +106,9 @@ __all__ = [
 
 PathLike = str | Path
 
-#: names defined elsewhere, imported when first asked for (a command's start-up pays only
-#: for what it uses): name -> its module
+#: The one table of public names defined elsewhere (``agentv`` takes its names from this
+#: module), each imported when first asked for, so that a command's start-up pays only for
+#: what it uses: name -> its module.
 _LAZY = {
     "RERUN_ERRORS": "agentv.run.resume",
     "RERUN_FAILED": "agentv.run.resume",
@@ -104,6 +116,7 @@ _LAZY = {
     "Comparison": "agentv.results.compare",
     "DryRun": "agentv.targets",
     "Estimate": "agentv.run.estimate",
+    "EvalResult": "agentv.results.record",
     "GateStats": "agentv.run.scheduling",
     "Preview": "agentv.run.preview",
     "PythonTarget": "agentv.providers.python",
