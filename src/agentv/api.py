@@ -255,6 +255,7 @@ class EvalRun:
     """Per target: requests sent, throttled answers (429/503), time paused, the lowest
     concurrency it was slowed to."""
     dry_run: bool = False
+    """Every case was answered by a mock (``dry_run``), no target was asked."""
     ran: int = 0
     """Runs of cases this call ran (``summary`` may cover more: a whole results file)."""
     whole_file: bool = False
@@ -264,8 +265,10 @@ class EvalRun:
 
     @property
     def clean(self) -> bool:
-        """Every selected case ran and was graded without error (exit code 0's condition,
-        ``--threshold`` aside)."""
+        """Every selected case ran and was graded without error.
+
+        Exit code 0's condition, ``--threshold`` aside.
+        """
         s = self.summary
         return not (s.errors or s.invalid or s.user_errors or s.skipped or self.unusable_files)
 
@@ -396,8 +399,10 @@ class PreparedRun:
         return self._stats.finished
 
     def close(self) -> None:
-        """Let go of what the prepared run holds without running it (a resumed file's
-        lock); ``run`` does it when it ends."""
+        """Let go of what the prepared run holds without running it (a resumed file's lock).
+
+        ``run`` does it when it ends.
+        """
         if self._held is not None:
             self._held.close()
             self._held = None
@@ -538,14 +543,24 @@ def _artifacts(pool: TargetPool) -> dict[str, list[Path]]:
 def prepare_run(paths: PathLike | Sequence[PathLike], **options: Unpack[RunOptions]) -> PreparedRun:
     """Plan a run: find the eval files, load and check every case, build every target.
 
-    ``options`` are ``RunOptions``. Raises ``InputError`` (with ``diagnostics``) when a
-    file cannot be used, ``ConfigError`` for options and targets that cannot be used as
-    given (``SetupError`` for what the environment lacks: a variable, an SDK), and
-    ``NoCasesError`` when no case is left to run. Relative paths start from ``cwd``
-    (default: the working directory). ``.env`` is read as ``agentv eval`` reads it, into
-    the run's own environment (never ``os.environ``): runs prepared or running at the same
-    time in one process each see their own. ``executor="ray"`` runs the cases on Ray with
-    the same results as a local run.
+    Nothing is sent. ``.env`` is read as ``agentv eval`` reads it, into the run's own
+    environment (never ``os.environ``): runs prepared or running at the same time in one
+    process each see their own. ``executor="ray"`` runs the cases on Ray with the same
+    results as a local run.
+
+    Args:
+        paths: Eval files, folders (searched for eval files) or globs, relative to ``cwd``.
+        **options: The run's options: ``RunOptions``.
+
+    Returns:
+        The run, ready to go. Its fields say what it will do; ``await prepared.run()``
+        runs it.
+
+    Raises:
+        InputError: A file cannot be used (``diagnostics`` lists every problem).
+        NoCasesError: No case is left to run (``diagnostics`` says why).
+        ConfigError: An option or a target cannot be used as given.
+        SetupError: What the machine lacks: an unset variable, an SDK.
     """
     from agentv.evalfile.files import find_repo_root
     from agentv.evalfile.finder import expand_eval_paths
@@ -807,18 +822,45 @@ def _under(base: Path, path: PathLike | None) -> Path | None:
 async def arun_eval(paths: PathLike | Sequence[PathLike], **options: Unpack[RunOptions]) -> EvalRun:
     """Run eval files and grade every case; ``await`` it inside a running event loop.
 
-    ``options`` are ``RunOptions`` (``target``, ``workers``, ``out``, ``repeat``, ...):
-    ``target`` overrides each case's own target (as ``--target``), several names run every
-    case on each (a matrix); ``out`` is a results file to write (JSON Lines;
-    ``output_format="yaml"`` for YAML), None writes no file.
+    Args:
+        paths: Eval files, folders (searched for eval files) or globs, relative to ``cwd``.
+        **options: The run's options: ``RunOptions``. ``target`` overrides each case's own
+            target (as ``--target``), several names run every case on each (a matrix);
+            ``out`` is a results file to write (JSON Lines; ``output_format="yaml"`` for
+            YAML), None writes no file.
+
+    Returns:
+        What the run produced (its results, summary and counters).
+
+    Raises:
+        InputError: A file cannot be used (``diagnostics`` lists every problem).
+        NoCasesError: No case is left to run.
+        ConfigError: An option or a target cannot be used as given.
+        SetupError: What the machine lacks: an unset variable, an SDK.
+        ClusterLostError: The Ray cluster was lost; its ``run`` is what finished.
     """
     return await prepare_run(paths, **options).run()
 
 
 def run_eval(paths: PathLike | Sequence[PathLike], **options: Unpack[RunOptions]) -> EvalRun:
-    """Run eval files and grade every case (blocking); ``options`` as for ``arun_eval``.
+    """Run eval files and grade every case, blocking until the run ends.
 
     Inside a running event loop (a notebook, an async app) use ``await arun_eval(...)``.
+
+    Args:
+        paths: Eval files, folders (searched for eval files) or globs, relative to ``cwd``.
+        **options: The run's options: ``RunOptions``, as for ``arun_eval``.
+
+    Returns:
+        What the run produced (its results, summary and counters).
+
+    Raises:
+        RuntimeError: Called inside a running event loop.
+        InputError: A file cannot be used (``diagnostics`` lists every problem).
+        NoCasesError: No case is left to run.
+        ConfigError: An option or a target cannot be used as given.
+        SetupError: What the machine lacks: an unset variable, an SDK.
+        ClusterLostError: The Ray cluster was lost; its ``run`` is what finished.
     """
     try:
         asyncio.get_running_loop()
@@ -832,8 +874,15 @@ def run_eval(paths: PathLike | Sequence[PathLike], **options: Unpack[RunOptions]
 
 
 def default_results_path(cwd: Path, output_format: str) -> Path:
-    """Where ``agentv eval`` writes results by default: ``.agentv/results/eval_<UTC>.<ext>``
-    under ``cwd``."""
+    """Where ``agentv eval`` writes results by default.
+
+    Args:
+        cwd: The project folder.
+        output_format: ``"jsonl"`` or ``"yaml"``.
+
+    Returns:
+        ``CWD/.agentv/results/eval_<UTC time>.<ext>``.
+    """
     from agentv.results.writers import default_results_path as path
 
     return path(cwd, output_format)
@@ -843,9 +892,19 @@ def default_results_path(cwd: Path, output_format: str) -> Path:
 
 
 def load_eval_file(path: PathLike, *, allow_outside_root: bool = False) -> LoadedEvalFile:
-    """Load one eval file: its usable ``cases`` and every ``diagnostics`` entry (errors skip
-    their case; ``errors`` and ``warnings`` split them). Raises ``InputError`` when the
-    file as a whole cannot be used."""
+    """Load one eval file.
+
+    Args:
+        path: The eval file.
+        allow_outside_root: Accept file references that resolve outside the repository root.
+
+    Returns:
+        Its usable ``cases`` and every ``diagnostics`` entry (a case with errors is left
+        out; ``errors`` and ``warnings`` split them).
+
+    Raises:
+        InputError: The file as a whole cannot be used.
+    """
     from agentv.evalfile.loader import LoadContext
     from agentv.evalfile.loader import load_eval_file as load
 
@@ -862,9 +921,27 @@ def preview(
     allow_outside_root: bool = False,
     cwd: PathLike | None = None,
 ) -> Preview:
-    """What every case would send, and every problem met on the way: ``cases`` (as
-    ``render`` returns them), ``diagnostics``, and ``failed`` when a file could not be used
-    (``agentv render`` prints all three). Nothing is sent; no secret is needed or shown."""
+    """What every case would send, and every problem met on the way.
+
+    Nothing is sent; no secret is needed or shown.
+
+    Args:
+        paths: Eval files, folders or globs, relative to ``cwd``.
+        mode: ``"lm"`` or ``"agent"``: how ``question`` is shown (default: as the target
+            takes it, else ``"lm"``).
+        target: The target to build each request for (default: none).
+        targets_file: The targets file (default: found from each eval file).
+        eval_id: Only the case with this id.
+        allow_outside_root: Accept file references that resolve outside the repository root.
+        cwd: Where relative paths start (default: the working directory).
+
+    Returns:
+        ``cases`` (as ``render`` returns them), ``diagnostics``, and ``failed`` when a file
+        could not be used (``agentv render`` prints all three).
+
+    Raises:
+        ConfigError: ``mode`` is neither ``"lm"`` nor ``"agent"``.
+    """
     from agentv.run.preview import preview as make_preview
 
     if mode not in (None, "lm", "agent"):
@@ -892,12 +969,29 @@ def estimate(
     allow_outside_root: bool = False,
     cwd: PathLike | None = None,
 ) -> Estimate:
-    """What running ``paths`` would cost, before anything is sent (``agentv estimate``):
-    for each target and judge the requests, input tokens (about 4 characters a token, over
-    the exact messages the run sends), output tokens (each answer taken to be
-    ``answer_tokens`` long, 500 by default) and US dollars at the run's prices. ``target``,
-    ``targets_file``, ``repeat`` and ``eval_id`` choose as for a run. No secret is needed.
-    Raises ``InputError`` when no eval file can be used."""
+    """What running ``paths`` would cost, before anything is sent (``agentv estimate``).
+
+    For each target and judge: the requests, input tokens (about 4 characters a token, over
+    the exact messages the run sends), output tokens and US dollars at the run's prices. No
+    secret is needed.
+
+    Args:
+        paths: Eval files, folders or globs, relative to ``cwd``.
+        target: One target for every case, or several (a matrix); default: each case's own.
+        targets_file: The targets file (default: found from each eval file).
+        repeat: Runs of each case (default: the files' and cases' own ``repeat``, else 1).
+        eval_id: Only the case with this id.
+        answer_tokens: How long each answer is taken to be, in tokens (default 500).
+        allow_outside_root: Accept file references that resolve outside the repository root.
+        cwd: Where relative paths start (default: the working directory).
+
+    Returns:
+        A line per target and judge, with the totals.
+
+    Raises:
+        InputError: No eval file can be used.
+        ConfigError: ``repeat`` or ``answer_tokens`` is out of range.
+    """
     from agentv.evalfile.finder import expand_eval_paths
     from agentv.run.estimate import DEFAULT_ANSWER_TOKENS, estimate_run
 
@@ -933,13 +1027,26 @@ def render(
     allow_outside_root: bool = False,
     cwd: PathLike | None = None,
 ) -> list[dict[str, Any]]:
-    """What ``agentv render --format json`` prints: one view per case (``question``,
-    ``guidelines``, ``sent_messages`` exactly as an LM API would receive them, and with a
-    target its ``request``). Nothing is sent; no secret is needed or shown.
+    """What ``agentv render --format json`` prints: one view per case.
 
-    ``mode`` (``"lm"`` / ``"agent"``) changes only how ``question`` is shown. Raises
-    ``InputError`` (with every problem as ``diagnostics``) when a file could not be used;
-    ``preview`` returns the problems instead.
+    Nothing is sent; no secret is needed or shown. ``preview`` returns the problems instead
+    of raising them.
+
+    Args:
+        paths: Eval files, folders or globs, relative to ``cwd``.
+        mode: ``"lm"`` or ``"agent"``: changes only how ``question`` is shown.
+        target: The target to build each request for (default: none).
+        targets_file: The targets file (default: found from each eval file).
+        eval_id: Only the case with this id.
+        allow_outside_root: Accept file references that resolve outside the repository root.
+        cwd: Where relative paths start (default: the working directory).
+
+    Returns:
+        Per case its ``question``, ``guidelines``, ``sent_messages`` exactly as an LM API
+        would receive them and, with a target, its ``request``.
+
+    Raises:
+        InputError: A file could not be used (every problem in ``diagnostics``).
     """
     result = preview(
         paths,
@@ -958,9 +1065,14 @@ def render(
 
 @dataclass
 class Validation(DiagnosticsView):
-    """What ``validate`` found: a report per file (``files``, each with its own
-    ``diagnostics``, ``valid`` and ``describe()``), and every problem of every file in one
-    list (``diagnostics``, ``errors``, ``warnings``)."""
+    """What ``validate`` found.
+
+    Attributes:
+        files: A report per file, each with its own ``diagnostics``, ``valid`` and
+            ``describe()``.
+        diagnostics: Every problem of every file in one list (``errors`` and ``warnings``
+            split them).
+    """
 
     files: list[FileReport]
     diagnostics: list[Diagnostic]
@@ -979,10 +1091,21 @@ def validate(
     allow_outside_root: bool = False,
     cwd: PathLike | None = None,
 ) -> Validation:
-    """Check eval, targets and config files (folders are searched for YAML files) without
-    running anything: every problem with its file, line and fix. Eval files also get the
-    checks a run makes before sending anything (with the same ``target`` and
-    ``targets_file``), so a valid result means a run would start every case."""
+    """Check eval, targets and config files without running anything.
+
+    Eval files also get the checks a run makes before sending anything (with the same
+    ``target`` and ``targets_file``), so a valid result means a run would start every case.
+
+    Args:
+        paths: Files or folders (searched for YAML files), relative to ``cwd``.
+        target: The target(s) a run would name (``--target``).
+        targets_file: The targets file (default: found from each eval file).
+        allow_outside_root: Accept file references that resolve outside the repository root.
+        cwd: Where relative paths start (default: the working directory).
+
+    Returns:
+        A report per file and every problem with its file, line and fix.
+    """
     from agentv.run.validation import validate_paths
 
     base = Path(cwd).resolve() if cwd is not None else None
@@ -1003,8 +1126,15 @@ def _path(value: PathLike | None) -> Path | None:
 
 
 def display_path(path: PathLike | None, cwd: Path | None = None) -> str:
-    """``path`` as messages show it: relative to ``cwd`` (default: the working directory)
-    when it lies inside it, else as given."""
+    """``path`` as messages show it.
+
+    Args:
+        path: A path (None shows as nothing).
+        cwd: The folder paths are shown from (default: the working directory).
+
+    Returns:
+        ``path`` relative to ``cwd`` when it lies inside it, else as given.
+    """
     from agentv.evalfile.files import display_path as shown
 
     return shown(path, cwd)
@@ -1015,9 +1145,16 @@ def display_path(path: PathLike | None, cwd: Path | None = None) -> str:
 
 @dataclass
 class ResultsFile(DiagnosticsView):
-    """A results file, read: its ``results`` in file order and, as warnings, every line
-    that is not a result (each with its line number; left out of ``results``).
-    ``superseded`` counts the records left out because a later one is about the same run."""
+    """A results file, read (``read_results``).
+
+    Attributes:
+        path: The file.
+        format: ``"jsonl"`` or ``"yaml"``.
+        results: Its results, in file order.
+        diagnostics: Every line that is not a result, as a warning with its line number
+            (left out of ``results``).
+        superseded: Records left out because a later one is about the same run.
+    """
 
     path: Path
     format: str
@@ -1037,11 +1174,22 @@ class ResultsFile(DiagnosticsView):
 
 
 def read_results(path: PathLike, *, every_record: bool = False) -> ResultsFile:
-    """Read a results file (JSON Lines, or YAML for ``.yaml`` / ``.yml``) into
-    ``EvalResult`` models, every field's type checked: the latest record of every run
-    (a run resumed or rerun has its newest record count), or with ``every_record`` each
-    record as written. A line that is not a result is left out and reported in
-    ``diagnostics``; ``InputError`` when the file cannot be read."""
+    """Read a results file into ``EvalResult`` models, every field's type checked.
+
+    A line that is not a result never stops it: it is left out and reported, with its line
+    number, in ``diagnostics``.
+
+    Args:
+        path: The results file: JSON Lines, or YAML for ``.yaml`` / ``.yml``.
+        every_record: Every record as written, instead of the latest record of every run (a
+            run resumed or rerun has its newest record count).
+
+    Returns:
+        The file's results in file order, and the lines left out.
+
+    Raises:
+        InputError: The file cannot be read.
+    """
     from agentv.results.reader import read_results as reader
 
     found = reader(Path(path))
@@ -1051,10 +1199,21 @@ def read_results(path: PathLike, *, every_record: bool = False) -> ResultsFile:
 
 
 def compare(base: PathLike, new: PathLike, *, min_delta: float = 0.05) -> Comparison:
-    """Compare two results files case by case (``agentv compare``): improved, regressed,
-    unchanged, new and missing cases, the mean score change with a 95% interval, and the
-    pass-rate change. ``InputError`` naming the file and line of a line that is not a
-    result."""
+    """Compare two results files case by case (``agentv compare``).
+
+    Args:
+        base: The results before.
+        new: The results after.
+        min_delta: The smallest change of a case's score that counts (0 to 1).
+
+    Returns:
+        Improved, regressed, unchanged, new and missing cases, the mean score change with a
+        95% interval, and the pass-rate change.
+
+    Raises:
+        InputError: A line of either file is not a result (its file and line named).
+        ConfigError: ``min_delta`` is out of range.
+    """
     from agentv.results.compare import compare_files
 
     if not 0 <= min_delta <= 1:
@@ -1063,8 +1222,15 @@ def compare(base: PathLike, new: PathLike, *, min_delta: float = 0.05) -> Compar
 
 
 def report_path(results: Sequence[PathLike]) -> Path:
-    """Where ``report`` writes by default: ``RESULTS.html`` next to a single results file,
-    ``LAST-vs-FIRST.html`` beside the last of several."""
+    """Where ``report`` writes by default.
+
+    Args:
+        results: The results files the report shows.
+
+    Returns:
+        ``RESULTS.html`` next to a single results file, ``LAST-vs-FIRST.html`` beside the
+        last of several.
+    """
     from agentv.results.report import default_report_path
 
     return default_report_path([Path(p) for p in results])
@@ -1073,9 +1239,21 @@ def report_path(results: Sequence[PathLike]) -> Path:
 def report(
     results: PathLike | Sequence[PathLike], *, out: PathLike | None = None, title: str | None = None
 ) -> Report:
-    """Write the HTML report of results files (several are shown side by side): one
-    self-contained file to open offline. ``out`` defaults to ``report_path(results)``.
-    The returned ``Report`` says where, how many records, and which lines were left out."""
+    """Write the HTML report of results files: one self-contained file to open offline.
+
+    Args:
+        results: A results file, or several (shown side by side).
+        out: The HTML file to write (default: ``report_path(results)``).
+        title: The page's title (default: ``agentv report:`` and the results files'
+            names).
+
+    Returns:
+        Where it was written, how many records it shows, and the lines left out.
+
+    Raises:
+        InputError: No results file is given, or one cannot be read.
+        OSError: ``out`` cannot be written.
+    """
     from agentv.results.report import build_report
 
     files = [Path(results)] if isinstance(results, (str, Path)) else [Path(p) for p in results]
@@ -1084,10 +1262,22 @@ def report(
 
 
 def write_junit(results: PathLike, out: PathLike) -> Path:
-    """Write a results file as JUnit XML (a test case per run of a case) to ``out``, whole
-    (a file replaced only once complete) and well-formed whatever the records hold;
-    ``InputError`` for a line that is not a result, ``SetupError`` when ``out`` cannot be
-    written."""
+    """Write a results file as JUnit XML: a test case per run of a case.
+
+    The file is written whole (replaced only once complete) and well-formed whatever the
+    records hold.
+
+    Args:
+        results: The results file.
+        out: The XML file to write.
+
+    Returns:
+        ``out``.
+
+    Raises:
+        InputError: A line of ``results`` is not a result.
+        SetupError: ``out`` cannot be written.
+    """
     from agentv.errors import SetupError
     from agentv.results.junit import junit_xml, read_records
     from agentv.system.outfile import write_whole
@@ -1102,8 +1292,18 @@ def write_junit(results: PathLike, out: PathLike) -> Path:
 
 
 def write_summary(summary: Summary, out: PathLike) -> Path:
-    """Write a summary's figures as JSON (``--summary-json``) to ``out``, whole (a file
-    replaced only once complete); ``SetupError`` when it cannot be written."""
+    """Write a summary's figures as JSON (``--summary-json``), whole.
+
+    Args:
+        summary: The figures to write.
+        out: The JSON file (replaced only once complete).
+
+    Returns:
+        ``out``.
+
+    Raises:
+        SetupError: ``out`` cannot be written.
+    """
     import json
 
     from agentv.errors import SetupError
@@ -1118,8 +1318,15 @@ def write_summary(summary: Summary, out: PathLike) -> Path:
 
 
 def github_annotations(results: PathLike, cwd: Path) -> list[str]:
-    """GitHub Actions workflow commands (``::error ...``) for each run of a results file
-    that did not pass, its file and line relative to ``cwd``."""
+    """GitHub Actions workflow commands (``::error ...``) for the runs that did not pass.
+
+    Args:
+        results: The results file.
+        cwd: The folder the commands' file paths are relative to.
+
+    Returns:
+        One command per run of a case that did not pass, with its file and line.
+    """
     from agentv.results.junit import github_annotations as annotations
     from agentv.results.junit import read_records
 
@@ -1131,12 +1338,22 @@ def github_annotations(results: PathLike, cwd: Path) -> list[str]:
 
 @dataclass
 class Regrade(DiagnosticsView):
-    """What ``regrade`` wrote: the new results file (``out``) and its ``summary``, how many
-    records were ``regraded``, and those that were not: ``prompt_changed`` (``(eval_id,
-    target)``: the case's prompt is not what the record says was sent; ``agentv eval
-    --resume OUT`` runs them again) and ``not_regraded`` (``(eval_id, target, why)``). Both
-    kinds are copied into ``out`` as they were. ``diagnostics``: eval files that could not
-    be read, lines of the results file that are not results."""
+    """What ``regrade`` wrote.
+
+    Records not regraded are copied into ``out`` as they were.
+
+    Attributes:
+        out: The new results file.
+        summary: Its statistics.
+        regraded: Records graded anew.
+        prompt_changed: ``(eval_id, target)`` of the records whose case's prompt is not
+            what the record says was sent (``agentv eval --resume OUT`` runs them again).
+        not_regraded: ``(eval_id, target, why)`` of the other records not regraded.
+        diagnostics: Eval files that could not be read, lines of the results file that are
+            not results.
+        judge_cache_hits: Judge answers reused from ``cache``.
+        spent_usd: US dollars the judges' requests cost (the targets were not asked).
+    """
 
     out: Path
     summary: Summary
@@ -1162,7 +1379,26 @@ async def aregrade(
     allow_outside_root: bool = False,
     cwd: PathLike | None = None,
 ) -> Regrade:
-    """``regrade`` inside a running event loop."""
+    """``regrade`` inside a running event loop; the arguments are ``regrade``'s.
+
+    Args:
+        results: The results file whose answers are graded again.
+        out: The new results file (default: ``RESULTS.regraded.jsonl`` beside it).
+        eval_paths: The eval files (default: those the records name).
+        targets_file: The targets file (default: found from each eval file).
+        cache: Reuse judges' answers stored on disk for identical requests.
+        pass_threshold: The lowest passing score, over every config's.
+        agent_timeout: Seconds a code evaluator may take (None or 0: no limit).
+        allow_outside_root: Accept file references that resolve outside the repository root.
+        cwd: Where relative paths start (default: the working directory).
+
+    Returns:
+        What was regraded, and what was not and why.
+
+    Raises:
+        InputError: The results file holds no result, or cannot be read.
+        ConfigError: ``out`` is the results file itself, or an option is out of range.
+    """
     from agentv.evalfile.files import find_repo_root
     from agentv.evalfile.finder import expand_eval_paths
     from agentv.system.env import environment_scope, read_environment
@@ -1270,16 +1506,35 @@ def regrade(
     allow_outside_root: bool = False,
     cwd: PathLike | None = None,
 ) -> Regrade:
-    """Grade again the answers a results file recorded with the evaluators the eval files
-    hold now, asking no target: a new results file (``out``, default
-    ``RESULTS.regraded.jsonl`` beside it) with every record of ``results``, the regraded
-    ones graded anew (judges are asked, through ``cache`` when set). ``eval_paths``: the
-    eval files (default: those the records name); ``targets_file``: as for a run (the
-    targets are found by the names the records hold, their judges as a run finds them).
-    Records whose case's prompt changed since, live conversations and records without an
-    answer are not regraded: they are copied as they were and listed in the returned
-    ``Regrade`` (docs/after-the-run.md, "Regrading"). Inside a running event loop use
-    ``await aregrade(...)``."""
+    """Grade again the answers a results file recorded, with the evaluators the eval files
+    hold now, asking no target.
+
+    The new results file holds every record of ``results``, the regraded ones graded anew
+    (judges are asked, through ``cache`` when set; the targets by the names the records
+    hold, their judges as a run finds them). Records whose case's prompt changed since,
+    live conversations and records without an answer are not regraded: they are copied as
+    they were and listed in the returned ``Regrade`` (docs/after-the-run.md, "Regrading").
+    Inside a running event loop use ``await aregrade(...)``.
+
+    Args:
+        results: The results file whose answers are graded again.
+        out: The new results file (default: ``RESULTS.regraded.jsonl`` beside it).
+        eval_paths: The eval files (default: those the records name).
+        targets_file: The targets file (default: found from each eval file).
+        cache: Reuse judges' answers stored on disk for identical requests.
+        pass_threshold: The lowest passing score, over every config's.
+        agent_timeout: Seconds a code evaluator may take (None or 0: no limit).
+        allow_outside_root: Accept file references that resolve outside the repository root.
+        cwd: Where relative paths start (default: the working directory).
+
+    Returns:
+        What was regraded, and what was not and why.
+
+    Raises:
+        RuntimeError: Called inside a running event loop.
+        InputError: The results file holds no result, or cannot be read.
+        ConfigError: ``out`` is the results file itself, or an option is out of range.
+    """
     try:
         asyncio.get_running_loop()
     except RuntimeError:

@@ -59,6 +59,11 @@ class Line:
     price: dict[str, Any] | None = None  # the prices used, and where they come from
 
     def to_dict(self) -> dict[str, Any]:
+        """The line as JSON-ready data.
+
+        Returns:
+            Its fields, by name.
+        """
         return {
             "target": self.target,
             "role": self.role,
@@ -73,11 +78,20 @@ class Line:
 
 @dataclass
 class Estimate(DiagnosticsView):
-    """A run's tokens and cost, estimated before sending anything: one ``lines`` entry per
-    target and per judge (requests, input and output tokens, US dollars), the ``total``
-    (of the lines with a price), the ``answer_tokens`` assumed for each answer, and how
-    tokens were counted (``method``). ``unpriced`` names the lines without a price (their
-    cost is not in ``total_usd``)."""
+    """A run's tokens and cost, estimated before sending anything (``estimate``).
+
+    Attributes:
+        lines: One per target and per judge (and a simulated user's target): requests,
+            input and output tokens, US dollars (None: no price known), the prices used.
+        cases: Cases estimated.
+        runs: Runs of cases estimated (cases times targets times repeats).
+        answer_tokens: The length taken for each answer, in tokens.
+        judge_verdict_tokens: The length taken for each judge's verdict, in tokens.
+        user_message_tokens: The length taken for a simulated user's message, in tokens
+            (its conversations are taken at their ``max_turns``).
+        method: How tokens were counted.
+        diagnostics: Problems met on the way (files or targets that were not estimated).
+    """
 
     lines: list[Line] = field(default_factory=list)
     cases: int = 0
@@ -108,6 +122,11 @@ class Estimate(DiagnosticsView):
         return sum(line.requests for line in self.lines)
 
     def to_dict(self) -> dict[str, Any]:
+        """The estimate as JSON-ready data.
+
+        Returns:
+            What ``agentv estimate --format json`` prints.
+        """
         return {
             "cases": self.cases,
             "runs": self.runs,

@@ -431,7 +431,7 @@ def plan_run(
         rerun: Only these runs (by case and target, their repeats), ``--rerun-*``.
 
     Returns:
-        The finished plan: its ``total`` counts the runs it sends.
+        The finished plan (its ``total`` counts the runs it sends).
 
     Raises:
         ConfigError: A target the run itself names cannot be used.
