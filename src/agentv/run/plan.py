@@ -50,7 +50,7 @@ class InvalidJob:
 KEEP_LIMIT = 20_000
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Lane:
     """Everything one target runs, in file order; ``jobs()`` streams it. Each target has
     its own lane, so a slow target never holds up the others' cases."""
@@ -81,7 +81,7 @@ class _Memo:
     )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Plan:
     """Everything a run will do, decided before the first request.
 
