@@ -20,7 +20,7 @@ import difflib
 import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
 
@@ -723,6 +723,12 @@ def _planned(
         raise NoCasesError(message, list(plan.diagnostics))
     agent_timeout = options.get("agent_timeout", 120.0)
     dump_prompts = options.get("dump_prompts")
+    replay = options.get("replay_user")
+    replays = None
+    if replay is not None:
+        from agentv.run.resume import read_replays
+
+        replays = read_replays(base / Path(replay))
     settings = RunSettings(
         workers=options.get("workers"),
         agent_timeout=agent_timeout if agent_timeout and agent_timeout > 0 else None,
@@ -731,12 +737,8 @@ def _planned(
         dumper=PromptDumper(base / dump_prompts) if dump_prompts is not None else None,
         budget_usd=options.get("budget_usd"),
         pass_threshold=plan.pass_threshold,
+        replay_user=replays,
     )
-    replay = options.get("replay_user")
-    if replay is not None:
-        from agentv.run.resume import read_replays
-
-        settings.replay_user = read_replays(base / Path(replay))
     thresholds = plan.thresholds
     return PreparedRun(
         total=plan.total,
@@ -1459,8 +1461,8 @@ async def _regrade(
         agent_timeout=agent_timeout if agent_timeout and agent_timeout > 0 else None,
         cache=ResponseCache(base / ".agentv" / "cache") if cache else None,
     )
-    if pass_threshold is not None:
-        settings.pass_threshold = pass_threshold
+    if pass_threshold is not None:  # the caller's, over every config's
+        settings = replace(settings, pass_threshold=pass_threshold)
     pool = TargetPool(cwd=base, targets_path=_under(base, targets_file))
     context = LoadContext(store=FileStore(cwd=base), allow_outside_root=allow_outside_root)
     done = await regrade_records(
