@@ -470,8 +470,8 @@ class PreparedRun:
             collector=collector,
             progress=progress or _Silent(),
             executor=self.executor,
+            stats=self._stats,
         )
-        orchestrator.stats = self._stats
         started = time.perf_counter()
         stopped: ClusterLostError | None = None
         try:

@@ -87,6 +87,7 @@ class Orchestrator:
         collector: Collector,
         progress: ProgressSink,
         executor: Executor | None = None,
+        stats: RunStats | None = None,
     ) -> None:
         self.pool = pool
         self.settings = settings
@@ -94,7 +95,7 @@ class Orchestrator:
         self.collector = collector
         self.progress = progress
         self.executor = executor
-        self.stats = RunStats()
+        self.stats = stats if stats is not None else RunStats()
         self.gates = Gates()
         self._labels: dict[int, str] = {}
         self.masker = Masker()  # the run's known secrets (set when it starts)
