@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 
 from agentv.cases import EvaluatorConfig
-from agentv.evaluators import EvaluatorScore, deterministic, run_evaluator
+from agentv.evaluators import deterministic
+from agentv.evaluators.base import EvaluatorScore
 from agentv.evaluators.deterministic import parse_json_answer
+from agentv.evaluators.grading import run_evaluator
 from support.evaluator_kit import contains, equals, is_json, make_case, make_ctx, regex
 
 

@@ -9,8 +9,9 @@ from typing import ClassVar
 import pytest
 
 from agentv.cases import EvaluatorConfig
-from agentv.evaluators import EvaluationContext, EvaluatorScore, grade_case, registry
-from agentv.evaluators.grading import aggregate, needs_judge
+from agentv.evaluators import registry
+from agentv.evaluators.base import EvaluationContext, EvaluatorScore
+from agentv.evaluators.grading import aggregate, grade_case, needs_judge
 from agentv.evaluators.specs import CodeSpec
 from agentv.providers.base import ProviderResponse, Usage
 from support.evaluator_kit import FakeJudge, contains, judge, make_case, make_ctx, regex

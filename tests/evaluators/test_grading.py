@@ -10,8 +10,9 @@ from typing import ClassVar
 
 from agentv.cases import EvaluatorConfig
 from agentv.evalfile.loader import load_eval_file
-from agentv.evaluators import EvaluationContext, EvaluatorScore, grade_case, registry
-from agentv.evaluators.grading import aggregate
+from agentv.evaluators import registry
+from agentv.evaluators.base import EvaluationContext, EvaluatorScore
+from agentv.evaluators.grading import aggregate, grade_case
 from agentv.prompts.builder import build_prompt
 from agentv.providers.base import ProviderResponse, Usage
 from support.evaluator_kit import FakeJudge, contains, judge, make_case, make_ctx, regex

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from agentv.cases import EvalCase, EvaluatorConfig
-from agentv.evaluators import EvaluationContext
+from agentv.evaluators.base import EvaluationContext
 from agentv.evaluators.specs import (
     CodeSpec,
     ContainsSpec,
