@@ -48,8 +48,11 @@ class PythonTarget:
     """
 
     fn: Callable[..., Any]
+    """The function called with each request's messages."""
     name: str = ""
+    """The target's name in results."""
     judge_target: str | None = None
+    """The target in ``targets.yaml`` that judges its answers."""
 
     def __post_init__(self) -> None:
         if not callable(self.fn):
