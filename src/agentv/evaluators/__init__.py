@@ -1,12 +1,13 @@
 """Step 7 of the data flow: grade a candidate's answer.
 
-``grade_case(ctx)`` runs a case's evaluators (``llm_judge``, ``code`` and the deterministic
-``contains``, ``icontains``, ``equals``, ``regex``, ``is_json``) and aggregates their
-verdicts into a ``CaseGrade``. It never raises for a grading problem: an evaluator that
-cannot grade is recorded with ``error`` set and score 0.
-
-Import what you use from its module: ``base`` (``EvaluationContext``, ``EvaluatorScore``,
-``CaseGrade``), ``grading`` (``grade_case``, ``run_evaluator``, ``needs_judge``),
-``registry``; importing the package itself loads none of them, so the evaluators' settings
-(``specs``), which the eval file format takes, come without the evaluators.
+- ``base``: what an evaluator is (``EvaluatorSpec``: its settings as an eval file writes
+  them, its checks before a run, its grading), its input (``EvaluationContext``) and its
+  verdict (``EvaluatorScore``, ``CaseGrade``);
+- ``registry``: every evaluator kind, in one table (``KINDS``), and the eval file's
+  ``evaluators:`` entry that follows from it;
+- ``grading``: running a case's evaluators and aggregating their verdicts (``grade_case``);
+- one module per family of evaluators: ``llm_judge``, ``code``, ``deterministic``
+  (``contains``, ``icontains``, ``equals``, ``regex``, ``is_json``), ``limits``
+  (``latency``, ``cost``), ``trajectory`` (the tools the candidate called); ``schemas``: the
+  JSON Schemas the evaluators take.
 """
