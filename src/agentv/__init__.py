@@ -21,6 +21,7 @@ from agentv._version import __version__
 
 __all__ = [
     "AgentVError",
+    "Calibration",
     "ClusterLostError",
     "Comparison",
     "ConfigError",
@@ -39,11 +40,13 @@ __all__ = [
     "ResultsFile",
     "RunOptions",
     "SetupError",
+    "StoredRun",
     "Summary",
     "Validation",
     "__version__",
     "aregrade",
     "arun_eval",
+    "calibrate",
     "compare",
     "estimate",
     "load_eval_file",
@@ -54,6 +57,7 @@ __all__ = [
     "render",
     "report",
     "run_eval",
+    "runs",
     "validate",
     "write_junit",
 ]
@@ -74,6 +78,7 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:
     from agentv.api import (
         AgentVError,
+        Calibration,
         ClusterLostError,
         Comparison,
         ConfigError,
@@ -92,10 +97,12 @@ if TYPE_CHECKING:
         ResultsFile,
         RunOptions,
         SetupError,
+        StoredRun,
         Summary,
         Validation,
         aregrade,
         arun_eval,
+        calibrate,
         compare,
         estimate,
         load_eval_file,
@@ -106,6 +113,7 @@ if TYPE_CHECKING:
         render,
         report,
         run_eval,
+        runs,
         validate,
         write_junit,
     )
