@@ -207,3 +207,49 @@ def test_the_vocabulary_imports_nothing_above_it(module: str, below: tuple[str, 
     (docs/architecture.md, "Layers")."""
     found = imports(module, top_level_only=False)
     assert sorted(t for t in found if t.startswith(below)) == []
+
+
+def test_the_run_core_has_no_import_cycle_counting_every_import() -> None:
+    """Imports inside functions and under ``TYPE_CHECKING`` count too: a case's run goes
+    one way (plan -> sending -> pipeline / conversation / simulator), never back."""
+    core = {m for m in MODULES if m == "agentv.api" or m.startswith("agentv.run")}
+    assert "agentv.run.sending" in core
+    graph = {m: targets & core for m, targets in _full_graph().items() if m in core}
+    assert _cycles(graph) == []
+
+
+def test_the_sender_is_shared_and_never_imports_who_uses_it() -> None:
+    users = {"agentv.run.pipeline", "agentv.run.conversation", "agentv.run.simulator"}
+    for module in users:
+        assert "agentv.run.sending" in imports(module, top_level_only=False), module
+    assert imports("agentv.run.sending", top_level_only=False) & users == set()
+    assert "agentv.run.pipeline" not in imports("agentv.run.conversation", top_level_only=False)
+    assert "agentv.run.pipeline" not in imports("agentv.run.simulator", top_level_only=False)
+    assert "agentv.run.conversation" not in imports("agentv.run.plan", top_level_only=False)
+
+
+def _calls_of(name: str, tree: ast.AST, where: str = "<module>") -> set[str]:
+    """The functions of ``tree`` (``<module>``: outside any) that call ``name``."""
+    found: set[str] = set()
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            found |= _calls_of(name, node, node.name)
+            continue
+        if isinstance(node, ast.Call):
+            called = getattr(node.func, "id", None) or getattr(node.func, "attr", None)
+            if called == name:
+                found.add(where)
+        found |= _calls_of(name, node, where)
+    return found
+
+
+def test_an_evaluation_context_is_made_in_one_function() -> None:
+    made = {
+        (module, function)
+        for module, path in MODULES.items()
+        for function in _calls_of("EvaluationContext", ast.parse(path.read_text("utf-8")))
+    }
+    assert made == {("agentv.run.sending", "grading_context")}
+    # the finder sees calls at module level and in nested functions alike
+    code = "x = EvaluationContext()\ndef f():\n    def g():\n        return m.EvaluationContext()\n"
+    assert _calls_of("EvaluationContext", ast.parse(code)) == {"<module>", "g"}
