@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     from agentv.cases import EvalCase
     from agentv.prompts.builder import Prompt
     from agentv.providers.base import Provider, Usage
+    from agentv.system.git import Changes
+    from agentv.system.process import ProcessResult
     from agentv.trajectory import Trajectory
 
 T = TypeVar("T")
@@ -155,6 +157,29 @@ class CaseGrade:
         ]
 
 
+class WorkspaceView(Protocol):
+    """What an evaluator sees of the workspace the agent worked in (``agentv.run.workspaces``
+    makes it): the folder, what changed in it, and a way to run a command there, in its
+    sandbox."""
+
+    @property
+    def path(self) -> Path: ...
+
+    @property
+    def changes(self) -> Changes | None:
+        """What the agent changed since the start (None: unknown, ``diff_error`` says why)."""
+        ...
+
+    @property
+    def diff_error(self) -> str | None: ...
+
+    async def run(
+        self, command: str, *, cwd: Path | None, timeout: float | None, env: Mapping[str, str]
+    ) -> ProcessResult:
+        """Run a shell command in the workspace, as the agent ran (its sandbox)."""
+        ...
+
+
 class EvaluationContext:
     """Everything an evaluator may look at for one case.
 
@@ -176,6 +201,7 @@ class EvaluationContext:
         "timeout",
         "trajectory",
         "trajectory_error",
+        "workspace",
     )
 
     def __init__(
@@ -192,6 +218,7 @@ class EvaluationContext:
         cost_usd: float | None = None,
         trajectory: Trajectory | None = None,
         trajectory_error: str | None = None,
+        workspace: WorkspaceView | None = None,
     ) -> None:
         self._case = case
         #: built for the candidate's target: ``prompt.question`` is exactly what it got
@@ -211,6 +238,9 @@ class EvaluationContext:
         #: why if known
         self.trajectory = trajectory
         self.trajectory_error = trajectory_error
+        #: the workspace the agent worked in, as it left it (None: the case has none, or
+        #: the answer is a recorded one: a regrade)
+        self.workspace = workspace
 
     @property
     def case(self) -> EvalCase:
@@ -283,6 +313,8 @@ class EvaluatorSpec(BaseModel):
     item_errors: ClassVar[Mapping[str, tuple[str, str]]] = {}
     #: grading asks the case's judge target (the run builds one for its cases)
     uses_judge: ClassVar[bool] = False
+    #: grading reads the case's workspace (a case without one is refused when loaded)
+    needs_workspace: ClassVar[bool] = False
 
     def resolve(self, name: str, at: Loading) -> EvaluatorConfig:
         """This evaluator as a case holds it, named ``name``: the files and folders its
