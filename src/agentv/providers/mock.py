@@ -47,6 +47,8 @@ class MockProvider(Provider):
     kind = "mock"
     Settings = MockSettings
     settings: MockSettings
+    #: a dry run stands it in for an agent: the case's workspace is still made
+    works_in_workspace = True
 
     def _delay(self) -> float:
         s = self.settings

@@ -27,7 +27,7 @@ from typing import Any
 
 from agentv.errors import BudgetReached
 from agentv.providers.base import Provider, ProviderRequest, ProviderResponse, ProviderWrapper
-from agentv.providers.pricing import Pricer, target_model
+from agentv.providers.pricing import Cost, Pricer, target_model
 
 #: a request's party -> its key in a record's ``cost`` (a party not listed keeps its name)
 PARTY_KEYS = {"candidate": "target", "judge": "judge"}
@@ -119,7 +119,11 @@ class Meter:
         """Price ``response`` (an answer of ``provider`` to a request of ``party``, with
         its own ``model`` when it named one), and add it to the case's cost and, when it was
         sent, to the run's spend."""
-        cost = self.pricer.cost(provider, response.usage, model)
+        if response.reported_cost_usd is not None and provider.price is None:
+            # the agent priced its own calls (it knows which models it used): its word
+            cost = Cost(response.reported_cost_usd, priced=True)
+        else:
+            cost = self.pricer.cost(provider, response.usage, model)
         response.cost_usd = cost.usd
         if cost.usd is not None:
             if response.cached:

@@ -53,6 +53,7 @@ class Previous:
     question: str | None
     messages: Any  # raw_request.chat_prompt, as written
     plan_digest: str | None = None  # a live conversation's (``plan_digest``)
+    workspace_digest: str | None = None  # its workspace's settings (``Workspace.digest``)
 
 
 @dataclass
@@ -197,11 +198,13 @@ def read_state(path: Path, *, repair: bool) -> ResultsState:
         named = named or result.eval_id is not None or result.error is not None
         raw = put_back_large_content(result.raw_request or {}, result.large_content or {})
         digest = raw.get("plan_digest")
+        workspace = result.workspace.get("digest") if isinstance(result.workspace, dict) else None
         state.runs[result.run_key] = Previous(
             status=result.status,
             question=raw.get("question"),
             messages=raw.get("chat_prompt"),
             plan_digest=digest if isinstance(digest, str) else None,
+            workspace_digest=workspace if isinstance(workspace, str) else None,
         )
     state.diagnostics = reader.diagnostics
     if not state.runs and any(d.hint for d in reader.diagnostics):
@@ -231,6 +234,13 @@ def _last_document(fh: BinaryIO, size: int) -> int:
             return begin + at + 1
         end = begin
     return 0
+
+
+def workspace_changed(previous: Previous, case: EvalCase) -> bool:
+    """Whether a case's workspace (its repositories, commits, template, hooks, sandbox)
+    differs from the one its record was made in."""
+    now = case.workspace.digest() if case.workspace is not None else None
+    return previous.workspace_digest != now
 
 
 def prompt_changed(previous: Previous, prompt: Prompt, *, is_agent: bool) -> bool:

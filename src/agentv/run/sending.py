@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agentv.errors import AgentVError, ProviderError, ProviderTimeout
-from agentv.evaluators.base import CaseGrade, EvaluationContext
+from agentv.evaluators.base import CaseGrade, EvaluationContext, WorkspaceView
 from agentv.evaluators.grading import grade_case, needs_judge
 from agentv.providers.base import Provider, ProviderRequest, ProviderResponse, request_for_case
 from agentv.results.dumps import PromptDumper
@@ -36,6 +36,7 @@ from agentv.results.record import DEFAULT_PASS_THRESHOLD
 from agentv.run.cache import CachedProvider, ResponseCache
 from agentv.run.costs import BudgetGate, Meter, MeteredProvider
 from agentv.run.scheduling import DEFAULT_WORKERS, Gate, GatedProvider, Gates
+from agentv.run.workspaces import CASE_WORKSPACE
 from agentv.system.masking import Masker
 
 if TYPE_CHECKING:
@@ -86,6 +87,8 @@ class RunStats:
     statuses: Counter[str] = field(default_factory=Counter)
     #: target name -> HTTP status (None: no answer) -> retries made
     retries: dict[str, Counter[int | None]] = field(default_factory=dict)
+    #: the run's own workspace hooks (a file's before_all that failed, every after_all)
+    hooks: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def errors(self) -> int:
@@ -169,6 +172,7 @@ def grading_context(
     cost_usd: float | None = None,
     trajectory: Trajectory | None = None,
     trajectory_error: str | None = None,
+    workspace: WorkspaceView | None = None,
 ) -> EvaluationContext:
     """What the evaluators see of ``answer``, the answer of ``job``'s target to ``prompt``.
 
@@ -187,6 +191,7 @@ def grading_context(
         cost_usd: What the answer cost (None: unknown).
         trajectory: The tools the target called, in order (None: it could not say).
         trajectory_error: Why the target could not say which tools it called.
+        workspace: The workspace the target worked in, as it left it.
 
     Returns:
         The context the evaluators grade.
@@ -203,6 +208,7 @@ def grading_context(
         cost_usd=cost_usd,
         trajectory=trajectory,
         trajectory_error=trajectory_error,
+        workspace=workspace,
     )
 
 
@@ -307,9 +313,17 @@ class Sender:
         tries = self.settings.max_retries + 1
         attempts = 0
         last: ProviderTimeout | None = None
+        workspace = CASE_WORKSPACE.get()
         for attempt in range(tries):
             request = request_for_case(
-                job.case, prompt, attempt=attempt, timeout=timeout, repeat=job.repeat, tools=tools
+                job.case,
+                prompt,
+                attempt=attempt,
+                timeout=timeout,
+                repeat=job.repeat,
+                tools=tools,
+                workspace=workspace.path if workspace is not None else None,
+                sandbox=workspace.sandbox if workspace is not None else None,
             )
             try:
                 response = await sender.invoke(request)
@@ -320,6 +334,8 @@ class Sender:
             except ProviderError as exc:
                 exc.attempts += attempts
                 raise
+            if workspace is not None:
+                await workspace.settle()  # what the agent changed, before anything grades it
             if response.cached:
                 return response, attempts
             if gate.waiting:
@@ -399,5 +415,6 @@ class Sender:
             cost_usd=cost_usd,
             trajectory=trajectory,
             trajectory_error=trajectory_error,
+            workspace=CASE_WORKSPACE.get(),
         )
         return await grade_case(ctx, evaluators)

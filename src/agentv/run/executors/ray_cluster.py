@@ -126,6 +126,8 @@ class CasePayload:
     pass_threshold: float | None
     repeat: int
     user: int | None = None  # the key of the target playing its simulated user
+    #: what ran on the driver before the case's workspace was made (its file's before_all)
+    setup: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass
@@ -229,6 +231,7 @@ class _Worker:
             pass_threshold=payload.pass_threshold,
             repeat=payload.repeat,
             user=self.targets[payload.user] if payload.user is not None else None,
+            setup=payload.setup,
         )
         stats = self.stats
         dumper = self.pipeline.settings.dumper
@@ -467,6 +470,7 @@ class RayExecutor:
             pass_threshold=job.pass_threshold,
             repeat=job.repeat,
             user=id(job.user) if job.user is not None else None,
+            setup=job.setup,
         )
         started = time.perf_counter()
         lost = 0
