@@ -547,7 +547,7 @@ class CasePipeline:
             if gate.waiting:
                 # the request that waits for the turn this one freed goes out before this
                 # answer is graded and recorded: answers come back in bunches, and a freed
-                # turn stayed idle meanwhile (benchmarks/README.md, S8). Its cost is counted
+                # turn stayed idle meanwhile (docs/speed.md). Its cost is counted
                 # by now, so a budget sees it.
                 await asyncio.sleep(0)
             attempts += response.attempts
