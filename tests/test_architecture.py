@@ -486,3 +486,14 @@ def test_the_public_api_check_finds_private_uses() -> None:
         "sample:27: reads client._idempotency_header",
         "sample:27: reads client._auth_headers",
     ]
+
+
+def test_source_comments_cite_the_manual_not_the_benchmarks_notes() -> None:
+    # benchmarks/README.md holds the current figures and moves with every measurement; what
+    # the code relies on is said in docs/ (speed.md, architecture.md)
+    citing = sorted(
+        module
+        for module, path in MODULES.items()
+        if "benchmarks/README" in path.read_text(encoding="utf-8")
+    )
+    assert citing == []
