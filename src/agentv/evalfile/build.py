@@ -151,15 +151,15 @@ class CaseBuilder:
                 d.message = f"`{d.location}`: {d.message}"
 
     def build(
-        self, index: int, entry: Any, line: int | None = None
+        self, index: int, entry: Any, line: int | None = None, *, name_case: bool = True
     ) -> tuple[EvalCase | None, list[Diagnostic]]:
         """The case at ``evalcases[index]`` (starting on ``line``), or None when it has an
-        error; plus diagnostics."""
+        error; plus diagnostics, each starting ``case 'id': `` unless not ``name_case``."""
         case, diags = self._build(index, entry, line)
         if isinstance(entry, dict):
             diags.extend(self._marker_warnings(entry, ("evalcases", index)))
         case_id = entry.get("id") if isinstance(entry, dict) else None
-        if isinstance(case_id, str) and case_id.strip():
+        if name_case and isinstance(case_id, str) and case_id.strip():
             for d in diags:
                 if d.file == self.src.path:
                     d.message = f"case {case_id!r}: {d.message}"
