@@ -101,7 +101,7 @@ class RowSite(YamlSource):
     ) -> Diagnostic:
         """The problem at ``key`` of the case being built (``("evalcases", i, ...)``)."""
         path = key[2:] if key[:1] == ("evalcases",) else key
-        leaf = self.tree.leaf_for(path)
+        leaf = None if at_key else self.tree.leaf_for(path)  # a key is the template's own
         if leaf is None or self.row is None:
             return self.template_src.diagnostic(
                 ("template", *path), message, hint=hint, severity=severity, at_key=at_key

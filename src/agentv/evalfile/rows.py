@@ -164,7 +164,8 @@ class CsvSource(DataSource):
     """A CSV (or, with a tab as ``delimiter``, TSV) file whose first row names the columns.
 
     Values are text as written (an empty cell is ``""``); quoted values may hold the
-    delimiter, quotes (doubled) and line breaks. Blank lines are not rows.
+    delimiter, quotes (doubled) and line breaks (CRLF read as LF, as in attached files).
+    Blank lines are not rows.
     """
 
     def __init__(self, path: Path, label: str, delimiter: str) -> None:
@@ -257,6 +258,8 @@ class CsvSource(DataSource):
                         self._quote_hint(),
                     )
                 else:
+                    if any("\r" in value for value in record):  # CRLF in a quoted value
+                        record = [value.replace("\r\n", "\n") for value in record]
                     yield Row(number, start, dict(zip(columns_, record, strict=True)))
 
     def count(self) -> int:
