@@ -92,12 +92,12 @@ DATA_FILES = [
     pytest.param(
         "q.jsonl",
         (
-            '{"id": "n1", "messages": [{"role": "system", "content": "Be brief."}, '
-            '{"role": "user", "content": "Hi"}], "meta": {"lang": "fr"}}\n'
-            "\n"
-            '{"id": "n2", "messages": [{"role": "user", "content": "Yo"}], '
-            '"meta": {"lang": "en"}, "flag": true}\n'
-        ).encode(),
+            b'{"id": "n1", "messages": [{"role": "system", "content": "Be brief."}, '
+            b'{"role": "user", "content": "Hi"}], "meta": {"lang": "fr"}}\n'
+            b"\n"
+            b'{"id": "n2", "messages": [{"role": "user", "content": "Yo"}], '
+            b'"meta": {"lang": "en"}, "flag": true}\n'
+        ),
         "  id: id\n",
         """\
   outcome: Answers in {{ meta.lang }}.
