@@ -298,6 +298,10 @@ def test_broken_data_is_said_at_its_row_and_column(
     # each problem row has an invalid case saying where, for its `invalid` result
     reasons = [bad.reason for bad in loaded.invalid]
     assert reasons == [f"{file}:{line}: {message}" for file, line, message in expected]
+    # `validate` checks the rows without keeping their cases, and finds the same
+    checked = load_eval_file(path, check_only=True)
+    assert [d.format() for d in checked.diagnostics] == [d.format() for d in loaded.diagnostics]
+    assert (checked.total_cases, checked.invalid_rows) == (usable + len(expected), len(expected))
 
 
 def test_parquet_problems_are_located_by_row_number(project: Path) -> None:

@@ -295,7 +295,7 @@ class _FileLoad:
         loaded.case_targets = loaded.case_targets | {plan.target}
         if plan.user_target is not None:
             loaded.user_targets = loaded.user_targets | {plan.user_target}
-        entries = plan.entries()
+        entries = plan.entries(check=self.check_only)
         usable = invalid = 0
         written_invalid = len(loaded.invalid)
         if self.keep_limit is None and not self.check_only:

@@ -280,6 +280,15 @@ class RowPlan:
     #: the first row's case had an error located in the template: every row would
     first_template_errors: list[Diagnostic] = field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        #: the strings that are one placeholder alone: their value must not be empty
+        self._bare = [leaf for leaf in self.tree.leaves.values() if leaf.bare is not None]
+        leaves = list(self.tree.leaves.values())
+        #: every string fills free text: its value is checked here, the case not rebuilt
+        self._free = leaves if all(_free(self.tree.value, leaf.path) for leaf in leaves) else None
+        self._probe: EvalCase | None = None  # the first case built without any problem
+        self._checking = False
+
     def quick_count(self) -> int | None:
         """How many entries the rows make, when that is known without reading values."""
         if self.filter_leaf is not None or self.sample is not None or self.eval_id is not None:
@@ -289,8 +298,12 @@ class RowPlan:
             rows = min(rows, self.limit)
         return rows * len(self.combinations)
 
-    def entries(self) -> Iterator[Entry]:
-        """Every row's cases (or invalid cases), in order, read now."""
+    def entries(self, check: bool = False) -> Iterator[Entry]:
+        """Every row's cases (or invalid cases), in order, read now. With ``check`` (a
+        file checked, its cases not kept), a row whose strings all fill free text (see
+        ``_free``) with text that the first row's flawless case shows to be fine is
+        not built again: the case it would make stands in for it."""
+        self._checking = check
         chosen = self._sample() if self.sample is not None else None
         seen = SeenIds() if self.id_leaf is not None or self.id_column is not None else None
         kept = 0
@@ -421,8 +434,8 @@ class RowPlan:
         site.context = filled
         empty = [
             leaf
-            for leaf in self.tree.leaves.values()
-            if leaf.bare is not None and leaf.bare in filled and text_of(filled[leaf.bare]) == ""
+            for leaf in self._bare
+            if filled.get(leaf.bare, 0) in ("", None)  # type: ignore[arg-type]
         ]
         if empty:
             return self._invalid(
@@ -439,6 +452,13 @@ class RowPlan:
                     for leaf in empty
                 ],
             )
+        if self._checking and self._probe is not None and self._free is not None:
+            try:
+                texts = [leaf.render(filled) for leaf in self._free]
+            except TemplateError:
+                texts = []  # said by the full build below
+            if texts and all(isinstance(t, str) and t.strip() and "@[" not in t for t in texts):
+                return self._probe
         try:
             rendered = self.tree.render(filled)
         except RenderError as exc:
@@ -450,18 +470,23 @@ class RowPlan:
             )
         if not isinstance(rendered, dict):
             rendered = {}
-        case, diags = self.builder.build(0, {**rendered, "id": cid}, self.line, name_case=False)
+        case, diags = self.builder.build(
+            0,
+            {**rendered, "id": cid},
+            self.line,
+            name_case=False,
+            row=RowRef(self.source.label, row.number, row.line),
+            variables=combination or None,
+        )
         for diag in diags:
             self.problems.add(diag, row)
         if case is None:
             return self._invalid(
                 row, cid, combination, [d for d in diags if d.severity == "error"], counted=True
             )
-        return replace(
-            case,
-            row=RowRef(self.source.label, row.number, row.line),
-            vars=combination or None,
-        )
+        if not diags and self._probe is None:
+            self._probe = case
+        return case
 
     def _render_problem(
         self, row: Row, about: str, error: TemplateError, leaf: Leaf | None = None
@@ -520,6 +545,42 @@ class RowPlan:
             row=RowRef(self.source.label, row.number, row.line),
             vars=combination or None,
         )
+
+
+#: where any text is a valid value: free text, not a name, a path, a pattern or a choice
+_FREE_KEYS = frozenset({"outcome", "conversation_id", "note", "description"})
+_TEXT_EVALUATORS = frozenset({"contains", "icontains", "equals"})
+
+
+def _free(template: Any, path: PathKey) -> bool:
+    """Whether the string at ``path`` of ``template`` fills free text: any text but a
+    blank one (or one holding a role marker, which is warned about) makes a case that is
+    fine exactly when the same case with other text there is."""
+
+    def at(*keys: Any) -> Any:
+        node = template
+        for key in keys:
+            try:
+                node = node[key]
+            except (KeyError, IndexError, TypeError):
+                return None
+        return node
+
+    if len(path) == 1:
+        return path[0] in _FREE_KEYS
+    head = path[0]
+    if head in ("input_messages", "expected_messages") and len(path) >= 3:
+        if len(path) == 3 and path[2] == "content":
+            return True  # content as one string
+        if len(path) == 5 and path[2] == "content" and path[4] == "value":
+            return at(*path[:4], "type") == "text"
+        return False
+    if head == "turns" and len(path) == 3:
+        return path[2] in ("content", "outcome")
+    evaluators = path[:2] == ("execution", "evaluators")
+    if (head == "evaluators" and len(path) == 3) or (evaluators and len(path) == 4):
+        return path[-1] == "value" and at(*path[:-1], "type") in _TEXT_EVALUATORS
+    return False
 
 
 def _where(diag: Diagnostic) -> str:

@@ -251,6 +251,7 @@ class Tree:
     errors: list[tuple[PathKey, TemplateError]] = field(default_factory=list)
     #: the paths of the lists and mappings that hold strings to fill (the rest is shared)
     inner: set[PathKey] = field(default_factory=set)
+    _fill: Callable[[Mapping[str, Any]], Any] | None = field(default=None, repr=False)
 
     @property
     def names(self) -> frozenset[str]:
@@ -265,9 +266,11 @@ class Tree:
     def render(self, context: Mapping[str, Any]) -> Any:
         """The value with every string filled from ``context``; ``RenderError`` names the
         string that failed."""
-        if not self.leaves:
-            return self.value
-        return _render(self.value, (), self.leaves, self.inner, context)
+        if self._fill is None:
+            if not self.leaves:
+                return self.value
+            self._fill = _filler(self.value, (), self.leaves, self.inner | self.leaves.keys())
+        return self._fill(context)
 
     def leaf_for(self, path: PathKey) -> Leaf | None:
         """The string that made the value at ``path`` of a rendered value (or a value
@@ -344,21 +347,32 @@ def _with_judge_variables(
     return fill
 
 
-def _render(
-    value: Any,
-    path: PathKey,
-    leaves: dict[PathKey, Leaf],
-    inner: set[PathKey],
-    context: Mapping[str, Any],
-) -> Any:
+Fill = Callable[[Mapping[str, Any]], Any]
+
+
+def _filler(value: Any, path: PathKey, leaves: dict[PathKey, Leaf], reach: set[PathKey]) -> Fill:
+    """A function filling ``value`` (at ``path``) from a context: compiled once, so that
+    each row costs only its strings; what holds none (not in ``reach``) is shared as
+    written."""
     leaf = leaves.get(path)
     if leaf is not None:
-        try:
-            return leaf.render(context)
-        except TemplateError as exc:
-            raise RenderError(leaf, exc) from None
-    if path not in inner:
-        return value  # nothing to fill below: shared as written
+        render = leaf.render
+
+        def fill_leaf(context: Mapping[str, Any]) -> Any:
+            try:
+                return render(context)
+            except TemplateError as exc:
+                raise RenderError(leaf, exc) from None
+
+        return fill_leaf
     if isinstance(value, dict):
-        return {k: _render(v, (*path, k), leaves, inner, context) for k, v in value.items()}
-    return [_render(v, (*path, i), leaves, inner, context) for i, v in enumerate(value)]
+        items = [
+            (k, _filler(v, (*path, k), leaves, reach) if (*path, k) in reach else None, v)
+            for k, v in value.items()
+        ]
+        return lambda context: {k: v if f is None else f(context) for k, f, v in items}
+    parts = [
+        (_filler(v, (*path, i), leaves, reach) if (*path, i) in reach else None, v)
+        for i, v in enumerate(value)
+    ]
+    return lambda context: [v if f is None else f(context) for f, v in parts]
