@@ -30,11 +30,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from measure import REPO_ROOT, measure  # noqa: E402
+from measure import REPO_ROOT, measure
 
 WORK = REPO_ROOT / "benchmarks" / ".work" / "rows"
 AGENTV = REPO_ROOT / ".venv" / "bin" / "agentv"
 FORMATS = ("csv", "jsonl", "parquet")
+#: the run, as S1 of run.py runs its suites
+EVAL = (str(AGENTV), "eval", "--target", "mock", "--workers", "50", "--quiet")
 
 TARGETS = """\
 $schema: agentv-targets-v2.2
@@ -172,8 +174,7 @@ def bench(rows: int, formats: tuple[str, ...], run_eval: bool) -> list[dict[str,
         )
         watcher.start()
         m = measure(
-            [str(AGENTV), "eval", f"{fmt}.yaml", "--target", "mock", "--out", str(out)]
-            + ["--quiet", "--workers", "50"],
+            [*EVAL, f"{fmt}.yaml", "--out", str(out)],
             cwd=folder,
             log_path=logs / f"eval-{fmt}.log",
             env=env,
