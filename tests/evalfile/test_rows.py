@@ -543,3 +543,23 @@ def test_filter_limit_and_sample(project: Path) -> None:
     assert len(sampled) == 4 and sampled == sorted(sampled, key=int)
     assert ids("  sample: {n: 4, seed: 3}\n") == sampled  # the same rows for the same seed
     assert ids("  sample: {n: 4, seed: 4}\n") != sampled
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'a,b\n1,2\n\n3,"x\ny"\n4,"q""r"\n',
+        'a\n"x\n\n"\n',
+        'a,b\n"1,2\n',
+        "a\r\n1\r\n\r\n2\r\n",
+        'a,b\n"x"y,1\n2,3\n',
+    ],
+)
+def test_counting_csv_rows_without_reading_them_agrees_with_reading(
+    project: Path, text: str
+) -> None:
+    from agentv.evalfile.rows import CsvSource
+
+    path = write(project, "t.csv", text)
+    source = CsvSource(path, "t.csv", ",")
+    assert source.count() == sum(1 for _ in source.rows())

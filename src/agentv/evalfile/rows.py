@@ -263,14 +263,19 @@ class CsvSource(DataSource):
                     yield Row(number, start, dict(zip(columns_, record, strict=True)))
 
     def count(self) -> int:
-        lines = 0
+        records = 0
+        inside = False  # in a quoted value that goes on to the next line
         with _open(self.path) as fh:  # type: ignore[arg-type]
             for raw in fh:
-                if b'"' in raw:  # a quoted value may hold line breaks: parse them
-                    return sum(1 for _ in self.rows())
-                if raw.strip(b"\r\n"):
-                    lines += 1
-        return max(0, lines - 1)  # the header aside
+                if not inside and not raw.strip(b"\r\n"):
+                    continue  # a blank line
+                if raw.count(b'"') % 2:  # doubled quotes inside a value change nothing
+                    inside = not inside
+                if not inside:
+                    records += 1
+        if inside:
+            records += 1  # a quote never closed: the reading says so, in one row
+        return max(0, records - 1)  # the header aside
 
 
 class JsonlSource(DataSource):
