@@ -62,6 +62,7 @@ class CaseSpool:
         self._file = tempfile.TemporaryFile(prefix="agentv-cases-")  # noqa: SIM115 - kept open
         self._writer = self._file  # buffered; flushed before reading
         self.count = 0
+        self.size = 0  # bytes written
         #: values many cases share, written as their index (paths and file texts by value)
         self._values: list[Any] = []
         self._index: dict[Any, int] = {}
@@ -102,6 +103,7 @@ class CaseSpool:
         self._writer.write(_LENGTH.pack(len(data)))
         self._writer.write(data)
         self.count += 1
+        self.size += _LENGTH.size + len(data)
 
     def _ref(self, value: Any) -> int:
         """The index of a shared value (added at first sight)."""
@@ -234,13 +236,15 @@ class SpoolReader:
         if len(buffer) - position < _LENGTH.size:
             self._spool.flush()
             buffer, position, self._offset = _fill(
-                self._fd, buffer, position, self._offset, _LENGTH.size
+                self._fd, buffer, position, self._offset, _LENGTH.size, self._spool.size
             )
         (size,) = _LENGTH.unpack_from(buffer, position)
         whole = _LENGTH.size + size
         if len(buffer) - position < whole:
             self._spool.flush()
-            buffer, position, self._offset = _fill(self._fd, buffer, position, self._offset, whole)
+            buffer, position, self._offset = _fill(
+                self._fd, buffer, position, self._offset, whole, self._spool.size
+            )
         record = marshal.loads(buffer[position + _LENGTH.size : position + whole])
         self._buffer, self._position = buffer, position + whole
         return record
@@ -287,11 +291,17 @@ def _evaluator(raw: tuple[Any, ...], values: list[Any]) -> EvaluatorConfig:
     )
 
 
-def _fill(fd: int, buffer: bytes, position: int, offset: int, need: int) -> tuple[bytes, int, int]:
-    """The unread part of ``buffer`` with at least ``need`` bytes, read from ``offset`` on."""
+def _fill(
+    fd: int, buffer: bytes, position: int, offset: int, need: int, size: int
+) -> tuple[bytes, int, int]:
+    """The unread part of ``buffer`` with at least ``need`` bytes, read from ``offset`` on
+    (``size``: the bytes written so far). A reader that follows the writer closely asks
+    for what there is, not for ``_READ_SIZE``: a large buffer shrunk at every record
+    would fragment memory."""
     rest = buffer[position:]
     while len(rest) < need:
-        more = os.pread(fd, max(_READ_SIZE, need - len(rest)), offset)
+        want = max(need - len(rest), min(_READ_SIZE, size - offset))
+        more = os.pread(fd, want, offset)
         if not more:
             raise EOFError("the spool of cases ended early")
         offset += len(more)
