@@ -23,7 +23,7 @@ from array import array
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -31,6 +31,7 @@ from agentv.cases import EvalCase, InvalidCase, RowRef
 from agentv.errors import Diagnostic
 from agentv.evalfile import schema as sc
 from agentv.evalfile.build import CaseBuilder, text_or_none
+from agentv.evalfile.context import LoadContext
 from agentv.evalfile.files import is_within, search_roots
 from agentv.evalfile.rows import DataError, DataSource, Row, open_source
 from agentv.evalfile.schema_errors import translate, unknown_key
@@ -55,9 +56,6 @@ from agentv.evalfile.variables import (
     parse_vars,
 )
 from agentv.yaml.source import PathKey, YamlSource, format_key
-
-if TYPE_CHECKING:
-    from agentv.evalfile.loader import LoadContext
 
 #: distinct problems kept per file; beyond, they are counted only
 MAX_PROBLEMS = 200
