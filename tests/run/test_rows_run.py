@@ -4,6 +4,7 @@ datasets read offline from disk."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -87,6 +88,37 @@ def test_vars_times_rows_run_every_combination_once(project: Path) -> None:
         {"tone": "casual"},
         {"source": str(project / "evals/data/caps.csv"), "number": 3, "line": 4},
     )
+
+
+def test_the_summary_the_report_and_compare_group_runs_by_variable(project: Path) -> None:
+    # casual answers fail: the city is asked for in lower case, never said
+    casual = SUITE.replace(
+        '"{{ city | upper }}"', "\"{{ city | upper if tone == 'formal' else city | lower }}\""
+    )
+    write(project, "evals/caps.yaml", casual)
+    done = agentv_cli(
+        project, "eval", "evals/caps.yaml", "--out", "a.jsonl", "--summary-json", "a.json"
+    )
+    assert "tone=formal" in done.stdout and "tone=casual" in done.stdout
+    groups = json.loads((project / "a.json").read_text(encoding="utf-8"))["vars"]
+    assert [(g["variable"], g["value"], g["runs"], g["ok"], g["mean"]) for g in groups] == [
+        ("tone", "formal", 6, 6, 1.0),
+        ("tone", "casual", 6, 0, 0.0),
+    ]
+    write(project, "evals/caps.yaml", SUITE)  # now every answer passes
+    agentv_cli(project, "eval", "evals/caps.yaml", "--out", "b.jsonl", "--quiet")
+    compared = agentv_cli(project, "compare", "a.jsonl", "b.jsonl", "--format", "json")
+    by_var = json.loads(compared.stdout)["vars"]
+    assert [
+        (v["value"], v["base"]["mean"], v["new"]["mean"], v["mean_change"]) for v in by_var
+    ] == [
+        ("formal", 1.0, 1.0, 0.0),
+        ("casual", 0.0, 1.0, 1.0),
+    ]
+    report = agentv_cli(project, "report", "a.jsonl", "-o", "a.html")
+    assert report.returncode == 0, report.stderr
+    page = (project / "a.html").read_text(encoding="utf-8")
+    assert '"variable":"tone","value":"casual","runs":6' in page.replace(" ", "")
 
 
 def _lines(path: Path) -> int:
