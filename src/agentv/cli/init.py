@@ -100,8 +100,9 @@ def init_command(
     for p in skipped:
         typer.echo(f"Kept existing {p.relative_to(folder)} (not overwritten)")
     if created or added:
+        suites = "evals/example.yaml and evals/questions.yaml" if csv else "evals/example.yaml"
         typer.echo(
-            "\nTry it now, offline: `agentv eval evals/` runs evals/example.yaml on the "
+            f"\nTry it now, offline: `agentv eval evals/` runs {suites} on the "
             "`mock` target.\nThen put your keys in .env (see .env.example), pick a target in "
             ".agentv/targets.yaml, and run `agentv eval <your eval file>`."
         )
