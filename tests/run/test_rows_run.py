@@ -199,7 +199,7 @@ def test_hugging_face_datasets_are_read_offline_from_disk(project: Path, tmp_pat
             project, "eval", f"evals/{suite}.yaml", "--out", f"{suite}.jsonl", env=offline
         )
         assert done.returncode == 0, done.stderr
-        records = rows(project / f"{suite}.jsonl")
+        records = sorted(rows(project / f"{suite}.jsonl"), key=lambda r: r["row"]["number"])
         assert [(r["eval_id"], r["status"], r["row"]["number"]) for r in records] == [
             ("Paris", "ok", 1),
             ("Rome", "ok", 2),
