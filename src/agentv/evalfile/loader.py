@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -27,10 +27,8 @@ from agentv.evalfile import schema as sc
 from agentv.evalfile.build import CaseBuilder, text_or_none
 from agentv.evalfile.context import LoadContext
 from agentv.evalfile.files import find_repo_root, search_roots
-from agentv.evalfile.rowcases import CaseStream, RowPlan, plan_rows
 from agentv.evalfile.schema_errors import grader_key, unknown_key
 from agentv.evalfile.spool import CaseSpool
-from agentv.evalfile.template import RenderError, compile_tree
 from agentv.evalfile.variables import Vars, VarsError, case_id, combinations, combine, parse_vars
 from agentv.system.readfile import resolved
 from agentv.yaml.source import StreamSource, YamlSource, read_error
@@ -130,6 +128,9 @@ def iter_entries(loaded: LoadedEvalFile) -> Iterator[EvalCase | InvalidCase]:
     if loaded.rows is not None:
         yield from loaded.rows.entries()
 
+
+if TYPE_CHECKING:  # cases from data: imported when a file has rows or variables
+    from agentv.evalfile.rowcases import CaseStream, RowPlan
 
 _STREAM_KEY = "evalcases"
 
@@ -232,6 +233,8 @@ class _FileLoad:
             )
         row_plan: RowPlan | None = None
         if "rows" in data or "template" in data:
+            from agentv.evalfile.rowcases import plan_rows
+
             row_plan, row_diags = plan_rows(
                 data=data,
                 eval_path=self.path,
@@ -275,6 +278,8 @@ class _FileLoad:
         """Add the cases of the file's rows: read and kept now (a preview, the API),
         checked now and dropped (``check_only``), or built as a run asks for them
         (``keep_limit``), all but the first row then read while the run goes."""
+        from agentv.evalfile.rowcases import CaseStream
+
         loaded.rows_source = plan.source.path
         loaded.case_targets = loaded.case_targets | {plan.target}
         if plan.user_target is not None:
@@ -458,6 +463,8 @@ class _FileLoad:
             problem = self.src.diagnostic(at, exc.message, hint=exc.hint)
             self._build(index, written, line, None, problem)
             return
+        from agentv.evalfile.template import RenderError, compile_tree
+
         tree = compile_tree(written)
         base = entry.get("id")
         for combination in chosen:

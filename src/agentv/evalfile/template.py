@@ -25,6 +25,7 @@ from jinja2 import StrictUndefined, TemplateSyntaxError, Undefined, UndefinedErr
 from jinja2.exceptions import SecurityError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from agentv.evalfile.variables import text_of
 from agentv.yaml.source import PathKey
 
 _MARKERS = ("{{", "{%", "{#")
@@ -41,16 +42,10 @@ JUDGE_VARIABLES = (
 
 
 def _finalize(value: Any) -> Any:
-    """How a value is written into text: null as nothing, booleans as JSON writes them,
-    lists and mappings as JSON."""
-    if value is None:
-        return ""
-    if value is True:
-        return "true"
-    if value is False:
-        return "false"
-    if isinstance(value, list | dict | tuple):
-        return json.dumps(value, ensure_ascii=False, default=str)
+    """How a value is written into text (``variables.text_of``); numbers stay numbers
+    until Jinja writes them."""
+    if value is None or isinstance(value, bool | list | dict | tuple):
+        return text_of(value)
     return value
 
 
@@ -89,12 +84,6 @@ class TemplateError(Exception):
 def is_template(value: Any) -> bool:
     """Whether a string holds Jinja syntax (and so is rendered)."""
     return isinstance(value, str) and any(m in value for m in _MARKERS)
-
-
-def text_of(value: Any) -> str:
-    """A value as a template writes it into text."""
-    out = _finalize(value)
-    return out if isinstance(out, str) else str(out)
 
 
 @dataclass(slots=True)

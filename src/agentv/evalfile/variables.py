@@ -11,10 +11,9 @@ file's of the same name). A case's id carries its combination:
 from __future__ import annotations
 
 import itertools
+import json
 import re
 from typing import Any
-
-from agentv.evalfile.template import text_of
 
 #: how many combinations one case may make (the product of its variables' lengths)
 MAX_COMBINATIONS = 10_000
@@ -31,6 +30,22 @@ class VarsError(Exception):
         self.message = message
         self.hint = hint
         self.key = key
+
+
+def text_of(value: Any) -> str:
+    """A value as templates and case ids write it into text: null as nothing, booleans as
+    JSON writes them, lists and mappings as JSON."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, list | dict | tuple):
+        return json.dumps(value, ensure_ascii=False, default=str)
+    return str(value)
 
 
 def parse_vars(value: Any) -> Vars:
