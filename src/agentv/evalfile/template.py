@@ -185,7 +185,16 @@ def _joined(parts: list[Any], source: str) -> Callable[[Mapping[str, Any]], Any]
 
 def _slow(source: str, context: Mapping[str, Any]) -> Any:
     """Jinja's own rendering (a name missing from ``context``: a global, or an error)."""
-    return _run(lambda: ENV.from_string(source).render(context))
+    template = _COMPILED.get(source)
+    if template is None:
+        if len(_COMPILED) >= 1024:  # many files in one process: start again
+            _COMPILED.clear()
+        template = _COMPILED[source] = ENV.from_string(source)
+    return _run(lambda: template.render(context))
+
+
+#: the strings Jinja rendered itself, compiled once (a template is a few strings)
+_COMPILED: dict[str, Any] = {}
 
 
 def _general(template: Any, expression: Any) -> Callable[[Mapping[str, Any]], Any]:
