@@ -16,9 +16,9 @@ unchanged (the rule of what agents inherit: ``agentv.system.env``).
   whatever ended it.
 
 What a sandboxed program tried and was refused is known from what it printed: the kernel's
-refusals (``Read-only file system``, ``Network is unreachable``, a failed name lookup) in
-its output are noted (``observe``), and the record says so. A program that hides its
-errors hides its attempts too.
+refusals (``Read-only file system``, ``Network is unreachable``, a failed name lookup, a
+refused connection when the network is off) in its output are noted (``observe``), and the
+record says so. A program that hides its errors hides its attempts too.
 """
 
 from __future__ import annotations
@@ -46,7 +46,9 @@ _WRITE_REFUSED = re.compile(r"read-only file system|\bEROFS\b", re.IGNORECASE)
 _NETWORK_REFUSED = re.compile(
     r"network is unreachable|\bENETUNREACH\b|temporary failure in name resolution|"
     r"\bEAI_AGAIN\b|could not resolve host|name or service not known|"
-    r"getaddrinfo (?:ENOTFOUND|EAI_AGAIN)|failed to resolve",
+    r"getaddrinfo (?:ENOTFOUND|EAI_AGAIN)|failed to resolve|"
+    # without a network, the sandbox's own loopback has nothing listening on it
+    r"connection refused|\bECONNREFUSED\b",
     re.IGNORECASE,
 )
 #: variables that describe the machine outside, not the container
@@ -212,7 +214,7 @@ class Sandbox:
             for line in text.splitlines():
                 if _WRITE_REFUSED.search(line):
                     _note(self.refused.writes, line)
-                elif _NETWORK_REFUSED.search(line):
+                elif not self.network and _NETWORK_REFUSED.search(line):
                     _note(self.refused.network, line)
 
     async def finish(self, wrapped: Wrapped) -> None:
