@@ -212,8 +212,7 @@ evalcases:
         ),
         (
             9,
-            "case 'a': `file_contains` needs either `value` (text) or `pattern` "
-            "(a regex)",
+            "case 'a': `file_contains` needs either `value` (text) or `pattern` (a regex)",
             "give one of them",
         ),
         (

@@ -176,10 +176,13 @@ class Orchestrator:
     async def _after_all(self) -> None:
         """The files' ``after_all`` hooks, once every case has ended (also when the run was
         stopped): each is noted, a failed one with its reason."""
-        for run in await self.workspaces.after_all():
-            self.stats.hooks.append(run.to_dict())
-            if not run.ok:
-                self.progress.note(run.failure())
+        try:
+            for run in await self.workspaces.after_all():
+                self.stats.hooks.append(run.to_dict())
+                if not run.ok:
+                    self.progress.note(run.failure())
+        finally:
+            self.workspaces.close()
 
     async def _setup(self, job: CaseJob) -> CaseJob | dict[str, Any]:
         """``job`` with its file's ``before_all`` run (once per run, the first time a case

@@ -310,10 +310,12 @@ class Sender:
         case); ``tools``: what the model may call (a live case's)."""
         sender, gate = self._target(job.target)
         timeout = self.settings.agent_timeout or None
-        tries = self.settings.max_retries + 1
+        workspace = CASE_WORKSPACE.get()
+        # an agent that timed out in a workspace left its changes there: a second try would
+        # not start where the first did, so it is not retried (docs/eval-files.md)
+        tries = self.settings.max_retries + 1 if workspace is None else 1
         attempts = 0
         last: ProviderTimeout | None = None
-        workspace = CASE_WORKSPACE.get()
         for attempt in range(tries):
             request = request_for_case(
                 job.case,
@@ -330,9 +332,13 @@ class Sender:
             except ProviderTimeout as exc:
                 attempts += exc.attempts
                 last = exc
+                if workspace is not None:
+                    await workspace.settle()  # what it changed before it was stopped
                 continue
             except ProviderError as exc:
                 exc.attempts += attempts
+                if workspace is not None:
+                    await workspace.settle()  # what it changed before it failed
                 raise
             if workspace is not None:
                 await workspace.settle()  # what the agent changed, before anything grades it

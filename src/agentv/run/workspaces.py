@@ -56,7 +56,7 @@ from agentv.system.env import child_environment, run_environment
 from agentv.system.filelock import FileLock
 from agentv.system.git import Area, Changes, RepoCache, Snapshot, checkout, reset
 from agentv.system.masking import shorten
-from agentv.system.process import ProcessResult, byte_size, run_process
+from agentv.system.process import ProcessResult, run_process
 from agentv.system.sandbox import Sandbox
 
 ROOT_VARIABLE = "AGENTV_WORKSPACE_ROOT"
@@ -292,6 +292,7 @@ class WorkspaceManager:
         self._sizes: dict[Path, int] = {}  # every workspace of this run still on disk
         self._setups: dict[tuple[str, str], _Setup] = {}
         self._used: dict[tuple[str, str], Workspace] = {}  # files whose after_all is due
+        self._making = asyncio.Lock()  # one workspace made at a time under a disk limit
         self.run_id = datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
 
     @property
@@ -311,12 +312,11 @@ class WorkspaceManager:
     async def before_all(self, spec: Workspace) -> HookRun | None:
         """The file's ``before_all``, run the first time it is asked for in this run (None:
         the file has none). Every case of the file gets its outcome."""
-        key = _file_key(spec)
-        self._used.setdefault(key, spec)
+        self._due(spec)
         hook = spec.hooks.get("before_all")
         if hook is None:
             return None
-        setup = self._setups.setdefault(key, _Setup(workspace=spec))
+        setup = self._setups.setdefault(_file_key(spec, "before_all"), _Setup(workspace=spec))
         async with setup.lock:
             if setup.run is None:
                 folder = spec.eval_file.parent if spec.eval_file else Path.cwd()
@@ -324,6 +324,12 @@ class WorkspaceManager:
                     "before_all", hook, folder, _file_variables(spec, self.root)
                 )
         return setup.run
+
+    def _due(self, spec: Workspace) -> None:
+        """Note that a case of ``spec``'s file ran here: its ``after_all`` is due (once
+        for each file and command, whatever the cases' own hooks)."""
+        if "after_all" in spec.hooks:
+            self._used.setdefault(_file_key(spec, "after_all"), spec)
 
     async def after_all(self) -> list[HookRun]:
         """Every ``after_all`` of the files whose cases ran (once each)."""
@@ -336,6 +342,13 @@ class WorkspaceManager:
             done.append(await run_hook("after_all", hook, folder, _file_variables(spec, self.root)))
         self._used.clear()
         return done
+
+    def close(self) -> None:
+        """The run's own folders of temp workspaces and snapshots, once empty (kept
+        workspaces stay, and their folder with them)."""
+        for part in ("temp", "meta"):
+            with contextlib.suppress(OSError):
+                (self.root / part / self.run_id).rmdir()
 
     # --- a run's workspace -------------------------------------------------------------
 
@@ -353,45 +366,48 @@ class WorkspaceManager:
         kept or unlocked), however it ends: Ctrl-C included.
 
         Raises:
-            WorkspaceError: It could not be made, or its ``before_each`` failed (the lease
-                is given to the error: ``WorkspaceError.lease``).
+            WorkspaceError: It could not be made, or its ``before_each`` failed (what it
+                got to is the error's ``record``).
         """
-        self._used.setdefault(_file_key(spec), spec)
+        self._due(spec)
         variables = {
             "AGENTV_EVAL_ID": eval_id,
             "AGENTV_TARGET": target,
             "AGENTV_REPEAT": str(repeat),
         }
-        self._check_disk(spec)
         lock: FileLock | None = None
         lease: Lease | None = None
         try:
-            if spec.mode == "pooled":
-                path, meta, lock = await self._pooled(spec)
-            elif spec.mode == "static":
+            if spec.mode == "static":
                 assert spec.path is not None
                 path = spec.path
                 digest = _digest(str(path))
                 lock = FileLock(self.root / "locks" / f"static-{digest}.lock")
                 await lock.acquire()  # one run at a time
                 meta = self.root / "meta" / f"static-{digest}"
+                lease = self._lease(spec, path, meta, setup, variables)
             else:
-                label = _label(eval_id, target, repeat)
-                path = self.root / "temp" / self.run_id / label
-                meta = self.root / "meta" / self.run_id / label
-            shutil.rmtree(meta, ignore_errors=True)
-            meta.mkdir(parents=True, exist_ok=True)
-            variables["AGENTV_WORKSPACE"] = str(path)
-            lease = Lease(spec, path, meta, repos=[], hooks=list(setup), variables=variables)
-            lease.sandbox.check()
-            if spec.mode == "temp":
-                self._sizes[path] = 0  # on disk from now on (removed below unless kept)
-                await self._make(spec, path, lease)
-            elif spec.mode == "pooled":
-                await self._reset(spec, path, lease)
+                # under a disk limit, one workspace is made at a time: each is measured
+                # before the next is counted against the limit
+                limited = spec.disk_limit is not None
+                async with self._making if limited else contextlib.nullcontext():
+                    self._check_disk(spec)
+                    if spec.mode == "pooled":
+                        path, meta, lock = await self._pooled(spec)
+                    else:
+                        label = _label(eval_id, target, repeat)
+                        path = self.root / "temp" / self.run_id / label
+                        meta = self.root / "meta" / self.run_id / label
+                    lease = self._lease(spec, path, meta, setup, variables)
+                    if spec.mode == "temp":
+                        self._sizes[path] = 0  # on disk from now on (removed unless kept)
+                        await self._make(spec, path, lease)
+                    else:
+                        await self._reset(spec, path, lease)
+                    self._sizes[path] = await asyncio.to_thread(_size, path)
+                    self._check_disk(spec, made=path)
             await self._before_each(spec, lease)
             await lease.start()
-            self._sizes[path] = await asyncio.to_thread(_size, path) if spec.mode != "static" else 0
             token = CASE_WORKSPACE.set(lease)
             try:
                 yield lease
@@ -403,6 +419,22 @@ class WorkspaceManager:
             raise
         finally:
             self._release(spec, lease, lock)
+
+    def _lease(
+        self,
+        spec: Workspace,
+        path: Path,
+        meta: Path,
+        setup: tuple[dict[str, Any], ...],
+        variables: dict[str, str],
+    ) -> Lease:
+        """The lease of the workspace at ``path``, its snapshots kept in ``meta`` (new)."""
+        shutil.rmtree(meta, ignore_errors=True)
+        meta.mkdir(parents=True, exist_ok=True)
+        variables["AGENTV_WORKSPACE"] = str(path)
+        lease = Lease(spec, path, meta, repos=[], hooks=list(setup), variables=variables)
+        lease.sandbox.check()
+        return lease
 
     async def finish(self, lease: Lease, *, passed: bool) -> None:
         """After grading: ``after_each``, and whether a temp workspace is kept."""
@@ -431,18 +463,23 @@ class WorkspaceManager:
         if lock is not None:
             lock.release()
 
-    def _check_disk(self, spec: Workspace) -> None:
+    def _check_disk(self, spec: Workspace, made: Path | None = None) -> None:
+        """``WorkspaceError`` when the run's workspaces take the disk limit (before a new
+        one is made), or more (``made``: counting the one just made, then removed)."""
         limit = spec.disk_limit
         if limit is None:
             return
         used = sum(self._sizes.values())
-        if used >= limit:
-            raise WorkspaceError(
-                f"the run's workspaces take {_human(used)} of disk ({len(self._sizes)} on "
-                f"disk), at or over their limit of {_human(limit)} (workspace "
-                "`disk_limit_mb`): no workspace is made for this run. Keep fewer workspaces "
-                f"(`keep`), remove kept ones under {self.root / 'temp'}, or raise the limit"
-            )
+        if used < limit or (made is not None and used == limit):
+            return
+        what = f"with this one ({_human(self._sizes[made])}), " if made is not None else ""
+        relation = "over" if made is not None else "at or over"
+        raise WorkspaceError(
+            f"the run's workspaces take {_human(used)} of disk ({what}{len(self._sizes)} on "
+            f"disk), {relation} their limit of {_human(limit)} (workspace `disk_limit_mb`): "
+            "no workspace is made for this run. Keep fewer workspaces (`keep`), remove kept "
+            f"ones under {self.root / 'temp'}, or raise the limit"
+        )
 
     async def _repos(self, spec: Workspace, lease: Lease) -> list[tuple[Any, Path, str]]:
         found = []
@@ -565,11 +602,13 @@ def _size(path: Path) -> int:
 
 
 def _human(count: int) -> str:
-    if count >= 1 << 30:
-        return f"{count / (1 << 30):.1f} GiB"
-    if count >= 1 << 20:
-        return f"{count / (1 << 20):.1f} MiB"
-    return byte_size(count)
+    """A size as people read it: ``512.0 KiB``, ``1.5 GiB``."""
+    size = float(count)
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{count} bytes" if unit == "bytes" else f"{size:.1f} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")
 
 
 def _digest(text: str) -> str:
@@ -586,9 +625,10 @@ def _pool_key(spec: Workspace) -> str:
     return _digest(json.dumps(shape, sort_keys=True))
 
 
-def _file_key(spec: Workspace) -> tuple[str, str]:
-    hooks = {name: hook.command for name, hook in spec.hooks.items()}
-    return (str(spec.eval_file), json.dumps(hooks, sort_keys=True))
+def _file_key(spec: Workspace, hook: str) -> tuple[str, str]:
+    """A file's hook ``hook``, as run once for it."""
+    found = spec.hooks.get(hook)
+    return (str(spec.eval_file), found.command if found else "")
 
 
 def _file_variables(spec: Workspace, root: Path) -> dict[str, str]:

@@ -350,10 +350,13 @@ class Snapshot:
             start = self.meta / f"{n}-{after}.index" if after else None
             with contextlib.suppress(OSError):
                 index.unlink()
+            # copied with its times: git trusts an entry whose file has the size and time
+            # it recorded only when that time is older than the index file's own ("racy
+            # git"), so a copy dated now would hide a file changed within the same tick
             if start is not None and start.is_file():
-                shutil.copyfile(start, index)
+                shutil.copy2(start, index)
             elif area.repo and (area.root / ".git" / "index").is_file():
-                shutil.copyfile(area.root / ".git" / "index", index)
+                shutil.copy2(area.root / ".git" / "index", index)
             base = ["--git-dir", str(self._git_dir(area)), "--work-tree", str(area.root)]
             env = self._env(area, index)
             await git(*base, "add", "--all", "--", ".", env=env, what="take a snapshot")
