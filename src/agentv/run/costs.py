@@ -172,7 +172,12 @@ class MeteredProvider(ProviderWrapper):
 
     async def invoke(self, request: ProviderRequest) -> ProviderResponse:
         response = await self.wrapped.invoke(request)
-        if response.usage is not None and not self.meter.pricer.known(self, request.model):
+        priced_by_itself = response.reported_cost_usd is not None and self.price is None
+        if (
+            response.usage is not None
+            and not priced_by_itself
+            and not self.meter.pricer.known(self, request.model)
+        ):
             # the price table loads once per run, in a thread: the other requests in flight
             # must not wait for it (their time is measured)
             await asyncio.to_thread(self.meter.pricer.rates, self, request.model)
