@@ -21,6 +21,7 @@ from typing import Any, Protocol, TypeVar
 from agentv.cases import HOOK_NAMES, Hook, Isolation, Repo, Workspace
 from agentv.errors import Diagnostic
 from agentv.evalfile import schema as sc
+from agentv.system.git import git_environment
 from agentv.yaml.source import PathKey, YamlSource
 
 T = TypeVar("T")
@@ -300,35 +301,32 @@ def _nested(a: str, b: str) -> bool:
 def _commit_problem(repo: Path, commit: str) -> tuple[str, str, bool] | None:
     """Why ``commit`` cannot be checked out of the local repository ``repo`` (message,
     hint, only a warning), or None."""
-    git = shutil.which("git")
+    git = shutil.which("git", path=git_environment().get("PATH"))
     if git is None:
         return (
             "git is not installed: the repository cannot be checked out",
             "install git (apt-get install git)",
             True,
         )
-    try:
-        done = subprocess.run(
-            [git, "-C", str(repo), "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}"],
+
+    def ask(*args: str) -> subprocess.CompletedProcess[str]:
+        # the loader is synchronous; git answers these from the repository at once
+        return subprocess.run(
+            [git, "-C", str(repo), *args],
             capture_output=True,
             text=True,
             timeout=GIT_CHECK_TIMEOUT_S,
             check=False,
-            env=_git_env(),
+            env=git_environment(),
         )
+
+    try:
+        if ask("rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}").returncode == 0:
+            return None
+        is_repo = ask("rev-parse", "--git-dir").returncode == 0
     except (OSError, subprocess.TimeoutExpired) as exc:
         return (f"could not ask git about {repo}: {exc}", "check the repository", True)
-    if done.returncode == 0:
-        return None
-    probe = subprocess.run(
-        [git, "-C", str(repo), "rev-parse", "--git-dir"],
-        capture_output=True,
-        text=True,
-        timeout=GIT_CHECK_TIMEOUT_S,
-        check=False,
-        env=_git_env(),
-    )
-    if probe.returncode != 0:
+    if not is_repo:
         return (
             f"{repo} is not a git repository",
             "point `repo` at a git repository (a folder holding .git, or a bare one)",
@@ -339,15 +337,3 @@ def _commit_problem(repo: Path, commit: str) -> tuple[str, str, bool] | None:
         "give a commit, tag or branch the repository has (`git -C REPO log` lists them)",
         False,
     )
-
-
-def _git_env() -> dict[str, str]:
-    """The environment git is asked in: the process's, without what would point git at
-    another repository."""
-    import os
-
-    return {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")
-    }
