@@ -28,6 +28,7 @@ from agentv.providers.agents.claude_code import (
     ClaudeCodeProvider,
     ClaudeCodeSettings,
 )
+from agentv.system.sandbox import Sandbox
 from agentv.trajectory import ToolStep
 from support.helpers import ask
 from support.paths import ROOT
@@ -342,3 +343,30 @@ async def test_real_claude_code_at_its_turn_limit_is_said_so(
         "Claude Code reached its turn limit (Reached maximum number of turns (1)) before it "
         "finished, after 2 turns; raise `max_turns` (now 1) on target 'real-claude'"
     )
+
+
+async def test_real_claude_code_works_under_bubblewrap(
+    real_claude: Path, messages_api: list[dict[str, Any]], workspace: Path, tmp_path: Path
+) -> None:
+    # the home folder read-only, the workspace writable, the network on (its model is
+    # on 127.0.0.1): a key is all it needs
+    sandbox = Sandbox("bwrap", workspace, network=True)
+    provider = ClaudeCodeProvider(
+        "real-claude",
+        ClaudeCodeSettings(
+            executable=str(real_claude),
+            model="claude-test",
+            allowed_tools=("Bash", "Edit", "Read"),
+            timeout_seconds=180,
+        ),
+    )
+    try:
+        response = await provider.invoke(
+            ask(question="Fix add() in calc.py", workspace=workspace, sandbox=sandbox)
+        )
+    finally:
+        sandbox.close()
+    assert response.text == ANSWER
+    assert (workspace / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"
+    assert not any((tmp_path / "home").iterdir())  # it wrote nothing there
+    assert sandbox.describe() == {"isolation": "bwrap", "network": True}
