@@ -425,6 +425,7 @@ class CaseBuilder:
                     script=raw.script,
                     cwd=cwd,
                     timeout_seconds=raw.timeout_seconds,
+                    inherit_env=None if raw.inherit_env is None else tuple(raw.inherit_env),
                 )
             )
         return out
