@@ -104,7 +104,7 @@ class CaseBuilder:
         self._classified: dict[Path, bool] = {}
         self._checked: dict[Path, tuple[bool, bool]] = {}  # path -> (inside root, is a file)
         self._warned_large: set[Path] = set()  # attachments already said to be large
-        self._schemas = SchemaChecker()
+        self._schemas = SchemaChecker(None if ctx.allow_outside_root else repo_root)
         self._scripts: dict[tuple[str, Path], Problem | None] = {}
         # The file-level `execution:` block (the original AgentV's): the defaults of the
         # cases that have no target or evaluators of their own.
