@@ -132,13 +132,15 @@ def read_side(path: Path) -> ResultsSide:
     statuses: Counter[str] = Counter()
     money = [0.0, 0.0, 0.0, 0]  # spent, reused, target price sum, runs with a target price
     priced = False
-    for _, result in read_results(path, strict=True).latest():
+    reader = read_results(path, strict=True)
+    for _, result in reader.latest():
         score = result.score if math.isfinite(result.score) else 0.0
         runs.setdefault(result.case_key, []).append((score, result.status))
         statuses[result.status] += 1
         if result.cost:
             priced = True
             _add_cost(money, result.cost)
+    reader.check_named(sum(statuses.values()))  # mappings of another kind: refused
     cases = {}
     for key, items in runs.items():
         scored = [s for s, st in items if st in GRADED]

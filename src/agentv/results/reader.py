@@ -57,6 +57,10 @@ class ResultsReader(DiagnosticsView):
     diagnostics: list[Diagnostic] = field(default_factory=list)
     #: records left out by ``latest`` because a later one is about the same run
     superseded: int = 0
+    #: whether a record read so far names its case, or why it has none (an ``eval_id`` or
+    #: an ``error``): every file agentv writes has one; mappings that all lack both are
+    #: something else (a config file, say): ``check_named``
+    named: bool = False
 
     @property
     def format(self) -> str:
@@ -76,6 +80,8 @@ class ResultsReader(DiagnosticsView):
                 if problem == "":  # an empty YAML document: nothing to read
                     continue
                 if problem is None:
+                    problem = _not_a_record(data)
+                if problem is None:
                     try:
                         result = EvalResult.model_validate(data)
                     except ValidationError as exc:
@@ -84,6 +90,9 @@ class ResultsReader(DiagnosticsView):
                         problem = "nested too deep"
                     else:
                         result._read_at = number
+                        self.named = self.named or (
+                            result.eval_id is not None or result.error is not None
+                        )
                         yield number, result
                         continue
                 self._bad(number, problem)
@@ -104,6 +113,14 @@ class ResultsReader(DiagnosticsView):
         for line, result in again:
             if line in keep:
                 yield line, result
+
+    def check_named(self, read: int) -> None:
+        """After reading ``read`` records: ``InputError`` when there were some and none
+        named its case (mappings of another kind: not a results file)."""
+        if read and not self.named:
+            raise InputError(
+                f"{self.path} is not a results file (no record names an eval case); {_HINT}"
+            )
 
     def _bad(self, line: int, problem: str) -> None:
         partial = problem == _UNFINISHED
@@ -307,6 +324,16 @@ def _at(first: int, exc: Any, default: int) -> int:
     """The file's line of a problem ``exc`` marks in a document starting at line ``first``."""
     mark = exc.problem_mark or exc.context_mark
     return first + mark.line if mark is not None else default
+
+
+def _not_a_record(data: dict[str, Any]) -> str | None:
+    """Why a mapping is not a record at all, whatever its fields' types: an eval, targets
+    or config file (they say what they are in ``$schema``)."""
+    schema = data.get("$schema")
+    if schema is not None:
+        shown = schema if isinstance(schema, str) and len(schema) <= 40 else "..."
+        return f"an agentv input file ($schema: {shown}), not results"
+    return None
 
 
 def _field_problem(exc: ValidationError) -> str:

@@ -35,7 +35,7 @@ from agentv.evaluators import grade_case, needs_judge
 from agentv.evaluators.base import EvaluationContext
 from agentv.prompts.builder import PromptSettings, build_prompt
 from agentv.providers.base import ProviderResponse, Usage
-from agentv.results.outcome import result_record
+from agentv.results.outcome import result_record, store_large_once
 from agentv.results.record import ERROR, GRADED, SKIPPED, EvalResult, put_back_large_content
 from agentv.run.costs import CASE_COST, CaseCost
 from agentv.run.pipeline import CasePipeline, RunSettings, RunStats, target_workers
@@ -102,7 +102,7 @@ async def regrade_records(
                 done.prompt_changed.append((result.eval_id or "", result.target or ""))
             elif why is not None:
                 done.not_regraded.append((result.eval_id or "", result.target or "", why))
-            done.records.append(result.model_dump(mode="json"))
+            done.records.append(_as_recorded(result))
             jobs.append(None)
             continue
         done.records.append({})  # its place, filled when it is regraded
@@ -285,6 +285,8 @@ async def _regrade(
         CASE_COST.reset(token)
     for key in _SENT_FIELDS:  # what was sent then, exactly as recorded
         value = getattr(result, key)
+        if key == "large_content" and value is not None:
+            value = {**value, **record.get(key, {})}  # and the new grading's large texts
         if value is not None:
             record[key] = value
         else:
@@ -292,6 +294,13 @@ async def _regrade(
     if result.token_limit_ignored:
         record["token_limit_ignored"] = True
     return pipeline.masker.record(record)
+
+
+def _as_recorded(result: EvalResult) -> dict[str, Any]:
+    """A record copied as it was: its large answers stored once again, as written."""
+    record = result.model_dump(mode="json")
+    store_large_once(record)
+    return record
 
 
 def default_regrade_path(results: Path) -> Path:

@@ -465,6 +465,14 @@ def _read_run(path: Path, name: str, spool: BinaryIO) -> RunData:
         if len(pending) >= CHUNK:
             flush()
     flush()
+    reader.check_named(len(run.rows))
+    if not run.rows and reader.diagnostics:  # never "0 results" for lines left out
+        count = len(reader.diagnostics)
+        raise InputError(
+            f"{path} holds no result ({count} line(s) are not results): give a results file "
+            "written by agentv eval",
+            reader.diagnostics[:_MAX_LISTED],
+        )
     run.bad_count = len(reader.diagnostics)
     run.bad_lines = [d.line for d in reader.diagnostics[:_MAX_LISTED] if d.line is not None]
     return run
