@@ -16,6 +16,7 @@ function needs them, so that a command's start-up pays only for what it uses.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import difflib
 import os
 import time
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
 
 from agentv.errors import (
+    AgentVError,
     ClusterLostError,
     ConfigError,
     Diagnostic,
@@ -1072,20 +1074,16 @@ async def aregrade(
 
     base = Path(cwd).resolve() if cwd is not None else Path.cwd().resolve()
     source = base / Path(results)
-    read = read_results(source)
-    if not read.results:
-        raise InputError(f"{source} holds no result to regrade", read.diagnostics)
     if pass_threshold is not None and not 0 <= pass_threshold <= 1:
         raise ConfigError(f"pass_threshold must be from 0 to 1 (got {pass_threshold})")
     files = None
     if eval_paths is not None:
         args = [eval_paths] if isinstance(eval_paths, (str, Path)) else list(eval_paths)
         files = expand_eval_paths([str(p) for p in args], base)
-    first = files[0] if files else Path(read.results[0].eval_file or source)
+    first = files[0] if files else _first_eval_file(source)
     env, _ = read_environment(find_repo_root((base / first).parent, base), base)
     with environment_scope(env):  # judges are built and asked with the run's own variables
         return await _regrade(
-            read,
             source,
             files,
             base,
@@ -1098,8 +1096,42 @@ async def aregrade(
         )
 
 
+def _first_eval_file(source: Path) -> Path:
+    """The eval file the first record of a results file names (else the file itself):
+    where its ``.env`` is looked for. ``InputError`` when it cannot be read."""
+    from agentv.results.reader import read_results as reader
+
+    for _, result in reader(source):
+        return Path(result.eval_file or source)
+    return source
+
+
+def _regrade_out(source: Path, target: Path) -> None:
+    """``ConfigError`` unless ``target`` may take a regrade of ``source``: not the file
+    itself (by any name: a hard or symbolic link), and nothing there but results."""
+    from agentv.results.reader import read_results as reader
+
+    if target.resolve() == source.resolve() or (
+        target.exists() and source.exists() and os.path.samefile(target, source)
+    ):
+        raise ConfigError(
+            f"regrade writes a new results file: give an out other than {source} "
+            f"({target} is that file)"
+        )
+    if not target.exists() or (target.is_file() and target.stat().st_size == 0):
+        return
+    found = None
+    if target.is_file():
+        with contextlib.suppress(AgentVError):
+            found = next(iter(reader(target, strict=True)), None)
+    if found is None or (found[1].eval_id is None and found[1].error is None):
+        raise ConfigError(
+            f"{target} exists and is not a results file: regrade does not replace it; "
+            "remove it or give another --out"
+        )
+
+
 async def _regrade(
-    read: ResultsFile,
     source: Path,
     files: list[Path] | None,
     base: Path,
@@ -1110,18 +1142,20 @@ async def _regrade(
     agent_timeout: float | None,
     allow_outside_root: bool,
 ) -> Regrade:
+    from agentv.errors import SetupError
     from agentv.evalfile.files import FileStore
     from agentv.evalfile.loader import LoadContext
     from agentv.results.reader import results_format
-    from agentv.results.writers import open_writer
+    from agentv.results.summary import SummaryCollector
+    from agentv.results.writers import record_bytes
     from agentv.run.cache import ResponseCache
     from agentv.run.pipeline import RunSettings
-    from agentv.run.regrade import default_regrade_path, regrade_records
+    from agentv.run.regrade import default_regrade_path, regrade_file
     from agentv.targets import TargetPool
+    from agentv.system.outfile import replaced_whole
 
     target = base / Path(out) if out is not None else default_regrade_path(source)
-    if target.resolve() == source.resolve():
-        raise ConfigError(f"regrade writes a new results file: give an out other than {source}")
+    _regrade_out(source, target)
     settings = RunSettings(
         agent_timeout=agent_timeout if agent_timeout and agent_timeout > 0 else None,
         cache=ResponseCache(base / ".agentv" / "cache") if cache else None,
@@ -1130,32 +1164,41 @@ async def _regrade(
         settings.pass_threshold = pass_threshold
     pool = TargetPool(cwd=base, targets_path=_under(base, targets_file))
     context = LoadContext(store=FileStore(cwd=base), allow_outside_root=allow_outside_root)
-    done = await regrade_records(
-        read.results,
-        pool,
-        settings,
-        cwd=base,
-        eval_files=files,
-        context=context,
-        config_thresholds=pass_threshold is None,  # the caller's wins over every config's
-    )
-    writer = open_writer(target, results_format(source), append=False)
-    from agentv.results.summary import SummaryCollector
-
     collector = SummaryCollector()
+    fmt = results_format(source)
+    written = [0]
+
+    def emit(handle: Any, record: dict[str, Any]) -> None:
+        handle.write(record_bytes(record, fmt, first=not written[0]))
+        written[0] += 1
+        collector.add_record(record)
+
     try:
-        for record in done.records:
-            writer.write(record)
-            collector.add_record(record)
-    finally:
-        writer.close()
+        target.parent.mkdir(parents=True, exist_ok=True)
+        # whole or not at all: a write that fails, an error, Ctrl-C leave what was there
+        with replaced_whole(target) as handle:
+            done = await regrade_file(
+                source,
+                pool,
+                settings,
+                lambda record: emit(handle, record),
+                cwd=base,
+                eval_files=files,
+                context=context,
+                config_thresholds=pass_threshold is None,  # the caller's wins over configs'
+            )
+    except OSError as exc:
+        raise SetupError(
+            f"cannot write the regraded results to {target}: {exc.strerror or exc} (nothing "
+            "was written there: what was there is as it was)"
+        ) from None
     return Regrade(
-        out=writer.path,
+        out=target,
         summary=collector.summary(),
         regraded=done.regraded,
         prompt_changed=done.prompt_changed,
         not_regraded=done.not_regraded,
-        diagnostics=[*read.diagnostics, *done.diagnostics],
+        diagnostics=done.diagnostics,
         judge_cache_hits=done.stats.judge_cache_hits,
         spent_usd=done.spent_usd,
     )
