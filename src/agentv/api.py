@@ -1151,8 +1151,8 @@ async def _regrade(
     from agentv.run.cache import ResponseCache
     from agentv.run.pipeline import RunSettings
     from agentv.run.regrade import default_regrade_path, regrade_file
-    from agentv.targets import TargetPool
     from agentv.system.outfile import replaced_whole
+    from agentv.targets import TargetPool
 
     target = base / Path(out) if out is not None else default_regrade_path(source)
     _regrade_out(source, target)

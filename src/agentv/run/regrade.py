@@ -161,9 +161,9 @@ async def regrade_file(
             if line not in keep:
                 continue  # a later record of the same run supersedes it
             job, why = _job(result, cases, thresholds, pool, cwd, by_file=by_file)
-            if job is None and by_file and result.eval_file and why is not None:
-                if (cwd / result.eval_file).resolve() in done.outside:
-                    why = "its eval file is outside the repository root (not read)"
+            outside = by_file and result.eval_file and (cwd / result.eval_file).resolve()
+            if job is None and why is not None and outside in done.outside:
+                why = "its eval file is outside the repository root (not read)"
             if job is None:
                 if why == "prompt":
                     done.prompt_changed.append((result.eval_id or "", result.target or ""))
