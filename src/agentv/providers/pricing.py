@@ -127,6 +127,8 @@ class Pricer:
 
     def cost(self, provider: Provider, usage: Usage | None, model: str | None = None) -> Cost:
         """What ``usage`` cost on ``provider`` (a request's ``model`` when it named one)."""
+        if usage is not None and usage.ignored:  # counts that are not counts: unknown
+            return Cost(None, priced=False, ignored=usage.ignored)
         if usage is None or (usage.input_tokens is None and usage.output_tokens is None):
             return Cost(None, priced=True)  # nothing reported: nothing to price
         rates = self.rates(provider, model)
@@ -144,6 +146,9 @@ class Cost:
 
     usd: float | None
     priced: bool
+    #: why it is not priced though the target has prices: the counts the server reported
+    #: that are not counts (``Usage.ignored``)
+    ignored: tuple[str, ...] = ()
 
 
 def _table_rates(kind: str, model: str | None) -> tuple[Rates | None, Any]:
