@@ -921,7 +921,8 @@ def display_path(path: PathLike | None, cwd: Path | None = None) -> str:
 @dataclass
 class ResultsFile(DiagnosticsView):
     """A results file, read: its ``results`` in file order and, as warnings, every line
-    that is not a result (each with its line number; left out of ``results``).
+    that is not a result (each with its line number; left out of ``results``) and every
+    record read with something put right (a null score read as 0).
     ``superseded`` counts the records left out because a later one is about the same run."""
 
     path: Path
@@ -952,7 +953,8 @@ def read_results(path: PathLike, *, every_record: bool = False) -> ResultsFile:
     found = reader(Path(path))
     items = found if every_record else found.latest()
     results = [result for _, result in items]
-    return ResultsFile(Path(path), found.format, results, found.diagnostics, found.superseded)
+    diagnostics = [*found.diagnostics, *found.notes]
+    return ResultsFile(Path(path), found.format, results, diagnostics, found.superseded)
 
 
 def compare(base: PathLike, new: PathLike, *, min_delta: float = 0.05) -> Comparison:

@@ -89,6 +89,7 @@ def write_report(
     except OSError as exc:
         stderr.write(f"error: cannot write the report {target}: {exc.strerror or exc}\n")
         return 1
+    print_diagnostics(written.notes, stderr)
     for path, count in written.skipped.items():
         stderr.write(
             f"warning: {printable(path)}: {count} line(s) are not results and were left out\n"

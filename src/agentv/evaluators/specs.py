@@ -12,16 +12,22 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 
+#: the largest ``weight``: far beyond any use, and small enough that a case's weighted mean
+#: is always a number (a sum of huge weights would overflow to infinity, the mean to NaN)
+MAX_WEIGHT = 1_000_000.0
+
+
 class _EvaluatorBase(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str | None = None
-    #: how much this evaluator counts in the case's weighted mean (0: shown, not counted)
-    weight: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 1.0
+    #: how much this evaluator counts in the case's weighted mean (0: shown, not counted);
+    #: a number as written (``"2"`` or ``true`` is refused, not read as 2 or 1)
+    weight: Annotated[float, Field(ge=0, le=MAX_WEIGHT, allow_inf_nan=False, strict=True)] = 1.0
     #: a miss (a score below ``threshold``) fails the case, whatever the mean
-    required: bool = False
+    required: Annotated[bool, Field(strict=True)] = False
     #: the lowest score that counts as a pass of this evaluator (default: the run's)
-    threshold: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] | None = None
+    threshold: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False, strict=True)] | None = None
 
 
 class LlmJudgeSpec(_EvaluatorBase):
@@ -38,7 +44,7 @@ class CodeSpec(_EvaluatorBase):
     type: Literal["code"]
     script: Annotated[str, Field(min_length=1)]
     cwd: str | None = None
-    timeout_seconds: float | None = None
+    timeout_seconds: Annotated[float, Field(allow_inf_nan=False)] | None = None
     #: what the script inherits of the run's environment: variable names or ``*`` patterns
     #: (None: everything but the vendors' key variables; ``agentv.system.env.child_environment``)
     inherit_env: list[Annotated[str, Field(min_length=1)]] | None = None

@@ -114,7 +114,10 @@ class LLMSettings(ProviderSettings):
         validation_alias=aliases("retry_status_codes", "retryStatusCodes"),
     )
     timeout_seconds: float | None = Field(
-        default=None, gt=0, validation_alias=aliases("timeout_seconds", "timeoutSeconds")
+        default=None,
+        gt=0,
+        allow_inf_nan=False,
+        validation_alias=aliases("timeout_seconds", "timeoutSeconds"),
     )
     #: the most a response body may hold, as received and decompressed (``transport``)
     max_response_bytes: int = Field(

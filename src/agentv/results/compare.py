@@ -19,10 +19,11 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from agentv.errors import Diagnostic
 from agentv.results.reader import read_results
 from agentv.results.record import GRADED
 from agentv.results.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, bootstrap_ci
@@ -100,6 +101,8 @@ class Comparison:
     new_pass_rate: float | None = None
     base: Side = field(default_factory=Side)
     new: Side = field(default_factory=Side)
+    #: records of either file read with something put right (a null score read as 0)
+    notes: tuple[Diagnostic, ...] = ()
 
     @property
     def regressed(self) -> tuple[CaseDelta, ...]:
@@ -122,6 +125,7 @@ class ResultsSide:
 
     cases: dict[Key, CaseResult]
     side: Side
+    notes: list[Diagnostic] = field(default_factory=list)  # records read with a repair
 
 
 def read_side(path: Path) -> ResultsSide:
@@ -154,7 +158,7 @@ def read_side(path: Path) -> ResultsSide:
     if priced:
         per_run = money[2] / money[3] if money[3] else None
         cost = {"usd": money[0], "reused_usd": money[1], "per_run_usd": per_run}
-    return ResultsSide(cases, _side(runs, statuses, cost))
+    return ResultsSide(cases, _side(runs, statuses, cost), reader.notes)
 
 
 def _number(value: Any) -> float | None:
@@ -268,7 +272,7 @@ def _case_rate(cases: Mapping[Key, CaseResult]) -> float | None:
 def compare_files(base: Path, new: Path, *, min_delta: float = DEFAULT_MIN_DELTA) -> Comparison:
     """Compare two results files."""
     before, after = read_side(base), read_side(new)
-    return compare_results(
+    compared = compare_results(
         before.cases,
         after.cases,
         min_delta=min_delta,
@@ -277,6 +281,7 @@ def compare_files(base: Path, new: Path, *, min_delta: float = DEFAULT_MIN_DELTA
         base_side=before.side,
         new_side=after.side,
     )
+    return replace(compared, notes=(*before.notes, *after.notes))
 
 
 def comparison_dict(c: Comparison) -> dict[str, Any]:

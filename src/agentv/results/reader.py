@@ -57,6 +57,9 @@ class ResultsReader(DiagnosticsView):
     diagnostics: list[Diagnostic] = field(default_factory=list)
     #: records left out by ``latest`` because a later one is about the same run
     superseded: int = 0
+    #: records read with something put right, as warnings: a ``score`` written as null (a
+    #: score that was not a number when written) is read as 0
+    notes: list[Diagnostic] = field(default_factory=list)
     #: whether a record read so far names its case, or why it has none (an ``eval_id`` or
     #: an ``error``): every file agentv writes has one; mappings that all lack both are
     #: something else (a config file, say): ``check_named``
@@ -81,6 +84,16 @@ class ResultsReader(DiagnosticsView):
                     continue
                 if problem is None:
                     problem = _not_a_record(data)
+                if problem is None and "score" in data and data["score"] is None:
+                    data = {**data, "score": 0.0}
+                    self.notes.append(
+                        Diagnostic(
+                            self.path,
+                            "score is null (it was not a number when written): read as 0",
+                            severity="warning",
+                            line=number,
+                        )
+                    )
                 if problem is None:
                     try:
                         result = EvalResult.model_validate(data)

@@ -29,7 +29,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from agentv.errors import InputError
+from agentv.errors import Diagnostic, InputError
 from agentv.results.reader import read_results
 from agentv.results.record import GRADED
 from agentv.results.summary import HISTOGRAM_EDGES
@@ -380,6 +380,7 @@ class RunData:
     chunks: list[tuple[int, int]] = field(default_factory=list)  # (offset, length)
     bad_lines: list[int] = field(default_factory=list)
     bad_count: int = 0
+    notes: list[Diagnostic] = field(default_factory=list)  # records read with a repair
 
     def index(self) -> dict[str, Any]:
         return {
@@ -473,6 +474,7 @@ def _read_run(path: Path, name: str, spool: BinaryIO) -> RunData:
             "written by agentv eval",
             reader.diagnostics[:_MAX_LISTED],
         )
+    run.notes = reader.notes
     run.bad_count = len(reader.diagnostics)
     run.bad_lines = [d.line for d in reader.diagnostics[:_MAX_LISTED] if d.line is not None]
     return run
@@ -519,6 +521,8 @@ class Report:
     path: Path
     records: int
     skipped: dict[str, int]
+    #: records read with something put right (a null score read as 0), as warnings
+    notes: tuple[Diagnostic, ...] = ()
 
 
 def build_report(paths: list[Path], out: Path, *, title: str | None = None) -> Report:
@@ -577,6 +581,7 @@ def build_report(paths: list[Path], out: Path, *, title: str | None = None) -> R
         path=out,
         records=sum(len(run.rows) for run in runs),
         skipped={run.path: run.bad_count for run in runs if run.bad_count},
+        notes=tuple(note for run in runs for note in run.notes),
     )
 
 
