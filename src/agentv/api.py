@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import difflib
+import math
 import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -158,7 +159,8 @@ class RunOptions(TypedDict, total=False):
     dry_run: bool | DryRun
     """Answer every case with a mock instead of calling the targets."""
     agent_timeout: float | None
-    """Seconds a target may take per case (default 120; None or 0: no limit)."""
+    """Seconds a target may take per case (default 120; None or 0: no limit); a finite
+    number (NaN, infinity or a negative number is refused)."""
     max_retries: int
     """Extra attempts for a case whose target timed out (default 2)."""
     cache: bool
@@ -198,7 +200,8 @@ class RunOptions(TypedDict, total=False):
     budget_usd: float | None
     """US dollars the run may spend: once its requests have cost that much, nothing more
     is sent; requests in flight finish, and the runs not sent are recorded ``skipped``
-    (``EvalRun.budget_reached``). Local runs only (not with ``executor="ray"``)."""
+    (``EvalRun.budget_reached``). A finite number above 0 (not text, not a bool). Local
+    runs only (not with ``executor="ray"``)."""
 
 
 _OPTION_NAMES: tuple[str, ...] = tuple(RunOptions.__annotations__)
@@ -211,6 +214,21 @@ def _check_options(options: dict[str, Any]) -> None:
         close = difflib.get_close_matches(name, _OPTION_NAMES, n=1)
         hint = f"did you mean {close[0]!r}?" if close else f"valid: {', '.join(_OPTION_NAMES)}"
         raise ConfigError(f"unknown run option {name!r}; {hint}")
+    # as the command line refuses them: NaN, infinity, a negative time, text or a flag
+    # where a number belongs would otherwise be read as no limit, or as $1
+    timeout = options.get("agent_timeout")
+    if timeout is not None and not (_number(timeout) and 0 <= timeout < math.inf):
+        raise ConfigError(
+            f"agent_timeout must be 0 (no limit) or a number of seconds above 0 (got {timeout!r})"
+        )
+    budget = options.get("budget_usd")
+    if budget is not None and not (_number(budget) and 0 < budget < math.inf):
+        raise ConfigError(f"budget_usd must be a number of US dollars above 0 (got {budget!r})")
+
+
+def _number(value: object) -> bool:
+    """Whether ``value`` is a number (a bool is not)."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 @dataclass
@@ -511,9 +529,7 @@ def prepare_run(paths: PathLike | Sequence[PathLike], **options: Unpack[RunOptio
 
     _check_options(dict(options))
     budget = options.get("budget_usd")
-    if budget is not None:
-        if not budget > 0:
-            raise ConfigError(f"budget_usd must be more than 0 (got {budget})")
+    if budget is not None:  # a number above 0 (``_check_options``)
         if options.get("executor", "local") != "local":
             raise ConfigError(
                 "budget_usd holds a run's spend in this process: use executor='local' (the "
@@ -685,7 +701,12 @@ def _target_names(target: Any, pool: TargetPool) -> list[str]:
     names = []
     for item in given:
         if isinstance(item, PythonTarget):
-            pool.python_targets[item.name] = item
+            other = pool.python_targets.setdefault(item.name, item)
+            if other is not item:  # results name targets: one would be taken for the other
+                raise ConfigError(
+                    f"two Python targets are named {item.name!r}: give each its own name "
+                    "(PythonTarget(fn, name=...))"
+                )
             names.append(item.name)
         else:
             names.append(str(item))
@@ -789,7 +810,7 @@ def preview(
 def estimate(
     paths: PathLike | Sequence[PathLike],
     *,
-    target: str | Sequence[str] | None = None,
+    target: str | PythonTarget | Sequence[str | PythonTarget] | None = None,
     targets_file: PathLike | None = None,
     repeat: int | None = None,
     eval_id: str | None = None,
@@ -805,6 +826,7 @@ def estimate(
     Raises ``InputError`` when no eval file can be used."""
     from agentv.evalfile.finder import expand_eval_paths
     from agentv.run.estimate import DEFAULT_ANSWER_TOKENS, estimate_run
+    from agentv.targets import TargetPool
 
     base = Path(cwd).resolve() if cwd is not None else Path.cwd().resolve()
     args = [str(paths)] if isinstance(paths, (str, Path)) else [str(p) for p in paths]
@@ -812,12 +834,13 @@ def estimate(
         raise ConfigError(f"answer_tokens must be 0 or more (got {answer_tokens})")
     if repeat is not None and repeat < 1:
         raise ConfigError(f"repeat must be at least 1 (got {repeat})")
-    names = [target] if isinstance(target, str) else list(target or [])
+    pool = TargetPool(cwd=base, targets_path=_under(base, targets_file), preview=True)
+    names = _target_names(target, pool)  # PythonTargets join the pool by name
     found = estimate_run(
         expand_eval_paths(args, base),
         cwd=base,
         targets=names,
-        targets_path=_under(base, targets_file),
+        pool=pool,
         repeat=repeat,
         eval_id=eval_id,
         answer_tokens=DEFAULT_ANSWER_TOKENS if answer_tokens is None else answer_tokens,

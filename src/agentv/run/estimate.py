@@ -268,13 +268,16 @@ def estimate_run(
     eval_id: str | None = None,
     answer_tokens: int = DEFAULT_ANSWER_TOKENS,
     allow_outside_root: bool = False,
+    pool: TargetPool | None = None,
 ) -> Estimate:
     """The estimate of running ``files`` as ``agentv eval`` would (``targets``: its
-    ``--target`` names; empty: each case's own). Nothing is sent, no secret is needed."""
+    ``--target`` names; empty: each case's own; ``pool``: the targets, Python ones
+    included, else those of ``targets_path``). Nothing is sent, no secret is needed."""
     import asyncio
 
     result = Estimate(answer_tokens=answer_tokens)
-    pool = TargetPool(cwd=cwd, targets_path=targets_path, preview=True)
+    if pool is None:
+        pool = TargetPool(cwd=cwd, targets_path=targets_path, preview=True)
     context = LoadContext(store=FileStore(cwd=cwd), allow_outside_root=allow_outside_root)
     work = _Estimator(pool, answer_tokens, result)
     failed: set[tuple[Path, str]] = set()
