@@ -528,13 +528,11 @@ def prepare_run(paths: PathLike | Sequence[PathLike], **options: Unpack[RunOptio
     from agentv.system.env import environment_scope, read_environment
 
     _check_options(dict(options))
-    budget = options.get("budget_usd")
-    if budget is not None:  # a number above 0 (``_check_options``)
-        if options.get("executor", "local") != "local":
-            raise ConfigError(
-                "budget_usd holds a run's spend in this process: use executor='local' (the "
-                "default) with it"
-            )
+    if options.get("budget_usd") is not None and options.get("executor", "local") != "local":
+        raise ConfigError(
+            "budget_usd holds a run's spend in this process: use executor='local' (the "
+            "default) with it"
+        )
     cwd = options.get("cwd")
     base = Path(cwd).resolve() if cwd is not None else Path.cwd().resolve()
     args = [str(paths)] if isinstance(paths, (str, Path)) else [str(p) for p in paths]
