@@ -6,7 +6,8 @@ target the run would choose, with the targets built as ``agentv render`` builds 
 secret needed, nothing sent). Its input tokens are counted by the same rule the run's
 ``max_tpm`` pacing uses: about 4 characters a token (``run.scheduling.estimate_tokens``;
 no tokenizer that works offline is light enough to depend on). The answers are not known:
-each is taken to be ``answer_tokens`` long, as stated in the estimate. A judge's request is
+each is taken to be ``answer_tokens`` long (at most its target's ``max_output_tokens``), as
+stated in the estimate. A judge's request is
 its own prompt built around an answer of that length, its verdict ``JUDGE_VERDICT_TOKENS``
 long. A live conversation's turn carries the conversation so far (the earlier answers at
 the stated length); the extra requests of tool loops are not counted. A simulated user's
@@ -163,30 +164,33 @@ class _Estimator:
         user: Provider | None = None,
     ) -> None:
         target_line = self.line(provider, "target", None)
+        answer = capped(provider, self.answer)
         if case.user is not None and user is not None:
-            asked = self._simulated(case, user, runs)
+            asked = self._simulated(case, user, runs, answer)
         elif case.turns:
-            asked = self._turns(case)
+            asked = self._turns(case, answer)
         else:
             asked = [(case, True, _judges(case))]
         for _ in range(runs):
             for view, graded, configs in asked:
                 prompt = build_prompt(view, PromptSettings.of(provider))
                 tokens = estimate_tokens(request_for_case(view, prompt))
-                self.add(target_line, provider, None, tokens, self.answer)
+                self.add(target_line, provider, None, tokens, answer)
                 if judge is None or not graded:
                     continue
                 for config in configs:
-                    self._judge(view, prompt, provider, judge, config)
+                    self._judge(view, prompt, provider, judge, config, answer)
 
-    def _turns(self, case: EvalCase) -> list[tuple[EvalCase, bool, list[EvaluatorConfig]]]:
-        """Each turn's request (the earlier answers at the stated length), whether it is
+    def _turns(
+        self, case: EvalCase, length: int
+    ) -> list[tuple[EvalCase, bool, list[EvaluatorConfig]]]:
+        """Each turn's request (the earlier answers ``length`` tokens long), whether it is
         graded and by which judges; the conversation's own judges with the last turn."""
         out: list[tuple[EvalCase, bool, list[EvaluatorConfig]]] = []
         view = first_request(case)
         from agentv.messages import Message, TextSegment
 
-        answer = Message("assistant", (TextSegment("word " * self.answer),))
+        answer = Message("assistant", (TextSegment("word " * length),))
         for i, turn in enumerate(case.turns):
             if i:
                 view = replace(
@@ -205,17 +209,19 @@ class _Estimator:
         return out
 
     def _simulated(
-        self, case: EvalCase, user: Provider, runs: int
+        self, case: EvalCase, user: Provider, runs: int, length: int
     ) -> list[tuple[EvalCase, bool, list[EvaluatorConfig]]]:
         """A simulated conversation at its longest (``max_turns``), each user message
-        ``USER_MESSAGE_TOKENS`` long; the simulator's own requests go on its target's line."""
+        ``USER_MESSAGE_TOKENS`` long (at most its target's limit), each answer ``length``;
+        the simulator's own requests go on its target's line."""
         from agentv.messages import Message, TextSegment
         from agentv.run.simulator import simulator_messages
 
         spec = case.user
         assert spec is not None
-        said = Message("user", (TextSegment("word " * USER_MESSAGE_TOKENS),))
-        answer = Message("assistant", (TextSegment("word " * self.answer),))
+        message = capped(user, USER_MESSAGE_TOKENS)
+        said = Message("user", (TextSegment("word " * message),))
+        answer = Message("assistant", (TextSegment("word " * length),))
         line = self.line(user, "user", None)
         out: list[tuple[EvalCase, bool, list[EvaluatorConfig]]] = []
         history = list(case.input_messages)
@@ -224,7 +230,7 @@ class _Estimator:
             if turn or spec.first_message is None:  # the simulator writes this message
                 asked = sum(len(m.content) for m in simulator_messages(spec, history)) // 4 + 1
                 for _ in range(runs):
-                    self.add(line, user, None, asked, USER_MESSAGE_TOKENS)
+                    self.add(line, user, None, asked, message)
             history.append(said)
             out.append((replace(case, input_messages=tuple(history)), bool(graders), graders))
             history.append(answer)
@@ -238,18 +244,30 @@ class _Estimator:
         provider: Provider,
         judge: Provider,
         config: EvaluatorConfig,
+        answer: int,
     ) -> None:
         model = config.spec.model if isinstance(config.spec, LlmJudgeSpec) else None
         ctx = EvaluationContext(
             case=case,
             prompt=prompt,
-            candidate="word " * self.answer,
+            candidate="word " * answer,
             target_name=provider.name,
             judge=judge,
         )
         system, user = judge_prompts(ctx, config)
         tokens = (len(system) + len(user)) // 4 + 1
-        self.add(self.line(judge, "judge", model), judge, model, tokens, JUDGE_VERDICT_TOKENS)
+        verdict = capped(judge, JUDGE_VERDICT_TOKENS)
+        self.add(self.line(judge, "judge", model), judge, model, tokens, verdict)
+
+
+def capped(provider: Provider, tokens: int) -> int:
+    """``tokens``, at most what ``provider``'s target lets an answer be
+    (``max_output_tokens``): the run asks for no more, and a server honouring it sends no
+    more."""
+    limit = getattr(provider.settings, "max_output_tokens", None)
+    if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
+        return min(tokens, limit)
+    return tokens
 
 
 def _judges(case: EvalCase) -> list[EvaluatorConfig]:
