@@ -30,9 +30,10 @@ _TABLE_PROVIDERS = {
     "gemini": "google",
 }
 
-#: the highest price per million tokens: $1 a token, far above any model's, and low enough
-#: that no count of tokens (``Usage``: at most 10**12) prices at infinity
-MAX_PRICE_PER_MTOK = 1_000_000.0
+#: the highest price per million tokens: $1,000 a token, far above any model's (tests price
+#: tokens at whole dollars), and low enough that no count of tokens (``Usage``: at most
+#: 10**12) prices at infinity
+MAX_PRICE_PER_MTOK = 1_000_000_000.0
 #: a number as written (``"2.5"`` is refused, not read as 2.5)
 _USD = Annotated[float, Field(ge=0, le=MAX_PRICE_PER_MTOK, allow_inf_nan=False, strict=True)]
 
