@@ -136,9 +136,10 @@ class SchemaChecker:
             return self._files[path]
         problem: Problem | None
         where = path.resolve()
-        if self.root is not None and not (where == self.root or self.root in where.parents):
-            # checked before anything is read or even looked at: an untrusted eval file
-            # must not learn, or show, what lies outside the repository
+        outside = self.root is not None and not (where == self.root or self.root in where.parents)
+        if outside and not special(path):  # a FIFO or a device is named as one, never read
+            # checked before anything is read: an untrusted eval file must not learn, or
+            # show, what lies outside the repository
             problem = Problem(
                 "schema",
                 f"JSON Schema file {ref} resolves outside the repository root ({where})",
