@@ -18,6 +18,7 @@ conversation is taken at its longest (``max_turns``), each user message
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -154,6 +155,8 @@ class _Estimator:
         if line.usd is not None:
             cost = self.pricer.cost(provider, Usage(inp, out, inp + out), model)
             line.usd = line.usd + (cost.usd or 0.0) if cost.priced else None
+            if line.usd is not None and not math.isfinite(line.usd):
+                line.usd = None  # beyond any sum: unknown, never `Infinity` in JSON
 
     def case(
         self,
