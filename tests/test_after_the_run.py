@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
 from support.fakes import FakeLLMServer, Fault
 from support.helpers import write
 

@@ -315,12 +315,9 @@ def _collector(keep: bool) -> Any:
             self.results: list[EvalResult] | None = [] if keep else None
 
         def add_record(self, record: dict[str, Any]) -> None:
-            if self.results is None:  # nothing kept: the record is read as it is
-                super().add_record(record)
-                return
-            result = EvalResult.from_record(record)
-            self.add(result)
-            self.results.append(result)
+            super().add_record(record)  # the record is read as it is
+            if self.results is not None:
+                self.results.append(EvalResult.from_record(record))
 
     return Collector()
 
@@ -716,7 +713,7 @@ def _driver_env(env: dict[str, str], env_file: Path | None) -> dict[str, str]:
     variables and what ``.env`` set (a cluster's nodes have neither)."""
     from dotenv import dotenv_values
 
-    from agentv.system.masking import VENDOR_KEY_VARIABLES
+    from agentv.system.env import VENDOR_KEY_VARIABLES
 
     names = set(VENDOR_KEY_VARIABLES)
     if env_file is not None:

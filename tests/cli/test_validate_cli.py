@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 from typer.testing import CliRunner, Result
 
-import yaml
 from agentv.cli.app import _register, app
 from agentv.run.validation import find_yaml_files, validate_paths
 from support.helpers import write

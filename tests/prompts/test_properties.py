@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import yaml
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-import yaml
 from agentv.errors import InputError
 from agentv.evalfile.files import FileStore
 from agentv.evalfile.loader import LoadContext, load_eval_file

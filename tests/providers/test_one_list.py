@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 import agentv
-import yaml
 from agentv.cli.app import _register, app
 from support.fakes import FakeLLMServer
 from support.helpers import write

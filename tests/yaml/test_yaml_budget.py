@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 import yaml
+
 from agentv.yaml import budget
 from agentv.yaml.budget import ExpansionTooLargeError
 from agentv.yaml.stream import stream_yaml

@@ -8,10 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import yaml
 from agentv.errors import InputError
 from agentv.evalfile.loader import iter_cases, load_eval_file
 from agentv.yaml.stream import StreamResult, iter_stream, stream_yaml
