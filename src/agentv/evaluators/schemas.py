@@ -86,9 +86,7 @@ class SchemaChecker:
             return self._files[path]
         problem: Problem | None
         where = path.resolve()
-        outside = self.root is not None and not (
-            where == self.root or self.root in where.parents
-        )
+        outside = self.root is not None and not (where == self.root or self.root in where.parents)
         if outside and not special(path):  # a FIFO or a device is named as one, never read
             # checked before anything is read: an untrusted eval file must not learn, or
             # show, what lies outside the repository

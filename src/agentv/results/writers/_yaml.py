@@ -8,8 +8,8 @@ from typing import Any
 
 import yaml
 
-from agentv.results.writers._base import FileWriter, write_all
 from agentv.results.reader import MAX_RECORD_BYTES
+from agentv.results.writers._base import FileWriter, write_all
 from agentv.results.writers._fit import fitted
 
 
