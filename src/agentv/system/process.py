@@ -367,19 +367,49 @@ _PR_SET_CHILD_SUBREAPER = 36
 #: being a child subreaper (set before it starts: ``_reaper_hook``), it adopts every
 #: process below it that loses its parent. When its child exits it SIGKILLs what is left
 #: below it, reaps it, and exits as its child did (the same code, or the same signal).
+#: agentv's death reaches it as SIGUSR1 (its parent-death signal), on which it does the
+#: same at once: its child needs no binding of its own (no ``ctypes`` to load per call).
 _REAPER_SCRIPT = r"""
 import os, signal, sys
 program, argv = sys.argv[1], sys.argv[2:]
 reaper = os.getpid()
+def below():
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                stat = fh.read()
+            if int(stat[stat.rindex(b")") + 2 :].split()[1]) == reaper:
+                found.append(int(name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+def reap():
+    for _ in range(1000):  # each round kills a layer: what they started is adopted here
+        left = below()
+        if not left:
+            return
+        for child in left:
+            try:
+                os.kill(child, signal.SIGKILL)
+            except OSError:
+                pass
+        for child in left:
+            try:
+                os.waitpid(child, 0)
+            except OSError:
+                pass
+def orphaned(signum, frame):  # agentv died (the parent-death signal): nothing outlives it
+    reap()
+    os._exit(137)
+signal.signal(signal.SIGUSR1, orphaned)
+if os.getppid() == 1:
+    orphaned(0, None)
 pid = os.fork()
 if pid == 0:
-    try:  # the program dies with the reaper, as the reaper dies with agentv
-        import ctypes
-        ctypes.CDLL(None).prctl(1, int(signal.SIGKILL), 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
-    if os.getppid() != reaper:  # the reaper died while this process was starting
-        os._exit(137)
+    signal.signal(signal.SIGUSR1, signal.SIG_DFL)
     for name in ("SIGPIPE", "SIGXFSZ"):  # Python ignores them; the program must not
         if hasattr(signal, name):
             signal.signal(getattr(signal, name), signal.SIG_DFL)
@@ -394,58 +424,34 @@ while True:
         break
     except InterruptedError:
         continue
-me = reaper
-def below():
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as fh:
-                stat = fh.read()
-            if int(stat[stat.rindex(b")") + 2 :].split()[1]) == me:
-                found.append(int(name))
-        except (OSError, ValueError, IndexError):
-            continue
-    return found
-for _ in range(1000):  # each round kills a layer: what they started is adopted by us
-    left = below()
-    if not left:
-        break
-    for child in left:
-        try:
-            os.kill(child, signal.SIGKILL)
-        except OSError:
-            pass
-    for child in left:
-        try:
-            os.waitpid(child, 0)
-        except OSError:
-            pass
+reap()
 if os.WIFSIGNALED(status):
     sig = os.WTERMSIG(status)
     try:
         signal.signal(sig, signal.SIG_DFL)
     except (OSError, ValueError):  # SIGKILL and SIGSTOP have no handler to reset
         pass
-    os.kill(me, sig)
+    os.kill(reaper, sig)
 os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1)
 """
 
 
 def _reaper_hook() -> Callable[[], None] | None:
-    """A ``preexec_fn`` making the child a child subreaper (kept across ``exec``) and, as
-    ``_parent_death_hook``, binding it to agentv (Linux only)."""
-    bind = _parent_death_hook()
-    if bind is None:
+    """A ``preexec_fn`` making the child a child subreaper (kept across ``exec``) bound to
+    agentv: when agentv dies the reaper gets SIGUSR1, on which it kills everything below
+    it and exits (Linux only; None when ``_parent_death_hook`` cannot bind children)."""
+    if _parent_death_hook() is None:
         return None
     import ctypes
 
     prctl = ctypes.CDLL(None, use_errno=True).prctl
+    parent = os.getpid()
 
     def hook() -> None:
         prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-        bind()
+        prctl(_PR_SET_PDEATHSIG, int(signal.SIGUSR1), 0, 0, 0)
+        if os.getppid() != parent:  # agentv died while this child was starting
+            os._exit(137)
 
     return hook
 
