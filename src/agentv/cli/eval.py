@@ -18,7 +18,7 @@ import typer
 from agentv.cli.common import AllowOutsideRoot, printable, stopped_by_sigterm
 
 if TYPE_CHECKING:
-    from agentv.api import EvalRun, PreparedRun, ResultWriter
+    from agentv.api import EvalRun, PreparedRun, ResultWriter, RunRegistration
     from agentv.cli.progress import Progress
 
 EXIT_OK = 0
@@ -221,6 +221,15 @@ def eval_command(
             "--report", help="At the end, write the HTML report next to the results (.html)."
         ),
     ] = False,
+    store: Annotated[
+        Path | None,
+        typer.Option(
+            "--store",
+            help="The run store this run is registered in (default: run_store in "
+            ".agentv/config.yaml, else .agentv/runs.sqlite in the project).",
+            show_default=False,
+        ),
+    ] = None,
     allow_outside_root: AllowOutsideRoot = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Say more.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No per-case lines.")] = False,
@@ -260,6 +269,7 @@ def eval_command(
             allow_outside_root=allow_outside_root,
             verbose=verbose,
             quiet=quiet,
+            store=store,
         )
     )
 
@@ -278,6 +288,7 @@ def run_eval_command(
     output_format: str | None = None,
     stdout: TextIO | None = None,
     stderr: TextIO | None = None,
+    store: Path | None = None,
     **options: Any,
 ) -> int:
     """``agentv eval`` for parsed options: plan, run, print, decide the exit code.
@@ -320,21 +331,21 @@ def run_eval_command(
     resuming = options.get("resume") is not None
     rerun = options.get("rerun")
     if resuming:
-        state = prepared.plan.resume
-        assert state is not None
-        if state.set_aside:
+        resumed = prepared.out
+        assert resumed is not None
+        if prepared.set_aside:
             stderr.write(
-                f"A partial last record ({state.set_aside} bytes) of {state.path} was moved "
-                f"to {state.path.name}.partial\n"
+                f"A partial last record ({prepared.set_aside} bytes) of {resumed} was moved "
+                f"to {resumed.name}.partial\n"
             )
-        print_diagnostics(state.diagnostics, stderr)
+        print_diagnostics(prepared.file_diagnostics, stderr)
         why = []
-        if prepared.plan.changed_since:
-            why.append(f"{prepared.plan.changed_since} because their prompt changed")
-        if prepared.plan.retried:
-            why.append(f"{prepared.plan.retried} retried after an error")
+        if prepared.changed_since:
+            why.append(f"{prepared.changed_since} because their prompt changed")
+        if prepared.retried:
+            why.append(f"{prepared.retried} retried after an error")
         stdout.write(
-            f"Resuming {state.path}: {prepared.total} run(s) to do"
+            f"Resuming {resumed}: {prepared.total} run(s) to do"
             + (f" ({', '.join(why)})" if why else "")
             + "\n"
         )
@@ -351,25 +362,26 @@ def run_eval_command(
         into = "appending to it" if prepared.append else f"into {prepared.out}"
         stdout.write(f"Rerunning {prepared.total} run(s) ({picked}) from {rerun}, {into}\n")
     try:
-        if prepared.out is None:
-            prepared.out = default_results_path(cwd, prepared.output_format)
-        writer = prepared.open_results()
+        # the prepared run's own file, else one named for now
+        writer = prepared.open_results(default_results_path(cwd, prepared.output_format))
     except AgentVError as exc:
         stderr.write(f"error: {printable(str(exc))}\n")
         return EXIT_FAILED
     assert writer is not None
     stdout.write(f"Output path: {writer.path}\n")
     if verbose:
-        for t in prepared.targets():
-            workers = prepared.workers_of(t)
-            stdout.write(f"Using target: {printable(t.label)} ({workers} at once)\n")
+        for label, workers in prepared.targets:
+            stdout.write(f"Using target: {printable(label)} ({workers} at once)\n")
     stdout.flush()
 
+    registration = _register(prepared, writer.path, store, cwd, stderr)
+    whole = False
     progress = make_progress(stdout, quiet=quiet, verbose=verbose)
     progress.start(prepared.total)
     try:
         with _collections_spaced():
             run, signum = asyncio.run(_run(prepared, writer, progress))
+        whole = run is not None
     except ClusterLostError as exc:  # what finished is in the file: summed up, resumable
         progress.finish()
         from agentv.api import EvalRun
@@ -378,7 +390,7 @@ def run_eval_command(
             stdout.write(render_summary(exc.run.summary, results_path=writer.path) + "\n")
         stderr.write(
             f"error: {printable(str(exc))}\n"
-            f"{prepared.stats.finished} of {prepared.total} runs finished; their results are "
+            f"{prepared.finished} of {prepared.total} runs finished; their results are "
             f"in {writer.path}\n"
             f"To finish the run: {_resume_command(paths, options, writer.path, cwd)}\n"
         )
@@ -389,9 +401,10 @@ def run_eval_command(
         return EXIT_FAILED
     finally:
         writer.close()
+        _finish_registration(registration, whole=whole, stderr=stderr)
     progress.finish()
     if run is None:
-        done = prepared.stats.finished
+        done = prepared.finished
         stderr.write(
             f"Interrupted: {done} of {prepared.total} runs finished; "
             f"their results are in {writer.path}\n"
@@ -408,7 +421,7 @@ def run_eval_command(
         dry_run=run.dry_run,
         retries=run.retries,
         load=run.load,
-        cache_hits=run.cache_hits if prepared.settings.cache is not None else None,
+        cache_hits=run.cache_hits if prepared.cache else None,
         judge_cache_hits=run.judge_cache_hits,
         requests=run.requests,
         wall_seconds=run.wall_seconds,
@@ -433,6 +446,42 @@ def run_eval_command(
         stderr.write(f"a requested output could not be written: exit code {EXIT_FAILED}\n")
         return EXIT_FAILED
     return code
+
+
+def _register(
+    prepared: PreparedRun, results: Path, store: Path | None, cwd: Path, stderr: TextIO
+) -> RunRegistration | None:
+    """Register the run in the project's run store; a store that cannot be written is
+    said, and the run goes on unregistered."""
+    from agentv.api import register_run
+    from agentv.errors import AgentVError
+
+    try:
+        return register_run(
+            prepared, results=results, command=["agentv", *sys.argv[1:]], store=store, cwd=cwd
+        )
+    except (AgentVError, OSError) as exc:
+        stderr.write(
+            f"warning: the run is not registered in the run store: {printable(str(exc))}\n"
+        )
+        return None
+
+
+def _finish_registration(
+    registration: RunRegistration | None, *, whole: bool, stderr: TextIO
+) -> None:
+    """Complete the run's entry in the store (its figures: the results file's summary)."""
+    if registration is None:
+        return
+    from agentv.errors import AgentVError
+
+    try:
+        registration.finish(interrupted=not whole)
+    except (AgentVError, OSError) as exc:
+        stderr.write(
+            f"warning: the run's entry in the run store {registration.store} is not complete: "
+            f"{printable(str(exc))}; agentv runs import the results file to complete it\n"
+        )
 
 
 def _outputs(

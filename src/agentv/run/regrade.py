@@ -6,9 +6,9 @@ dataset and id) and its target in targets.yaml (by the name it was recorded with
 prompt is built again, as a run builds it: when it differs from what the record says was
 sent, the answer belongs to another question and the record is not regraded (it is
 reported, and copied as it was: ``agentv eval --resume`` on the new file runs it again).
-Otherwise the case's evaluators grade the recorded answer, through the same
-``CasePipeline`` a run uses: a judge is sent through its gate, the cache and the meter, as
-in a run; the target is never asked. The new record keeps what was sent and answered
+Otherwise the case's evaluators grade the recorded answer, through the same ``Sender`` a
+run uses (``agentv.run.sending``): a judge is sent through its gate, the cache and the
+meter, as in a run; the target is never asked. The new record keeps what was sent and answered
 (request, answer, tokens, time), marked ``cached`` (nothing was sent for it this time), its
 target's cost counted as reused.
 
@@ -38,9 +38,8 @@ from agentv.cases import EvalCase
 from agentv.errors import AgentVError, ConfigError, Diagnostic, InputError
 from agentv.evalfile.files import FileStore, find_repo_root, is_within
 from agentv.evalfile.loader import LoadContext, iter_cases, load_eval_file
-from agentv.evaluators.base import EvaluationContext
-from agentv.evaluators.grading import grade_case, needs_judge
-from agentv.prompts.builder import PromptSettings, build_prompt
+from agentv.evaluators.grading import needs_judge
+from agentv.prompts.builder import Prompt, PromptSettings, build_prompt
 from agentv.providers.base import ProviderResponse, Usage
 from agentv.results.outcome import result_record, store_large_once
 from agentv.results.reader import ResultsReader, read_results
@@ -53,9 +52,9 @@ from agentv.results.record import (
     put_back_large_content,
 )
 from agentv.run.costs import CASE_COST, CaseCost
-from agentv.run.pipeline import CasePipeline, RunSettings, RunStats, target_workers
 from agentv.run.plan import CaseJob
 from agentv.run.resume import Previous, prompt_changed
+from agentv.run.sending import RunSettings, RunStats, Sender, target_workers
 from agentv.system.masking import Masker, masking_scope
 from agentv.targets import RunTarget, TargetPool
 
@@ -129,24 +128,27 @@ async def regrade_file(
     cases, thresholds = _cases(eval_files, context, done, by_file=by_file)
     if not config_thresholds:
         thresholds = {}
-    pipeline = CasePipeline(
-        settings,
-        judge_of=lambda target: _judge_of(pool, settings, target),
-        stats=done.stats,
-        progress=progress or _Nothing(),
-    )
     for name, target in sorted(wanted):  # every target's secrets known before grading
         path = (cwd / name).resolve()
         if path in done.outside:
             continue
         with contextlib.suppress(AgentVError):
-            pool.target(path, find_repo_root(path.parent, cwd), target)
-    pipeline.masker = Masker(pool.run_secrets())
+            built = pool.target(path, find_repo_root(path.parent, cwd), target)
+            pool.check_judge(built)
+    # every target and judge the records name is built by now: their secrets are known
+    sender = Sender(
+        settings,
+        judge_of=lambda target: _judge_of(pool, settings, target),
+        stats=done.stats,
+        progress=progress or _Nothing(),
+        masker=Masker(pool.run_secrets()),
+    )
+    # as many at once as a run would send; each judge's gate keeps to its own limit
     limit = asyncio.Semaphore(_AT_ONCE)
 
-    async def one(job: CaseJob, result: EvalResult) -> dict[str, Any]:
+    async def one(job: CaseJob, prompt: Prompt, result: EvalResult) -> dict[str, Any]:
         async with limit:
-            return await _regrade(pipeline, job, result, settings)
+            return await _regrade(sender, job, prompt, result)
 
     keep = set(last.values())
     last.clear()
@@ -160,11 +162,11 @@ async def regrade_file(
         for line, result in ResultsReader(source):
             if line not in keep:
                 continue  # a later record of the same run supersedes it
-            job, why = _job(result, cases, thresholds, pool, cwd, by_file=by_file)
+            job, prompt, why = _job(result, cases, thresholds, pool, cwd, by_file=by_file)
             outside = by_file and result.eval_file and (cwd / result.eval_file).resolve()
             if job is None and why is not None and outside in done.outside:
                 why = "its eval file is outside the repository root (not read)"
-            if job is None:
+            if job is None or prompt is None:
                 if why == "prompt":
                     done.prompt_changed.append((result.eval_id or "", result.target or ""))
                 elif why is not None:
@@ -172,7 +174,7 @@ async def regrade_file(
                 window.append(_as_recorded(result))
             else:
                 done.regraded += 1
-                window.append(asyncio.ensure_future(one(job, result)))
+                window.append(asyncio.ensure_future(one(job, prompt, result)))
             while window and (
                 len(window) > _WINDOW or isinstance(window[0], dict) or window[0].done()
             ):
@@ -184,8 +186,8 @@ async def regrade_file(
             if not isinstance(item, dict):
                 item.cancel()
         await pool.aclose()
-    done.spent_usd = pipeline.meter.spent
-    done.reused_usd = pipeline.meter.reused
+    done.spent_usd = sender.meter.spent
+    done.reused_usd = sender.meter.reused
     return done
 
 
@@ -257,34 +259,34 @@ def _job(
     cwd: Path,
     *,
     by_file: bool,
-) -> tuple[CaseJob | None, str | None]:
-    """The job that regrades ``result``, or None and why not ("prompt": its prompt
-    changed)."""
+) -> tuple[CaseJob | None, Prompt | None, str | None]:
+    """The job that regrades ``result`` and its prompt (as a run builds it, the same as
+    the record's), or None and why not ("prompt": its prompt changed)."""
     if not _has_answer(result):
-        return None, f"no answer was recorded (status {result.status})"
+        return None, None, f"no answer was recorded (status {result.status})"
     if result.turns is not None:
-        return None, "a live conversation: run it again with agentv eval"
+        return None, None, "a live conversation: run it again with agentv eval"
     path = (cwd / result.eval_file).resolve() if result.eval_file else None
     case = cases.get((path if by_file else None, result.dataset, result.eval_id or ""))
     if case is None:
-        return None, "the case is no longer in the eval files"
+        return None, None, "the case is no longer in the eval files"
     path = case.eval_file
     try:
         target = pool.target(path, find_repo_root(path.parent, cwd), result.target or "")
     except AgentVError as exc:
-        return None, f"its target cannot be used: {exc}"
+        return None, None, f"its target cannot be used: {exc}"
     prompt = build_prompt(case, PromptSettings.of(target.provider))
     raw = result.raw_request or {}
     raw = put_back_large_content(raw, result.large_content or {})
     previous = Previous(result.status, raw.get("question"), raw.get("chat_prompt"))
     if prompt_changed(previous, prompt, is_agent=target.provider.is_agent):
-        return None, "prompt"
+        return None, None, "prompt"
     if needs_judge(case):
         try:
             pool.check_judge(target)
         except ConfigError as exc:
-            return None, f"its judge cannot be used: {exc}"
-    return CaseJob(case, target, thresholds.get(path), result.repeat or 0), None
+            return None, None, f"its judge cannot be used: {exc}"
+    return CaseJob(case, target, thresholds.get(path), result.repeat or 0), prompt, None
 
 
 def _has_answer(result: EvalResult) -> bool:
@@ -322,32 +324,27 @@ def _target_cost(result: EvalResult) -> float | None:
 
 
 async def _regrade(
-    pipeline: CasePipeline, job: CaseJob, result: EvalResult, settings: RunSettings
+    sender: Sender, job: CaseJob, prompt: Prompt, result: EvalResult
 ) -> dict[str, Any]:
     """The regraded record of ``result``."""
-    case, target = job.case, job.target
+    case, target, settings = job.case, job.target, sender.settings
     cost = CaseCost()
     token = CASE_COST.set(cost)
     try:
-        with masking_scope(pipeline.masker):
-            prompt = pipeline.prompt(job)
+        with masking_scope(sender.masker):
             response = _response(result)
             price = _target_cost(result)
             entry = (result.cost or {}).get("target")
             if price is not None or (isinstance(entry, dict) and entry.get("unpriced")):
                 cost.add("candidate", price, reused=True, priced=price is not None)
-            grade = await grade_case(
-                EvaluationContext(
-                    case=case,
-                    prompt=prompt,
-                    candidate=result.candidate_answer,
-                    target_name=target.name,
-                    judge=pipeline.judge_for(job.case, job.target),
-                    timeout=settings.agent_timeout or None,
-                    repeat=job.repeat,
-                    latency_ms=result.latency_ms,
-                    cost_usd=price,
-                )
+            grade = await sender.grade(
+                job,
+                case,
+                prompt,
+                result.candidate_answer,
+                sender.judge(case, target),
+                latency_ms=result.latency_ms,
+                cost_usd=price,
             )
             threshold = job.pass_threshold
             record = result_record(
@@ -375,7 +372,7 @@ async def _regrade(
             record.pop(key, None)
     if result.token_limit_ignored:
         record["token_limit_ignored"] = True
-    return pipeline.masker.record(record)
+    return sender.masker.record(record)
 
 
 def _as_recorded(result: EvalResult) -> dict[str, Any]:

@@ -217,10 +217,10 @@ def _target_problems(
         cwd=base, targets_path=(base / targets_file) if targets_file is not None else None
     )
     plan = Plan(
-        files=list(checked),
-        diagnostics=[],
+        files=tuple(checked),
+        diagnostics=(),
         pool=pool,
-        cli_targets=list(dict.fromkeys(cli_targets)),
+        cli_targets=tuple(dict.fromkeys(cli_targets)),
         context=context,
     )
     try:
