@@ -104,6 +104,8 @@ class Comparison:
         new_pass_rate: The share of ``ok`` among the graded runs after.
         base: The runs of the file before: how many, by status, their figures.
         new: The runs of the file after.
+        notes: Records of either file read with something put right (a null score read
+            as 0), as warnings with their file and line.
     """
 
     base_path: str
@@ -118,7 +120,6 @@ class Comparison:
     new_pass_rate: float | None = None
     base: Side = field(default_factory=Side)
     new: Side = field(default_factory=Side)
-    #: records of either file read with something put right (a null score read as 0)
     notes: tuple[Diagnostic, ...] = ()
 
     @property

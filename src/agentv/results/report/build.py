@@ -287,12 +287,13 @@ class Report:
         path: Where it was written.
         records: The records it shows.
         skipped: Per results file, its lines that were not results (left out).
+        notes: Records read with something put right (a null score read as 0), as
+            warnings with their file and line.
     """
 
     path: Path
     records: int
     skipped: dict[str, int]
-    #: records read with something put right (a null score read as 0), as warnings
     notes: tuple[Diagnostic, ...] = ()
 
 
