@@ -297,7 +297,7 @@ def _quick_eval_check(
     """An eval file that starts with its ``$schema`` and loads: checked from the loader's
     one reading (keys written twice included), as a run reads it. Anything else
     (None) takes the general path, which reads the whole file first: at 10,000 cases that
-    reading costs a third of ``validate``'s time (S1 in benchmarks/README.md)."""
+    reading costs a third of ``validate``'s time (docs/speed.md)."""
     try:
         text = read_text(path, strict=True)
     except (OSError, UnicodeDecodeError):
