@@ -206,7 +206,7 @@ def read_state(path: Path, *, repair: bool) -> ResultsState:
             plan_digest=digest if isinstance(digest, str) else None,
             workspace_digest=workspace if isinstance(workspace, str) else None,
         )
-    state.diagnostics = reader.diagnostics
+    state.diagnostics = [*reader.diagnostics, *reader.notes]
     if not state.runs and any(d.hint for d in reader.diagnostics):
         first = reader.diagnostics[0]
         raise InputError(
