@@ -15,8 +15,8 @@ import pytest
 
 import agentv
 from agentv.results.record import EvalResult
-from support.cli_run import agentv_cli
-from support.helpers import write
+from support.cli import agentv_cli
+from support.files import write
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"

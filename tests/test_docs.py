@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from support.cli import agentv_cli, start_agentv
 from support.fakes.llm_server import FakeLLMServer, RecordedRequest
-from support.helpers import write
+from support.files import write
+from support.targets import openai_target, write_targets
 
 SECRET = "sk-e2e-secret-key-0123456789abcdef"
 JUDGE_VERDICT = {
@@ -39,26 +39,14 @@ def server():
         yield srv
 
 
-def _targets(repo: Path, url: str, extra: str = "") -> None:
-    write(
-        repo,
-        ".agentv/targets.yaml",
-        f"""$schema: agentv-targets-v2.2
-targets:
-  - name: default
-    provider: openai
-    base_url: {url}/v1
-    api_key: ${{{{ E2E_API_KEY }}}}
-    model: fake-model
-    max_retries: 0
-  - name: broken
-    provider: openai
-    base_url: http://127.0.0.1:9/v1
-    api_key: ${{{{ E2E_API_KEY }}}}
-    model: fake-model
-    max_retries: 0
-{extra}""",
-    )
+#: the target's fields besides its address: the key from the environment
+KEYED = {"api_key": "${{ E2E_API_KEY }}", "model": "fake-model", "max_retries": 0}
+ENV = {"E2E_API_KEY": SECRET}
+
+
+def targets_at(url: str) -> tuple[dict[str, Any], ...]:
+    """``default`` at ``url``; ``broken`` at a port where nothing listens."""
+    return (openai_target(url, **KEYED), openai_target("http://127.0.0.1:9", "broken", **KEYED))
 
 
 CHECK_SCRIPT = """\
@@ -136,30 +124,18 @@ evalcases:
     )
 
 
-def _agentv(
-    repo: Path, *args: str, timeout: float = 120, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    full_env = {**os.environ, "E2E_API_KEY": SECRET, "CI": "1", **(env or {})}
-    return subprocess.run(
-        [sys.executable, "-m", "agentv", *args],
-        cwd=repo,
-        env=full_env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
 def _rows(path: Path) -> dict[str, dict]:
     rows = [json.loads(line) for line in path.read_text().splitlines()]
     return {r["eval_id"]: r for r in rows}
 
 
 def test_end_to_end_results_requests_and_secrets(repo: Path, server: FakeLLMServer) -> None:
-    _targets(repo, server.url)
+    write_targets(repo, *targets_at(server.url))
     _suite(repo)
     out = repo / "out.jsonl"
-    proc = _agentv(repo, "eval", "evals/debug.yaml", "--out", str(out), "--dump-prompts")
+    proc = agentv_cli(
+        repo, "eval", "evals/debug.yaml", "--out", str(out), "--dump-prompts", env=ENV
+    )
     # a provider failure and an evaluator crash: the run finishes, and says so in its code
     assert proc.returncode == 3, proc.stderr
     assert "2 case(s) errored, 0 invalid: exit code 3" in proc.stderr
@@ -232,7 +208,7 @@ def test_end_to_end_results_requests_and_secrets(repo: Path, server: FakeLLMServ
 
 
 def test_cache_second_run_sends_nothing(repo: Path, server: FakeLLMServer) -> None:
-    _targets(repo, server.url)
+    write_targets(repo, *targets_at(server.url))
     write(
         repo,
         "evals/simple.yaml",
@@ -248,10 +224,10 @@ evalcases:
     execution: {evaluators: [{type: contains, value: "42"}]}
 """,
     )
-    first = _agentv(repo, "eval", "evals/simple.yaml", "--cache", "--out", "a.jsonl")
+    first = agentv_cli(repo, "eval", "evals/simple.yaml", "--cache", "--out", "a.jsonl", env=ENV)
     assert first.returncode == 0, first.stderr
     assert len(server.requests) == 2
-    second = _agentv(repo, "eval", "evals/simple.yaml", "--cache", "--out", "b.jsonl")
+    second = agentv_cli(repo, "eval", "evals/simple.yaml", "--cache", "--out", "b.jsonl", env=ENV)
     assert second.returncode == 0, second.stderr
     assert len(server.requests) == 2  # nothing new reached the API
     assert (
@@ -281,9 +257,11 @@ def _many_cases(repo: Path, n: int) -> Path:
 
 def test_workers_run_cases_concurrently(repo: Path) -> None:
     with FakeLLMServer(reply="42", delay_ms=200) as srv:
-        _targets(repo, srv.url)
+        write_targets(repo, *targets_at(srv.url))
         _many_cases(repo, 20)
-        proc = _agentv(repo, "eval", "evals/many.yaml", "--workers", "10", "--out", "r.jsonl")
+        proc = agentv_cli(
+            repo, "eval", "evals/many.yaml", "--workers", "10", "--out", "r.jsonl", env=ENV
+        )
         received = [r.received_at for r in srv.requests]
     assert proc.returncode == 0, proc.stderr
     assert len(_rows(repo / "r.jsonl")) == 20
@@ -299,27 +277,11 @@ def test_workers_run_cases_concurrently(repo: Path) -> None:
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_interrupt_keeps_finished_cases(repo: Path, signum: int) -> None:
     with FakeLLMServer(reply="42", delay_ms=300) as srv:
-        _targets(repo, srv.url)
+        write_targets(repo, *targets_at(srv.url))
         _many_cases(repo, 40)
         out = repo / "r.jsonl"
-        env = {**os.environ, "E2E_API_KEY": SECRET, "CI": "1"}
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "agentv",
-                "eval",
-                "evals/many.yaml",
-                "--workers",
-                "2",
-                "--out",
-                str(out),
-            ],
-            cwd=repo,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
+        proc = start_agentv(
+            repo, "eval", "evals/many.yaml", "--workers", "2", "--out", str(out), env=ENV
         )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -339,17 +301,16 @@ def test_interrupt_keeps_finished_cases(repo: Path, signum: int) -> None:
         # the command it prints finishes the run, into the same file
         said = [x for x in stderr.splitlines() if x.startswith("To finish the run: ")]
         assert said == ["To finish the run: agentv eval evals/many.yaml --resume r.jsonl"]
-        words = shlex.split(said[0].removeprefix("To finish the run: "))
-        done = subprocess.run(
-            [sys.executable, "-m", *words], cwd=repo, env=env, capture_output=True, text=True
-        )
+        program, *words = shlex.split(said[0].removeprefix("To finish the run: "))
+        assert program == "agentv"
+        done = agentv_cli(repo, *words, env=ENV)
         assert done.returncode == 0, done.stderr
     ids = [json.loads(line)["eval_id"] for line in out.read_text().splitlines()]
     assert sorted(ids) == [f"case-{i:02d}" for i in range(40)]
 
 
 def test_threshold_sets_exit_code(repo: Path, server: FakeLLMServer) -> None:
-    _targets(repo, server.url)
+    write_targets(repo, *targets_at(server.url))
     write(
         repo,
         "evals/t.yaml",
@@ -361,20 +322,22 @@ evalcases:
     execution: {evaluators: [{type: contains, value: "43"}]}
 """,
     )
-    low = _agentv(repo, "eval", "evals/t.yaml", "--threshold", "0.5", "--out", "a.jsonl")
+    low = agentv_cli(
+        repo, "eval", "evals/t.yaml", "--threshold", "0.5", "--out", "a.jsonl", env=ENV
+    )
     assert low.returncode == 1
     assert "below the threshold" in low.stderr
-    ok = _agentv(repo, "eval", "evals/t.yaml", "--threshold", "0", "--out", "b.jsonl")
+    ok = agentv_cli(repo, "eval", "evals/t.yaml", "--threshold", "0", "--out", "b.jsonl", env=ENV)
     assert ok.returncode == 0, ok.stderr
 
 
 def test_init_never_overwrites(repo: Path) -> None:
     write(repo, ".agentv/targets.yaml", "# mine\n")
-    proc = _agentv(repo, "init")
+    proc = agentv_cli(repo, "init", env=ENV)
     assert proc.returncode == 0, proc.stderr
     assert (repo / ".agentv/targets.yaml").read_text() == "# mine\n"
     assert "Kept existing .agentv/targets.yaml" in proc.stdout
     assert (repo / ".agentv/config.yaml").read_text().startswith("$schema: agentv-config-v2")
     assert (repo / ".env.example").exists()
-    again = _agentv(repo, "init")
+    again = agentv_cli(repo, "init", env=ENV)
     assert "Nothing to do" in again.stdout

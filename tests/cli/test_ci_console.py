@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from agentv.cli.console_text import printable, printable_json
-from support.cli_run import agentv_cli, rows
-from support.helpers import write
+from support.cli import agentv_cli
+from support.files import write
+from support.results import rows
 
 INJECTED = "x\n::error file=evil.py,line=1::INJECTED\n::add-mask::foo\n  ##[warning]old"
 TARGETS = """\

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gc
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import Any
 import pytest
 
 import agentv
+from support.cli import agentv_cli, invoke_cli
 
 COMMANDS = ["eval", "validate", "render", "init", "compare", "report"]
 
@@ -56,15 +56,9 @@ def test_help_lists_every_command_in_order() -> None:
     assert -1 not in positions and positions == sorted(positions), output
 
 
-def test_the_command_list_shows_each_summary_unbroken() -> None:
+def test_the_command_list_shows_each_summary_unbroken(tmp_path: Path) -> None:
     # wide enough for every summary on one line: a break left in one is the docstring's
-    done = subprocess.run(
-        [sys.executable, "-m", "agentv", "--help"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "COLUMNS": "400", "NO_COLOR": "1"},
-    )
+    done = agentv_cli(tmp_path, "--help", env={"COLUMNS": "400", "NO_COLOR": "1"})
     rows = [line for line in done.stdout.splitlines() if line.startswith("│ ")]
     listed = {row.split()[1]: row for row in rows if row.split()[1] in COMMANDS}
     assert sorted(listed) == sorted(COMMANDS), done.stdout
@@ -89,10 +83,7 @@ def test_a_run_looks_for_garbage_less_often_and_puts_the_setting_back(
 ) -> None:
     """During ``agentv eval`` the collector's first threshold is raised (a run's turns make
     dozens of short-lived objects each); the caller's setting is back afterwards."""
-    from typer.testing import CliRunner
-
     from agentv.api import PreparedRun
-    from agentv.cli.app import _register, app
     from agentv.cli.eval import RUN_COLLECTION_THRESHOLD
 
     seen: list[tuple[int, int, int]] = []
@@ -115,17 +106,16 @@ def test_a_run_looks_for_garbage_less_often_and_puts_the_setting_back(
         "    evaluators: [{type: contains, value: hi}]\n",
         encoding="utf-8",
     )
-    _register()
     before = gc.get_threshold()
     try:
         gc.set_threshold(700, 10, 10)
-        result = CliRunner().invoke(app, ["eval", str(suite), "--out", str(tmp_path / "r.jsonl")])
+        result = invoke_cli("eval", str(suite), "--out", str(tmp_path / "r.jsonl"))
         assert result.exit_code == 0, result.output
         assert seen == [(RUN_COLLECTION_THRESHOLD, 10, 10)]
         assert gc.get_threshold() == (700, 10, 10)
         gc.set_threshold(0, 10, 10)  # collections turned off by the caller stay off
         seen.clear()
-        result = CliRunner().invoke(app, ["eval", str(suite), "--out", str(tmp_path / "s.jsonl")])
+        result = invoke_cli("eval", str(suite), "--out", str(tmp_path / "s.jsonl"))
         assert result.exit_code == 0, result.output
         assert seen == [(0, 10, 10)] and gc.get_threshold() == (0, 10, 10)
     finally:

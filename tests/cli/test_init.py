@@ -4,22 +4,16 @@ overwritten."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-from typer.testing import CliRunner
-
-from agentv.cli.app import _register, app
 from agentv.cli.init import GITIGNORE_LINES, update_gitignore
-from support.helpers import write
-
-_register()
+from support.cli import agentv_cli, invoke_cli
+from support.files import write
 
 
 def init(folder: Path) -> str:
-    result = CliRunner().invoke(app, ["init", str(folder)])
+    """``agentv init FOLDER``'s output (it must succeed)."""
+    result = invoke_cli("init", str(folder))
     assert result.exit_code == 0, result.output
     return result.stdout
 
@@ -30,17 +24,9 @@ def test_example_eval_runs_offline_and_scores_every_case(repo: Path) -> None:
         assert f"Created {rel}" in out
     assert "Created evals/example.yaml" in out
     assert "Created .gitignore" in out
-    env = {**os.environ, "CI": "1"}
-    for var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY"):
-        env.pop(var, None)  # a fresh machine: no key
-    proc = subprocess.run(
-        [sys.executable, "-m", "agentv", "eval", "evals/", "--out", "r.jsonl"],
-        cwd=repo,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    # a fresh machine: no key
+    no_keys = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY")
+    proc = agentv_cli(repo, "eval", "evals/", "--out", "r.jsonl", unset=no_keys)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     records = [json.loads(line) for line in (repo / "r.jsonl").read_text().splitlines()]
     assert len(records) >= 2
@@ -53,14 +39,7 @@ def test_example_eval_runs_offline_and_scores_every_case(repo: Path) -> None:
     types = {e["type"] for r in records for e in r["evaluator_results"]}
     assert {"contains", "llm_judge"} <= types  # the judge is the offline mock_judge
 
-    validate = subprocess.run(
-        [sys.executable, "-m", "agentv", "validate", "evals/", ".agentv/"],
-        cwd=repo,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    validate = agentv_cli(repo, "validate", "evals/", ".agentv/", unset=no_keys)
     assert validate.returncode == 0, validate.stdout + validate.stderr
     assert "warning" not in validate.stdout + validate.stderr
 

@@ -12,15 +12,12 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from agentv.cli.app import _register, app
 from agentv.evalfile.checks import regex_problem, script_file
 from agentv.evalfile.loader import load_eval_file
 from agentv.evaluators.specs import IsJsonSpec
-from support.helpers import write
-
-_register()
+from support.cli import invoke_cli
+from support.files import write
 
 
 @pytest.fixture(autouse=True)
@@ -154,7 +151,7 @@ def test_schema_whose_draft_is_not_text(repo: Path) -> None:
         ".agentv/targets.yaml",
         "$schema: agentv-targets-v2.2\ntargets: [{name: default, provider: mock}]\n",
     )
-    result = CliRunner().invoke(app, ["validate", "evals/e.yaml"])
+    result = invoke_cli("validate", "evals/e.yaml")
     assert (result.exit_code, type(result.exception)) == (1, SystemExit)  # not a crash
     assert result.stdout == (
         "\nValidation Summary\n\n"
@@ -503,7 +500,7 @@ def test_validate_reports_the_same_message_and_place(
         "      - {type: is_json, schema: list.json}\n"
         "      - {type: code, script: python3 check.py}\n",
     )
-    result = CliRunner().invoke(app, ["validate", "evals/e.yaml"])
+    result = invoke_cli("validate", "evals/e.yaml")
     assert result.exit_code == 1
     out = result.stdout
     assert "✗ evals/e.yaml  (eval file, 2 cases, 1 with errors)\n" in out

@@ -16,7 +16,7 @@ from agentv.evaluators import grade_case, run_evaluator
 from agentv.messages import FileSegment, GuidelineFile, GuidelineRef, TextSegment
 from agentv.system.masking import Masker, masking_scope
 from support.evaluator_kit import code, make_case, make_ctx, msg, user
-from support.helpers import KEY, OFFSETS, across, clean, fragments
+from support.masking import KEY, OFFSETS, across, clean, fragments
 
 PY = shlex.quote(sys.executable)
 

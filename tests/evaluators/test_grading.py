@@ -15,7 +15,7 @@ from agentv.evaluators.grading import aggregate
 from agentv.prompts.builder import build_prompt
 from agentv.providers.base import ProviderResponse, Usage
 from support.evaluator_kit import FakeJudge, contains, judge, make_case, make_ctx, regex
-from support.helpers import write
+from support.files import write
 
 
 def entry(name: str, score: float, hits: list[str], misses: list[str], reasoning: str | None):

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import yaml
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-import yaml
 from agentv.errors import InputError
 from agentv.evalfile.files import FileStore
 from agentv.evalfile.loader import LoadContext, load_eval_file
@@ -30,7 +30,7 @@ from agentv.prompts.builder import (
     uses_role_markers,
 )
 from agentv.run.validation import validate_paths
-from support.helpers import write
+from support.files import write
 
 # Text that cannot spell a marker by itself ("@" left out), with blank and multi-line values.
 text = st.text(alphabet=st.sampled_from("ab xy\n\t.:[]#=<>"), max_size=12)

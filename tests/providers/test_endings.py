@@ -7,10 +7,11 @@ from __future__ import annotations
 import pytest
 
 from agentv.errors import ProviderHTTPError
-from support.cli_run import agentv_cli, rows
+from support.cli import agentv_cli
 from support.fakes import FakeLLMServer, Fault
-from support.helpers import ask, write
-from support.wire_support import LM_KINDS, EvalRequest, MakeProvider
+from support.files import write
+from support.providers import LM_KINDS, EvalRequest, MakeProvider, ask
+from support.results import rows
 
 LONG_REPLY = "one two three four five six seven eight nine ten"
 #: how each API says "cut at the output limit"

@@ -15,10 +15,12 @@ from agentv.errors import ProviderError
 from agentv.providers.llm import MAX_MESSAGE, NON_JSON_SHOWN
 from agentv.providers.registry import provider_class
 from agentv.system.masking import Masker, masking_scope
-from support.cli_run import agentv_cli, rows
+from support.cli import agentv_cli
 from support.fakes import FakeLLMServer, Fault
-from support.helpers import KEY, OFFSETS, across, ask, clean, fragments, middle_cuts, write
-from support.wire_support import LM_KINDS, provider_fields
+from support.files import write
+from support.masking import KEY, OFFSETS, across, clean, fragments, middle_cuts
+from support.providers import LM_KINDS, ask, provider_fields
+from support.results import rows
 
 
 async def _errors(kind: str, faults: list[Fault]) -> list[str]:

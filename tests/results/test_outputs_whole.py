@@ -19,8 +19,8 @@ from pathlib import Path
 
 import xmlschema
 
-from support.cli_run import agentv_cli
-from support.helpers import write
+from support.cli import agentv_cli, start_agentv
+from support.files import write
 from support.paths import DATA
 
 SCHEMA = xmlschema.XMLSchema(DATA / "junit.xsd")
@@ -112,13 +112,7 @@ def test_sigterm_while_the_report_is_written_leaves_no_temporary_file(tmp_path: 
     # moment its temporary file appears, sent SIGTERM, then let go on.
     record = {"dataset": "d", "status": "ok", "score": 1.0, "candidate_answer": "y" * 20_000}
     _records(tmp_path / "r.jsonl", *({"eval_id": f"c{i}", **record} for i in range(4000)))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "agentv", "report", "r.jsonl"],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = start_agentv(tmp_path, "report", "r.jsonl")
     caught = False
     deadline = time.monotonic() + 120
     while proc.poll() is None and time.monotonic() < deadline:

@@ -15,8 +15,8 @@ import pytest
 from agentv.errors import InputError
 from agentv.results import reader as results_reader
 from agentv.results.reader import read_results
-from support.cli_run import agentv_cli
-from support.helpers import write
+from support.cli import agentv_cli
+from support.files import write
 
 MOCK_TARGETS = "$schema: agentv-targets-v2.2\ntargets:\n  - name: default\n    provider: mock\n"
 CAP_MB = 1024

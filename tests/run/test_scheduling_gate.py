@@ -57,9 +57,17 @@ from agentv.run.scheduling import (
     TokenBucket,
     estimate_tokens,
 )
-from support.helpers import Clock, sent
+from support.clock import Clock
 
-HANG_GUARD = 10.0  # seconds; every wait here is for a step another task takes at once
+HANG_GUARD = 30.0  # seconds; every wait here is for a step another task takes at once
+
+
+def sent(gate: TargetGate, count: int = 1) -> None:
+    """``count`` requests through ``gate`` at its clock's time, whatever its pace says
+    (each enters and ends at once)."""
+    for _ in range(count):
+        gate._enter(0.0)
+        gate.release()
 
 
 # --- token buckets ------------------------------------------------------------------------------

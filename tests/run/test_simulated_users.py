@@ -13,21 +13,21 @@ from typing import Any
 import pytest
 
 import agentv
-from support.cli_run import agentv_cli
+from support.cli import agentv_cli
 from support.fakes import Every, FakeLLMServer, Fault, RecordedRequest, ToolCalls
-from support.helpers import write
-from support.wire_support import provider_fields
+from support.files import write
+from support.providers import provider_fields
+from support.targets import write_targets
 
 VERDICT = '{"score": 1, "hits": ["fine"], "misses": [], "reasoning": "fine"}'
 
 
-def _targets(
-    repo: Path,
+def _parties(
     agent: FakeLLMServer,
     customer: FakeLLMServer,
     customer_fields: dict[str, Any] | None = None,
     **more: Any,
-) -> None:
+) -> list[dict[str, Any]]:
     """``default``: the agent under test; ``customer``: the simulated user's target (with
     ``customer_fields``); ``judge``: a mock judge; ``more``: other targets (name -> fields)."""
     sim = provider_fields("openai", customer, **(customer_fields or {}))
@@ -39,8 +39,7 @@ def _targets(
     ]
     for name, fields in more.items():
         entries.append({"name": name, **fields})
-    body = "".join(f"  - {json.dumps(e)}\n" for e in entries)
-    write(repo, ".agentv/targets.yaml", f"$schema: agentv-targets-v2.2\ntargets:\n{body}")
+    return entries
 
 
 def _messages(rec: RecordedRequest) -> list[dict[str, Any]]:
@@ -105,7 +104,7 @@ def test_a_goal_reached_at_turn_three_ends_the_conversation(repo: Path) -> None:
         FakeLLMServer(reply=agent_reply) as agent,
         FakeLLMServer(reply=customer_reply) as customer,
     ):
-        _targets(repo, agent, customer)
+        write_targets(repo, *_parties(agent, customer))
         suite(repo, {"id": "refund"})
         run = agentv.run_eval("evals/support.yaml", cwd=repo, out="r.jsonl")
     (result,) = run.results
@@ -153,7 +152,7 @@ def test_max_turns_and_stop_when_end_the_conversation(repo: Path) -> None:
         FakeLLMServer(reply=agent_reply) as agent,
         FakeLLMServer(reply=lambda rec: stuck) as customer,
     ):
-        _targets(repo, agent, customer)
+        write_targets(repo, *_parties(agent, customer))
         suite(
             repo,
             {"id": "capped", "max_turns": 2},
@@ -174,7 +173,7 @@ def test_max_turns_and_stop_when_end_the_conversation(repo: Path) -> None:
         FakeLLMServer(reply=agent_reply) as agent,
         FakeLLMServer(reply=customer_reply) as customer,
     ):
-        _targets(repo, agent, customer)
+        write_targets(repo, *_parties(agent, customer))
         check = "\n      stop_when: {type: contains, value: Refund issued}"
         suite(repo, {"id": "checked", "extra": check})
         (checked,) = agentv.run_eval("evals/support.yaml", cwd=repo).results
@@ -205,7 +204,7 @@ def test_a_simulator_that_breaks_role_is_a_user_error_not_the_models(repo: Path,
         return bad if "BROKEN" in _messages(rec)[0]["content"] else customer_reply(rec)
 
     with FakeLLMServer(reply=agent_reply) as agent, FakeLLMServer(reply=reply) as customer:
-        _targets(repo, agent, customer)
+        write_targets(repo, *_parties(agent, customer))
         suite(repo, {"id": "good"}, {"id": "bad", "persona": "A BROKEN customer."})
         proc = agentv_cli(repo, "eval", "evals/support.yaml", "--out", "r.jsonl")
         asked_agent = len(agent.requests)
@@ -236,7 +235,7 @@ def test_a_simulator_that_breaks_role_is_a_user_error_not_the_models(repo: Path,
 def test_a_simulator_whose_target_fails_is_a_user_error(repo: Path) -> None:
     down = FakeLLMServer(standing=(Every(1, Fault.server_error()),))
     with FakeLLMServer(reply=agent_reply) as agent, down:
-        _targets(repo, agent, down)
+        write_targets(repo, *_parties(agent, down))
         suite(repo, {"id": "down"}, {"id": "opens", "first": "null"})
         run = agentv.run_eval("evals/support.yaml", cwd=repo)
     by_id = {r.eval_id: r for r in run.results}
@@ -250,7 +249,7 @@ def test_a_simulator_whose_target_fails_is_a_user_error(repo: Path) -> None:
 
 def test_a_simulator_done_before_its_first_message_is_a_user_error(repo: Path) -> None:
     with FakeLLMServer(reply=agent_reply) as agent, FakeLLMServer(reply="[[DONE]]") as customer:
-        _targets(repo, agent, customer)
+        write_targets(repo, *_parties(agent, customer))
         suite(repo, {"id": "mute", "first": "null"})
         (result,) = agentv.run_eval("evals/support.yaml", cwd=repo).results
     assert result.status == "user_error" and result.turns == []
@@ -266,13 +265,11 @@ def test_a_role_judge_checks_every_simulated_message(repo: Path) -> None:
     ):
         no = '{"in_role": false, "reason": "it speaks as the shop"}'
         yes = '{"in_role": true, "reason": "a customer speaking"}'
-        _targets(
-            repo,
-            agent,
-            customer,
-            strict={"provider": "mock", "response": no},
-            lenient={"provider": "mock", "response": yes},
-        )
+        judges = {
+            "strict": {"provider": "mock", "response": no},
+            "lenient": {"provider": "mock", "response": yes},
+        }
+        write_targets(repo, *_parties(agent, customer, **judges))
         text = (repo / ".agentv/targets.yaml").read_text()
         for verdict in ("lenient", "strict"):
             write(
@@ -317,7 +314,7 @@ def test_replay_sends_the_recorded_user_turns_byte_exact_and_reports_a_divergenc
         FakeLLMServer(reply=customer) as sim,
     ):
         fields_b = {"provider": "openai", "judge_target": "judge"}
-        _targets(repo, agent, sim, b=fields_b | provider_fields("openai", agent_b))
+        write_targets(repo, *_parties(agent, sim, b=fields_b | provider_fields("openai", agent_b)))
         suite(repo, {"id": "refund", "first": "null", "extra": check})
         first = agentv.run_eval("evals/support.yaml", cwd=repo, out="recorded.jsonl")
         recorded = [t["content"] for t in first.results[0].turns]
@@ -359,7 +356,7 @@ def test_the_simulators_requests_are_throttled_by_its_own_target(repo: Path) -> 
         FakeLLMServer(reply=customer_reply, limit_rps=4, limit_burst=1) as customer,
     ):
         # its retries may wait as long as the server asks (the test's default is 5 ms)
-        _targets(repo, agent, customer, {"retry_max_delay_ms": 5000})
+        write_targets(repo, *_parties(agent, customer, {"retry_max_delay_ms": 5000}))
         suite(repo, *({"id": f"c{i}", "first": "null"} for i in range(4)))
         run = agentv.run_eval("evals/support.yaml", cwd=repo, workers=8)
     assert {r.status for r in run.results} == {"ok"}, [r.error for r in run.results]
@@ -372,7 +369,7 @@ def test_the_simulators_requests_are_throttled_by_its_own_target(repo: Path) -> 
 
 def test_a_case_is_checked_for_its_simulated_user(repo: Path) -> None:
     with FakeLLMServer() as agent, FakeLLMServer() as customer:
-        _targets(repo, agent, customer)
+        write_targets(repo, *_parties(agent, customer))
         suite(repo, {"id": "nobody"}, header="")
         report = agentv.validate("evals/support.yaml", cwd=repo)
         messages = [d.message for d in report.errors]
@@ -401,7 +398,7 @@ def test_cache_and_repeats_work_on_simulated_conversations(repo: Path) -> None:
         FakeLLMServer(reply=agent_reply) as agent,
         FakeLLMServer(reply=customer_reply) as customer,
     ):
-        _targets(repo, agent, customer)
+        write_targets(repo, *_parties(agent, customer))
         suite(repo, {"id": "refund", "first": "null"})
         first = agentv.run_eval("evals/support.yaml", cwd=repo, cache=True, repeat=2)
         sent = (len(agent.requests), len(customer.requests))
@@ -423,7 +420,7 @@ def test_cache_and_repeats_work_on_simulated_conversations(repo: Path) -> None:
 
 def test_the_estimate_counts_a_simulated_conversation_at_its_longest(repo: Path) -> None:
     with FakeLLMServer() as agent, FakeLLMServer() as customer:
-        _targets(repo, agent, customer)
+        write_targets(repo, *_parties(agent, customer))
         suite(repo, {"id": "opens", "first": "null", "max_turns": 3}, {"id": "written"})
         found = agentv.estimate("evals/support.yaml", cwd=repo, answer_tokens=10)
         assert agent.requests == [] and customer.requests == []  # nothing sent

@@ -12,7 +12,7 @@ import pytest
 
 from agentv.system.env import environment_scope, find_env_file, read_environment, run_environment
 from agentv.targets import create_provider, load_targets_file
-from support.helpers import write
+from support.files import write
 
 
 @pytest.fixture(autouse=True)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from agentv.system.process import run_process
-from support.agent_helpers import pid_alive, wait_gone
+from support.agents import pid_alive, wait_gone
 
 PY = sys.executable
 

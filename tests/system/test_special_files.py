@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from agentv.system.readfile import NotARegularFileError, open_input, read_input, special
-from support.cli_run import agentv_cli
-from support.helpers import write
+from support.cli import agentv_cli
+from support.files import write
 
 MOCK_TARGETS = (
     "$schema: agentv-targets-v2.2\ntargets:\n"

@@ -9,13 +9,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 import yaml
+
 from agentv.yaml import budget
 from agentv.yaml.budget import ExpansionTooLargeError
 from agentv.yaml.stream import stream_yaml
-from support.cli_run import agentv_cli
-from support.helpers import write
+from support.cli import agentv_cli
+from support.files import write
 
 MOCK_TARGETS = "$schema: agentv-targets-v2.2\ntargets:\n  - name: default\n    provider: mock\n"
 CASE = "  - id: a\n    outcome: x\n    input_messages: [{role: user, content: hi}]\n"

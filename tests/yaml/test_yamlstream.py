@@ -8,14 +8,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import yaml
 from agentv.errors import InputError
 from agentv.evalfile.loader import iter_cases, load_eval_file
 from agentv.yaml.stream import StreamResult, iter_stream, stream_yaml
-from support.helpers import write
+from support.files import write
 
 scalars = (
     st.none()

@@ -12,7 +12,8 @@ import pytest
 from agentv.errors import AgentProcessError
 from agentv.providers.agents.cli import CliProvider, CliSettings
 from agentv.system.process import run_process
-from support.helpers import FILL, KEY, OFFSETS, across, ask, clean
+from support.masking import FILL, KEY, OFFSETS, across, clean
+from support.providers import ask
 
 
 def cli(command: str, **fields: object) -> CliProvider:

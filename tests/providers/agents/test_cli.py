@@ -21,7 +21,7 @@ from agentv.messages import Message, TextSegment
 from agentv.prompts.builder import PromptSettings, build_prompt
 from agentv.providers.agents.cli import CliProvider, CliSettings
 from agentv.providers.base import request_for_case
-from support.helpers import ask
+from support.providers import ask
 
 PY = shlex.quote(sys.executable)
 

@@ -19,8 +19,8 @@ from agentv.providers.agents.codex import (
     parse_output,
     summarise_line,
 )
-from support.agent_helpers import HERE, install_script
-from support.helpers import ask
+from support.agents import FAKE_CODEX, install_script
+from support.providers import ask
 
 QUESTION = '@[User]:\nFix the bug in <file: path="src/app.py">\n\n@[Assistant]:\nOk\n\n@[User]:\nGo'
 
@@ -28,7 +28,7 @@ QUESTION = '@[User]:\nFix the bug in <file: path="src/app.py">\n\n@[Assistant]:\
 @pytest.fixture
 def record(bin_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The fake ``codex`` on PATH; returns the file where it records each call."""
-    install_script(bin_dir, "codex", HERE / "fake_codex.py")
+    install_script(bin_dir, "codex", FAKE_CODEX)
     path = tmp_path / "codex-calls.jsonl"
     monkeypatch.setenv("FAKE_CODEX_RECORD", str(path))
     monkeypatch.delenv("AGENTV_CODEX_STREAM_LOGS", raising=False)

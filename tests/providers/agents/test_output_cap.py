@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import resource
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,9 @@ from pydantic import ValidationError
 
 from agentv.providers.agents.cli import DEFAULT_MAX_ANSWER_BYTES, CliProvider, CliSettings
 from agentv.system.process import cut_marker, decode_head
-from support.helpers import ask, write
+from support.cli import agentv_cli
+from support.files import write
+from support.providers import ask
 
 PY = shlex.quote(sys.executable)
 
@@ -108,13 +109,7 @@ def test_a_2_gib_output_file_is_read_no_further_than_the_cap(repo: Path) -> None
         "    execution: {evaluators: [{type: contains, value: 'cut at'}]}\n",
     )
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    proc = subprocess.run(
-        [sys.executable, "-m", "agentv", "eval", "evals/big.yaml", "--out", "r.jsonl"],
-        cwd=repo,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = agentv_cli(repo, "eval", "evals/big.yaml", "--out", "r.jsonl")
     assert proc.returncode == 0, proc.stderr
     peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     if before < 500 * 1024:  # (the peak of all of this test process's children so far)

@@ -15,11 +15,12 @@ import pytest
 
 import agentv
 from agentv.providers.agents.codex import extract_trajectory, parse_output
-from support.agent_helpers import HERE, install_script
-from support.helpers import write
+from support.agents import FAKE_CODEX, install_script
+from support.files import write
+from support.paths import DATA
 
 PY = shlex.quote(sys.executable)
-EVENTS = HERE.parent / "data" / "codex" / "fix-median.jsonl"
+EVENTS = DATA / "codex" / "fix-median.jsonl"
 
 
 def by_name(run: agentv.EvalRun) -> dict[str, agentv.EvalResult]:
@@ -79,7 +80,7 @@ evalcases:
 
 @pytest.fixture
 def codex_repo(repo: Path, bin_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    install_script(bin_dir, "codex", HERE / "fake_codex.py")
+    install_script(bin_dir, "codex", FAKE_CODEX)
     monkeypatch.setenv("FAKE_CODEX_EVENTS", str(EVENTS))
     monkeypatch.setenv("AGENTV_CODEX_STREAM_LOGS", "false")
     write(

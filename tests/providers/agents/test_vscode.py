@@ -19,14 +19,14 @@ from agentv.providers.agents.vscode import (
     provision_subagents,
     workspace_file,
 )
-from support.agent_helpers import HERE, install_script
-from support.helpers import ask
+from support.agents import FAKE_CODE, install_script
+from support.providers import ask
 
 
 @pytest.fixture
 def state(bin_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The fake ``code`` on PATH; returns its state folder (``calls.jsonl`` logs each call)."""
-    install_script(bin_dir, "code", HERE / "fake_code.py")
+    install_script(bin_dir, "code", FAKE_CODE)
     folder = tmp_path / "code-state"
     folder.mkdir()
     monkeypatch.setenv("FAKE_CODE_STATE", str(folder))

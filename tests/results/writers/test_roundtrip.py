@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import yaml
 from agentv.results.writers import dumps_document, dumps_line
 
 _text = st.text(st.characters(exclude_categories=("Cs",)), max_size=40)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 import yaml
+
 from agentv.results.writers import ResultsFileError, dumps_document, open_writer
 
 

@@ -28,10 +28,13 @@ import agentv
 from agentv.errors import ConfigError
 from agentv.run.executors import RAY_INSTALL_HINT, make_executor
 from agentv.run.executors.ray_cluster import TASK_NAME
+from support.agents import FAKE_CODEX, install_script
+from support.cli import agentv_cli, start_agentv
 from support.fakes.llm_server import FakeLLMServer, Fault
-from support.helpers import write
-from support.paths import EXAMPLES, SUPPORT
-from test_eval_e2e import SECRET, _reply, _suite, _targets
+from support.files import write
+from support.paths import EXAMPLES
+from support.targets import write_targets
+from test_eval_e2e import SECRET, _reply, _suite, targets_at
 
 
 @pytest.fixture(scope="module")
@@ -117,7 +120,7 @@ def test_multi_turn_suite_gives_the_same_records_on_ray(
     local_ray: str, server: FakeLLMServer, repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("E2E_API_KEY", SECRET)
-    _targets(repo, server.url)
+    write_targets(repo, *targets_at(server.url))
     _suite(repo)
     local = agentv.run_eval("evals/debug.yaml", cwd=repo)
     local_bodies = sorted(json.dumps(r.body, sort_keys=True) for r in server.requests)
@@ -142,7 +145,7 @@ def test_cache_and_resume_work_as_in_a_local_run(
     local_ray: str, server: FakeLLMServer, repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("E2E_API_KEY", SECRET)
-    _targets(repo, server.url)
+    write_targets(repo, *targets_at(server.url))
     _suite(repo)
     first = agentv.run_eval("evals/debug.yaml", cwd=repo, executor="ray", cache=True)
     sent = len(server.requests)
@@ -286,10 +289,8 @@ def test_codex_logs_written_in_workers_are_under_the_run_and_listed_by_it(
     local_ray: str, repo: Path
 ) -> None:
     # the fake Codex of the agent tests, named by path: the workers' PATH is Ray's
-    codex = repo / "bin" / "codex"
-    source = SUPPORT / "fake_codex.py"
-    write(repo, "bin/codex", f"#!{sys.executable}\n" + source.read_text(encoding="utf-8"))
-    codex.chmod(0o755)
+    (repo / "bin").mkdir()
+    codex = install_script(repo / "bin", "codex", FAKE_CODEX)
     _agent_suite(repo, 4, "", target=f"provider: codex\n    executable: {codex}")
 
     run = agentv.run_eval("evals/agent.yaml", cwd=repo, executor="ray")
@@ -350,7 +351,7 @@ def test_the_key_is_in_no_record_log_line_or_task_name(
     vendor_key = "sk-vendor-" + "k" * 30
     monkeypatch.setenv("E2E_API_KEY", SECRET)
     monkeypatch.setenv("OPENAI_API_KEY", vendor_key)
-    _targets(repo, server.url)
+    write_targets(repo, *targets_at(server.url))
     _suite(repo)
     # the answer quotes the key: masked before any record is made
     server.reply = lambda rec: f"The answer is 42. {SECRET}"  # type: ignore[assignment]
@@ -375,21 +376,16 @@ def test_the_key_is_in_no_record_log_line_or_task_name(
 def test_the_cli_attaches_to_a_cluster_and_writes_the_usual_results(
     local_ray: str, server: FakeLLMServer, repo: Path
 ) -> None:
-    _targets(repo, server.url)
+    write_targets(repo, *targets_at(server.url))
     _suite(repo)
-    env = {**os.environ, "E2E_API_KEY": SECRET, "CI": "1"}
-    env.pop("RAY_ADDRESS", None)
-    args = [sys.executable, "-m", "agentv", "eval", "evals/debug.yaml"]
-    local = subprocess.run(
-        [*args, "--out", "local.jsonl"], cwd=repo, env=env, capture_output=True, text=True
-    )
-    remote = subprocess.run(
-        [*args, "--out", "ray.jsonl", "--executor", "ray", "--ray-address", local_ray],
-        cwd=repo,
+    env, unset = {"E2E_API_KEY": SECRET}, ["RAY_ADDRESS"]
+    args = ("eval", "evals/debug.yaml")
+    local = agentv_cli(repo, *args, "--out", "local.jsonl", env=env, unset=unset)
+    remote = agentv_cli(
+        repo,
+        *(*args, "--out", "ray.jsonl", "--executor", "ray", "--ray-address", local_ray),
         env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
+        unset=unset,
     )
     assert remote.returncode == local.returncode == 3, remote.stderr  # errors: exit code 3
     assert SECRET not in remote.stdout + remote.stderr
@@ -453,14 +449,7 @@ def test_when_the_cluster_is_lost_agentv_says_so_and_sums_up(repo: Path) -> None
     assert all(r["status"] == "ok" for r in rows)  # the cases cut short are not errors
     assert f"{len(rows)} of 20 runs finished" in err
     # and the file is resumable: the rest runs (here, on this machine)
-    resumed = subprocess.run(
-        [sys.executable, "-m", "agentv", "eval", "evals/agent.yaml", "--resume", "r.jsonl"],
-        cwd=repo,
-        env={**os.environ, "CI": "1"},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    resumed = agentv_cli(repo, "eval", "evals/agent.yaml", "--resume", "r.jsonl")
     assert resumed.returncode == 0, resumed.stderr
     assert f"{20 - len(rows)} run(s) to do" in resumed.stdout
     assert len(results.read_text().splitlines()) == 20
@@ -469,18 +458,11 @@ def test_when_the_cluster_is_lost_agentv_says_so_and_sums_up(repo: Path) -> None
 def _running_on_its_own_ray(repo: Path) -> tuple[subprocess.Popen[str], Path]:
     """``agentv eval`` of the agent suite on a local Ray of its own (no --ray-address),
     once 3 of its records are written; and its results file."""
-    env = {**os.environ, "CI": "1"}
-    env.pop("RAY_ADDRESS", None)
-    proc = subprocess.Popen(
-        [
-            *(sys.executable, "-m", "agentv", "eval", "evals/agent.yaml", "--out", "r.jsonl"),
-            *("--executor", "ray", "--ray-cpus-per-case", "0.5"),
-        ],
-        cwd=repo,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    proc = start_agentv(
+        repo,
+        *("eval", "evals/agent.yaml", "--out", "r.jsonl"),
+        *("--executor", "ray", "--ray-cpus-per-case", "0.5"),
+        unset=["RAY_ADDRESS"],
     )
     results = repo / "r.jsonl"
     deadline = time.monotonic() + 90
@@ -760,13 +742,13 @@ async def test_successes_reach_the_keeper_with_the_turn_given_back() -> None:
 def test_simulated_users_run_on_ray_through_their_own_target(
     local_ray: str, repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from test_simulated_users import _targets, agent_reply, customer_reply, suite
+    from test_simulated_users import _parties, agent_reply, customer_reply, suite
 
     with (
         FakeLLMServer(reply=agent_reply) as agent,
         FakeLLMServer(reply=customer_reply) as customer,
     ):
-        _targets(repo, agent, customer)
+        write_targets(repo, *_parties(agent, customer))
         suite(repo, {"id": "a", "first": "null"}, {"id": "b"})
         local = agentv.run_eval("evals/support.yaml", cwd=repo)
         sent = (len(agent.requests), len(customer.requests))
