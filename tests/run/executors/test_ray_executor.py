@@ -727,14 +727,15 @@ async def test_successes_reach_the_keeper_with_the_turn_given_back() -> None:
     keeper = GateKeeper({3: GateSpec("api", 4)})
     gate = RemoteGate(Direct(keeper), 3, GateSpec("api", 4))
     keeper.throttled(3, 0.0, None)
-    inner = keeper._gates[3]
-    assert (inner.limit, inner._min_latency) == (4, None)
+    inner = keeper.snapshot(3)
+    assert (inner.limit, inner.min_latency) == (4, None)
     await gate.acquire()
     gate.succeeded(sent_at=gate.now() - 0.5)
     gate.succeeded(sent_at=gate.now() - 0.8)  # the quicker of the two is sent along
-    assert inner._min_latency is None  # told with the release, not before
+    assert keeper.snapshot(3).min_latency is None  # told with the release, not before
     gate.release()
-    assert inner._min_latency == pytest.approx(0.5, abs=0.05)
+    inner = keeper.snapshot(3)
+    assert inner.min_latency == pytest.approx(0.5, abs=0.05)
     assert inner.limit == 3  # 2 x 0.9 a second x 0.5 s, + 2
     assert gate._successes == 0 and gate._latency is None
 
