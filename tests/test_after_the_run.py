@@ -15,12 +15,16 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from support.cli import agentv_cli, start_agentv
 from support.fakes import FakeLLMServer, Fault
 from support.files import write
 from support.targets import mock_target, openai_target, write_targets
+
+#: every test here runs agentv as a process: left out of `make test-fast`
+pytestmark = pytest.mark.slow
 
 CASES = 12
 ANSWER = "The answer is 42."  # what the mock target says

@@ -6,7 +6,12 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
 from support.cli import agentv_cli
+
+#: every test here runs agentv as a process: left out of `make test-fast`
+pytestmark = pytest.mark.slow
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

@@ -16,6 +16,9 @@ from support.fakes.llm_server import FakeLLMServer, RecordedRequest
 from support.files import write
 from support.targets import openai_target, write_targets
 
+#: every test here runs agentv as a process: left out of `make test-fast`
+pytestmark = pytest.mark.slow
+
 SECRET = "sk-e2e-secret-key-0123456789abcdef"
 JUDGE_VERDICT = {
     "score": 0.75,

@@ -130,6 +130,7 @@ print(cache.get("ab" + "5" * 62), cache.get("ab" + "6" * 62).text)
 """
 
 
+@pytest.mark.slow
 def test_an_entry_that_cannot_be_written_is_not_cached_and_leaves_no_temp_file(
     tmp_path: Path,
 ) -> None:
@@ -166,6 +167,7 @@ def test_an_empty_answer_is_never_cached(tmp_path: Path) -> None:
     assert not list(tmp_path.rglob("*"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["[]", "null", '{"text": 1}', "folder"])
 def test_a_run_with_a_damaged_cache_entry_sends_again_and_passes(
     repo: Path, server: FakeLLMServer, damage: str
@@ -194,6 +196,7 @@ def test_a_run_with_a_damaged_cache_entry_sends_again_and_passes(
 # --- empty answers ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_an_empty_answer_is_an_error_and_a_rerun_asks_again(
     repo: Path, server: FakeLLMServer
 ) -> None:
@@ -230,6 +233,7 @@ def many_cases(n: int, answer_size: int = 0) -> str:
     return f"$schema: agentv-eval-v2\nevalcases:\n{cases}"
 
 
+@pytest.mark.slow
 def test_a_second_run_on_the_same_out_stops_at_once_and_the_first_is_intact(
     repo: Path, server: FakeLLMServer
 ) -> None:
@@ -265,6 +269,7 @@ def test_a_second_run_on_the_same_out_stops_at_once_and_the_first_is_intact(
     assert len(server.requests) == 12  # the second run sent nothing
 
 
+@pytest.mark.slow
 def test_a_run_after_a_finished_run_may_reuse_its_out(repo: Path, server: FakeLLMServer) -> None:
     write_targets(repo, openai_target(server.url, **TARGET))
     write(repo, "evals/one.yaml", ONE_CASE)
@@ -274,6 +279,7 @@ def test_a_run_after_a_finished_run_may_reuse_its_out(repo: Path, server: FakeLL
         assert len(rows(repo / "again.jsonl")) == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["jsonl", "yaml"])
 def test_a_write_that_fails_part_way_is_cut_back_to_the_last_whole_record(
     repo: Path, server: FakeLLMServer, fmt: str
@@ -308,6 +314,7 @@ def test_a_write_that_fails_part_way_is_cut_back_to_the_last_whole_record(
 # --- timeouts of LM targets in a run ------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault", ["hanging", "hang_after_headers", "stall_mid_body"])
 def test_a_targets_timeout_seconds_bounds_each_request_of_a_run(
     repo: Path, server: FakeLLMServer, fault: str

@@ -48,6 +48,7 @@ CYCLE = (
 TOO_DEEP = (f"nested too deeply (more than {MAX_DEPTH} levels)", "exceeded maximum nesting depth")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("text", "line", "messages"),
     [
@@ -72,6 +73,7 @@ def test_deep_nesting_is_a_located_error(
     assert result.returncode == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "rel", [".agentv/targets.yaml", ".agentv/config.yaml"], ids=["targets", "config"]
 )
@@ -107,6 +109,7 @@ def test_nesting_up_to_the_limit_is_read() -> None:
     assert info.value.problem_mark.line == 1  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow
 def test_deep_json_and_schema_files_are_errors_not_tracebacks(repo: Path) -> None:
     deep_json = "[" * 100_000 + "]" * 100_000
     write(repo, "deep.schema.yaml", "type: object\nx: " + "[" * 5000 + "]" * 5000 + "\n")
@@ -152,6 +155,7 @@ def _pattern_project(repo: Path, count: int) -> None:
     )
 
 
+@pytest.mark.slow
 def test_guideline_patterns_beyond_the_limit_are_a_config_error(repo: Path) -> None:
     from agentv.evalfile.guidelines import GUIDELINE_PATTERN_LIMIT
 
@@ -168,6 +172,7 @@ def test_guideline_patterns_beyond_the_limit_are_a_config_error(repo: Path) -> N
     assert agentv_cli(repo, "validate", "e.yaml").returncode == 1
 
 
+@pytest.mark.slow
 def test_guideline_patterns_up_to_the_limit_work(repo: Path) -> None:
     _pattern_project(repo, 1000)
     result = agentv_cli(repo, "render", "e.yaml", "--eval-id", "b", "--format", "json")
@@ -206,6 +211,7 @@ targets:
 EVAL_ANY = HEADER + "evalcases:\n" + CASE + "    evaluators:\n      - {type: contains, value: x}\n"
 
 
+@pytest.mark.slow
 def test_unclosed_refs_and_bad_urls_are_validate_errors(repo: Path) -> None:
     _project(repo, EVAL_ANY)
     write(repo, ".agentv/targets.yaml", BAD_TARGETS)
@@ -222,6 +228,7 @@ def test_unclosed_refs_and_bad_urls_are_validate_errors(repo: Path) -> None:
     assert "sk-literal" not in out and "HARDENING_KEY" not in out  # values are never echoed
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("target", "reason"),
     [
@@ -269,6 +276,7 @@ def test_substitution_refuses_a_broken_reference() -> None:
 # --- 5. usage errors exit 2 --------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_bad_output_format_and_negative_timeout_are_usage_errors(repo: Path) -> None:
     _project(repo, EVAL_ANY)
     result = agentv_cli(repo, "eval", "e.yaml", "--dry-run", "--output-format", "xml")
@@ -323,6 +331,7 @@ def _case(case_id: str, evaluators: str = "") -> str:
     return text + (f"    execution:\n      evaluators:\n{evaluators}" if evaluators else "")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("printed", "shown"),
     [
@@ -352,6 +361,7 @@ def test_out_of_range_code_scores_are_evaluator_errors(
     assert rec["error"] == f"evaluator 'checker' could not grade: {reason}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("score", ['"0_1"', '"nan"', '"inf"', '"+.5"', '"\uff11"', '"1_000e-3"'])
 def test_a_score_in_a_string_is_read_as_json_writes_numbers(repo: Path, score: str) -> None:
     # Python's float() reads "0_1" as 1.0: a script printing it must not pass a case
@@ -382,6 +392,7 @@ def test_numbers_in_strings_are_json_numbers() -> None:
     assert as_score("0.75") == 0.75 and as_score(7) == 1.0  # a judge's score is clamped
 
 
+@pytest.mark.slow
 def test_in_range_code_scores_still_grade(repo: Path) -> None:
     scores = ["0", "1", "0.25", '"1.0"']
     evaluators = ""
@@ -396,6 +407,7 @@ def test_in_range_code_scores_still_grade(repo: Path) -> None:
     assert "error" not in rec, result.stdout
 
 
+@pytest.mark.slow
 def test_judge_reply_without_json_sets_error(repo: Path) -> None:
     # Both ways a case gets a judge: an `llm_judge` in its list, and the default (no list).
     listed = _case("listed", "        - {name: j, type: llm_judge}\n")
@@ -418,6 +430,7 @@ def test_judge_reply_without_json_sets_error(repo: Path) -> None:
 # --- 7. a code evaluator's cwd outside the repository ---------------------------------------------
 
 
+@pytest.mark.slow
 def test_code_evaluator_cwd_outside_the_root_needs_allow_outside_root(repo: Path) -> None:
     outside = repo.parent / "elsewhere"
     outside.mkdir()
@@ -465,6 +478,7 @@ def _assert_escaped(out: str) -> None:
     assert EVIL_SHOWN in out, out
 
 
+@pytest.mark.slow
 def test_control_characters_are_escaped_on_the_terminal(repo: Path) -> None:
     write(repo, "fail.sh", f"printf '{EVIL_TEXT}' >&2; exit 1\n")
     evaluators = "        - {name: crash, type: code, script: sh fail.sh}\n"
@@ -537,6 +551,7 @@ targets:
 """
 
 
+@pytest.mark.slow
 def test_a_key_printed_by_an_agent_is_masked_everywhere(repo: Path) -> None:
     evaluators = "        - {name: script, type: code, script: cat > code-stdin.json; cat v.json}\n"
     write(repo, "v.json", '{"score": 1}\n')
@@ -572,6 +587,7 @@ def test_a_key_printed_by_an_agent_is_masked_everywhere(repo: Path) -> None:
     assert EvalResult.model_validate(records["leaky-listed"]).masked_secrets is True
 
 
+@pytest.mark.slow
 def test_a_vendor_key_in_an_agent_error_is_masked(repo: Path) -> None:
     _project(repo, HEADER + "evalcases:\n" + _case("vendor-leak"))
     write(repo, ".agentv/targets.yaml", LEAKY_TARGETS)
@@ -610,6 +626,7 @@ targets:
 """
 
 
+@pytest.mark.slow
 def test_a_judge_quoting_a_key_is_masked_in_the_cache_too(repo: Path) -> None:
     _project(
         repo, HEADER + "evalcases:\n" + _case("quoted", "        - {name: j, type: llm_judge}\n")

@@ -17,6 +17,9 @@ from support.files import write
 from support.paths import EXAMPLES
 from support.targets import openai_target, write_targets
 
+#: every test here runs agentv as a process: left out of `make test-fast`
+pytestmark = pytest.mark.slow
+
 KEY = "sk-truth-test-key-0123456789"
 VERDICT = {"score": 0.9, "hits": ["right"], "misses": [], "reasoning": "Good."}
 

@@ -40,6 +40,7 @@ def _probe(*args: str) -> tuple[dict[str, object], str]:
     return json.loads(last), "\n".join(output) + done.stderr
 
 
+@pytest.mark.slow
 def test_a_command_imports_only_its_own_module() -> None:
     found, output = _probe("eval", "--help")
     assert found["code"] == 0
@@ -49,6 +50,7 @@ def test_a_command_imports_only_its_own_module() -> None:
     assert not loaded & {"compare", "init", "render", "report", "validate"}
 
 
+@pytest.mark.slow
 def test_help_lists_every_command_in_order() -> None:
     found, output = _probe("--help")
     assert found["code"] == 0
@@ -56,6 +58,7 @@ def test_help_lists_every_command_in_order() -> None:
     assert -1 not in positions and positions == sorted(positions), output
 
 
+@pytest.mark.slow
 def test_the_command_list_shows_each_summary_unbroken(tmp_path: Path) -> None:
     # wide enough for every summary on one line: a break left in one is the docstring's
     done = agentv_cli(tmp_path, "--help", env={"COLUMNS": "400", "NO_COLOR": "1"})
@@ -66,12 +69,14 @@ def test_the_command_list_shows_each_summary_unbroken(tmp_path: Path) -> None:
     assert "missing cases, the mean score change" in listed["compare"]
 
 
+@pytest.mark.slow
 def test_version_needs_no_command_module() -> None:
     found, output = _probe("--version")
     assert output.strip() == agentv.__version__
     assert not set(found["loaded"]) & set(COMMANDS)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 def test_an_unknown_command_is_a_usage_error_with_every_command_known() -> None:
     found, output = _probe("evl", "x.yaml")
     assert found["code"] == 2

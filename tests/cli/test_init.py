@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from agentv.cli.init import GITIGNORE_LINES, update_gitignore
 from support.cli import agentv_cli, invoke_cli
 from support.files import write
@@ -18,6 +20,7 @@ def init(folder: Path) -> str:
     return result.stdout
 
 
+@pytest.mark.slow
 def test_example_eval_runs_offline_and_scores_every_case(repo: Path) -> None:
     out = init(repo)
     for rel in (".agentv/config.yaml", ".agentv/targets.yaml", ".env.example"):

@@ -560,6 +560,7 @@ def test_schema_check_agrees_with_the_is_json_evaluator(tmp_path: Path, schema: 
     assert (problem is None) == (not isinstance(at_run_time, str))
 
 
+@pytest.mark.slow
 def test_script_check_agrees_with_a_real_run(repo: Path) -> None:
     """A script the check accepts runs; one it refuses fails to start at run time."""
     from agentv.system.process import run_process

@@ -9,9 +9,14 @@ import re
 import sys
 from pathlib import Path
 
+import pytest
+
 from support.cli import agentv_cli
 from support.files import write
 from support.paths import DOCS
+
+#: every test here runs agentv as a process: left out of `make test-fast`
+pytestmark = pytest.mark.slow
 
 PAGE = DOCS / "eval-files.md"
 TITLE = "## Code evaluators"

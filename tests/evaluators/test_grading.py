@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import ClassVar
 
+import pytest
+
 from agentv.cases import EvaluatorConfig
 from agentv.evalfile.loader import load_eval_file
 from agentv.evaluators import EvaluationContext, EvaluatorScore, grade_case, registry
@@ -132,6 +134,7 @@ async def test_an_evaluator_that_raises_is_recorded(tmp_path: Path, monkeypatch)
     assert grade.score == 0.5
 
 
+@pytest.mark.slow
 async def test_loaded_eval_file_end_to_end(repo: Path) -> None:
     """Evaluators as the loader resolves them: code cwd, judge prompt file, schema path."""
     py = shlex.quote(sys.executable)

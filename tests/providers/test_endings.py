@@ -161,6 +161,7 @@ async def test_the_strict_fake_refuses_null_content_and_wrong_types(
 # --- the record and the screen ----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_record_says_how_the_answer_ended_and_what_was_asked(repo, llm_server) -> None:
     llm_server.reply = LONG_REPLY
     llm_server.limit_params = ("max_tokens",)

@@ -30,6 +30,7 @@ def _post(url: str, body: dict, timeout: float = 10) -> tuple[int, dict]:
         return exc.code, json.loads(exc.read())
 
 
+@pytest.mark.slow
 def test_standalone_process_prints_its_url_and_serves_with_a_delay() -> None:
     proc = subprocess.Popen(
         [sys.executable, str(SCRIPT), "--port", "0", "--delay-ms", "150", "--reply", "pong"],

@@ -285,6 +285,7 @@ async def test_refused_and_reset_are_told_apart_on_either_transport(
         assert failure is not None and failure.reason.startswith("the connection was reset")
 
 
+@pytest.mark.slow
 def test_a_run_against_hostile_servers_stays_small(repo: Path, llm_server: FakeLLMServer) -> None:
     # An endless body (1 MiB chunks for ever) and a gzip bomb (1 GiB from 1 MiB), each met
     # with the default cap (32 MiB): agentv used to grow to gigabytes on either.

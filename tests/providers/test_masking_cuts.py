@@ -81,6 +81,7 @@ async def test_the_runs_secrets_are_masked_too_and_the_case_is_told() -> None:
     assert not scope.masked
 
 
+@pytest.mark.slow
 def test_a_record_whose_error_was_masked_before_its_cut_says_masked_secrets(
     repo: Path, llm_server: FakeLLMServer
 ) -> None:

@@ -24,6 +24,7 @@ from support.files import write
 from support.providers import KEYS, LM_KINDS, EvalRequest, MakeProvider, ask, provider_fields
 
 
+@pytest.mark.slow
 def test_provider_modules_import_without_their_sdks() -> None:
     code = (
         "import sys\n"

@@ -7,6 +7,7 @@ import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import pytest
 import xmlschema
 
 from agentv.results.junit import github_annotations, junit_xml
@@ -116,6 +117,7 @@ def test_github_annotations_point_at_the_cases() -> None:
     ]
 
 
+@pytest.mark.slow
 def test_eval_writes_junit_and_annotates_under_github_actions(repo: Path) -> None:
     write(
         repo,
@@ -152,6 +154,7 @@ def test_eval_writes_junit_and_annotates_under_github_actions(repo: Path) -> Non
     assert "| 2 | 1 | 1 | 0 | 0 | 50.0% | 0.500 |" in summary.read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_report_writes_junit_from_a_results_file(tmp_path: Path) -> None:
     results = tmp_path / "r.jsonl"
     results.write_text("".join(json.dumps(r) + "\n" for r in RECORDS), encoding="utf-8")

@@ -8,10 +8,15 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from agentv.results.record import large_content_ref
 from support.cli import agentv_cli
 from support.fakes import FakeLLMServer
 from support.files import write
+
+#: every test here runs agentv as a process: left out of `make test-fast`
+pytestmark = pytest.mark.slow
 
 VERDICT = '{"score": 1, "hits": [], "misses": [], "reasoning": "ok"}'
 

@@ -17,11 +17,15 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import pytest
 import xmlschema
 
 from support.cli import agentv_cli, start_agentv
 from support.files import write
 from support.paths import DATA
+
+#: every test here runs agentv (or a writer) as a process: left out of `make test-fast`
+pytestmark = pytest.mark.slow
 
 SCHEMA = xmlschema.XMLSchema(DATA / "junit.xsd")
 MOCK_TARGETS = (

@@ -21,6 +21,9 @@ import pytest
 from agentv.results.report import build_report
 from support.paths import BENCHMARKS, TESTS
 
+#: every test here drives chromium: left out of `make test-fast`
+pytestmark = pytest.mark.slow
+
 BENCH_DIR = BENCHMARKS
 ARTIFACTS = TESTS / ".artifacts"
 CHROMIUM = os.environ.get("AGENTV_CHROMIUM", "/usr/bin/chromium")

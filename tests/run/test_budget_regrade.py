@@ -70,6 +70,7 @@ def _rows(path: Path) -> list[dict[str, Any]]:
 # --- the budget ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_budget_stops_the_run_mid_way_and_resume_goes_on(repo: Path) -> None:
     with FakeLLMServer(reply=_reply) as target, FakeLLMServer(reply=_reply) as judge:
         write_targets(repo, *_priced(target, judge))
@@ -144,6 +145,7 @@ def test_the_budget_is_checked_as_an_option() -> None:
 # --- the estimate ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_estimate_sends_nothing_and_counts_the_exact_prompts(repo: Path) -> None:
     with FakeLLMServer(reply=_reply) as target, FakeLLMServer(reply=_reply) as judge:
         write_targets(repo, *_priced(target, judge))
@@ -172,6 +174,7 @@ def test_the_estimate_sends_nothing_and_counts_the_exact_prompts(repo: Path) -> 
     assert data["total_usd"] == pytest.approx(3.0)
 
 
+@pytest.mark.slow
 def test_the_estimate_of_a_target_without_a_price_says_so(repo: Path) -> None:
     write(
         repo,
@@ -190,6 +193,7 @@ def test_the_estimate_of_a_target_without_a_price_says_so(repo: Path) -> None:
 # --- regrading -----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_regrade_asks_no_target_and_reports_a_changed_prompt(repo: Path) -> None:
     with FakeLLMServer(reply=_reply) as target, FakeLLMServer(reply=_reply) as judge:
         write_targets(repo, *_priced(target, judge))

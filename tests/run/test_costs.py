@@ -283,6 +283,7 @@ evalcases:
 # --- through the command line --------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_summary_prints_the_cost_and_summary_json_holds_it(repo: Path) -> None:
     with FakeLLMServer(reply=_reply) as target, FakeLLMServer(reply=_reply) as judge:
         write_targets(repo, *_priced(target, judge))

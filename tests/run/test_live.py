@@ -123,6 +123,7 @@ def test_the_second_turn_carries_the_first_answer_on_every_api(repo: Path, kind:
     assert chat[2] == {"role": "assistant", "content": "Lisbon it is, Ada."}
 
 
+@pytest.mark.slow
 def test_a_cli_agent_gets_the_transcript_with_its_own_answers(repo: Path) -> None:
     write(
         repo,
@@ -289,6 +290,7 @@ def toolish(rec: RecordedRequest) -> str | ToolCalls:
     return "Paris: " + " / ".join(results)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 def test_tools_answer_in_each_apis_shape(repo: Path, kind: str) -> None:
     with FakeLLMServer(reply=toolish) as server:
@@ -401,6 +403,7 @@ def test_repeats_of_a_conversation_are_runs_of_their_own(repo: Path) -> None:
     assert len(server.requests) == 6
 
 
+@pytest.mark.slow
 def test_an_interrupted_conversation_run_resumes(repo: Path) -> None:
     with FakeLLMServer(reply=trip_reply, delay_ms=150) as server:
         write_targets(repo, lm_target("openai", server))

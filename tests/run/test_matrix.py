@@ -8,6 +8,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import agentv
 from support.cli import agentv_cli
 from support.fakes import FakeLLMServer, RecordedRequest
@@ -30,6 +32,7 @@ targets:
 """
 
 
+@pytest.mark.slow
 def test_repeat_on_two_targets_runs_each_case_target_and_repeat_once(repo: Path) -> None:
     write(repo, ".agentv/targets.yaml", MOCKS)
     write(repo, "evals/s.yaml", SUITE)
@@ -97,6 +100,7 @@ def _counting_reply() -> Any:
     return reply
 
 
+@pytest.mark.slow
 def test_each_repeat_is_its_own_request_and_cache_entry(repo: Path) -> None:
     with FakeLLMServer(reply=_counting_reply()) as server:
         keyed = {"api_key": "test-key-123456", "max_retries": 0}
@@ -130,6 +134,7 @@ def _peak(received: list[float], window: float) -> int:
     return max(sum(1 for t in received if start <= t < start + window) for start in received)
 
 
+@pytest.mark.slow
 def test_a_slow_target_does_not_hold_up_a_fast_one(repo: Path) -> None:
     with FakeLLMServer(delay_ms=400) as slow, FakeLLMServer(delay_ms=100) as fast:
         write_targets(
@@ -153,6 +158,7 @@ def test_a_slow_target_does_not_hold_up_a_fast_one(repo: Path) -> None:
         assert _peak([r.received_at for r in fast.requests], 0.08) <= 2
 
 
+@pytest.mark.slow
 def test_judge_requests_count_against_the_judge_targets_own_limit(repo: Path) -> None:
     verdict = '{"score": 1, "hits": [], "misses": [], "reasoning": "ok"}'
     with FakeLLMServer(delay_ms=20) as model, FakeLLMServer(delay_ms=200, reply=verdict) as judge:

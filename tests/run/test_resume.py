@@ -12,10 +12,15 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from support.cli import agentv_cli, start_agentv
 from support.fakes import FakeLLMServer, RecordedRequest
 from support.files import write
 from support.targets import mock_target, openai_target, write_targets
+
+#: every test here runs agentv as a process: left out of `make test-fast`
+pytestmark = pytest.mark.slow
 
 CASES = 12
 

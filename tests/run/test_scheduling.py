@@ -69,6 +69,7 @@ def _cases(n: int, *, judged: bool = False) -> str:
     )
 
 
+@pytest.mark.slow
 def test_a_rate_limited_target_pauses_as_a_whole_and_loses_no_case(repo: Path) -> None:
     with FakeLLMServer(limit_rps=8, limit_burst=4) as server:
         write_targets(repo, openai_target(server.url, retry_initial_delay_ms=50))
@@ -97,6 +98,7 @@ def test_a_rate_limited_target_pauses_as_a_whole_and_loses_no_case(repo: Path) -
         assert "Throttled targets:" in proc.stdout
 
 
+@pytest.mark.slow
 def test_a_target_limited_to_20_a_second_answering_at_once_gets_its_limit(repo: Path) -> None:
     # the server answers at once, so the pace alone holds the requests; the burst of 20
     # is free at the start, and a run at exactly the limit has a goodput of 1
@@ -112,6 +114,7 @@ def test_a_target_limited_to_20_a_second_answering_at_once_gets_its_limit(repo: 
         assert 100 / window / 20 >= 0.9, (window, len(server.limited_at))
 
 
+@pytest.mark.slow
 def test_the_judge_is_throttled_by_its_own_target_while_the_candidate_runs_freely(
     repo: Path,
 ) -> None:
@@ -150,6 +153,7 @@ def test_the_judge_is_throttled_by_its_own_target_while_the_candidate_runs_freel
         assert throttled == ["j"], proc.stdout
 
 
+@pytest.mark.slow
 def test_one_429_pauses_every_request_of_the_target_for_its_retry_after(repo: Path) -> None:
     with FakeLLMServer() as server:
         server.script(Fault.rate_limited(retry_after=0.6))  # the first answer only
@@ -166,6 +170,7 @@ def test_one_429_pauses_every_request_of_the_target_for_its_retry_after(repo: Pa
         assert len(received) == 13 and max(received) > t0 + 0.55
 
 
+@pytest.mark.slow
 def test_a_round_of_429s_without_a_wait_cuts_the_target_once(repo: Path) -> None:
     # the server answers after a second, so all eight requests are out before the first 429
     # comes back; four of them are refused with "Retry-After: 0"
@@ -191,6 +196,7 @@ def test_a_round_of_429s_without_a_wait_cuts_the_target_once(repo: Path) -> None
         assert int(found.group(1)) >= 3
 
 
+@pytest.mark.slow
 def test_a_case_waiting_to_retry_a_500_leaves_its_turn_to_the_next_cases(repo: Path) -> None:
     with FakeLLMServer(delay_ms=100) as server:
         server.script(Fault.server_error())  # the first answer only
@@ -208,6 +214,7 @@ def test_a_case_waiting_to_retry_a_500_leaves_its_turn_to_the_next_cases(repo: P
         assert "Throttled targets:" not in proc.stdout  # a 500 slows nothing down
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("settings", "why"),
     [

@@ -195,6 +195,7 @@ BREAKS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(BREAKS))
 def test_a_simulator_that_breaks_role_is_a_user_error_not_the_models(repo: Path, kind: str) -> None:
     bad, why = BREAKS[kind]

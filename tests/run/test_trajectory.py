@@ -160,6 +160,7 @@ GATED = """  - id: {id}
 """
 
 
+@pytest.mark.slow
 def test_weights_and_required_gates_in_the_summary(repo: Path) -> None:
     def never_looks_up(rec: RecordedRequest) -> str:
         return next(m["content"] for m in rec.body["messages"] if m["role"] == "user")

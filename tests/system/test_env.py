@@ -85,6 +85,7 @@ def _project(tmp_path: Path, name: str) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_two_projects_run_from_one_process_each_see_their_own_env_file(tmp_path: Path) -> None:
     import agentv
 
@@ -96,6 +97,7 @@ def test_two_projects_run_from_one_process_each_see_their_own_env_file(tmp_path:
     assert answers == ["answer from alpha", "answer from beta"]
 
 
+@pytest.mark.slow
 async def test_a_run_prepared_before_another_one_runs_with_its_own_env_file(
     tmp_path: Path,
 ) -> None:
@@ -149,6 +151,7 @@ def _concurrent_project(tmp_path: Path, name: str) -> Path:
     return root
 
 
+@pytest.mark.slow
 async def test_concurrent_runs_each_see_their_own_env_file(tmp_path: Path) -> None:
     import asyncio
 
@@ -206,6 +209,7 @@ def _keys_project(repo: Path) -> None:
     )
 
 
+@pytest.mark.slow
 def test_agents_and_code_evaluators_get_no_vendor_key_unless_it_is_named(repo: Path) -> None:
     import agentv
 

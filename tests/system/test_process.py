@@ -15,6 +15,9 @@ import pytest
 from agentv.system.process import run_process
 from support.agents import pid_alive, wait_gone
 
+#: every test here starts processes: left out of `make test-fast`
+pytestmark = pytest.mark.slow
+
 PY = sys.executable
 
 # A child that starts a grandchild (same process group) sleeping 60 s, reports its pid,

@@ -21,7 +21,11 @@ from support.agents import pid_alive, wait_gone
 from support.cli import agentv_cli, start_agentv
 from support.files import write
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux /proc")
+#: every test here starts processes (left out of `make test-fast`) and reads Linux's /proc
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux /proc"),
+]
 
 PY = sys.executable
 

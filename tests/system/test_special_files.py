@@ -62,6 +62,7 @@ def test_the_opener_names_what_a_name_stands_for(tmp_path: Path) -> None:
         open_input(tmp_path / "a.yaml")
 
 
+@pytest.mark.slow
 def test_validate_and_render_name_special_files(tmp_path: Path) -> None:
     project = _project(tmp_path)
     _specials(project / "evals")
@@ -88,6 +89,7 @@ def test_validate_and_render_name_special_files(tmp_path: Path) -> None:
     assert "evals/z.yaml is a character device, not a regular file" in run.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["fifo", "device"])
 def test_targets_config_and_schema_files_that_are_not_files(tmp_path: Path, kind: str) -> None:
     project = _project(tmp_path)
@@ -117,6 +119,7 @@ def test_targets_config_and_schema_files_that_are_not_files(tmp_path: Path, kind
     assert f"not a file agentv can read: it is {what}" in run.stderr
 
 
+@pytest.mark.slow
 def test_a_cache_of_fifos_and_devices_is_a_cache_of_misses(tmp_path: Path) -> None:
     # The cache cannot fail a case: entries that are FIFOs or links to /dev/zero are
     # misses, asked again and replaced.
@@ -143,6 +146,7 @@ def test_a_cache_of_fifos_and_devices_is_a_cache_of_misses(tmp_path: Path) -> No
         assert json.loads(entry.read_text())["text"] == "The answer is 42."
 
 
+@pytest.mark.slow
 def test_results_files_that_are_not_files(tmp_path: Path) -> None:
     project = _project(tmp_path)
     os.mkfifo(project / "r.jsonl")
@@ -163,6 +167,7 @@ def test_results_files_that_are_not_files(tmp_path: Path) -> None:
         assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_outputs_never_replace_a_fifo_or_a_device(tmp_path: Path) -> None:
     project = _project(tmp_path)
     run = agentv_cli(project, "eval", "evals", "--out", "r.jsonl", timeout=60)

@@ -107,6 +107,7 @@ def _project(root: Path) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_an_alias_bomb_inside_an_is_json_schema(tmp_path: Path) -> None:
     project = _project(tmp_path)
     schema = laughs(10, indent="            ")
@@ -127,6 +128,7 @@ def test_an_alias_bomb_inside_an_is_json_schema(tmp_path: Path) -> None:
         assert "Traceback" not in out and "MemoryError" not in out
 
 
+@pytest.mark.slow
 def test_a_merge_bomb_and_a_repeated_megabyte(tmp_path: Path) -> None:
     project = _project(tmp_path)
     write(
@@ -149,6 +151,7 @@ def test_a_merge_bomb_and_a_repeated_megabyte(tmp_path: Path) -> None:
     assert "Traceback" not in proc.stdout + proc.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("rel", "head"),
     [

@@ -15,6 +15,9 @@ from agentv.system.process import run_process
 from support.masking import FILL, KEY, OFFSETS, across, clean
 from support.providers import ask
 
+#: every test here starts agents as processes: left out of `make test-fast`
+pytestmark = pytest.mark.slow
+
 
 def cli(command: str, **fields: object) -> CliProvider:
     """A ``cli`` target given KEY in a credential-named variable."""

@@ -14,6 +14,9 @@ from support.agents import FAKE_CODEX, install_script
 from support.cli import agentv_cli
 from support.files import write
 
+#: every test here runs agentv and its agents as processes: left out of `make test-fast`
+pytestmark = pytest.mark.slow
+
 PY = shlex.quote(sys.executable)
 
 # A command-line agent: reads the chat prompt file, answers into the output file.

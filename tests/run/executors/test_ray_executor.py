@@ -36,6 +36,9 @@ from support.paths import EXAMPLES
 from support.targets import write_targets
 from test_eval_e2e import SECRET, _reply, _suite, targets_at
 
+#: every test here starts a local Ray: left out of `make test-fast`
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def local_ray() -> Any:
