@@ -11,6 +11,7 @@ keeps the marker honest: a test without it that starts a process fails, naming t
 from __future__ import annotations
 
 import os
+import platform
 import sys
 from pathlib import Path
 from typing import Any
@@ -57,6 +58,10 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
 
 
 sys.addaudithook(_audit)
+# The standard library asks `uname -p` once per process, when something first wants the
+# machine's processor (the SDKs' platform headers): asked here, before any test, it is no
+# test's process.
+platform.processor()
 
 
 @pytest.fixture(autouse=True)

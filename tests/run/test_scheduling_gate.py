@@ -79,10 +79,14 @@ def paced(gate: TargetGate, clock: Clock, count: int) -> list[float]:
     moves on to its turn), each ending at once; when each went."""
     times = []
     for _ in range(count):
-        while not gate.try_acquire():
+        for _ in range(100):  # a turn is a few waits away at most (the pace moves as it waits)
+            if gate.try_acquire():
+                break
             wait = gate.snapshot().wait
             assert wait  # neither a turn now nor a wait for a request to end
             clock.now = max(clock.now + wait, math.nextafter(clock.now, math.inf))
+        else:
+            pytest.fail(f"no turn after 100 waits (at {clock.now})")
         times.append(clock.now)
         gate.release()
     return times

@@ -13,6 +13,7 @@ import pytest
 from agentv.system.env import environment_scope, find_env_file, read_environment, run_environment
 from agentv.targets import create_provider, load_targets_file
 from support.files import write
+from support.suites import env_project
 
 
 @pytest.fixture(autouse=True)
@@ -131,26 +132,6 @@ def test_a_key_from_env_file_reaches_the_provider(repo: Path) -> None:
 # --- runs at the same time, and what agents and code evaluators inherit ---------------------
 
 
-def _concurrent_project(tmp_path: Path, name: str) -> Path:
-    """Six cases whose agent answers with the run's ``PROJ_SECRET`` (from its ``.env``)."""
-    root = tmp_path / name
-    (root / ".git").mkdir(parents=True)
-    write(root, ".env", f"PROJ_SECRET=value-of-{name}\n")
-    write(
-        root,
-        ".agentv/targets.yaml",
-        "$schema: agentv-targets-v2.2\ntargets:\n  - name: default\n    provider: cli\n"
-        "    command_template: sh -c 'sleep 0.05; printf %s \"$PROJ_SECRET\"'\n    workers: 2\n",
-    )
-    cases = "".join(
-        f"  - {{id: c{i}, outcome: x, input_messages: [{{role: user, content: q{i}}}],"
-        " evaluators: [{type: contains, value: value}]}\n"
-        for i in range(6)
-    )
-    write(root, "evals/e.yaml", "$schema: agentv-eval-v2\nevalcases:\n" + cases)
-    return root
-
-
 @pytest.mark.slow
 async def test_concurrent_runs_each_see_their_own_env_file(tmp_path: Path) -> None:
     import asyncio
@@ -158,7 +139,7 @@ async def test_concurrent_runs_each_see_their_own_env_file(tmp_path: Path) -> No
     import agentv
 
     before = dict(os.environ)
-    alpha, beta = (_concurrent_project(tmp_path, name) for name in ("alpha", "beta"))
+    alpha, beta = (env_project(tmp_path, name) for name in ("alpha", "beta"))
     runs = await asyncio.gather(
         agentv.arun_eval("evals", cwd=alpha), agentv.arun_eval("evals", cwd=beta)
     )

@@ -33,8 +33,18 @@ from support.cli import agentv_cli, start_agentv
 from support.fakes.llm_server import FakeLLMServer, Fault
 from support.files import write
 from support.paths import EXAMPLES
+from support.suites import (
+    DEBUG_SECRET,
+    agent_reply,
+    customer_reply,
+    debug_reply,
+    debug_targets,
+    env_project,
+    support_parties,
+    write_debug_suite,
+    write_support_suite,
+)
 from support.targets import write_targets
-from test_eval_e2e import SECRET, _reply, _suite, targets_at
 
 #: every test here starts a local Ray: left out of `make test-fast`
 pytestmark = pytest.mark.slow
@@ -51,7 +61,7 @@ def local_ray() -> Any:
 
 @pytest.fixture
 def server():
-    with FakeLLMServer(reply=_reply) as srv:
+    with FakeLLMServer(reply=debug_reply) as srv:
         yield srv
 
 
@@ -101,7 +111,7 @@ def _examples(tmp_path: Path, url: str) -> Path:
 def test_examples_give_the_same_records_on_ray_as_locally(
     local_ray: str, server: FakeLLMServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("E2E_API_KEY", SECRET)
+    monkeypatch.setenv("E2E_API_KEY", DEBUG_SECRET)
     root = _examples(tmp_path, server.url)
     for target in ("default", "fake"):  # the offline cli agent, and an LM API on the wire
         local = agentv.run_eval("examples/", target=target, cwd=root)
@@ -122,9 +132,9 @@ def test_examples_give_the_same_records_on_ray_as_locally(
 def test_multi_turn_suite_gives_the_same_records_on_ray(
     local_ray: str, server: FakeLLMServer, repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("E2E_API_KEY", SECRET)
-    write_targets(repo, *targets_at(server.url))
-    _suite(repo)
+    monkeypatch.setenv("E2E_API_KEY", DEBUG_SECRET)
+    write_targets(repo, *debug_targets(server.url))
+    write_debug_suite(repo)
     local = agentv.run_eval("evals/debug.yaml", cwd=repo)
     local_bodies = sorted(json.dumps(r.body, sort_keys=True) for r in server.requests)
     server.reset()
@@ -140,16 +150,16 @@ def test_multi_turn_suite_gives_the_same_records_on_ray(
     assert roles == ["system", "user", "assistant", "user"]  # a real multi-turn list
     assert {e["name"] for e in multi.evaluator_results} == {"judge", "check"}
     # the key travelled to the workers (the server saw it) and nowhere else
-    assert all(r.headers.get("authorization") == f"Bearer {SECRET}" for r in server.requests)
-    assert SECRET not in json.dumps([r.model_dump(mode="json") for r in remote.results])
+    assert all(r.headers.get("authorization") == f"Bearer {DEBUG_SECRET}" for r in server.requests)
+    assert DEBUG_SECRET not in json.dumps([r.model_dump(mode="json") for r in remote.results])
 
 
 def test_cache_and_resume_work_as_in_a_local_run(
     local_ray: str, server: FakeLLMServer, repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("E2E_API_KEY", SECRET)
-    write_targets(repo, *targets_at(server.url))
-    _suite(repo)
+    monkeypatch.setenv("E2E_API_KEY", DEBUG_SECRET)
+    write_targets(repo, *debug_targets(server.url))
+    write_debug_suite(repo)
     first = agentv.run_eval("evals/debug.yaml", cwd=repo, executor="ray", cache=True)
     sent = len(server.requests)
     assert sent and first.cache_hits == 0
@@ -352,17 +362,17 @@ def test_the_key_is_in_no_record_log_line_or_task_name(
     # a vendor key from the environment (shipped to the workers by the driver) and one
     # substituted into targets.yaml
     vendor_key = "sk-vendor-" + "k" * 30
-    monkeypatch.setenv("E2E_API_KEY", SECRET)
+    monkeypatch.setenv("E2E_API_KEY", DEBUG_SECRET)
     monkeypatch.setenv("OPENAI_API_KEY", vendor_key)
-    write_targets(repo, *targets_at(server.url))
-    _suite(repo)
+    write_targets(repo, *debug_targets(server.url))
+    write_debug_suite(repo)
     # the answer quotes the key: masked before any record is made
-    server.reply = lambda rec: f"The answer is 42. {SECRET}"  # type: ignore[assignment]
+    server.reply = lambda rec: f"The answer is 42. {DEBUG_SECRET}"  # type: ignore[assignment]
     out = repo / "out.jsonl"
     run = agentv.run_eval("evals/debug.yaml", cwd=repo, executor="ray", out=out)
     assert run.results
     text = out.read_text(encoding="utf-8")
-    assert SECRET not in text and vendor_key not in text
+    assert DEBUG_SECRET not in text and vendor_key not in text
     assert '"masked_secrets":true' in text.replace(" ", "")
     logs = Path(ray.get_runtime_context().get_temp_dir()) / "session_latest" / "logs"
     if not logs.is_dir():  # where this Ray version keeps the session's logs
@@ -371,17 +381,17 @@ def test_the_key_is_in_no_record_log_line_or_task_name(
     for path in logs.rglob("*"):
         if path.is_file():
             data = path.read_bytes()
-            assert SECRET.encode() not in data, path
+            assert DEBUG_SECRET.encode() not in data, path
             assert vendor_key.encode() not in data, path
-    assert SECRET not in TASK_NAME
+    assert DEBUG_SECRET not in TASK_NAME
 
 
 def test_the_cli_attaches_to_a_cluster_and_writes_the_usual_results(
     local_ray: str, server: FakeLLMServer, repo: Path
 ) -> None:
-    write_targets(repo, *targets_at(server.url))
-    _suite(repo)
-    env, unset = {"E2E_API_KEY": SECRET}, ["RAY_ADDRESS"]
+    write_targets(repo, *debug_targets(server.url))
+    write_debug_suite(repo)
+    env, unset = {"E2E_API_KEY": DEBUG_SECRET}, ["RAY_ADDRESS"]
     args = ("eval", "evals/debug.yaml")
     local = agentv_cli(repo, *args, "--out", "local.jsonl", env=env, unset=unset)
     remote = agentv_cli(
@@ -391,7 +401,7 @@ def test_the_cli_attaches_to_a_cluster_and_writes_the_usual_results(
         unset=unset,
     )
     assert remote.returncode == local.returncode == 3, remote.stderr  # errors: exit code 3
-    assert SECRET not in remote.stdout + remote.stderr
+    assert DEBUG_SECRET not in remote.stdout + remote.stderr
 
     def lines(name: str) -> dict[str, dict[str, Any]]:
         rows = [json.loads(x) for x in (repo / name).read_text().splitlines()]
@@ -581,9 +591,7 @@ async def test_concurrent_runs_each_get_their_own_env_file_in_the_workers(
     # two projects, each with its own .env, at the same time on the same workers: each
     # case's agent sees its run's value, never the other's, and no worker's os.environ
     # holds either (a worker process serves every run)
-    from test_env import _concurrent_project
-
-    alpha, beta = (_concurrent_project(tmp_path, name) for name in ("alpha", "beta"))
+    alpha, beta = (env_project(tmp_path, name) for name in ("alpha", "beta"))
     runs = await asyncio.gather(
         agentv.arun_eval("evals", cwd=alpha, executor="ray"),
         agentv.arun_eval("evals", cwd=beta, executor="ray"),
@@ -746,14 +754,12 @@ async def test_successes_reach_the_keeper_with_the_turn_given_back() -> None:
 def test_simulated_users_run_on_ray_through_their_own_target(
     local_ray: str, repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from test_simulated_users import _parties, agent_reply, customer_reply, suite
-
     with (
         FakeLLMServer(reply=agent_reply) as agent,
         FakeLLMServer(reply=customer_reply) as customer,
     ):
-        write_targets(repo, *_parties(agent, customer))
-        suite(repo, {"id": "a", "first": "null"}, {"id": "b"})
+        write_targets(repo, *support_parties(agent, customer))
+        write_support_suite(repo, {"id": "a", "first": "null"}, {"id": "b"})
         local = agentv.run_eval("evals/support.yaml", cwd=repo)
         sent = (len(agent.requests), len(customer.requests))
         agent.reset()
