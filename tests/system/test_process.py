@@ -32,7 +32,7 @@ time.sleep(60)
 
 
 def _read_pid(path: Path) -> int:
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 30  # a hang guard: over at once when it holds
     while time.monotonic() < deadline:
         if path.exists() and path.read_text().strip():
             return int(path.read_text())
