@@ -50,6 +50,7 @@ from typing import Any
 
 from gen_suite import ANSWER, HTTP_TARGET, MOCK_TARGET, generate_suite
 from measure import Measurement, load_fake_server_module, log_tail, measure, median, summarize
+
 from run import (
     BENCH_DIR,
     S6_FAIL_EVERY,

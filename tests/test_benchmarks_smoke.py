@@ -25,6 +25,7 @@ def bench(monkeypatch: pytest.MonkeyPatch) -> dict[str, ModuleType]:
         sys.modules.pop(name, None)
     import gen_suite
     import measure
+
     import run
 
     yield {"gen_suite": gen_suite, "measure": measure, "run": run}

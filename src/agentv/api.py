@@ -295,12 +295,9 @@ def _collector(keep: bool) -> Any:
             self.results: list[EvalResult] | None = [] if keep else None
 
         def add_record(self, record: dict[str, Any]) -> None:
-            if self.results is None:  # nothing kept: the record is read as it is
-                super().add_record(record)
-                return
-            result = EvalResult.from_record(record)
-            self.add(result)
-            self.results.append(result)
+            super().add_record(record)  # the record is read as it is
+            if self.results is not None:
+                self.results.append(EvalResult.from_record(record))
 
     return Collector()
 

@@ -12,9 +12,16 @@ from typing import Any
 
 import pytest
 
+import agentv
 from agentv.results.reader import read_results
 from agentv.results.report import build_report, default_report_path
-from agentv.results.report.build import CHUNK, DISPLAY_CHARS, detail_of, script_json
+from agentv.results.report.build import (
+    CHUNK,
+    DISPLAY_CHARS,
+    detail_of,
+    page_summary,
+    script_json,
+)
 from support.cli import invoke_cli
 from support.paths import BENCHMARKS
 
@@ -123,7 +130,14 @@ def test_index_rows_details_and_what_is_left_out(bench: Any, tmp_path: Path) -> 
     )
     assert summary["judge_tokens"]["output"] == 48 * 8
     assert [t["target"] for t in summary["targets"]] == ["gpt", "claude"]
-    assert summary["wall_seconds"] > 0
+    assert summary["time"]["wall_seconds"] > 0
+    # the figures are the summary's, whole: what `agentv.read_results(...).summary` says,
+    # less its lists of cases (the table lists every run)
+    whole = agentv.read_results(tmp_path / "r.jsonl").summary.to_dict()
+    assert summary == page_summary(whole)
+    assert set(whole) - set(summary) == {"errors_by_case", "cases"}
+    assert whole["errors_by_case"] and "flaky" in whole["targets"][0]
+    assert [set(t) for t in whole["targets"]] == [{*t, "flaky"} for t in summary["targets"]]
 
 
 def test_huge_texts_are_shortened_for_display_and_say_where_the_whole_is(
@@ -168,7 +182,10 @@ def test_histogram_bins_as_the_summary_counts_them(tmp_path: Path) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in records))  # NaN as Python writes it
     report = build_report([path], tmp_path / "r.html")
     index = json.loads(_scripts(report.path.read_text("utf-8"))["agentv-index-0"])
-    assert [b["count"] for b in index["summary"]["histogram"]] == [2, 1, 0, 1, 2]
+    # a boundary lands in the lower bin; a graded run's NaN score counts as 0.0 (the
+    # summary's rule for a stray score), though its row shows no score
+    assert [b["count"] for b in index["summary"]["histogram"]] == [3, 1, 0, 1, 2]
+    assert index["summary"]["histogram"] == agentv.read_results(path).summary.to_dict()["histogram"]
     assert index["rows"][6][4] is None  # NaN: no score
 
 

@@ -13,12 +13,14 @@ import shutil
 import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agentv.results.report import build_report
+from support.mixed_run import mixed_run as run_every_kind
 from support.paths import BENCHMARKS, TESTS
 
 #: every test here drives chromium: left out of `make test-fast`
@@ -632,3 +634,147 @@ evalcases:
     assert "Failed by required evaluator(s), whatever the mean: once" in grade
     ARTIFACTS.mkdir(exist_ok=True)
     p.screenshot(path=str(ARTIFACTS / "report-trajectory.png"))
+
+
+# --- the figures shown are the summary's ---------------------------------------------------
+# The page's number formats, as JavaScript makes them (toFixed rounds the exact binary value,
+# a half up), so that each figure read off the page is compared whole with --summary-json's.
+
+
+def _fixed(x: float, digits: int) -> str:
+    """``x.toFixed(digits)``."""
+    return f"{Decimal(x).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP):f}"
+
+
+def _score(x: float | None) -> str:
+    return "–" if x is None else _fixed(x, 3)
+
+
+def _pct(x: float | None) -> str:
+    return "–" if x is None else _fixed(100 * x, 1) + "%"
+
+
+def _int(x: int) -> str:
+    assert isinstance(x, int)
+    return f"{x:,}"
+
+
+def _usd(x: float) -> str:
+    if x == 0:
+        return "$0"
+    if x >= 1:
+        return "$" + _fixed(x, 2)
+    if x >= 0.0001:
+        return "$" + _fixed(x, 4)
+    assert x >= 1e-6, x  # toPrecision(2) writes smaller ones with an exponent
+    exact = Decimal(x)
+    return "$" + f"{exact.quantize(Decimal(1).scaleb(exact.adjusted() - 1), ROUND_HALF_UP):f}"
+
+
+def _seconds(s: float) -> str:
+    assert s < 3600, s
+    if s < 60:
+        return _fixed(s, 1) + " s"
+    return f"{int(s // 60)} min {int(s % 60):02d} s"
+
+
+def _tokens(t: dict[str, int]) -> str:
+    return f"{_int(t['input'])} / {_int(t['output'])}"
+
+
+def _number(x: float) -> str:
+    """``String(x)`` of a JavaScript number."""
+    return str(int(x)) if float(x).is_integer() else repr(x)
+
+
+def _shown_figures(s: dict[str, Any]) -> list[list[str]]:
+    """The run card's figures, (label, value), in order, as the page must show them."""
+    out = [["runs", _int(s["total"])]]
+    if s["eval_cases"] != s["total"]:
+        out.append(["eval cases", _int(s["eval_cases"])])
+    order = ["ok", "failed", "error", "invalid", "skipped"]
+    out += [[name, _int(s["statuses"].get(name, 0))] for name in order]
+    out += [[name, _int(n)] for name, n in s["statuses"].items() if name not in order]
+    out.append(["mean score (graded runs)", _score(s["mean"])])
+    out.append(["pass rate (graded runs)", _pct(s["pass_rate"])])
+    out.append(["tokens in / out", _tokens(s["tokens"])])
+    if s["tokens"].get("reused_input") or s["tokens"].get("reused_output"):
+        reused = {"input": s["tokens"]["reused_input"], "output": s["tokens"]["reused_output"]}
+        out.append(["reused from cache in / out", _tokens(reused)])
+    judge = s["judge_tokens"]
+    if judge and (judge["input"] or judge["output"]):
+        out.append(["judge tokens in / out", _tokens(judge)])
+    if judge and (judge.get("reused_input") or judge.get("reused_output")):
+        reused = {"input": judge["reused_input"], "output": judge["reused_output"]}
+        out.append(["judge tokens reused in / out", _tokens(reused)])
+    cost = s["cost"]
+    if cost:
+        parties = [f"{p} {_usd(v['usd'])}" for p, v in cost["by_party"].items()]
+        label = "cost spent" + (f" ({', '.join(parties)})" if len(parties) > 1 else "")
+        out.append([label, _usd(cost["usd"])])
+        if cost.get("reused_usd"):
+            out.append(["cost reused, not spent again", _usd(cost["reused_usd"])])
+        if cost["unpriced_runs"]:
+            out.append(["runs with tokens of no known price", _int(cost["unpriced_runs"])])
+    out.append(["wall time (from timestamps)", _seconds(s["time"]["wall_seconds"])])
+    out.append(["case time, summed", _seconds(s["time"]["case_seconds"])])
+    if s["trajectory_calls"]:
+        out.append(["tool calls (trajectories)", _int(s["trajectory_calls"])])
+    if s["required_failures"]:
+        out.append(["failed by a required evaluator", _int(s["required_failures"])])
+    return out
+
+
+def _cells(p: Any, selector: str) -> list[list[str]]:
+    return p.eval_on_selector_all(
+        selector, "rows => rows.map(r => Array.from(r.cells, c => c.textContent))"
+    )
+
+
+def test_the_page_shows_the_summary_json_figures_whole(page: Page, tmp_path: Path) -> None:
+    """A mixed run (every status, three targets, repeats, live turns, simulated users,
+    trajectories, costs spent and reused: tests/support/mixed_run.py): every figure of the
+    run's card, its targets' and evaluators' tables and its histogram is --summary-json's
+    number, at the page's precision."""
+    run = run_every_kind(tmp_path / "mixed")
+    s = json.loads(run.summary_json.read_text(encoding="utf-8"))
+    p = page.open(run.report)
+    figures = p.eval_on_selector_all(
+        "#runs .run .figure",
+        "fs => fs.map(f => [f.lastChild.textContent, f.firstChild.textContent])",
+    )
+    assert figures == _shown_figures(s)
+    assert s["trajectory_calls"] and s["required_failures"] and s["cost"]["reused_usd"]
+    assert p.text_content("#count") == f"{_int(s['total'])} results"
+    time = s["time"]
+    assert f"from {time['started']} to {time['ended']} (UTC)" in (p.text_content("#runs") or "")
+    names = ", ".join(t["target"] for t in s["targets"])
+    assert p.locator("#runs .run p", has_text="targets: ").text_content() == f"targets: {names}"
+    assert _cells(p, "#runs table.targets tbody tr") == [
+        [
+            t["target"],
+            _int(t["runs"]),
+            _score(t["mean"]),
+            _pct(t["pass_rate"]),
+            *(_int(t[k]) for k in ("ok", "failed", "errors", "invalid", "skipped")),
+            _tokens(t["tokens"]),
+        ]
+        for t in s["targets"]
+    ]
+    assert _cells(p, "#runs table.evaluators tbody tr") == [
+        [
+            e["name"],
+            e["type"],
+            "mixed" if e["weight"] is None else _number(e["weight"]),
+            "yes" if e["required"] else "no",
+            "–" if e["threshold"] is None else _fixed(e["threshold"], 2),
+            _score(e["mean"]),
+            f"{_int(e['passed'])} / {_int(e['judged'])}" if e["judged"] else "–",
+            _int(e["failed_cases"]),
+        ]
+        for e in s["evaluators"]
+    ]
+    assert p.locator("#runs .hist-labels span").all_text_contents() == [
+        f"{_fixed(b['start'], 1)}–{_fixed(b['end'], 1)} ({_int(b['count'])})"
+        for b in s["histogram"]
+    ]

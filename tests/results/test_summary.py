@@ -377,8 +377,16 @@ def test_a_record_read_as_it_is_sums_up_as_its_model() -> None:
     from agentv.results.record import EvalResult
 
     records = [
-        record("a", 1.0, duration_s=1.5, usage={"input_tokens": 10, "output_tokens": 2}),
-        record("b", 0.25, target="u", duration_s=0.5),
+        {
+            **record("a", 1.0, duration_s=1.5, usage={"input_tokens": 10, "output_tokens": 2}),
+            "timestamp": "2025-06-01T10:00:02.000Z",
+            "dataset": "weather",
+            "trajectory": [{"name": "f", "arguments": {}}, {"name": "g", "arguments": {}}],
+        },
+        {**record("b", 0.25, target="u", duration_s=0.5), "timestamp": "2025-06-01T10:00:01Z"},
+        {"eval_id": 7, "score": 1, "status": "ok", "dataset": "numbers"},  # an id as a number
+        {"eval_id": "old", "score": 0.5},  # the original AgentV's: no status
+        {"eval_id": "older", "error": "the target failed"},
         record("c", 0.0, "error", error="the target failed"),
         {"eval_id": None, "eval_file": "e.yaml", "line": 7, "status": "invalid", "error": "x"},
         {"eval_id": "d", "status": "skipped", "skip_reason": "budget", "target": "t"},
@@ -406,4 +414,50 @@ def test_a_record_read_as_it_is_sums_up_as_its_model() -> None:
         read.add_record(rec)
         built.add(EvalResult.model_validate(rec))
     assert read.summary() == built.summary()
-    assert read.summary().turns is not None and read.summary().total == len(records)
+    summary = read.summary()
+    assert summary.turns is not None and summary.total == len(records)
+    assert summary.time.started == summary.time.ended - 1.5  # a ran 1.5 s, ending last
+    assert summary.trajectory_calls == 2 and summary.statuses[:3] == (
+        ("ok", 3),
+        ("failed", 2),
+        ("error", 2),
+    )
+    assert [d.name for d in summary.datasets] == ["weather", "", "numbers"]
+
+
+def test_the_time_span_of_records_written_at_any_time() -> None:
+    """Timestamps without a zone are UTC; one that is not a time is left out; a span that
+    starts before year 1 has no start date (its length is still known); a duration that is
+    not finite is unknown. The JSON stays valid JSON."""
+    import json
+
+    collector = SummaryCollector()
+    collector.add_record(
+        {"eval_id": "a", "status": "ok", "score": 1.0, "timestamp": "2025-06-01T10:00:00.500"}
+    )
+    collector.add_record(
+        {"eval_id": "b", "status": "ok", "score": 1.0, "timestamp": "2025-06-01T10:00:03Z"}
+        | {"duration_ms": 4000}
+    )
+    collector.add_record({"eval_id": "c", "status": "ok", "score": 1.0, "timestamp": "soon"})
+    collector.add_record({"eval_id": "d", "status": "error", "duration_ms": float("inf")})
+    time = collector.summary().to_dict()["time"]
+    assert time == {
+        "started": "2025-06-01T09:59:59.000Z",  # b's: 4 s before it was written
+        "ended": "2025-06-01T10:00:03.000Z",
+        "wall_seconds": 4.0,
+        "case_seconds": 4.0,
+    }
+    early = SummaryCollector()
+    early.add_record(
+        {"eval_id": "e", "status": "ok", "score": 1.0, "timestamp": "0001-01-01T00:00:01Z"}
+        | {"duration_ms": 2000}
+    )
+    data = early.summary().to_dict()
+    assert data["time"] == {
+        "started": None,
+        "ended": "0001-01-01T00:00:01.000Z",
+        "wall_seconds": 2.0,
+        "case_seconds": 2.0,
+    }
+    json.dumps(data, allow_nan=False)

@@ -13,10 +13,12 @@ from agentv.evaluators.base import CaseGrade, EvaluatorScore
 from agentv.providers.base import Usage
 from agentv.results import stats
 from agentv.results.summary import (
+    DatasetCounts,
     EvaluatorStats,
     HistogramBin,
     Summary,
     TargetSummary,
+    Timing,
     Tokens,
     natural_key,
 )
@@ -242,8 +244,15 @@ def test_every_field_of_a_summary() -> None:
                 failed_cases=0,
             ),
         ),
+        statuses=(("ok", 2), ("failed", 2), ("error", 1), ("invalid", 2)),
+        # no record says when it was written; the durations known: 2.5 s, 0.1 s and 0 s
+        time=Timing(started=None, ended=None, case_seconds=2.5 + 0.1),
+        datasets=(
+            DatasetCounts(name="", runs=7, ok=2, failed=2, errors=1, invalid=2, seconds=2.6),
+        ),
     )
     assert (s.passed, s.graded, s.pass_rate) == (2, 4, 2 / 4)
+    assert s.time.wall_seconds is None and s.trajectory_calls == 0
     assert not s.weighted
 
 

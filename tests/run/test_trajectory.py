@@ -196,6 +196,7 @@ def test_weights_and_required_gates_in_the_summary(repo: Path) -> None:
         "passed": None,
         "judged": 0,
         "failed_cases": 0,
+        "weighted": True,
     }
     looked = by_name["looked-up"]
     assert (looked["required"], looked["threshold"], looked["passed"], looked["judged"]) == (

@@ -17,7 +17,6 @@ interval); each side's mean and pass rate are over its graded runs.
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +25,7 @@ from typing import Any
 from agentv.results.reader import read_results
 from agentv.results.record import GRADED
 from agentv.results.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, bootstrap_ci
-from agentv.results.summary import natural_key
+from agentv.results.summary import Summary, SummaryCollector, natural_key
 
 Key = tuple[str, str, str]  # (dataset, eval id, target)
 #: how bad each status is, to take a repeated case's worst
@@ -126,19 +125,14 @@ class ResultsSide:
 
 def read_side(path: Path) -> ResultsSide:
     """A results file (JSON Lines or YAML) as its cases, repeats folded, from the latest
-    record of every run; ``InputError`` naming the file and line for a line that is not a
-    result."""
+    record of every run, and its runs' figures (its summary's: ``agentv.results.summary``);
+    ``InputError`` naming the file and line for a line that is not a result."""
     runs: dict[Key, list[tuple[float, str]]] = {}
-    statuses: Counter[str] = Counter()
-    money = [0.0, 0.0, 0.0, 0]  # spent, reused, target price sum, runs with a target price
-    priced = False
+    collector = SummaryCollector()
     for _, result in read_results(path, strict=True).latest():
         score = result.score if math.isfinite(result.score) else 0.0
         runs.setdefault(result.case_key, []).append((score, result.status))
-        statuses[result.status] += 1
-        if result.cost:
-            priced = True
-            _add_cost(money, result.cost)
+        collector.add(result)
     cases = {}
     for key, items in runs.items():
         scored = [s for s, st in items if st in GRADED]
@@ -148,44 +142,27 @@ def read_side(path: Path) -> ResultsSide:
             runs=len(items),
             graded=len(scored),
         )
-    cost = None
-    if priced:
-        per_run = money[2] / money[3] if money[3] else None
-        cost = {"usd": money[0], "reused_usd": money[1], "per_run_usd": per_run}
-    return ResultsSide(cases, _side(runs, statuses, cost))
+    return ResultsSide(cases, side_of(collector.summary()))
 
 
-def _number(value: Any) -> float | None:
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-    return float(value) if ok else None
-
-
-def _add_cost(money: list[Any], cost: Mapping[str, Any]) -> None:
-    """A record's ``cost`` added to [spent, reused, target price sum, target runs]."""
-    for party, entry in cost.items():
-        if not isinstance(entry, Mapping):
-            continue
-        spent, reused = _number(entry.get("usd")), _number(entry.get("reused_usd"))
-        money[0] += spent or 0.0
-        money[1] += reused or 0.0
-        if party == "target" and (spent is not None or reused is not None):
-            money[2] += (spent or 0.0) + (reused or 0.0)
-            money[3] += 1
-
-
-def _side(
-    runs: Mapping[Key, list[tuple[float, str]]],
-    statuses: Counter[str],
-    cost: dict[str, float | None] | None = None,
-) -> Side:
-    scores = [s for items in runs.values() for s, st in items if st in GRADED]
-    graded = len(scores)
+def side_of(summary: Summary) -> Side:
+    """A run's figures for comparing, as its summary says them."""
+    cost = summary.cost
     return Side(
-        runs=sum(statuses.values()),
-        statuses=dict(sorted(statuses.items(), key=lambda kv: _RANK.get(kv[0], _UNKNOWN))),
-        mean=math.fsum(scores) / graded if graded else None,
-        pass_rate=statuses.get("ok", 0) / graded if graded else None,
-        cost=cost,
+        runs=summary.total,
+        # the worst statuses last, as the cases' statuses are ranked
+        statuses=dict(sorted(summary.statuses, key=lambda kv: _RANK.get(kv[0], _UNKNOWN))),
+        mean=summary.mean,
+        pass_rate=summary.pass_rate,
+        cost=(
+            None
+            if cost is None
+            else {
+                "usd": cost.total.usd,
+                "reused_usd": cost.total.reused_usd,
+                "per_run_usd": cost.per_run_usd,
+            }
+        ),
     )
 
 

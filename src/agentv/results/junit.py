@@ -13,6 +13,7 @@ from typing import Any
 
 from agentv.results.reader import read_results
 from agentv.results.record import EvalResult
+from agentv.results.summary import SummaryCollector
 
 #: what a test case keeps of a record (a run of 100,000 cases keeps little)
 KEPT = (
@@ -67,17 +68,18 @@ def _clean(text: str) -> str:
 
 
 def junit_xml(records: Iterable[Mapping[str, Any]]) -> str:
-    """JUnit XML for ``records``: a test suite per dataset, in the order they first come."""
+    """JUnit XML for ``records``: a test suite per dataset, in the order they first come.
+    The suites' and the file's counts and times are those of the records' summary
+    (``agentv.results.summary``), the figures every other view of the results shows."""
     suites: dict[str, ET.Element] = {}
-    totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0, "time": 0.0}
+    collector = SummaryCollector()
     root = ET.Element("testsuites", name="agentv")
-    counts: dict[str, dict[str, float]] = {}
     for record in records:
-        dataset = str(record.get("dataset") or "eval")
+        collector.add_record(record)
+        dataset = _suite_name(record.get("dataset"))
         suite = suites.get(dataset)
         if suite is None:
             suite = suites[dataset] = ET.SubElement(root, "testsuite", name=_clean(dataset))
-            counts[dataset] = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0, "time": 0.0}
         seconds = float(record.get("duration_ms") or 0.0) / 1000
         case = ET.SubElement(
             suite,
@@ -91,9 +93,7 @@ def junit_xml(records: Iterable[Mapping[str, Any]]) -> str:
             if record.get("line"):
                 case.set("line", str(record["line"]))
         status = record.get("status") or ("error" if record.get("error") else "ok")
-        kind = None
         if status == "failed":
-            kind = "failures"
             misses = [str(m) for m in record.get("misses") or []]
             node = ET.SubElement(
                 case,
@@ -103,37 +103,44 @@ def junit_xml(records: Iterable[Mapping[str, Any]]) -> str:
             )
             node.text = _clean("\n".join(misses))
         elif status in ("error", "invalid"):
-            kind = "errors"
             error = str(record.get("error") or status)
             first = error.strip().splitlines()[0] if error.strip() else status
             node = ET.SubElement(case, "error", message=_clean(first), type=status)
             node.text = _clean(error)
         elif status == "user_error":
             # the simulated user failed, not the model: no verdict on it either way
-            kind = "skipped"
             error = str(record.get("error") or status)
             ET.SubElement(case, "skipped", message=_clean(error.strip().splitlines()[0]))
         elif status == "skipped":  # not run: the run's budget was reached first
-            kind = "skipped"
             ET.SubElement(case, "skipped", message=_clean(str(record.get("skip_reason") or "")))
-        for bucket in (counts[dataset], totals):
-            bucket["tests"] += 1
-            bucket["time"] += seconds
-            if kind is not None:
-                bucket[kind] += 1
+    summary = collector.summary()
+    # datasets "" and "eval" are one suite: sum what the summary says of each
+    counts: dict[str, list[float]] = {}
+    for d in summary.datasets:
+        c = counts.setdefault(_suite_name(d.name), [0, 0, 0, 0, 0.0])
+        c[0] += d.runs
+        c[1] += d.failed
+        c[2] += d.errors + d.invalid
+        c[3] += d.skipped + d.user_errors  # no verdict on the model either way
+        c[4] += d.seconds
     for dataset, suite in suites.items():
-        c = counts[dataset]
-        suite.set("tests", str(int(c["tests"])))
-        suite.set("failures", str(int(c["failures"])))
-        suite.set("errors", str(int(c["errors"])))
-        suite.set("skipped", str(int(c["skipped"])))
-        suite.set("time", f"{c['time']:.3f}")
-    root.set("tests", str(int(totals["tests"])))
-    root.set("failures", str(int(totals["failures"])))
-    root.set("errors", str(int(totals["errors"])))
-    root.set("time", f"{totals['time']:.3f}")
+        tests, failures, errors, skipped, seconds = counts[dataset]
+        suite.set("tests", str(int(tests)))
+        suite.set("failures", str(int(failures)))
+        suite.set("errors", str(int(errors)))
+        suite.set("skipped", str(int(skipped)))
+        suite.set("time", f"{seconds:.3f}")
+    root.set("tests", str(summary.total))
+    root.set("failures", str(summary.failed))
+    root.set("errors", str(summary.errors + summary.invalid))
+    root.set("time", f"{summary.time.case_seconds:.3f}")
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def _suite_name(dataset: Any) -> str:
+    """The test suite of a dataset (``eval`` for none)."""
+    return str(dataset or "eval")
 
 
 def _escape_data(text: str) -> str:

@@ -8,7 +8,6 @@ reading a results file back is ``results.reader``. A record never holds a secret
 
 from __future__ import annotations
 
-import functools
 import time
 from typing import Any
 
@@ -177,38 +176,6 @@ class EvalResult(BaseModel):
     def from_record(cls, record: dict[str, Any]) -> EvalResult:
         """The model of a record built by this module (already valid: not checked again)."""
         return cls.model_construct(**record)
-
-
-class RecordView:
-    """A record as the run makes it (a dict) read by attribute as its ``EvalResult``
-    would be, a field it leaves out at the model's default: what the run's summary reads
-    of each record as it comes, without building the model for it (docs/speed.md)."""
-
-    __slots__ = ("_record",)
-
-    def __init__(self, record: dict[str, Any]) -> None:
-        self._record = record
-
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self._record[name]
-        except KeyError:
-            pass
-        try:
-            default = _defaults()[name]
-        except KeyError:
-            raise AttributeError(name) from None
-        return list(default) if isinstance(default, list) else default  # a copy, as pydantic's
-
-
-@functools.cache
-def _defaults() -> dict[str, Any]:
-    """Every field of ``EvalResult`` that has a default, and that default."""
-    return {
-        name: field.get_default(call_default_factory=True)
-        for name, field in EvalResult.model_fields.items()
-        if not field.is_required()
-    }
 
 
 def utc_timestamp() -> str:

@@ -1,8 +1,10 @@
-"""Statistics over the results of a run, or of a whole results file (printed by
-``agentv.cli.summary``).
+"""Statistics over the results of a run, or of a whole results file: the one place any
+figure about a set of results is computed. The terminal summary (``agentv.cli.summary``),
+``--summary-json`` (``Summary.to_dict``), the HTML report, JUnit's counts, ``agentv
+compare``'s run totals and the Python API all read a ``Summary``; none counts on its own.
 
-``SummaryCollector.add`` is called once per run of a case and only appends to a few flat
-arrays and counters, so a run of 100,000 cases stays cheap; everything else is computed
+``SummaryCollector.add_record`` is called once per run of a case and only appends to a few
+flat arrays and counters, so a run of 100,000 cases stays cheap; everything else is computed
 once, in ``summary()``. Everything it needs is in the records, so the summary of a results
 file read back equals the summary its run printed.
 
@@ -23,11 +25,12 @@ from bisect import bisect_right
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from itertools import filterfalse
 from typing import TYPE_CHECKING, Any
 
 from agentv.results import stats
-from agentv.results.record import GRADED, RecordView
+from agentv.results.record import GRADED, STATUSES
 
 if TYPE_CHECKING:
     from agentv.results.record import EvalResult
@@ -39,9 +42,36 @@ HISTOGRAM_EDGES: tuple[float, ...] = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
 # the LOWER bin (0.2 -> first, 0.8 -> fourth), which is how the original AgentV counted.
 _BIN_LIMITS = tuple(end + 1e-9 for end in HISTOGRAM_EDGES[1:-1])
 
+#: the fields of a record the summary reads (``SummaryCollector.add`` of a model)
+READ_FIELDS = (
+    "eval_id",
+    "eval_file",
+    "line",
+    "dataset",
+    "status",
+    "score",
+    "target",
+    "timestamp",
+    "repeat",
+    "error",
+    "evaluator_results",
+    "evaluator_raw_request",
+    "failed_required",
+    "usage",
+    "cost",
+    "turns",
+    "stopped",
+    "user",
+    "trajectory",
+    "latency_ms",
+    "duration_ms",
+    "cached",
+)
 TOP_COUNT = 3
 SLOWEST_COUNT = 5
 CASE_TABLE_MAX = 50
+#: where each of agentv's statuses comes in ``Summary.statuses``
+_STATUS_ORDER = {status: n for n, status in enumerate(STATUSES)}
 _DIGITS = re.compile(r"(\d+)")
 _split_digits = _DIGITS.split
 
@@ -114,6 +144,9 @@ class CostSummary:
     total: Spend = Spend()
     parties: tuple[tuple[str, Spend], ...] = ()
     unpriced_runs: int = 0
+    #: the mean price of the targets' answers per run that had one, every target together
+    #: (spent or reused alike: what the answers cost; None: no run's answer had a price)
+    per_run_usd: float | None = None
 
     def party(self, name: str) -> Spend | None:
         """One party's spend (None: it spent nothing known)."""
@@ -162,6 +195,41 @@ class EvaluatorStats:
 
 
 @dataclass(frozen=True, slots=True)
+class Timing:
+    """When the runs happened, by their records: ``started`` is the earliest start (a
+    record's ``timestamp``, when it was written, less its ``duration_ms``), ``ended`` the
+    latest ``timestamp`` (seconds since the epoch, UTC; None when no record says), and
+    ``case_seconds`` the runs' durations summed."""
+
+    started: float | None = None
+    ended: float | None = None
+    case_seconds: float = 0.0
+
+    @property
+    def wall_seconds(self) -> float | None:
+        """From the first run's start to the last run's end (None when unknown)."""
+        if self.started is None or self.ended is None:
+            return None
+        return max(0.0, self.ended - self.started)
+
+
+@dataclass(frozen=True, slots=True)
+class DatasetCounts:
+    """One dataset's runs by status (what JUnit makes a test suite of) and their durations
+    summed, in seconds."""
+
+    name: str
+    runs: int
+    ok: int = 0
+    failed: int = 0
+    errors: int = 0
+    invalid: int = 0
+    user_errors: int = 0
+    skipped: int = 0
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class TargetSummary:
     """One target's results, to set targets side by side (``--target A --target B``).
 
@@ -193,6 +261,12 @@ class TargetSummary:
     pass_at: tuple[float, ...] = ()
     pass_all: tuple[float, ...] = ()
     flaky: tuple[str, ...] = ()  # cases where some runs passed and some did not
+    user_errors: int = 0
+
+    @property
+    def graded(self) -> int:
+        """Its runs that were graded (``ok`` or ``failed``)."""
+        return self.ok + self.failed
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,6 +336,26 @@ class Summary:
     """Runs that failed because a required evaluator missed (whatever their mean)."""
     evaluators: tuple[EvaluatorStats, ...] = ()
     """Each evaluator of the runs' evaluator lists, by name in natural order."""
+    statuses: tuple[tuple[str, int], ...] = ()
+    """Every status among the runs with its count: agentv's in their order (``ok``,
+    ``failed``, ``error``, ...), then any other (a newer version's) by name."""
+    trajectory_calls: int = 0
+    """Tool calls in the runs' trajectories (``trajectory``: what the candidates called)."""
+    time: Timing = Timing()
+    """When the runs happened, by their records' timestamps and durations."""
+    datasets: tuple[DatasetCounts, ...] = ()
+    """Each dataset's runs by status, in the order the datasets first came."""
+
+    @property
+    def all_tokens(self) -> Tokens:
+        """The targets' tokens, every target together (the judges' apart: ``judge_tokens``)."""
+        totals = [0, 0, 0, 0]
+        for _, t in self.tokens:
+            totals[0] += t.input
+            totals[1] += t.output
+            totals[2] += t.reused_input
+            totals[3] += t.reused_output
+        return Tokens(*totals)
 
     @property
     def weighted(self) -> bool:
@@ -327,62 +421,113 @@ class SummaryCollector:
         self._unpriced = 0
         self._evaluators: dict[str, _EvaluatorFigures] = {}  # by evaluator name
         self._required_failures = 0
+        self._trajectory_calls = 0
+        #: dataset -> its runs by status, and their durations summed (seconds)
+        self._datasets: dict[str, Counter[str]] = {}
+        self._dataset_seconds: dict[str, float] = {}
+        self._started: float | None = None  # the earliest start, the latest end (epoch s)
+        self._ended_at: float | None = None
 
     def __len__(self) -> int:
         return len(self._ids)
 
-    def add_record(self, record: dict[str, Any]) -> None:
-        """Record one run of a case from its record as the run made it (``add`` of its
-        ``EvalResult``, without building the model)."""
-        self.add(RecordView(record))  # type: ignore[arg-type]
-
     def add(self, result: EvalResult) -> None:
-        """Record one run of a case: its result record."""
-        eval_id = result.eval_id or f"{result.eval_file or '?'}:{result.line or '?'}"
-        status = result.status
+        """Record one run of a case: its result record as a model (``add_record`` of what
+        the summary reads of it)."""
+        self.add_record({name: getattr(result, name) for name in READ_FIELDS})
+
+    def add_record(self, record: Mapping[str, Any]) -> None:
+        """Record one run of a case from its record as written (a mapping: as the run
+        makes it, or as a results file holds it; a field left out reads as the
+        ``EvalResult`` default), without building a model for it."""
+        get = record.get
+        eval_id = get("eval_id")
+        if not eval_id:
+            eval_id = f"{get('eval_file') or '?'}:{get('line') or '?'}"
+        elif not isinstance(eval_id, str):  # an id written as a number reads as its text
+            eval_id = str(eval_id)
+        status = get("status")
+        if not status:  # the original AgentV's records carry none (as ``EvalResult`` reads them)
+            status = "error" if get("error") else "ok"
         row = len(self._ids)
         self._ids.append(eval_id)
-        duration = result.duration_ms
-        self._durations.append(math.nan if duration is None else duration / 1000)
+        duration = get("duration_ms")
+        known = isinstance(duration, int | float) and math.isfinite(duration)
+        seconds = duration / 1000 if known else math.nan
+        self._durations.append(seconds)
         self._statuses[status] += 1
         if status in ("error", "invalid", "user_error"):
-            self._problems.append((eval_id, status, result.error or ""))
-        target = result.target or "?"
+            self._problems.append((eval_id, status, get("error") or ""))
+        target = get("target") or "?"
         counts = self._by_target.get(target)
         if counts is None:
             counts = self._by_target[target] = Counter()
             self._runs[target] = {}
             self._case_runs[target] = Counter()
         counts[status] += 1
+        self._dataset(get("dataset") or "", status, seconds)
         self._row_target.append(self._target_index.setdefault(target, len(self._target_index)))
-        repeat = result.repeat
+        repeat = get("repeat")
         self._row_repeat.append(repeat if isinstance(repeat, int) and repeat >= 0 else 0)
         runs = self._case_runs[target]
         runs[eval_id] += 1
         self._most_runs = max(self._most_runs, runs[eval_id])
         cases = self._runs[target]
         if status in GRADED:
-            self._graded(cases, eval_id, row, status == "ok", result.score)
+            score = get("score")
+            number = float(score) if isinstance(score, int | float) else 0.0
+            self._graded(cases, eval_id, row, status == "ok", number)
         else:
             cases.setdefault(eval_id, None)
-        latency = result.latency_ms
+        latency = get("latency_ms")
         if latency is not None:
             latencies = self._latencies.get(target)
             if latencies is None:
                 latencies = self._latencies[target] = array("d")
             latencies.append(latency)
-        if result.usage:
+        usage = get("usage")
+        if usage:
             _add_tokens(
-                self._tokens.setdefault(target, [0, 0, 0, 0]),
-                result.usage,
-                reused=bool(result.cached),
+                self._tokens.setdefault(target, [0, 0, 0, 0]), usage, reused=bool(get("cached"))
             )
-        self._grading(result)
-        self._gates(result)
-        if result.turns is not None:
-            self._conversation(result)
-        if result.cost:
-            self._cost(target, result.cost)
+        self._grading(record)
+        self._gates(record, status)
+        if get("turns") is not None:
+            self._conversation(record)
+        cost = get("cost")
+        if cost:
+            self._cost(target, cost)
+        trajectory = get("trajectory")
+        if isinstance(trajectory, list):
+            self._trajectory_calls += len(trajectory)
+        self._moment(get("timestamp"), seconds)
+
+    def _dataset(self, dataset: str, status: str, seconds: float) -> None:
+        """Count a run in its dataset."""
+        counts = self._datasets.get(dataset)
+        if counts is None:
+            counts = self._datasets[dataset] = Counter()
+            self._dataset_seconds[dataset] = 0.0
+        counts[status] += 1
+        if seconds == seconds:  # not NaN: the duration is known
+            self._dataset_seconds[dataset] += seconds
+
+    def _moment(self, timestamp: Any, seconds: float) -> None:
+        """Widen the runs' time span by a record's (it ends at its ``timestamp``)."""
+        if not isinstance(timestamp, str) or not timestamp:
+            return
+        try:
+            moment = datetime.fromisoformat(timestamp)
+        except ValueError:
+            return
+        if moment.tzinfo is None:  # a time without a zone is UTC, as agentv writes it
+            moment = moment.replace(tzinfo=UTC)
+        end = moment.timestamp()
+        start = end - seconds if seconds == seconds else end
+        if self._started is None or start < self._started:
+            self._started = start
+        if self._ended_at is None or end > self._ended_at:
+            self._ended_at = end
 
     def _cost(self, target: str, cost: Mapping[str, Any]) -> None:
         """Add a run's ``cost`` (by party) to the totals."""
@@ -409,6 +554,7 @@ class SummaryCollector:
         if not self._party_cost and not self._unpriced:
             return None
         parties = tuple((p, Spend(v[0], v[1])) for p, v in self._party_cost.items())
+        priced = sum(v[2] for v in self._target_cost.values())
         return CostSummary(
             total=Spend(
                 math.fsum(v[0] for v in self._party_cost.values()),
@@ -416,14 +562,17 @@ class SummaryCollector:
             ),
             parties=parties,
             unpriced_runs=self._unpriced,
+            per_run_usd=(
+                math.fsum(v[3] for v in self._target_cost.values()) / priced if priced else None
+            ),
         )
 
-    def _conversation(self, result: EvalResult) -> None:
+    def _conversation(self, record: Mapping[str, Any]) -> None:
         """Count a live conversation's turns: sent, graded, passed, their tool calls."""
         counts = self._turns
         counts[0] += 1
-        counts[4] += result.stopped is not None
-        user = result.user
+        counts[4] += record.get("stopped") is not None
+        user = record.get("user")
         if isinstance(user, dict):
             self._ended[str(user.get("ended") or "?")] += 1
             usage = user.get("usage")
@@ -433,7 +582,7 @@ class SummaryCollector:
                 _add_tokens(self._user_tokens, usage, reused=bool(user.get("cached")))
             replay = user.get("replay")
             self._diverged += isinstance(replay, dict) and "diverged_at" in replay
-        for turn in result.turns or ():
+        for turn in record.get("turns") or ():
             if not isinstance(turn, dict):
                 continue
             counts[1] += 1
@@ -477,12 +626,13 @@ class SummaryCollector:
             max(high, score),
         )
 
-    def _grading(self, result: EvalResult) -> None:
+    def _grading(self, record: Mapping[str, Any]) -> None:
         """What the grading of a run says beyond its score: evaluators that could not
         grade, judges that failed, and the judges' tokens (all in the record)."""
-        entries = result.evaluator_results
+        listed = record.get("evaluator_results")
+        entries = listed
         if entries is None:
-            raw = result.evaluator_raw_request
+            raw = record.get("evaluator_raw_request")
             # the default evaluator (no list): its call's record carries its outcome
             entries = [{"type": "llm_judge", "name": "llm_judge", **raw}] if raw else []
         for entry in entries:
@@ -493,7 +643,7 @@ class SummaryCollector:
                 self._evaluator_errors[name] += 1
                 if entry.get("type") == "llm_judge":
                     self._judge_failures += 1
-            elif result.evaluator_results is not None:
+            elif listed is not None:
                 self._evaluator(name, entry)
             usage = entry.get("usage")
             if isinstance(usage, dict) and usage:
@@ -516,12 +666,12 @@ class SummaryCollector:
         else:
             seen.plain = True
 
-    def _gates(self, result: EvalResult) -> None:
+    def _gates(self, record: Mapping[str, Any], status: str) -> None:
         """Count a run failed by required evaluators, and each one that missed."""
-        names = getattr(result, "failed_required", None)
+        names = record.get("failed_required")
         if not isinstance(names, list) or not names:
             return
-        if result.status == "failed":
+        if status == "failed":
             self._required_failures += 1
         for name in names:
             seen = self._evaluators.get(str(name))
@@ -632,11 +782,34 @@ class SummaryCollector:
             targets=tuple(self._target_summary(t) for t in self._by_target),
             repeats=repeats,
             case_stats=self._case_stats() if repeats > 1 else (),
-            case_table=self._case_table(),
+            case_table=self._case_table(seen),
             turns=self._turn_stats(),
             cost=self._cost_summary(),
             required_failures=self._required_failures,
             evaluators=self._evaluator_stats(),
+            statuses=tuple(
+                sorted(st.items(), key=lambda kv: (_STATUS_ORDER.get(kv[0], len(STATUSES)), kv[0]))
+            ),
+            trajectory_calls=self._trajectory_calls,
+            time=Timing(
+                started=self._started,
+                ended=self._ended_at,
+                case_seconds=math.fsum(d for d in self._durations if d == d),
+            ),
+            datasets=tuple(
+                DatasetCounts(
+                    name=name,
+                    runs=sum(counts.values()),
+                    ok=counts["ok"],
+                    failed=counts["failed"],
+                    errors=counts["error"],
+                    invalid=counts["invalid"],
+                    user_errors=counts["user_error"],
+                    skipped=counts["skipped"],
+                    seconds=self._dataset_seconds[name],
+                )
+                for name, counts in self._datasets.items()
+            ),
         )
 
     def _turn_stats(self) -> TurnStats | None:
@@ -754,13 +927,16 @@ class SummaryCollector:
             cost=Spend(cost[0], cost[1]) if cost else Spend(),
             cost_per_run=cost[3] / cost[2] if cost and cost[2] else None,
             skipped=st["skipped"],
+            user_errors=st["user_error"],
             pass_at=tuple(v / graded_cases for v in pass_at),
             pass_all=tuple(v / graded_cases for v in pass_all),
             flaky=tuple(sorted(flaky, key=natural_key)),
         )
 
-    def _case_table(self) -> tuple[tuple[str, tuple[float | None, ...]], ...]:
-        unique = {case for cases in self._runs.values() for case in cases}
+    def _case_table(
+        self, unique: Mapping[str, int]
+    ) -> tuple[tuple[str, tuple[float | None, ...]], ...]:
+        """``unique``: the runs' eval ids (every one is a case of some target)."""
         if len(unique) > CASE_TABLE_MAX:
             return ()
         cases = sorted(unique, key=natural_key)
@@ -880,6 +1056,7 @@ def cost_dict(cost: CostSummary | None) -> dict[str, Any] | None:
         **cost.total.to_dict(),
         "by_party": {party: spend.to_dict() for party, spend in cost.parties},
         "unpriced_runs": cost.unpriced_runs,
+        "per_run_usd": cost.per_run_usd,
     }
 
 
@@ -890,8 +1067,26 @@ def _tokens_dict(tokens: Tokens) -> dict[str, int]:
     return data
 
 
+def _iso(moment: float | None) -> str | None:
+    """A moment (seconds since the epoch) as the records write theirs: ISO 8601 UTC, to the
+    millisecond (``2025-06-01T10:00:00.000Z``)."""
+    if moment is None:
+        return None
+    try:
+        text = datetime.fromtimestamp(moment, UTC).isoformat(timespec="milliseconds")
+    except (ValueError, OverflowError, OSError):  # before year 1 or after 9999: no date
+        return None
+    return text.removesuffix("+00:00") + "Z"
+
+
+def _seconds(value: float | None) -> float | None:
+    """Seconds to the millisecond (what the records' timestamps hold)."""
+    return None if value is None else round(value, 3)
+
+
 def summary_dict(summary: Summary) -> dict[str, Any]:
-    """The summary as JSON-ready data (``--summary-json``; README documents the schema)."""
+    """The summary as JSON-ready data (``--summary-json``; docs/results.md documents it)."""
+    time = summary.time
     data: dict[str, Any] = {
         "total": summary.total,
         "graded": summary.graded,
@@ -902,12 +1097,16 @@ def summary_dict(summary: Summary) -> dict[str, Any]:
         "invalid": summary.invalid,
         "user_errors": summary.user_errors,
         "skipped": summary.skipped,
+        "statuses": dict(summary.statuses),
         "pass_rate": summary.pass_rate,
         "mean": summary.mean,
         "median": summary.median,
         "min": summary.min,
         "max": summary.max,
         "std_dev": summary.std_dev,
+        "histogram": [
+            {"start": b.start, "end": b.end, "count": b.count} for b in summary.histogram
+        ],
         "repeats": summary.repeats,
         "judge_failures": summary.judge_failures,
         "evaluator_errors": dict(summary.evaluator_errors),
@@ -924,10 +1123,12 @@ def summary_dict(summary: Summary) -> dict[str, Any]:
                 "std_error": t.std_error,
                 "ci95": list(t.ci) if t.ci is not None else None,
                 "pass_rate": t.pass_rate,
+                "graded": t.graded,
                 "ok": t.ok,
                 "failed": t.failed,
                 "errors": t.errors,
                 "invalid": t.invalid,
+                "user_errors": t.user_errors,
                 "skipped": t.skipped,
                 "tokens": _tokens_dict(t.tokens),
                 "cost": {**t.cost.to_dict(), "per_run_usd": t.cost_per_run},
@@ -938,6 +1139,7 @@ def summary_dict(summary: Summary) -> dict[str, Any]:
             }
             for t in summary.targets
         ],
+        "tokens": _tokens_dict(summary.all_tokens),
         "judge_tokens": (
             _tokens_dict(summary.judge_tokens) if summary.judge_tokens is not None else None
         ),
@@ -963,6 +1165,27 @@ def summary_dict(summary: Summary) -> dict[str, Any]:
             else None
         ),
         "required_failures": summary.required_failures,
+        "trajectory_calls": summary.trajectory_calls,
+        "time": {
+            "started": _iso(time.started),
+            "ended": _iso(time.ended),
+            "wall_seconds": _seconds(time.wall_seconds),
+            "case_seconds": _seconds(time.case_seconds),
+        },
+        "datasets": [
+            {
+                "dataset": d.name,
+                "runs": d.runs,
+                "ok": d.ok,
+                "failed": d.failed,
+                "errors": d.errors,
+                "invalid": d.invalid,
+                "user_errors": d.user_errors,
+                "skipped": d.skipped,
+                "seconds": _seconds(d.seconds),
+            }
+            for d in summary.datasets
+        ],
         "evaluators": [
             {
                 "name": e.name,
@@ -975,6 +1198,7 @@ def summary_dict(summary: Summary) -> dict[str, Any]:
                 "passed": e.passed if e.judged else None,
                 "judged": e.judged,
                 "failed_cases": e.failed_cases,
+                "weighted": e.weighted,
             }
             for e in summary.evaluators
         ],

@@ -6,6 +6,10 @@ duration, attempts, the answer) and its *detail* (what a case's page shows: the 
 exactly as sent, the question, guidelines and every evaluator), minus what the report does
 not show (``lm_provider_request`` and ``agent_provider_request`` repeat ``raw_request``).
 
+The head of the page (counts, scores, tokens, cost, time, targets, evaluators, histogram)
+is the file's summary (``agentv.results.summary``, fed each record as it is read): the
+figures ``--summary-json`` writes, which the page shows and never counts itself.
+
 The page holds the index rows first, then the browser code, then the details in chunks of
 ``CHUNK`` records, each in its own ``<script type="application/json">`` element: the table
 shows its first rows while the browser is still reading the details, and a case's chunk is
@@ -32,7 +36,7 @@ import orjson
 from agentv.errors import InputError
 from agentv.results.reader import read_results
 from agentv.results.record import GRADED
-from agentv.results.summary import HISTOGRAM_EDGES
+from agentv.results.summary import SummaryCollector
 from agentv.system.outfile import replaced_whole
 
 #: records per detail chunk (one ``<script type="application/json">`` element each)
@@ -53,8 +57,6 @@ INDEXED = frozenset(
         "candidate_answer",
     }
 )
-#: a bin is ``score < end + 1e-9`` (agentv.results.summary's rule: a boundary lands in the lower bin)
-_BIN_LIMITS = tuple(end + 1e-9 for end in HISTOGRAM_EDGES[1:-1])
 _UNSAFE = ((b"<", b"\\u003c"), (b">", b"\\u003e"), (b"&", b"\\u0026"))
 _LINE_SEPARATORS = (("\u2028".encode(), b"\\u2028"), ("\u2029".encode(), b"\\u2029"))
 #: lines that were not results, listed by number (the rest only counted)
@@ -93,24 +95,6 @@ def _int(value: Any) -> int | None:
     return None if number is None else int(number)
 
 
-def _tokens(usage: Any) -> tuple[int, int]:
-    if not isinstance(usage, dict):
-        return 0, 0
-    return _int(usage.get("input_tokens")) or 0, _int(usage.get("output_tokens")) or 0
-
-
-def _parse_time(text: Any) -> float | None:
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.timestamp()
-
-
 class _Table:
     """Strings repeated across rows (datasets, targets, statuses) stored once, by number."""
 
@@ -128,251 +112,14 @@ class _Table:
 
 
 @dataclass
-class _TargetStats:
-    runs: int = 0
-    graded: int = 0
-    score_sum: float = 0.0
-    statuses: dict[str, int] = field(default_factory=dict)
-    input_tokens: int = 0
-    output_tokens: int = 0
-    reused_input_tokens: int = 0
-    reused_output_tokens: int = 0
-    cost: list[float] = field(default_factory=lambda: [0.0, 0.0])  # spent, reused (USD)
-
-
-#: evaluators (by name) whose figures the report's head keeps, at most
-MAX_EVALUATORS = 100
-
-
-@dataclass
-class _EvaluatorStats:
-    type: str
-    runs: int = 0
-    score_sum: float = 0.0
-    weights: set[float] = field(default_factory=set)
-    required: bool = False
-    thresholds: set[float | None] = field(default_factory=set)
-    passed: int = 0
-    judged: int = 0
-    failed_cases: int = 0
-
-    def add(self, entry: dict[str, Any], failed_case: bool) -> None:
-        self.runs += 1
-        self.score_sum += _finite(entry.get("score")) or 0.0
-        self.weights.add(_finite(entry.get("weight", 1.0)) or 0.0)
-        self.required = self.required or entry.get("required") is True
-        self.thresholds.add(_finite(entry.get("threshold")))
-        if isinstance(entry.get("passed"), bool):
-            self.passed += entry["passed"]
-            self.judged += 1
-        self.failed_cases += failed_case
-
-    def as_dict(self) -> dict[str, Any]:
-        weight = next(iter(self.weights)) if len(self.weights) == 1 else None
-        threshold = next(iter(self.thresholds)) if len(self.thresholds) == 1 else None
-        return {
-            "type": self.type,
-            "runs": self.runs,
-            "mean": self.score_sum / self.runs if self.runs else None,
-            "weight": weight,
-            "required": self.required,
-            "threshold": threshold,
-            "passed": self.passed,
-            "judged": self.judged,
-            "failed_cases": self.failed_cases,
-            "weighted": weight != 1.0 or self.required or threshold is not None,
-        }
-
-
-@dataclass
-class RunStats:
-    """What the report's head says about one results file."""
-
-    total: int = 0
-    statuses: dict[str, int] = field(default_factory=dict)
-    score_sum: float = 0.0
-    scored: int = 0
-    histogram: list[int] = field(default_factory=lambda: [0] * (len(HISTOGRAM_EDGES) - 1))
-    input_tokens: int = 0
-    output_tokens: int = 0
-    reused_input_tokens: int = 0
-    reused_output_tokens: int = 0
-    judge_input_tokens: int = 0
-    judge_output_tokens: int = 0
-    #: US dollars by party (``target``, ``judge``, ...): [spent, reused]; runs with
-    #: tokens of no known price
-    cost: dict[str, list[float]] = field(default_factory=dict)
-    unpriced: int = 0
-    first_start: float | None = None
-    last_end: float | None = None
-    duration_sum_ms: float = 0.0
-    targets: dict[str, _TargetStats] = field(default_factory=dict)
-    required_failures: int = 0  # runs failed by a required evaluator
-    tool_calls: int = 0  # steps of the runs' trajectories
-    #: evaluator name -> its figures (as agentv.results.summary's evaluator table)
-    evaluators: dict[str, _EvaluatorStats] = field(default_factory=dict)
-
-    def _grading(self, record: dict[str, Any], entries: list[Any]) -> None:
-        """Each evaluator's settings and outcome, and the runs failed by a required one."""
-        failed = record.get("failed_required")
-        failed = failed if isinstance(failed, list) else []
-        if failed and record.get("status") == "failed":
-            self.required_failures += 1
-        for entry in entries:
-            if not isinstance(entry, dict) or entry.get("error") is not None:
-                continue
-            name = str(entry.get("name") or entry.get("type") or "?")
-            stats = self.evaluators.get(name)
-            if stats is None:
-                if len(self.evaluators) >= MAX_EVALUATORS:
-                    continue
-                stats = self.evaluators[name] = _EvaluatorStats(str(entry.get("type") or ""))
-            stats.add(entry, name in failed)
-        trajectory = record.get("trajectory")
-        if isinstance(trajectory, list):
-            self.tool_calls += len(trajectory)
-
-    def add(self, record: dict[str, Any], score: float | None, status: str) -> None:
-        self.total += 1
-        self.statuses[status] = self.statuses.get(status, 0) + 1
-        target = self.targets.setdefault(str(record.get("target") or ""), _TargetStats())
-        target.runs += 1
-        target.statuses[status] = target.statuses.get(status, 0) + 1
-        if score is not None:  # a graded run (errors are not scores)
-            self.score_sum += score
-            self.scored += 1
-            target.score_sum += score
-            target.graded += 1
-            bin_index = 0
-            while bin_index < len(_BIN_LIMITS) and score >= _BIN_LIMITS[bin_index]:
-                bin_index += 1
-            self.histogram[bin_index] += 1
-        tokens_in, tokens_out = _tokens(record.get("usage"))
-        if record.get("cached"):  # an answer reused from --cache: nothing was spent on it
-            self.reused_input_tokens += tokens_in
-            self.reused_output_tokens += tokens_out
-            target.reused_input_tokens += tokens_in
-            target.reused_output_tokens += tokens_out
-        else:
-            self.input_tokens += tokens_in
-            self.output_tokens += tokens_out
-            target.input_tokens += tokens_in
-            target.output_tokens += tokens_out
-        evaluators = record.get("evaluator_results")
-        if not isinstance(evaluators, list):  # the default judge: its call's record
-            single = record.get("evaluator_raw_request")
-            evaluators = [single] if isinstance(single, dict) else []
-        for entry in evaluators:
-            if isinstance(entry, dict) and not entry.get("cached"):
-                judge_in, judge_out = _tokens(entry.get("usage"))
-                self.judge_input_tokens += judge_in
-                self.judge_output_tokens += judge_out
-        self._cost(record.get("cost"), target)
-        self._grading(record, evaluators if "evaluator_results" in record else [])
-        duration = _finite(record.get("duration_ms")) or 0.0
-        self.duration_sum_ms += duration
-        end = _parse_time(record.get("timestamp"))
-        if end is not None:
-            start = end - duration / 1000
-            if self.first_start is None or start < self.first_start:
-                self.first_start = start
-            if self.last_end is None or end > self.last_end:
-                self.last_end = end
-
-    def _cost(self, cost: Any, target: _TargetStats) -> None:
-        """A record's ``cost`` (by party) added to the totals."""
-        if not isinstance(cost, dict):
-            return
-        unpriced = False
-        for party, entry in cost.items():
-            if not isinstance(entry, dict):
-                continue
-            unpriced = unpriced or bool(entry.get("unpriced"))
-            spent, reused = (
-                _finite(entry.get("usd")) or 0.0,
-                _finite(entry.get("reused_usd")) or 0.0,
-            )
-            totals = self.cost.setdefault(str(party), [0.0, 0.0])
-            totals[0] += spent
-            totals[1] += reused
-            if party == "target":
-                target.cost[0] += spent
-                target.cost[1] += reused
-        self.unpriced += unpriced
-
-    def as_dict(self) -> dict[str, Any]:
-        def iso(moment: float | None) -> str | None:
-            if moment is None:
-                return None
-            return datetime.fromtimestamp(moment, UTC).isoformat(timespec="seconds")
-
-        wall = None
-        if self.first_start is not None and self.last_end is not None:
-            wall = round(max(0.0, self.last_end - self.first_start), 3)
-        ok = self.statuses.get("ok", 0)
-        return {
-            "total": self.total,
-            "graded": self.scored,
-            "statuses": self.statuses,
-            "mean": self.score_sum / self.scored if self.scored else None,
-            "pass_rate": ok / self.scored if self.scored else None,
-            "histogram": [
-                {"start": start, "end": end, "count": count}
-                for start, end, count in zip(
-                    HISTOGRAM_EDGES[:-1], HISTOGRAM_EDGES[1:], self.histogram, strict=True
-                )
-            ],
-            "tokens": {"input": self.input_tokens, "output": self.output_tokens},
-            "reused_tokens": {
-                "input": self.reused_input_tokens,
-                "output": self.reused_output_tokens,
-            },
-            "judge_tokens": {"input": self.judge_input_tokens, "output": self.judge_output_tokens},
-            "cost": {
-                "usd": sum(v[0] for v in self.cost.values()),
-                "reused_usd": sum(v[1] for v in self.cost.values()),
-                "by_party": {k: {"usd": v[0], "reused_usd": v[1]} for k, v in self.cost.items()},
-                "unpriced_runs": self.unpriced,
-            }
-            if self.cost or self.unpriced
-            else None,
-            "started": iso(self.first_start),
-            "ended": iso(self.last_end),
-            "wall_seconds": wall,
-            "case_seconds": round(self.duration_sum_ms / 1000, 3),
-            "required_failures": self.required_failures,
-            "tool_calls": self.tool_calls,
-            "evaluators": [
-                {"name": name, **stats.as_dict()} for name, stats in self.evaluators.items()
-            ],
-            "targets": [
-                {
-                    "target": name,
-                    "runs": t.runs,
-                    "graded": t.graded,
-                    "mean": t.score_sum / t.graded if t.graded else None,
-                    "pass_rate": t.statuses.get("ok", 0) / t.graded if t.graded else None,
-                    "statuses": t.statuses,
-                    "tokens": {"input": t.input_tokens, "output": t.output_tokens},
-                    "reused_tokens": {
-                        "input": t.reused_input_tokens,
-                        "output": t.reused_output_tokens,
-                    },
-                    "cost": {"usd": t.cost[0], "reused_usd": t.cost[1]},
-                }
-                for name, t in self.targets.items()
-            ],
-        }
-
-
-@dataclass
 class RunData:
-    """One results file, read: its index rows, stats, and the detail chunks' byte ranges
-    in the spool file."""
+    """One results file, read: its index rows, its summary (``agentv.results.summary``,
+    fed every record as it is read), and the detail chunks' byte ranges in the spool
+    file."""
 
     name: str
     path: str
-    stats: RunStats = field(default_factory=RunStats)
+    summary: SummaryCollector = field(default_factory=SummaryCollector)
     datasets: _Table = field(default_factory=_Table)
     targets: _Table = field(default_factory=_Table)
     statuses: _Table = field(default_factory=_Table)
@@ -402,10 +149,30 @@ class RunData:
             "rows": self.rows,
             "chunk_size": CHUNK,
             "chunks": len(self.chunks),
-            "summary": self.stats.as_dict(),
+            # the very figures --summary-json writes: the page computes none of its own
+            "summary": page_summary(self.summary.summary().to_dict()),
             "skipped_lines": self.bad_count,
             "skipped_examples": self.bad_lines,
         }
+
+
+#: what the page leaves out of the summary: its lists of cases (the errored runs, each
+#: case's repeats, each target's flaky cases), which grow with the run and which the
+#: table of every record shows anyway
+PER_CASE = ("errors_by_case", "cases")
+PER_CASE_OF_A_TARGET = ("flaky",)
+
+
+def page_summary(summary: dict[str, Any]) -> dict[str, Any]:
+    """The summary's JSON (``Summary.to_dict``) as the page holds it: every figure, its
+    lists of cases left out (``PER_CASE``, ``PER_CASE_OF_A_TARGET``), so that the head of
+    the page stays small at 100,000 runs."""
+    kept = {k: v for k, v in summary.items() if k not in PER_CASE}
+    kept["targets"] = [
+        {k: v for k, v in target.items() if k not in PER_CASE_OF_A_TARGET}
+        for target in summary["targets"]
+    ]
+    return kept
 
 
 def detail_of(record: dict[str, Any]) -> dict[str, Any]:
@@ -413,13 +180,10 @@ def detail_of(record: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in record.items() if k not in INDEXED and k not in DROPPED}
 
 
-def _index_row(run: RunData, number: int, record: dict[str, Any]) -> list[Any]:
-    status = record.get("status")
-    if not isinstance(status, str) or not status:
-        status = "error" if record.get("error") else ("ok" if record.get("passed") else "failed")
+def _index_row(run: RunData, record: dict[str, Any]) -> list[Any]:
+    status = str(record["status"])  # a model's dump: every record has one
     # errors are not scores: a run that errored or was invalid shows none
     score = _finite(record.get("score")) if status in GRADED else None
-    run.stats.add(record, score, status)
     eval_id = record.get("eval_id")
     duration = _finite(record.get("duration_ms"))
     answer = record.get("candidate_answer")
@@ -455,7 +219,8 @@ def _read_run(path: Path, name: str, spool: BinaryIO) -> RunData:
         answer = record.get("candidate_answer")
         if isinstance(answer, str) and len(answer) > DISPLAY_CHARS:
             record["candidate_answer"] = _for_display(answer, where)
-        run.rows.append(_index_row(run, number, record))
+        run.summary.add_record(record)
+        run.rows.append(_index_row(run, record))
         detail = detail_of(record)
         detail.setdefault("line_in_results", number)
         data = script_json(detail)
@@ -596,5 +361,6 @@ __all__ = [
     "build_report",
     "default_report_path",
     "detail_of",
+    "page_summary",
     "script_json",
 ]

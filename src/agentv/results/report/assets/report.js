@@ -233,64 +233,74 @@
     var host = $("runs");
     $("generated").textContent = (meta.generator || "agentv") + " · generated " + (meta.generated || "");
     runs.forEach(function (run) {
+      // the run's summary exactly as --summary-json writes it (agentv.results.summary):
+      // every figure below is one of its numbers, shown, never counted here
       var s = run.summary;
       var card = el("article", "run", el("h2", null, run.name), el("p", "muted", run.path));
       var statuses = s.statuses || {};
       var figures = el("div", "figures");
       function figure(label, value, cls) { figures.appendChild(el("div", "figure " + (cls || ""), el("b", null, value), el("span", null, label))); }
-      figure("cases", fmtInt(s.total));
+      function tokens(t) { return fmtInt(t.input) + " / " + fmtInt(t.output); }
+      function reused(t) { return t && (t.reused_input || t.reused_output) ? fmtInt(t.reused_input) + " / " + fmtInt(t.reused_output) : null; }
+      figure("runs", fmtInt(s.total));
+      if (s.eval_cases !== s.total) figure("eval cases", fmtInt(s.eval_cases));
       STATUS_ORDER.forEach(function (name) { figure(name, fmtInt(statuses[name] || 0), "status-" + name); });
       Object.keys(statuses).forEach(function (name) { if (STATUS_ORDER.indexOf(name) < 0) figure(name, fmtInt(statuses[name])); });
       figure("mean score (graded runs)", fmtScore(s.mean));
       figure("pass rate (graded runs)", fmtPct(s.pass_rate));
-      figure("tokens in / out", fmtInt(s.tokens.input) + " / " + fmtInt(s.tokens.output));
-      var reused = s.reused_tokens || {};
-      if (reused.input || reused.output) figure("reused from cache in / out", fmtInt(reused.input) + " / " + fmtInt(reused.output));
-      if (s.judge_tokens.input || s.judge_tokens.output) figure("judge tokens in / out", fmtInt(s.judge_tokens.input) + " / " + fmtInt(s.judge_tokens.output));
+      figure("tokens in / out", tokens(s.tokens));
+      if (reused(s.tokens)) figure("reused from cache in / out", reused(s.tokens));
+      if (s.judge_tokens && (s.judge_tokens.input || s.judge_tokens.output)) figure("judge tokens in / out", tokens(s.judge_tokens));
+      if (reused(s.judge_tokens)) figure("judge tokens reused in / out", reused(s.judge_tokens));
       if (s.cost) {
         var parties = Object.keys(s.cost.by_party || {}).map(function (p) { return p + " " + fmtUsd(s.cost.by_party[p].usd); });
         figure("cost spent" + (parties.length > 1 ? " (" + parties.join(", ") + ")" : ""), fmtUsd(s.cost.usd));
         if (s.cost.reused_usd) figure("cost reused, not spent again", fmtUsd(s.cost.reused_usd));
         if (s.cost.unpriced_runs) figure("runs with tokens of no known price", fmtInt(s.cost.unpriced_runs));
       }
-      figure("wall time (from timestamps)", fmtSeconds(s.wall_seconds));
-      figure("case time, summed", fmtSeconds(s.case_seconds));
-      if (s.tool_calls) figure("tool calls (trajectories)", fmtInt(s.tool_calls));
+      var time = s.time || {};
+      figure("wall time (from timestamps)", fmtSeconds(time.wall_seconds));
+      figure("case time, summed", fmtSeconds(time.case_seconds));
+      if (s.trajectory_calls) figure("tool calls (trajectories)", fmtInt(s.trajectory_calls));
       if (s.required_failures) figure("failed by a required evaluator", fmtInt(s.required_failures), "status-failed");
       card.appendChild(figures);
-      if (s.started || s.ended) card.appendChild(el("p", "muted", "from " + (s.started || "?") + " to " + (s.ended || "?") + " (UTC)"));
+      if (time.started || time.ended) card.appendChild(el("p", "muted", "from " + (time.started || "?") + " to " + (time.ended || "?") + " (UTC)"));
       var targets = (s.targets || []).map(function (t) { return t.target || "(none)"; });
       card.appendChild(el("p", null, "targets: " + targets.join(", ")));
       if (s.targets && s.targets.length > 1) {
-        var table = el("table", null, el("thead", null, el("tr", null,
-          ["target", "runs", "mean", "pass rate", "ok", "failed", "error", "invalid", "tokens in / out"].map(function (h) { return el("th", null, h); }))));
+        // a target's mean is over its cases (each case's graded runs' mean), as the summary's
+        var table = el("table", "targets", el("thead", null, el("tr", null,
+          ["target", "runs", "mean", "pass rate", "ok", "failed", "error", "invalid", "skipped", "tokens in / out"].map(function (h) { return el("th", null, h); }))));
         var body = el("tbody");
         s.targets.forEach(function (t) {
           body.appendChild(el("tr", null, el("td", null, t.target || "(none)"), el("td", "num", fmtInt(t.runs)),
             el("td", "num", fmtScore(t.mean)), el("td", "num", fmtPct(t.pass_rate)),
-            STATUS_ORDER.map(function (n) { return el("td", "num", fmtInt(t.statuses[n] || 0)); }),
-            el("td", "num", fmtInt(t.tokens.input) + " / " + fmtInt(t.tokens.output))));
+            [t.ok, t.failed, t.errors, t.invalid, t.skipped].map(function (n) { return el("td", "num", fmtInt(n)); }),
+            el("td", "num", tokens(t.tokens))));
         });
         table.appendChild(body);
         card.appendChild(table);
       }
       var evaluators = Array.isArray(s.evaluators) ? s.evaluators : [];
       if (evaluators.some(function (e) { return e && e.weighted; })) card.appendChild(evaluatorTable(evaluators));
-      var most = Math.max.apply(null, s.histogram.map(function (b) { return b.count; }).concat([1]));
-      var hist = el("div", "hist");
-      hist.setAttribute("role", "img");
-      hist.setAttribute("aria-label", "score histogram");
-      var labels = el("div", "hist-labels");
-      s.histogram.forEach(function (b) {
-        var bar = el("div", "bar");
-        bar.style.height = (100 * b.count / most).toFixed(1) + "%";
-        bar.title = b.start.toFixed(1) + "–" + b.end.toFixed(1) + ": " + b.count;
-        hist.appendChild(bar);
-        labels.appendChild(el("span", null, b.start.toFixed(1) + "–" + b.end.toFixed(1) + " (" + fmtInt(b.count) + ")"));
-      });
-      card.appendChild(el("h4", null, "score histogram"));
-      card.appendChild(hist);
-      card.appendChild(labels);
+      var bins = Array.isArray(s.histogram) ? s.histogram : [];
+      if (bins.length) { // none when no run was graded
+        var most = Math.max.apply(null, bins.map(function (b) { return b.count; }).concat([1]));
+        var hist = el("div", "hist");
+        hist.setAttribute("role", "img");
+        hist.setAttribute("aria-label", "score histogram");
+        var labels = el("div", "hist-labels");
+        bins.forEach(function (b) {
+          var bar = el("div", "bar");
+          bar.style.height = (100 * b.count / most).toFixed(1) + "%";
+          bar.title = b.start.toFixed(1) + "–" + b.end.toFixed(1) + ": " + b.count;
+          hist.appendChild(bar);
+          labels.appendChild(el("span", null, b.start.toFixed(1) + "–" + b.end.toFixed(1) + " (" + fmtInt(b.count) + ")"));
+        });
+        card.appendChild(el("h4", null, "score histogram"));
+        card.appendChild(hist);
+        card.appendChild(labels);
+      }
       if (run.skipped_lines) {
         card.appendChild(el("p", "note", run.skipped_lines + " line(s) of this file are not results and were left out (line " +
           run.skipped_examples.join(", ") + (run.skipped_lines > run.skipped_examples.length ? ", …" : "") + ")"));
