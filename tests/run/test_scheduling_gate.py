@@ -63,7 +63,9 @@ from agentv.run.scheduling import (
 )
 from support.clock import Clock
 
-HANG_GUARD = 30.0  # seconds; every wait here is for a step another task takes at once
+#: seconds; every wait here is for a step another task takes at once. Under mutmut's CPU
+#: limit: a mutant that makes a wait spin fails the test instead of timing out
+HANG_GUARD = 10.0
 
 
 def sent(gate: TargetGate, count: int = 1) -> None:
@@ -498,6 +500,21 @@ def test_a_lone_refusal_while_holding_only_pauses() -> None:
     assert state.noise and state.top == pytest.approx((1 - FEW_CUT) * min(50.0, pace / HOLD_SHARE))
 
 
+def test_a_refusal_before_the_last_40_requests_leaves_the_next_one_alone() -> None:
+    clock, gate = held(100.0)
+    epoch = 100.01
+    clock.now = epoch
+    paced(gate, clock, NOISE_REQUESTS)
+    clock.now = epoch + 0.5
+    gate.throttled(0.01)  # alone among the last 40: a pause
+    clock.now = epoch + 0.51
+    paced(gate, clock, NOISE_REQUESTS)  # 40 more: the refusal is older than all of them
+    clock.now = epoch + 1.2
+    gate.throttled(0.01)  # alone again: the top stays
+    state = gate.snapshot()
+    assert (state.noise, state.top, state.epoch, gate.stats.throttled) == (True, 100.0, epoch, 4)
+
+
 def test_a_few_refusals_while_holding_take_the_top_a_little_lower() -> None:
     clock, gate = held(50.0)
     epoch = 100.02
@@ -534,7 +551,7 @@ async def test_on_the_real_clock_a_paced_turn_is_never_taken_before_its_time() -
     for _ in range(2):  # both refused, each told to wait 20 ms: about 50 a second from here
         gate.throttled(0.02, sent_at=gate.now(), asked=True)
     assert gate.snapshot().top == 50.0
-    for _ in range(5):
+    for _ in range(20):
         last = gate.snapshot().last_start
         await asyncio.wait_for(gate.acquire(), HANG_GUARD)
         state = gate.snapshot()
@@ -822,6 +839,7 @@ def test_one_bucket_alone_paces_too() -> None:
     assert by_tokens.try_acquire(60.0)
     by_tokens.release()
     assert by_tokens.snapshot(3.0).wait == 3.0
+    assert by_tokens.snapshot().wait == 0.0  # a request that says no tokens waits for none
 
 
 # --- waiting for a turn (the real clock) ----------------------------------------------------------
@@ -832,6 +850,16 @@ async def test_a_paused_gate_lets_the_request_go_once_the_pause_is_over() -> Non
     gate.throttled(0.05)  # nobody ends a request meanwhile: the wait itself ends
     await turn(gate)
     assert (gate.in_flight, gate.paused_for) == (1, 0.0)
+
+
+async def test_on_the_real_clock_a_request_waits_for_its_bucket_to_refill() -> None:
+    gate = TargetGate(2, max_tpm=1200)  # 20 tokens a second, a minute's worth at once
+    assert gate.try_acquire(1200.0)  # the minute's worth: one more token in 50 ms
+    gate.release()
+    wait = gate.snapshot(1.0).wait
+    assert wait is not None and 0.0 < wait <= 0.05
+    await turn(gate, 1.0)
+    assert (gate.in_flight, gate.stats.requests, gate.rate) == (1, 2, None)
 
 
 async def test_a_full_gate_lets_the_next_request_go_when_one_ends() -> None:
