@@ -27,8 +27,9 @@ from typing import Any
 from measure import load_fake_server_module, max_in_flight
 
 from agentv.cases import EvalCase, EvaluatorConfig
-from agentv.evalfile.schema import ContainsSpec, IsJsonSpec, RegexSpec
-from agentv.evaluators import EvaluationContext, run_evaluator
+from agentv.evaluators.base import EvaluationContext
+from agentv.evaluators.deterministic import ContainsSpec, IsJsonSpec, RegexSpec
+from agentv.evaluators.grading import run_evaluator
 from agentv.messages import Message, TextSegment
 from agentv.prompts.builder import build_prompt, request_messages
 from agentv.providers.base import ProviderRequest

@@ -5,8 +5,9 @@
 
 Score = killed / (mutants - judged equivalent), over the code each module is tested for:
 the whole module, except in the provider files, where only the pure converters (and the
-helpers they call) are the target; their provider classes (clients, settings, error
-translation) are counted apart as "outside the target". Equivalent mutants are listed,
+helpers they call) are the target, and in the trajectory evaluators, where only their
+settings' checks are; the rest (the provider classes: clients, settings, error
+translation; the trajectory evaluators' grading) is counted apart as "outside the target". Equivalent mutants are listed,
 with why, in tests/mutation_equivalent.txt (one ``name  # reason`` a line).
 
 Exit code 1 when a module in the target is under 95% or a survivor is not yet judged.
@@ -32,13 +33,16 @@ MODULES = {
     "agentv.results.stats": "src/agentv/results/stats.py",
     "agentv.run.scheduling": "src/agentv/run/scheduling.py",
     "agentv.results.compare": "src/agentv/results/compare.py",
-    "agentv.evalfile.checks": "src/agentv/evalfile/checks.py",
+    "agentv.evaluators.schemas": "src/agentv/evaluators/schemas.py",
+    "agentv.system.scripts": "src/agentv/system/scripts.py",
+    "agentv.evaluators.trajectory": "src/agentv/evaluators/trajectory.py (checks)",
     "agentv.providers.openai": "src/agentv/providers/openai.py (converters)",
     "agentv.providers.anthropic": "src/agentv/providers/anthropic.py (converters)",
     "agentv.providers.gemini": "src/agentv/providers/gemini.py (converters)",
 }
-#: In the provider files, the functions that are the target (mangled as mutmut names them).
-CONVERTERS = {
+#: In the modules tested in part, the functions that are the target (mangled as mutmut names
+#: them): the provider files' converters, the trajectory evaluators' checks.
+TARGETS = {
     "agentv.providers.openai": {"x_to_openai_messages", "x_from_openai_completion"},
     "agentv.providers.anthropic": {
         "x_to_anthropic_request",
@@ -46,6 +50,16 @@ CONVERTERS = {
         "x__text_blocks",
     },
     "agentv.providers.gemini": {"x_to_gemini_request", "x_from_gemini_response", "x__text_parts"},
+    "agentv.evaluators.trajectory": {
+        "x__call_problems",
+        "x__bounds_problems",
+        "x__expected_problems",
+        "xǁToolUsedSpecǁcheck",
+        "xǁToolNotUsedSpecǁcheck",
+        "xǁToolTrajectorySpecǁcheck",
+        "xǁToolCallF1Specǁcheck",
+        "xǁStepCountSpecǁcheck",
+    },
 }
 _NAME = re.compile(r"^\s*(?P<name>[\w.ǁ]+__mutmut_\d+): (?P<status>.+?)\s*$")
 
@@ -84,7 +98,7 @@ def place(name: str) -> tuple[str, str, bool]:
     for module in sorted(MODULES, key=len, reverse=True):
         if base.startswith(module + "."):
             function = base[len(module) + 1 :]
-            target = module not in CONVERTERS or function in CONVERTERS[module]
+            target = module not in TARGETS or function in TARGETS[module]
             return module, function, target
     return "", base, False
 
@@ -124,7 +138,7 @@ def main(argv: list[str]) -> int:
         print(f"| {label} | {total} | {killed} | {judged_n} | {other} | {score:.1%} |")
     if outside:
         shown = ", ".join(f"{s} {n}" for s, n in sorted(outside.items()))
-        print(f"\nOutside the target (the provider classes): {sum(outside.values())} ({shown})")
+        print(f"\nOutside the target: {sum(outside.values())} ({shown})")
     if stale:
         print(f"\n{len(stale)} judged mutants no longer exist (renumbered?): {', '.join(stale)}")
     if open_survivors:

@@ -160,3 +160,50 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
 @pytest.mark.parametrize("module", ["agentv.cli.eval", "agentv.cli.report"])
 def test_the_import_finder_sees_imports_inside_functions(module: str) -> None:
     assert "agentv.api" in imports(module, top_level_only=False)
+
+
+def _full_graph() -> dict[str, set[str]]:
+    """Every import between agentv's modules, those inside functions and under
+    ``TYPE_CHECKING`` included, with the packages each import runs."""
+    graph: dict[str, set[str]] = {}
+    for module in MODULES:
+        targets = imports(module, top_level_only=False)
+        targets |= {p for t in targets for p in _parents(t)}
+        graph[module] = {t for t in targets if t in MODULES and t != module} - _parents(module)
+    return graph
+
+
+def test_no_import_cycle_outside_the_run_counting_every_import() -> None:
+    """No cycle leaves ``run/``, even through an import inside a function or one made only
+    for type checking: the vocabulary (messages, cases) sits below the prompts and the
+    providers, those below the evaluators, and the evaluators below the eval files."""
+    cycles = _cycles(_full_graph())
+    assert [c for c in cycles if not all(m.startswith("agentv.run.") for m in c)] == []
+
+
+def test_grading_never_reaches_back_into_loading() -> None:
+    """The evaluators know nothing of eval files: the loader asks each evaluator to check its
+    own settings (``EvaluatorSpec.check``), never the other way round."""
+    graph = _full_graph()
+    grading = sorted(m for m in MODULES if m.startswith("agentv.evaluators"))
+    assert "agentv.evaluators.registry" in grading
+    stray = {m: sorted(t for t in graph[m] if t.startswith("agentv.evalfile")) for m in grading}
+    assert {m: names for m, names in stray.items() if names} == {}
+
+
+@pytest.mark.parametrize(
+    ("module", "below"),
+    [
+        ("agentv.cases", ("agentv.evaluators", "agentv.prompts", "agentv.providers")),
+        ("agentv.messages", ("agentv.cases", "agentv.evaluators", "agentv.providers")),
+        ("agentv.providers.base", ("agentv.cases", "agentv.prompts", "agentv.evaluators")),
+        ("agentv.providers.pricing", ("agentv.providers.base",)),
+        ("agentv.system.masking", ("agentv.system.env", "agentv.providers")),
+        ("agentv.system.env", ("agentv.system.masking",)),
+    ],
+)
+def test_the_vocabulary_imports_nothing_above_it(module: str, below: tuple[str, ...]) -> None:
+    """What others build on names them through Protocols, not imports
+    (docs/architecture.md, "Layers")."""
+    found = imports(module, top_level_only=False)
+    assert sorted(t for t in found if t.startswith(below)) == []

@@ -692,7 +692,7 @@ def _driver_env(env: dict[str, str], env_file: Path | None) -> dict[str, str]:
     variables and what ``.env`` set (a cluster's nodes have neither)."""
     from dotenv import dotenv_values
 
-    from agentv.system.masking import VENDOR_KEY_VARIABLES
+    from agentv.system.env import VENDOR_KEY_VARIABLES
 
     names = set(VENDOR_KEY_VARIABLES)
     if env_file is not None:

@@ -5,13 +5,29 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from agentv.messages import GuidelineFile, Message
 
 if TYPE_CHECKING:
     from agentv.errors import Diagnostic
-    from agentv.evaluators.specs import EvaluatorSpec
+
+
+class EvaluatorSettings(Protocol):
+    """An evaluator's settings as an eval file writes them: what a case and a run read of
+    any kind (each kind's own model, with its grading, is in ``agentv.evaluators``)."""
+
+    @property
+    def type(self) -> str: ...
+    @property
+    def name(self) -> str | None: ...
+    @property
+    def weight(self) -> float: ...
+    @property
+    def required(self) -> bool: ...
+    @property
+    def threshold(self) -> float | None: ...
+    def model_dump(self, *, mode: str = ...) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,7 +35,7 @@ class EvaluatorConfig:
     """An evaluator of a case with its file references resolved."""
 
     name: str
-    spec: EvaluatorSpec
+    spec: EvaluatorSettings
     cwd: Path | None = None  # code evaluators: where the script runs
     prompt_text: str | None = None  # llm_judge: custom prompt (from a file or inline)
     prompt_path: Path | None = None

@@ -26,7 +26,8 @@ The three kinds a run can stop on say where to look: the file (``InputError``), 
 settings and options (``ConfigError``), or the machine (``SetupError``).
 
 ``Diagnostic`` is one problem found in a file, with its location; loaders collect them all
-instead of stopping at the first.
+instead of stopping at the first. ``Problem`` is one found in a block of settings before it
+is placed in its file (an evaluator's ``check``): the loader locates it.
 """
 
 from __future__ import annotations
@@ -69,6 +70,23 @@ class Diagnostic:
         if self.hint:
             text += f"\n    hint: {self.hint}"
         return text
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One problem with a block's settings, found before they are used: ``key`` is the key
+    it is about (a path of keys for a nested one: ``("expected", 2, "args_schema")``),
+    ``message`` what is wrong and ``hint`` how to fix it. The loader makes it a
+    ``Diagnostic`` at that key."""
+
+    key: str | tuple[str | int, ...]
+    message: str
+    hint: str
+
+    @property
+    def path(self) -> tuple[str | int, ...]:
+        """``key`` as a path of keys."""
+        return self.key if isinstance(self.key, tuple) else (self.key,)
 
 
 class DiagnosticsView:

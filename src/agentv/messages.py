@@ -13,6 +13,9 @@ from typing import Any, Literal
 
 Role = Literal["system", "user", "assistant", "tool"]
 ROLES: tuple[str, ...] = ("system", "user", "assistant", "tool")
+#: how a target gets the question: LM mode (files inlined) or agent mode (files pointed at),
+#: docs/prompt-rules.md
+Mode = Literal["lm", "agent"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,4 @@
-"""Evaluator settings checked before the first request (``evalfile/checks.py``).
+"""Evaluator settings checked before the first request (each evaluator's ``check``).
 
 A broken regex, an invalid JSON Schema or a missing script would make an evaluator fail on
 every answer, after the answer was paid for. The loader finds them first: the case is
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from agentv.evalfile.checks import regex_problem, script_file
 from agentv.evalfile.loader import load_eval_file
-from agentv.evaluators.specs import IsJsonSpec
+from agentv.evaluators.deterministic import IsJsonSpec, regex_problem
+from agentv.system.scripts import script_file
 from support.cli import invoke_cli
 from support.files import write
 
@@ -129,7 +129,8 @@ def test_inline_schema_string_that_is_json_is_checked_as_a_schema(repo: Path) ->
 
 def test_schema_whose_draft_is_not_text(repo: Path) -> None:
     """jsonschema looks the draft up by the `$schema` string and crashed on a number."""
-    from agentv.evalfile.checks import Problem, check_schema
+    from agentv.errors import Problem
+    from agentv.evaluators.schemas import check_schema
 
     assert check_schema({"$schema": 5}, "(inline)") == Problem(
         "schema",
@@ -225,7 +226,7 @@ def test_a_schema_file_that_cannot_be_read_says_how_it_must_be_written(
 
 
 def test_schema_hints_say_how_to_fix_it() -> None:
-    from agentv.evalfile.checks import check_schema
+    from agentv.evaluators.schemas import check_schema
 
     not_a_mapping = check_schema([1], "(inline)")
     assert not_a_mapping is not None and not_a_mapping.hint == (
@@ -278,7 +279,7 @@ def test_inline_schemas_are_told_apart_by_value(repo: Path) -> None:
 
 
 def test_a_mapping_whose_keys_cannot_be_sorted_is_checked_as_it_is() -> None:
-    from agentv.evalfile.checks import SchemaChecker
+    from agentv.evaluators.schemas import SchemaChecker
 
     # eval files only have text keys; the checker does not depend on it
     problem = SchemaChecker().problem({"type": 5, 1: "x"}, Path("."))
@@ -287,7 +288,7 @@ def test_a_mapping_whose_keys_cannot_be_sorted_is_checked_as_it_is() -> None:
 
 
 def test_an_inline_schema_string_nested_too_deeply() -> None:
-    from agentv.evalfile.checks import SchemaChecker
+    from agentv.evaluators.schemas import SchemaChecker
 
     problem = SchemaChecker().problem('{"a":' * 100_000, Path("."))
     assert problem is not None and problem.message.startswith(
@@ -316,16 +317,16 @@ def test_good_schemas_load(repo: Path) -> None:
 def test_a_schema_is_checked_once_for_the_whole_file(
     repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from agentv.evalfile import checks
+    from agentv.evaluators import schemas
 
     calls = []
-    real = checks.check_schema
+    real = schemas.check_schema
 
     def counting(schema: object, label: str) -> object:
         calls.append(label)
         return real(schema, label)
 
-    monkeypatch.setattr(checks, "check_schema", counting)
+    monkeypatch.setattr(schemas, "check_schema", counting)
     write(repo, "evals/answer.json", '{"type": "object"}')
     cases = "".join(
         f"  - id: c{i}\n    outcome: ok\n    input_messages: [{{role: user, content: hi}}]\n"
@@ -436,7 +437,7 @@ def test_which_word_of_a_command_is_its_script(command: str, file: str | None) -
 def test_only_the_command_itself_is_looked_for_on_path(
     repo: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from agentv.evalfile.checks import script_problem
+    from agentv.system.scripts import script_problem
 
     bin_dir = tmp_path / "bin"
     write(bin_dir, "grade.py", "#!/bin/sh\n").chmod(0o755)
@@ -455,6 +456,24 @@ def test_only_the_command_itself_is_looked_for_on_path(
     )
 
 
+def test_a_missing_script_is_said_of_what_runs_it(tmp_path: Path) -> None:
+    from agentv.errors import Problem
+    from agentv.system.scripts import script_problem
+
+    def hint(what: str) -> str:
+        return (
+            f"the command runs in {tmp_path}, where answer.py does not exist; create it, fix "
+            f"the path, or set `cwd` on the {what} to the folder that holds it"
+        )
+
+    assert script_problem("python3 answer.py", tmp_path, "tool") == Problem(
+        "script", "tool script not found: answer.py", hint("tool")
+    )
+    assert script_problem("python3 answer.py", tmp_path) == Problem(
+        "script", "code evaluator script not found: answer.py", hint("evaluator")
+    )
+
+
 def test_a_program_on_path_is_never_checked(
     repo: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -463,6 +482,154 @@ def test_a_program_on_path_is_never_checked(
     tool.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
     loads_cleanly(suite(repo, "      - {type: code, script: grade.py --strict}\n"))
+
+
+# --- trajectory evaluators ------------------------------------------------------------------------
+
+
+def every_error(path: Path) -> list[tuple[int | None, int | None, str, str | None]]:
+    """The errors of the file, all on case `bad` (the good case loads)."""
+    loaded = load_eval_file(path)
+    assert [c.id for c in loaded.cases] == ["good"]
+    return [(d.line, d.column, d.message, d.hint) for d in loaded.errors]
+
+
+NO_COUNT = "no count could pass"
+NEEDS_ARGS = (
+    "case 'bad': `args_match: exact` needs `args`: the arguments the call must have",
+    "give `args`, or leave `args_match` out",
+)
+
+
+def test_counts_that_cannot_both_hold(repo: Path) -> None:
+    path = suite(
+        repo,
+        "      - {type: tool_used, tool: search, args_match: exact, min: 3, max: 1}\n"
+        "      - {type: step_count}\n"
+        "      - {type: step_count, min: 4, max: 2}\n"
+        "      - {type: step_count, min: 2, max: 2}\n"
+        "      - {type: tool_used, tool: search, min: 0, max: 0}\n"
+        "      - {type: step_count, max: 3}\n"
+        "      - {type: step_count, max: null}\n",
+    )
+    assert every_error(path) == [
+        (8, 53, *NEEDS_ARGS),
+        (8, 73, "case 'bad': `max` (1) is less than `min` (3)", NO_COUNT),
+        (
+            9,
+            9,
+            "case 'bad': `step_count` needs `min`, `max` or both",
+            "give the fewest (`min`) and/or the most (`max`) tool calls allowed",
+        ),
+        (10, 41, "case 'bad': `max` (2) is less than `min` (4)", NO_COUNT),
+        (
+            14,
+            33,
+            "case 'bad': `step_count` needs `min`, `max` or both",
+            "give the fewest (`min`) and/or the most (`max`) tool calls allowed",
+        ),
+    ]
+
+
+def test_a_mode_and_what_it_needs(repo: Path) -> None:
+    path = suite(
+        repo,
+        "      - {type: tool_trajectory, mode: any_order}\n"
+        "      - {type: tool_trajectory, mode: any_order, minimums: {a: 1}, expected: [a]}\n"
+        "      - {type: tool_trajectory, mode: exact}\n"
+        "      - {type: tool_trajectory, mode: in_order, expected: [a], minimums: {a: 1}}\n"
+        "      - {type: tool_trajectory, mode: any_order, minimums: {a: 1}}\n"
+        "      - {type: tool_trajectory, mode: superset, expected: [a]}\n"
+        "      - {type: tool_trajectory, mode: any_order, minimums: {}}\n"
+        "      - {type: tool_trajectory, mode: exact, expected: []}\n",
+    )
+    needs_minimums = (
+        "case 'bad': `mode: any_order` needs `minimums`: each tool and its fewest calls",
+        "write `minimums: {search: 2, fetch: 1}`, or use `mode: superset` with `expected` calls",
+    )
+    needs_expected = (
+        "case 'bad': `mode: exact` needs `expected`: the calls, in order",
+        "list them: `- search` or `- {tool: search, args: {query: ...}}`",
+    )
+    assert every_error(path) == [
+        (8, 9, *needs_minimums),
+        (
+            9,
+            78,
+            "case 'bad': `mode: any_order` counts `minimums`; it takes no `expected` list",
+            "use `mode: superset` (these calls, in any order, others allowed) or `unordered` "
+            "(these calls and no other)",
+        ),
+        (10, 9, *needs_expected),
+        (
+            11,
+            74,
+            "case 'bad': `minimums` is for `mode: any_order`, not `in_order`",
+            "remove `minimums`, or use `mode: any_order`",
+        ),
+        (14, 60, *needs_minimums),  # written empty: said at the key
+        (15, 56, *needs_expected),
+    ]
+
+
+def test_the_expected_calls_are_checked_one_by_one(repo: Path) -> None:
+    path = suite(
+        repo,
+        "      - {type: tool_call_f1, expected: []}\n"
+        "      - {type: tool_call_f1, expected: [a, {tool: b, args_match: exact}]}\n"
+        "      - {type: tool_trajectory, mode: exact, expected: [{tool: b, args_match: exact}]}\n"
+        "      - {type: tool_trajectory, mode: exact, expected: [a, {tool: b, args: {x: 1}}]}\n"
+        "      - {type: tool_trajectory, mode: in_order, expected:\n"
+        "          [{tool: a, args_match: exact}, {tool: b, args_match: exact}]}\n",
+    )
+    assert every_error(path) == [
+        (
+            8,
+            40,
+            "case 'bad': `expected` must list at least one call",
+            "list the calls the candidate should make",
+        ),
+        (9, 66, *NEEDS_ARGS),
+        (10, 79, *NEEDS_ARGS),
+        (13, 34, *NEEDS_ARGS),  # each expected call is checked
+        (13, 64, *NEEDS_ARGS),
+    ]
+
+
+def test_argument_schemas_are_checked_and_said_as_args_schema(repo: Path) -> None:
+    write(repo, "evals/args.json", '{"properties": {"command": {"pattern": "pytest"}}}')
+    path = suite(
+        repo,
+        "      - {type: tool_not_used, tool: rm, args_schema: missing.json}\n"
+        "      - {type: tool_used, tool: rm, args_schema: '{\"a\":'}\n"
+        "      - {type: tool_used, tool: rm, args_schema: {type: 5}}\n"
+        "      - {type: tool_used, tool: sh, args_schema: args.json}\n",
+    )
+    evals = repo / "evals"
+    assert every_error(path) == [
+        (
+            8,
+            54,
+            "case 'bad': JSON Schema file not found: missing.json",
+            f"`args_schema` is a file path relative to the eval file's folder ({evals}), or "
+            f"the schema itself as a mapping; looked at {evals / 'missing.json'}",
+        ),
+        (
+            9,
+            50,
+            "case 'bad': invalid JSON Schema (inline string): not valid JSON: Expecting value "
+            "at character 6",
+            "write the schema as a YAML mapping under `args_schema:`, or give the path of a "
+            "schema file",
+        ),
+        (
+            10,
+            50,
+            "case 'bad': invalid JSON Schema (inline) at `type`: 5 is not valid under any of "
+            "the given schemas",
+            "fix the schema (https://json-schema.org/understanding-json-schema/)",
+        ),
+    ]
 
 
 # --- the file-level `execution:` defaults are checked too ----------------------------------------
@@ -545,8 +712,8 @@ def test_regex_check_agrees_with_the_regex_evaluator(pattern: str, flags: str | 
     ],
 )
 def test_schema_check_agrees_with_the_is_json_evaluator(tmp_path: Path, schema: object) -> None:
-    from agentv.evalfile.checks import SchemaChecker
-    from agentv.evaluators import deterministic
+    from agentv.evaluators import schemas
+    from agentv.evaluators.schemas import SchemaChecker
 
     write(tmp_path, "answer.json", '{"type": "object"}')
     write(tmp_path, "list.json", "[]")
@@ -554,8 +721,8 @@ def test_schema_check_agrees_with_the_is_json_evaluator(tmp_path: Path, schema: 
     write(tmp_path, "answer.yaml", "type: object\n")
     write(tmp_path, "bad.yaml", "type: [object\n")
     spec = IsJsonSpec.model_validate({"type": "is_json", "schema": schema})
-    deterministic._SCHEMAS.clear()  # files are cached by path across tests
-    at_run_time = deterministic._schema_for(spec, tmp_path / "e.yaml")
+    schemas._SCHEMAS.clear()  # files are cached by path across tests
+    at_run_time = schemas.resolve_schema(spec.schema_, tmp_path / "e.yaml")
     problem = SchemaChecker().problem(spec.schema_, tmp_path)
     assert (problem is None) == (not isinstance(at_run_time, str))
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agentv.evaluators import grade_case, run_evaluator
+from agentv.evaluators.grading import grade_case, run_evaluator
 from agentv.messages import FileSegment, GuidelineFile, GuidelineRef, TextSegment
 from agentv.system.masking import Masker, masking_scope
 from support.evaluator_kit import code, make_case, make_ctx, msg, user

@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 
 from agentv.cases import EvaluatorConfig
-from agentv.evaluators import EvaluatorScore, deterministic, run_evaluator
+from agentv.evaluators import deterministic, schemas
+from agentv.evaluators.base import EvaluatorScore
 from agentv.evaluators.deterministic import parse_json_answer
+from agentv.evaluators.grading import run_evaluator
 from support.evaluator_kit import contains, equals, is_json, make_case, make_ctx, regex
 
 
@@ -17,12 +19,13 @@ from support.evaluator_kit import contains, equals, is_json, make_case, make_ctx
 def _fresh_caches() -> None:
     """Each test compiles what it uses: a cache filled by an earlier test (or by mutmut's
     first pass) must not answer for the code under test."""
-    deterministic._SCHEMAS.clear()
+    schemas._SCHEMAS.clear()
     for cached in (
         deterministic._show,
         deterministic._contains_lines,
         deterministic._equals_lines,
         deterministic._compile,
+        deterministic.regex_problem,
     ):
         getattr(cached, "cache_clear", lambda: None)()
 

@@ -3,17 +3,19 @@ reported), judge failures, errors and the default evaluator's fields, compared w
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import ClassVar
 
 import pytest
 
-from agentv.cases import EvaluatorConfig
-from agentv.evaluators import EvaluationContext, EvaluatorScore, grade_case, registry
-from agentv.evaluators.grading import aggregate, needs_judge
-from agentv.evaluators.specs import CodeSpec
+from agentv.cases import EvalCase, EvaluatorConfig, SimulatedUser, Turn
+from agentv.evaluators.base import EvaluationContext, EvaluatorScore
+from agentv.evaluators.code import CodeSpec
+from agentv.evaluators.deterministic import ContainsSpec
+from agentv.evaluators.grading import aggregate, grade_case, needs_judge, run_evaluator
 from agentv.providers.base import ProviderResponse, Usage
 from support.evaluator_kit import FakeJudge, contains, judge, make_case, make_ctx, regex
+from support.evaluator_kit import user as user_message
 
 
 def scored(name: str, usage: Usage | None, *, kind: str = "llm_judge", error: str | None = None):
@@ -121,14 +123,14 @@ async def test_default_code_evaluator_falls_back_to_the_judge(tmp_path: Path) ->
     assert (grade.score, grade.default_name, len(fake.requests)) == (1.0, "llm_judge", 1)
 
 
-class _Raising:
-    type: ClassVar[str] = "contains"
+def _raising(name: str, exc: BaseException) -> EvaluatorConfig:
+    """A ``contains`` evaluator whose grading raises ``exc``."""
 
-    def __init__(self, exc: BaseException) -> None:
-        self.exc = exc
+    class Raising(ContainsSpec):
+        async def evaluate(self, ctx: EvaluationContext, config: EvaluatorConfig) -> EvaluatorScore:
+            raise exc
 
-    async def evaluate(self, ctx: EvaluationContext, config: EvaluatorConfig) -> EvaluatorScore:
-        raise self.exc
+    return EvaluatorConfig(name, Raising(type="contains", value="x"))
 
 
 @pytest.mark.parametrize(
@@ -136,10 +138,9 @@ class _Raising:
     [(RuntimeError(""), "RuntimeError"), (ValueError("bad value"), "bad value")],
 )
 async def test_an_evaluator_that_raises_without_a_message_is_named_by_its_type(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, exc: BaseException, error: str
+    tmp_path: Path, exc: BaseException, error: str
 ) -> None:
-    monkeypatch.setitem(registry.EVALUATORS, "contains", _Raising(exc))
-    case = make_case(tmp_path, evaluators=[contains("x", "boom")])
+    case = make_case(tmp_path, evaluators=[_raising("boom", exc)])
     grade = await grade_case(make_ctx(case, "Paris"))
     assert grade.evaluator_results is not None
     (entry,) = grade.evaluator_results
@@ -154,3 +155,67 @@ def test_needs_judge() -> None:
     assert needs_judge(make_case(base, evaluators=[contains("x"), judge("j")]))
     script = EvaluatorConfig("c", CodeSpec(type="code", script="true"))
     assert not needs_judge(make_case(base, evaluators=[script]))
+
+
+def _live(*turns: Turn, evaluators: tuple[EvaluatorConfig, ...] = ()) -> EvalCase:
+    return replace(make_case(Path("/nowhere"), evaluators=evaluators), turns=turns)
+
+
+def _simulated(
+    evaluators: tuple[EvaluatorConfig, ...] = (contains("x"),), **user: object
+) -> EvalCase:
+    person = SimulatedUser(target="sim", persona="a customer", goal="a refund", **user)  # type: ignore[arg-type]
+    return replace(make_case(Path("/nowhere"), evaluators=evaluators), user=person)
+
+
+def _turn(outcome: str = "", *evaluators: EvaluatorConfig) -> Turn:
+    return Turn(message=user_message("hi"), outcome=outcome, evaluators=evaluators)
+
+
+def test_needs_judge_in_a_live_conversation() -> None:
+    assert needs_judge(_live(_turn("Says hello.")))  # graded by a judge of its outcome
+    assert not needs_judge(_live(_turn("Says hello.", contains("hello"))))
+    assert not needs_judge(_live(_turn(), evaluators=(contains("x"),)))
+    assert needs_judge(_live(_turn("", judge("j"))))
+    assert needs_judge(_live(_turn("Says hello.", contains("hello")), evaluators=(judge("j"),)))
+
+
+def test_needs_judge_with_a_simulated_user() -> None:
+    assert not needs_judge(_simulated())
+    assert needs_judge(_simulated(evaluators=()))  # the conversation's default judge
+    assert needs_judge(_simulated(stop_when_judge="Was the refund granted?"))
+    assert needs_judge(_simulated(role_judge=True))
+    assert needs_judge(_simulated(stop_when=(judge("done"),)))
+    assert not needs_judge(_simulated(stop_when=(contains("refund"),)))
+    turn_judged = replace(_simulated(), turn_evaluators=(judge("each"),))
+    assert needs_judge(turn_judged)
+
+
+def test_weights_below_one_in_all_still_make_a_weighted_mean() -> None:
+    full = EvaluatorScore("a", "contains", 1.0, ["a"], [], weight=0.5)
+    none = EvaluatorScore("b", "contains", 0.0, [], ["b"], weight=0.25)
+    assert aggregate([full, none]).score == 0.5 / 0.75
+
+
+@dataclass(frozen=True)
+class _Foreign:
+    """Settings that are no evaluator of agentv's (a program building its own cases)."""
+
+    type: str = "mine"
+    name: str | None = None
+    weight: float = 1.0
+    required: bool = False
+    threshold: float | None = None
+
+    def model_dump(self, *, mode: str = "python") -> dict[str, object]:
+        return {"type": self.type}
+
+    def __repr__(self) -> str:
+        return "_Foreign()"
+
+
+async def test_settings_that_are_no_evaluator_are_an_evaluator_error(tmp_path: Path) -> None:
+    config = EvaluatorConfig("mine", _Foreign())
+    entry = await run_evaluator(make_ctx(make_case(tmp_path), "Paris"), config)
+    reason = "_Foreign() is not an evaluator (agentv.evaluators.base.EvaluatorSpec)"
+    assert (entry.name, entry.type, entry.score, entry.error) == ("mine", "mine", 0.0, reason)

@@ -6,14 +6,14 @@ import json
 import shlex
 import sys
 from pathlib import Path
-from typing import ClassVar
 
 import pytest
 
 from agentv.cases import EvaluatorConfig
 from agentv.evalfile.loader import load_eval_file
-from agentv.evaluators import EvaluationContext, EvaluatorScore, grade_case, registry
-from agentv.evaluators.grading import aggregate
+from agentv.evaluators.base import EvaluationContext, EvaluatorScore
+from agentv.evaluators.deterministic import ContainsSpec
+from agentv.evaluators.grading import aggregate, grade_case
 from agentv.prompts.builder import build_prompt
 from agentv.providers.base import ProviderResponse, Usage
 from support.evaluator_kit import FakeJudge, contains, judge, make_case, make_ctx, regex
@@ -115,16 +115,16 @@ async def test_default_evaluator_reports_its_raw_request(tmp_path: Path) -> None
     assert not grade.judge_failed and grade.error is None
 
 
-class _Exploding:
-    type: ClassVar[str] = "contains"
+class _Exploding(ContainsSpec):
+    """A ``contains`` whose grading has a bug."""
 
     async def evaluate(self, ctx: EvaluationContext, config: EvaluatorConfig) -> EvaluatorScore:
         raise KeyError("surprise")
 
 
-async def test_an_evaluator_that_raises_is_recorded(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setitem(registry.EVALUATORS, "contains", _Exploding())
-    case = make_case(tmp_path, evaluators=[contains("x", "boom"), regex("P")])
+async def test_an_evaluator_that_raises_is_recorded(tmp_path: Path) -> None:
+    exploding = EvaluatorConfig("boom", _Exploding(type="contains", value="x"))
+    case = make_case(tmp_path, evaluators=[exploding, regex("P")])
     grade = await grade_case(make_ctx(case, "Paris"))
     assert grade.evaluator_results is not None
     first = grade.evaluator_results[0]

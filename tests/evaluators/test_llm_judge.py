@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agentv.errors import ProviderError, ProviderTimeout
-from agentv.evaluators import grade_case, run_evaluator
+from agentv.evaluators.grading import grade_case, run_evaluator
 from agentv.evaluators.llm_judge import parse_verdict
 from agentv.messages import FileSegment, GuidelineFile, GuidelineRef, TextSegment
 from agentv.providers.base import ProviderResponse, Usage

@@ -13,12 +13,13 @@ import pytest
 from pydantic import TypeAdapter
 
 from agentv.cases import EvaluatorConfig
-from agentv.evaluators import EvaluatorScore, aggregate, run_evaluator
-from agentv.evaluators.specs import EvaluatorSpec
+from agentv.evaluators.base import EvaluatorScore
+from agentv.evaluators.grading import aggregate, run_evaluator
+from agentv.evaluators.registry import AnyEvaluatorSpec
 from agentv.trajectory import ToolStep
 from support.evaluator_kit import make_case, make_ctx
 
-SPEC: TypeAdapter[Any] = TypeAdapter(EvaluatorSpec)
+SPEC: TypeAdapter[Any] = TypeAdapter(AnyEvaluatorSpec)
 
 
 def config(**fields: Any) -> EvaluatorConfig:

@@ -16,8 +16,7 @@ import pytest
 from agentv.cases import EvaluatorConfig
 from agentv.evalfile.loader import load_eval_file
 from agentv.evaluators.base import EvaluationContext
-from agentv.evaluators.llm_judge import judge_prompts
-from agentv.evaluators.specs import LlmJudgeSpec
+from agentv.evaluators.llm_judge import LlmJudgeSpec, judge_prompts
 from agentv.messages import Message, TextSegment, chat_to_dicts
 from agentv.prompts.builder import (
     DEFAULT_SYSTEM_PROMPT,

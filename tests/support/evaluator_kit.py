@@ -6,15 +6,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from agentv.cases import EvalCase, EvaluatorConfig
-from agentv.evaluators import EvaluationContext
-from agentv.evaluators.specs import (
-    CodeSpec,
-    ContainsSpec,
-    EqualsSpec,
-    IsJsonSpec,
-    LlmJudgeSpec,
-    RegexSpec,
-)
+from agentv.evaluators.base import EvaluationContext
+from agentv.evaluators.code import CodeSpec
+from agentv.evaluators.deterministic import ContainsSpec, EqualsSpec, IsJsonSpec, RegexSpec
+from agentv.evaluators.llm_judge import LlmJudgeSpec
 from agentv.messages import GuidelineFile, Message, Segment, TextSegment
 from agentv.prompts.builder import Mode, PromptSettings, build_prompt
 from agentv.providers.base import (

@@ -4,7 +4,8 @@
 - ``schema``: the format exactly as users write it (``schema_errors``: its errors said the
   user's way);
 - ``loader``: reading a file once and settling it (header, ids, file-level defaults);
-- ``build``: building one case (messages, files, tool pairing, evaluators, judge prompt);
-- ``files``, ``guidelines``, ``checks``: file references, guideline patterns, and what an
-  evaluator's settings must satisfy before anything is sent.
+- ``build``: building one case (messages, files, tool pairing, tools, evaluators: each
+  evaluator resolves and checks its own settings);
+- ``context``: what every file loaded in one run shares; ``files``, ``guidelines``: file
+  references and guideline patterns; ``spool``: the cases of a very large file, on disk.
 """

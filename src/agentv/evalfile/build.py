@@ -2,8 +2,9 @@
 
 ``CaseBuilder`` builds a case from its mapping as written: its messages and their
 segments (text, files read once per run, guideline references, tool calls paired with
-their results), its expected messages, its evaluators (their settings checked before
-anything is sent: ``checks.py``) and the judge prompt. Every problem becomes a located
+their results), its expected messages, its tools and its evaluators (each resolved and
+checked by the evaluator itself, ``EvaluatorSpec.resolve`` and ``check``, before anything
+is sent). Every problem becomes a located
 ``Diagnostic``; a case with an error is not built. Reading and settling the file around
 it is ``loader.py``'s.
 """
@@ -12,25 +13,21 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Hashable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
 from agentv.cases import EvalCase, EvaluatorConfig, SimulatedUser, Tool, Turn
 from agentv.errors import Diagnostic
 from agentv.evalfile import schema as sc
-from agentv.evalfile.checks import (
-    Problem,
-    SchemaChecker,
-    parameters_problem,
-    regex_problem,
-    script_problem,
-    trajectory_problems,
-)
+from agentv.evalfile.context import LoadContext
 from agentv.evalfile.files import is_within
 from agentv.evalfile.guidelines import is_guideline
 from agentv.evalfile.schema_errors import translate
+from agentv.evaluators.base import EvaluatorSpec
+from agentv.evaluators.schemas import check_schema
 from agentv.messages import (
     FileSegment,
     GuidelineFile,
@@ -40,11 +37,10 @@ from agentv.messages import (
     TextSegment,
     ToolCall,
 )
+from agentv.system.scripts import script_problem
 from agentv.yaml.source import PathKey, YamlSource, describe_decode_error
 
-if TYPE_CHECKING:
-    from agentv.evalfile.loader import LoadContext
-
+T = TypeVar("T")
 
 _CASE_ADAPTER = sc.RawEvalCase
 
@@ -76,6 +72,17 @@ def text_or_none(value: Any) -> str | None:
     return value.strip() if isinstance(value, str) and value.strip() else None
 
 
+def parameters_problem(parameters: Any) -> str | None:
+    """Why a tool's ``parameters`` cannot be sent to an API (the APIs take a JSON Schema of
+    type ``object``), or None."""
+    if not isinstance(parameters, dict):
+        return "must be a JSON Schema (a mapping)"
+    if parameters.get("type", "object") != "object":
+        return f"must be of type `object` (the arguments of a call), not {parameters['type']!r}"
+    problem = check_schema(parameters, "")
+    return None if problem is None else problem.message.removeprefix("invalid JSON Schema ")
+
+
 class CaseBuilder:
     """Turns one raw case mapping into an ``EvalCase`` (or diagnostics)."""
 
@@ -104,8 +111,8 @@ class CaseBuilder:
         self._classified: dict[Path, bool] = {}
         self._checked: dict[Path, tuple[bool, bool]] = {}  # path -> (inside root, is a file)
         self._warned_large: set[Path] = set()  # attachments already said to be large
-        self._schemas = SchemaChecker()
-        self._scripts: dict[tuple[str, Path], Problem | None] = {}
+        #: what the evaluators' checks keep for the whole file (``_EvaluatorLoading.memo``)
+        self._memo: dict[Hashable, Any] = {}
         # The file-level `execution:` block (the original AgentV's): the defaults of the
         # cases that have no target or evaluators of their own.
         self.execution_seen = False
@@ -696,10 +703,11 @@ class CaseBuilder:
         return self._evaluator_configs(specs, key, diags)
 
     def _evaluator_configs(
-        self, specs: list[sc.EvaluatorSpec], key: PathKey, diags: list[Diagnostic]
+        self, specs: list[EvaluatorSpec], key: PathKey, diags: list[Diagnostic]
     ) -> list[EvaluatorConfig]:
-        """The evaluators listed at ``key``, their files resolved and their settings checked
-        as they will be used when grading (``checks.py``)."""
+        """The evaluators listed at ``key``: each resolves the files its settings name and
+        checks its settings as it will use them when grading (``EvaluatorSpec.resolve``,
+        ``check``); what they find is reported at their keys."""
         out: list[EvaluatorConfig] = []
         seen: set[str] = set()
         for k, spec in enumerate(specs):
@@ -707,27 +715,15 @@ class CaseBuilder:
             if name in seen:
                 name = f"{name}_{k + 1}"
             seen.add(name)
-            cwd = prompt_path = None
-            prompt_text = None
-            if isinstance(spec, sc.CodeSpec):
-                cwd = self._script_folder(
-                    spec.cwd, (*key, k, "cwd"), diags, "code evaluator folder"
-                )
-            if isinstance(spec, sc.LlmJudgeSpec) and spec.prompt:
-                prompt_text, prompt_path = self._judge_prompt(
-                    spec.prompt, (*key, k, "prompt"), diags
-                )
-            for problem in self._check_spec(spec, cwd):
+            at = _EvaluatorLoading(self, (*key, k), diags)
+            config = spec.resolve(name, at)
+            for problem in spec.check(config, at):
                 diags.append(
                     self.src.diagnostic(
                         (*key, k, *problem.path), problem.message, hint=problem.hint
                     )
                 )
-            out.append(
-                EvaluatorConfig(
-                    name, spec, cwd=cwd, prompt_text=prompt_text, prompt_path=prompt_path
-                )
-            )
+            out.append(config)
         if specs and not any(spec.weight > 0 for spec in specs):
             diags.append(
                 self.src.diagnostic(
@@ -768,37 +764,38 @@ class CaseBuilder:
             return None
         return res.resolved
 
-    def _check_spec(self, spec: sc.EvaluatorSpec, cwd: Path | None) -> list[Problem]:
-        """What would make this evaluator fail on every answer: found now, before spending."""
-        problem = None
-        if isinstance(spec, sc.RegexSpec):
-            problem = regex_problem(spec.value, spec.flags)
-        elif isinstance(spec, sc.IsJsonSpec):
-            problem = self._schemas.problem(spec.schema_, self.src.path.parent)
-        elif isinstance(spec, sc.CodeSpec) and cwd is not None:  # a missing `cwd` is reported
-            where = (spec.script, cwd)
-            if where not in self._scripts:  # one look at the disk per script per file
-                self._scripts[where] = script_problem(spec.script, cwd)
-            problem = self._scripts[where]
-        elif isinstance(spec, sc.TrajectorySpec):
-            return trajectory_problems(spec, self._schemas, self.src.path.parent)
-        return [problem] if problem is not None else []
 
-    def _judge_prompt(
-        self, prompt: str, key: PathKey, diags: list[Diagnostic]
-    ) -> tuple[str, Path | None]:
-        """A judge prompt is a file when one resolves, else inline text (as the original AgentV: docs/architecture.md, "Compatibility")."""
-        if "\n" in prompt:
-            return prompt, None
-        # A single line ending like a file name was meant as a file: say so when it is missing.
-        looks_like_path = prompt.strip().lower().endswith((".md", ".txt", ".prompt"))
-        found = self._read_reference(
-            prompt.strip(), key, diags, "judge prompt file", must_exist=looks_like_path
+class _EvaluatorLoading:
+    """What the loader offers one evaluator entry while it is read (the evaluators'
+    ``Loading``): its folder and file references resolved as every reference of the file
+    is, and what is wrong with them reported at the entry's keys."""
+
+    __slots__ = ("_builder", "_diags", "_key")
+
+    def __init__(self, builder: CaseBuilder, key: PathKey, diags: list[Diagnostic]) -> None:
+        self._builder = builder
+        self._key = key
+        self._diags = diags
+
+    @property
+    def eval_dir(self) -> Path:
+        return self._builder.src.path.parent
+
+    def memo(self, key: Hashable, make: Callable[[], T]) -> T:
+        memo = self._builder._memo
+        if key not in memo:
+            memo[key] = make()
+        return memo[key]  # type: ignore[no-any-return]
+
+    def folder(self, raw: str | None, key: str, what: str) -> Path | None:
+        return self._builder._script_folder(raw, (*self._key, key), self._diags, what)
+
+    def reference(
+        self, raw: str, key: str, what: str, *, must_exist: bool
+    ) -> tuple[Path, str] | None:
+        return self._builder._read_reference(
+            raw, (*self._key, key), self._diags, what, must_exist=must_exist
         )
-        if found is None:
-            return prompt, None
-        path, text = found
-        return text, path
 
 
 def _reference_answer(expected: list[Message]) -> str:

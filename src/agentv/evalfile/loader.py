@@ -8,7 +8,7 @@ Every problem is collected as a ``Diagnostic`` with its file, line and column. A
 an error cannot run: it is kept as an ``InvalidCase`` (its result says why) and the others
 still run. What can be known before the first request is checked here, so that ``eval``
 and ``validate`` say it alike: referenced files, duplicate ids, regex patterns, JSON
-Schemas, code evaluators' scripts (``checks.py``). A file that cannot be used at all (bad
+Schemas, code evaluators' scripts (each evaluator's ``check``). A file that cannot be used at all (bad
 YAML, wrong ``$schema``, no ``evalcases`` list, a broken header) raises ``InputError``.
 """
 
@@ -22,33 +22,16 @@ from typing import Any
 import yaml
 
 from agentv.cases import EvalCase, InvalidCase
-from agentv.errors import Diagnostic, DiagnosticsView, InputError, Severity
+from agentv.errors import Diagnostic, DiagnosticsView, InputError
 from agentv.evalfile import schema as sc
 from agentv.evalfile.build import CaseBuilder, text_or_none
-from agentv.evalfile.files import FileStore, find_repo_root, search_roots
-from agentv.evalfile.guidelines import GuidelineResolver
+from agentv.evalfile.context import LoadContext
+from agentv.evalfile.files import find_repo_root, search_roots
 from agentv.evalfile.schema_errors import grader_key, unknown_key
 from agentv.evalfile.spool import CaseSpool
 from agentv.system.readfile import resolved
 from agentv.yaml.source import StreamSource, YamlSource, read_error
 from agentv.yaml.stream import NotUtf8Error, StreamResult, stream_yaml
-
-
-@dataclass
-class LoadContext:
-    """What is shared by every file loaded in one run: file cache, configs, options."""
-
-    store: FileStore = field(default_factory=FileStore)
-    guidelines: GuidelineResolver = field(default_factory=GuidelineResolver)
-    allow_outside_root: bool = False
-    #: how a key written twice is reported: a run warns and uses the last one, as YAML does;
-    #: ``agentv validate`` calls it an error
-    keys_twice: Severity = "warning"
-
-    @property
-    def cwd(self) -> Path:
-        """The run's working directory (the last place references are looked up in)."""
-        return self.store.cwd
 
 
 @dataclass

@@ -2,6 +2,8 @@
 
 These pydantic models forbid unknown keys so that a typo is reported (with a "did you
 mean") instead of being silently ignored. The loader turns them into ``EvalCase`` objects.
+An evaluator's settings are its own model, kept with its grading in ``agentv.evaluators``
+(``registry.KINDS``).
 """
 
 from __future__ import annotations
@@ -10,49 +12,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from agentv.evaluators.specs import (
-    EVALUATOR_TYPES,
-    CodeSpec,
-    ContainsSpec,
-    CostSpec,
-    EqualsSpec,
-    EvaluatorSpec,
-    ExpectedCall,
-    IsJsonSpec,
-    LatencySpec,
-    LlmJudgeSpec,
-    RegexSpec,
-    RepeatedCallsSpec,
-    StepCountSpec,
-    ToolCallF1Spec,
-    ToolNotUsedSpec,
-    ToolTrajectorySpec,
-    ToolUsedSpec,
-    TrajectorySpec,
-)
+from agentv.evaluators.registry import AnyEvaluatorSpec
 
 EVAL_SCHEMA = "agentv-eval-v2"
-
-__all__ = [  # the evaluators' own settings models are part of the format
-    "EVALUATOR_TYPES",
-    "CodeSpec",
-    "ContainsSpec",
-    "CostSpec",
-    "EqualsSpec",
-    "EvaluatorSpec",
-    "ExpectedCall",
-    "IsJsonSpec",
-    "LatencySpec",
-    "LlmJudgeSpec",
-    "RegexSpec",
-    "RepeatedCallsSpec",
-    "StepCountSpec",
-    "ToolCallF1Spec",
-    "ToolNotUsedSpec",
-    "ToolTrajectorySpec",
-    "ToolUsedSpec",
-    "TrajectorySpec",
-]
 
 
 class _Strict(BaseModel):
@@ -123,7 +85,7 @@ class RawTurn(_Strict):
     content: str | list[ContentBlock]
     outcome: str | None = None
     expected_messages: list[RawMessage] | None = None
-    evaluators: list[EvaluatorSpec] | None = None
+    evaluators: list[AnyEvaluatorSpec] | None = None
 
 
 class RawUser(_Strict):
@@ -137,7 +99,7 @@ class RawUser(_Strict):
     facts: str | list[str] | dict[str, Any] | None = None
     first_message: Annotated[str, Field(min_length=1)] | None = None
     max_turns: Annotated[int, Field(ge=1, le=100)] | None = None
-    stop_when: Annotated[str, Field(min_length=1)] | EvaluatorSpec | None = None
+    stop_when: Annotated[str, Field(min_length=1)] | AnyEvaluatorSpec | None = None
     seed: int | None = None
     temperature: Annotated[float, Field(ge=0, le=2)] | None = None
     role_judge: bool = False
@@ -147,7 +109,7 @@ class RawExecution(_Strict):
     """Execution settings of a case, or of the whole file (the defaults of its cases)."""
 
     target: str | None = None
-    evaluators: list[EvaluatorSpec] | None = None
+    evaluators: list[AnyEvaluatorSpec] | None = None
 
 
 class RawEvalCase(_Strict):
@@ -160,7 +122,7 @@ class RawEvalCase(_Strict):
     conversation_id: str | None = None
     evaluator: Literal["llm_judge", "code"] | None = None
     execution: RawExecution | None = None
-    evaluators: list[EvaluatorSpec] | None = None
+    evaluators: list[AnyEvaluatorSpec] | None = None
     repeat: Annotated[int, Field(ge=1, le=1000)] | None = None  # runs of this case
     note: str | None = None
     description: str | None = None
@@ -170,7 +132,7 @@ class RawEvalCase(_Strict):
     on_turn_failure: Literal["continue", "stop"] | None = None
     tools: list[RawTool] | None = None
     max_tool_rounds: Annotated[int, Field(ge=1, le=100)] | None = None
-    turn_evaluators: list[EvaluatorSpec] | None = None
+    turn_evaluators: list[AnyEvaluatorSpec] | None = None
     # simulated users (docs/eval-files.md, "Simulated users")
     user: RawUser | None = None
 

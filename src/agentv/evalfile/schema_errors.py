@@ -4,17 +4,26 @@ Pydantic reports locations such as ``('input_messages', 0, 'content', 'list[...]
 'text', 'valu')``; users think in their YAML. ``translate`` maps each error back onto the
 data the user wrote, drops the noise of union branches that were not meant, and words it as
 one diagnostic with a hint: the valid choices, a "did you mean", the key that is missing.
+
+What each block may hold is read from the models themselves (``_model_at``): the keys of the
+block an unknown key is in, and, for an evaluator, its own hints (``EvaluatorSpec.key_hints``,
+``item_errors``), so that a new evaluator's errors need nothing here.
 """
 
 from __future__ import annotations
 
 import difflib
+import types
+import typing
+from collections.abc import Mapping
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
+from pydantic.fields import FieldInfo
 
 from agentv.errors import Diagnostic
 from agentv.evalfile import schema as sc
+from agentv.evaluators.registry import EVALUATOR_TYPES
 from agentv.yaml.source import PathKey, YamlSource, format_key
 
 
@@ -52,13 +61,12 @@ _TYPE_WORDS = {
 }
 
 
-def _data_path(entry: Any, loc: tuple[Any, ...]) -> tuple[PathKey, Any, Any]:
+def _data_path(entry: Any, loc: tuple[Any, ...]) -> tuple[PathKey, Any]:
     """Map a pydantic ``loc`` onto the user's data, skipping union-branch labels.
 
-    Returns (path, value at path or None, parent container).
+    Returns (path, value at path or None).
     """
     node = entry
-    parent = None
     path: list[str | int] = []
     missing = False
     labelled = False  # the union label of the current node was skipped
@@ -74,66 +82,162 @@ def _data_path(entry: Any, loc: tuple[Any, ...]) -> tuple[PathKey, Any, Any]:
                 continue
             if part in node:
                 labelled = False
-                parent, node = node, node[part]
+                node = node[part]
                 path.append(part)
             elif part in _UNION_LABELS or "[" in part:
                 continue
             else:
                 path.append(part)
-                parent, node, missing = node, None, True
+                node, missing = None, True
         elif isinstance(node, list) and isinstance(part, int):
             labelled = False
-            parent, node = node, node[part] if 0 <= part < len(node) else None
+            node = node[part] if 0 <= part < len(node) else None
             path.append(part)
         else:
             continue  # a union branch label such as 'str' or 'text'
-    return tuple(path), node, parent
+    return tuple(path), node
 
 
-_UNION_LABELS = {"str", "constrained-str", "text", "file", "ExpectedCall", *sc.EVALUATOR_TYPES}
+# --- what the models say -------------------------------------------------------------------
 
 
-def _allowed_keys(path: PathKey, parent: Any) -> tuple[str, ...]:
-    names: list[str | int] = list(path[:-1])
-    if len(names) == 0:
-        return sc.CASE_KEYS
-    last = names[-1]
-    before = names[-2] if len(names) >= 2 else None
-    kind = parent.get("type") if isinstance(parent, dict) else None
-    if isinstance(last, int) and before in ("input_messages", "expected_messages"):
-        model = sc.RawMessage
-    elif isinstance(last, int) and before == "content":
-        model = sc.FileBlock if kind == "file" else sc.TextBlock
-    elif isinstance(last, int) and before == "tool_calls":
-        model = sc.RawToolCall
-    elif isinstance(last, int) and before == "evaluators":
-        model = _SPEC_BY_TYPE.get(kind, sc.LlmJudgeSpec)
-    elif isinstance(last, int) and before == "expected":
-        model = sc.ExpectedCall
-    elif last == "execution":
-        model = sc.RawExecution
-    else:
+def _branches(annotation: Any) -> tuple[list[Any], bool]:
+    """The members of a union (``Annotated`` and ``None`` left out; the annotation itself
+    when it is no union), and whether the union is told apart by a discriminator."""
+    discriminated = False
+    while typing.get_origin(annotation) is typing.Annotated:
+        annotation, *meta = typing.get_args(annotation)
+        discriminated = discriminated or any(
+            isinstance(m, FieldInfo) and m.discriminator is not None for m in meta
+        )
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        members = []
+        for arg in typing.get_args(annotation):
+            inner, inner_discriminated = _branches(arg)
+            members += [m for m in inner if m is not type(None)]
+            discriminated = discriminated or inner_discriminated
+        return members, discriminated
+    return [annotation], discriminated
+
+
+def _is_model(annotation: Any) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
+
+
+def _tags(model: type[BaseModel]) -> tuple[str, ...]:
+    """The ``type`` values a model takes (its ``Literal``), if it has a ``type``."""
+    field = model.model_fields.get("type")
+    if field is None or typing.get_origin(field.annotation) is not typing.Literal:
+        return ()
+    return tuple(str(a) for a in typing.get_args(field.annotation))
+
+
+def _union_labels(root: type[BaseModel]) -> tuple[set[str], set[str]]:
+    """How pydantic names the branches of the unions in ``root``'s blocks in an error's
+    location: (``type`` tags of the discriminated unions' branches, names of the models
+    that are a branch of another union)."""
+    tags: set[str] = set()
+    names: set[str] = set()
+    seen: set[type[BaseModel]] = set()
+
+    def visit(annotation: Any) -> None:
+        members, discriminated = _branches(annotation)
+        for member in members:
+            if _is_model(member):
+                if len(members) > 1:
+                    if discriminated:
+                        tags.update(_tags(member))
+                    else:
+                        names.add(member.__name__)
+                if member not in seen:
+                    seen.add(member)
+                    for field in member.model_fields.values():
+                        visit(field.annotation)
+            else:
+                for arg in typing.get_args(member):  # list[...], dict[...]
+                    visit(arg)
+
+    visit(root)
+    return tags, names
+
+
+_UNION_TAGS, _MODEL_BRANCHES = _union_labels(sc.RawEvalCase)
+#: the labels pydantic puts in a location for the branch of a union it tried
+_UNION_LABELS = {"str", "constrained-str", *_UNION_TAGS, *_MODEL_BRANCHES}
+
+
+def _model_of(annotation: Any, node: Any) -> type[BaseModel] | None:
+    """The model ``node`` (a mapping) is read as under ``annotation``: the one whose
+    ``type`` it names among a union's, else the first."""
+    models = [m for m in _branches(annotation)[0] if _is_model(m)]
+    if not models:
+        return None
+    kind = node.get("type") if isinstance(node, dict) else None
+    return next((m for m in models if kind in _tags(m)), models[0])
+
+
+def _item_of(annotation: Any) -> Any:
+    """The items' annotation of the list among ``annotation``'s branches (None: none)."""
+    for member in _branches(annotation)[0]:
+        if typing.get_origin(member) is list:
+            return typing.get_args(member)[0]
+    return None
+
+
+def _model_at(path: PathKey, entry: Any) -> type[BaseModel] | None:
+    """The model of the block at ``path`` in ``entry`` (a case; ``()``: the case itself)."""
+    annotation: Any = sc.RawEvalCase
+    node = entry
+    for part in path:
+        if isinstance(part, int):
+            annotation = _item_of(annotation)
+            node = node[part] if isinstance(node, list) and 0 <= part < len(node) else None
+        else:
+            model = _model_of(annotation, node)
+            field = _field(model, part) if model is not None else None
+            if field is None:
+                return None
+            annotation = field.annotation
+            node = node.get(part) if isinstance(node, dict) else None
+        if annotation is None:
+            return None
+    return _model_of(annotation, node)
+
+
+def _field(model: type[BaseModel], key: str) -> FieldInfo | None:
+    """``model``'s field written as ``key`` (its alias, else its name)."""
+    for name, field in model.model_fields.items():
+        if (field.alias or name) == key:
+            return field
+    return None
+
+
+def _keys(model: type[BaseModel] | None) -> tuple[str, ...]:
+    """The keys a block of ``model`` may hold, as written (aliases), in the model's order."""
+    if model is None:
         return ()
     return tuple((f.alias or n) for n, f in model.model_fields.items())
 
 
-_SPEC_BY_TYPE: dict[Any, type] = {
-    "llm_judge": sc.LlmJudgeSpec,
-    "code": sc.CodeSpec,
-    "contains": sc.ContainsSpec,
-    "icontains": sc.ContainsSpec,
-    "equals": sc.EqualsSpec,
-    "regex": sc.RegexSpec,
-    "is_json": sc.IsJsonSpec,
-    "latency": sc.LatencySpec,
-    "cost": sc.CostSpec,
-    "tool_used": sc.ToolUsedSpec,
-    "tool_not_used": sc.ToolNotUsedSpec,
-    "tool_trajectory": sc.ToolTrajectorySpec,
-    "tool_call_f1": sc.ToolCallF1Spec,
-    "step_count": sc.StepCountSpec,
-    "repeated_calls": sc.RepeatedCallsSpec,
-}
+def _owner(path: PathKey, entry: Any) -> type[BaseModel] | None:
+    """The model of the block holding the key an error is about (the last key of
+    ``path``; list items are their list key's)."""
+    keys = [i for i, part in enumerate(path) if isinstance(part, str)]
+    return _model_at(path[: keys[-1]], entry) if keys else None
+
+
+def _key_hint(model: type[BaseModel] | None, key: str) -> str | None:
+    """The hint a model gives for its ``key`` when it is missing or out of bounds (an
+    evaluator's ``key_hints``), or None."""
+    hints: Mapping[str, str] = getattr(model, "key_hints", {})
+    return hints.get(key)
+
+
+def _item_error(model: type[BaseModel] | None, key: str) -> tuple[str, str] | None:
+    """What a model says of an item of its list ``key`` that is neither of the forms the
+    key takes, ``(message, hint)`` (an evaluator's ``item_errors``), or None."""
+    errors: Mapping[str, tuple[str, str]] = getattr(model, "item_errors", {})
+    return errors.get(key)
 
 
 def _misnamed_value_blocks(entry: dict[str, Any]) -> dict[PathKey, str]:
@@ -178,19 +282,23 @@ def translate(
     suggested: set[tuple[PathKey, str]] = set()
     missing: list[tuple[PathKey, str, str]] = []
     for err in exc.errors():
-        path, value, parent = _data_path(entry, err["loc"])
+        path, value = _data_path(entry, err["loc"])
         field_name = next((p for p in reversed(path) if isinstance(p, str)), "value")
         etype = err["type"]
         if tuple(path[:-1]) in misnamed:
             continue  # said above, in one message
         loc = err["loc"]
-        if "ExpectedCall" in loc and not isinstance(value, dict) and etype == "model_type":
-            continue  # an expected call written as a name: its text form speaks for it
+        if (
+            etype == "model_type"
+            and not isinstance(value, dict)
+            and any(part in _MODEL_BRANCHES for part in loc)
+        ):
+            continue  # a mapping's branch of a value written otherwise: the other speaks
         if loc[-1] in ("str", "constrained-str") and isinstance(value, dict):
             continue  # an expected call written as a mapping: its keys speak for it
         if "content" in loc:
             ci = loc.index("content")
-            cpath, cval, _ = _data_path(entry, loc[: ci + 1])
+            cpath, cval = _data_path(entry, loc[: ci + 1])
             branch = loc[ci + 1] if len(loc) > ci + 1 else None
             if isinstance(cval, list) and branch == "str":
                 continue  # the string form was not meant; the list's own errors follow
@@ -203,7 +311,7 @@ def translate(
             at_key = False
             path = cpath
         elif etype == "extra_forbidden":
-            allowed = _allowed_keys(path, parent)
+            allowed = _keys(_model_at(path[:-1], entry))
             if tuple(path) == ("grader",):
                 out.append(grader_key(src, (*base, *path)))
                 continue
@@ -216,9 +324,10 @@ def translate(
                 out.append(d)
             continue
         elif etype == "missing":
+            hint = _key_hint(_owner(path, entry), field_name)
             message, hint, at_key = (
                 f"missing required key `{field_name}`",
-                _MISSING_HINTS.get(field_name),
+                hint or _MISSING_HINTS.get(field_name),
                 False,
             )
             path = path[:-1]
@@ -252,13 +361,13 @@ def translate(
                 False,
             )
             if "evaluators" in path:
-                hint = f"add `type:` with one of: {', '.join(sc.EVALUATOR_TYPES)}"
+                hint = f"add `type:` with one of: {', '.join(EVALUATOR_TYPES)}"
         elif etype in ("string_too_short", "value_error", "too_short"):
             message, hint, at_key = f"`{field_name}` must not be empty", None, False
         elif etype in _BOUND_WORDS:
             limit = next(iter(err.get("ctx", {}).values()), "")
             message = f"`{field_name}` must be {_BOUND_WORDS[etype]} {limit}"
-            hint = _BOUND_HINTS.get(field_name)
+            hint = _key_hint(_owner(path, entry), field_name)
             at_key = False
         elif etype == "finite_number":
             message, hint, at_key = f"`{field_name}` must be a finite number", None, False
@@ -267,9 +376,9 @@ def translate(
             hint = _TYPE_HINTS.get((field_name, etype))
             if etype == "string_type" and isinstance(value, int | float | bool):
                 hint = f'put the value in quotes: {field_name}: "{value}"'
-            if etype == "string_type" and field_name == "expected":
-                message = "an `expected` call is a tool's name or a mapping with `tool`"
-                hint = "write `- search` or `- {tool: search, args: {query: ...}}`"
+            item = _item_error(_owner(path, entry), field_name)
+            if etype == "string_type" and item is not None and isinstance(path[-1], int):
+                message, hint = item
             if "content" in path and isinstance(value, str):
                 message = "content list items must be mappings like {type: text, value: ...}"
                 hint = "write `- {type: text, value: your text}` instead of a bare string"
@@ -303,10 +412,6 @@ _BOUND_WORDS = {
     "greater_than": "more than",
     "less_than": "less than",
 }
-_BOUND_HINTS = {
-    "weight": "a weight is 0 or more: how much the evaluator counts in the case's mean",
-    "threshold": "a threshold is a score from 0 to 1",
-}
 
 _TYPE_HINTS = {
     ("input_messages", "list_type"): "list the turns: `- role: user` then `content: ...`",
@@ -321,5 +426,4 @@ _MISSING_HINTS = {
     "input_messages": "add `input_messages:` with at least one `- role: user` turn",
     "role": "add `role:` (system, user, assistant or tool)",
     "value": "add `value:` (the text, or the file path)",
-    "script": "add `script:` with the command to run",
 }

@@ -1,5 +1,12 @@
-"""What every evaluator shares: its input (``EvaluationContext``), its verdict
-(``EvaluatorScore``) and the aggregate of a case (``CaseGrade``).
+"""What every evaluator shares: what an evaluator is (``EvaluatorSpec``), its input
+(``EvaluationContext``), its verdict (``EvaluatorScore``) and the aggregate of a case
+(``CaseGrade``).
+
+An evaluator is one class: its settings as an eval file writes them (a pydantic model that
+refuses unknown keys), the checks those settings get before anything is sent (``check``),
+and its grading of one answer (``evaluate``). Each kind lives in one module of this package
+and is listed once in ``registry.KINDS``; the eval file format, its error messages and the
+loader's checks all follow from there (docs/architecture.md, "Grading").
 
 Failures are data: an evaluator that cannot grade returns an ``EvaluatorScore`` with
 ``error`` set and score 0, so one broken evaluator never stops a run and a broken judge is
@@ -10,17 +17,24 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Protocol, TypeVar
 
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentv.cases import EvaluatorConfig
+from agentv.errors import Problem
 from agentv.system.masking import shorten
 
 if TYPE_CHECKING:
-    from agentv.cases import EvalCase, EvaluatorConfig
+    from agentv.cases import EvalCase
     from agentv.prompts.builder import Prompt
     from agentv.providers.base import Provider, Usage
     from agentv.trajectory import Trajectory
+
+T = TypeVar("T")
 
 
 @dataclass(slots=True)
@@ -207,14 +221,84 @@ class EvaluationContext:
         return case
 
 
-class Evaluator(Protocol):
-    """Grades one answer. Never raises for a grading problem: returns ``failed(...)``."""
+class Loading(Protocol):
+    """What the loader offers an evaluator while it reads the evaluator's settings from an
+    eval file (``agentv.evalfile.build`` provides it). Keys are the evaluator's own (``cwd``,
+    ``("expected", 2, "args_schema")``): the loader places what it reports at them."""
 
-    type: ClassVar[str]
+    @property
+    def eval_dir(self) -> Path:
+        """The eval file's folder, which relative paths in settings start from."""
+        ...
+
+    def memo(self, key: Hashable, make: Callable[[], T]) -> T:
+        """``make()``, once per eval file for each ``key``: a suite repeats its settings in
+        many cases, and a check that reads the disk need not run for each."""
+        ...
+
+    def folder(self, raw: str | None, key: str, what: str) -> Path | None:
+        """The folder a script runs in: ``raw`` relative to the eval file's folder (none:
+        that folder). None when it cannot be used; the loader says why at ``key``, calling
+        it ``what``."""
+        ...
+
+    def reference(
+        self, raw: str, key: str, what: str, *, must_exist: bool
+    ) -> tuple[Path, str] | None:
+        """A file the settings name, looked up as an attached file is, and its text. None
+        when no usable file is found; the loader says why at ``key`` (a file that is not
+        found, only when ``must_exist``)."""
+        ...
+
+
+class EvaluatorSpec(BaseModel):
+    """An evaluator: its settings as written in an eval file's ``evaluators:``, the checks
+    they get before anything is sent, and its grading of one answer.
+
+    Each kind subclasses it with a ``type`` (a ``Literal`` of its name, or of its names when
+    one class grades several: ``contains`` and ``icontains``) and its own keys, and is
+    listed in ``registry.KINDS``. Unknown keys are refused, so a typo is reported with a
+    "did you mean" instead of being ignored. Grading never raises for a grading problem: it
+    returns ``failed(...)``.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str | None = None
+    #: how much this evaluator counts in the case's weighted mean (0: shown, not counted)
+    weight: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 1.0
+    #: a miss (a score below ``threshold``) fails the case, whatever the mean
+    required: bool = False
+    #: the lowest score that counts as a pass of this evaluator (default: the run's)
+    threshold: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] | None = None
+
+    #: what the eval file's errors hint for a key of this kind that is missing or out of
+    #: bounds (``agentv.evalfile.schema_errors``); the keys every kind has come first
+    key_hints: ClassVar[Mapping[str, str]] = {
+        "weight": "a weight is 0 or more: how much the evaluator counts in the case's mean",
+        "threshold": "a threshold is a score from 0 to 1",
+    }
+    #: what the eval file's errors say of an item of a list key that is neither of the
+    #: forms the key takes: ``(message, hint)``
+    item_errors: ClassVar[Mapping[str, tuple[str, str]]] = {}
+    #: grading asks the case's judge target (the run builds one for its cases)
+    uses_judge: ClassVar[bool] = False
+
+    def resolve(self, name: str, at: Loading) -> EvaluatorConfig:
+        """This evaluator as a case holds it, named ``name``: the files and folders its
+        settings name resolved through ``at`` (most name none)."""
+        return EvaluatorConfig(name, self)
+
+    def check(self, config: EvaluatorConfig, at: Loading) -> list[Problem]:
+        """What would make this evaluator fail on every answer, found before anything is
+        sent (as ``evaluate`` reads the settings): the loader reports each problem at its
+        key, for ``agentv eval`` and ``agentv validate`` alike."""
+        return []
 
     async def evaluate(self, ctx: EvaluationContext, config: EvaluatorConfig) -> EvaluatorScore:
-        """The verdict of ``config`` on ``ctx.candidate``."""
-        ...
+        """The verdict of this evaluator (``config``: as the case holds it) on
+        ``ctx.candidate``."""
+        raise NotImplementedError
 
 
 def required_miss_line(score: EvaluatorScore, pass_threshold: float) -> str:

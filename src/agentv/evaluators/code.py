@@ -10,32 +10,37 @@ A non-zero exit, output without a numeric ``score``, a score outside [0, 1] (or 
 number), a start failure or a timeout is a failure of the evaluator (score 0, ``error`` set,
 the reason and stderr's tail in ``misses``), so a broken script is never mistaken for a bad
 answer. On timeout or cancellation the script's whole process group is killed,
-grandchildren included.
+grandchildren included. Before a run, the loader resolves ``cwd`` and checks that the script
+file the command names is there (``agentv.system.scripts``).
 """
 
 from __future__ import annotations
 
 import json
 import math
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Mapping
+from typing import Annotated, Any, ClassVar, Literal
 
+from pydantic import Field
+
+from agentv.cases import EvaluatorConfig
+from agentv.errors import Problem
 from agentv.evaluators.base import (
     EvaluationContext,
     EvaluatorScore,
+    EvaluatorSpec,
+    Loading,
     excerpt,
     failed,
     number_text,
     text_list,
 )
-from agentv.evaluators.specs import CodeSpec
 from agentv.messages import FileSegment, GuidelineRef, Message, TextSegment
 from agentv.prompts.builder import system_turns
 from agentv.system.env import child_environment
 from agentv.system.process import ProcessResult, run_process
+from agentv.system.scripts import script_problem
 from agentv.trajectory import steps_dicts
-
-if TYPE_CHECKING:
-    from agentv.cases import EvaluatorConfig
 
 STDERR_TAIL = 500  # characters of stderr kept in a failure's reason
 
@@ -152,17 +157,38 @@ def parse_output(stdout: str) -> dict[str, Any] | None:
     return None
 
 
-class CodeEvaluator:
-    """Runs the evaluator's script with the case as JSON on stdin."""
+class CodeSpec(EvaluatorSpec):
+    """Runs ``script`` as a shell command, with the case as JSON on stdin, in ``cwd``."""
 
-    type: ClassVar[str] = "code"
+    type: Literal["code"]
+    script: Annotated[str, Field(min_length=1)]
+    cwd: str | None = None
+    timeout_seconds: float | None = None
+    #: what the script inherits of the run's environment: variable names or ``*`` patterns
+    #: (None: everything but the vendors' key variables; ``agentv.system.env.child_environment``)
+    inherit_env: list[Annotated[str, Field(min_length=1)]] | None = None
+
+    key_hints: ClassVar[Mapping[str, str]] = {
+        **EvaluatorSpec.key_hints,
+        "script": "add `script:` with the command to run",
+    }
+
+    def resolve(self, name: str, at: Loading) -> EvaluatorConfig:
+        # None (said by the loader) when `cwd` cannot be used
+        return EvaluatorConfig(name, self, cwd=at.folder(self.cwd, "cwd", "code evaluator folder"))
+
+    def check(self, config: EvaluatorConfig, at: Loading) -> list[Problem]:
+        cwd = config.cwd
+        if cwd is None:
+            return []  # a `cwd` that cannot be used is reported already
+        # one look at the disk per script and folder in a file
+        problem = at.memo(("script", self.script, cwd), lambda: script_problem(self.script, cwd))
+        return [problem] if problem is not None else []
 
     async def evaluate(self, ctx: EvaluationContext, config: EvaluatorConfig) -> EvaluatorScore:
-        spec = config.spec
-        assert isinstance(spec, CodeSpec)
         cwd = config.cwd or ctx.case.eval_file.parent
-        raw = {"script": spec.script, "cwd": str(cwd)}
-        timeout = spec.timeout_seconds if spec.timeout_seconds is not None else ctx.timeout
+        raw = {"script": self.script, "cwd": str(cwd)}
+        timeout = self.timeout_seconds if self.timeout_seconds is not None else ctx.timeout
         if timeout is not None and timeout <= 0:
             timeout = None  # 0 means no limit, as for --agent-timeout
         stdin = json.dumps(build_payload(ctx), indent=2, ensure_ascii=False).encode("utf-8")
@@ -170,23 +196,23 @@ class CodeEvaluator:
             # Through the shell, in its own process group: a timeout or a cancellation kills
             # the script's children too, and leftovers holding its output do not hold it up.
             result = await run_process(
-                spec.script,
+                self.script,
                 cwd=cwd,
                 # the run's own variables, the vendors' keys only when named
-                env=child_environment(inherit=spec.inherit_env),
+                env=child_environment(inherit=self.inherit_env),
                 stdin=stdin,
                 timeout=timeout,
             )
         except NotADirectoryError:
             return failed(
                 config,
-                f"cannot run `{spec.script}` in {cwd}: the folder does not exist",
+                f"cannot run `{self.script}` in {cwd}: the folder does not exist",
                 raw_request=raw,
             )
         except OSError as exc:
             return failed(
                 config,
-                f"cannot run `{spec.script}` in {cwd}: {exc.strerror or exc}",
+                f"cannot run `{self.script}` in {cwd}: {exc.strerror or exc}",
                 raw_request=raw,
             )
         if result.timed_out:
@@ -197,22 +223,22 @@ class CodeEvaluator:
                 raw_request=raw,
             )
         if result.exit_code != 0:
-            reason = f"`{spec.script}` {result.describe_exit()}"
+            reason = f"`{self.script}` {result.describe_exit()}"
             return failed(config, _with_stderr(reason, result), raw_request=raw)
         data = parse_output(result.stdout)
         if data is None:
             shown = excerpt(result.stdout)
             reason = (
-                f"`{spec.script}` did not print a JSON object with a numeric `score` on stdout"
+                f"`{self.script}` did not print a JSON object with a numeric `score` on stdout"
                 f" (it printed {shown!r})"
                 if shown
-                else f"`{spec.script}` printed nothing on stdout"
+                else f"`{self.script}` printed nothing on stdout"
                 " (expected a JSON object with a numeric `score`)"
             )
             return failed(config, _with_stderr(reason, result), raw_request=raw)
         problem = _score_problem(data.get("score"))
         if problem is not None:  # never clamped: 7 on a 0-10 scale is not a full mark
-            return failed(config, f"`{spec.script}` {problem}", raw_request=raw)
+            return failed(config, f"`{self.script}` {problem}", raw_request=raw)
         hits = text_list(data.get("hits"))
         misses = text_list(data.get("misses"))
         reasoning = data.get("reasoning")

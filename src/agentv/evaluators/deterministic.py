@@ -1,5 +1,5 @@
 """Deterministic evaluators, graded in-process: ``contains``, ``icontains``, ``equals``,
-``regex`` and ``is_json``.
+``regex`` and ``is_json``; their settings, their checks before a run, their grading.
 
 They run for every case of large suites (thousands per second), so everything that depends
 only on the evaluator's settings (compiled patterns, JSON Schema validators, messages) is
@@ -13,23 +13,22 @@ from __future__ import annotations
 import json
 import re
 from functools import lru_cache
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, Literal
 
 import orjson
+from pydantic import Field
 
-from agentv.evalfile.checks import (
-    SCHEMA_READ_ERRORS,
-    check_schema,
-    describe_read_error,
-    read_schema_file,
+from agentv.cases import EvaluatorConfig
+from agentv.errors import Problem
+from agentv.evaluators.base import (
+    EvaluationContext,
+    EvaluatorScore,
+    EvaluatorSpec,
+    Loading,
+    excerpt,
+    failed,
 )
-from agentv.evaluators.base import EvaluationContext, EvaluatorScore, excerpt, failed
-from agentv.evaluators.specs import ContainsSpec, EqualsSpec, IsJsonSpec, RegexSpec
-from agentv.system.readfile import special
-
-if TYPE_CHECKING:
-    from agentv.cases import EvaluatorConfig
+from agentv.evaluators.schemas import JsonSchema, SchemaChecker, resolve_schema
 
 
 @lru_cache(maxsize=4096)
@@ -60,16 +59,15 @@ def _contains_lines(value: str, ignore_case: bool) -> tuple[str, str, str]:
     )
 
 
-class ContainsEvaluator:
-    """Passes when the answer contains ``value``; ``icontains`` ignores case."""
+class ContainsSpec(EvaluatorSpec):
+    """Passes when the answer contains ``value`` (``icontains``: ignoring case)."""
 
-    type: ClassVar[str] = "contains"
+    type: Literal["contains", "icontains"]
+    value: str
 
     async def evaluate(self, ctx: EvaluationContext, config: EvaluatorConfig) -> EvaluatorScore:
-        spec = config.spec
-        assert isinstance(spec, ContainsSpec)
-        ignore_case = spec.type == "icontains"
-        needle, hit, miss = _contains_lines(spec.value, ignore_case)
+        ignore_case = self.type == "icontains"
+        needle, hit, miss = _contains_lines(self.value, ignore_case)
         haystack = ctx.candidate.casefold() if ignore_case else ctx.candidate
         return _verdict(config, needle in haystack, hit, miss)
 
@@ -80,21 +78,46 @@ def _equals_lines(value: str) -> tuple[str, str, str]:
     return expected, f"answer equals {_show(expected)}", f"answer does not equal {_show(expected)}"
 
 
-class EqualsEvaluator:
-    """Passes when the answer, trimmed, equals ``value``, trimmed."""
+class EqualsSpec(EvaluatorSpec):
+    """Passes when the answer (trimmed) equals ``value`` (trimmed)."""
 
-    type: ClassVar[str] = "equals"
+    type: Literal["equals"]
+    value: str
 
     async def evaluate(self, ctx: EvaluationContext, config: EvaluatorConfig) -> EvaluatorScore:
-        spec = config.spec
-        assert isinstance(spec, EqualsSpec)
-        expected, hit, miss = _equals_lines(spec.value)
+        expected, hit, miss = _equals_lines(self.value)
         return _verdict(config, ctx.candidate.strip() == expected, hit, miss)
 
 
 # --- regex --------------------------------------------------------------------------------
 
 _REGEX_FLAGS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "x": re.VERBOSE}
+
+
+@lru_cache(maxsize=1024)  # large suites repeat the same pattern in every case
+def regex_problem(pattern: str, flags: str | None) -> Problem | None:
+    """Why a ``regex`` evaluator's ``value`` (with its ``flags``) cannot be used, or None."""
+    bits = 0
+    for letter in flags or "":
+        if letter not in _REGEX_FLAGS:
+            return Problem(
+                "flags",
+                f"unknown regex flag {letter!r} in {flags!r}",
+                "valid flags: i (ignore case), m (multi-line), s (dot matches newlines), "
+                "x (verbose)",
+            )
+        bits |= _REGEX_FLAGS[letter]
+    try:
+        re.compile(pattern, bits)
+    except re.error as exc:
+        where = f" at position {exc.pos}" if exc.pos is not None else ""
+        return Problem(
+            "value",
+            f"invalid regular expression {_show(pattern)}: {exc.msg}{where}",
+            "fix `value` (Python `re` syntax); in YAML, write the pattern in single quotes "
+            "so that backslashes stay as written: '\\d+'",
+        )
+    return None
 
 
 @lru_cache(maxsize=1024)
@@ -119,15 +142,20 @@ def _compile(pattern: str, flags: str) -> tuple[re.Pattern[str], str, str] | str
     return compiled, f"answer matches {shown}", f"answer does not match {shown}"
 
 
-class RegexEvaluator:
-    """Passes when the pattern matches somewhere in the answer (``flags``: i, m, s, x)."""
+class RegexSpec(EvaluatorSpec):
+    """Passes when the regular expression ``value`` matches somewhere in the answer
+    (``flags``: i, m, s, x)."""
 
-    type: ClassVar[str] = "regex"
+    type: Literal["regex"]
+    value: str
+    flags: str | None = None
+
+    def check(self, config: EvaluatorConfig, at: Loading) -> list[Problem]:
+        problem = regex_problem(self.value, self.flags)
+        return [problem] if problem is not None else []
 
     async def evaluate(self, ctx: EvaluationContext, config: EvaluatorConfig) -> EvaluatorScore:
-        spec = config.spec
-        assert isinstance(spec, RegexSpec)
-        compiled = _compile(spec.value, spec.flags or "")
+        compiled = _compile(self.value, self.flags or "")
         if isinstance(compiled, str):
             return failed(config, compiled)
         pattern, hit, miss = compiled
@@ -164,103 +192,19 @@ def parse_json_answer(text: str) -> Any:
     return json.loads(text, parse_constant=_reject_constant)
 
 
-class _Schema:
-    """A checked JSON Schema, ready to validate."""
+class IsJsonSpec(EvaluatorSpec):
+    """Passes when the answer is JSON (and, with ``schema``, valid against that JSON Schema:
+    a mapping, a JSON object as text, or a file, ``evaluators.schemas``)."""
 
-    __slots__ = ("label", "validator")
+    type: Literal["is_json"]
+    schema_: JsonSchema | None = Field(default=None, alias="schema")
 
-    def __init__(self, validator: Any, label: str) -> None:
-        self.validator = validator
-        self.label = label
-
-
-# Compiled schemas by value (inline: canonical JSON; file: resolved path). A broken schema
-# is cached as its error message so that it is diagnosed once, not once per case.
-_SCHEMAS: dict[str, _Schema | str] = {}
-
-
-def _compile_schema(schema: Any, label: str) -> _Schema | str:
-    problem = check_schema(schema, label)  # worded as `agentv validate` says it
-    if problem is not None:
-        return problem.message
-    # jsonschema is imported only when a schema is used: it is slow to import.
-    from jsonschema import validators
-
-    return _Schema(validators.validator_for(schema)(schema), label)
-
-
-def _inline_schema(schema: dict[str, Any]) -> _Schema | str:
-    try:
-        key = orjson.dumps(schema, option=orjson.OPT_SORT_KEYS).decode()
-    except TypeError:
-        key = json.dumps(schema, sort_keys=True, default=str)
-    cached = _SCHEMAS.get(key)
-    if cached is None:
-        cached = _SCHEMAS[key] = _compile_schema(schema, "(inline)")
-    return cached
-
-
-def _file_schema(ref: str, base: Path) -> _Schema | str:
-    path = Path(ref).expanduser()
-    if not path.is_absolute():
-        path = base / path
-    key = "file:" + str(path)
-    cached = _SCHEMAS.get(key)
-    if cached is not None:
-        return cached
-    if not path.is_file() and not special(path):  # a FIFO is refused when read
-        what = "is a folder, not a file" if path.is_dir() else "not found"
-        cached = (
-            f"JSON Schema file {what}: {ref} (looked at {path}); "
-            "`schema` is relative to the eval file's folder"
-        )
-    else:
-        try:
-            data = read_schema_file(path)
-        except SCHEMA_READ_ERRORS as exc:
-            cached = f"cannot read JSON Schema file {path}: {describe_read_error(exc)}"
-        else:
-            cached = _compile_schema(data, f"in {path}")
-    _SCHEMAS[key] = cached
-    return cached
-
-
-def _schema_for(spec: IsJsonSpec, eval_file: Path) -> _Schema | str | None:
-    return resolve_schema(spec.schema_, eval_file)
-
-
-def resolve_schema(schema: dict[str, Any] | str | None, eval_file: Path) -> _Schema | str | None:
-    """A schema as an eval file writes it (a mapping, a JSON object as text, or a file
-    relative to the eval file's folder), compiled once per distinct value; the reason it
-    cannot be used as text; None without a schema."""
-    if schema is None:
-        return None
-    if isinstance(schema, dict):
-        return _inline_schema(schema)
-    stripped = schema.strip()
-    if stripped.startswith("{"):  # a JSON object written as a string
-        try:
-            data = json.loads(stripped)
-        except json.JSONDecodeError as exc:
-            return (
-                "invalid JSON Schema (inline string): not valid JSON: "
-                f"{exc.msg} at character {exc.pos + 1}"
-            )
-        except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
-            return f"invalid JSON Schema (inline string): {exc}"
-        return _inline_schema(data)  # JSON text starting with "{" is an object
-    return _file_schema(stripped, eval_file.parent)
-
-
-class IsJsonEvaluator:
-    """Passes when the answer is JSON and, with ``schema``, valid against that JSON Schema."""
-
-    type: ClassVar[str] = "is_json"
+    def check(self, config: EvaluatorConfig, at: Loading) -> list[Problem]:
+        problem = at.memo(SchemaChecker, SchemaChecker).problem(self.schema_, at.eval_dir)
+        return [problem] if problem is not None else []
 
     async def evaluate(self, ctx: EvaluationContext, config: EvaluatorConfig) -> EvaluatorScore:
-        spec = config.spec
-        assert isinstance(spec, IsJsonSpec)
-        schema = _schema_for(spec, ctx.case.eval_file)
+        schema = resolve_schema(self.schema_, ctx.case.eval_file)
         if isinstance(schema, str):
             return failed(config, schema)
         try:

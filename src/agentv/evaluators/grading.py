@@ -13,9 +13,14 @@ from __future__ import annotations
 
 from agentv.cases import EvalCase, EvaluatorConfig
 from agentv.errors import BudgetReached
-from agentv.evaluators.base import CaseGrade, EvaluationContext, EvaluatorScore, failed
-from agentv.evaluators.registry import get_evaluator
-from agentv.evaluators.specs import LlmJudgeSpec
+from agentv.evaluators.base import (
+    CaseGrade,
+    EvaluationContext,
+    EvaluatorScore,
+    EvaluatorSpec,
+    failed,
+)
+from agentv.evaluators.llm_judge import LlmJudgeSpec
 from agentv.providers.base import total_usage
 
 DEFAULT_JUDGE = EvaluatorConfig(name="llm_judge", spec=LlmJudgeSpec(type="llm_judge"))
@@ -23,13 +28,15 @@ DEFAULT_JUDGE = EvaluatorConfig(name="llm_judge", spec=LlmJudgeSpec(type="llm_ju
 
 async def run_evaluator(ctx: EvaluationContext, config: EvaluatorConfig) -> EvaluatorScore:
     """One evaluator's verdict. Never raises (except cancellation): failures are entries."""
+    spec = config.spec
     try:
-        score = await get_evaluator(config.type).evaluate(ctx, config)
+        if not isinstance(spec, EvaluatorSpec):  # only a program building its own cases
+            raise TypeError(f"{spec!r} is not an evaluator (agentv.evaluators.base.EvaluatorSpec)")
+        score = await spec.evaluate(ctx, config)
     except BudgetReached:
         raise  # the run's budget: the case is not graded, it is recorded as skipped
     except Exception as exc:  # a bug or an unexpected error: recorded, never fatal
         score = failed(config, str(exc) or type(exc).__name__)
-    spec = config.spec
     score.weight, score.required, score.threshold = spec.weight, spec.required, spec.threshold
     return score
 
@@ -82,6 +89,11 @@ def _single(score: EvaluatorScore) -> CaseGrade:
     )
 
 
+def _judged(configs: list[EvaluatorConfig] | tuple[EvaluatorConfig, ...]) -> bool:
+    """Whether one of ``configs`` asks a judge target (an ``llm_judge``)."""
+    return any(isinstance(c.spec, EvaluatorSpec) and c.spec.uses_judge for c in configs)
+
+
 def needs_judge(case: EvalCase) -> bool:
     """Whether grading ``case`` asks a judge target: an ``llm_judge`` in its list, or no
     list at all (the default evaluator is the judge); for a live conversation, a judge in
@@ -91,19 +103,15 @@ def needs_judge(case: EvalCase) -> bool:
     if user is not None:
         configs = [*case.turn_evaluators, *user.stop_when, *case.evaluators]
         return (
-            not case.evaluators
-            or bool(user.stop_when_judge)
-            or user.role_judge
-            or any(e.type == "llm_judge" for e in configs)
+            not case.evaluators or bool(user.stop_when_judge) or user.role_judge or _judged(configs)
         )
     if case.turns:  # a live conversation: its turns' judges, and its own evaluators'
         if any(t.outcome.strip() and not t.evaluators for t in case.turns):
             return True  # a turn graded by a judge of its outcome
-        configs = [e for t in case.turns for e in t.evaluators] + list(case.evaluators)
-        return any(e.type == "llm_judge" for e in configs)
+        return _judged([e for t in case.turns for e in t.evaluators] + list(case.evaluators))
     if not case.evaluators:
         return True
-    return any(e.type == "llm_judge" for e in case.evaluators)
+    return _judged(case.evaluators)
 
 
 async def grade_case(

@@ -9,11 +9,12 @@ evaluator error, never a pass.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Annotated, Literal
+
+from pydantic import Field
 
 from agentv.cases import EvaluatorConfig
-from agentv.evaluators.base import EvaluationContext, EvaluatorScore, failed
-from agentv.evaluators.specs import CostSpec, LatencySpec
+from agentv.evaluators.base import EvaluationContext, EvaluatorScore, EvaluatorSpec, failed
 
 
 def _verdict(config: EvaluatorConfig, ok: bool, said: str) -> EvaluatorScore:
@@ -26,30 +27,30 @@ def _verdict(config: EvaluatorConfig, ok: bool, said: str) -> EvaluatorScore:
     )
 
 
-class LatencyEvaluator:
-    """Passes when the answer took at most ``max_ms`` milliseconds."""
+class LatencySpec(EvaluatorSpec):
+    """Passes when the target took at most ``max_ms`` milliseconds to answer (its
+    ``latency_ms``; a live conversation's requests summed)."""
 
-    type: ClassVar[str] = "latency"
+    type: Literal["latency"]
+    max_ms: Annotated[float, Field(gt=0, allow_inf_nan=False)]
 
     async def evaluate(self, ctx: EvaluationContext, config: EvaluatorConfig) -> EvaluatorScore:
-        spec = config.spec
-        assert isinstance(spec, LatencySpec)
         took = ctx.latency_ms
         if took is None:
             return failed(config, "the target did not say how long its answer took")
-        ok = took <= spec.max_ms
+        ok = took <= self.max_ms
         word = "within" if ok else "over"
-        return _verdict(config, ok, f"answered in {took:,.0f} ms, {word} {spec.max_ms:g} ms")
+        return _verdict(config, ok, f"answered in {took:,.0f} ms, {word} {self.max_ms:g} ms")
 
 
-class CostEvaluator:
-    """Passes when the answer cost at most ``max_usd`` US dollars."""
+class CostSpec(EvaluatorSpec):
+    """Passes when the target's answer cost at most ``max_usd`` US dollars (a live
+    conversation's requests summed; reused from ``--cache`` or not: the answer's price)."""
 
-    type: ClassVar[str] = "cost"
+    type: Literal["cost"]
+    max_usd: Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
     async def evaluate(self, ctx: EvaluationContext, config: EvaluatorConfig) -> EvaluatorScore:
-        spec = config.spec
-        assert isinstance(spec, CostSpec)
         cost = ctx.cost_usd
         if cost is None:
             return failed(
@@ -57,6 +58,6 @@ class CostEvaluator:
                 "the answer's cost is unknown (no tokens reported, or no price for the "
                 "target's model: give the target a price: in targets.yaml)",
             )
-        ok = cost <= spec.max_usd
+        ok = cost <= self.max_usd
         word = "within" if ok else "over"
-        return _verdict(config, ok, f"cost ${cost:.6f}, {word} ${spec.max_usd:g}")
+        return _verdict(config, ok, f"cost ${cost:.6f}, {word} ${self.max_usd:g}")

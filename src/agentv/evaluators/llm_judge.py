@@ -6,8 +6,9 @@ question the candidate got (docs/prompt-rules.md section 7); guideline text is n
 
 A custom prompt (the evaluator's ``prompt``) with at least one ``{{ variable }}`` or
 ``${variable}`` becomes the user prompt after substitution; without any variable it
-replaces the system prompt. The judge's reply is parsed tolerantly (code fences, prose
-around the JSON); a reply without a usable verdict is a judge failure, not a score.
+replaces the system prompt; a ``prompt`` that names a file is read when the eval file is
+loaded. The judge's reply is parsed tolerantly (code fences, prose around the JSON); a reply
+without a usable verdict is a judge failure, not a score.
 """
 
 from __future__ import annotations
@@ -18,24 +19,26 @@ import time
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
+from agentv.cases import EvaluatorConfig
 from agentv.errors import BudgetReached, ProviderError
 from agentv.evaluators.base import (
     EvaluationContext,
     EvaluatorScore,
+    EvaluatorSpec,
+    Loading,
     as_score,
     excerpt,
     failed,
     text_list,
 )
-from agentv.evaluators.specs import LlmJudgeSpec
 from agentv.messages import FileSegment, GuidelineRef, Message, TextSegment
 from agentv.prompts.builder import request_messages
 from agentv.providers.base import ProviderRequest
 
 if TYPE_CHECKING:
-    from agentv.cases import EvalCase, EvaluatorConfig
+    from agentv.cases import EvalCase
 
 _REFERENCE_LINE = (
     "Use the reference_answer as a gold standard for a high-quality response. The "
@@ -247,10 +250,34 @@ def _verdict(data: object) -> Verdict | None:
 _REQUEST_IDS = uuid.UUID("5d1f7f3e-6a3c-4a57-9a7e-3f0b2f4e8c11")
 
 
-class LlmJudgeEvaluator:
-    """Asks the judge target for a JSON verdict and records exactly what was asked."""
+#: a single-line ``prompt`` ending like this was meant as a file: an error when none is found
+_PROMPT_FILE_SUFFIXES = (".md", ".txt", ".prompt")
 
-    type: ClassVar[str] = "llm_judge"
+
+class LlmJudgeSpec(EvaluatorSpec):
+    """Grades with a language model, the case's judge target: asks it for a JSON verdict
+    and records exactly what was asked. ``prompt`` is a file or inline text."""
+
+    type: Literal["llm_judge"]
+    prompt: str | None = None
+    model: str | None = None
+
+    uses_judge: ClassVar[bool] = True
+
+    def resolve(self, name: str, at: Loading) -> EvaluatorConfig:
+        """A ``prompt`` is a file when one is found, else inline text (as the original
+        AgentV: docs/architecture.md, "Compatibility")."""
+        prompt = self.prompt
+        if not prompt or "\n" in prompt:
+            return EvaluatorConfig(name, self, prompt_text=prompt or None)
+        looks_like_path = prompt.strip().lower().endswith(_PROMPT_FILE_SUFFIXES)
+        found = at.reference(
+            prompt.strip(), "prompt", "judge prompt file", must_exist=looks_like_path
+        )
+        if found is None:
+            return EvaluatorConfig(name, self, prompt_text=prompt)
+        path, text = found
+        return EvaluatorConfig(name, self, prompt_text=text, prompt_path=path)
 
     async def evaluate(self, ctx: EvaluationContext, config: EvaluatorConfig) -> EvaluatorScore:
         judge = ctx.judge
@@ -260,8 +287,7 @@ class LlmJudgeEvaluator:
                 "no judge target available for LLM grading; set `judge_target` on the "
                 "target in targets.yaml",
             )
-        spec = config.spec
-        model = spec.model if isinstance(spec, LlmJudgeSpec) else None
+        model = self.model
         system, user = judge_prompts(ctx, config)
         raw: dict[str, Any] = {
             # derived from the request, so identical requests get identical records

@@ -1,53 +1,72 @@
-"""Evaluator ``type`` -> evaluator. Evaluators are stateless, so one instance serves all."""
+"""Every evaluator kind, in one table (``KINDS``), and what follows from it: the ``type:``
+values an eval file may use, the model of each, and the discriminated union the eval file
+format validates an ``evaluators:`` entry with (``agentv.evalfile.schema``).
+
+Adding an evaluator is one module of this package: a subclass of ``EvaluatorSpec`` (its
+``type``, its settings, its ``check`` and its ``evaluate``), listed here once
+(docs/maintainers/evaluators.md). The order of ``KINDS`` is the order error messages list
+the types in.
+"""
 
 from __future__ import annotations
 
-from agentv.errors import EvaluatorError
-from agentv.evaluators.base import Evaluator
-from agentv.evaluators.code import CodeEvaluator
-from agentv.evaluators.deterministic import (
-    ContainsEvaluator,
-    EqualsEvaluator,
-    IsJsonEvaluator,
-    RegexEvaluator,
-)
-from agentv.evaluators.limits import CostEvaluator, LatencyEvaluator
-from agentv.evaluators.llm_judge import LlmJudgeEvaluator
+import functools
+import operator
+import typing
+from typing import Annotated
+
+from pydantic import Field
+
+from agentv.evaluators.base import EvaluatorSpec
+from agentv.evaluators.code import CodeSpec
+from agentv.evaluators.deterministic import ContainsSpec, EqualsSpec, IsJsonSpec, RegexSpec
+from agentv.evaluators.limits import CostSpec, LatencySpec
+from agentv.evaluators.llm_judge import LlmJudgeSpec
 from agentv.evaluators.trajectory import (
-    RepeatedCallsEvaluator,
-    StepCountEvaluator,
-    ToolCallF1Evaluator,
-    ToolTrajectoryEvaluator,
-    ToolUsedEvaluator,
+    RepeatedCallsSpec,
+    StepCountSpec,
+    ToolCallF1Spec,
+    ToolNotUsedSpec,
+    ToolTrajectorySpec,
+    ToolUsedSpec,
 )
 
-_contains = ContainsEvaluator()
-_tool_used = ToolUsedEvaluator()
+KINDS: tuple[type[EvaluatorSpec], ...] = (
+    LlmJudgeSpec,
+    CodeSpec,
+    ContainsSpec,  # and icontains
+    EqualsSpec,
+    RegexSpec,
+    IsJsonSpec,
+    LatencySpec,
+    CostSpec,
+    ToolUsedSpec,
+    ToolNotUsedSpec,
+    ToolTrajectorySpec,
+    ToolCallF1Spec,
+    StepCountSpec,
+    RepeatedCallsSpec,
+)
 
-EVALUATORS: dict[str, Evaluator] = {
-    "llm_judge": LlmJudgeEvaluator(),
-    "code": CodeEvaluator(),
-    "contains": _contains,
-    "icontains": _contains,  # the same check, ignoring case (it reads the spec's type)
-    "equals": EqualsEvaluator(),
-    "regex": RegexEvaluator(),
-    "is_json": IsJsonEvaluator(),
-    "latency": LatencyEvaluator(),
-    "cost": CostEvaluator(),
-    "tool_used": _tool_used,
-    "tool_not_used": _tool_used,  # the same count, which must be zero (it reads the type)
-    "tool_trajectory": ToolTrajectoryEvaluator(),
-    "tool_call_f1": ToolCallF1Evaluator(),
-    "step_count": StepCountEvaluator(),
-    "repeated_calls": RepeatedCallsEvaluator(),
+
+def type_names(kind: type[EvaluatorSpec]) -> tuple[str, ...]:
+    """The ``type:`` values of a kind: the ``Literal`` of its ``type`` field."""
+    annotation = kind.model_fields["type"].annotation
+    names = typing.get_args(annotation)
+    if typing.get_origin(annotation) is not typing.Literal or not names:
+        raise TypeError(f"{kind.__name__}.type must be a Literal of the evaluator's names")
+    return names
+
+
+#: ``type:`` value -> its evaluator's model
+BY_TYPE: dict[str, type[EvaluatorSpec]] = {
+    name: kind for kind in KINDS for name in type_names(kind)
 }
+#: every ``type:`` value, in the order of ``KINDS``
+EVALUATOR_TYPES: tuple[str, ...] = tuple(BY_TYPE)
 
-
-def get_evaluator(type_: str) -> Evaluator:
-    """The evaluator for a ``type:`` value; ``EvaluatorError`` listing the valid ones."""
-    try:
-        return EVALUATORS[type_]
-    except KeyError:
-        raise EvaluatorError(
-            f"unknown evaluator type {type_!r}; valid choices: {', '.join(sorted(EVALUATORS))}"
-        ) from None
+#: one entry of an ``evaluators:`` list: the kind its ``type`` names
+AnyEvaluatorSpec = Annotated[
+    functools.reduce(operator.or_, KINDS),  # type: ignore[valid-type]
+    Field(discriminator="type"),
+]

@@ -8,6 +8,9 @@
 - ``tool_call_f1``: precision, recall or F1 of the calls against an expected list;
 - ``step_count`` and ``repeated_calls``: how many calls, and how often the same one.
 
+Each kind's settings are checked before a run (keys that go together, limits that can both
+hold, argument schemas that are valid JSON Schemas).
+
 A call matches an expected one when the tool's name is the same and its arguments fit: the
 keys given in ``args`` (nested mappings alike; lists item by item) with ``args_match:
 subset``, exactly ``args`` with ``exact``, and the JSON Schema ``args_schema``. Each
@@ -20,24 +23,17 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
-from agentv.evaluators.base import EvaluationContext, EvaluatorScore, failed
-from agentv.evaluators.deterministic import resolve_schema
-from agentv.evaluators.specs import (
-    ExpectedCall,
-    RepeatedCallsSpec,
-    StepCountSpec,
-    ToolCallF1Spec,
-    ToolNotUsedSpec,
-    ToolTrajectorySpec,
-    ToolUsedSpec,
-)
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentv.cases import EvaluatorConfig
+from agentv.errors import Problem
+from agentv.evaluators.base import EvaluationContext, EvaluatorScore, EvaluatorSpec, Loading, failed
+from agentv.evaluators.schemas import JsonSchema, SchemaChecker, resolve_schema
 from agentv.trajectory import NOT_REPORTED, ToolStep, Trajectory
-
-if TYPE_CHECKING:
-    from agentv.cases import EvaluatorConfig
 
 #: calls shown by name in one hit or miss line before "and N more"
 SHOWN = 5
@@ -106,6 +102,72 @@ def _difference(expected: Any, actual: Any, subset: bool, at: str = "") -> str |
     return f"{where} is {_json(actual, 60)}, not {_json(expected, 60)}"
 
 
+# --- expected calls ----------------------------------------------------------------------------
+
+ToolName = Annotated[str, Field(min_length=1)]
+ArgsMatch = Literal["subset", "exact"]
+
+
+class ExpectedCall(BaseModel):
+    """A call the candidate should make: its ``tool`` and, optionally, its arguments:
+    ``args`` (only the keys given, nested mappings alike, with ``args_match: subset``, the
+    default; all of them with ``exact``) and a JSON Schema they must satisfy
+    (``args_schema``: a mapping, a JSON object as text, or a schema file)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tool: ToolName
+    args: dict[str, Any] | None = None
+    args_match: ArgsMatch = "subset"
+    args_schema: JsonSchema | None = None
+
+
+def _call_problems(call: ExpectedCall, key: tuple[str | int, ...], at: Loading) -> list[Problem]:
+    """What makes an expected call's settings unusable (``key``: where it is written)."""
+    out = []
+    if call.args_match == "exact" and call.args is None:
+        out.append(
+            Problem(
+                (*key, "args_match"),
+                "`args_match: exact` needs `args`: the arguments the call must have",
+                "give `args`, or leave `args_match` out",
+            )
+        )
+    problem = at.memo(SchemaChecker, SchemaChecker).problem(call.args_schema, at.eval_dir)
+    if problem is not None:
+        out.append(
+            Problem(
+                (*key, "args_schema"),
+                problem.message,
+                problem.hint.replace("`schema`", "`args_schema`").replace(
+                    "under `schema:`", "under `args_schema:`"
+                ),
+            )
+        )
+    return out
+
+
+def _bounds_problems(low: int | None, high: int | None) -> list[Problem]:
+    if low is not None and high is not None and high < low:
+        return [Problem("max", f"`max` ({high}) is less than `min` ({low})", "no count could pass")]
+    return []
+
+
+def _expected_problems(expected: list[str | ExpectedCall] | None, at: Loading) -> list[Problem]:
+    out: list[Problem] = []
+    for i, entry in enumerate(expected or ()):
+        if not isinstance(entry, str):
+            out += _call_problems(entry, ("expected", i), at)
+    return out
+
+
+#: an ``expected`` entry that is neither a tool's name nor a call (the eval file's errors)
+_EXPECTED_ITEM = (
+    "an `expected` call is a tool's name or a mapping with `tool`",
+    "write `- search` or `- {tool: search, args: {query: ...}}`",
+)
+
+
 @dataclass(frozen=True, slots=True)
 class CallPattern:
     """An expected call, ready to match steps against."""
@@ -113,7 +175,7 @@ class CallPattern:
     tool: str
     args: dict[str, Any] | None = None
     exact: bool = False
-    schema: Any = None  # a compiled JSON Schema (``deterministic._Schema``)
+    schema: Any = None  # a compiled JSON Schema (``schemas.CompiledSchema``)
     schema_error: str | None = None  # why the schema cannot be used
 
     @classmethod
@@ -246,76 +308,144 @@ def _score(
     return EvaluatorScore(config.name, config.type, score, hits, misses)
 
 
-class ToolUsedEvaluator:
-    """``tool_used`` / ``tool_not_used``: how many calls of a tool matched."""
+class ToolUsedSpec(EvaluatorSpec, ExpectedCall):
+    """Passes when ``tool`` was called (with matching arguments) at least ``min`` and at
+    most ``max`` times."""
 
-    type: ClassVar[str] = "tool_used"
+    type: Literal["tool_used"]
+    min: Annotated[int, Field(ge=0)] = 1
+    max: Annotated[int, Field(ge=0)] | None = None
+
+    def check(self, config: EvaluatorConfig, at: Loading) -> list[Problem]:
+        return _call_problems(self, (), at) + _bounds_problems(self.min, self.max)
 
     async def evaluate(self, ctx: EvaluationContext, config: EvaluatorConfig) -> EvaluatorScore:
-        spec = config.spec
-        assert isinstance(spec, ToolUsedSpec | ToolNotUsedSpec)
-        steps = _trajectory(ctx, config)
-        if isinstance(steps, EvaluatorScore):
-            return steps
-        pattern = CallPattern.of(spec, ctx)
-        if pattern.schema_error is not None:
-            return failed(config, pattern.schema_error)
-        found = [i for i, s in enumerate(steps, 1) if pattern.matches(s)]
-        if isinstance(spec, ToolNotUsedSpec):
-            if not found:
-                return _score(config, 1.0, [f"{pattern} was not called"], [])
-            shown = "; ".join(_json(steps[i - 1].arguments, 80) for i in found[:3])
-            return _score(
-                config,
-                0.0,
-                [],
-                [
-                    f"{pattern} was called {_plural(len(found), 'time')} ({_steps_text(found)}): {shown}"
-                ],
-            )
-        low, high = spec.min, spec.max
-        count = len(found)
-        bounds = f"at least {low}" + (f" and at most {high}" if high is not None else "")
-        if count and low <= count and (high is None or count <= high):
-            return _score(
-                config,
-                1.0,
-                [f"{pattern} was called {_plural(count, 'time')} ({_steps_text(found)}; {bounds})"],
-                [],
-            )
-        if count == 0 and low <= 0 and (high is None or high >= 0):
-            return _score(config, 1.0, [f"{pattern} was not called ({bounds})"], [])
-        if count == 0:
-            miss = f"{pattern} was never called{_near_misses(pattern, steps)}"
+        return await _count_calls(self, ctx, config)
+
+
+class ToolNotUsedSpec(EvaluatorSpec, ExpectedCall):
+    """Passes when ``tool`` was never called (with matching arguments, when given)."""
+
+    type: Literal["tool_not_used"]
+
+    def check(self, config: EvaluatorConfig, at: Loading) -> list[Problem]:
+        return _call_problems(self, (), at)
+
+    async def evaluate(self, ctx: EvaluationContext, config: EvaluatorConfig) -> EvaluatorScore:
+        return await _count_calls(self, ctx, config)
+
+
+async def _count_calls(
+    spec: ToolUsedSpec | ToolNotUsedSpec, ctx: EvaluationContext, config: EvaluatorConfig
+) -> EvaluatorScore:
+    """``tool_used`` / ``tool_not_used``: how many calls of the tool matched."""
+    steps = _trajectory(ctx, config)
+    if isinstance(steps, EvaluatorScore):
+        return steps
+    pattern = CallPattern.of(spec, ctx)
+    if pattern.schema_error is not None:
+        return failed(config, pattern.schema_error)
+    found = [i for i, s in enumerate(steps, 1) if pattern.matches(s)]
+    if isinstance(spec, ToolNotUsedSpec):
+        if not found:
+            return _score(config, 1.0, [f"{pattern} was not called"], [])
+        shown = "; ".join(_json(steps[i - 1].arguments, 80) for i in found[:3])
+        return _score(
+            config,
+            0.0,
+            [],
+            [f"{pattern} was called {_plural(len(found), 'time')} ({_steps_text(found)}): {shown}"],
+        )
+    low, high = spec.min, spec.max
+    count = len(found)
+    bounds = f"at least {low}" + (f" and at most {high}" if high is not None else "")
+    if count and low <= count and (high is None or count <= high):
+        return _score(
+            config,
+            1.0,
+            [f"{pattern} was called {_plural(count, 'time')} ({_steps_text(found)}; {bounds})"],
+            [],
+        )
+    if count == 0 and low <= 0 and (high is None or high >= 0):
+        return _score(config, 1.0, [f"{pattern} was not called ({bounds})"], [])
+    if count == 0:
+        miss = f"{pattern} was never called{_near_misses(pattern, steps)}"
+    else:
+        miss = (
+            f"{pattern} was called {_plural(count, 'time')} ({_steps_text(found)}), "
+            f"expected {bounds}"
+        )
+    return _score(config, 0.0, [], [miss])
+
+
+class ToolTrajectorySpec(EvaluatorSpec):
+    """The calls made against the ``expected`` ones, by ``mode``: ``exact`` (these calls,
+    in this order, nothing else), ``in_order`` (in this order, others between them allowed),
+    ``unordered`` (these calls, any order, nothing else), ``superset`` (at least these, any
+    order), ``subset`` (nothing but these); or, as the original AgentV, ``any_order`` with
+    ``minimums`` (each tool called at least that many times)."""
+
+    type: Literal["tool_trajectory"]
+    mode: Literal["exact", "in_order", "unordered", "subset", "superset", "any_order"]
+    expected: list[ToolName | ExpectedCall] | None = None
+    minimums: dict[str, Annotated[int, Field(ge=1)]] | None = None
+
+    item_errors: ClassVar[Mapping[str, tuple[str, str]]] = {"expected": _EXPECTED_ITEM}
+
+    def check(self, config: EvaluatorConfig, at: Loading) -> list[Problem]:
+        out: list[Problem] = []
+        if self.mode == "any_order":
+            if not self.minimums:
+                out.append(
+                    Problem(
+                        "minimums",
+                        "`mode: any_order` needs `minimums`: each tool and its fewest calls",
+                        "write `minimums: {search: 2, fetch: 1}`, or use `mode: superset` "
+                        "with `expected` calls",
+                    )
+                )
+            if self.expected is not None:
+                out.append(
+                    Problem(
+                        "expected",
+                        "`mode: any_order` counts `minimums`; it takes no `expected` list",
+                        "use `mode: superset` (these calls, in any order, others allowed) "
+                        "or `unordered` (these calls and no other)",
+                    )
+                )
         else:
-            miss = (
-                f"{pattern} was called {_plural(count, 'time')} ({_steps_text(found)}), "
-                f"expected {bounds}"
-            )
-        return _score(config, 0.0, [], [miss])
-
-
-class ToolTrajectoryEvaluator:
-    """``tool_trajectory``: the calls against an expected list, by ``mode``."""
-
-    type: ClassVar[str] = "tool_trajectory"
+            if not self.expected:
+                out.append(
+                    Problem(
+                        "expected",
+                        f"`mode: {self.mode}` needs `expected`: the calls, in order",
+                        "list them: `- search` or `- {tool: search, args: {query: ...}}`",
+                    )
+                )
+            if self.minimums is not None:
+                out.append(
+                    Problem(
+                        "minimums",
+                        f"`minimums` is for `mode: any_order`, not `{self.mode}`",
+                        "remove `minimums`, or use `mode: any_order`",
+                    )
+                )
+        return out + _expected_problems(self.expected, at)
 
     async def evaluate(self, ctx: EvaluationContext, config: EvaluatorConfig) -> EvaluatorScore:
-        spec = config.spec
-        assert isinstance(spec, ToolTrajectorySpec)
         steps = _trajectory(ctx, config)
         if isinstance(steps, EvaluatorScore):
             return steps
-        if spec.mode == "any_order":
-            return _minimums(config, spec.minimums or {}, steps)
-        patterns = _patterns(spec.expected or [], ctx)
+        if self.mode == "any_order":
+            return _minimums(config, self.minimums or {}, steps)
+        patterns = _patterns(self.expected or [], ctx)
         if isinstance(patterns, str):
             return failed(config, patterns)
-        if spec.mode == "exact":
+        if self.mode == "exact":
             return _exact(config, patterns, steps)
-        if spec.mode == "in_order":
+        if self.mode == "in_order":
             return _ordered(config, patterns, steps)
-        return _unordered(config, spec.mode, patterns, steps)
+        return _unordered(config, self.mode, patterns, steps)
 
 
 def _minimums(
@@ -414,18 +544,33 @@ def _unordered(
     return _score(config, len(pairs) / total if total else 1.0, hits, missing + extra)
 
 
-class ToolCallF1Evaluator:
-    """``tool_call_f1``: precision, recall or F1 of the calls against the expected ones."""
+class ToolCallF1Spec(EvaluatorSpec):
+    """Precision, recall or F1 (``metric``, default F1) of the calls made against the
+    ``expected`` ones, each expected call matching at most one call made."""
 
-    type: ClassVar[str] = "tool_call_f1"
+    type: Literal["tool_call_f1"]
+    expected: list[ToolName | ExpectedCall]
+    metric: Literal["f1", "precision", "recall"] = "f1"
+
+    item_errors: ClassVar[Mapping[str, tuple[str, str]]] = {"expected": _EXPECTED_ITEM}
+
+    def check(self, config: EvaluatorConfig, at: Loading) -> list[Problem]:
+        out: list[Problem] = []
+        if not self.expected:
+            out.append(
+                Problem(
+                    "expected",
+                    "`expected` must list at least one call",
+                    "list the calls the candidate should make",
+                )
+            )
+        return out + _expected_problems(self.expected, at)
 
     async def evaluate(self, ctx: EvaluationContext, config: EvaluatorConfig) -> EvaluatorScore:
-        spec = config.spec
-        assert isinstance(spec, ToolCallF1Spec)
         steps = _trajectory(ctx, config)
         if isinstance(steps, EvaluatorScore):
             return steps
-        patterns = _patterns(spec.expected, ctx)
+        patterns = _patterns(self.expected, ctx)
         if isinstance(patterns, str):
             return failed(config, patterns)
         pairs = _matching(patterns, steps)
@@ -433,7 +578,7 @@ class ToolCallF1Evaluator:
         precision = matched / len(steps) if steps else (1.0 if not patterns else 0.0)
         recall = matched / len(patterns) if patterns else 1.0
         f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-        score = {"f1": f1, "precision": precision, "recall": recall}[spec.metric]
+        score = {"f1": f1, "precision": precision, "recall": recall}[self.metric]
         used = set(pairs.values())
         figures = (
             f"precision {precision:.2f} ({matched} of {_plural(len(steps), 'call')} expected), "
@@ -456,61 +601,75 @@ class ToolCallF1Evaluator:
         return _score(config, score, hits, misses)
 
 
-class StepCountEvaluator:
-    """``step_count``: the number of tool calls (of one tool) within bounds."""
+class StepCountSpec(EvaluatorSpec):
+    """Passes when the number of tool calls (of ``tool`` only, when given) is between
+    ``min`` and ``max``."""
 
-    type: ClassVar[str] = "step_count"
+    type: Literal["step_count"]
+    min: Annotated[int, Field(ge=0)] | None = None
+    max: Annotated[int, Field(ge=0)] | None = None
+    tool: ToolName | None = None
+
+    def check(self, config: EvaluatorConfig, at: Loading) -> list[Problem]:
+        if self.min is None and self.max is None:
+            return [
+                Problem(
+                    "max",
+                    "`step_count` needs `min`, `max` or both",
+                    "give the fewest (`min`) and/or the most (`max`) tool calls allowed",
+                )
+            ]
+        return _bounds_problems(self.min, self.max)
 
     async def evaluate(self, ctx: EvaluationContext, config: EvaluatorConfig) -> EvaluatorScore:
-        spec = config.spec
-        assert isinstance(spec, StepCountSpec)
         steps = _trajectory(ctx, config)
         if isinstance(steps, EvaluatorScore):
             return steps
-        counted = [s for s in steps if spec.tool is None or s.name == spec.tool]
+        counted = [s for s in steps if self.tool is None or s.name == self.tool]
         what = _plural(len(counted), "tool call")
-        if spec.tool:
-            what = _plural(len(counted), "call") + f" of {spec.tool!r}"
+        if self.tool:
+            what = _plural(len(counted), "call") + f" of {self.tool!r}"
         bounds = " and ".join(
             part
             for part in (
-                f"at least {spec.min}" if spec.min is not None else "",
-                f"at most {spec.max}" if spec.max is not None else "",
+                f"at least {self.min}" if self.min is not None else "",
+                f"at most {self.max}" if self.max is not None else "",
             )
             if part
         )
-        ok = (spec.min is None or len(counted) >= spec.min) and (
-            spec.max is None or len(counted) <= spec.max
+        ok = (self.min is None or len(counted) >= self.min) and (
+            self.max is None or len(counted) <= self.max
         )
         line = f"{what} ({bounds} allowed)"
         return _score(config, 1.0 if ok else 0.0, [line] if ok else [], [] if ok else [line])
 
 
-class RepeatedCallsEvaluator:
-    """``repeated_calls``: no identical call (tool and arguments) made too often."""
+class RepeatedCallsSpec(EvaluatorSpec):
+    """Passes when no call (the same tool with the same arguments; of ``tool`` only, when
+    given) was made more than ``max`` times."""
 
-    type: ClassVar[str] = "repeated_calls"
+    type: Literal["repeated_calls"]
+    max: Annotated[int, Field(ge=1)] = 1
+    tool: ToolName | None = None
 
     async def evaluate(self, ctx: EvaluationContext, config: EvaluatorConfig) -> EvaluatorScore:
-        spec = config.spec
-        assert isinstance(spec, RepeatedCallsSpec)
         steps = _trajectory(ctx, config)
         if isinstance(steps, EvaluatorScore):
             return steps
         seen: dict[str, list[int]] = {}
         for i, s in enumerate(steps, 1):
-            if spec.tool is None or s.name == spec.tool:
+            if self.tool is None or s.name == self.tool:
                 key = s.name + " " + _json(s.arguments, 10**9)
                 seen.setdefault(key, []).append(i)
         too_often = [
             f"{key if len(key) <= 100 else key[:99] + '…'} was made {len(at)} times "
-            f"({_steps_text(at)}), at most {spec.max} allowed"
+            f"({_steps_text(at)}), at most {self.max} allowed"
             for key, at in seen.items()
-            if len(at) > spec.max
+            if len(at) > self.max
         ]
         if too_often:
             return _score(config, 0.0, [], too_often)
-        what = f"calls of {spec.tool!r}" if spec.tool else "calls"
+        what = f"calls of {self.tool!r}" if self.tool else "calls"
         return _score(
-            config, 1.0, [f"no identical {what} made more than {_plural(spec.max, 'time')}"], []
+            config, 1.0, [f"no identical {what} made more than {_plural(self.max, 'time')}"], []
         )

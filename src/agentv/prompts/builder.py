@@ -24,7 +24,7 @@ import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from agentv.messages import (
     ChatMessage,
@@ -32,6 +32,7 @@ from agentv.messages import (
     GuidelineFile,
     GuidelineRef,
     Message,
+    Mode,
     Segment,
     TextSegment,
     ToolCall,
@@ -39,8 +40,6 @@ from agentv.messages import (
 
 if TYPE_CHECKING:
     from agentv.cases import EvalCase
-
-Mode = Literal["lm", "agent"]
 
 DEFAULT_SYSTEM_PROMPT = "You are a careful assistant."
 GUIDELINES_HEADER = "[[ ## Guidelines ## ]]"

@@ -17,14 +17,12 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from agentv.messages import ChatMessage, ToolCall
+from agentv.messages import ChatMessage, Mode, ToolCall
 from agentv.trajectory import Trajectory
 
 if TYPE_CHECKING:
     import asyncio
 
-    from agentv.cases import EvalCase
-    from agentv.prompts.builder import Mode, Prompt
     from agentv.providers.pricing import TargetPrice
 
 #: HTTP statuses that mean "too much load": the target's throttle slows it down and pauses it
@@ -105,9 +103,32 @@ class ProviderRequest:
     tools: tuple[dict[str, Any], ...] = ()
 
 
+class _Case(Protocol):
+    """What a request takes of its case (an ``agentv.cases.EvalCase``)."""
+
+    @property
+    def id(self) -> str: ...
+
+
+class _Prompt(Protocol):
+    """What a request takes of a finished prompt (an ``agentv.prompts.builder.Prompt``):
+    providers build no prompt."""
+
+    @property
+    def question(self) -> str: ...
+    @property
+    def messages(self) -> list[ChatMessage]: ...
+    @property
+    def guidelines(self) -> str: ...
+    @property
+    def input_files(self) -> list[Path]: ...
+    @property
+    def guideline_paths(self) -> list[Path]: ...
+
+
 def request_for_case(
-    case: EvalCase,
-    prompt: Prompt,
+    case: _Case,
+    prompt: _Prompt,
     *,
     attempt: int = 0,
     timeout: float | None = None,

@@ -15,12 +15,9 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
-
-if TYPE_CHECKING:
-    from agentv.providers.base import Provider, Usage
 
 #: a provider kind -> the API's name in genai-prices' table
 _TABLE_PROVIDERS = {
@@ -44,6 +41,29 @@ class TargetPrice(BaseModel):
     cached_input_per_mtok: _USD | None = None
 
 
+class TokenCounts(Protocol):
+    """Token counts as a request reported them (``agentv.providers.base.Usage`` is one)."""
+
+    @property
+    def input_tokens(self) -> int | None: ...
+    @property
+    def output_tokens(self) -> int | None: ...
+    @property
+    def cached_input_tokens(self) -> int | None: ...
+
+
+class PricedTarget(Protocol):
+    """What prices a target: its kind (the API), its settings (the ``model``) and its own
+    ``price:`` (``agentv.providers.base.Provider`` is one)."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def settings(self) -> Any: ...
+    @property
+    def price(self) -> TargetPrice | None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Rates:
     """US dollars per million tokens, and where they come from."""
@@ -53,7 +73,7 @@ class Rates:
     cached_input: float
     source: str  # "targets.yaml", or "genai-prices 0.2.3: openai gpt-4o"
 
-    def cost(self, usage: Usage) -> float | None:
+    def cost(self, usage: TokenCounts) -> float | None:
         """The US dollars of ``usage`` (None when it reports no tokens at all)."""
         return usage_cost(usage, self.input, self.output, self.cached_input)
 
@@ -66,7 +86,7 @@ class Rates:
         }
 
 
-def usage_cost(usage: Usage, input_: float, output: float, cached: float) -> float | None:
+def usage_cost(usage: TokenCounts, input_: float, output: float, cached: float) -> float | None:
     """The US dollars of ``usage`` at these prices per million tokens (cached input tokens
     are counted within the input tokens, and priced at ``cached``)."""
     inp, out = usage.input_tokens, usage.output_tokens
@@ -77,7 +97,7 @@ def usage_cost(usage: Usage, input_: float, output: float, cached: float) -> flo
     return ((inp - hit) * input_ + hit * cached + (out or 0) * output) / 1_000_000
 
 
-def target_model(provider: Provider, model: str | None = None) -> str | None:
+def target_model(provider: PricedTarget, model: str | None = None) -> str | None:
     """The model a request to ``provider`` used: ``model`` (a judge's own), else the
     target's ``model`` setting."""
     if model:
@@ -95,14 +115,14 @@ class Pricer:
         self._exact: dict[tuple[str, str | None], Any] = {}
         self._lock = threading.Lock()
 
-    def known(self, provider: Provider, model: str | None = None) -> bool:
+    def known(self, provider: PricedTarget, model: str | None = None) -> bool:
         """Whether ``rates`` answers at once (no table to load: run it in a thread first
         when an event loop must not wait the half second the table takes to load)."""
         if getattr(provider, "price", None) is not None:
             return True
         return (provider.kind, target_model(provider, model)) in self._rates
 
-    def rates(self, provider: Provider, model: str | None = None) -> Rates | None:
+    def rates(self, provider: PricedTarget, model: str | None = None) -> Rates | None:
         """``provider``'s prices for ``model`` (default: its own); None when unknown."""
         override: TargetPrice | None = getattr(provider, "price", None)
         if override is not None:
@@ -125,7 +145,9 @@ class Pricer:
                 self._exact[key] = exact
         return found
 
-    def cost(self, provider: Provider, usage: Usage | None, model: str | None = None) -> Cost:
+    def cost(
+        self, provider: PricedTarget, usage: TokenCounts | None, model: str | None = None
+    ) -> Cost:
         """What ``usage`` cost on ``provider`` (a request's ``model`` when it named one)."""
         if usage is None or (usage.input_tokens is None and usage.output_tokens is None):
             return Cost(None, priced=True)  # nothing reported: nothing to price
@@ -186,7 +208,7 @@ def _table_rates(kind: str, model: str | None) -> tuple[Rates | None, Any]:
     exact = None
     if any(isinstance(v, TieredPrices) for v in prices.values()):
 
-        def exact(usage: Usage) -> float:
+        def exact(usage: TokenCounts) -> float:
             inp = usage.input_tokens or 0
             return calc(inp, usage.output_tokens or 0, min(usage.cached_input_tokens or 0, inp))
 

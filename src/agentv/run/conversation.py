@@ -39,8 +39,8 @@ import orjson
 
 from agentv.cases import EvalCase, EvaluatorConfig, Turn
 from agentv.errors import ProviderError
-from agentv.evaluators import grade_case
 from agentv.evaluators.base import CaseGrade, EvaluationContext
+from agentv.evaluators.grading import grade_case
 from agentv.messages import Message, TextSegment, chat_to_dicts
 from agentv.prompts.builder import Memo, Prompt, PromptSettings, build_prompt, build_question
 from agentv.providers.base import ProviderResponse, Usage, total_usage

@@ -25,11 +25,9 @@ from agentv.cases import EvalCase, EvaluatorConfig
 from agentv.errors import AgentVError, Diagnostic, DiagnosticsView, InputError
 from agentv.evalfile.files import FileStore
 from agentv.evalfile.loader import LoadContext, iter_cases, load_eval_file
-from agentv.evaluators import needs_judge
 from agentv.evaluators.base import EvaluationContext
-from agentv.evaluators.grading import DEFAULT_JUDGE
-from agentv.evaluators.llm_judge import judge_prompts
-from agentv.evaluators.specs import LlmJudgeSpec
+from agentv.evaluators.grading import DEFAULT_JUDGE, needs_judge
+from agentv.evaluators.llm_judge import LlmJudgeSpec, judge_prompts
 from agentv.prompts.builder import PromptSettings, build_prompt
 from agentv.providers.base import Provider, Usage, request_for_case
 from agentv.providers.pricing import Pricer

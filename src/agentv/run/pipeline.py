@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agentv.errors import AgentVError, BudgetReached, ProviderError, ProviderTimeout
-from agentv.evaluators import grade_case, needs_judge
 from agentv.evaluators.base import CaseGrade, EvaluationContext
+from agentv.evaluators.grading import grade_case, needs_judge
 from agentv.prompts.builder import Prompt, PromptSettings, build_prompt
 from agentv.providers.base import (
     Provider,

@@ -31,8 +31,8 @@ from agentv.cases import EvalCase
 from agentv.errors import AgentVError, ConfigError, Diagnostic, InputError
 from agentv.evalfile.files import FileStore, find_repo_root
 from agentv.evalfile.loader import LoadContext, iter_cases, load_eval_file
-from agentv.evaluators import grade_case, needs_judge
 from agentv.evaluators.base import EvaluationContext
+from agentv.evaluators.grading import grade_case, needs_judge
 from agentv.prompts.builder import PromptSettings, build_prompt
 from agentv.providers.base import ProviderResponse, Usage
 from agentv.results.outcome import result_record

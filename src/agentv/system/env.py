@@ -50,6 +50,15 @@ BASE_VARIABLES = (
     "PATHEXT",
     "WINDIR",
 )
+#: the variables the LM API providers take a key from when a target has no ``api_key``:
+#: withheld from child processes, and masked as secrets (``agentv.system.masking``)
+VENDOR_KEY_VARIABLES = (
+    "OPENAI_API_KEY",
+    "AZURE_OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "GEMINI_API_KEY",
+    "GOOGLE_API_KEY",
+)
 
 
 def find_env_file(repo_root: Path, cwd: Path | None = None) -> Path | None:
@@ -100,6 +109,14 @@ def environment_scope(env: Mapping[str, str]) -> Iterator[None]:
         _current.reset(token)
 
 
+def vendor_keys(env: Mapping[str, str] | None = None) -> list[str]:
+    """The values of the vendors' key variables that are set (in ``env``, else the run's
+    environment)."""
+    if env is None:
+        env = run_environment()
+    return [value.strip() for name in VENDOR_KEY_VARIABLES if (value := env.get(name, ""))]
+
+
 def child_environment(
     *,
     inherit: Sequence[str] | None = None,
@@ -110,8 +127,6 @@ def child_environment(
     module's docstring) without the vendors' key variables but those in ``keys`` (what the
     program needs); with ``inherit``, only the variables it names, ``BASE_VARIABLES`` and
     ``keys``. ``extra`` (a target's own ``env``) is added last."""
-    from agentv.system.masking import VENDOR_KEY_VARIABLES
-
     needed = list(keys)
     withheld = set(VENDOR_KEY_VARIABLES) - set(needed)
     if inherit is not None:

@@ -13,35 +13,30 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
-    from agentv.providers.base import ProviderResponse
     from agentv.trajectory import Trajectory
 
 MASK = "***"
 MIN_LENGTH = 8
-#: the variables the LM API providers take a key from when a target has no ``api_key``
-VENDOR_KEY_VARIABLES = (
-    "OPENAI_API_KEY",
-    "AZURE_OPENAI_API_KEY",
-    "ANTHROPIC_API_KEY",
-    "GEMINI_API_KEY",
-    "GOOGLE_API_KEY",
-)
 
 
-def vendor_keys(env: Mapping[str, str] | None = None) -> list[str]:
-    """The values of the vendors' key variables that are set (in ``env``, else the run's
-    environment: ``agentv.system.env``)."""
-    if env is None:
-        from agentv.system.env import run_environment
+class _Answer(Protocol):
+    """What is masked of a target's answer (an ``agentv.providers.base.ProviderResponse``,
+    a dataclass): its text, reasoning, raw data, what was sent, and its trajectory."""
 
-        env = run_environment()
-    return [value.strip() for name in VENDOR_KEY_VARIABLES if (value := env.get(name, ""))]
+    text: str
+    reasoning: str | None
+    raw: Any
+    sent: dict[str, Any]
+    trajectory: Trajectory | None
+
+
+_AnswerT = TypeVar("_AnswerT", bound=_Answer)
 
 
 class Masker:
@@ -89,7 +84,7 @@ class Masker:
             return value, False
         return value, False
 
-    def response(self, response: ProviderResponse) -> tuple[ProviderResponse, bool]:
+    def response(self, response: _AnswerT) -> tuple[_AnswerT, bool]:
         """A target's answer with its text, reasoning, raw data and request masked."""
         if self._pattern is None:
             return response, False

@@ -341,7 +341,7 @@ class TargetPool:
         """The secret values a run knows, for masking (``agentv.system.masking``): what the built
         targets' ``${{ VAR }}`` references took, their ``api_key`` values, and the vendors'
         key variables."""
-        from agentv.system.masking import vendor_keys
+        from agentv.system.env import vendor_keys
 
         values = {*self._substituted, *vendor_keys()}
         for t in self._targets.values():
