@@ -23,15 +23,12 @@ import xmlschema
 from support.cli import agentv_cli, start_agentv
 from support.files import write
 from support.paths import DATA
+from support.targets import mock_target, write_targets
 
 #: every test here runs agentv (or a writer) as a process: left out of `make test-fast`
 pytestmark = pytest.mark.slow
 
 SCHEMA = xmlschema.XMLSchema(DATA / "junit.xsd")
-MOCK_TARGETS = (
-    "$schema: agentv-targets-v2.2\ntargets:\n"
-    "  - {name: default, provider: mock, response: 'The answer is 42.'}\n"
-)
 
 
 def _records(path: Path, *records: dict[str, object]) -> Path:
@@ -90,7 +87,7 @@ def test_junit_replaces_its_file_whole_or_not_at_all(tmp_path: Path) -> None:
 
 
 def test_an_output_that_cannot_be_written_fails_the_command(repo: Path) -> None:
-    write(repo, ".agentv/targets.yaml", MOCK_TARGETS)
+    write_targets(repo, mock_target(response="The answer is 42."))
     write(
         repo,
         "evals/e.yaml",

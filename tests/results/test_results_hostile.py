@@ -17,8 +17,8 @@ from agentv.results import reader as results_reader
 from agentv.results.reader import read_results
 from support.cli import agentv_cli
 from support.files import write
+from support.targets import mock_target, write_targets
 
-MOCK_TARGETS = "$schema: agentv-targets-v2.2\ntargets:\n  - name: default\n    provider: mock\n"
 CAP_MB = 1024
 
 
@@ -42,7 +42,7 @@ def _jsonl(path: Path, *lines: dict[str, Any] | str) -> Path:
 
 def _project(root: Path) -> Path:
     (root / ".git").mkdir(parents=True, exist_ok=True)
-    write(root, ".agentv/targets.yaml", MOCK_TARGETS)
+    write_targets(root, mock_target())
     write(
         root,
         "evals/e.yaml",

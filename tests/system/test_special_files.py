@@ -16,11 +16,8 @@ import pytest
 from agentv.system.readfile import NotARegularFileError, open_input, read_input, special
 from support.cli import agentv_cli
 from support.files import write
+from support.targets import mock_target, write_targets
 
-MOCK_TARGETS = (
-    "$schema: agentv-targets-v2.2\ntargets:\n"
-    "  - {name: default, provider: mock, response: 'The answer is 42.'}\n"
-)
 CASES = "".join(
     f"  - {{id: c{i}, outcome: x, input_messages: [{{role: user, content: q{i}}}],"
     " evaluators: [{type: contains, value: '42'}]}\n"
@@ -32,7 +29,7 @@ CAP_MB = 1024
 
 def _project(root: Path) -> Path:
     (root / ".git").mkdir(parents=True, exist_ok=True)
-    write(root, ".agentv/targets.yaml", MOCK_TARGETS)
+    write_targets(root, mock_target(response="The answer is 42."))
     write(root, "evals/e.yaml", EVAL)
     return root
 

@@ -16,8 +16,8 @@ from agentv.yaml.budget import ExpansionTooLargeError
 from agentv.yaml.stream import stream_yaml
 from support.cli import agentv_cli
 from support.files import write
+from support.targets import mock_target, write_targets
 
-MOCK_TARGETS = "$schema: agentv-targets-v2.2\ntargets:\n  - name: default\n    provider: mock\n"
 CASE = "  - id: a\n    outcome: x\n    input_messages: [{role: user, content: hi}]\n"
 #: the memory a command may use here; each bomb describes gigabytes
 CAP_MB = 1024
@@ -103,7 +103,7 @@ def test_text_without_aliases_is_not_counted(monkeypatch: pytest.MonkeyPatch) ->
 
 def _project(root: Path) -> Path:
     (root / ".git").mkdir(parents=True, exist_ok=True)
-    write(root, ".agentv/targets.yaml", MOCK_TARGETS)
+    write_targets(root, mock_target())
     return root
 
 

@@ -44,7 +44,7 @@ from support.suites import (
     write_debug_suite,
     write_support_suite,
 )
-from support.targets import write_targets
+from support.targets import openai_target, write_targets
 
 #: every test here starts a local Ray: left out of `make test-fast`
 pytestmark = pytest.mark.slow
@@ -606,14 +606,10 @@ async def test_concurrent_runs_each_get_their_own_env_file_in_the_workers(
     assert ray.get([worker_environ.remote() for _ in range(4)]) == [[]] * 4
 
 
-def _api_suite(repo: Path, server: FakeLLMServer, cases: int, settings: str = "") -> None:
-    write(
-        repo,
-        ".agentv/targets.yaml",
-        "$schema: agentv-targets-v2.2\ntargets:\n"
-        f"  - {{name: default, provider: openai, base_url: '{server.url}/v1',"
-        f" api_key: k-12345678, model: m{settings}}}\n",
-    )
+def _api_suite(repo: Path, server: FakeLLMServer, cases: int, **target: Any) -> None:
+    """``cases`` cases on ``default``, an OpenAI target at ``server`` (``target``: more of its
+    fields)."""
+    write_targets(repo, openai_target(server.url, **target))
     write(
         repo,
         "evals/api.yaml",
@@ -628,7 +624,7 @@ def _api_suite(repo: Path, server: FakeLLMServer, cases: int, settings: str = ""
 
 def test_a_targets_workers_caps_its_requests_across_the_cluster(local_ray: str, repo: Path) -> None:
     with FakeLLMServer(delay_ms=150) as server:
-        _api_suite(repo, server, 6, ", workers: 1")
+        _api_suite(repo, server, 6, workers=1)
         run = agentv.run_eval("evals/api.yaml", cwd=repo, executor="ray")
         assert [r.status for r in run.results] == ["ok"] * 6
         received = sorted(r.received_at for r in server.requests)
