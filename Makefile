@@ -20,7 +20,7 @@ export UV_PROJECT_ENVIRONMENT := $(VENV)
 export UV_COMPILE_BYTECODE := 1
 unexport VIRTUAL_ENV
 
-.PHONY: install lock lock-upgrade test test-fast test-latest lint docs docs-serve demo bench bench-peers bench-ray bench-report browser clean mutation
+.PHONY: install lock lock-upgrade test test-fast test-latest lint docs docs-serve demo bench bench-peers bench-ray bench-report bench-view screenshots browser clean mutation
 
 install: $(STAMP)
 
@@ -42,8 +42,8 @@ lock-upgrade: $(UV)
 	$(UV) lock --upgrade
 
 lint: install
-	$(BIN)/ruff check src tests benchmarks examples
-	$(BIN)/ruff format --check src tests benchmarks examples
+	$(BIN)/ruff check src tests benchmarks examples tools
+	$(BIN)/ruff format --check src tests benchmarks examples tools
 
 # On every core, each test file in one worker: a file's fixtures (a local Ray, a browser)
 # start once, and its tests never race each other.
@@ -103,6 +103,15 @@ bench-ray: install
 # The HTML report of 100,000 cases: its size and the time to its first rows in chromium.
 bench-report: install browser
 	$(BIN)/python benchmarks/report_bench.py
+
+# The run store and the workbench at 100,000 records: import speed, time to first rows.
+bench-view: install browser
+	$(BIN)/python benchmarks/view_bench.py
+
+# The workbench's screenshots in docs/images/, taken from a real workbench over an example
+# store (tools/view_example.py).
+screenshots: install browser
+	$(BIN)/python tools/view_screenshots.py
 
 # Mutation testing (docs/testing.md): not part of `test`, a few minutes on 2 cores. Results
 # are kept in mutants/ (git-ignored); a rerun only retests what changed.

@@ -24,6 +24,7 @@ EXAMPLES = ROOT / "examples"
 #: The promise: changing this list is a decision, made here on purpose.
 PUBLIC_NAMES = [
     "AgentVError",
+    "Calibration",
     "ClusterLostError",
     "Comparison",
     "ConfigError",
@@ -42,11 +43,13 @@ PUBLIC_NAMES = [
     "ResultsFile",
     "RunOptions",
     "SetupError",
+    "StoredRun",
     "Summary",
     "Validation",
     "__version__",
     "aregrade",
     "arun_eval",
+    "calibrate",
     "compare",
     "estimate",
     "load_eval_file",
@@ -57,6 +60,7 @@ PUBLIC_NAMES = [
     "render",
     "report",
     "run_eval",
+    "runs",
     "validate",
     "write_junit",
 ]

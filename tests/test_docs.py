@@ -48,6 +48,12 @@ COMMANDS = {
     "init": "PATH",
     "compare": "--fail-on-regression",
     "report": "--open",
+    "runs": "--since",
+    "runs-import": "PATHS...",
+    "view": "--no-open",
+    "calibrate": "--format",
+    "reviews-export": "--output",
+    "reviews-import": "--reviewer",
 }
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})[ \t]*(?P<lang>[\w+-]*)[^\n]*$")

@@ -47,6 +47,11 @@ def cli_reference(root: Path) -> str:
     for name, command in group.commands.items():
         ctx = command.make_context(name, [], resilient_parsing=True, parent=root_ctx)
         parts.append(_command_section(name, command, ctx))
+        # a command with commands of its own (``agentv runs import``): a section each
+        for sub_name, sub in getattr(command, "commands", {}).items():
+            full = f"{name} {sub_name}"
+            sub_ctx = sub.make_context(full, [], resilient_parsing=True, parent=ctx)
+            parts.append(_command_section(full, sub, sub_ctx))
     return "\n\n".join(parts) + "\n"
 
 
@@ -68,9 +73,13 @@ def _command_section(name: str, command: Any, ctx: Any) -> str:
     params = [p for p in command.get_params(ctx) if not getattr(p, "hidden", False)]
     arguments = [p for p in params if p.param_type_name == "argument"]
     options = _options(command, ctx)
-    lines = [f"## `agentv {name}` {{#agentv-{name}}}", ""]
+    anchor = name.replace(" ", "-")
+    lines = [f"## `agentv {name}` {{#agentv-{anchor}}}", ""]
     lines += [_text(command.help or ""), ""]
-    lines += ["```text", _usage(name, arguments, bool(options)), "```", ""]
+    usage = _usage(name, arguments, bool(options))
+    if getattr(command, "commands", None):
+        usage += " [COMMAND [ARGS]...]"
+    lines += ["```text", usage, "```", ""]
     if arguments:
         lines += [
             "**Arguments**",

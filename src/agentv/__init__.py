@@ -21,6 +21,7 @@ from agentv._version import __version__
 #: public name -> the module that defines it
 _EXPORTS: dict[str, str] = {
     "AgentVError": "agentv.errors",
+    "Calibration": "agentv.store",
     "ClusterLostError": "agentv.errors",
     "Comparison": "agentv.results.compare",
     "ConfigError": "agentv.errors",
@@ -39,10 +40,12 @@ _EXPORTS: dict[str, str] = {
     "ResultsFile": "agentv.api",
     "RunOptions": "agentv.api",
     "SetupError": "agentv.errors",
+    "StoredRun": "agentv.store",
     "Summary": "agentv.results.summary",
     "Validation": "agentv.api",
     "aregrade": "agentv.api",
     "arun_eval": "agentv.api",
+    "calibrate": "agentv.api",
     "compare": "agentv.api",
     "estimate": "agentv.api",
     "load_eval_file": "agentv.api",
@@ -53,12 +56,14 @@ _EXPORTS: dict[str, str] = {
     "render": "agentv.api",
     "report": "agentv.api",
     "run_eval": "agentv.api",
+    "runs": "agentv.api",
     "validate": "agentv.api",
     "write_junit": "agentv.api",
 }
 
 __all__ = [
     "AgentVError",
+    "Calibration",
     "ClusterLostError",
     "Comparison",
     "ConfigError",
@@ -77,11 +82,13 @@ __all__ = [
     "ResultsFile",
     "RunOptions",
     "SetupError",
+    "StoredRun",
     "Summary",
     "Validation",
     "__version__",
     "aregrade",
     "arun_eval",
+    "calibrate",
     "compare",
     "estimate",
     "load_eval_file",
@@ -92,6 +99,7 @@ __all__ = [
     "render",
     "report",
     "run_eval",
+    "runs",
     "validate",
     "write_junit",
 ]
@@ -120,6 +128,7 @@ if TYPE_CHECKING:
         Validation,
         aregrade,
         arun_eval,
+        calibrate,
         compare,
         estimate,
         load_eval_file,
@@ -130,6 +139,7 @@ if TYPE_CHECKING:
         render,
         report,
         run_eval,
+        runs,
         validate,
         write_junit,
     )
@@ -150,3 +160,4 @@ if TYPE_CHECKING:
     from agentv.results.summary import Summary
     from agentv.run.estimate import Estimate
     from agentv.run.preview import Preview
+    from agentv.store import Calibration, StoredRun

@@ -49,17 +49,22 @@ if TYPE_CHECKING:
     from agentv.run.resume import RERUN_ERRORS, RERUN_FAILED
     from agentv.run.scheduling import GateStats
     from agentv.run.validation import FileReport
+    from agentv.store import Calibration, ImportedReviews, RunStore, StoredRun
     from agentv.targets import DryRun, RunTarget, TargetPool
+    from agentv.view.server import Workbench
 
 __all__ = [
     "RERUN_ERRORS",
     "RERUN_FAILED",
+    "Calibration",
     "CaseDelta",
     "Comparison",
     "DryRun",
     "Estimate",
     "EvalRun",
     "GateStats",
+    "ImportedReviews",
+    "ImportedRun",
     "NoCasesError",
     "PreparedRun",
     "Preview",
@@ -68,28 +73,40 @@ __all__ = [
     "Report",
     "ResultsFile",
     "RunOptions",
+    "RunRegistration",
     "Side",
+    "StoredRun",
     "Summary",
     "Tokens",
     "TurnStats",
     "Validation",
     "aregrade",
     "arun_eval",
+    "calibrate",
     "compare",
     "default_results_path",
     "display_path",
     "estimate",
+    "export_reviews",
     "github_annotations",
+    "import_reviews",
+    "import_runs",
     "load_eval_file",
+    "open_store",
     "prepare_run",
     "preview",
     "read_results",
+    "register_run",
     "regrade",
     "render",
     "report",
     "report_path",
+    "reviewer_name",
     "run_eval",
+    "runs",
+    "store_path",
     "validate",
+    "workbench",
     "write_junit",
 ]
 
@@ -109,6 +126,9 @@ _LAZY = {
     "PythonTarget": "agentv.providers.python",
     "Report": "agentv.results.report",
     "Side": "agentv.results.compare",
+    "Calibration": "agentv.store",
+    "ImportedReviews": "agentv.store",
+    "StoredRun": "agentv.store",
     "Summary": "agentv.results.summary",
     "Tokens": "agentv.results.summary",
     "TurnStats": "agentv.results.summary",
@@ -1201,3 +1221,303 @@ def regrade(
             cwd=cwd,
         )
     )
+
+
+# --- run history: the store, reviews, agreement, the workbench -------------------------------
+
+
+def store_path(store: PathLike | None = None, *, cwd: PathLike | None = None) -> Path:
+    """Where the project's run store is: ``store`` when given (relative to ``cwd``), else
+    ``run_store`` in the project's ``.agentv/config.yaml``, else ``.agentv/runs.sqlite`` in
+    the project (docs/run-history.md)."""
+    from agentv.store.project import store_settings
+
+    base = Path(cwd).resolve() if cwd is not None else Path.cwd().resolve()
+    return store_settings(base, Path(store) if store is not None else None).path
+
+
+def open_store(
+    store: PathLike | None = None, *, cwd: PathLike | None = None, create: bool = True
+) -> RunStore:
+    """The project's run store, opened (created when missing, unless ``create`` is
+    False: then ``InputError`` says there is none). Close it when done (it is a context
+    manager). ``InputError`` when the file is not a run store."""
+    from agentv.store import RunStore
+
+    return RunStore(store_path(store, cwd=cwd), create=create)
+
+
+def runs(
+    *,
+    store: PathLike | None = None,
+    eval_file: str | None = None,
+    target: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
+    search: str | None = None,
+    limit: int | None = None,
+    cwd: PathLike | None = None,
+) -> list[StoredRun]:
+    """The run history, newest first: every run ``agentv eval`` registered and every
+    results file imported (``agentv runs``).
+
+    Args:
+        store: The run store (default: the project's, ``.agentv/runs.sqlite``).
+        eval_file: Only runs of an eval file whose path contains this text.
+        target: Only runs on this target.
+        since: Only runs started on this day or later (``YYYY-MM-DD``).
+        until: Only runs started on this day or earlier (``YYYY-MM-DD``).
+        search: Only runs whose id, command, files, targets or commit contain this text.
+        limit: At most this many runs.
+        cwd: Where relative paths start (default: the working directory).
+
+    Returns:
+        The runs as ``StoredRun`` entries, each with its summary's figures; a run whose
+        results file moved or vanished says so (``missing``). No store yet: no runs.
+
+    Raises:
+        InputError: The store is not a run store.
+    """
+    from agentv.store import RunFilter
+
+    path = store_path(store, cwd=cwd)
+    if not path.exists():
+        return []
+    for name, day in (("since", since), ("until", until)):
+        if day is not None:
+            _check_day(name, day)
+    with open_store(path, create=False) as opened:
+        return opened.runs(RunFilter(eval_file, target, since, until, search, limit))
+
+
+def _check_day(name: str, day: str) -> None:
+    from datetime import date
+
+    try:
+        date.fromisoformat(day)
+    except ValueError:
+        raise ConfigError(f"{name} is a day written YYYY-MM-DD (got {day!r})") from None
+
+
+@dataclass
+class ImportedRun:
+    """A results file indexed into the store: its run's ``id``, whether the run is
+    ``new`` (else the run already registered with that file was indexed again), how many
+    ``records`` were read and how many lines were not results (``bad_lines``)."""
+
+    path: Path
+    id: int
+    new: bool
+    records: int
+    bad_lines: int
+
+
+def import_runs(
+    paths: PathLike | Sequence[PathLike],
+    *,
+    store: PathLike | None = None,
+    cwd: PathLike | None = None,
+) -> list[ImportedRun]:
+    """Index results files made elsewhere or before into the run store (``agentv runs
+    import``); a file already in the store is indexed again.
+
+    Args:
+        paths: Results files (JSON Lines or YAML).
+        store: The run store (default: the project's).
+        cwd: Where relative paths start.
+
+    Returns:
+        One ``ImportedRun`` per file.
+
+    Raises:
+        InputError: A file is not a results file (the files before it are imported).
+    """
+    base = Path(cwd).resolve() if cwd is not None else Path.cwd().resolve()
+    files = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    done = []
+    with open_store(store, cwd=base) as opened:
+        for file in files:
+            path = base / Path(file)
+            run_id, new, indexed = opened.import_results(path)
+            done.append(ImportedRun(path, run_id, new, indexed.records, indexed.bad_lines))
+    return done
+
+
+def calibrate(
+    *, store: PathLike | None = None, run: int | None = None, cwd: PathLike | None = None
+) -> Calibration:
+    """How far each evaluator agrees with people (``agentv calibrate``): over the reviewed
+    runs of cases, per evaluator (judges first) the number of labels, the share of
+    agreement, Cohen's kappa and the confusion matrix, with a warning below 20 labels.
+
+    Args:
+        store: The run store (default: the project's).
+        run: Only the reviews of this run (its id in the store).
+        cwd: Where relative paths start.
+
+    Returns:
+        A ``Calibration`` (empty when there is no store or no review yet).
+    """
+    from agentv.store import Calibration
+
+    path = store_path(store, cwd=cwd)
+    if not path.exists():
+        return Calibration((), 0)
+    with open_store(path, create=False) as opened:
+        return opened.calibrate(run)
+
+
+def reviewer_name(cwd: PathLike | None = None) -> str | None:
+    """Who reviews, by default: git's ``user.name`` (None when unset)."""
+    from agentv.store.project import git_user
+
+    return git_user(Path(cwd) if cwd is not None else Path.cwd())
+
+
+def export_reviews(
+    out: PathLike | None = None,
+    *,
+    store: PathLike | None = None,
+    run: int | None = None,
+    cwd: PathLike | None = None,
+) -> list[str]:
+    """Every review of the store (``run``: of one run) as lines of JSON, oldest first;
+    written to ``out`` too when given (whole: replaced only once complete)."""
+    path = store_path(store, cwd=cwd)
+    if not path.exists():
+        lines: list[str] = []
+    else:
+        with open_store(path, create=False) as opened:
+            lines = list(opened.export_reviews(run))
+    if out is not None:
+        from agentv.errors import SetupError
+        from agentv.system.outfile import write_whole
+
+        target = Path(out)
+        try:
+            write_whole(target, "".join(line + "\n" for line in lines).encode("utf-8"))
+        except OSError as exc:
+            raise SetupError(f"cannot write reviews to {target}: {exc.strerror or exc}") from None
+    return lines
+
+
+def import_reviews(
+    path: PathLike,
+    *,
+    store: PathLike | None = None,
+    reviewer: str | None = None,
+    cwd: PathLike | None = None,
+) -> ImportedReviews:
+    """Add the reviews of a JSON Lines file (as ``export_reviews`` writes them, or labels
+    made elsewhere naming a run by its ``run`` uid or ``results`` file and a case by its
+    ``case_key`` or ``dataset``, ``eval_id`` and ``target``). Lines that are not reviews,
+    or name no run or case of the store, are reported in ``diagnostics`` and left out;
+    ``reviewer`` stands for a line's own when it has none."""
+    from agentv.system.readfile import open_input
+
+    base = Path(cwd).resolve() if cwd is not None else Path.cwd().resolve()
+    source = base / Path(path)
+    try:
+        with open_input(source) as handle:
+            text = handle.read().decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read reviews from {source}: {exc}") from None
+    with open_store(store, cwd=base) as opened:
+        return opened.import_reviews(source, text.splitlines(), reviewer=reviewer)
+
+
+def workbench(
+    *,
+    store: PathLike | None = None,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    token: str | None = None,
+    reviewer: str | None = None,
+    cwd: PathLike | None = None,
+) -> Workbench:
+    """The local web workbench over the run store (``agentv view``), bound and ready to
+    serve (``Workbench.serve()`` blocks until Ctrl-C).
+
+    Args:
+        store: The run store (default: the project's; created when missing).
+        host: The address to listen on: 127.0.0.1 unless another is asked for, which
+            then needs an access token.
+        port: The port (0: a free one).
+        token: The access token another host than the loopback asks for (default: one is
+            generated); ignored on 127.0.0.1.
+        reviewer: The name reviews are recorded under (default: git's ``user.name``).
+        cwd: Where relative paths start.
+
+    Raises:
+        SetupError: The ``view`` extra is not installed, or the address cannot be bound.
+    """
+    try:
+        from agentv.view.server import Workbench as Server
+    except ImportError as exc:
+        from agentv.errors import SetupError
+
+        missing = (exc.name or "starlette").split(".")[0]
+        raise SetupError(
+            f"agentv view needs the view extra ({missing} is missing): pip install 'agentv[view]'"
+        ) from None
+    base = Path(cwd).resolve() if cwd is not None else Path.cwd().resolve()
+    return Server.bind(
+        store_path(store, cwd=base),
+        host=host,
+        port=port,
+        token=token,
+        reviewer=reviewer if reviewer is not None else reviewer_name(base),
+        cwd=base,
+    )
+
+
+@dataclass
+class RunRegistration:
+    """A run registered in the store when it started (``register_run``): ``finish()``
+    completes its entry when it ends (its results file indexed, its figures filled)."""
+
+    store: Path
+    run_id: int
+
+    def finish(self, *, interrupted: bool = False) -> None:
+        """Complete the run's entry. ``AgentVError`` when the store cannot be written or
+        the results file read: the run itself is not affected."""
+        with open_store(self.store, create=False) as opened:
+            opened.finish_run(self.run_id, interrupted=interrupted)
+
+
+def register_run(
+    prepared: PreparedRun,
+    *,
+    results: PathLike,
+    command: Sequence[str],
+    store: PathLike | None = None,
+    cwd: PathLike | None = None,
+) -> RunRegistration | None:
+    """Register a run that starts in the project's run store (``agentv eval`` does, at its
+    start): when, the command line, the git commit and whether the tree was dirty, the eval
+    files with their content hashes, targets, repeats and the results file. A run that adds
+    to a results file (``resume``, a rerun into it) updates the run that wrote the file.
+    None when registration is off (``register_runs: false`` in the project's
+    ``.agentv/config.yaml``; ``store`` given turns it on). ``AgentVError`` when the store
+    cannot be written."""
+    from agentv.store import RunStart
+    from agentv.store.project import store_settings
+
+    base = Path(cwd).resolve() if cwd is not None else Path.cwd().resolve()
+    settings = store_settings(base, Path(store) if store is not None else None)
+    if not settings.register and store is None:
+        return None
+    plan = prepared.plan
+    start = RunStart(
+        command=list(command),
+        cwd=base,
+        eval_files=[loaded.path for loaded in plan.files],
+        targets=[t.name for t in prepared.targets()],
+        results_path=base / Path(results),
+        repeats=plan.repeat,
+        pass_threshold=prepared.pass_threshold,
+        appending=prepared.append,
+    )
+    with open_store(settings.path, cwd=base) as opened:
+        return RunRegistration(opened.path, opened.start_run(start))

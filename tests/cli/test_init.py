@@ -54,14 +54,16 @@ def test_init_twice_changes_nothing(repo: Path) -> None:
     assert "Nothing to do" in out
     assert "Kept existing evals/example.yaml (not overwritten)" in out
     assert {p: p.read_bytes() for p in repo.rglob("*") if p.is_file()} == before
-    assert (repo / ".gitignore").read_text() == ".agentv/results/\n.agentv/cache/\n"
+    assert (
+        repo / ".gitignore"
+    ).read_text() == ".agentv/results/\n.agentv/cache/\n.agentv/runs.sqlite*\n"
 
 
 def test_existing_gitignore_gets_the_missing_lines_once(repo: Path) -> None:
     write(repo, ".gitignore", "node_modules/\n*.pyc")  # no trailing newline
     out = init(repo)
-    assert "Added .agentv/results/, .agentv/cache/ to .gitignore" in out
-    expected = "node_modules/\n*.pyc\n.agentv/results/\n.agentv/cache/\n"
+    assert "Added .agentv/results/, .agentv/cache/, .agentv/runs.sqlite* to .gitignore" in out
+    expected = "node_modules/\n*.pyc\n.agentv/results/\n.agentv/cache/\n.agentv/runs.sqlite*\n"
     assert (repo / ".gitignore").read_text() == expected
     init(repo)
     assert (repo / ".gitignore").read_text() == expected
@@ -70,12 +72,16 @@ def test_existing_gitignore_gets_the_missing_lines_once(repo: Path) -> None:
 def test_only_missing_lines_are_added(tmp_path: Path) -> None:
     # the same folder written another way counts as present
     write(tmp_path, ".gitignore", "/.agentv/cache\r\n")
-    assert update_gitignore(tmp_path) == [".agentv/results/"]
-    assert (tmp_path / ".gitignore").read_bytes() == b"/.agentv/cache\r\n.agentv/results/\r\n"
+    assert update_gitignore(tmp_path) == [".agentv/results/", ".agentv/runs.sqlite*"]
+    assert (tmp_path / ".gitignore").read_bytes() == (
+        b"/.agentv/cache\r\n.agentv/results/\r\n.agentv/runs.sqlite*\r\n"
+    )
     assert update_gitignore(tmp_path) == []
     write(tmp_path, "other/.gitignore", "")
     assert update_gitignore(tmp_path / "other") == list(GITIGNORE_LINES)
-    assert (tmp_path / "other/.gitignore").read_text() == ".agentv/results/\n.agentv/cache/\n"
+    assert (tmp_path / "other/.gitignore").read_text() == (
+        ".agentv/results/\n.agentv/cache/\n.agentv/runs.sqlite*\n"
+    )
 
 
 def test_existing_files_are_kept(repo: Path) -> None:

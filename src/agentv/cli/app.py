@@ -57,6 +57,10 @@ _COMMANDS = {
     "report": ("agentv.cli.report", "report_command"),
     "regrade": ("agentv.cli.regrade", "regrade_command"),
     "estimate": ("agentv.cli.estimate", "estimate_command"),
+    "runs": ("agentv.cli.runs", "runs_app"),
+    "view": ("agentv.cli.view", "view_command"),
+    "calibrate": ("agentv.cli.calibrate", "calibrate_command"),
+    "reviews": ("agentv.cli.reviews", "reviews_app"),
 }
 
 
@@ -64,11 +68,17 @@ def _register(only: str | None = None) -> None:
     """Add the commands to ``app`` (importing their modules is cheap: no SDKs): all of them,
     or ``only`` the one being run, which is all a run needs."""
     registered = {command.name for command in app.registered_commands}
+    registered |= {group.name for group in app.registered_groups}
     for name, (module_name, function) in _COMMANDS.items():
         if name in registered or only not in (None, name):
             continue
         module = importlib.import_module(module_name)
         command = getattr(module, function)
+        if isinstance(command, typer.Typer):  # a command with commands of its own
+            callback = command.registered_callback
+            doc = callback.callback if callback is not None else None
+            app.add_typer(command, name=name, short_help=_summary(doc), help=inspect.getdoc(doc))
+            continue
         epilog = getattr(module, "EXIT_HELP", None)  # the exit codes, under ``--help``
         app.command(name, epilog=epilog, short_help=_summary(command))(command)
 

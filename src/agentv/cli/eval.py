@@ -18,7 +18,7 @@ import typer
 from agentv.cli.common import AllowOutsideRoot, printable, stopped_by_sigterm
 
 if TYPE_CHECKING:
-    from agentv.api import EvalRun, PreparedRun, ResultWriter
+    from agentv.api import EvalRun, PreparedRun, ResultWriter, RunRegistration
     from agentv.cli.progress import Progress
 
 EXIT_OK = 0
@@ -221,6 +221,15 @@ def eval_command(
             "--report", help="At the end, write the HTML report next to the results (.html)."
         ),
     ] = False,
+    store: Annotated[
+        Path | None,
+        typer.Option(
+            "--store",
+            help="The run store this run is registered in (default: run_store in "
+            ".agentv/config.yaml, else .agentv/runs.sqlite in the project).",
+            show_default=False,
+        ),
+    ] = None,
     allow_outside_root: AllowOutsideRoot = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Say more.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No per-case lines.")] = False,
@@ -260,6 +269,7 @@ def eval_command(
             allow_outside_root=allow_outside_root,
             verbose=verbose,
             quiet=quiet,
+            store=store,
         )
     )
 
@@ -278,6 +288,7 @@ def run_eval_command(
     output_format: str | None = None,
     stdout: TextIO | None = None,
     stderr: TextIO | None = None,
+    store: Path | None = None,
     **options: Any,
 ) -> int:
     """``agentv eval`` for parsed options: plan, run, print, decide the exit code.
@@ -365,11 +376,14 @@ def run_eval_command(
             stdout.write(f"Using target: {printable(t.label)} ({workers} at once)\n")
     stdout.flush()
 
+    registration = _register(prepared, writer.path, store, cwd, stderr)
+    whole = False
     progress = make_progress(stdout, quiet=quiet, verbose=verbose)
     progress.start(prepared.total)
     try:
         with _collections_spaced():
             run, signum = asyncio.run(_run(prepared, writer, progress))
+        whole = run is not None
     except ClusterLostError as exc:  # what finished is in the file: summed up, resumable
         progress.finish()
         from agentv.api import EvalRun
@@ -389,6 +403,7 @@ def run_eval_command(
         return EXIT_FAILED
     finally:
         writer.close()
+        _finish_registration(registration, whole=whole, stderr=stderr)
     progress.finish()
     if run is None:
         done = prepared.stats.finished
@@ -433,6 +448,42 @@ def run_eval_command(
         stderr.write(f"a requested output could not be written: exit code {EXIT_FAILED}\n")
         return EXIT_FAILED
     return code
+
+
+def _register(
+    prepared: PreparedRun, results: Path, store: Path | None, cwd: Path, stderr: TextIO
+) -> RunRegistration | None:
+    """Register the run in the project's run store; a store that cannot be written is
+    said, and the run goes on unregistered."""
+    from agentv.api import register_run
+    from agentv.errors import AgentVError
+
+    try:
+        return register_run(
+            prepared, results=results, command=["agentv", *sys.argv[1:]], store=store, cwd=cwd
+        )
+    except (AgentVError, OSError) as exc:
+        stderr.write(
+            f"warning: the run is not registered in the run store: {printable(str(exc))}\n"
+        )
+        return None
+
+
+def _finish_registration(
+    registration: RunRegistration | None, *, whole: bool, stderr: TextIO
+) -> None:
+    """Complete the run's entry in the store (its figures: the results file's summary)."""
+    if registration is None:
+        return
+    from agentv.errors import AgentVError
+
+    try:
+        registration.finish(interrupted=not whole)
+    except (AgentVError, OSError) as exc:
+        stderr.write(
+            f"warning: the run's entry in the run store {registration.store} is not complete: "
+            f"{printable(str(exc))}; agentv runs import the results file to complete it\n"
+        )
 
 
 def _outputs(

@@ -3,7 +3,7 @@ overwrites a file.
 
 The example eval (``evals/example.yaml``) runs on the offline ``mock`` target, graded by the
 ``mock_judge`` target, so ``agentv init && agentv eval evals/`` works with no key and no
-network. ``.gitignore`` gets the folders a run writes (results, cache): created when
+network. ``.gitignore`` gets what a run writes (results, cache, the run store): created when
 missing, else only the missing lines are appended.
 """
 
@@ -24,7 +24,7 @@ FILES: tuple[tuple[str, str], ...] = (
 )
 
 #: what a run writes and version control should not keep
-GITIGNORE_LINES: tuple[str, ...] = (".agentv/results/", ".agentv/cache/")
+GITIGNORE_LINES: tuple[str, ...] = (".agentv/results/", ".agentv/cache/", ".agentv/runs.sqlite*")
 
 
 def init_project(folder: Path) -> tuple[list[Path], list[Path]]:
@@ -71,7 +71,8 @@ def init_command(
     path: Annotated[Path, typer.Argument(help="Folder to set up (default: here).")] = Path("."),
 ) -> None:
     """Write .agentv/config.yaml, .agentv/targets.yaml, .env.example and evals/example.yaml,
-    and ignore .agentv/results/ and .agentv/cache/ in .gitignore (existing files are kept)."""
+    and ignore .agentv/results/, .agentv/cache/ and the run store in .gitignore (existing
+    files are kept)."""
     folder = path.resolve()
     gitignore_existed = (folder / ".gitignore").exists()
     created, skipped = init_project(folder)

@@ -63,9 +63,18 @@ class GuidelineConfig:
     source: Path | None  # None: the defaults
     pass_threshold: float | None = None  # None: the run's default
     user_target: str | None = None  # the target of simulated users without one of their own
+    run_store: str | None = None  # the run store's path, relative to the project folder
+    register_runs: bool = True  # whether agentv eval registers its runs in the store
 
 
-CONFIG_KEYS = ("$schema", "guideline_patterns", "pass_threshold", "user_target")
+CONFIG_KEYS = (
+    "$schema",
+    "guideline_patterns",
+    "pass_threshold",
+    "user_target",
+    "run_store",
+    "register_runs",
+)
 
 
 def parse_config(path: Path) -> tuple[GuidelineConfig | None, list[Diagnostic]]:
@@ -103,7 +112,8 @@ def parse_config(path: Path) -> tuple[GuidelineConfig | None, list[Diagnostic]]:
                     (key,),
                     f"unknown key {key!r} in config",
                     hint="the config file knows `$schema`, `guideline_patterns`, "
-                    "`pass_threshold` and `user_target`; remove this key",
+                    "`pass_threshold`, `user_target`, `run_store` and `register_runs`; "
+                    "remove this key",
                     severity="warning",
                     at_key=True,
                 )
@@ -133,8 +143,33 @@ def parse_config(path: Path) -> tuple[GuidelineConfig | None, list[Diagnostic]]:
             )
         )
         return None, diags
+    run_store = data.get("run_store")
+    if run_store is not None and (not isinstance(run_store, str) or not run_store.strip()):
+        diags.append(
+            src.diagnostic(
+                ("run_store",),
+                "`run_store` must be a path",
+                hint="where the run history goes, relative to the project folder, e.g. "
+                "`run_store: .agentv/runs.sqlite`",
+            )
+        )
+        return None, diags
+    register = data.get("register_runs", True)
+    if not isinstance(register, bool):
+        diags.append(
+            src.diagnostic(
+                ("register_runs",),
+                "`register_runs` must be true or false",
+                hint="`register_runs: false` keeps agentv eval from registering its runs",
+            )
+        )
+        return None, diags
+    stored = {"run_store": run_store.strip() if run_store else None, "register_runs": register}
     if "guideline_patterns" not in data or data["guideline_patterns"] is None:
-        return GuidelineConfig(DEFAULT_GUIDELINE_PATTERNS, path, threshold, user_target), diags
+        return (
+            GuidelineConfig(DEFAULT_GUIDELINE_PATTERNS, path, threshold, user_target, **stored),
+            diags,
+        )
     patterns = data["guideline_patterns"]
     if not isinstance(patterns, list) or not all(
         isinstance(p, str) and p.strip() for p in patterns
@@ -159,7 +194,7 @@ def parse_config(path: Path) -> tuple[GuidelineConfig | None, list[Diagnostic]]:
             )
         )
         return None, diags
-    return GuidelineConfig(tuple(patterns), path, threshold, user_target), diags
+    return GuidelineConfig(tuple(patterns), path, threshold, user_target, **stored), diags
 
 
 @dataclass

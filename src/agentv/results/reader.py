@@ -64,6 +64,13 @@ class ResultsReader(DiagnosticsView):
         return results_format(self.path)
 
     def __iter__(self) -> Iterator[tuple[int, EvalResult]]:
+        for found in self.located():
+            yield found.line, found.result
+
+    def located(self) -> Iterator[Located]:
+        """Every record with where it is in the file: its line, and the byte offset and
+        length of its line (a YAML document: from its first line to the next document),
+        so that it can be read again alone (``read_record_at``)."""
         try:
             handle = open_input(self.path)  # a regular file only
         except OSError as exc:
@@ -72,21 +79,16 @@ class ResultsReader(DiagnosticsView):
             ) from None
         with handle:
             items = _yaml_items(handle) if self.format == "yaml" else _json_items(handle)
-            for number, data, problem in items:
+            for number, data, problem, offset, size in items:
                 if problem == "":  # an empty YAML document: nothing to read
                     continue
                 if problem is None:
-                    try:
-                        result = EvalResult.model_validate(data)
-                    except ValidationError as exc:
-                        problem = _field_problem(exc)
-                    except RecursionError:
-                        problem = "nested too deep"
-                    else:
+                    result, problem = _validated(data)
+                    if result is not None:
                         result._read_at = number
-                        yield number, result
+                        yield Located(number, offset, size, result)
                         continue
-                self._bad(number, problem)
+                self._bad(number, problem or "not a result")
 
     def latest(self) -> Iterator[tuple[int, EvalResult]]:
         """The latest record of every run (``EvalResult.run_key``) in file order: a record
@@ -117,6 +119,59 @@ class ResultsReader(DiagnosticsView):
         )
 
 
+@dataclass(frozen=True, slots=True)
+class Located:
+    """A record and where it is: its ``line`` (1-based), and the ``offset`` and ``size`` in
+    bytes of the text it was read from."""
+
+    line: int
+    offset: int
+    size: int
+    result: EvalResult
+
+
+def _validated(data: Any) -> tuple[EvalResult | None, str | None]:
+    """A record's mapping as a model, or why it is not a result."""
+    try:
+        return EvalResult.model_validate(data), None
+    except ValidationError as exc:
+        return None, _field_problem(exc)
+    except RecursionError:
+        return None, "nested too deep"
+
+
+def read_record_at(path: Path, offset: int, size: int, *, line: int = 0) -> EvalResult | None:
+    """The record at ``offset`` (``size`` bytes) of a results file, as ``Located`` said
+    where it was; None when the bytes there are not a result any more (the file was
+    changed). ``InputError`` when the file cannot be read."""
+    if size < 0 or size > MAX_RECORD_BYTES or offset < 0:
+        return None
+    try:
+        with open_input(path) as handle:
+            handle.seek(offset)
+            data = handle.read(size)
+    except OSError as exc:
+        raise InputError(f"cannot read results file {path}: {exc.strerror or exc}") from None
+    if len(data) != size:
+        return None
+    if results_format(path) == "yaml":
+        value = yaml_record(data)
+    else:
+        try:
+            value = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            try:
+                value = json.loads(data.decode("utf-8", errors="surrogateescape"))
+            except (ValueError, RecursionError):
+                return None
+    if not isinstance(value, dict):
+        return None
+    result, _ = _validated(value)
+    if result is not None:
+        result._read_at = line or None
+    return result
+
+
 def read_results(path: Path, *, strict: bool = False) -> ResultsReader:
     """A reader of the results file at ``path`` (nothing is read before it is iterated);
     ``InputError`` when the file is missing or not a regular file (a folder, a FIFO, a
@@ -144,11 +199,12 @@ def _too_deep() -> str:
     return f"nested more than {MAX_DEPTH} levels"
 
 
-def _lines(handle: IO[bytes]) -> Iterator[tuple[int, bytes | None, int]]:
-    """(number, line, size) for each line; a line longer than ``MAX_RECORD_BYTES`` is
-    skipped, never held (``None`` and its size)."""
+def _lines(handle: IO[bytes]) -> Iterator[tuple[int, bytes | None, int, int]]:
+    """(number, line, size, offset) for each line; a line longer than ``MAX_RECORD_BYTES``
+    is skipped, never held (``None`` and its size)."""
     limit = MAX_RECORD_BYTES
     number = 0
+    offset = 0
     while line := handle.readline(limit + 1):
         number += 1
         if len(line) > limit and not line.endswith(b"\n"):
@@ -157,43 +213,45 @@ def _lines(handle: IO[bytes]) -> Iterator[tuple[int, bytes | None, int]]:
                 size += len(more)
                 if more.endswith(b"\n"):
                     break
-            yield number, None, size
+            yield number, None, size, offset
+            offset += size
             continue
-        yield number, line, len(line)
+        yield number, line, len(line), offset
+        offset += len(line)
 
 
-def _json_items(handle: IO[bytes]) -> Iterator[tuple[int, Any, str | None]]:
-    """(line, data, problem) for each non-blank line of a JSON Lines file."""
-    for number, line, size in _lines(handle):
-        if line is None:
-            yield number, None, _too_large(size)
+def _json_items(handle: IO[bytes]) -> Iterator[tuple[int, Any, str | None, int, int]]:
+    """(line, data, problem, offset, size) for each non-blank line of a JSON Lines file."""
+    for number, line, size, offset in _lines(handle):
+        if line is not None and not line.strip():
             continue
-        if not line.strip():
-            continue
-        if not line.endswith(b"\n") and not _parses(line):
-            yield number, None, _UNFINISHED
-            continue
-        try:
-            data = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            try:  # NaN, Infinity, lone surrogates: what Python's json accepts
-                data = json.loads(line.decode("utf-8", errors="surrogateescape"))
-            except RecursionError:
-                yield number, None, _too_deep()
-                continue
-            except ValueError:
-                yield number, None, _too_deep() if _deeper(line) else "not JSON"
-                continue
-        if not isinstance(data, dict):
-            yield number, None, "not a JSON object"
-            continue
-        # Everything that reads a record walks it (validation, copies, the report's JSON):
-        # a record is nested at most as deep as a YAML file may be. Counting brackets first
-        # keeps the walk to the rare records that could be that deep.
-        if line.count(b"[") + line.count(b"{") > MAX_DEPTH and _depth(data) > MAX_DEPTH:
-            yield number, None, _too_deep()
-            continue
-        yield number, data, None
+        data, problem = _json_line(line, size)
+        yield number, data, problem, offset, size
+
+
+def _json_line(line: bytes | None, size: int) -> tuple[Any, str | None]:
+    """(data, problem) of one line of JSON Lines that is not blank."""
+    if line is None:
+        return None, _too_large(size)
+    if not line.endswith(b"\n") and not _parses(line):
+        return None, _UNFINISHED
+    try:
+        data = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        try:  # NaN, Infinity, lone surrogates: what Python's json accepts
+            data = json.loads(line.decode("utf-8", errors="surrogateescape"))
+        except RecursionError:
+            return None, _too_deep()
+        except ValueError:
+            return None, _too_deep() if _deeper(line) else "not JSON"
+    if not isinstance(data, dict):
+        return None, "not a JSON object"
+    # Everything that reads a record walks it (validation, copies, the report's JSON):
+    # a record is nested at most as deep as a YAML file may be. Counting brackets first
+    # keeps the walk to the rare records that could be that deep.
+    if line.count(b"[") + line.count(b"{") > MAX_DEPTH and _depth(data) > MAX_DEPTH:
+        return None, _too_deep()
+    return data, None
 
 
 def _parses(line: bytes) -> bool:
@@ -224,47 +282,47 @@ def _depth(value: Any) -> int:
     return deepest
 
 
-def _documents(handle: IO[bytes]) -> Iterator[tuple[int, bytes | None, int]]:
-    """(first line, bytes, size) of each document of a YAML stream, split at its ``---``
-    lines (a document marker at the start of a line ends any value: YAML allows it
+def _documents(handle: IO[bytes]) -> Iterator[tuple[int, bytes | None, int, int]]:
+    """(first line, bytes, size, offset) of each document of a YAML stream, split at its
+    ``---`` lines (a document marker at the start of a line ends any value: YAML allows it
     nowhere else). A document larger than ``MAX_RECORD_BYTES`` is skipped, never held
     (``None`` and its size)."""
     limit = MAX_RECORD_BYTES
     parts: list[bytes] = []
     size = 0
     first = 1
-    number = 0
-    for number, line, length in _lines(handle):
+    start = 0
+    for number, line, length, offset in _lines(handle):
         if (
             line is not None
             and line.startswith(b"---")
             and line[3:4] in (b"", b"\n", b"\r", b" ", b"\t")
         ):
             if size:
-                yield first, b"".join(parts) if size <= limit else None, size
-            parts, size, first = [], 0, number
+                yield first, b"".join(parts) if size <= limit else None, size, start
+            parts, size, first, start = [], 0, number, offset
         size += length
         if line is not None and size <= limit:
             parts.append(line)
     if size:
-        yield first, b"".join(parts) if size <= limit else None, size
+        yield first, b"".join(parts) if size <= limit else None, size, start
 
 
-def _yaml_items(handle: IO[bytes]) -> Iterator[tuple[int, Any, str | None]]:
-    """(line, data, problem) for each document of a YAML stream; the line is where the
-    document's value starts. Each document is read on its own, as the eval files are (the
-    same nesting limit and alias budget: ``agentv.yaml``), so a bad one does not hide the
-    ones after it."""
+def _yaml_items(handle: IO[bytes]) -> Iterator[tuple[int, Any, str | None, int, int]]:
+    """(line, data, problem, offset, size) for each document of a YAML stream; the line is
+    where the document's value starts. Each document is read on its own, as the eval files
+    are (the same nesting limit and alias budget: ``agentv.yaml``), so a bad one does not
+    hide the ones after it."""
     documents = _documents(handle)
-    pending: tuple[int, bytes | None, int] | None = next(documents, None)
+    pending: tuple[int, bytes | None, int, int] | None = next(documents, None)
     while pending is not None:
-        first, data, size = pending
+        first, data, size, offset = pending
         pending = next(documents, None)
         last = pending is None
         if data is None:
-            yield first, None, _too_large(size)
+            yield first, None, _too_large(size), offset, size
             continue
-        yield _yaml_document(first, data, last)
+        yield (*_yaml_document(first, data, last), offset, size)
 
 
 def _yaml_document(first: int, data: bytes, last: bool) -> tuple[int, Any, str | None]:

@@ -7,7 +7,9 @@
   ``C(c, k) / C(n, k)``;
 - ``standard_error``: the sample standard deviation over the square root of ``n``;
 - ``bootstrap_ci``: a percentile bootstrap interval of the mean, resampling with a seeded
-  generator so that the same values always give the same interval.
+  generator so that the same values always give the same interval;
+- ``agreement`` and ``cohen_kappa``: how often two raters of the same items (an evaluator and
+  a person) gave the same pass / fail verdict, and that agreement beyond what chance gives.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
 #: resamples of the bootstrap: the interval's ends move by well under 0.01 beyond this
 BOOTSTRAP_RESAMPLES = 2000
@@ -147,3 +150,28 @@ def case_stats(scores: Sequence[float], passed: Sequence[bool]) -> CaseStats:
         pass_at=tuple(pass_at_k(n, c, k) for k in range(1, n + 1)),
         pass_all=tuple(pass_hat_k(n, c, k) for k in range(1, n + 1)),
     )
+
+
+def agreement(both_pass: int, a_only: int, b_only: int, both_fail: int) -> float | None:
+    """The share of items two raters gave the same verdict (None for no items): the
+    counts of a 2 x 2 table, ``a_only`` passed by the first rater only, ``b_only`` by the
+    second only."""
+    n = both_pass + a_only + b_only + both_fail
+    return float(Fraction(both_pass + both_fail, n)) if n else None
+
+
+def cohen_kappa(both_pass: int, a_only: int, b_only: int, both_fail: int) -> float | None:
+    """Cohen's kappa of a 2 x 2 table (as ``agreement``): ``(po - pe) / (1 - pe)``, the
+    observed agreement ``po`` beyond the agreement ``pe`` expected by chance from each
+    rater's own pass rate. 1 is full agreement, 0 no better than chance, below 0 worse.
+    None when it is undefined: no items, or both raters gave one verdict to every item
+    (``pe`` is 1). Computed in exact fractions."""
+    n = both_pass + a_only + b_only + both_fail
+    if not n:
+        return None
+    observed = Fraction(both_pass + both_fail, n)
+    a_pass, b_pass = both_pass + a_only, both_pass + b_only
+    chance = Fraction(a_pass * b_pass + (n - a_pass) * (n - b_pass), n * n)
+    if chance == 1:
+        return None
+    return float((observed - chance) / (1 - chance))
