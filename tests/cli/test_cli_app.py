@@ -83,6 +83,7 @@ def test_an_unknown_command_is_a_usage_error_with_every_command_known() -> None:
     assert "No such command" in output and "evl" in output
 
 
+@pytest.mark.slow  # its run asks git for the commit it is on
 def test_a_run_looks_for_garbage_less_often_and_puts_the_setting_back(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -352,6 +352,7 @@ targets:
 """
 
 
+@pytest.mark.slow  # its run asks git for the commit it is on
 def test_validate_fails_where_eval_would_not_start_every_case(
     repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -259,6 +259,7 @@ def test_report_command_errors(tmp_path: Path) -> None:
     assert invoke_cli("report").exit_code == 2
 
 
+@pytest.mark.slow  # its run asks git for the commit it is on
 def test_eval_report_writes_it_next_to_the_results(repo: Path) -> None:
     assert invoke_cli("init").exit_code == 0
     result = invoke_cli("eval", "evals/", "--out", "r.jsonl", "--report", "-q")

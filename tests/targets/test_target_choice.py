@@ -49,6 +49,7 @@ def _evaluated(tmp: Path, *args: str) -> dict[str, tuple[str, str]]:
     return {r["eval_id"]: (r["target"], r["candidate_answer"]) for r in records}
 
 
+@pytest.mark.slow  # its run asks git for the commit it is on
 def test_render_and_eval_pick_the_same_target_for_each_case(repo: Path) -> None:
     write(repo, ".agentv/targets.yaml", TARGETS)
     path = str(write(repo, "evals/suite.yaml", EVAL))
