@@ -20,60 +20,71 @@ import difflib
 import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
 
 from agentv.errors import (
+    AgentVError,
     ClusterLostError,
     ConfigError,
     Diagnostic,
     DiagnosticsView,
     InputError,
     NoCasesError,
+    ProviderError,
+    SetupError,
 )
 
 if TYPE_CHECKING:
-    from agentv.evalfile.loader import LoadedEvalFile
+    from agentv.evalfile.loader import LoadContext, LoadedEvalFile
     from agentv.providers.python import PythonTarget
     from agentv.results.compare import CaseDelta, Comparison, Side
-    from agentv.results.record import EvalResult
+    from agentv.results.record import CaseKey, EvalResult
     from agentv.results.report import Report
     from agentv.results.summary import Summary, Tokens, TurnStats
     from agentv.results.writers import ResultWriter
     from agentv.run.estimate import Estimate
     from agentv.run.orchestrator import Executor, ProgressSink
-    from agentv.run.pipeline import RunSettings, RunStats
     from agentv.run.plan import Plan
     from agentv.run.preview import Preview
-    from agentv.run.resume import RERUN_ERRORS, RERUN_FAILED
+    from agentv.run.resume import RERUN_ERRORS, RERUN_FAILED, ResultsState
     from agentv.run.scheduling import GateStats
+    from agentv.run.sending import RunSettings, RunStats
     from agentv.run.validation import FileReport
     from agentv.store import Calibration, ImportedReviews, RunStore, StoredRun
-    from agentv.targets import DryRun, RunTarget, TargetPool
+    from agentv.targets import DryRun, TargetPool
     from agentv.view.server import Workbench
 
 __all__ = [
     "RERUN_ERRORS",
     "RERUN_FAILED",
+    "AgentVError",
     "Calibration",
     "CaseDelta",
+    "ClusterLostError",
     "Comparison",
+    "ConfigError",
+    "Diagnostic",
     "DryRun",
     "Estimate",
+    "EvalResult",
     "EvalRun",
     "GateStats",
     "ImportedReviews",
     "ImportedRun",
+    "InputError",
     "NoCasesError",
     "PreparedRun",
     "Preview",
+    "ProviderError",
     "PythonTarget",
     "Regrade",
     "Report",
     "ResultsFile",
     "RunOptions",
     "RunRegistration",
+    "SetupError",
     "Side",
     "StoredRun",
     "Summary",
@@ -112,8 +123,9 @@ __all__ = [
 
 PathLike = str | Path
 
-#: names defined elsewhere, imported when first asked for (a command's start-up pays only
-#: for what it uses): name -> its module
+#: The one table of public names defined elsewhere (``agentv`` takes its names from this
+#: module), each imported when first asked for, so that a command's start-up pays only for
+#: what it uses: name -> its module.
 _LAZY = {
     "RERUN_ERRORS": "agentv.run.resume",
     "RERUN_FAILED": "agentv.run.resume",
@@ -121,6 +133,7 @@ _LAZY = {
     "Comparison": "agentv.results.compare",
     "DryRun": "agentv.targets",
     "Estimate": "agentv.run.estimate",
+    "EvalResult": "agentv.results.record",
     "GateStats": "agentv.run.scheduling",
     "Preview": "agentv.run.preview",
     "PythonTarget": "agentv.providers.python",
@@ -262,6 +275,7 @@ class EvalRun:
     """Per target: requests sent, throttled answers (429/503), time paused, the lowest
     concurrency it was slowed to."""
     dry_run: bool = False
+    """Every case was answered by a mock (``dry_run``), no target was asked."""
     ran: int = 0
     """Runs of cases this call ran (``summary`` may cover more: a whole results file)."""
     whole_file: bool = False
@@ -271,8 +285,10 @@ class EvalRun:
 
     @property
     def clean(self) -> bool:
-        """Every selected case ran and was graded without error (exit code 0's condition,
-        ``--threshold`` aside)."""
+        """Every selected case ran and was graded without error.
+
+        Exit code 0's condition, ``--threshold`` aside.
+        """
         s = self.summary
         return not (s.errors or s.invalid or s.user_errors or s.skipped or self.unusable_files)
 
@@ -344,86 +360,119 @@ class _Silent:
         pass
 
 
-@dataclass
+@dataclass(kw_only=True)
 class PreparedRun:
     """A run planned and checked, not started: every case was loaded and every target
-    built. ``await run()`` runs it; nothing was sent before."""
+    built; nothing was sent. ``await run()`` runs it.
 
-    plan: Plan
-    pool: TargetPool
-    settings: RunSettings
+    Its fields say what the run will do, decided when it was prepared; the run does
+    exactly that.
+    """
+
+    total: int
+    """Runs of cases the run will send (with ``resume`` or ``rerun``: those left to run)."""
+    diagnostics: list[Diagnostic]
+    """Problems found while planning (cases left out, warnings)."""
     out: Path | None
+    """The results file (None: no file, unless ``open_results`` is given one)."""
     output_format: str
+    """The results file's format: ``"jsonl"`` or ``"yaml"``."""
+    targets: list[tuple[str, int]]
+    """Each target the cases run on, as ``name [provider=kind]``, and how many requests it
+    may have in flight in this run."""
+    pass_threshold: float | None
+    """The pass threshold every case of the run has (None: the files' configs set
+    different ones)."""
+    cache: bool = False
+    """Answers are reused from ``.agentv/cache`` (the ``cache`` option)."""
     keep_results: bool = True
-    append: bool = False  # `resume`: the results go after what the file holds
-    stats: RunStats = field(default_factory=lambda: _run_stats())
-    #: where the cases run (``agentv.run.executors``); None: here, in this process
-    executor: Executor | None = None
+    """``EvalRun.results`` will hold every result."""
+    append: bool = False
+    """The results go after what ``out`` holds (``resume``, a rerun into its file)."""
+    changed_since: int = 0
+    """With ``resume``: runs recorded in the file that run again because their case's
+    prompt changed since."""
+    retried: int = 0
+    """With ``resume`` and ``retry_errors``: runs recorded as errors that run again."""
+    set_aside: int = 0
+    """With ``resume``: bytes of a partial last record moved to ``OUT.partial``."""
+    file_diagnostics: list[Diagnostic] = field(default_factory=list)
+    """Lines of the file resumed or rerun that are not results (left out: as not run)."""
+    executor: Executor | None = field(default=None, repr=False)
+    """Where the cases run (``agentv.run.executors``); None: here, in this process."""
+    _plan: Plan = field(repr=False)
+    _pool: TargetPool = field(repr=False)
+    _settings: RunSettings = field(repr=False)
+    _stats: RunStats = field(default_factory=lambda: _run_stats(), repr=False)
     #: the run's environment (the process's variables over its ``.env``): the variables
     #: its targets, agents and code evaluators see while it runs (``agentv.system.env``)
-    env: Mapping[str, str] | None = field(default=None, repr=False)
-    #: lines of the file resumed or rerun that are not results (left out: as not run)
-    file_diagnostics: list[Diagnostic] = field(default_factory=list)
+    _env: Mapping[str, str] | None = field(default=None, repr=False)
     #: ``resume``: the file's writer, opened (and locked) before the file was read
     _held: ResultWriter | None = field(default=None, repr=False)
 
+    @property
+    def finished(self) -> int:
+        """Runs of cases finished so far (while the run goes, and after it ends or stops)."""
+        return self._stats.finished
+
     def close(self) -> None:
-        """Let go of what the prepared run holds without running it (a resumed file's lock);
-        ``run`` does it when it ends."""
+        """Let go of what the prepared run holds without running it (a resumed file's lock).
+
+        ``run`` does it when it ends.
+        """
         if self._held is not None:
             self._held.close()
             self._held = None
 
-    @property
-    def total(self) -> int:
-        """The number of case runs the run will send."""
-        return self.plan.total
+    def open_results(self, out: PathLike | None = None) -> ResultWriter | None:
+        """Create the results file.
 
-    @property
-    def diagnostics(self) -> list[Diagnostic]:
-        """Problems found while planning."""
-        return self.plan.diagnostics
+        A resumed file was opened, and locked, when the run was prepared: that writer is
+        handed over.
 
-    def targets(self) -> list[RunTarget]:
-        """The targets the cases run on."""
-        return self.plan.targets()
+        Args:
+            out: Where to write when the run was prepared without ``out``.
 
-    def workers_of(self, target: RunTarget) -> int:
-        """How many requests ``target`` may have in flight in this run."""
-        from agentv.run.pipeline import target_workers
+        Returns:
+            The results file's writer (its ``path`` says where), or None when the run
+            writes no file.
 
-        return target_workers(self.settings, target)
-
-    @property
-    def pass_threshold(self) -> float | None:
-        """The pass threshold every case of the run has (None: the files' configs set
-        different ones)."""
-        found = self.plan.pass_thresholds(self.settings.pass_threshold)
-        return next(iter(found)) if len(found) == 1 else None
-
-    def open_results(self) -> ResultWriter | None:
-        """Create the results file (``out``), or None when the run writes none. A resumed
-        file was opened, and locked, when the run was prepared: that writer is handed over."""
+        Raises:
+            SetupError: The file cannot be written.
+        """
         if self._held is not None:
             held, self._held = self._held, None
             return held
-        if self.out is None:
+        path = self.out if self.out is not None else _path(out)
+        if path is None:
             return None
         from agentv.results.writers import open_writer
 
-        return open_writer(self.out, self.output_format, append=self.append)
+        return open_writer(path, self.output_format, append=self.append)
 
     async def run(
         self, *, writer: ResultWriter | None = None, progress: ProgressSink | None = None
     ) -> EvalRun:
-        """Run every case; each result is written the moment its case ends. ``writer`` is
-        the results file (default: ``open_results()``); it is closed at the end. On
-        cancellation every finished result is already written; ``stats`` says how many.
-        ``ClusterLostError`` when the Ray cluster is lost: its ``run`` is what finished."""
+        """Run every case; each result is written the moment its case ends.
+
+        On cancellation every finished result is already written; ``finished`` says how
+        many.
+
+        Args:
+            writer: The results file (default: ``open_results()``); closed at the end.
+            progress: Told when each case starts and ends, and the run's notes (default:
+                nobody).
+
+        Returns:
+            What the run produced.
+
+        Raises:
+            ClusterLostError: The Ray cluster was lost; its ``run`` is what finished.
+        """
         from agentv.system.env import environment_scope
 
         # the run's own variables for everything it starts, whatever runs beside it
-        with environment_scope(self.env if self.env is not None else os.environ):
+        with environment_scope(self._env if self._env is not None else os.environ):
             return await self._run(writer, progress)
 
     async def _run(self, writer: ResultWriter | None, progress: ProgressSink | None) -> EvalRun:
@@ -432,26 +481,26 @@ class PreparedRun:
         writer = writer if writer is not None else self.open_results()
         collector = _collector(self.keep_results)
         orchestrator = Orchestrator(
-            self.pool,
-            self.settings,
+            self._pool,
+            self._settings,
             writer=_Sink(writer),
             collector=collector,
             progress=progress or _Silent(),
             executor=self.executor,
+            stats=self._stats,
         )
-        orchestrator.stats = self.stats
         started = time.perf_counter()
         stopped: ClusterLostError | None = None
         try:
-            await orchestrator.run(self.plan.lanes())
+            await orchestrator.run(self._plan.lanes())
         except ClusterLostError as exc:  # summed up below, then raised with what finished
             stopped = exc
         finally:
             if writer is not None:
                 writer.close()
-            await self.pool.aclose()
-        dumper = self.settings.dumper
-        meter = orchestrator.pipeline.meter
+            await self._pool.aclose()
+        dumper = self._settings.dumper
+        meter = orchestrator.sender.meter
         summary = collector.summary()
         spent, reused = meter.spent, meter.reused
         if self.executor is not None and summary.cost is not None:
@@ -466,20 +515,20 @@ class PreparedRun:
         run = EvalRun(
             results=collector.results or [],
             summary=summary,
-            ran=self.stats.finished,
+            ran=self._stats.finished,
             whole_file=whole,
             diagnostics_of_file=file_problems,
             out=writer.path if writer is not None else None,
-            diagnostics=list(self.plan.diagnostics),
-            requests=self.stats.requests,
-            cache_hits=self.stats.cache_hits,
-            judge_cache_hits=self.stats.judge_cache_hits,
-            retries={t: dict(c) for t, c in self.stats.retries.items()},
+            diagnostics=list(self._plan.diagnostics),
+            requests=self._stats.requests,
+            cache_hits=self._stats.cache_hits,
+            judge_cache_hits=self._stats.judge_cache_hits,
+            retries={t: dict(c) for t, c in self._stats.retries.items()},
             load={name: gate.stats for name, gate in orchestrator.gates.by_target().items()},
-            unusable_files=list(self.plan.unusable_files),
+            unusable_files=list(self._plan.unusable_files),
             wall_seconds=time.perf_counter() - started,
-            dry_run=self.pool.dry_run is not None,
-            artifacts=_artifacts(self.pool),
+            dry_run=self._pool.dry_run is not None,
+            artifacts=_artifacts(self._pool),
             prompts_dir=dumper.folder if dumper is not None and dumper.count else None,
             spent_usd=spent,
             reused_usd=reused,
@@ -494,7 +543,7 @@ class PreparedRun:
 
 
 def _run_stats() -> RunStats:
-    from agentv.run.pipeline import RunStats
+    from agentv.run.sending import RunStats
 
     return RunStats()
 
@@ -511,14 +560,24 @@ def _artifacts(pool: TargetPool) -> dict[str, list[Path]]:
 def prepare_run(paths: PathLike | Sequence[PathLike], **options: Unpack[RunOptions]) -> PreparedRun:
     """Plan a run: find the eval files, load and check every case, build every target.
 
-    ``options`` are ``RunOptions``. Raises ``InputError`` (with ``diagnostics``) when a
-    file cannot be used, ``ConfigError`` for options and targets that cannot be used as
-    given (``SetupError`` for what the environment lacks: a variable, an SDK), and
-    ``NoCasesError`` when no case is left to run. Relative paths start from ``cwd``
-    (default: the working directory). ``.env`` is read as ``agentv eval`` reads it, into
-    the run's own environment (never ``os.environ``): runs prepared or running at the same
-    time in one process each see their own. ``executor="ray"`` runs the cases on Ray with
-    the same results as a local run.
+    Nothing is sent. ``.env`` is read as ``agentv eval`` reads it, into the run's own
+    environment (never ``os.environ``): runs prepared or running at the same time in one
+    process each see their own. ``executor="ray"`` runs the cases on Ray with the same
+    results as a local run.
+
+    Args:
+        paths: Eval files, folders (searched for eval files) or globs, relative to ``cwd``.
+        **options: The run's options: ``RunOptions``.
+
+    Returns:
+        The run, ready to go. Its fields say what it will do; ``await prepared.run()``
+        runs it.
+
+    Raises:
+        InputError: A file cannot be used (``diagnostics`` lists every problem).
+        NoCasesError: No case is left to run (``diagnostics`` says why).
+        ConfigError: An option or a target cannot be used as given.
+        SetupError: What the machine lacks: an unset variable, an SDK.
     """
     from agentv.evalfile.files import find_repo_root
     from agentv.evalfile.finder import expand_eval_paths
@@ -552,11 +611,7 @@ def _prepare(
 ) -> PreparedRun:
     from agentv.evalfile.files import FileStore
     from agentv.evalfile.loader import LoadContext
-    from agentv.results.dumps import PromptDumper
-    from agentv.run.cache import ResponseCache
     from agentv.run.executors import make_executor
-    from agentv.run.pipeline import RunSettings
-    from agentv.run.plan import plan_run
     from agentv.targets import DryRun, TargetPool
 
     executor = make_executor(
@@ -584,84 +639,143 @@ def _prepare(
         raise ConfigError(
             "a PythonTarget runs in this process: use executor='local' (the default) with it"
         )
-    eval_id = options.get("eval_id")
-    plan = plan_run(files, pool, cli_target=names, repeat=repeat, eval_id=eval_id, context=context)
-    if not plan.total:
-        if eval_id is not None:
-            message = f"no case with id {eval_id!r} in {', '.join(map(str, files))}"
-        else:
-            message = "no eval cases to run (check --eval-id and the messages above)"
-        raise NoCasesError(message, plan.diagnostics)
     workers = options.get("workers")
     if workers is not None and workers < 1:
         raise ConfigError(f"workers must be at least 1 (got {workers})")
     pass_threshold = options.get("pass_threshold")
     if pass_threshold is not None and not 0 <= pass_threshold <= 1:
         raise ConfigError(f"pass_threshold must be from 0 to 1 (got {pass_threshold})")
-    agent_timeout = options.get("agent_timeout", 120.0)
-    dump_prompts = options.get("dump_prompts")
-    budget = options.get("budget_usd")
-    settings = RunSettings(
-        workers=workers,
-        agent_timeout=agent_timeout if agent_timeout and agent_timeout > 0 else None,
-        max_retries=max(0, options.get("max_retries", 2)),
-        cache=ResponseCache(base / ".agentv" / "cache") if options.get("cache") else None,
-        dumper=PromptDumper(base / dump_prompts) if dump_prompts is not None else None,
-        budget_usd=budget,
-    )
-    if pass_threshold is not None:
-        settings.pass_threshold = pass_threshold
-        plan.config_thresholds = False  # the caller's threshold wins over every config's
-    replay = options.get("replay_user")
-    if replay is not None:
-        from agentv.run.simulator import read_replays
-
-        settings.replay_user = read_replays(base / Path(replay))
     out = _under(base, options.get("out"))
     resume, rerun = options.get("resume"), options.get("rerun")
     if options.get("retry_errors") and resume is None:
         raise ConfigError("retry_errors goes with resume (--retry-errors with --resume FILE)")
-    append = False
+    if resume is not None and out is not None:
+        raise ConfigError("resume appends to the file it resumes; leave out out")
+    # What a results file already holds is read before the plan is made, so that the plan
+    # comes out finished. A resumed file is locked before anything in it is read or
+    # changed: another run still writing it stops this one here, and its last record is
+    # never taken for a partial one and set aside.
     held: ResultWriter | None = None
-    file_diagnostics: list[Diagnostic] = []
-    if resume is not None or rerun is not None:
-        from agentv.run.resume import RERUN_FAILED, read_state
+    state: ResultsState | None = None
+    picked: dict[CaseKey, set[int]] | None = None
+    append = False
+    if resume is not None:
+        from agentv.run.resume import read_state
 
+        out = base / Path(resume)
+        held = _lock_for_resume(out, options.get("output_format"))
+        append = True
+    try:
         if resume is not None:
-            if out is not None:
-                raise ConfigError("resume appends to the file it resumes; leave out out")
-            out = base / Path(resume)
-            # The file is locked before anything in it is read or changed: another run
-            # still writing it stops this one here, and its last record is never taken for
-            # a partial one and set aside.
-            held = _lock_for_resume(out, options.get("output_format"))
-            try:
-                plan.resume = read_state(out, repair=True)
-            except BaseException:
-                held.close()
-                raise
-            file_diagnostics = plan.resume.diagnostics
-            plan.retry_errors = bool(options.get("retry_errors"))
+            state = read_state(out, repair=True)  # type: ignore[arg-type]
         elif rerun is not None:
+            from agentv.run.resume import RERUN_FAILED, read_state
+
             state = read_state(base / Path(rerun), repair=False)
-            plan.rerun = state.runs_with(set(options.get("rerun_statuses", RERUN_FAILED)))
-            file_diagnostics = state.diagnostics
+            picked = state.runs_with(set(options.get("rerun_statuses", RERUN_FAILED)))
             if out is None:  # by default into the same file: it keeps the whole truth
                 out = base / Path(rerun)
                 append = True
-        append = append or resume is not None
-        plan.total = sum(1 for lane in plan.lanes() for _ in lane.jobs())
+        return _planned(
+            files,
+            base,
+            env,
+            pool,
+            context,
+            names,
+            executor,
+            options,
+            out,
+            append,
+            state,
+            picked,
+            held,
+        )
+    except BaseException:
+        if held is not None:
+            held.close()
+        raise
+
+
+def _planned(
+    files: list[Path],
+    base: Path,
+    env: dict[str, str],
+    pool: TargetPool,
+    context: LoadContext,
+    names: list[str],
+    executor: Executor | None,
+    options: RunOptions,
+    out: Path | None,
+    append: bool,
+    state: ResultsState | None,
+    picked: dict[CaseKey, set[int]] | None,
+    held: ResultWriter | None,
+) -> PreparedRun:
+    """The prepared run of a finished plan."""
+    from agentv.results.dumps import PromptDumper
+    from agentv.run.cache import ResponseCache
+    from agentv.run.plan import plan_run
+    from agentv.run.sending import RunSettings, target_workers
+
+    eval_id = options.get("eval_id")
+    pass_threshold = options.get("pass_threshold")
+    plan = plan_run(
+        files,
+        pool,
+        cli_target=names,
+        repeat=options.get("repeat"),
+        eval_id=eval_id,
+        context=context,
+        pass_threshold=pass_threshold,
+        resume=state if options.get("resume") is not None else None,
+        retry_errors=bool(options.get("retry_errors")),
+        rerun=picked,
+    )
+    if not plan.planned:
+        if eval_id is not None:
+            message = f"no case with id {eval_id!r} in {', '.join(map(str, files))}"
+        else:
+            message = "no eval cases to run (check --eval-id and the messages above)"
+        raise NoCasesError(message, list(plan.diagnostics))
+    agent_timeout = options.get("agent_timeout", 120.0)
+    dump_prompts = options.get("dump_prompts")
+    replay = options.get("replay_user")
+    replays = None
+    if replay is not None:
+        from agentv.run.resume import read_replays
+
+        replays = read_replays(base / Path(replay))
+    settings = RunSettings(
+        workers=options.get("workers"),
+        agent_timeout=agent_timeout if agent_timeout and agent_timeout > 0 else None,
+        max_retries=max(0, options.get("max_retries", 2)),
+        cache=ResponseCache(base / ".agentv" / "cache") if options.get("cache") else None,
+        dumper=PromptDumper(base / dump_prompts) if dump_prompts is not None else None,
+        budget_usd=options.get("budget_usd"),
+        pass_threshold=plan.pass_threshold,
+        replay_user=replays,
+    )
+    thresholds = plan.thresholds
     return PreparedRun(
-        plan=plan,
-        pool=pool,
-        settings=settings,
+        total=plan.total,
+        diagnostics=list(plan.diagnostics),
         out=out,
         output_format=_output_format(out, options.get("output_format"), append=append),
+        targets=[(t.label, target_workers(settings, t)) for t in plan.targets()],
+        pass_threshold=next(iter(thresholds)) if len(thresholds) == 1 else None,
+        cache=settings.cache is not None,
         keep_results=options.get("keep_results", True),
         append=append,
+        changed_since=plan.changed_since,
+        retried=plan.retried,
+        set_aside=state.set_aside if state is not None else 0,
+        file_diagnostics=list(state.diagnostics) if state is not None else [],
         executor=executor,
-        env=env,
-        file_diagnostics=file_diagnostics,
+        _plan=plan,
+        _pool=pool,
+        _settings=settings,
+        _env=env,
         _held=held,
     )
 
@@ -727,18 +841,45 @@ def _under(base: Path, path: PathLike | None) -> Path | None:
 async def arun_eval(paths: PathLike | Sequence[PathLike], **options: Unpack[RunOptions]) -> EvalRun:
     """Run eval files and grade every case; ``await`` it inside a running event loop.
 
-    ``options`` are ``RunOptions`` (``target``, ``workers``, ``out``, ``repeat``, ...):
-    ``target`` overrides each case's own target (as ``--target``), several names run every
-    case on each (a matrix); ``out`` is a results file to write (JSON Lines;
-    ``output_format="yaml"`` for YAML), None writes no file.
+    Args:
+        paths: Eval files, folders (searched for eval files) or globs, relative to ``cwd``.
+        **options: The run's options: ``RunOptions``. ``target`` overrides each case's own
+            target (as ``--target``), several names run every case on each (a matrix);
+            ``out`` is a results file to write (JSON Lines; ``output_format="yaml"`` for
+            YAML), None writes no file.
+
+    Returns:
+        What the run produced (its results, summary and counters).
+
+    Raises:
+        InputError: A file cannot be used (``diagnostics`` lists every problem).
+        NoCasesError: No case is left to run.
+        ConfigError: An option or a target cannot be used as given.
+        SetupError: What the machine lacks: an unset variable, an SDK.
+        ClusterLostError: The Ray cluster was lost; its ``run`` is what finished.
     """
     return await prepare_run(paths, **options).run()
 
 
 def run_eval(paths: PathLike | Sequence[PathLike], **options: Unpack[RunOptions]) -> EvalRun:
-    """Run eval files and grade every case (blocking); ``options`` as for ``arun_eval``.
+    """Run eval files and grade every case, blocking until the run ends.
 
     Inside a running event loop (a notebook, an async app) use ``await arun_eval(...)``.
+
+    Args:
+        paths: Eval files, folders (searched for eval files) or globs, relative to ``cwd``.
+        **options: The run's options: ``RunOptions``, as for ``arun_eval``.
+
+    Returns:
+        What the run produced (its results, summary and counters).
+
+    Raises:
+        RuntimeError: Called inside a running event loop.
+        InputError: A file cannot be used (``diagnostics`` lists every problem).
+        NoCasesError: No case is left to run.
+        ConfigError: An option or a target cannot be used as given.
+        SetupError: What the machine lacks: an unset variable, an SDK.
+        ClusterLostError: The Ray cluster was lost; its ``run`` is what finished.
     """
     try:
         asyncio.get_running_loop()
@@ -752,8 +893,15 @@ def run_eval(paths: PathLike | Sequence[PathLike], **options: Unpack[RunOptions]
 
 
 def default_results_path(cwd: Path, output_format: str) -> Path:
-    """Where ``agentv eval`` writes results by default: ``.agentv/results/eval_<UTC>.<ext>``
-    under ``cwd``."""
+    """Where ``agentv eval`` writes results by default.
+
+    Args:
+        cwd: The project folder.
+        output_format: ``"jsonl"`` or ``"yaml"``.
+
+    Returns:
+        ``CWD/.agentv/results/eval_<UTC time>.<ext>``.
+    """
     from agentv.results.writers import default_results_path as path
 
     return path(cwd, output_format)
@@ -763,9 +911,19 @@ def default_results_path(cwd: Path, output_format: str) -> Path:
 
 
 def load_eval_file(path: PathLike, *, allow_outside_root: bool = False) -> LoadedEvalFile:
-    """Load one eval file: its usable ``cases`` and every ``diagnostics`` entry (errors skip
-    their case; ``errors`` and ``warnings`` split them). Raises ``InputError`` when the
-    file as a whole cannot be used."""
+    """Load one eval file.
+
+    Args:
+        path: The eval file.
+        allow_outside_root: Accept file references that resolve outside the repository root.
+
+    Returns:
+        Its usable ``cases`` and every ``diagnostics`` entry (a case with errors is left
+        out; ``errors`` and ``warnings`` split them).
+
+    Raises:
+        InputError: The file as a whole cannot be used.
+    """
     from agentv.evalfile.loader import LoadContext
     from agentv.evalfile.loader import load_eval_file as load
 
@@ -782,9 +940,27 @@ def preview(
     allow_outside_root: bool = False,
     cwd: PathLike | None = None,
 ) -> Preview:
-    """What every case would send, and every problem met on the way: ``cases`` (as
-    ``render`` returns them), ``diagnostics``, and ``failed`` when a file could not be used
-    (``agentv render`` prints all three). Nothing is sent; no secret is needed or shown."""
+    """What every case would send, and every problem met on the way.
+
+    Nothing is sent; no secret is needed or shown.
+
+    Args:
+        paths: Eval files, folders or globs, relative to ``cwd``.
+        mode: ``"lm"`` or ``"agent"``: how ``question`` is shown (default: as the target
+            takes it, else ``"lm"``).
+        target: The target to build each request for (default: none).
+        targets_file: The targets file (default: found from each eval file).
+        eval_id: Only the case with this id.
+        allow_outside_root: Accept file references that resolve outside the repository root.
+        cwd: Where relative paths start (default: the working directory).
+
+    Returns:
+        ``cases`` (as ``render`` returns them), ``diagnostics``, and ``failed`` when a file
+        could not be used (``agentv render`` prints all three).
+
+    Raises:
+        ConfigError: ``mode`` is neither ``"lm"`` nor ``"agent"``.
+    """
     from agentv.run.preview import preview as make_preview
 
     if mode not in (None, "lm", "agent"):
@@ -812,12 +988,29 @@ def estimate(
     allow_outside_root: bool = False,
     cwd: PathLike | None = None,
 ) -> Estimate:
-    """What running ``paths`` would cost, before anything is sent (``agentv estimate``):
-    for each target and judge the requests, input tokens (about 4 characters a token, over
-    the exact messages the run sends), output tokens (each answer taken to be
-    ``answer_tokens`` long, 500 by default) and US dollars at the run's prices. ``target``,
-    ``targets_file``, ``repeat`` and ``eval_id`` choose as for a run. No secret is needed.
-    Raises ``InputError`` when no eval file can be used."""
+    """What running ``paths`` would cost, before anything is sent (``agentv estimate``).
+
+    For each target and judge: the requests, input tokens (about 4 characters a token, over
+    the exact messages the run sends), output tokens and US dollars at the run's prices. No
+    secret is needed.
+
+    Args:
+        paths: Eval files, folders or globs, relative to ``cwd``.
+        target: One target for every case, or several (a matrix); default: each case's own.
+        targets_file: The targets file (default: found from each eval file).
+        repeat: Runs of each case (default: the files' and cases' own ``repeat``, else 1).
+        eval_id: Only the case with this id.
+        answer_tokens: How long each answer is taken to be, in tokens (default 500).
+        allow_outside_root: Accept file references that resolve outside the repository root.
+        cwd: Where relative paths start (default: the working directory).
+
+    Returns:
+        A line per target and judge, with the totals.
+
+    Raises:
+        InputError: No eval file can be used.
+        ConfigError: ``repeat`` or ``answer_tokens`` is out of range.
+    """
     from agentv.evalfile.finder import expand_eval_paths
     from agentv.run.estimate import DEFAULT_ANSWER_TOKENS, estimate_run
 
@@ -853,13 +1046,26 @@ def render(
     allow_outside_root: bool = False,
     cwd: PathLike | None = None,
 ) -> list[dict[str, Any]]:
-    """What ``agentv render --format json`` prints: one view per case (``question``,
-    ``guidelines``, ``sent_messages`` exactly as an LM API would receive them, and with a
-    target its ``request``). Nothing is sent; no secret is needed or shown.
+    """What ``agentv render --format json`` prints: one view per case.
 
-    ``mode`` (``"lm"`` / ``"agent"``) changes only how ``question`` is shown. Raises
-    ``InputError`` (with every problem as ``diagnostics``) when a file could not be used;
-    ``preview`` returns the problems instead.
+    Nothing is sent; no secret is needed or shown. ``preview`` returns the problems instead
+    of raising them.
+
+    Args:
+        paths: Eval files, folders or globs, relative to ``cwd``.
+        mode: ``"lm"`` or ``"agent"``: changes only how ``question`` is shown.
+        target: The target to build each request for (default: none).
+        targets_file: The targets file (default: found from each eval file).
+        eval_id: Only the case with this id.
+        allow_outside_root: Accept file references that resolve outside the repository root.
+        cwd: Where relative paths start (default: the working directory).
+
+    Returns:
+        Per case its ``question``, ``guidelines``, ``sent_messages`` exactly as an LM API
+        would receive them and, with a target, its ``request``.
+
+    Raises:
+        InputError: A file could not be used (every problem in ``diagnostics``).
     """
     result = preview(
         paths,
@@ -878,9 +1084,14 @@ def render(
 
 @dataclass
 class Validation(DiagnosticsView):
-    """What ``validate`` found: a report per file (``files``, each with its own
-    ``diagnostics``, ``valid`` and ``describe()``), and every problem of every file in one
-    list (``diagnostics``, ``errors``, ``warnings``)."""
+    """What ``validate`` found.
+
+    Attributes:
+        files: A report per file, each with its own ``diagnostics``, ``valid`` and
+            ``describe()``.
+        diagnostics: Every problem of every file in one list (``errors`` and ``warnings``
+            split them).
+    """
 
     files: list[FileReport]
     diagnostics: list[Diagnostic]
@@ -899,10 +1110,21 @@ def validate(
     allow_outside_root: bool = False,
     cwd: PathLike | None = None,
 ) -> Validation:
-    """Check eval, targets and config files (folders are searched for YAML files) without
-    running anything: every problem with its file, line and fix. Eval files also get the
-    checks a run makes before sending anything (with the same ``target`` and
-    ``targets_file``), so a valid result means a run would start every case."""
+    """Check eval, targets and config files without running anything.
+
+    Eval files also get the checks a run makes before sending anything (with the same
+    ``target`` and ``targets_file``), so a valid result means a run would start every case.
+
+    Args:
+        paths: Files or folders (searched for YAML files), relative to ``cwd``.
+        target: The target(s) a run would name (``--target``).
+        targets_file: The targets file (default: found from each eval file).
+        allow_outside_root: Accept file references that resolve outside the repository root.
+        cwd: Where relative paths start (default: the working directory).
+
+    Returns:
+        A report per file and every problem with its file, line and fix.
+    """
     from agentv.run.validation import validate_paths
 
     base = Path(cwd).resolve() if cwd is not None else None
@@ -923,8 +1145,15 @@ def _path(value: PathLike | None) -> Path | None:
 
 
 def display_path(path: PathLike | None, cwd: Path | None = None) -> str:
-    """``path`` as messages show it: relative to ``cwd`` (default: the working directory)
-    when it lies inside it, else as given."""
+    """``path`` as messages show it.
+
+    Args:
+        path: A path (None shows as nothing).
+        cwd: The folder paths are shown from (default: the working directory).
+
+    Returns:
+        ``path`` relative to ``cwd`` when it lies inside it, else as given.
+    """
     from agentv.evalfile.files import display_path as shown
 
     return shown(path, cwd)
@@ -935,9 +1164,16 @@ def display_path(path: PathLike | None, cwd: Path | None = None) -> str:
 
 @dataclass
 class ResultsFile(DiagnosticsView):
-    """A results file, read: its ``results`` in file order and, as warnings, every line
-    that is not a result (each with its line number; left out of ``results``).
-    ``superseded`` counts the records left out because a later one is about the same run."""
+    """A results file, read (``read_results``).
+
+    Attributes:
+        path: The file.
+        format: ``"jsonl"`` or ``"yaml"``.
+        results: Its results, in file order.
+        diagnostics: Every line that is not a result, as a warning with its line number
+            (left out of ``results``).
+        superseded: Records left out because a later one is about the same run.
+    """
 
     path: Path
     format: str
@@ -957,11 +1193,22 @@ class ResultsFile(DiagnosticsView):
 
 
 def read_results(path: PathLike, *, every_record: bool = False) -> ResultsFile:
-    """Read a results file (JSON Lines, or YAML for ``.yaml`` / ``.yml``) into
-    ``EvalResult`` models, every field's type checked: the latest record of every run
-    (a run resumed or rerun has its newest record count), or with ``every_record`` each
-    record as written. A line that is not a result is left out and reported in
-    ``diagnostics``; ``InputError`` when the file cannot be read."""
+    """Read a results file into ``EvalResult`` models, every field's type checked.
+
+    A line that is not a result never stops it: it is left out and reported, with its line
+    number, in ``diagnostics``.
+
+    Args:
+        path: The results file: JSON Lines, or YAML for ``.yaml`` / ``.yml``.
+        every_record: Every record as written, instead of the latest record of every run (a
+            run resumed or rerun has its newest record count).
+
+    Returns:
+        The file's results in file order, and the lines left out.
+
+    Raises:
+        InputError: The file cannot be read.
+    """
     from agentv.results.reader import read_results as reader
 
     found = reader(Path(path))
@@ -971,10 +1218,21 @@ def read_results(path: PathLike, *, every_record: bool = False) -> ResultsFile:
 
 
 def compare(base: PathLike, new: PathLike, *, min_delta: float = 0.05) -> Comparison:
-    """Compare two results files case by case (``agentv compare``): improved, regressed,
-    unchanged, new and missing cases, the mean score change with a 95% interval, and the
-    pass-rate change. ``InputError`` naming the file and line of a line that is not a
-    result."""
+    """Compare two results files case by case (``agentv compare``).
+
+    Args:
+        base: The results before.
+        new: The results after.
+        min_delta: The smallest change of a case's score that counts (0 to 1).
+
+    Returns:
+        Improved, regressed, unchanged, new and missing cases, the mean score change with a
+        95% interval, and the pass-rate change.
+
+    Raises:
+        InputError: A line of either file is not a result (its file and line named).
+        ConfigError: ``min_delta`` is out of range.
+    """
     from agentv.results.compare import compare_files
 
     if not 0 <= min_delta <= 1:
@@ -983,8 +1241,15 @@ def compare(base: PathLike, new: PathLike, *, min_delta: float = 0.05) -> Compar
 
 
 def report_path(results: Sequence[PathLike]) -> Path:
-    """Where ``report`` writes by default: ``RESULTS.html`` next to a single results file,
-    ``LAST-vs-FIRST.html`` beside the last of several."""
+    """Where ``report`` writes by default.
+
+    Args:
+        results: The results files the report shows.
+
+    Returns:
+        ``RESULTS.html`` next to a single results file, ``LAST-vs-FIRST.html`` beside the
+        last of several.
+    """
     from agentv.results.report import default_report_path
 
     return default_report_path([Path(p) for p in results])
@@ -993,9 +1258,21 @@ def report_path(results: Sequence[PathLike]) -> Path:
 def report(
     results: PathLike | Sequence[PathLike], *, out: PathLike | None = None, title: str | None = None
 ) -> Report:
-    """Write the HTML report of results files (several are shown side by side): one
-    self-contained file to open offline. ``out`` defaults to ``report_path(results)``.
-    The returned ``Report`` says where, how many records, and which lines were left out."""
+    """Write the HTML report of results files: one self-contained file to open offline.
+
+    Args:
+        results: A results file, or several (shown side by side).
+        out: The HTML file to write (default: ``report_path(results)``).
+        title: The page's title (default: ``agentv report:`` and the results files'
+            names).
+
+    Returns:
+        Where it was written, how many records it shows, and the lines left out.
+
+    Raises:
+        InputError: No results file is given, or one cannot be read.
+        OSError: ``out`` cannot be written.
+    """
     from agentv.results.report import build_report
 
     files = [Path(results)] if isinstance(results, (str, Path)) else [Path(p) for p in results]
@@ -1004,10 +1281,22 @@ def report(
 
 
 def write_junit(results: PathLike, out: PathLike) -> Path:
-    """Write a results file as JUnit XML (a test case per run of a case) to ``out``, whole
-    (a file replaced only once complete) and well-formed whatever the records hold;
-    ``InputError`` for a line that is not a result, ``SetupError`` when ``out`` cannot be
-    written."""
+    """Write a results file as JUnit XML: a test case per run of a case.
+
+    The file is written whole (replaced only once complete) and well-formed whatever the
+    records hold.
+
+    Args:
+        results: The results file.
+        out: The XML file to write.
+
+    Returns:
+        ``out``.
+
+    Raises:
+        InputError: A line of ``results`` is not a result.
+        SetupError: ``out`` cannot be written.
+    """
     from agentv.errors import SetupError
     from agentv.results.junit import junit_xml, read_records
     from agentv.system.outfile import write_whole
@@ -1022,8 +1311,18 @@ def write_junit(results: PathLike, out: PathLike) -> Path:
 
 
 def write_summary(summary: Summary, out: PathLike) -> Path:
-    """Write a summary's figures as JSON (``--summary-json``) to ``out``, whole (a file
-    replaced only once complete); ``SetupError`` when it cannot be written."""
+    """Write a summary's figures as JSON (``--summary-json``), whole.
+
+    Args:
+        summary: The figures to write.
+        out: The JSON file (replaced only once complete).
+
+    Returns:
+        ``out``.
+
+    Raises:
+        SetupError: ``out`` cannot be written.
+    """
     import json
 
     from agentv.errors import SetupError
@@ -1038,8 +1337,15 @@ def write_summary(summary: Summary, out: PathLike) -> Path:
 
 
 def github_annotations(results: PathLike, cwd: Path) -> list[str]:
-    """GitHub Actions workflow commands (``::error ...``) for each run of a results file
-    that did not pass, its file and line relative to ``cwd``."""
+    """GitHub Actions workflow commands (``::error ...``) for the runs that did not pass.
+
+    Args:
+        results: The results file.
+        cwd: The folder the commands' file paths are relative to.
+
+    Returns:
+        One command per run of a case that did not pass, with its file and line.
+    """
     from agentv.results.junit import github_annotations as annotations
     from agentv.results.junit import read_records
 
@@ -1051,12 +1357,22 @@ def github_annotations(results: PathLike, cwd: Path) -> list[str]:
 
 @dataclass
 class Regrade(DiagnosticsView):
-    """What ``regrade`` wrote: the new results file (``out``) and its ``summary``, how many
-    records were ``regraded``, and those that were not: ``prompt_changed`` (``(eval_id,
-    target)``: the case's prompt is not what the record says was sent; ``agentv eval
-    --resume OUT`` runs them again) and ``not_regraded`` (``(eval_id, target, why)``). Both
-    kinds are copied into ``out`` as they were. ``diagnostics``: eval files that could not
-    be read, lines of the results file that are not results."""
+    """What ``regrade`` wrote.
+
+    Records not regraded are copied into ``out`` as they were.
+
+    Attributes:
+        out: The new results file.
+        summary: Its statistics.
+        regraded: Records graded anew.
+        prompt_changed: ``(eval_id, target)`` of the records whose case's prompt is not
+            what the record says was sent (``agentv eval --resume OUT`` runs them again).
+        not_regraded: ``(eval_id, target, why)`` of the other records not regraded.
+        diagnostics: Eval files that could not be read, lines of the results file that are
+            not results.
+        judge_cache_hits: Judge answers reused from ``cache``.
+        spent_usd: US dollars the judges' requests cost (the targets were not asked).
+    """
 
     out: Path
     summary: Summary
@@ -1082,7 +1398,26 @@ async def aregrade(
     allow_outside_root: bool = False,
     cwd: PathLike | None = None,
 ) -> Regrade:
-    """``regrade`` inside a running event loop."""
+    """``regrade`` inside a running event loop; the arguments are ``regrade``'s.
+
+    Args:
+        results: The results file whose answers are graded again.
+        out: The new results file (default: ``RESULTS.regraded.jsonl`` beside it).
+        eval_paths: The eval files (default: those the records name).
+        targets_file: The targets file (default: found from each eval file).
+        cache: Reuse judges' answers stored on disk for identical requests.
+        pass_threshold: The lowest passing score, over every config's.
+        agent_timeout: Seconds a code evaluator may take (None or 0: no limit).
+        allow_outside_root: Accept file references that resolve outside the repository root.
+        cwd: Where relative paths start (default: the working directory).
+
+    Returns:
+        What was regraded, and what was not and why.
+
+    Raises:
+        InputError: The results file holds no result, or cannot be read.
+        ConfigError: ``out`` is the results file itself, or an option is out of range.
+    """
     from agentv.evalfile.files import find_repo_root
     from agentv.evalfile.finder import expand_eval_paths
     from agentv.system.env import environment_scope, read_environment
@@ -1132,8 +1467,8 @@ async def _regrade(
     from agentv.results.reader import results_format
     from agentv.results.writers import open_writer
     from agentv.run.cache import ResponseCache
-    from agentv.run.pipeline import RunSettings
     from agentv.run.regrade import default_regrade_path, regrade_records
+    from agentv.run.sending import RunSettings
     from agentv.targets import TargetPool
 
     target = base / Path(out) if out is not None else default_regrade_path(source)
@@ -1143,8 +1478,8 @@ async def _regrade(
         agent_timeout=agent_timeout if agent_timeout and agent_timeout > 0 else None,
         cache=ResponseCache(base / ".agentv" / "cache") if cache else None,
     )
-    if pass_threshold is not None:
-        settings.pass_threshold = pass_threshold
+    if pass_threshold is not None:  # the caller's, over every config's
+        settings = replace(settings, pass_threshold=pass_threshold)
     pool = TargetPool(cwd=base, targets_path=_under(base, targets_file))
     context = LoadContext(store=FileStore(cwd=base), allow_outside_root=allow_outside_root)
     done = await regrade_records(
@@ -1190,16 +1525,35 @@ def regrade(
     allow_outside_root: bool = False,
     cwd: PathLike | None = None,
 ) -> Regrade:
-    """Grade again the answers a results file recorded with the evaluators the eval files
-    hold now, asking no target: a new results file (``out``, default
-    ``RESULTS.regraded.jsonl`` beside it) with every record of ``results``, the regraded
-    ones graded anew (judges are asked, through ``cache`` when set). ``eval_paths``: the
-    eval files (default: those the records name); ``targets_file``: as for a run (the
-    targets are found by the names the records hold, their judges as a run finds them).
-    Records whose case's prompt changed since, live conversations and records without an
-    answer are not regraded: they are copied as they were and listed in the returned
-    ``Regrade`` (docs/after-the-run.md, "Regrading"). Inside a running event loop use
-    ``await aregrade(...)``."""
+    """Grade again the answers a results file recorded, with the evaluators the eval files
+    hold now, asking no target.
+
+    The new results file holds every record of ``results``, the regraded ones graded anew
+    (judges are asked, through ``cache`` when set; the targets by the names the records
+    hold, their judges as a run finds them). Records whose case's prompt changed since,
+    live conversations and records without an answer are not regraded: they are copied as
+    they were and listed in the returned ``Regrade`` (docs/after-the-run.md, "Regrading").
+    Inside a running event loop use ``await aregrade(...)``.
+
+    Args:
+        results: The results file whose answers are graded again.
+        out: The new results file (default: ``RESULTS.regraded.jsonl`` beside it).
+        eval_paths: The eval files (default: those the records name).
+        targets_file: The targets file (default: found from each eval file).
+        cache: Reuse judges' answers stored on disk for identical requests.
+        pass_threshold: The lowest passing score, over every config's.
+        agent_timeout: Seconds a code evaluator may take (None or 0: no limit).
+        allow_outside_root: Accept file references that resolve outside the repository root.
+        cwd: Where relative paths start (default: the working directory).
+
+    Returns:
+        What was regraded, and what was not and why.
+
+    Raises:
+        RuntimeError: Called inside a running event loop.
+        InputError: The results file holds no result, or cannot be read.
+        ConfigError: ``out`` is the results file itself, or an option is out of range.
+    """
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -1508,12 +1862,12 @@ def register_run(
     settings = store_settings(base, Path(store) if store is not None else None)
     if not settings.register and store is None:
         return None
-    plan = prepared.plan
+    plan = prepared._plan
     start = RunStart(
         command=list(command),
         cwd=base,
         eval_files=[loaded.path for loaded in plan.files],
-        targets=[t.name for t in prepared.targets()],
+        targets=[t.name for t in plan.targets()],
         results_path=base / Path(results),
         repeats=plan.repeat,
         pass_threshold=prepared.pass_threshold,

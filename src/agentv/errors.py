@@ -41,11 +41,18 @@ Severity = Literal["error", "warning"]
 
 @dataclass(slots=True)
 class Diagnostic:
-    """One problem in a user's file: the ``file``, the ``message``, its ``severity``
-    (``"error"`` or ``"warning"``), the ``line`` and ``column`` (1-based, when known), a
-    ``hint`` saying how to fix it, and the ``location`` of the value inside the file (such as
-    ``evalcases[2].input_messages[0].role``). ``format()`` is how the command line prints
-    it."""
+    """One problem in a user's file, with where it is and how to fix it.
+
+    Attributes:
+        file: The file (None: not from a file).
+        message: What is wrong.
+        severity: ``"error"`` or ``"warning"``.
+        line: The line, 1-based, when known.
+        column: The column, 1-based, when known.
+        hint: How to fix it.
+        location: Where the value is inside the file, such as
+            ``evalcases[2].input_messages[0].role``.
+    """
 
     file: Path | None
     message: str
@@ -56,7 +63,12 @@ class Diagnostic:
     location: str | None = None  # e.g. evalcases[2].input_messages[0].role
 
     def where(self) -> str:
-        """``file:line:column`` (as much of it as is known)."""
+        """Where the problem is.
+
+        Returns:
+            The file, line and column, as much as is known, joined by colons (``<input>``
+            for no file).
+        """
         parts = [str(self.file) if self.file else "<input>"]
         if self.line is not None:
             parts.append(str(self.line))
@@ -65,7 +77,12 @@ class Diagnostic:
         return ":".join(parts)
 
     def format(self) -> str:
-        """One line ``file:line:col: severity: message`` plus an indented hint line."""
+        """The problem as the command line prints it.
+
+        Returns:
+            One line (file, line and column, severity, message, joined by colons), then
+            an indented hint line.
+        """
         text = f"{self.where()}: {self.severity}: {self.message}"
         if self.hint:
             text += f"\n    hint: {self.hint}"
@@ -106,13 +123,23 @@ class DiagnosticsView:
 
 
 class AgentVError(Exception):
-    """Base of every error agentv raises on purpose; its message is written for the user
-    (what is wrong, where, and what to do)."""
+    """Base of every error agentv raises on purpose.
+
+    Its message is written for the user: what is wrong, where, and what to do.
+    """
 
 
 class InputError(AgentVError):
-    """A user's file cannot be used (an eval, targets or config file); ``diagnostics``
-    lists every problem found, each with its file, line and hint."""
+    """A user's file cannot be used (an eval, targets, config or results file).
+
+    Args:
+        message: What is wrong.
+        diagnostics: Every problem found, each with its file, line and hint.
+
+    Attributes:
+        diagnostics: Every problem found, each with its file, line and hint (its text is
+            the error's when there are any).
+    """
 
     def __init__(self, message: str, diagnostics: list[Diagnostic] | None = None) -> None:
         super().__init__(message)
@@ -125,23 +152,31 @@ class InputError(AgentVError):
 
 
 class NoCasesError(InputError):
-    """The paths hold no case that can run (none at all, or none left after ``eval_id`` and
-    the cases that have errors); ``diagnostics`` says why cases were left out."""
+    """The paths hold no case that can run.
+
+    There is none at all, or none is left after ``eval_id`` and the cases that have errors;
+    ``diagnostics`` says why cases were left out.
+    """
 
     def __str__(self) -> str:
         return str(self.args[0])  # the reasons are in `diagnostics`, printed on their own
 
 
 class ConfigError(AgentVError):
-    """Settings and options that cannot be used as given: a command-line flag or API option
-    out of range, a target that is missing or cannot be built, a ``judge_target`` naming
-    no target, no eval files found."""
+    """Settings and options that cannot be used as given.
+
+    A command-line flag or API option out of range, a target that is missing or cannot be
+    built, a ``judge_target`` naming no target, no eval files found.
+    """
 
 
 class SetupError(ConfigError):
-    """What the run needs of its environment is missing: a variable a target reads is not
-    set, a provider's SDK is not installed, a program is not found, a file cannot be
-    written. (A ``ConfigError``: code that catches those catches these too.)"""
+    """What the run needs of its environment is missing.
+
+    A variable a target reads is not set, a provider's SDK is not installed, a program is
+    not found, a file cannot be written. It is a ``ConfigError``: code that catches those
+    catches these too.
+    """
 
 
 class ResultsFileError(SetupError):
@@ -151,9 +186,22 @@ class ResultsFileError(SetupError):
 class ProviderError(AgentVError):
     """A target failed to produce an answer. The message never contains a secret.
 
-    ``target`` names the target; ``status`` is the HTTP status when the API answered with
-    one; ``attempts`` counts the requests made before giving up; ``retryable`` and
-    ``retry_after`` (seconds) say whether and when asking again may help.
+    A run records it on its case and goes on; it is never raised by a run.
+
+    Args:
+        target: The target's name.
+        message: What went wrong.
+        status: The HTTP status, when the API answered with one.
+        retryable: Asking again may help.
+        retry_after: Seconds to wait before asking again, when the API said.
+        attempts: Requests made before giving up.
+
+    Attributes:
+        target: The target's name.
+        status: The HTTP status, when the API answered with one.
+        retryable: Asking again may help.
+        retry_after: Seconds to wait before asking again, when the API said.
+        attempts: Requests made before giving up.
     """
 
     def __init__(
@@ -215,10 +263,19 @@ class BudgetReached(AgentVError):
 
 
 class ClusterLostError(AgentVError):
-    """The run stopped before every case ran: the Ray cluster it ran on was lost (its head,
-    or the driver's node). Every case that finished is in the results file, which a run
-    with ``resume`` completes; ``run`` is the ``agentv.EvalRun`` of what finished (set when
-    the run could be summed up)."""
+    """The run stopped before every case ran: the Ray cluster it ran on was lost.
+
+    Its head, or the driver's node, was lost. Every case that finished is in the results
+    file, which a run with ``resume`` completes.
+
+    Args:
+        message: What was lost, and what to do.
+        run: What finished.
+
+    Attributes:
+        run: The ``agentv.EvalRun`` of what finished (None when the run could not be summed
+            up).
+    """
 
     def __init__(self, message: str, run: object = None) -> None:
         super().__init__(message)

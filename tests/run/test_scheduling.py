@@ -249,10 +249,10 @@ async def test_a_freed_turn_sends_its_next_request_before_the_answer_that_freed_
     # answers come back in bunches: the request waiting for the turn an answer freed goes
     # out before that answer is graded and recorded (benchmarks/README.md, S8)
     import agentv
-    import agentv.run.pipeline as pipeline
+    import agentv.run.sending as sending
 
     order: list[str] = []
-    grade_case = pipeline.grade_case
+    grade_case = sending.grade_case
 
     async def graded(ctx: Any, *args: Any, **kwargs: Any) -> Any:
         order.append(f"{ctx.case.id} graded")
@@ -263,7 +263,7 @@ async def test_a_freed_turn_sends_its_next_request_before_the_answer_that_freed_
         await asyncio.sleep(0.01)  # the other case stands in line meanwhile
         return "fake answer"
 
-    monkeypatch.setattr(pipeline, "grade_case", graded)
+    monkeypatch.setattr(sending, "grade_case", graded)
     write(repo, "evals/two.yaml", _cases(2))
     run = await agentv.arun_eval(
         "evals/two.yaml", target=agentv.PythonTarget(app), workers=1, cwd=repo

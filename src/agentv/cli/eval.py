@@ -331,21 +331,21 @@ def run_eval_command(
     resuming = options.get("resume") is not None
     rerun = options.get("rerun")
     if resuming:
-        state = prepared.plan.resume
-        assert state is not None
-        if state.set_aside:
+        resumed = prepared.out
+        assert resumed is not None
+        if prepared.set_aside:
             stderr.write(
-                f"A partial last record ({state.set_aside} bytes) of {state.path} was moved "
-                f"to {state.path.name}.partial\n"
+                f"A partial last record ({prepared.set_aside} bytes) of {resumed} was moved "
+                f"to {resumed.name}.partial\n"
             )
-        print_diagnostics(state.diagnostics, stderr)
+        print_diagnostics(prepared.file_diagnostics, stderr)
         why = []
-        if prepared.plan.changed_since:
-            why.append(f"{prepared.plan.changed_since} because their prompt changed")
-        if prepared.plan.retried:
-            why.append(f"{prepared.plan.retried} retried after an error")
+        if prepared.changed_since:
+            why.append(f"{prepared.changed_since} because their prompt changed")
+        if prepared.retried:
+            why.append(f"{prepared.retried} retried after an error")
         stdout.write(
-            f"Resuming {state.path}: {prepared.total} run(s) to do"
+            f"Resuming {resumed}: {prepared.total} run(s) to do"
             + (f" ({', '.join(why)})" if why else "")
             + "\n"
         )
@@ -362,18 +362,16 @@ def run_eval_command(
         into = "appending to it" if prepared.append else f"into {prepared.out}"
         stdout.write(f"Rerunning {prepared.total} run(s) ({picked}) from {rerun}, {into}\n")
     try:
-        if prepared.out is None:
-            prepared.out = default_results_path(cwd, prepared.output_format)
-        writer = prepared.open_results()
+        # the prepared run's own file, else one named for now
+        writer = prepared.open_results(default_results_path(cwd, prepared.output_format))
     except AgentVError as exc:
         stderr.write(f"error: {printable(str(exc))}\n")
         return EXIT_FAILED
     assert writer is not None
     stdout.write(f"Output path: {writer.path}\n")
     if verbose:
-        for t in prepared.targets():
-            workers = prepared.workers_of(t)
-            stdout.write(f"Using target: {printable(t.label)} ({workers} at once)\n")
+        for label, workers in prepared.targets:
+            stdout.write(f"Using target: {printable(label)} ({workers} at once)\n")
     stdout.flush()
 
     registration = _register(prepared, writer.path, store, cwd, stderr)
@@ -392,7 +390,7 @@ def run_eval_command(
             stdout.write(render_summary(exc.run.summary, results_path=writer.path) + "\n")
         stderr.write(
             f"error: {printable(str(exc))}\n"
-            f"{prepared.stats.finished} of {prepared.total} runs finished; their results are "
+            f"{prepared.finished} of {prepared.total} runs finished; their results are "
             f"in {writer.path}\n"
             f"To finish the run: {_resume_command(paths, options, writer.path, cwd)}\n"
         )
@@ -406,7 +404,7 @@ def run_eval_command(
         _finish_registration(registration, whole=whole, stderr=stderr)
     progress.finish()
     if run is None:
-        done = prepared.stats.finished
+        done = prepared.finished
         stderr.write(
             f"Interrupted: {done} of {prepared.total} runs finished; "
             f"their results are in {writer.path}\n"
@@ -423,7 +421,7 @@ def run_eval_command(
         dry_run=run.dry_run,
         retries=run.retries,
         load=run.load,
-        cache_hits=run.cache_hits if prepared.settings.cache is not None else None,
+        cache_hits=run.cache_hits if prepared.cache else None,
         judge_cache_hits=run.judge_cache_hits,
         requests=run.requests,
         wall_seconds=run.wall_seconds,

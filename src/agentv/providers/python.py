@@ -31,14 +31,28 @@ Answer = str | dict[str, Any]
 
 @dataclass(frozen=True)
 class PythonTarget:
-    """A target that is your own code: ``fn(messages) -> str | dict`` (or ``async def``).
+    """A target that is your own code.
 
-    ``name`` names it in results (default: the function's name); ``judge_target`` names the
-    target in ``targets.yaml`` that judges its answers when a case needs a judge."""
+    Args:
+        fn: Called with each request's messages (``role``, ``content``, and ``tool_calls``
+            / ``tool_call_id`` on tool turns); returns the answer's text, or
+            ``{"text": ..., "tool_calls": [...]}``. A plain function runs in a worker
+            thread; an ``async def`` is awaited. Taking a ``tools`` keyword argument, it
+            also gets the tools it may call.
+        name: The target's name in results (default: the function's name).
+        judge_target: The target in ``targets.yaml`` that judges its answers when a case
+            needs a judge.
+
+    Raises:
+        TypeError: ``fn`` is not callable.
+    """
 
     fn: Callable[..., Any]
+    """The function called with each request's messages."""
     name: str = ""
+    """The target's name in results."""
     judge_target: str | None = None
+    """The target in ``targets.yaml`` that judges its answers."""
 
     def __post_init__(self) -> None:
         if not callable(self.fn):

@@ -85,7 +85,25 @@ class Side:
 
 @dataclass(frozen=True, slots=True)
 class Comparison:
-    """The comparison of two runs."""
+    """The comparison of two runs, case by case (``compare``).
+
+    A case *regressed* when its score fell by more than ``min_delta`` or it stopped being
+    ``ok``; it *improved* when its score rose by more than ``min_delta`` or it became ``ok``.
+
+    Attributes:
+        base_path: The results file before.
+        new_path: The results file after.
+        min_delta: The smallest change of a case's score that counts.
+        cases: Every case, in natural order of dataset, eval id and target, with its
+            verdict (improved, regressed, unchanged, new, missing).
+        counts: How many cases have each verdict.
+        mean_delta: The mean score change over the cases graded in both runs.
+        ci: The 95% interval of ``mean_delta`` (a paired bootstrap), when there is one.
+        base_pass_rate: The share of ``ok`` among the graded runs before.
+        new_pass_rate: The share of ``ok`` among the graded runs after.
+        base: The runs of the file before: how many, by status, their figures.
+        new: The runs of the file after.
+    """
 
     base_path: str
     new_path: str
@@ -111,7 +129,11 @@ class Comparison:
         return tuple(c for c in self.cases if c.verdict != "unchanged")
 
     def to_dict(self) -> dict[str, Any]:
-        """The comparison as JSON-ready data (``agentv compare --format json``)."""
+        """The comparison as JSON-ready data.
+
+        Returns:
+            What ``agentv compare --format json`` prints.
+        """
         return comparison_dict(self)
 
 

@@ -51,31 +51,52 @@ class EvalResult(BaseModel):
     eval_id: str | None = None
     """The case's id (absent only for an invalid case without a usable id)."""
     dataset: str = ""
+    """The case's dataset: the eval file's ``dataset``, else its name without extension."""
     conversation_id: str | None = None
+    """The case's ``conversation_id``, when it has one."""
     status: str
     """``ok``, ``failed`` (graded below the pass threshold), ``error``, ``invalid`` or
     ``skipped`` (not run: the run's budget was reached first)."""
     passed: bool = False
+    """``status == "ok"``."""
     score: float = 0.0
+    """The grade: the weighted mean of the evaluators' scores, 0 to 1 (0 without one)."""
     hits: list[str] = []
+    """What the answer got right, as the evaluators say."""
     misses: list[str] = []
+    """What the answer missed (a required evaluator that missed adds a miss saying so)."""
     candidate_answer: str = ""
+    """The target's answer, as it came (a live conversation's last)."""
     expected_aspect_count: int = 0
+    """How many aspects of the answer the evaluators checked."""
     target: str | None = None
+    """The target the case ran on."""
     timestamp: str = ""
+    """When the record was made (ISO 8601, UTC)."""
     repeat: int | None = None
     """Which run of the case on its target (0 .. N-1 with ``--repeat N``)."""
     raw_aspects: list[Any] | None = None
+    """Kept as the original AgentV wrote it."""
     reasoning: str | None = None
+    """A judge's reasons, when one graded."""
     lm_provider_request: dict[str, Any] | None = None
+    """A model target's request in the original AgentV's shape."""
     agent_provider_request: dict[str, Any] | None = None
+    """An agent target's request in the original AgentV's shape."""
     raw_request: dict[str, Any] | None = None
+    """What was sent: ``question``, ``guidelines``, for model targets ``chat_prompt`` (the
+    messages the API got) and ``settings``, and ``token_limit`` (docs/results.md)."""
     evaluator_results: list[dict[str, Any]] | None = None
+    """One entry per evaluator: ``name``, ``type``, ``score``, ``hits``, ``misses`` and
+    more (docs/results.md)."""
     evaluator_raw_request: dict[str, Any] | None = None
+    """The judge's request, when the case has no evaluator list."""
     failed_required: list[str] | None = None
     """The required evaluators that missed (``turn N: name`` for a turn's): the run failed
     whatever its score."""
     usage: dict[str, Any] | None = None
+    """The target's tokens: ``input_tokens``, ``output_tokens``, ``total_tokens`` (and
+    ``cached_input_tokens`` when the API read some from its prompt cache)."""
     cost: dict[str, Any] | None = None
     """US dollars by who spent them: ``target`` (the case's target), ``judge`` (its judges)
     and any other party, each ``{"usd": spent, "reused_usd": ..., "unpriced": true}``:
@@ -114,6 +135,7 @@ class EvalResult(BaseModel):
     """Why a target that reports its tools (a cli target with ``{TRAJECTORY_FILE}``) gave
     no trajectory for this run."""
     latency_ms: float | None = None
+    """How long the target took to answer."""
     duration_ms: float | None = None
     """From the moment the run got its first turn at its target to its record."""
     queued_ms: float | None = None
@@ -124,6 +146,7 @@ class EvalResult(BaseModel):
     """True when the target's answer was reused from ``--cache`` (its ``usage`` was not
     spent again); absent otherwise."""
     eval_file: str | None = None
+    """The eval file the case is written in."""
     line: int | None = None
     """Where the case is written (1-based)."""
     large_content: dict[str, str] | None = None
@@ -174,7 +197,14 @@ class EvalResult(BaseModel):
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> EvalResult:
-        """The model of a record built by this module (already valid: not checked again)."""
+        """The model of a record built by this module, not checked again (it is valid).
+
+        Args:
+            record: A result record as the run makes it.
+
+        Returns:
+            The record as an ``EvalResult``.
+        """
         return cls.model_construct(**record)
 
 

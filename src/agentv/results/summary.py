@@ -299,11 +299,15 @@ class Summary:
     """Over the graded runs' scores (None when no run was graded: all errored or were
     invalid); errored and invalid runs are counted, never averaged in."""
     median: float | None = None
+    """The median of the graded runs' scores."""
     min: float | None = None
+    """The lowest graded score."""
     max: float | None = None
+    """The highest graded score."""
     std_dev: float | None = None
     """Sample standard deviation (n - 1); only with two results or more."""
     histogram: tuple[HistogramBin, ...] = ()
+    """The graded scores' distribution: ``start``, ``end`` and ``count`` per bar."""
     top: tuple[tuple[str, float], ...] = ()
     """Best ``(eval_id, score)`` first; ties by eval id (naturally sorted)."""
     bottom: tuple[tuple[str, float], ...] = ()
@@ -378,7 +382,11 @@ class Summary:
         return self.ok / self.graded if self.graded else None
 
     def to_dict(self) -> dict[str, Any]:
-        """The figures as JSON-ready data (what ``--summary-json`` writes)."""
+        """The figures as JSON-ready data.
+
+        Returns:
+            What ``--summary-json`` writes.
+        """
         return summary_dict(self)
 
 

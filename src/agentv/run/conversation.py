@@ -3,9 +3,9 @@ answered, each turn graded, the conversation graded at the end (docs/eval-files.
 conversations").
 
 It is the one case pipeline in a loop, not a second pipeline: every request is built by the
-one prompt builder from the history so far (``agentv.prompts.builder``), sent through the target as
-the run wraps it (its gate, the cache: ``CasePipeline._answer``), and graded by the case's
-evaluators (``agentv.evaluators``).
+one prompt builder from the history so far (``agentv.prompts.builder``), sent through the
+target as the run wraps it (its gate, the cache: ``Sender.answer``), and graded by the
+case's evaluators (``Sender.grade``); ``live_result`` makes the case's record.
 
 - The history starts with the case's ``input_messages`` (the opening context). Each turn
   adds its user message; the target's answer (its text and native tool calls) becomes the
@@ -29,35 +29,37 @@ evaluators (``agentv.evaluators``).
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-import orjson
-
 from agentv.cases import EvalCase, EvaluatorConfig, Turn
 from agentv.errors import ProviderError
-from agentv.evaluators.base import CaseGrade, EvaluationContext
-from agentv.evaluators.grading import grade_case
-from agentv.messages import Message, TextSegment, chat_to_dicts
-from agentv.prompts.builder import Memo, Prompt, PromptSettings, build_prompt, build_question
+from agentv.evaluators.base import CaseGrade
+from agentv.messages import Message, TextSegment
+from agentv.prompts.builder import Memo, Prompt, PromptSettings, build_prompt
 from agentv.providers.base import ProviderResponse, Usage, total_usage
 from agentv.results.outcome import (
+    LiveFacts,
     evaluator_error_text,
     grade_status,
     grading_fields,
+    live_record,
     required_fields,
 )
+from agentv.results.record import USER_ERROR
+from agentv.run.costs import case_cost
+from agentv.run.resume import plan_digest, turn_text
+from agentv.run.sending import Sender, describe
+from agentv.run.simulator import Simulator, UserFailure
 from agentv.run.tools import ToolRun, answer_call
 from agentv.trajectory import ToolStep, Trajectory
 
 if TYPE_CHECKING:
     from agentv.providers.base import Provider
-    from agentv.run.pipeline import CasePipeline
     from agentv.run.plan import CaseJob
-    from agentv.run.simulator import Simulator, UserTurn
+    from agentv.run.simulator import UserTurn
 
 
 @dataclass
@@ -118,11 +120,11 @@ class Conversation:
     #: the judge any of its grades may ask, once looked up (``judge_of``)
     _judge: tuple[Provider | None] | None = None
 
-    def judge_of(self, pipeline: CasePipeline, job: CaseJob) -> Provider | None:
+    def judge_of(self, sender: Sender, job: CaseJob) -> Provider | None:
         """The judge any of the conversation's grades may ask: looked up at its first grade
-        (``CasePipeline.judge_for``), then kept; None when the case needs none."""
+        (``Sender.judge``), then kept; None when the case needs none."""
         if self._judge is None:
-            self._judge = (pipeline.judge_for(job.case, job.target),)
+            self._judge = (sender.judge(job.case, job.target),)
         return self._judge[0]
 
     @property
@@ -141,29 +143,6 @@ class Conversation:
     def trajectory_error(self) -> str | None:
         """Why the target did not say which tools it called, when it should have."""
         return next((t.trajectory_error for t in self.turns if t.trajectory_error), None)
-
-
-def plan_digest(case: EvalCase) -> str:
-    """A fingerprint of what a live case will send, whatever the target answers: its opening
-    messages, its turns' messages and its tools. ``--resume`` runs a recorded conversation
-    again when this changed (docs/after-the-run.md)."""
-    opening = build_prompt(case)
-    plan = {
-        "opening": chat_to_dicts(opening.messages),
-        "turns": [turn_text(t) for t in case.turns],
-        "tools": [t.spec() for t in case.tools],
-    }
-    if case.user is not None:  # what the simulated user is asked, and when it stops
-        plan["user"] = case.user.spec()
-    if case.turn_evaluators:
-        plan["turn_evaluators"] = [c.spec.model_dump(mode="json") for c in case.turn_evaluators]
-    return hashlib.sha256(orjson.dumps(plan, option=orjson.OPT_SORT_KEYS)).hexdigest()
-
-
-def turn_text(turn: Turn) -> str:
-    """What the user says in ``turn``, as the record and the plan write it (the question
-    text of its one message)."""
-    return build_question((turn.message,))
 
 
 class _Scripted:
@@ -188,17 +167,13 @@ class _Simulated:
     """Turns a simulated user says (``agentv.run.simulator``), until it is done, the
     ``stop_when`` check passes on an answer, or ``max_turns``."""
 
-    def __init__(
-        self, pipeline: CasePipeline, job: CaseJob, threshold: float, run: Conversation
-    ) -> None:
-        from agentv.run.simulator import Simulator
-
-        self.pipeline, self.job, self.threshold = pipeline, job, threshold
+    def __init__(self, sender: Sender, job: CaseJob, threshold: float, run: Conversation) -> None:
+        self.sender, self.job, self.threshold = sender, job, threshold
         self.user = job.case.user
         assert self.user is not None
-        replays = pipeline.settings.replay_user
+        replays = sender.settings.replay_user
         replay = replays.get((job.case.dataset, job.case.id, job.repeat)) if replays else None
-        self.simulator = run.simulator = Simulator(pipeline, job, replay)
+        self.simulator = run.simulator = Simulator(sender, job, replay)
 
     async def next(self, run: Conversation, history: list[Message]) -> Turn | _End | None:
         side = self.simulator.side
@@ -233,9 +208,9 @@ class _Simulated:
             input_messages=tuple(history[:-1]),
         )
         grade = await _grade(
-            self.pipeline,
+            self.sender,
             self.job,
-            run.judge_of(self.pipeline, self.job),
+            run.judge_of(self.sender, self.job),
             case,
             last.prompt,
             last.answer,
@@ -267,12 +242,10 @@ class _End:
 END = _End()
 
 
-async def converse(pipeline: CasePipeline, job: CaseJob, threshold: float) -> Conversation:
+async def converse(sender: Sender, job: CaseJob, threshold: float) -> Conversation:
     """Run ``job``'s live case on its target: every turn (scripted, or said by a simulated
     user) until the turns end, one fails under ``on_turn_failure: stop``, the target or the
     simulated user fails; then the conversation's grade."""
-    from agentv.run.simulator import UserFailure
-
     case, target = job.case, job.target
     settings = PromptSettings.of(target.provider)
     tools = {t.name: t for t in case.tools}
@@ -281,7 +254,7 @@ async def converse(pipeline: CasePipeline, job: CaseJob, threshold: float) -> Co
     guidelines = list(case.guideline_files)
     inputs = list(case.input_files)
     run = Conversation()
-    source = _Simulated(pipeline, job, threshold, run) if case.user else _Scripted(case)
+    source = _Simulated(sender, job, threshold, run) if case.user else _Scripted(case)
     while True:
         index = len(run.turns) + 1
         try:
@@ -310,11 +283,9 @@ async def converse(pipeline: CasePipeline, job: CaseJob, threshold: float) -> Co
         before = len(history)  # the history the target saw when the turn began
         try:
             await _take_turn(
-                pipeline, job, outcome, history, guidelines, inputs, settings, specs, tools, run
+                sender, job, outcome, history, guidelines, inputs, settings, specs, tools, run
             )
         except ProviderError as exc:
-            from agentv.run.pipeline import describe
-
             outcome.error = describe(exc)
             run.attempts += exc.attempts
             run.stopped = {"turn": index, "reason": f"the target failed: {outcome.error}"}
@@ -323,9 +294,9 @@ async def converse(pipeline: CasePipeline, job: CaseJob, threshold: float) -> Co
             return run
         if turn is not None and turn.graded:
             outcome.grade = await _grade(
-                pipeline,
+                sender,
                 job,
-                run.judge_of(pipeline, job),
+                run.judge_of(sender, job),
                 _turn_view(case, turn, history, before, guidelines, inputs),
                 outcome.prompt,
                 outcome.answer,
@@ -360,9 +331,9 @@ async def converse(pipeline: CasePipeline, job: CaseJob, threshold: float) -> Co
         last = run.turns[-1]
         prompt = run.final if (case.turns or case.user) else last.prompt
         run.grade = await _grade(
-            pipeline,
+            sender,
             job,
-            run.judge_of(pipeline, job),
+            run.judge_of(sender, job),
             whole,
             prompt,
             last.answer,
@@ -372,9 +343,9 @@ async def converse(pipeline: CasePipeline, job: CaseJob, threshold: float) -> Co
         )
     elif case.user is not None:  # no evaluators: a judge of the outcome and the goal
         run.grade = await _grade(
-            pipeline,
+            sender,
             job,
-            run.judge_of(pipeline, job),
+            run.judge_of(sender, job),
             whole,
             run.final,
             run.turns[-1].answer,
@@ -386,7 +357,7 @@ async def converse(pipeline: CasePipeline, job: CaseJob, threshold: float) -> Co
 
 
 async def _take_turn(
-    pipeline: CasePipeline,
+    sender: Sender,
     job: CaseJob,
     outcome: TurnOutcome,
     history: list[Message],
@@ -400,15 +371,15 @@ async def _take_turn(
     """One turn: requests until the model answers without calling a tool (or the rounds run
     out); the answer joins ``history``."""
     case = job.case
-    timeout = pipeline.settings.agent_timeout or None
+    timeout = sender.settings.agent_timeout or None
     rounds = 0
     while True:
         prompt = build_prompt(case, settings, run.memo, so_far=(history, guidelines, inputs))
         outcome.prompt = run.last_request = prompt
-        response, attempts = await pipeline._answer(job, prompt, specs)
+        response, attempts = await sender.answer(job, prompt, specs)
         run.attempts += attempts
         run.last_response = response
-        pipeline._note_ending(job, response)
+        sender.note_ending(job, response)
         this = Round(len(prompt.messages), response, attempts)
         outcome.rounds.append(this)
         if response.trajectory is None:  # what the target ran itself, before the run answers
@@ -439,7 +410,7 @@ async def _take_turn(
 
 
 async def _grade(
-    pipeline: CasePipeline,
+    sender: Sender,
     job: CaseJob,
     judge: Provider | None,
     case: EvalCase | Callable[[], EvalCase],
@@ -457,23 +428,107 @@ async def _grade(
     answer (their time and price, summed); ``case`` may be a function that makes it, with
     its ``evaluators`` then given (``EvaluationContext``)."""
     assert prompt is not None
-    masked, _ = pipeline.masker.text(answer)
-    steps, _ = pipeline.masker.steps(steps)
-    return await grade_case(
-        EvaluationContext(
-            case=case,
-            prompt=prompt,
-            candidate=masked,
-            target_name=job.target.name,
-            judge=judge,
-            timeout=pipeline.settings.agent_timeout or None,
-            repeat=job.repeat,
-            latency_ms=_sum(r.latency_ms for r in responses),
-            cost_usd=_sum(r.cost_usd for r in responses),
-            trajectory=steps,
-            trajectory_error=steps_error,
+    masked, _ = sender.masker.text(answer)
+    steps, _ = sender.masker.steps(steps)
+    return await sender.grade(
+        job,
+        case,
+        prompt,
+        masked,
+        judge,
+        latency_ms=_sum(r.latency_ms for r in responses),
+        cost_usd=_sum(r.cost_usd for r in responses),
+        trajectory=steps,
+        trajectory_error=steps_error,
+        evaluators=evaluators,
+    )
+
+
+def live_result(
+    run: Conversation,
+    job: CaseJob,
+    prompt: Prompt,
+    threshold: float,
+    *,
+    duration_ms: float,
+    queued_ms: float | None,
+) -> dict[str, Any]:
+    """A live case's record: its conversation (``converse``), scored by its
+    ``aggregation``; ``prompt``: the case's opening prompt, the record's request when no
+    turn was sent."""
+    case, target = job.case, job.target
+    turns = [turn_record(t, threshold) for t in run.turns]
+    hits = [f"turn {t.index}: {h}" for t in run.turns if t.grade for h in t.grade.hits]
+    misses = [f"turn {t['turn']}: {m}" for t in turns for m in t.get("misses", ())]
+    # a required evaluator that missed fails the case, in a turn or over the conversation
+    gates = [f"turn {t['turn']}: {name}" for t in turns for name in t.get("failed_required", ())]
+    errors = [
+        f"turn {t.index}: {text}"
+        for t in run.turns
+        if (text := t.error or (t.grade and evaluator_error_text(t.grade)))
+    ]
+    if run.check_error is not None:
+        errors.append(run.check_error)
+    reasoning = None
+    if run.grade is not None:
+        names, gate_misses = required_fields(run.grade, threshold)
+        gates += names
+        hits += run.grade.hits
+        misses += [*run.grade.misses, *gate_misses]
+        reasoning = run.grade.reasoning
+        if (text := evaluator_error_text(run.grade)) is not None:
+            errors.append(text)
+    score = aggregate_score(run, case.aggregation)
+    if run.user_error is not None:
+        status = USER_ERROR  # the simulated user's failure, not the model's
+        errors = [f"the simulated user failed: {run.user_error}"]
+    elif errors:
+        status = "error"
+    elif run.stopped is not None or score is None or score < threshold or gates:
+        status = "failed"  # a conversation stopped by a failed turn did not get through
+    else:
+        status = "ok"
+    responses = run.responses
+    latencies = [r.latency_ms for r in responses if r.latency_ms is not None]
+    facts = LiveFacts(
+        score=score or 0.0,
+        status=status,
+        hits=hits,
+        misses=misses,
+        answer=run.turns[-1].answer if run.turns else "",
+        turns=turns,
+        aggregation=case.aggregation,
+        grading=grading_fields(run.grade, threshold) if run.grade is not None else {},
+        failed_required=gates,
+        reasoning=reasoning,
+        expected_aspect_count=sum(
+            g.expected_aspect_count
+            for g in [*(t.grade for t in run.turns), run.grade]
+            if g is not None
         ),
-        evaluators,
+        usage=total_usage(r.usage for r in responses),
+        latency_ms=sum(latencies) if latencies else None,
+        stopped=run.stopped,
+        error="; ".join(errors) if errors else None,
+        plan_digest=plan_digest(case),
+        cached=bool(responses) and all(r.cached for r in responses),
+        user=run.simulator.record() if run.simulator is not None else None,
+        cost=case_cost(),
+        trajectory=run.trajectory,
+        trajectory_error=run.trajectory_error,
+        own_tools=bool(case.tools) or target.provider.reports_trajectory,
+    )
+    return live_record(
+        case,
+        target=target.name,
+        provider=target.provider,
+        prompt=run.last_request or prompt,
+        response=run.last_response,
+        facts=facts,
+        duration_ms=duration_ms,
+        queued_ms=queued_ms,
+        attempts=run.attempts,
+        repeat=job.repeat,
     )
 
 
@@ -527,11 +582,6 @@ def aggregate_score(run: Conversation, how: str) -> float | None:
     if how == "max":
         return max(scores)
     return sum(scores) / len(scores)
-
-
-def user_part(run: Conversation, job: CaseJob) -> dict[str, Any] | None:
-    """A simulated conversation's ``user`` record field (None without a simulated user)."""
-    return run.simulator.record() if run.simulator is not None else None
 
 
 def turn_record(outcome: TurnOutcome, threshold: float) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """A run's money: every answer priced (``agentv.providers.pricing``), each case's cost kept for its
 record, the run's spend added up, and ``--budget-usd`` held (docs/running.md, "A budget").
 
-Two wrappers, set by ``CasePipeline.sender`` around every provider the run sends through:
+Two wrappers, set by ``Sender.wrap`` (``agentv.run.sending``) around every provider the run
+sends through:
 
 - ``MeteredProvider`` (outermost) prices each answer, cached or not, and adds it to the
   cost of the case being run (``CASE_COST``) and, when it was sent (not reused from
@@ -72,6 +73,12 @@ class CaseCost:
 
 #: the cost of the case being run (set by ``CasePipeline.run`` for the case's task)
 CASE_COST: ContextVar[CaseCost | None] = ContextVar("agentv_case_cost", default=None)
+
+
+def case_cost() -> dict[str, Any] | None:
+    """The record's ``cost`` of the case being run (None: no case, or nothing priced)."""
+    found = CASE_COST.get()
+    return found.to_dict() if found is not None else None
 
 
 class Meter:

@@ -25,15 +25,16 @@ from agentv.cases import EvalCase, EvaluatorConfig
 from agentv.errors import AgentVError, Diagnostic, DiagnosticsView, InputError
 from agentv.evalfile.files import FileStore
 from agentv.evalfile.loader import LoadContext, iter_cases, load_eval_file
-from agentv.evaluators.base import EvaluationContext
 from agentv.evaluators.grading import DEFAULT_JUDGE, needs_judge
 from agentv.evaluators.llm_judge import LlmJudgeSpec, judge_prompts
 from agentv.prompts.builder import PromptSettings, build_prompt
 from agentv.providers.base import Provider, Usage, request_for_case
 from agentv.providers.pricing import Pricer
+from agentv.run.plan import CaseJob
 from agentv.run.preview import first_request
 from agentv.run.scheduling import estimate_tokens
-from agentv.targets import DEFAULT_TARGET, TargetPool, choose_target
+from agentv.run.sending import grading_context
+from agentv.targets import DEFAULT_TARGET, RunTarget, TargetPool, choose_target
 
 #: the answer length taken when none is given (tokens)
 DEFAULT_ANSWER_TOKENS = 500
@@ -57,6 +58,11 @@ class Line:
     price: dict[str, Any] | None = None  # the prices used, and where they come from
 
     def to_dict(self) -> dict[str, Any]:
+        """The line as JSON-ready data.
+
+        Returns:
+            Its fields, by name.
+        """
         return {
             "target": self.target,
             "role": self.role,
@@ -71,11 +77,20 @@ class Line:
 
 @dataclass
 class Estimate(DiagnosticsView):
-    """A run's tokens and cost, estimated before sending anything: one ``lines`` entry per
-    target and per judge (requests, input and output tokens, US dollars), the ``total``
-    (of the lines with a price), the ``answer_tokens`` assumed for each answer, and how
-    tokens were counted (``method``). ``unpriced`` names the lines without a price (their
-    cost is not in ``total_usd``)."""
+    """A run's tokens and cost, estimated before sending anything (``estimate``).
+
+    Attributes:
+        lines: One per target and per judge (and a simulated user's target): requests,
+            input and output tokens, US dollars (None: no price known), the prices used.
+        cases: Cases estimated.
+        runs: Runs of cases estimated (cases times targets times repeats).
+        answer_tokens: The length taken for each answer, in tokens.
+        judge_verdict_tokens: The length taken for each judge's verdict, in tokens.
+        user_message_tokens: The length taken for a simulated user's message, in tokens
+            (its conversations are taken at their ``max_turns``).
+        method: How tokens were counted.
+        diagnostics: Problems met on the way (files or targets that were not estimated).
+    """
 
     lines: list[Line] = field(default_factory=list)
     cases: int = 0
@@ -106,6 +121,11 @@ class Estimate(DiagnosticsView):
         return sum(line.requests for line in self.lines)
 
     def to_dict(self) -> dict[str, Any]:
+        """The estimate as JSON-ready data.
+
+        Returns:
+            What ``agentv estimate --format json`` prints.
+        """
         return {
             "cases": self.cases,
             "runs": self.runs,
@@ -155,11 +175,12 @@ class _Estimator:
     def case(
         self,
         case: EvalCase,
-        provider: Provider,
+        target: RunTarget,
         judge: Provider | None,
         runs: int,
         user: Provider | None = None,
     ) -> None:
+        provider = target.provider
         target_line = self.line(provider, "target", None)
         if case.user is not None and user is not None:
             asked = self._simulated(case, user, runs)
@@ -175,7 +196,7 @@ class _Estimator:
                 if judge is None or not graded:
                     continue
                 for config in configs:
-                    self._judge(view, prompt, provider, judge, config)
+                    self._judge(CaseJob(view, target), prompt, judge, config)
 
     def _turns(self, case: EvalCase) -> list[tuple[EvalCase, bool, list[EvaluatorConfig]]]:
         """Each turn's request (the earlier answers at the stated length), whether it is
@@ -229,22 +250,10 @@ class _Estimator:
         out[-1] = (out[-1][0], True, [*out[-1][2], *_judges(case)])
         return out
 
-    def _judge(
-        self,
-        case: EvalCase,
-        prompt: Any,
-        provider: Provider,
-        judge: Provider,
-        config: EvaluatorConfig,
-    ) -> None:
+    def _judge(self, job: CaseJob, prompt: Any, judge: Provider, config: EvaluatorConfig) -> None:
+        """A judge's request about an answer ``answer_tokens`` long, on its line."""
         model = config.spec.model if isinstance(config.spec, LlmJudgeSpec) else None
-        ctx = EvaluationContext(
-            case=case,
-            prompt=prompt,
-            candidate="word " * self.answer,
-            target_name=provider.name,
-            judge=judge,
-        )
+        ctx = grading_context(job, job.case, prompt, "word " * self.answer, judge)
         system, user = judge_prompts(ctx, config)
         tokens = (len(system) + len(user)) // 4 + 1
         self.add(self.line(judge, "judge", model), judge, model, tokens, JUDGE_VERDICT_TOKENS)
@@ -305,7 +314,7 @@ def estimate_run(
                     result.runs += runs
                     work.case(
                         case,
-                        run_target.provider,
+                        run_target,
                         judge,
                         runs,
                         user.provider if user is not None else None,

@@ -26,14 +26,10 @@ from agentv.errors import ProviderError
 from agentv.evaluators.base import CaseGrade
 from agentv.providers.base import Provider, ProviderResponse, request_for_case
 from agentv.results.outcome import invalid_record
-from agentv.run.pipeline import (
-    CasePipeline,
-    RunSettings,
-    RunStats,
-    target_workers,
-)
+from agentv.run.pipeline import CasePipeline
 from agentv.run.plan import CaseJob, InvalidJob, Lane
 from agentv.run.scheduling import DEFAULT_WORKERS, Gates, lane_size
+from agentv.run.sending import RunSettings, RunStats, Sender, target_workers
 from agentv.system.masking import Masker
 from agentv.targets import RunTarget, TargetPool
 
@@ -91,6 +87,7 @@ class Orchestrator:
         collector: Collector,
         progress: ProgressSink,
         executor: Executor | None = None,
+        stats: RunStats | None = None,
     ) -> None:
         self.pool = pool
         self.settings = settings
@@ -98,14 +95,15 @@ class Orchestrator:
         self.collector = collector
         self.progress = progress
         self.executor = executor
-        self.stats = RunStats()
+        self.stats = stats if stats is not None else RunStats()
         self.gates = Gates()
         self._labels: dict[int, str] = {}
         self.masker = Masker()  # the run's known secrets (set when it starts)
-        self.pipeline = self._pipeline()
+        self.sender = self._sender()
+        self.pipeline = CasePipeline(self.sender)
 
-    def _pipeline(self) -> CasePipeline:
-        return CasePipeline(
+    def _sender(self) -> Sender:
+        return Sender(
             self.settings,
             judge_of=self.judge_of,
             stats=self.stats,
@@ -127,11 +125,12 @@ class Orchestrator:
         targets = [lane.target for lane in lanes if lane.target is not None]
         # every target and judge is built by now: their secrets are known
         self.masker = Masker(self.pool.run_secrets())
-        self.pipeline = self._pipeline()  # with the stats and secrets of this run
+        self.sender = self._sender()  # with the stats and secrets of this run
+        self.pipeline = CasePipeline(self.sender)
         # the targets playing simulated users: their retries are seen as any target's
         users = lanes[0].plan.user_targets() if lanes else []
         for t in [*targets, *users]:
-            self.pipeline.watch(t)
+            self.sender.watch(t)
         for t in targets:
             await t.provider.healthcheck()  # a ProviderError here stops the run, by design
         for lane in lanes:

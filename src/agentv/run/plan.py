@@ -2,13 +2,15 @@
 
 Which target a case runs on is ``agentv.targets.choose_target``'s decision (shared with
 ``agentv render``); the ``TargetPool`` builds each target once per run (one SDK client,
-one healthcheck) and shares it between every case using it.
+one healthcheck) and shares it between every case using it. ``plan_run`` returns the plan
+finished: its pass thresholds, what ``--resume`` / ``--rerun-*`` leave out and its totals
+are decided there, and nothing changes the ``Plan`` afterwards (it is frozen).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from agentv.cases import EvalCase, InvalidCase
@@ -17,9 +19,8 @@ from agentv.evalfile.files import FileStore
 from agentv.evalfile.loader import LoadContext, LoadedEvalFile, iter_cases, load_eval_file
 from agentv.evaluators.grading import needs_judge
 from agentv.prompts.builder import PromptSettings, build_prompt
-from agentv.results.record import CaseKey, RunKey
-from agentv.run.conversation import plan_digest
-from agentv.run.resume import RETRIED, ResultsState, prompt_changed
+from agentv.results.record import DEFAULT_PASS_THRESHOLD, CaseKey, RunKey
+from agentv.run.resume import RETRIED, ResultsState, plan_digest, prompt_changed
 from agentv.targets import DEFAULT_TARGET, RunTarget, TargetPool, choose_target
 
 
@@ -29,7 +30,7 @@ class CaseJob:
 
     case: EvalCase
     target: RunTarget
-    pass_threshold: float | None = None  # the case's config's, else the run's
+    pass_threshold: float | None = None  # the case's config's, else the run's (None: the run's)
     repeat: int = 0
     user: RunTarget | None = None  # the target playing the case's simulated user
 
@@ -49,7 +50,7 @@ class InvalidJob:
 KEEP_LIMIT = 20_000
 
 
-@dataclass
+@dataclass(frozen=True, eq=False)
 class Lane:
     """Everything one target runs, in file order; ``jobs()`` streams it. Each target has
     its own lane, so a slow target never holds up the others' cases."""
@@ -64,6 +65,23 @@ class Lane:
 
 
 @dataclass
+class _Memo:
+    """What a plan learns once and looks up after: targets and judges that cannot be used,
+    simulated users' targets, and the decision for each resumed run."""
+
+    decided: dict[RunKey, bool] = field(default_factory=dict)
+    changed_since: int = 0  # resumed runs whose prompt changed since their record
+    retried: int = 0  # resumed runs run again because their latest record was an error
+    #: (eval file, target name) -> why that target, or its judge, cannot be used
+    broken_targets: dict[tuple[Path, str], str] = field(default_factory=dict)
+    broken_judges: dict[int, str] = field(default_factory=dict)
+    #: (eval file, name) -> the target playing simulated users, or why it cannot
+    user_targets: dict[tuple[Path, str], tuple[RunTarget | None, str | None]] = field(
+        default_factory=dict
+    )
+
+
+@dataclass(frozen=True, eq=False)
 class Plan:
     """Everything a run will do, decided before the first request.
 
@@ -73,35 +91,33 @@ class Plan:
     time (large files' cases from their spool on disk), so a run holds only the cases in
     flight. A case whose own target or judge cannot be used is an ``InvalidJob``; a target
     the run itself names (``--target``, else ``default``) failing stops the run instead.
+    ``plan_run`` makes it whole; nothing changes it after.
     """
 
-    files: list[LoadedEvalFile]
-    diagnostics: list[Diagnostic]
+    files: tuple[LoadedEvalFile, ...]
+    diagnostics: tuple[Diagnostic, ...]
     pool: TargetPool
-    total: int = 0
-    cli_targets: list[str] = field(default_factory=list)  # the matrix; empty: each case's own
+    cli_targets: tuple[str, ...] = ()  # the matrix; empty: each case's own
     repeat: int | None = None  # runs of every case (the flag); None: the files' and cases'
     eval_id: str | None = None
     context: LoadContext | None = None
-    unusable_files: list[Path] = field(default_factory=list)
-    #: each file's `.agentv/config.yaml` may set its cases' pass threshold (False: the run's)
+    unusable_files: tuple[Path, ...] = ()
+    #: the run's pass threshold: the caller's, which wins over every config's
+    #: (``config_thresholds`` False), else the default where no config sets one
+    pass_threshold: float = DEFAULT_PASS_THRESHOLD
     config_thresholds: bool = True
     #: ``--resume``: the results file's runs (those recorded with the same prompt are not
     #: run again; with ``retry_errors`` those whose latest record is an error or invalid
     #: are); ``--rerun-*``: the runs to run again, by case and target (none other runs)
     resume: ResultsState | None = None
     retry_errors: bool = False
-    rerun: dict[CaseKey, set[int]] | None = None
+    rerun: Mapping[CaseKey, frozenset[int]] | None = None
+    planned: int = 0  # runs the files hold (every case, target and repeat)
+    total: int = 0  # runs the run sends: ``planned`` less what resume or rerun leave out
     changed_since: int = 0  # resumed runs whose prompt changed since their record
     retried: int = 0  # resumed runs run again because their latest record was an error
-    _decided: dict[RunKey, bool] = field(default_factory=dict)
-    #: (eval file, target name) -> why that target, or its judge, cannot be used
-    _broken_targets: dict[tuple[Path, str], str] = field(default_factory=dict)
-    _broken_judges: dict[int, str] = field(default_factory=dict)
-    #: (eval file, name) -> the target playing simulated users, or why it cannot
-    _user_targets: dict[tuple[Path, str], tuple[RunTarget | None, str | None]] = field(
-        default_factory=dict
-    )
+    thresholds: frozenset[float] = frozenset()  # the pass thresholds in force
+    _memo: _Memo = field(default_factory=_Memo, repr=False, compare=False)
 
     @property
     def invalid_count(self) -> int:
@@ -138,13 +154,13 @@ class Plan:
                     except ConfigError as exc:
                         if stop and (self.cli_targets or name == DEFAULT_TARGET):
                             raise
-                        self._broken_targets[(loaded.path, name)] = str(exc)
+                        self._memo.broken_targets[(loaded.path, name)] = str(exc)
                         continue
-                    if id(target) not in self._broken_judges:
+                    if id(target) not in self._memo.broken_judges:
                         try:
                             self.pool.check_judge(target)
                         except ConfigError as exc:
-                            self._broken_judges[id(target)] = str(exc)
+                            self._memo.broken_judges[id(target)] = str(exc)
 
     def _user_target(
         self, loaded: LoadedEvalFile, name: str
@@ -152,7 +168,7 @@ class Plan:
         """The target playing simulated users named ``name`` for ``loaded``'s cases, or
         why it cannot (asked once per targets file and name)."""
         key = (loaded.path, name)
-        found = self._user_targets.get(key)
+        found = self._memo.user_targets.get(key)
         if found is None:
             try:
                 target = self.target_for(loaded, name)
@@ -168,7 +184,7 @@ class Plan:
                     )
                 else:
                     found = (target, None)
-            self._user_targets[key] = found
+            self._memo.user_targets[key] = found
         return found
 
     def user_targets(self) -> list[RunTarget]:
@@ -188,11 +204,11 @@ class Plan:
         out: list[Diagnostic] = []
         for loaded in self.files:
             names = {n for t in loaded.case_targets for n in self._names(loaded, t)}
-            broken = {n for n in names if (loaded.path, n) in self._broken_targets}
+            broken = {n for n in names if (loaded.path, n) in self._memo.broken_targets}
             judged = {
-                n: self._broken_judges[id(t)]
+                n: self._memo.broken_judges[id(t)]
                 for n in names - broken
-                if id(t := self.target_for(loaded, n)) in self._broken_judges
+                if id(t := self.target_for(loaded, n)) in self._memo.broken_judges
             }
             users = {
                 n: problem
@@ -204,7 +220,7 @@ class Plan:
             found: dict[str, tuple[EvalCase, int]] = {}  # reason -> (first case, cases)
             for case in iter_cases(loaded, eval_id=self.eval_id, context=self.context):
                 for name in self._names(loaded, case.target):
-                    reason = self._broken_targets.get((loaded.path, name))
+                    reason = self._memo.broken_targets.get((loaded.path, name))
                     if reason is None and name in judged and needs_judge(case):
                         reason = judged[name]
                     if reason is None and case.user is not None:
@@ -235,7 +251,7 @@ class Plan:
         for loaded in self.files:
             for case_target in sorted(loaded.case_targets, key=lambda t: t or ""):
                 for name in self._names(loaded, case_target):
-                    if (loaded.path, name) not in self._broken_targets:
+                    if (loaded.path, name) not in self._memo.broken_targets:
                         t = self.target_for(loaded, name)
                         seen.setdefault(id(t), t)
         if self.cli_targets:  # a matrix keeps the order the targets were given in
@@ -247,7 +263,7 @@ class Plan:
         """One lane per usable target, plus one for the cases that could not be loaded."""
         lanes = [Lane(self, None, None)]
         lanes += [Lane(self, t, t.configured_name) for t in self.targets()]
-        broken = {name for (_, name) in self._broken_targets}
+        broken = {name for (_, name) in self._memo.broken_targets}
         lanes += [Lane(self, None, name) for name in sorted(broken)]
         return lanes
 
@@ -264,7 +280,7 @@ class Plan:
             names = {n for t in loaded.case_targets for n in self._names(loaded, t)}
             if lane.name not in names:
                 continue
-            broken = self._broken_targets.get((loaded.path, lane.name))  # type: ignore[arg-type]
+            broken = self._memo.broken_targets.get((loaded.path, lane.name))  # type: ignore[arg-type]
             if lane.target is None and broken is None:
                 continue  # usable for this file: another lane runs its cases
             if lane.target is not None and (
@@ -275,7 +291,7 @@ class Plan:
             # the same for every case: looked up once per file, not per case
             in_lane = {t: lane.name in self._names(loaded, t) for t in loaded.case_targets}
             broken_judge = (
-                self._broken_judges.get(id(lane.target)) if lane.target is not None else None
+                self._memo.broken_judges.get(id(lane.target)) if lane.target is not None else None
             )
             filtered = self.resume is not None or self.rerun is not None
             for case in iter_cases(loaded, eval_id=self.eval_id, context=self.context):
@@ -338,14 +354,15 @@ class Plan:
             return key[3] in self.rerun.get(key[:3], ())
         if self.resume is None:
             return True
-        decided = self._decided.get(key)
+        memo = self._memo
+        decided = memo.decided.get(key)
         if decided is None:
             previous = self.resume.runs.get(key)
             # a run the budget left unsent (``skipped``) has not run yet
             decided = previous is None or previous.status == "skipped"
             if previous is not None and self.retry_errors and previous.status in RETRIED:
                 decided = True
-                self.retried += 1
+                memo.retried += 1
             elif previous is not None and case is not None and target is not None:
                 if case.live:  # a conversation: what it will send, whatever the answers
                     changed = previous.plan_digest != plan_digest(case)
@@ -354,21 +371,16 @@ class Plan:
                     changed = prompt_changed(previous, prompt, is_agent=target.provider.is_agent)
                 if changed:
                     decided = True
-                    self.changed_since += 1
-            self._decided[key] = decided
+                    memo.changed_since += 1
+            memo.decided[key] = decided
         return decided
 
-    def pass_thresholds(self, default: float) -> set[float]:
-        """The pass thresholds in force for this plan's files (``default`` where no config
-        sets one)."""
-        found = {self._pass_threshold(loaded) for loaded in self.files}
-        return {default if t is None else t for t in found} or {default}
-
-    def _pass_threshold(self, loaded: LoadedEvalFile) -> float | None:
+    def _pass_threshold(self, loaded: LoadedEvalFile) -> float:
+        """The pass threshold of ``loaded``'s cases: its config's, else the run's."""
         if self.context is None or not self.config_thresholds:
-            return None
+            return self.pass_threshold
         config, _ = self.context.guidelines.for_eval_dir(loaded.path.parent, loaded.repo_root)
-        return config.pass_threshold
+        return self.pass_threshold if config.pass_threshold is None else config.pass_threshold
 
     def _count(self, loaded: LoadedEvalFile) -> int:
         """Jobs the file's cases make: runs times targets, those that could not be loaded
@@ -393,32 +405,79 @@ def plan_run(
     eval_id: str | None = None,
     context: LoadContext | None = None,
     keep_limit: int | None = KEEP_LIMIT,
+    pass_threshold: float | None = None,
+    resume: ResultsState | None = None,
+    retry_errors: bool = False,
+    rerun: Mapping[CaseKey, set[int] | frozenset[int]] | None = None,
 ) -> Plan:
-    """Load and check every eval file and build every target and judge. A case with errors
-    becomes an invalid job (its diagnostics are kept for printing); a file that cannot be
-    used at all loses its own cases only (``unusable_files``). ``cli_target``: one target
-    for every case, or several (a matrix)."""
+    """Load and check every eval file and build every target and judge: the whole plan.
+
+    A case with errors becomes an invalid job (its diagnostics are kept for printing); a
+    file that cannot be used at all loses its own cases only (``unusable_files``).
+
+    Args:
+        eval_files: The eval files, in the order their cases run.
+        pool: Builds each target once per run.
+        cli_target: One target for every case, or several (a matrix); None: each case's own.
+        repeat: Runs of every case (None: the files' and cases' own ``repeat``, else 1).
+        eval_id: Only the case with this id.
+        context: How files are read (default: from ``pool``'s folder).
+        keep_limit: Cases of a file held in memory before they go to a spool on disk.
+        pass_threshold: The caller's pass threshold, over every config's (None: each
+            file's config's, else the default).
+        resume: A results file's runs (``--resume``): those it has a record of, made with
+            the same prompt, are left out.
+        retry_errors: With ``resume``: run again the runs whose latest record is an error.
+        rerun: Only these runs (by case and target, their repeats), ``--rerun-*``.
+
+    Returns:
+        The finished plan (its ``total`` counts the runs it sends).
+
+    Raises:
+        ConfigError: A target the run itself names cannot be used.
+    """
     ctx = context or LoadContext(store=FileStore(cwd=pool.cwd))
     names = [cli_target] if isinstance(cli_target, str) else list(cli_target or [])
-    plan = Plan(
-        files=[],
-        diagnostics=[],
-        pool=pool,
-        cli_targets=list(dict.fromkeys(names)),
-        repeat=repeat,
-        eval_id=eval_id,
-        context=ctx,
-    )
+    files: list[LoadedEvalFile] = []
+    diagnostics: list[Diagnostic] = []
+    unusable: list[Path] = []
     for path in eval_files:
         try:
             loaded = load_eval_file(path, eval_id=eval_id, context=ctx, keep_limit=keep_limit)
         except InputError as exc:  # this file only: the others still run
-            plan.diagnostics.extend(exc.diagnostics or [Diagnostic(path, str(exc))])
-            plan.unusable_files.append(path)
+            diagnostics.extend(exc.diagnostics or [Diagnostic(path, str(exc))])
+            unusable.append(path)
             continue
-        plan.files.append(loaded)
-        plan.diagnostics.extend(loaded.diagnostics)
-        plan.total += plan._count(loaded)
+        files.append(loaded)
+        diagnostics.extend(loaded.diagnostics)
+    plan = Plan(
+        files=tuple(files),
+        diagnostics=(),
+        pool=pool,
+        cli_targets=tuple(dict.fromkeys(names)),
+        repeat=repeat,
+        eval_id=eval_id,
+        context=ctx,
+        unusable_files=tuple(unusable),
+        pass_threshold=DEFAULT_PASS_THRESHOLD if pass_threshold is None else pass_threshold,
+        config_thresholds=pass_threshold is None,
+        resume=resume,
+        retry_errors=retry_errors,
+        rerun=None if rerun is None else {k: frozenset(v) for k, v in rerun.items()},
+    )
+    planned = sum(plan._count(loaded) for loaded in plan.files)
     plan.check_targets()  # every target and judge now: nothing is spent on a broken one
-    plan.diagnostics.extend(pool.diagnostics)
-    return plan
+    diagnostics.extend(pool.diagnostics)
+    total = planned
+    if resume is not None or rerun is not None:  # what is left: every job, decided once
+        total = sum(1 for lane in plan.lanes() for _ in lane.jobs())
+    found = {plan._pass_threshold(loaded) for loaded in plan.files}
+    return replace(
+        plan,
+        diagnostics=tuple(diagnostics),
+        planned=planned,
+        total=total,
+        changed_since=plan._memo.changed_since,
+        retried=plan._memo.retried,
+        thresholds=frozenset(found or {plan.pass_threshold}),
+    )

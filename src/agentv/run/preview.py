@@ -30,10 +30,13 @@ if TYPE_CHECKING:
 
 @dataclass
 class Preview(DiagnosticsView):
-    """The views of every usable case, and every problem met on the way, in order.
+    """The views of every usable case, and every problem met on the way, in order (``preview``).
 
-    A problem not tied to a place in a file has no ``file``. ``failed`` is set when a file
-    could not be used at all, or lost every case to errors (``agentv render`` exits 1).
+    Attributes:
+        cases: One view per case, as ``render`` returns them.
+        diagnostics: Every problem met; one not tied to a place in a file has no ``file``.
+        failed: A file could not be used at all, or lost every case to errors (``agentv
+            render`` exits 1).
     """
 
     cases: list[dict[str, Any]] = field(default_factory=list)

@@ -6,9 +6,9 @@ dataset and id) and its target in targets.yaml (by the name it was recorded with
 prompt is built again, as a run builds it: when it differs from what the record says was
 sent, the answer belongs to another question and the record is not regraded (it is
 reported, and copied as it was: ``agentv eval --resume`` on the new file runs it again).
-Otherwise the case's evaluators grade the recorded answer, through the same
-``CasePipeline`` a run uses: a judge is sent through its gate, the cache and the meter, as
-in a run; the target is never asked. The new record keeps what was sent and answered
+Otherwise the case's evaluators grade the recorded answer, through the same ``Sender`` a
+run uses (``agentv.run.sending``): a judge is sent through its gate, the cache and the
+meter, as in a run; the target is never asked. The new record keeps what was sent and answered
 (request, answer, tokens, time), marked ``cached`` (nothing was sent for it this time), its
 target's cost counted as reused.
 
@@ -31,16 +31,15 @@ from agentv.cases import EvalCase
 from agentv.errors import AgentVError, ConfigError, Diagnostic, InputError
 from agentv.evalfile.files import FileStore, find_repo_root
 from agentv.evalfile.loader import LoadContext, iter_cases, load_eval_file
-from agentv.evaluators.base import EvaluationContext
-from agentv.evaluators.grading import grade_case, needs_judge
-from agentv.prompts.builder import PromptSettings, build_prompt
+from agentv.evaluators.grading import needs_judge
+from agentv.prompts.builder import Prompt, PromptSettings, build_prompt
 from agentv.providers.base import ProviderResponse, Usage
 from agentv.results.outcome import result_record
 from agentv.results.record import ERROR, GRADED, SKIPPED, EvalResult, put_back_large_content
 from agentv.run.costs import CASE_COST, CaseCost
-from agentv.run.pipeline import CasePipeline, RunSettings, RunStats, target_workers
 from agentv.run.plan import CaseJob
 from agentv.run.resume import Previous, prompt_changed
+from agentv.run.sending import RunSettings, RunStats, Sender, target_workers
 from agentv.system.masking import Masker, masking_scope
 from agentv.targets import RunTarget, TargetPool
 
@@ -87,17 +86,10 @@ async def regrade_records(
     cases, thresholds = _cases(results, eval_files, cwd, context, done, by_file=by_file)
     if not config_thresholds:
         thresholds = {}
-    stats = done.stats
-    pipeline = CasePipeline(
-        settings,
-        judge_of=lambda target: _judge_of(pool, settings, target),
-        stats=stats,
-        progress=progress or _Nothing(),
-    )
-    jobs: list[tuple[int, CaseJob, EvalResult] | None] = []
+    jobs: list[tuple[int, CaseJob, Prompt, EvalResult] | None] = []
     for result in results:
-        job, why = _job(result, cases, thresholds, pool, cwd, by_file=by_file)
-        if job is None:
+        job, prompt, why = _job(result, cases, thresholds, pool, cwd, by_file=by_file)
+        if job is None or prompt is None:
             if why == "prompt":
                 done.prompt_changed.append((result.eval_id or "", result.target or ""))
             elif why is not None:
@@ -106,22 +98,29 @@ async def regrade_records(
             jobs.append(None)
             continue
         done.records.append({})  # its place, filled when it is regraded
-        jobs.append((len(done.records) - 1, job, result))
-    pipeline.masker = Masker(pool.run_secrets())
+        jobs.append((len(done.records) - 1, job, prompt, result))
+    # every target and judge is built by now: their secrets are known
+    sender = Sender(
+        settings,
+        judge_of=lambda target: _judge_of(pool, settings, target),
+        stats=done.stats,
+        progress=progress or _Nothing(),
+        masker=Masker(pool.run_secrets()),
+    )
     # as many at once as a run would send; each judge's gate keeps to its own limit
     limit = asyncio.Semaphore(16)
 
-    async def one(index: int, job: CaseJob, result: EvalResult) -> None:
+    async def one(index: int, job: CaseJob, prompt: Prompt, result: EvalResult) -> None:
         async with limit:
-            done.records[index] = await _regrade(pipeline, job, result, settings)
+            done.records[index] = await _regrade(sender, job, prompt, result)
 
     try:
         await asyncio.gather(*(one(*item) for item in jobs if item is not None))
     finally:
         await pool.aclose()
     done.regraded = sum(1 for item in jobs if item is not None)
-    done.spent_usd = pipeline.meter.spent
-    done.reused_usd = pipeline.meter.reused
+    done.spent_usd = sender.meter.spent
+    done.reused_usd = sender.meter.reused
     return done
 
 
@@ -175,34 +174,34 @@ def _job(
     cwd: Path,
     *,
     by_file: bool,
-) -> tuple[CaseJob | None, str | None]:
-    """The job that regrades ``result``, or None and why not ("prompt": its prompt
-    changed)."""
+) -> tuple[CaseJob | None, Prompt | None, str | None]:
+    """The job that regrades ``result`` and its prompt (as a run builds it, the same as
+    the record's), or None and why not ("prompt": its prompt changed)."""
     if not _has_answer(result):
-        return None, f"no answer was recorded (status {result.status})"
+        return None, None, f"no answer was recorded (status {result.status})"
     if result.turns is not None:
-        return None, "a live conversation: run it again with agentv eval"
+        return None, None, "a live conversation: run it again with agentv eval"
     path = (cwd / result.eval_file).resolve() if result.eval_file else None
     case = cases.get((path if by_file else None, result.dataset, result.eval_id or ""))
     if case is None:
-        return None, "the case is no longer in the eval files"
+        return None, None, "the case is no longer in the eval files"
     path = case.eval_file
     try:
         target = pool.target(path, find_repo_root(path.parent, cwd), result.target or "")
     except AgentVError as exc:
-        return None, f"its target cannot be used: {exc}"
+        return None, None, f"its target cannot be used: {exc}"
     prompt = build_prompt(case, PromptSettings.of(target.provider))
     raw = result.raw_request or {}
     raw = put_back_large_content(raw, result.large_content or {})
     previous = Previous(result.status, raw.get("question"), raw.get("chat_prompt"))
     if prompt_changed(previous, prompt, is_agent=target.provider.is_agent):
-        return None, "prompt"
+        return None, None, "prompt"
     if needs_judge(case):
         try:
             pool.check_judge(target)
         except ConfigError as exc:
-            return None, f"its judge cannot be used: {exc}"
-    return CaseJob(case, target, thresholds.get(path), result.repeat or 0), None
+            return None, None, f"its judge cannot be used: {exc}"
+    return CaseJob(case, target, thresholds.get(path), result.repeat or 0), prompt, None
 
 
 def _has_answer(result: EvalResult) -> bool:
@@ -240,32 +239,27 @@ def _target_cost(result: EvalResult) -> float | None:
 
 
 async def _regrade(
-    pipeline: CasePipeline, job: CaseJob, result: EvalResult, settings: RunSettings
+    sender: Sender, job: CaseJob, prompt: Prompt, result: EvalResult
 ) -> dict[str, Any]:
     """The regraded record of ``result``."""
-    case, target = job.case, job.target
+    case, target, settings = job.case, job.target, sender.settings
     cost = CaseCost()
     token = CASE_COST.set(cost)
     try:
-        with masking_scope(pipeline.masker):
-            prompt = pipeline.prompt(job)
+        with masking_scope(sender.masker):
             response = _response(result)
             price = _target_cost(result)
             entry = (result.cost or {}).get("target")
             if price is not None or (isinstance(entry, dict) and entry.get("unpriced")):
                 cost.add("candidate", price, reused=True, priced=price is not None)
-            grade = await grade_case(
-                EvaluationContext(
-                    case=case,
-                    prompt=prompt,
-                    candidate=result.candidate_answer,
-                    target_name=target.name,
-                    judge=pipeline.judge_for(job.case, job.target),
-                    timeout=settings.agent_timeout or None,
-                    repeat=job.repeat,
-                    latency_ms=result.latency_ms,
-                    cost_usd=price,
-                )
+            grade = await sender.grade(
+                job,
+                case,
+                prompt,
+                result.candidate_answer,
+                sender.judge(case, target),
+                latency_ms=result.latency_ms,
+                cost_usd=price,
             )
             threshold = job.pass_threshold
             record = result_record(
@@ -291,7 +285,7 @@ async def _regrade(
             record.pop(key, None)
     if result.token_limit_ignored:
         record["token_limit_ignored"] = True
-    return pipeline.masker.record(record)
+    return sender.masker.record(record)
 
 
 def default_regrade_path(results: Path) -> Path:

@@ -11,22 +11,32 @@ to the file, so it keeps holding the whole truth.
 A killed run may have left a partial last line (a partial last document in YAML): it is
 moved to ``RESULTS.partial`` (never silently lost) and the file is cut back to its last
 whole record.
+
+Whether a recorded run is still the run the case makes is the prompt sent
+(``prompt_changed``) or, for a live conversation, ``plan_digest``. A results file's
+simulated users' turns are read back here too, for ``--replay-user`` (``read_replays``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+import orjson
 
 from agentv.errors import Diagnostic, InputError
 from agentv.messages import chat_to_dicts
-from agentv.prompts.builder import Prompt
+from agentv.prompts.builder import Prompt, build_prompt, build_question
 from agentv.results.reader import MAX_RECORD_BYTES, read_results, results_format, yaml_record
 from agentv.results.record import CaseKey, RunKey, put_back_large_content
 from agentv.system.readfile import special
+
+if TYPE_CHECKING:
+    from agentv.cases import EvalCase, Turn
 
 #: what --rerun-failed and --rerun-errors pick
 RERUN_FAILED = frozenset({"failed", "error", "invalid", "user_error"})
@@ -42,7 +52,7 @@ class Previous:
     status: str
     question: str | None
     messages: Any  # raw_request.chat_prompt, as written
-    plan_digest: str | None = None  # a live conversation's (``run.conversation.plan_digest``)
+    plan_digest: str | None = None  # a live conversation's (``plan_digest``)
 
 
 @dataclass
@@ -230,3 +240,56 @@ def prompt_changed(previous: Previous, prompt: Prompt, *, is_agent: bool) -> boo
     if is_agent or previous.messages is None:
         return False
     return previous.messages != chat_to_dicts(prompt.messages)
+
+
+def plan_digest(case: EvalCase) -> str:
+    """A fingerprint of what a live case will send, whatever the target answers: its opening
+    messages, its turns' messages and its tools. ``--resume`` runs a recorded conversation
+    again when this changed (docs/after-the-run.md)."""
+    opening = build_prompt(case)
+    plan = {
+        "opening": chat_to_dicts(opening.messages),
+        "turns": [turn_text(t) for t in case.turns],
+        "tools": [t.spec() for t in case.tools],
+    }
+    if case.user is not None:  # what the simulated user is asked, and when it stops
+        plan["user"] = case.user.spec()
+    if case.turn_evaluators:
+        plan["turn_evaluators"] = [c.spec.model_dump(mode="json") for c in case.turn_evaluators]
+    return hashlib.sha256(orjson.dumps(plan, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def turn_text(turn: Turn) -> str:
+    """What the user says in ``turn``, as the record and the plan write it (the question
+    text of its one message)."""
+    return build_question((turn.message,))
+
+
+@dataclass(frozen=True, slots=True)
+class Replay:
+    """A recorded simulated conversation's user turns, to be sent again verbatim."""
+
+    turns: tuple[str, ...]
+    ended: str | None  # how the recording ended (``goal``: the simulator said it was done)
+    origin: str  # where it was recorded (results file, line, target), for the record
+
+
+def read_replays(path: Path) -> dict[tuple[str, str, int], Replay]:
+    """The user turns of each simulated conversation recorded in the results file at
+    ``path`` (the latest record of each run), by ``(dataset, eval_id, repeat)``. Where the
+    file holds a run on several targets, the first target's recording in file order is
+    used, so that every target is sent the same user turns (``--replay-user``)."""
+    found: dict[tuple[str, str, int], Replay] = {}
+    for line, result in read_results(path).latest():
+        user, turns = result.user, result.turns
+        if not isinstance(user, dict) or not isinstance(turns, list) or not result.eval_id:
+            continue
+        key = (result.dataset or "", result.eval_id, result.repeat or 0)
+        if key in found:
+            continue
+        said = [t.get("content") for t in turns if isinstance(t, dict)]
+        if not all(isinstance(text, str) for text in said):
+            continue
+        origin = f"{path}:{line} (target {result.target!r})"
+        found[key] = Replay(tuple(said), user.get("ended"), origin)  # type: ignore[arg-type]
+    return found

@@ -24,17 +24,18 @@ import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentv.cases import SimulatedUser
 from agentv.errors import ProviderError
 from agentv.messages import ChatMessage, FileSegment, Message, TextSegment
 from agentv.providers.base import ProviderRequest, ProviderResponse, Usage, total_usage
+from agentv.run.sending import describe
 
 if TYPE_CHECKING:
-    from agentv.run.pipeline import CasePipeline
     from agentv.run.plan import CaseJob
+    from agentv.run.resume import Replay
+    from agentv.run.sending import Sender
 
 #: what the simulator says, alone or after its last words, when the conversation is over
 DONE = "[[DONE]]"
@@ -77,15 +78,6 @@ class UserFailure(Exception):
         super().__init__(reason)
         self.reason = reason
         self.attempts = attempts
-
-
-@dataclass(frozen=True, slots=True)
-class Replay:
-    """A recorded simulated conversation's user turns, to be sent again verbatim."""
-
-    turns: tuple[str, ...]
-    ended: str | None  # how the recording ended (``goal``: the simulator said it was done)
-    origin: str  # where it was recorded (results file, line, target), for the record
 
 
 @dataclass
@@ -248,9 +240,9 @@ def read_role_verdict(text: str) -> tuple[bool, str] | None:
 class Simulator:
     """The simulated user of one conversation: each of its messages, checked."""
 
-    def __init__(self, pipeline: CasePipeline, job: CaseJob, replay: Replay | None = None) -> None:
+    def __init__(self, sender: Sender, job: CaseJob, replay: Replay | None = None) -> None:
         assert job.case.user is not None and job.user is not None
-        self.pipeline = pipeline
+        self.sender = sender
         self.job = job
         self.user = job.case.user
         self.replay = replay
@@ -309,17 +301,15 @@ class Simulator:
             question=transcript(messages),
             messages=messages,
             eval_id=self.job.case.id,
-            timeout=self.pipeline.settings.agent_timeout or None,
+            timeout=self.sender.settings.agent_timeout or None,
             repeat=self.job.repeat,
             party="user",
             temperature=self.user.temperature,
             seed=self.user.seed,
         )
         try:
-            response = await self.pipeline.user_sender(self.job).invoke(request)
+            response = await self.sender.user(self.job).invoke(request)
         except ProviderError as exc:
-            from agentv.run.pipeline import describe
-
             raise UserFailure(
                 f"its target {self.user.target!r} failed: {describe(exc)}", exc.attempts
             ) from exc
@@ -364,7 +354,7 @@ class Simulator:
     async def _role_check(self, history: list[Message], message: str) -> dict[str, Any]:
         """Ask the case's judge whether ``message`` stays in role; ``UserFailure`` if not
         (or when it gives no verdict: the user side cannot go on unchecked)."""
-        judge = self.pipeline.judge_for(self.job.case, self.job.target)
+        judge = self.sender.judge(self.job.case, self.job.target)
         if judge is None:  # planning checked that a judge exists
             raise UserFailure("its role check has no judge target")
         request = ProviderRequest(
@@ -402,26 +392,3 @@ def _turn_of(response: ProviderResponse) -> UserTurn:
         cached=response.cached,
         attempts=response.attempts,
     )
-
-
-def read_replays(path: Path) -> dict[tuple[str, str, int], Replay]:
-    """The user turns of each simulated conversation recorded in the results file at
-    ``path`` (the latest record of each run), by ``(dataset, eval_id, repeat)``. Where the
-    file holds a run on several targets, the first target's recording in file order is
-    used, so that every target is sent the same user turns."""
-    from agentv.results.reader import read_results
-
-    found: dict[tuple[str, str, int], Replay] = {}
-    for line, result in read_results(path).latest():
-        user, turns = result.user, result.turns
-        if not isinstance(user, dict) or not isinstance(turns, list) or not result.eval_id:
-            continue
-        key = (result.dataset or "", result.eval_id, result.repeat or 0)
-        if key in found:
-            continue
-        said = [t.get("content") for t in turns if isinstance(t, dict)]
-        if not all(isinstance(text, str) for text in said):
-            continue
-        origin = f"{path}:{line} (target {result.target!r})"
-        found[key] = Replay(tuple(said), user.get("ended"), origin)  # type: ignore[arg-type]
-    return found

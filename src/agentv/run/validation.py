@@ -215,10 +215,10 @@ def _target_problems(
         cwd=base, targets_path=(base / targets_file) if targets_file is not None else None
     )
     plan = Plan(
-        files=list(checked),
-        diagnostics=[],
+        files=tuple(checked),
+        diagnostics=(),
         pool=pool,
-        cli_targets=list(dict.fromkeys(cli_targets)),
+        cli_targets=tuple(dict.fromkeys(cli_targets)),
         context=context,
     )
     try:
@@ -295,7 +295,7 @@ def _quick_eval_check(
     """An eval file that starts with its ``$schema`` and loads: checked from the loader's
     one reading (keys written twice included), as a run reads it. Anything else
     (None) takes the general path, which reads the whole file first: at 10,000 cases that
-    reading costs a third of ``validate``'s time (S1 in benchmarks/README.md)."""
+    reading costs a third of ``validate``'s time (docs/speed.md)."""
     try:
         text = read_text(path, strict=True)
     except (OSError, UnicodeDecodeError):

@@ -67,13 +67,23 @@ class Agreement:
 @dataclass(frozen=True, slots=True)
 class Calibration:
     """Every evaluator's agreement with people, and how many runs of cases were
-    reviewed."""
+    reviewed (``calibrate``).
+
+    Attributes:
+        evaluators: One ``Agreement`` per evaluator, judges first: its labels, the share
+            of agreement, Cohen's kappa and the confusion matrix.
+        reviewed: Runs of cases that people reviewed.
+    """
 
     evaluators: tuple[Agreement, ...]
     reviewed: int
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready data (``agentv calibrate --format json``)."""
+        """The agreement as JSON-ready data.
+
+        Returns:
+            What ``agentv calibrate --format json`` prints.
+        """
         return {
             "reviewed": self.reviewed,
             "min_labels": MIN_LABELS,

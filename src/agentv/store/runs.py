@@ -54,33 +54,58 @@ class StoredRun:
     """``running``, ``finished``, ``interrupted``, ``imported``; ``stopped``: registered
     as running by a process that is gone."""
     started_at: str
+    """When the run started (ISO 8601, UTC)."""
     ended_at: str | None
+    """When it ended (None: it has not, or its process is gone)."""
     command: list[str]
+    """The command line that started it."""
     cwd: str | None
+    """The folder it ran in."""
     git_commit: str | None
+    """The git commit checked out when it started (None: no git, or not a repository)."""
     git_dirty: bool | None
+    """Whether tracked files had changes then."""
     eval_files: list[EvalFile]
+    """Its eval files, each with the SHA-256 of its content when the run started."""
     targets: list[str]
+    """The targets it ran on."""
     repeats: int | None
+    """Runs of every case (``--repeat``; None: the files' own)."""
     pass_threshold: float | None
+    """The pass threshold of its cases (None: the configs set different ones)."""
     results_path: str | None
+    """Its results file."""
     missing: bool
     """The results file is not where the run left it (moved or deleted)."""
     changed: bool
     """The results file changed since it was indexed (``agentv runs import`` it again)."""
     total: int | None = None
+    """Runs of cases in the results file; this and the figures below are its summary's
+    (None: not indexed yet)."""
     graded: int | None = None
+    """Runs graded (``ok`` or ``failed``)."""
     ok: int | None = None
+    """Runs graded at or above the pass threshold."""
     failed: int | None = None
+    """Runs graded below the pass threshold."""
     errors: int | None = None
+    """Runs that ended ``error``."""
     invalid: int | None = None
+    """Runs that could not run (``invalid``)."""
     user_errors: int | None = None
+    """Simulated users that could not go on (``user_error``)."""
     skipped: int | None = None
+    """Runs not sent: the budget was reached first."""
     pass_rate: float | None = None
+    """``ok`` runs over the graded ones."""
     mean: float | None = None
+    """The mean score of the graded runs."""
     cost_usd: float | None = None
+    """US dollars its requests cost."""
     wall_seconds: float | None = None
+    """From the first run of a case's start to the last one's end."""
     bad_lines: int = 0
+    """Lines of the results file that are not results (left out)."""
     invocations: list[dict[str, Any]] = field(default_factory=list)
     """Each command that ran into this run (the first, then ``--resume`` and reruns)."""
 
@@ -98,7 +123,11 @@ class StoredRun:
         return {k: v for k, v in counts.items() if v}
 
     def to_dict(self) -> dict[str, Any]:
-        """The run as JSON-ready data (``agentv runs --format json``)."""
+        """The run as JSON-ready data.
+
+        Returns:
+            What ``agentv runs --format json`` prints of it.
+        """
         return {
             "id": self.id,
             "uid": self.uid,

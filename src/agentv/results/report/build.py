@@ -271,7 +271,13 @@ def _csp_hash(script: str) -> str:
 
 @dataclass(frozen=True)
 class Report:
-    """A written report: where, how many records, and lines that were not results."""
+    """A written report (``report``).
+
+    Attributes:
+        path: Where it was written.
+        records: The records it shows.
+        skipped: Per results file, its lines that were not results (left out).
+    """
 
     path: Path
     records: int

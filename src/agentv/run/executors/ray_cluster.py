@@ -45,9 +45,10 @@ from agentv.errors import ClusterLostError, ConfigError
 from agentv.results.outcome import error_record
 from agentv.run.executors.ray_gates import GateKeeper, GateSpec, RemoteGates, hold_for
 from agentv.run.executors.ray_watch import ClusterWatch
-from agentv.run.pipeline import CasePipeline, RunSettings, RunStats, target_workers
+from agentv.run.pipeline import CasePipeline
 from agentv.run.plan import CaseJob
 from agentv.run.scheduling import GateStats, max_rpm, max_tpm
+from agentv.run.sending import RunSettings, RunStats, Sender, target_workers
 from agentv.system.env import environment_scope
 from agentv.system.masking import Masker
 from agentv.targets import RunTarget
@@ -201,7 +202,7 @@ class _Worker:
         self.stats = RunStats()
         self.notes = _Notes()
         keys = {id(provider): key for key, provider in providers.items()}
-        self.pipeline = CasePipeline(
+        sender = Sender(
             spec.settings,
             judge_of=self._judge_of,
             stats=self.stats,
@@ -209,8 +210,9 @@ class _Worker:
             masker=Masker(spec.secrets),
             gates=RemoteGates(spec.keeper, keys, spec.gates),
         )
+        self.pipeline = CasePipeline(sender)
         for target in self.targets.values():
-            self.pipeline.watch(target)
+            sender.watch(target)
 
     def _judge_of(self, target: RunTarget) -> tuple[Provider, int]:
         found = self._judges[id(target)]
@@ -370,7 +372,7 @@ class RayExecutor:
             if provider.is_agent and not (workers or spec.max_rpm or spec.max_tpm):
                 # nothing to share: an agent is never throttled by the run (its API's limits
                 # are its own business), so each process keeps a gate of its own and a case
-                # makes no round trip to the keeper (S7 in benchmarks/README.md)
+                # makes no round trip to the keeper (docs/architecture.md, "Running")
                 return
             gates.setdefault(key(provider), spec)
 
@@ -383,7 +385,7 @@ class RayExecutor:
                 judge = key(found)
             except ConfigError as exc:
                 problem = str(exc)
-            orchestrator.pipeline.gate(t)  # the run's figures per target add up here
+            orchestrator.sender.gate(t)  # the run's figures per target add up here
             gate(t.provider)
             if judge is not None:
                 orchestrator.gates.for_provider(found, limit)
@@ -403,7 +405,7 @@ class RayExecutor:
         for u in lanes[0].plan.user_targets() if lanes else []:
             if id(u) in targets:
                 continue  # also a lane's target
-            orchestrator.pipeline.gate(u)
+            orchestrator.sender.gate(u)
             gate(u.provider)
             targets[id(u)] = TargetSpec(
                 name=u.name,
