@@ -341,6 +341,7 @@ def _check_function(where: str, function: Any) -> list[str]:
     return problems
 
 
+@pytest.mark.slow  # griffe asks git where the package is kept
 def test_every_public_function_and_method_documents_its_arguments_and_result() -> None:
     # docs/python-api.md renders these docstrings (Google style, mkdocs.yml)
     import griffe
