@@ -11,6 +11,7 @@ import pytest
 from agentv.cli.init import GITIGNORE_LINES, update_gitignore
 from support.cli import agentv_cli, invoke_cli
 from support.files import write
+from support.results import rows as results_rows
 
 
 def init(folder: Path) -> str:
@@ -92,3 +93,19 @@ def test_existing_files_are_kept(repo: Path) -> None:
     assert "Kept existing .agentv/targets.yaml (not overwritten)" in out
     assert (repo / "evals/example.yaml").read_text() == "# mine\n"
     assert (repo / ".agentv/targets.yaml").read_text() == "# mine too\n"
+
+
+@pytest.mark.slow
+def test_the_csv_starter_suite_runs_offline_a_case_per_row(repo: Path) -> None:
+    result = invoke_cli("init", str(repo), "--csv")
+    assert result.exit_code == 0, result.output
+    assert "Created evals/questions.yaml" in result.stdout
+    assert "Created evals/data/questions.csv" in result.stdout
+    proc = agentv_cli(repo, "eval", "evals/questions.yaml", "--out", "q.jsonl", timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    records = results_rows(repo / "q.jsonl")
+    records.sort(key=lambda r: r["row"]["number"])  # written as they end
+    rows = (repo / "evals/data/questions.csv").read_text(encoding="utf-8").splitlines()[1:]
+    assert [r["eval_id"] for r in records] == [row.split(",")[0] for row in rows]
+    assert [r["row"]["line"] for r in records] == [2, 3, 4]
+    assert all(r["status"] == "ok" for r in records)

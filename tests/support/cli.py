@@ -7,6 +7,8 @@
   locks held by another run, output written by an exiting interpreter.
 - ``start_agentv(project, *args)``: the same process left running, for a test that stops
   it (Ctrl-C, SIGKILL) or watches it while it works.
+- ``agentv_cli_peak(project, *args)``: ``agentv_cli`` and the peak resident memory of that
+  agentv process, for a test that holds a run to a memory bound.
 
 A process always gets ``CI=1`` (plain output, no live view) on top of the test's
 environment, which ``tests/conftest.py`` has cleaned of every real credential.
@@ -18,6 +20,7 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -132,3 +135,51 @@ def start_agentv(
     options.update(popen)
     env_ = agentv_env(env, unset)
     return subprocess.Popen(agentv_command(*args), cwd=project, env=env_, **options)
+
+
+#: runs agentv in this interpreter and, as it exits, writes its VmHWM (the high-water mark
+#: of this process image's resident memory, in KiB) to the file named first
+_PEAK_RUNNER = """
+import atexit, runpy, sys
+out = sys.argv.pop(1)
+def report():
+    with open("/proc/self/status") as status:
+        peak = next(line.split()[1] for line in status if line.startswith("VmHWM:"))
+    with open(out, "w") as file:
+        file.write(peak)
+atexit.register(report)
+sys.argv[0] = "agentv"
+runpy.run_module("agentv", run_name="__main__", alter_sys=True)
+"""
+
+
+def agentv_cli_peak(
+    project: Path, *args: str, timeout: float = 300
+) -> tuple[subprocess.CompletedProcess[str], int]:
+    """``agentv_cli`` and the peak resident memory (KiB) of that agentv process (Linux).
+
+    The peak is read from ``/proc/self/status`` as agentv exits: the ``ru_maxrss`` of a
+    child (through ``wait4`` or ``RUSAGE_CHILDREN``) starts from the parent's own peak,
+    because the child is forked from the test process before it runs agentv, so it would
+    measure the test worker.
+
+    Args:
+        project: the working directory.
+        *args: the command line after ``agentv``.
+        timeout: a hang guard only (seconds).
+
+    Returns:
+        The ended process (as ``agentv_cli`` returns it) and agentv's peak in KiB.
+    """
+    with tempfile.TemporaryDirectory() as scratch:
+        peak_file = Path(scratch) / "peak"
+        proc = subprocess.run(
+            [sys.executable, "-c", _PEAK_RUNNER, str(peak_file), *args],
+            cwd=project,
+            env=agentv_env(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        assert peak_file.exists(), f"agentv ended without reporting its memory: {proc.stderr}"
+        return proc, int(peak_file.read_text())

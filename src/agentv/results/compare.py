@@ -18,14 +18,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from agentv.errors import Diagnostic
 from agentv.results.reader import read_results
 from agentv.results.record import GRADED
 from agentv.results.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, bootstrap_ci
-from agentv.results.summary import Summary, SummaryCollector, natural_key
+from agentv.results.summary import Summary, SummaryCollector, VarGroup, natural_key
 
 Key = tuple[str, str, str]  # (dataset, eval id, target)
 #: how bad each status is, to take a repeated case's worst
@@ -76,6 +77,8 @@ class Side:
     #: ``per_run_usd``, the mean price of the targets' answers per run that had one (spent
     #: or reused alike: what the answers cost); None when no run reported tokens
     cost: dict[str, float | None] | None = None
+    #: the runs by each variable's values (``vars:``), as its summary groups them
+    vars: tuple[VarGroup, ...] = ()
 
     @property
     def graded(self) -> int:
@@ -103,6 +106,8 @@ class Comparison:
         new_pass_rate: The share of ``ok`` among the graded runs after.
         base: The runs of the file before: how many, by status, their figures.
         new: The runs of the file after.
+        notes: Records of either file read with something put right (a null score read
+            as 0), as warnings with their file and line.
     """
 
     base_path: str
@@ -117,6 +122,18 @@ class Comparison:
     new_pass_rate: float | None = None
     base: Side = field(default_factory=Side)
     new: Side = field(default_factory=Side)
+    notes: tuple[Diagnostic, ...] = ()
+
+    @property
+    def by_variable(self) -> tuple[tuple[str, str, VarGroup | None, VarGroup | None], ...]:
+        """Each variable's values in both runs side by side: ``(variable, value, base,
+        new)``, a value in one run only with None for the other."""
+        base = {(g.variable, g.value): g for g in self.base.vars}
+        new = {(g.variable, g.value): g for g in self.new.vars}
+        keys = list(dict.fromkeys([*base, *new]))
+        return tuple(
+            (name, value, base.get((name, value)), new.get((name, value))) for name, value in keys
+        )
 
     @property
     def regressed(self) -> tuple[CaseDelta, ...]:
@@ -143,6 +160,7 @@ class ResultsSide:
 
     cases: dict[Key, CaseResult]
     side: Side
+    notes: list[Diagnostic] = field(default_factory=list)  # records read with a repair
 
 
 def read_side(path: Path) -> ResultsSide:
@@ -151,10 +169,12 @@ def read_side(path: Path) -> ResultsSide:
     ``InputError`` naming the file and line for a line that is not a result."""
     runs: dict[Key, list[tuple[float, str]]] = {}
     collector = SummaryCollector()
-    for _, result in read_results(path, strict=True).latest():
+    reader = read_results(path, strict=True)
+    for _, result in reader.latest():
         score = result.score if math.isfinite(result.score) else 0.0
         runs.setdefault(result.case_key, []).append((score, result.status))
         collector.add(result)
+    reader.check_named(len(collector))  # mappings of another kind: refused
     cases = {}
     for key, items in runs.items():
         scored = [s for s, st in items if st in GRADED]
@@ -164,7 +184,7 @@ def read_side(path: Path) -> ResultsSide:
             runs=len(items),
             graded=len(scored),
         )
-    return ResultsSide(cases, side_of(collector.summary()))
+    return ResultsSide(cases, side_of(collector.summary()), reader.notes)
 
 
 def side_of(summary: Summary) -> Side:
@@ -176,6 +196,7 @@ def side_of(summary: Summary) -> Side:
         statuses=dict(sorted(summary.statuses, key=lambda kv: _RANK.get(kv[0], _UNKNOWN))),
         mean=summary.mean,
         pass_rate=summary.pass_rate,
+        vars=summary.vars,
         cost=(
             None
             if cost is None
@@ -265,7 +286,7 @@ def _case_rate(cases: Mapping[Key, CaseResult]) -> float | None:
 def compare_files(base: Path, new: Path, *, min_delta: float = DEFAULT_MIN_DELTA) -> Comparison:
     """Compare two results files."""
     before, after = read_side(base), read_side(new)
-    return compare_results(
+    compared = compare_results(
         before.cases,
         after.cases,
         min_delta=min_delta,
@@ -274,6 +295,7 @@ def compare_files(base: Path, new: Path, *, min_delta: float = DEFAULT_MIN_DELTA
         base_side=before.side,
         new_side=after.side,
     )
+    return replace(compared, notes=(*before.notes, *after.notes))
 
 
 def comparison_dict(c: Comparison) -> dict[str, Any]:
@@ -319,4 +341,25 @@ def comparison_dict(c: Comparison) -> dict[str, Any]:
     }
     if c.base.cost is not None or c.new.cost is not None:  # only when a run reported tokens
         data["cost"] = {"base": c.base.cost, "new": c.new.cost}
+    if c.base.vars or c.new.vars:  # only when runs were made from `vars:`
+        data["vars"] = [
+            {
+                "variable": name,
+                "value": value,
+                "base": _group(b),
+                "new": _group(n),
+                "mean_change": (
+                    n.mean - b.mean
+                    if b is not None and n is not None and b.mean is not None and n.mean is not None
+                    else None
+                ),
+            }
+            for name, value, b, n in c.by_variable
+        ]
     return data
+
+
+def _group(g: VarGroup | None) -> dict[str, Any] | None:
+    if g is None:
+        return None
+    return {"runs": g.runs, "graded": g.graded, "mean": g.mean, "pass_rate": g.pass_rate}

@@ -149,6 +149,12 @@ class EvalResult(BaseModel):
     """The eval file the case is written in."""
     line: int | None = None
     """Where the case is written (1-based)."""
+    row: dict[str, Any] | None = None
+    """The data row the case was made from (docs/eval-files.md, "Cases from data"): its
+    ``source`` (the data file, or ``hf:owner/name``), its ``number`` among the data rows
+    (from 1) and, for text formats, the ``line`` it starts on."""
+    vars: dict[str, Any] | None = None
+    """The case's combination of variables (``vars:``), by name."""
     large_content: dict[str, str] | None = None
     """Attachments larger than 64 KiB, once each, by SHA-256: the request fields hold
     ``<<agentv:large_content SHA256>>`` in their place (so a record stays near the size of
@@ -156,6 +162,10 @@ class EvalResult(BaseModel):
     masked_secrets: bool | None = None
     """True when a known secret value was masked (``***``) in this record or in the answer
     its evaluators saw (``agentv.system.masking``); absent otherwise."""
+    shortened: dict[str, Any] | None = None
+    """Set when the record as made was larger than a results file's record may be
+    (``MAX_RECORD_BYTES``): its longest texts were cut to fit, each saying how much it
+    lost. ``bytes``: the size it would have had; ``texts``: where the cut texts are."""
     error: str | None = None
     """Why the case's status is ``error`` or ``invalid``."""
     skip_reason: str | None = None
@@ -168,6 +178,8 @@ class EvalResult(BaseModel):
         if isinstance(data, dict) and not data.get("status"):
             status = ERROR if data.get("error") else OK
             data = {**data, "status": status, "passed": data.get("passed", status == OK)}
+        if isinstance(data, dict) and data.get("large_content"):
+            data = answers_put_back(data)
         return data
 
     @model_serializer(mode="wrap")
@@ -203,8 +215,10 @@ class EvalResult(BaseModel):
             record: A result record as the run makes it.
 
         Returns:
-            The record as an ``EvalResult``.
+            The record as an ``EvalResult`` (its answers put back from ``large_content``).
         """
+        if record.get("large_content"):
+            record = answers_put_back(record)
         return cls.model_construct(**record)
 
 
@@ -243,3 +257,24 @@ def put_back_large_content(value: Any, store: dict[str, str]) -> Any:
     if isinstance(value, list):
         return [put_back_large_content(v, store) for v in value]
     return value
+
+
+def answers_put_back(record: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``record`` whose answers (``candidate_answer``, each turn's ``answer``)
+    hold their text, not a reference to ``large_content``: what a record's reader sees."""
+    store = record.get("large_content")
+    if not isinstance(store, dict) or not all(isinstance(v, str) for v in store.values()):
+        return record  # not agentv's: the reader says what is wrong with it
+    out = dict(record)
+    answer = out.get("candidate_answer")
+    if isinstance(answer, str):
+        out["candidate_answer"] = put_back_large_content(answer, store)
+    turns = out.get("turns")
+    if isinstance(turns, list):
+        out["turns"] = [
+            {**t, "answer": put_back_large_content(t["answer"], store)}
+            if isinstance(t, dict) and isinstance(t.get("answer"), str)
+            else t
+            for t in turns
+        ]
+    return out

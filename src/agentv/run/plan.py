@@ -15,8 +15,14 @@ from pathlib import Path
 
 from agentv.cases import EvalCase, InvalidCase
 from agentv.errors import ConfigError, Diagnostic, InputError
-from agentv.evalfile.files import FileStore
-from agentv.evalfile.loader import LoadContext, LoadedEvalFile, iter_cases, load_eval_file
+from agentv.evalfile.files import FileStore, display_path
+from agentv.evalfile.loader import (
+    LoadContext,
+    LoadedEvalFile,
+    iter_cases,
+    iter_entries,
+    load_eval_file,
+)
 from agentv.evaluators.grading import needs_judge
 from agentv.prompts.builder import PromptSettings, build_prompt
 from agentv.results.record import DEFAULT_PASS_THRESHOLD, CaseKey, RunKey
@@ -294,7 +300,10 @@ class Plan:
                 self._memo.broken_judges.get(id(lane.target)) if lane.target is not None else None
             )
             filtered = self.resume is not None or self.rerun is not None
-            for case in iter_cases(loaded, eval_id=self.eval_id, context=self.context):
+            for case in iter_entries(loaded):
+                if isinstance(case, InvalidCase):  # a data row that cannot be used
+                    yield from self._invalid_jobs(loaded, case, lane.name)  # type: ignore[arg-type]
+                    continue
                 found = in_lane.get(case.target)
                 if found is None:
                     found = in_lane[case.target] = lane.name in self._names(loaded, case.target)
@@ -327,12 +336,25 @@ class Plan:
         """The cases of ``loaded`` that could not be loaded: a result for each run they were
         written for, on each target they would have run on."""
         for invalid in loaded.invalid:
-            case = invalid.id or f"#{invalid.line or 0}"
             for name in self._names(loaded, invalid.target):
-                for r in self._runs((invalid.dataset, case, name), loaded, invalid.repeat):
-                    key = (invalid.dataset, case, name, r)
-                    if (self.resume is None and self.rerun is None) or self._wanted(key):
-                        yield InvalidJob(invalid, name, r)
+                yield from self._invalid_jobs(loaded, invalid, name)
+
+    def _invalid_jobs(
+        self, loaded: LoadedEvalFile, invalid: InvalidCase, name: str
+    ) -> Iterator[InvalidJob]:
+        """A case that cannot run, on target ``name``: a result for each of its runs."""
+        if name not in self._names(loaded, invalid.target):
+            return
+        if invalid.id is not None:
+            case = invalid.id
+        elif invalid.row is not None:
+            case = f"#row{invalid.row.number}"
+        else:
+            case = f"#{invalid.line or 0}"
+        for r in self._runs((invalid.dataset, case, name), loaded, invalid.repeat):
+            key = (invalid.dataset, case, name, r)
+            if (self.resume is None and self.rerun is None) or self._wanted(key):
+                yield InvalidJob(invalid, name, r)
 
     def _runs(
         self, key: CaseKey, loaded: LoadedEvalFile, case_repeat: int | None
@@ -396,6 +418,43 @@ def _invalid(loaded: LoadedEvalFile, case: EvalCase, reason: str) -> InvalidCase
     return InvalidCase(loaded.path, case.dataset, -1, case.id, case.line, (diag,))
 
 
+def same_cases(files: list[LoadedEvalFile]) -> list[Diagnostic]:
+    """An error at every case whose (dataset, id) an earlier file of the run has too.
+
+    Results, ``--resume``, ``compare``, ``--eval-id`` and ``regrade`` name a case by its
+    dataset and id: two cases with the same would be taken for runs of one case (their
+    records mixed, one's failure hidden by the other's pass), as two cases with one id in
+    a file would. Files of distinct datasets (each file's own, by default) are not read.
+    """
+    by_dataset: dict[str, list[LoadedEvalFile]] = {}
+    for loaded in files:
+        by_dataset.setdefault(loaded.dataset, []).append(loaded)
+    out: list[Diagnostic] = []
+    for dataset, group in by_dataset.items():
+        if len(group) < 2:
+            continue
+        first: dict[str, tuple[Path, int | None]] = {}
+        for loaded in group:
+            ids = [(case.id, case.line) for case in iter_cases(loaded)]
+            ids += [(bad.id, bad.line) for bad in loaded.invalid if bad.id is not None]
+            for case_id, line in ids:
+                where = first.setdefault(case_id, (loaded.path, line))
+                if where[0] == loaded.path:
+                    continue  # its own file says so itself (an id used twice)
+                at = f" (line {where[1]})" if where[1] is not None else ""
+                out.append(
+                    Diagnostic(
+                        loaded.path,
+                        f"case {case_id!r} of dataset {dataset!r} is also in "
+                        f"{display_path(where[0])}{at}: results and --resume name a case "
+                        "by its dataset and id, so their runs would be taken for one case's",
+                        line=line,
+                        hint="give one of the files its own `dataset:`, or rename one of the cases",
+                    )
+                )
+    return out
+
+
 def plan_run(
     eval_files: list[Path],
     pool: TargetPool,
@@ -450,6 +509,9 @@ def plan_run(
             continue
         files.append(loaded)
         diagnostics.extend(loaded.diagnostics)
+    twice = same_cases(files)
+    if twice:  # before any target is built: nothing runs
+        raise InputError("the same case is in two eval files", twice)
     plan = Plan(
         files=tuple(files),
         diagnostics=(),
