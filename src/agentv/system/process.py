@@ -215,12 +215,36 @@ class _Capture:
         return masked_tail(whole, start, secrets)
 
 
-async def _read(stream: asyncio.StreamReader | None, capture: _Capture) -> None:
-    if stream is None:
-        return
-    while chunk := await stream.read(65536):
-        capture.feed(chunk)
-    capture.finish()
+class _PipeReader(asyncio.Protocol):
+    """Feeds one output pipe into its ``_Capture``. The pipe's transport is ours (not the
+    subprocess transport's), so a pipe that a leftover grandchild still holds open can be
+    closed without waiting for it."""
+
+    def __init__(self, capture: _Capture) -> None:
+        self.capture = capture
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def data_received(self, data: bytes) -> None:
+        self.capture.feed(data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.done.done():
+            self.capture.finish()
+            self.done.set_result(None)
+
+
+async def _open_reader(
+    read_fd: int, capture: _Capture
+) -> tuple[asyncio.BaseTransport, _PipeReader]:
+    """Reads the pipe end ``read_fd`` (taken over: closed with the transport)."""
+    pipe = os.fdopen(read_fd, "rb", buffering=0)
+    try:
+        return await asyncio.get_running_loop().connect_read_pipe(
+            lambda: _PipeReader(capture), pipe
+        )
+    except BaseException:
+        pipe.close()
+        raise
 
 
 async def _write(pipe: asyncio.StreamWriter | None, data: bytes | None) -> None:
@@ -307,6 +331,12 @@ class _Watchdog:
             self._fd = None
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+    def prepare(self) -> None:
+        """Start the watchdog now, so that ``watch`` right after a spawn is one write: the
+        child is unwatched for as short a time as can be."""
+        with self._lock:
+            self._start()
 
     def watch(self, pgid: int) -> None:
         """Kill group ``pgid`` when agentv dies (until ``release``)."""
@@ -619,14 +649,6 @@ async def _terminate(proc: asyncio.subprocess.Process, tag: str = "") -> None:
     await _exited(proc)
 
 
-def _close_transport(proc: asyncio.subprocess.Process) -> None:
-    # Pipes still held by a process outside the group: stop listening to them, so the
-    # event loop does not keep (and later warn about) the half-open transport.
-    transport = getattr(proc, "_transport", None)
-    if transport is not None:
-        transport.close()
-
-
 async def run_process(
     command: Sequence[str] | str,
     *,
@@ -672,8 +694,11 @@ async def run_process(
         if keep_children:
             out_sink: Any = files.enter_context(tempfile.TemporaryFile())
             err_sink: Any = files.enter_context(tempfile.TemporaryFile())
-        else:
-            out_sink = err_sink = asyncio.subprocess.PIPE
+        # stdout and stderr through pipes of our own: their read transports are ours to
+        # close when a leftover still holds a write end (docs/architecture.md)
+        pipes = [] if keep_children else [os.pipe(), os.pipe()]
+        if pipes:
+            out_sink, err_sink = pipes[0][1], pipes[1][1]
         options: dict[str, Any] = {
             "cwd": str(cwd) if cwd is not None else None,
             "env": env,
@@ -691,15 +716,23 @@ async def run_process(
                 reaped = None  # a reaper that is not a subreaper would adopt nothing
         else:  # pragma: no cover - exercised on Windows only
             options["creationflags"] = 0x00000200  # CREATE_NEW_PROCESS_GROUP
-        started = time.monotonic()
-        if reaped is not None:
-            proc = await asyncio.create_subprocess_exec(*reaped, **options)
-        elif isinstance(command, str):
-            proc = await asyncio.create_subprocess_shell(command, **options)
-        else:
-            proc = await asyncio.create_subprocess_exec(*command, **options)
         # A launcher's detached children (keep_children) are meant to outlive the call.
         watched = _POSIX and not keep_children
+        if watched:
+            _watchdog.prepare()
+        started = time.monotonic()
+        unread = [read_fd for read_fd, _ in pipes]  # read ends not yet handed to a reader
+        files.callback(lambda: [os.close(fd) for fd in unread])
+        try:
+            if reaped is not None:
+                proc = await asyncio.create_subprocess_exec(*reaped, **options)
+            elif isinstance(command, str):
+                proc = await asyncio.create_subprocess_shell(command, **options)
+            else:
+                proc = await asyncio.create_subprocess_exec(*command, **options)
+        finally:
+            for _, write_fd in pipes:  # the child has them; we must not (or no EOF ever)
+                os.close(write_fd)
         if watched:
             _watchdog.watch(proc.pid)
 
@@ -708,13 +741,14 @@ async def run_process(
         else:
             out = _Capture("stdout", max_output, on_line)
         err = _Capture("stderr", max_output, on_line)
-        io_tasks = [
-            asyncio.ensure_future(_read(proc.stdout, out)),
-            asyncio.ensure_future(_read(proc.stderr, err)),
-            asyncio.ensure_future(_write(proc.stdin, data)),
-        ]
+        transports: list[asyncio.BaseTransport] = []
+        io_tasks: list[asyncio.Future[None]] = [asyncio.ensure_future(_write(proc.stdin, data))]
         timed_out = False
         try:
+            for capture in (out, err)[: len(pipes)]:
+                transport, reader = await _open_reader(unread.pop(0), capture)
+                transports.append(transport)
+                io_tasks.append(reader.done)
             try:
                 await asyncio.wait_for(_exited(proc), timeout)
             except TimeoutError:
@@ -728,10 +762,11 @@ async def run_process(
                 _signal_group(proc, signal.SIGKILL)
                 _, pending = await asyncio.wait(pending, timeout=DRAIN_TIMEOUT_S)
             if pending:
-                for task in pending:
-                    task.cancel()
+                # pipes still held by a process outside the group: stop listening to them
+                for transport in transports:
+                    transport.close()  # its reader finishes its capture
+                io_tasks[0].cancel()  # the writer, if the child never read its input
                 await asyncio.gather(*pending, return_exceptions=True)
-                _close_transport(proc)
             else:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(proc.wait(), DRAIN_TIMEOUT_S)
@@ -745,6 +780,8 @@ async def run_process(
                 await asyncio.wait_for(proc.wait(), TERMINATE_GRACE_S)
             raise
         finally:
+            for transport in transports:
+                transport.close()
             if watched:
                 _watchdog.release(proc.pid)
         if keep_children:
