@@ -80,7 +80,7 @@ def test_a_process_that_hid_dies_when_agentv_is_killed(tmp_path: Path) -> None:
             time.sleep(0.05)
         assert pid is not None, "the hidden process was not started"
         driver.send_signal(signal.SIGKILL)
-        driver.wait(10)
+        driver.wait(30)
         assert wait_gone(pid), "the hidden process outlived agentv"
     finally:
         if driver.poll() is None:
