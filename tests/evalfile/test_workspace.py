@@ -10,8 +10,8 @@ import pytest
 from agentv.cases import Hook, Isolation, Repo, Workspace
 from agentv.errors import InputError
 from agentv.evalfile.loader import load_eval_file
+from support.files import write
 from support.gitrepo import commit, git
-from support.helpers import write
 
 CASE = """  - id: {id}
     outcome: ok
@@ -37,6 +37,7 @@ def app(repo: Path) -> tuple[Path, str]:
     return folder, sha
 
 
+@pytest.mark.slow  # git makes the repository and answers for its commits
 def test_the_file_block_is_every_case_default_and_a_case_block_merges_over_it(
     repo: Path, app: tuple[Path, str]
 ) -> None:
@@ -126,6 +127,7 @@ def test_a_workspace_without_a_sandbox_is_warned_of_once(repo: Path) -> None:
     ]
 
 
+@pytest.mark.slow  # git makes the repository and answers for its commits
 def test_problems_are_said_at_their_keys(repo: Path, app: tuple[Path, str]) -> None:
     path = write(
         repo,
@@ -280,6 +282,7 @@ def test_unknown_keys_are_schema_errors(repo: Path) -> None:
     assert hint is not None and hint.startswith("did you mean 'mode'?")
 
 
+@pytest.mark.slow  # git makes the repository and answers for its commits
 def test_cases_from_data_rows_pin_their_own_commits(repo: Path, app: tuple[Path, str]) -> None:
     folder, sha = app
     later = commit(folder, {"calc.py": "def add(a, b):\n    return a + b\n"}, "two")

@@ -20,7 +20,7 @@ from agentv.evaluators.registry import AnyEvaluatorSpec
 from agentv.evaluators.workspace import matches
 from agentv.run.workspaces import Lease, WorkspaceManager
 from support.evaluator_kit import make_case, make_ctx
-from support.helpers import write
+from support.files import write
 
 SPEC: TypeAdapter[Any] = TypeAdapter(AnyEvaluatorSpec)
 PY = shlex.quote(sys.executable)
@@ -60,6 +60,7 @@ def verdict(score: EvaluatorScore) -> tuple[float, list[str], list[str], str | N
     return score.score, score.hits, score.misses, score.error
 
 
+@pytest.mark.slow  # git takes the workspace's snapshots; commands run
 async def test_file_exists_by_path_and_pattern(tmp_path: Path, lease: Lease) -> None:
     score = await grade(
         tmp_path, lease, type="file_exists", path=["notes.md", "src/*.py", "old.txt", "**/*.rs"]
@@ -72,6 +73,7 @@ async def test_file_exists_by_path_and_pattern(tmp_path: Path, lease: Lease) -> 
     )
 
 
+@pytest.mark.slow  # git takes the workspace's snapshots; commands run
 async def test_file_contains_text_and_pattern(tmp_path: Path, lease: Lease) -> None:
     assert verdict(
         await grade(tmp_path, lease, type="file_contains", path="src/app.py", value="a + b")
@@ -86,6 +88,7 @@ async def test_file_contains_text_and_pattern(tmp_path: Path, lease: Lease) -> N
     ) == (0.0, [], ["old.txt does not exist in the workspace"], None)
 
 
+@pytest.mark.slow  # git takes the workspace's snapshots; commands run
 async def test_command_grades_by_exit_code(tmp_path: Path, lease: Lease) -> None:
     check = f"cd src && {PY} -c 'from app import add; assert add(2, 3) == 5' && echo ok"
     score = await grade(tmp_path, lease, type="command", command=check)
@@ -99,6 +102,7 @@ async def test_command_grades_by_exit_code(tmp_path: Path, lease: Lease) -> None
     assert failing.raw_request is not None and failing.raw_request["output"] == "boom"
 
 
+@pytest.mark.slow  # git takes the workspace's snapshots; commands run
 async def test_command_reads_a_score_from_its_output(tmp_path: Path, lease: Lease) -> None:
     report = "echo '=== 3 passed, 1 failed in 0.1s ==='; exit 1"
     score = await grade(
@@ -128,6 +132,7 @@ async def test_command_reads_a_score_from_its_output(tmp_path: Path, lease: Leas
     )
 
 
+@pytest.mark.slow  # git takes the workspace's snapshots; commands run
 async def test_a_command_that_cannot_run_or_takes_too_long(tmp_path: Path, lease: Lease) -> None:
     missing = await grade(tmp_path, lease, type="command", command="no-such-program-xyz")
     assert missing.error is not None
@@ -141,6 +146,7 @@ async def test_a_command_that_cannot_run_or_takes_too_long(tmp_path: Path, lease
     )
 
 
+@pytest.mark.slow  # git takes the workspace's snapshots; commands run
 async def test_diff_rules_on_what_changed(tmp_path: Path, lease: Lease) -> None:
     assert lease.changes is not None
     assert lease.changes.paths == ["notes.md", "old.txt", "src/app.py"]

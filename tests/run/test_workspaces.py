@@ -17,9 +17,12 @@ from typing import Any
 import pytest
 
 from agentv.system.filelock import FileLock
-from support.cli_run import agentv_cli, rows
+from support.cli import agentv_cli
+from support.files import write
 from support.gitrepo import commit, git
-from support.helpers import write
+from support.results import rows
+
+pytestmark = pytest.mark.slow  # agentv, git and the agents run as processes
 
 PY = shlex.quote(sys.executable)
 

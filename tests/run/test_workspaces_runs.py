@@ -17,11 +17,14 @@ from typing import Any
 import pytest
 
 from agentv.system.filelock import FileLock
-from support.agent_helpers import HERE, install_script
-from support.cli_run import agentv_cli, rows
+from support.agents import FAKE_CLAUDE, install_script
+from support.cli import agentv_cli
+from support.files import write
 from support.gitrepo import commit, git
-from support.helpers import write
 from support.paths import ROOT
+from support.results import rows
+
+pytestmark = pytest.mark.slow  # agentv, git and the agents run as processes
 
 PY = shlex.quote(sys.executable)
 CALC = "def add(a, b):\n    return a - b\n"
@@ -76,7 +79,7 @@ targets:
 """,
     )
     (tmp_path / "bin").mkdir()
-    install_script(tmp_path / "bin", "claude", HERE / "fake_claude.py")
+    install_script(tmp_path / "bin", "claude", FAKE_CLAUDE)
     commit(tmp_path / "calc", {"calc.py": CALC, "test_calc.py": TEST}, "one")
     git(tmp_path / "calc", "tag", "v1")
     return tmp_path

@@ -7,10 +7,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from agentv.system.filelock import FileLock
 
 HOLD = """
 import sys, time
+import pytest
+
 from agentv.system.filelock import FileLock
 lock = FileLock(__import__("pathlib").Path(sys.argv[1]))
 assert lock.try_acquire()
@@ -44,6 +48,7 @@ async def test_acquire_waits_for_the_holder(tmp_path: Path) -> None:
     waiter.release()
 
 
+@pytest.mark.slow  # a process holds the lock
 def test_a_killed_holder_leaves_nothing_locked(tmp_path: Path) -> None:
     path = tmp_path / "slot.lock"
     proc = subprocess.Popen(

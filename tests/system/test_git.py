@@ -13,6 +13,8 @@ from agentv.errors import WorkspaceError
 from agentv.system.git import Area, RepoCache, Snapshot, checkout, reset
 from support.gitrepo import commit, git
 
+pytestmark = pytest.mark.slow  # git makes and reads every repository
+
 
 @pytest.fixture
 def origin(tmp_path: Path) -> Path:

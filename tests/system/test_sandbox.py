@@ -56,6 +56,7 @@ async def _run(sandbox: Sandbox, command: str) -> tuple[int | None, str]:
     return result.exit_code, result.stdout + result.stderr
 
 
+@pytest.mark.slow  # bubblewrap runs
 async def test_bwrap_lets_the_workspace_be_written_and_nothing_else(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
@@ -85,6 +86,7 @@ async def test_bwrap_lets_the_workspace_be_written_and_nothing_else(tmp_path: Pa
     assert "Read-only file system" in output
 
 
+@pytest.mark.slow  # bubblewrap runs
 async def test_bwrap_without_network_refuses_connections(
     tmp_path: Path, listener: tuple[int, list[str]]
 ) -> None:

@@ -20,9 +20,9 @@ from agentv.providers.agents.claude_code import (
 from agentv.providers.base import Usage
 from agentv.providers.registry import canonical_kind, provider_class
 from agentv.trajectory import ToolStep
-from support.agent_helpers import HERE, install_script
-from support.helpers import ask
+from support.agents import FAKE_CLAUDE, install_script
 from support.paths import ROOT
+from support.providers import ask
 
 RECORDED = ROOT / "tests" / "data" / "claude_code"
 
@@ -31,7 +31,7 @@ RECORDED = ROOT / "tests" / "data" / "claude_code"
 def record(bin_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The fake ``claude`` on PATH, replaying the recorded fix of calc.py; returns the file
     where it records each call."""
-    install_script(bin_dir, "claude", HERE / "fake_claude.py")
+    install_script(bin_dir, "claude", FAKE_CLAUDE)
     path = tmp_path / "claude-calls.jsonl"
     monkeypatch.setenv("FAKE_CLAUDE_RECORD", str(path))
     monkeypatch.setenv("FAKE_CLAUDE_EVENTS", str(RECORDED / "fix_calc.jsonl"))
@@ -62,6 +62,7 @@ def test_the_kind_and_its_alias_name_the_provider() -> None:
     assert provider_class("claude-code") is ClaudeCodeProvider
 
 
+@pytest.mark.slow  # the fake claude runs
 async def test_the_replayed_stream_is_the_answer_trajectory_tokens_and_cost(
     record: Path, project: Path
 ) -> None:
@@ -147,6 +148,7 @@ def replace_duration(step: ToolStep) -> ToolStep:
     return replace(step, duration_ms=None)
 
 
+@pytest.mark.slow  # the fake claude runs
 async def test_a_request_in_a_workspace_runs_there_and_files_are_linked(
     record: Path, project: Path, tmp_path: Path
 ) -> None:
@@ -164,6 +166,7 @@ async def test_a_request_in_a_workspace_runs_there_and_files_are_linked(
     )
 
 
+@pytest.mark.slow  # the fake claude runs
 async def test_without_a_folder_each_call_gets_a_scratch_one_removed_after(record: Path) -> None:
     provider = claude()
     with pytest.raises(ProviderError):  # the recording edits calc.py, which is not there
@@ -173,6 +176,7 @@ async def test_without_a_folder_each_call_gets_a_scratch_one_removed_after(recor
     assert not Path(call["cwd"]).exists()
 
 
+@pytest.mark.slow  # the fake claude runs
 async def test_inherit_env_keeps_the_key_claude_needs(
     record: Path, project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -186,6 +190,7 @@ async def test_inherit_env_keeps_the_key_claude_needs(
     )
 
 
+@pytest.mark.slow  # the fake claude runs
 async def test_the_turn_limit_is_an_error_that_says_how_to_raise_it(
     record: Path, project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -199,6 +204,7 @@ async def test_the_turn_limit_is_an_error_that_says_how_to_raise_it(
     )
 
 
+@pytest.mark.slow  # the fake claude runs
 async def test_not_logged_in_says_how_to_log_in(
     record: Path, project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -212,6 +218,7 @@ async def test_not_logged_in_says_how_to_log_in(
     )
 
 
+@pytest.mark.slow  # the fake claude runs
 async def test_an_option_the_installed_cli_does_not_know_is_named(
     record: Path, project: Path
 ) -> None:
@@ -224,6 +231,7 @@ async def test_an_option_the_installed_cli_does_not_know_is_named(
     )
 
 
+@pytest.mark.slow  # the fake claude runs
 async def test_a_stream_without_a_result_event_is_an_error(
     record: Path, project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -30,8 +30,10 @@ from agentv.providers.agents.claude_code import (
 )
 from agentv.system.sandbox import Sandbox
 from agentv.trajectory import ToolStep
-from support.helpers import ask
 from support.paths import ROOT
+from support.providers import ask
+
+pytestmark = pytest.mark.slow  # npm, and the real CLI
 
 #: The Claude Code release this test runs; bump it on purpose, with the test passing.
 CLAUDE_VERSION = "2.1.332"
