@@ -29,7 +29,15 @@ from agentv.results.summary import Summary, SummaryCollector, VarGroup, natural_
 
 Key = tuple[str, str, str]  # (dataset, eval id, target)
 #: how bad each status is, to take a repeated case's worst
-_RANK = {"ok": 0, "failed": 1, "user_error": 2, "error": 3, "invalid": 4, "skipped": 5}
+_RANK = {
+    "ok": 0,
+    "uncertain": 1,
+    "failed": 2,
+    "user_error": 3,
+    "error": 4,
+    "invalid": 5,
+    "skipped": 6,
+}
 _UNKNOWN = _RANK["error"]  # a status this version does not know ranks as an error
 DEFAULT_MIN_DELTA = 0.05
 
@@ -81,8 +89,8 @@ class Side:
 
     @property
     def graded(self) -> int:
-        """Runs that were graded (``ok`` or ``failed``)."""
-        return self.statuses.get("ok", 0) + self.statuses.get("failed", 0)
+        """Runs that were graded (``ok``, ``failed`` or ``uncertain``)."""
+        return sum(self.statuses.get(status, 0) for status in GRADED)
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,8 +38,9 @@ from agentv.system.readfile import special
 if TYPE_CHECKING:
     from agentv.cases import EvalCase, Turn
 
-#: what --rerun-failed and --rerun-errors pick
-RERUN_FAILED = frozenset({"failed", "error", "invalid", "user_error"})
+#: what --rerun-failed and --rerun-errors pick (an uncertain run did not pass: run again,
+#: its judge gets another say)
+RERUN_FAILED = frozenset({"failed", "uncertain", "error", "invalid", "user_error"})
 RERUN_ERRORS = frozenset({"error", "invalid", "user_error"})
 #: what --resume --retry-errors runs again
 RETRIED = RERUN_ERRORS

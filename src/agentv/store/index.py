@@ -78,13 +78,15 @@ def verdicts(result: EvalResult, pass_threshold: float | None) -> list[tuple[Any
     default = pass_threshold if pass_threshold is not None else DEFAULT_PASS_THRESHOLD
     entries = result.evaluator_results
     if entries is None:
-        if not result.evaluator_raw_request:
-            return []
+        if not result.evaluator_raw_request or result.evaluator_raw_request.get("uncertain"):
+            return []  # a judge whose samples disagreed gave no pass or fail
         return [("llm_judge", "llm_judge", _score(result.score), default, result.status == "ok")]
     found = []
     for entry in entries:
         if not isinstance(entry, dict) or entry.get("error") is not None:
             continue
+        if entry.get("uncertain") is True:
+            continue  # its samples disagreed: no pass or fail to set beside a person's
         score = _score(entry.get("score"))
         if score is None:
             continue

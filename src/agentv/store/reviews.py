@@ -324,6 +324,7 @@ def _case_of(db: sqlite3.Connection, run_id: int, line: ReviewLine) -> str | Non
 
 #: why a record is in the queue, in the queue's order
 REASONS = {
+    "uncertain": "a judge's samples disagreed about pass or fail",
     "disagree": "a judge and a deterministic check disagree",
     "near": "a judge's score is near its pass threshold",
     "flaky": "the case flips across repeats or runs",
@@ -355,7 +356,8 @@ def _in(names: frozenset[str]) -> str:
 def review_queue(
     db: sqlite3.Connection, *, run_id: int | None = None, limit: int = 200
 ) -> list[QueueItem]:
-    """Unreviewed records in the order they are worth a look: a judge and a deterministic
+    """Unreviewed records in the order they are worth a look: the verdict hangs on a judge
+    whose samples disagreed (``uncertain``: a person can decide); a judge and a deterministic
     check of the answer disagree; a judge's score is within ``NEAR`` of its threshold; the
     case is flaky; the record failed. Newest runs first within each reason; each record
     once, under its first reason."""
@@ -378,6 +380,7 @@ def review_queue(
     )
     flaky = [orjson.dumps(f.case_key).decode() for f in flaky_cases(db, run_id=run_id)]
     conditions = {
+        "uncertain": ("r.status = 'uncertain'", []),
         "disagree": (
             f"EXISTS (SELECT 1 {verdict.format(a='j')} AND j.type IN {_in(JUDGES)} AND EXISTS "
             f"(SELECT 1 {verdict.format(a='d')} AND d.type IN {_in(CHECKS)} "
@@ -390,7 +393,8 @@ def review_queue(
             [],
         ),
         "flaky": (
-            "r.status IN ('ok', 'failed') AND r.case_key IN (SELECT value FROM json_each(?))",
+            "r.status IN ('ok', 'failed', 'uncertain') AND r.case_key IN "
+            "(SELECT value FROM json_each(?))",
             [json.dumps(flaky)],
         ),
         "failed": ("r.status = 'failed'", []),
