@@ -210,7 +210,8 @@ class RunOptions(TypedDict, total=False):
     """A results file whose runs with one of ``rerun_statuses`` (their latest record) run
     again, alone, appended to that file unless ``out`` names another."""
     rerun_statuses: Iterable[str]
-    """What ``rerun`` picks (default ``RERUN_FAILED``: failed, error, invalid)."""
+    """What ``rerun`` picks (default ``RERUN_FAILED``: failed, uncertain, error, invalid,
+    user_error)."""
     replay_user: PathLike | None
     """A results file whose simulated users' turns are sent again verbatim instead of
     asking the simulators (docs/eval-files.md, "Simulated users")."""
@@ -230,6 +231,14 @@ class RunOptions(TypedDict, total=False):
     """US dollars the run may spend: once its requests have cost that much, nothing more
     is sent; requests in flight finish, and the runs not sent are recorded ``skipped``
     (``EvalRun.budget_reached``). Local runs only (not with ``executor="ray"``)."""
+    judge_samples: int | Mapping[str, Any] | None
+    """How many times every judge that sets no ``samples`` of its own is asked about one
+    answer: a number, or ``{"min": 1, "max": 5, "margin": 0.1}`` (docs/trusting-verdicts.md).
+    Default: once."""
+    on_uncertain: Literal["uncertain", "fail", "pass"] | None
+    """What a judge's samples disagreeing about pass or fail makes of a run, for judges
+    that set no ``on_uncertain`` of their own: status ``uncertain`` (the default),
+    ``failed`` or ``ok``."""
 
 
 _OPTION_NAMES: tuple[str, ...] = tuple(RunOptions.__annotations__)
@@ -755,6 +764,8 @@ def _planned(
         budget_usd=options.get("budget_usd"),
         pass_threshold=plan.pass_threshold,
         replay_user=replays,
+        judge_samples=judge_samples_option(options.get("judge_samples")),
+        on_uncertain=on_uncertain_option(options.get("on_uncertain")),
     )
     thresholds = plan.thresholds
     return PreparedRun(
@@ -778,6 +789,36 @@ def _planned(
         _env=env,
         _held=held,
     )
+
+
+def judge_samples_option(value: Any) -> Any:
+    """The ``judge_samples`` option as a ``SampleRule`` (None: once); ``ConfigError``
+    saying what is wrong with it."""
+    if value is None:
+        return None
+    from pydantic import ValidationError
+
+    from agentv.evaluators.samples import MAX_SAMPLES, sample_rule
+
+    try:
+        if isinstance(value, int) and not isinstance(value, bool) and not 1 <= value <= MAX_SAMPLES:
+            raise ValueError
+        return sample_rule(value)
+    except (ValueError, TypeError, ValidationError) as exc:
+        why = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else ""
+        raise ConfigError(
+            f"judge_samples is a number from 1 to {MAX_SAMPLES} or {{min, max, margin}} "
+            f"(got {value!r}){': ' + why if why else ''}"
+        ) from None
+
+
+def on_uncertain_option(value: Any) -> str | None:
+    """The ``on_uncertain`` option, checked (``ConfigError`` naming the choices)."""
+    from agentv.evaluators.samples import ON_UNCERTAIN
+
+    if value is not None and value not in ON_UNCERTAIN:
+        raise ConfigError(f"on_uncertain is one of {', '.join(ON_UNCERTAIN)} (got {value!r})")
+    return value
 
 
 def _lock_for_resume(path: Path, asked: str | None) -> ResultWriter:

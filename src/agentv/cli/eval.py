@@ -30,6 +30,7 @@ EXIT_ERRORS = 3
 EXIT_USAGE = 2
 EXIT_BUDGET = 4
 EXIT_USER_ERRORS = 5
+EXIT_UNCERTAIN = 6
 
 EXIT_HELP = """
 Exit codes: 0 every selected case ran and was graded without error (and --threshold, when
@@ -40,7 +41,8 @@ failed healthcheck), the mean score is below --threshold, or a file asked for
 grade (--allow-errors turns 3 into 0); 4 --budget-usd stopped the run before every run
 was sent (the runs left are recorded as skipped; --resume goes on with them); 5 the run
 finished but some simulated users failed (user_error) and nothing else went wrong
-(--allow-errors turns 5 into 0 too); 130 / 143
+(--allow-errors turns 5 into 0 too); 6 the run finished but some verdicts are uncertain
+(a judge's samples disagreed: --on-uncertain fail or pass decides them); 130 / 143
 interrupted by Ctrl-C / SIGTERM (every finished case is already in the results file).
 """
 
@@ -48,6 +50,44 @@ interrupted by Ctrl-C / SIGTERM (every finished case is already in the results f
 class ExecutorName(StrEnum):
     local = "local"
     ray = "ray"
+
+
+class OnUncertain(StrEnum):
+    """``--on-uncertain``: what a judge's disagreeing samples make of a run."""
+
+    uncertain = "uncertain"
+    fail = "fail"
+    # the word, not Python's keyword: the choice is spelled `pass`
+    pass_ = "pass"
+
+
+def judge_samples_value(text: str | None, margin: float | None) -> int | dict[str, Any] | None:
+    """``--judge-samples N`` or ``MIN..MAX`` (with ``--judge-margin``) as the run option;
+    ``typer.BadParameter`` for anything else."""
+    if text is None:
+        if margin is not None:
+            raise typer.BadParameter(
+                "goes with --judge-samples MIN..MAX", param_hint="'--judge-margin'"
+            )
+        return None
+    low, sep, high = text.strip().partition("..")
+    try:
+        if not sep:
+            if margin is not None:
+                raise typer.BadParameter(
+                    "goes with --judge-samples MIN..MAX (N samples are always N)",
+                    param_hint="'--judge-margin'",
+                )
+            return int(low)
+        rule: dict[str, Any] = {"min": int(low), "max": int(high)}
+    except ValueError:
+        raise typer.BadParameter(
+            f"a number of samples (3) or MIN..MAX (1..5), not {text!r}",
+            param_hint="'--judge-samples'",
+        ) from None
+    if margin is not None:
+        rule["margin"] = margin
+    return rule
 
 
 class OutputFormat(StrEnum):
@@ -133,6 +173,37 @@ def eval_command(
             min=0.000001,
             help="Stop sending requests once the run has spent this many US dollars; the "
             "runs left are recorded as skipped (exit code 4).",
+        ),
+    ] = None,
+    judge_samples: Annotated[
+        str | None,
+        typer.Option(
+            "--judge-samples",
+            help="Ask every judge that sets no `samples` of its own N times about each answer "
+            "(e.g. 3), or MIN..MAX times: more only while the mean is within --judge-margin "
+            "of the pass threshold (e.g. 1..5).",
+            show_default=False,
+        ),
+    ] = None,
+    judge_margin: Annotated[
+        float | None,
+        typer.Option(
+            "--judge-margin",
+            min=0,
+            max=1,
+            help="With --judge-samples MIN..MAX: how near the threshold a mean is still "
+            "unsettled (default 0.1).",
+            show_default=False,
+        ),
+    ] = None,
+    on_uncertain: Annotated[
+        OnUncertain | None,
+        typer.Option(
+            "--on-uncertain",
+            help="What a judge's samples disagreeing about pass or fail makes of a run, for "
+            "judges that set no on_uncertain: uncertain (its own status, exit code 6; the "
+            "default), fail or pass.",
+            show_default=False,
         ),
     ] = None,
     dump_prompts: Annotated[
@@ -264,6 +335,8 @@ def eval_command(
             max_retries=max_retries,
             cache=cache,
             budget_usd=budget_usd,
+            judge_samples=judge_samples_value(judge_samples, judge_margin),
+            on_uncertain=on_uncertain.value if on_uncertain is not None else None,
             dump_prompts=dump_dir or (Path(".agentv/prompts") if dump_prompts else None),
             threshold=threshold,
             allow_outside_root=allow_outside_root,
@@ -638,6 +711,15 @@ def _resume_command(paths: list[str], options: dict[str, Any], results: Path, cw
         words.append("--dry-run")
     if options.get("cache"):
         words.append("--cache")
+    samples = options.get("judge_samples")
+    if isinstance(samples, dict):  # the same judges' samples for the runs left
+        words += ["--judge-samples", f"{samples['min']}..{samples['max']}"]
+        if "margin" in samples:
+            words += ["--judge-margin", str(samples["margin"])]
+    elif samples is not None:
+        words += ["--judge-samples", str(samples)]
+    if options.get("on_uncertain") is not None:
+        words += ["--on-uncertain", str(options["on_uncertain"])]
     statuses = options.get("rerun_statuses")
     if options.get("rerun") is not None and statuses is not None:
         # a rerun into its own file finishes as it started: the runs still to redo
@@ -674,6 +756,12 @@ def exit_code(run: EvalRun, *, threshold: float | None, allow_errors: bool, stde
             )
         return EXIT_FAILED
     if run.clean:
+        if s.uncertain:  # never silently a pass (docs/trusting-verdicts.md)
+            stderr.write(
+                f"{s.uncertain} run(s) uncertain: a judge's samples disagreed about pass or "
+                f"fail (exit code {EXIT_UNCERTAIN}); --on-uncertain fail or pass decides them\n"
+            )
+            return EXIT_UNCERTAIN
         return EXIT_OK
     code = EXIT_ERRORS
     what = f"{s.errors} case(s) errored, {s.invalid} invalid"
@@ -685,6 +773,12 @@ def exit_code(run: EvalRun, *, threshold: float | None, allow_errors: bool, stde
             # only the simulated users failed: the model is not to blame, said apart
             what, code = f"{s.user_errors} simulated user(s) failed (user_error)", EXIT_USER_ERRORS
     if allow_errors:
+        if s.uncertain:
+            stderr.write(
+                f"{what} (--allow-errors); {s.uncertain} run(s) uncertain: exit code "
+                f"{EXIT_UNCERTAIN}\n"
+            )
+            return EXIT_UNCERTAIN
         stderr.write(f"{what} (--allow-errors: exit code 0)\n")
         return EXIT_OK
     stderr.write(f"{what}: exit code {code} (see the summary; --allow-errors to accept)\n")

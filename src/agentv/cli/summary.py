@@ -200,6 +200,7 @@ def _targets_block(summary: Summary) -> list[str]:
             lines.append(f"  {t.name}: {at}  {every}".rstrip())
             if t.flaky:
                 lines.append(f"    flaky ({len(t.flaky)}): {', '.join(t.flaky)}")
+        lines += _noise_lines(summary)
     if len(summary.targets) > 1 and summary.case_table:
         names = [t.name[:12] for t in summary.targets]
         case_width = min(24, max(4, *(len(case) for case, _ in summary.case_table)))
@@ -208,6 +209,63 @@ def _targets_block(summary: Summary) -> list[str]:
         for case, cells in summary.case_table:
             shown = " ".join(f"{c:>12.3f}" if c is not None else f"{'-':>12}" for c in cells)
             lines.append(f"  {case[:case_width]:<{case_width}} {shown}")
+    return lines
+
+
+#: runs whose verdict hung on disagreeing samples, listed by name at most
+UNCERTAIN_ROWS = 20
+
+
+def _uncertain_lines(summary: Summary) -> list[str]:
+    """The runs whose verdict hung on a judge's disagreeing samples, and the judges asked
+    more than once: how often their samples disagreed."""
+    lines: list[str] = []
+    details = summary.uncertain_details
+    if details:
+        resolved = []
+        if summary.uncertain_passed:
+            resolved.append(f"{summary.uncertain_passed} made ok")
+        if summary.uncertain_failed:
+            resolved.append(f"{summary.uncertain_failed} made failed")
+        how = f"; on_uncertain: {', '.join(resolved)}" if resolved else ""
+        lines.append(
+            f"Uncertain verdicts: {len(details)} (a judge's samples disagreed about pass or "
+            f"fail{how}):"
+        )
+        for run, status, judges in details[:UNCERTAIN_ROWS]:
+            shown = "" if status == "uncertain" else f" -> {status}"
+            lines.append(f"  {run}: {judges}{shown}")
+        if len(details) > UNCERTAIN_ROWS:
+            lines.append(f"  ... and {len(details) - UNCERTAIN_ROWS} more (--summary-json)")
+    sampled = [e for e in summary.evaluators if e.sampled]
+    if sampled:
+        parts = [f"{e.name} {e.uncertain} of {e.sampled}" for e in sampled]
+        lines.append(f"Judge samples disagreed: {', '.join(parts)} runs")
+    return lines
+
+
+def _noise_lines(summary: Summary) -> list[str]:
+    """Where each target's scores vary: between repeats (the target) and between a
+    judge's samples of one answer (the judge); the cases the judge decides."""
+    found = [t for t in summary.targets if t.noise is not None]
+    if not found:
+        return []
+    lines = ["", "Noise (variance of the scores: the target's between repeats, the judge's"]
+    lines.append("between its samples of one answer):")
+    for t in found:
+        noise = t.noise
+        assert noise is not None
+        share = noise.judge_share
+        lines.append(
+            f"  {t.name}: target {noise.target_variance:.4f}, judge {noise.judge_variance:.4f}"
+            + (f" (judge {share:.0%})" if share is not None else "")
+            + f" over {_count(noise.cases, 'case')}"
+        )
+        if noise.judge_decided:
+            lines.append(
+                f"    decided by the judge's mood more than the model "
+                f"({len(noise.judge_decided)}): {', '.join(noise.judge_decided)}"
+            )
     return lines
 
 
@@ -294,7 +352,8 @@ def render_summary(
         )
     counts = (
         f"Passed: {summary.ok}  Failed: {summary.failed}  "
-        f"Errors: {summary.errors}  Invalid: {summary.invalid}"
+        + (f"Uncertain: {summary.uncertain}  " if summary.uncertain else "")
+        + f"Errors: {summary.errors}  Invalid: {summary.invalid}"
         + (f"  Skipped: {summary.skipped}" if summary.skipped else "")
     )
     if summary.user_errors:  # the simulated users' failures, apart from the model's
@@ -312,6 +371,7 @@ def render_summary(
         lines.append(f"Evaluator errors: {named}")
     if summary.judge_failures:
         lines.append(f"Judge failures: {summary.judge_failures}")
+    lines += _uncertain_lines(summary)
     if summary.required_failures:
         lines.append(
             f"Failed by a required evaluator: {summary.required_failures} "

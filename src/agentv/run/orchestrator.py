@@ -228,7 +228,9 @@ class Orchestrator:
         self.stats.finished += 1
         self.stats.statuses[record["status"]] += 1
         status = record["status"]
-        misses = record.get("misses") if status == "failed" else None
+        misses = record.get("misses") if status in ("failed", "uncertain") else None
+        if isinstance(misses, list) and status == "uncertain":
+            misses = misses[::-1]  # the line that says which judge disagreed comes last
         self.progress.case_finished(
             key,
             label,
