@@ -1028,6 +1028,7 @@ def estimate(
     answer_tokens: int | None = None,
     allow_outside_root: bool = False,
     cwd: PathLike | None = None,
+    judge_samples: int | Mapping[str, Any] | None = None,
 ) -> Estimate:
     """What running ``paths`` would cost, before anything is sent (``agentv estimate``).
 
@@ -1044,6 +1045,8 @@ def estimate(
         answer_tokens: How long each answer is taken to be, in tokens (default 500).
         allow_outside_root: Accept file references that resolve outside the repository root.
         cwd: Where relative paths start (default: the working directory).
+        judge_samples: As the run option: how many times every judge without ``samples``
+            of its own is asked (each sample counted; adaptive ones at their ``max``).
 
     Returns:
         A line per target and judge, with the totals.
@@ -1071,6 +1074,7 @@ def estimate(
         eval_id=eval_id,
         answer_tokens=DEFAULT_ANSWER_TOKENS if answer_tokens is None else answer_tokens,
         allow_outside_root=allow_outside_root,
+        judge_samples=judge_samples_option(judge_samples),
     )
     if not found.cases and found.errors:
         raise InputError(found.errors[0].message, found.diagnostics)

@@ -284,3 +284,39 @@ def test_the_command_line_says_it_and_exits_6(
     assert done.returncode == 2
     said = " ".join(done.stderr.replace("│", " ").split())  # the panel's lines joined
     assert "a number of samples (3) or MIN..MAX (1..5), not '1..x'" in said
+
+
+def test_the_estimate_and_the_budget_count_every_sample(tmp_path: Path) -> None:
+    verdict = json.dumps({"score": 0.9, "hits": [], "misses": [], "reasoning": "fine"})
+    with FakeLLMServer(reply=verdict) as server:
+        _project(tmp_path, server.url, None, cases=["steady", "coin"])
+        plain = agentv.estimate("evals", cwd=tmp_path)
+        sampled = agentv.estimate("evals", cwd=tmp_path, judge_samples=3)
+        adaptive = agentv.estimate("evals", cwd=tmp_path, judge_samples={"max": 4})
+
+        def judged(found: agentv.Estimate) -> int:
+            return sum(line.requests for line in found.lines if line.role == "judge")
+
+        # two cases, one judge each: once, three times, at most four times
+        assert (judged(plain), judged(sampled), judged(adaptive)) == (2, 6, 8)
+        assert len(server.requests) == 0  # nothing sent
+        # every judge answer costs $1 (its tokens are its words, at $1 a word); a budget of
+        # $2.50 lets three samples out, the fourth is not sent and the case is skipped
+        words = len(verdict.split())
+        targets = (
+            (tmp_path / ".agentv/targets.yaml")
+            .read_text()
+            .replace(
+                "    model: judge-model\n",
+                "    model: judge-model\n"
+                f"    price: {{input_per_mtok: 0, output_per_mtok: {1_000_000 / words}}}\n",
+            )
+        )
+        (tmp_path / ".agentv/targets.yaml").write_text(targets)
+        run = agentv.run_eval(
+            "evals", cwd=tmp_path, eval_id="coin", judge_samples=5, budget_usd=2.5
+        )
+        assert len(server.requests) == 3
+    (result,) = run.results
+    assert result.status == "skipped" and run.budget_reached
+    assert run.spent_usd == pytest.approx(3.0)

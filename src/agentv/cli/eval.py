@@ -15,7 +15,12 @@ from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
 import typer
 
-from agentv.cli.common import AllowOutsideRoot, printable, stopped_by_sigterm
+from agentv.cli.common import (
+    AllowOutsideRoot,
+    judge_samples_value,
+    printable,
+    stopped_by_sigterm,
+)
 
 if TYPE_CHECKING:
     from agentv.api import EvalRun, PreparedRun, ResultWriter, RunRegistration
@@ -59,35 +64,6 @@ class OnUncertain(StrEnum):
     fail = "fail"
     # the word, not Python's keyword: the choice is spelled `pass`
     pass_ = "pass"
-
-
-def judge_samples_value(text: str | None, margin: float | None) -> int | dict[str, Any] | None:
-    """``--judge-samples N`` or ``MIN..MAX`` (with ``--judge-margin``) as the run option;
-    ``typer.BadParameter`` for anything else."""
-    if text is None:
-        if margin is not None:
-            raise typer.BadParameter(
-                "goes with --judge-samples MIN..MAX", param_hint="'--judge-margin'"
-            )
-        return None
-    low, sep, high = text.strip().partition("..")
-    try:
-        if not sep:
-            if margin is not None:
-                raise typer.BadParameter(
-                    "goes with --judge-samples MIN..MAX (N samples are always N)",
-                    param_hint="'--judge-margin'",
-                )
-            return int(low)
-        rule: dict[str, Any] = {"min": int(low), "max": int(high)}
-    except ValueError:
-        raise typer.BadParameter(
-            f"a number of samples (3) or MIN..MAX (1..5), not {text!r}",
-            param_hint="'--judge-samples'",
-        ) from None
-    if margin is not None:
-        rule["margin"] = margin
-    return rule
 
 
 class OutputFormat(StrEnum):

@@ -9,7 +9,9 @@ no tokenizer that works offline is light enough to depend on). The answers are n
 each is taken to be ``answer_tokens`` long, as stated in the estimate. A judge's request is
 its own prompt built around an answer of that length, its verdict ``JUDGE_VERDICT_TOKENS``
 long. A live conversation's turn carries the conversation so far (the earlier answers at
-the stated length); the extra requests of tool loops are not counted. A simulated user's
+the stated length); the extra requests of tool loops are not counted. A judge asked several
+times (``samples``, ``--judge-samples``) is counted once per sample, adaptive samples at
+their ``max``. A simulated user's
 conversation is taken at its longest (``max_turns``), each user message
 ``USER_MESSAGE_TOKENS`` long, and the simulator's requests are counted on its own target. Prices are the run's
 (``agentv.providers.pricing``).
@@ -27,6 +29,7 @@ from agentv.evalfile.files import FileStore
 from agentv.evalfile.loader import LoadContext, iter_cases, load_eval_file
 from agentv.evaluators.grading import DEFAULT_JUDGE, needs_judge
 from agentv.evaluators.llm_judge import LlmJudgeSpec, judge_prompts
+from agentv.evaluators.samples import SampleRule
 from agentv.prompts.builder import PromptSettings, build_prompt
 from agentv.providers.base import Provider, Usage, request_for_case
 from agentv.providers.pricing import Pricer
@@ -141,10 +144,17 @@ class Estimate(DiagnosticsView):
 
 
 class _Estimator:
-    def __init__(self, pool: TargetPool, answer_tokens: int, result: Estimate) -> None:
+    def __init__(
+        self,
+        pool: TargetPool,
+        answer_tokens: int,
+        result: Estimate,
+        judge_samples: SampleRule | None = None,
+    ) -> None:
         self.pool = pool
         self.answer = answer_tokens
         self.result = result
+        self.judge_samples = judge_samples
         self.pricer = Pricer()
         self._lines: dict[tuple[str, str, str | None], Line] = {}
 
@@ -252,11 +262,15 @@ class _Estimator:
 
     def _judge(self, job: CaseJob, prompt: Any, judge: Provider, config: EvaluatorConfig) -> None:
         """A judge's request about an answer ``answer_tokens`` long, on its line."""
-        model = config.spec.model if isinstance(config.spec, LlmJudgeSpec) else None
+        spec = config.spec if isinstance(config.spec, LlmJudgeSpec) else None
+        model = spec.model if spec is not None else None
+        rule = (spec.samples if spec is not None else None) or self.judge_samples
         ctx = grading_context(job, job.case, prompt, "word " * self.answer, judge)
         system, user = judge_prompts(ctx, config)
         tokens = (len(system) + len(user)) // 4 + 1
-        self.add(self.line(judge, "judge", model), judge, model, tokens, JUDGE_VERDICT_TOKENS)
+        line = self.line(judge, "judge", model)
+        for _ in range(rule.max if rule is not None else 1):  # every sample, at most
+            self.add(line, judge, model, tokens, JUDGE_VERDICT_TOKENS)
 
 
 def _judges(case: EvalCase) -> list[EvaluatorConfig]:
@@ -275,6 +289,7 @@ def estimate_run(
     eval_id: str | None = None,
     answer_tokens: int = DEFAULT_ANSWER_TOKENS,
     allow_outside_root: bool = False,
+    judge_samples: SampleRule | None = None,
 ) -> Estimate:
     """The estimate of running ``files`` as ``agentv eval`` would (``targets``: its
     ``--target`` names; empty: each case's own). Nothing is sent, no secret is needed."""
@@ -283,7 +298,7 @@ def estimate_run(
     result = Estimate(answer_tokens=answer_tokens)
     pool = TargetPool(cwd=cwd, targets_path=targets_path, preview=True)
     context = LoadContext(store=FileStore(cwd=cwd), allow_outside_root=allow_outside_root)
-    work = _Estimator(pool, answer_tokens, result)
+    work = _Estimator(pool, answer_tokens, result, judge_samples)
     failed: set[tuple[Path, str]] = set()
     try:
         for path in files:
