@@ -1262,27 +1262,53 @@ def read_results(path: PathLike, *, every_record: bool = False) -> ResultsFile:
     return ResultsFile(Path(path), found.format, results, found.diagnostics, found.superseded)
 
 
-def compare(base: PathLike, new: PathLike, *, min_delta: float = 0.05) -> Comparison:
+def compare(
+    base: PathLike,
+    new: PathLike,
+    *,
+    min_delta: float = 0.05,
+    significance: float | None = None,
+    detect: float | None = None,
+) -> Comparison:
     """Compare two results files case by case (``agentv compare``).
 
     Args:
         base: The results before.
         new: The results after.
         min_delta: The smallest change of a case's score that counts (0 to 1).
+        significance: A significance level (0.05): the comparison says whether the drop
+            is more than noise, and ``Comparison.fails`` holds only when it is
+            (docs/trusting-verdicts.md). None: any regressed case fails.
+        detect: A drop (0.05) to say how many paired cases would detect; with it alone,
+            the significance figures are at 0.05.
 
     Returns:
         Improved, regressed, unchanged, new and missing cases, the mean score change with a
-        95% interval, and the pass-rate change.
+        95% interval, the pass-rate change and, with ``significance`` or ``detect``, its
+        ``significance``.
 
     Raises:
         InputError: A line of either file is not a result (its file and line named).
-        ConfigError: ``min_delta`` is out of range.
+        ConfigError: ``min_delta``, ``significance`` or ``detect`` is out of range.
     """
     from agentv.results.compare import compare_files
 
     if not 0 <= min_delta <= 1:
         raise ConfigError(f"min_delta must be from 0 to 1 (got {min_delta})")
-    return compare_files(Path(base), Path(new), min_delta=min_delta)
+    if significance is not None and not 0 < significance < 1:
+        raise ConfigError(f"significance must be between 0 and 1 (got {significance})")
+    if detect is not None and not 0 < detect <= 1:
+        raise ConfigError(f"detect must be more than 0 and at most 1 (got {detect})")
+    alpha = significance if significance is not None else (0.05 if detect is not None else None)
+    # --detect alone sizes the suite; the gate stays the plain one (any regressed case)
+    return compare_files(
+        Path(base),
+        Path(new),
+        min_delta=min_delta,
+        alpha=alpha,
+        detect=detect,
+        gate=significance is not None,
+    )
 
 
 def report_path(results: Sequence[PathLike]) -> Path:

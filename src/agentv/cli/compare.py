@@ -15,6 +15,7 @@ import typer
 
 if TYPE_CHECKING:
     from agentv.api import CaseDelta, Comparison, Side
+    from agentv.results.compare import Significance
 
 
 class CompareFormat(StrEnum):
@@ -43,16 +44,40 @@ def compare_command(
         float,
         typer.Option(min=0, max=1, help="A score change below this is no change."),
     ] = 0.05,
+    significance: Annotated[
+        float | None,
+        typer.Option(
+            "--significance",
+            callback=lambda v: _open_unit(v, "--significance", top=False),
+            help="A significance level (e.g. 0.05): --fail-on-regression fails only when the "
+            "drop is more than noise (the mean change's paired bootstrap interval below 0 "
+            "and, when verdicts changed, an exact McNemar test rejecting at this level).",
+            show_default=False,
+        ),
+    ] = None,
+    detect: Annotated[
+        float | None,
+        typer.Option(
+            "--detect",
+            callback=lambda v: _open_unit(v, "--detect", top=True),
+            help="A drop (e.g. 0.05): say how many paired cases would detect it at the "
+            "significance level (0.05 without --significance) with 80% power.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Compare two runs case by case: improved, regressed, unchanged, new and missing cases,
-    the mean score change with a 95% interval, and the pass-rate change."""
+    the mean score change with a 95% interval, and the pass-rate change; with
+    --significance, whether the drop is real."""
     from agentv.api import compare
     from agentv.cli.common import printable
     from agentv.cli.console_text import printable_json
     from agentv.errors import AgentVError
 
     try:
-        comparison = compare(base, new, min_delta=min_delta)
+        comparison = compare(
+            base, new, min_delta=min_delta, significance=significance, detect=detect
+        )
     except AgentVError as exc:
         sys.stderr.write(f"error: {printable(str(exc))}\n")
         raise typer.Exit(1) from None
@@ -62,9 +87,27 @@ def compare_command(
         sys.stdout.write(printable(markdown(comparison)) + "\n")
     else:
         sys.stdout.write(printable_table(table(comparison)) + "\n")
-    if fail_on_regression and comparison.regressed:
-        sys.stderr.write(f"{len(comparison.regressed)} case(s) regressed\n")
+    if not fail_on_regression or not comparison.regressed:
+        return
+    sig = comparison.significance
+    count = len(comparison.regressed)
+    if comparison.fails:
+        why = f" and the drop is significant at {sig.alpha:g}" if sig and sig.gate else ""
+        sys.stderr.write(f"{count} case(s) regressed{why}\n")
         raise typer.Exit(1)
+    assert sig is not None
+    sys.stderr.write(
+        f"{count} case(s) regressed, but the drop is not significant at {sig.alpha:g} "
+        "(--significance): not failing\n"
+    )
+
+
+def _open_unit(value: float | None, name: str, *, top: bool) -> float | None:
+    """``value`` above 0 and below 1 (``top``: up to 1 included); a usage error else."""
+    if value is not None and not (0 < value < 1 or (top and value == 1)):
+        upper = "at most 1" if top else "below 1"
+        raise typer.BadParameter(f"more than 0 and {upper} (got {value:g})", param_hint=name)
+    return value
 
 
 def printable_table(text: str) -> str:
@@ -122,6 +165,47 @@ def _head(c: Comparison, quote: Callable[[str], str] = str) -> list[str]:
         lines.append(
             f"Mean score with {shown}: {_score(base.mean if base else None)} -> "
             f"{_score(new.mean if new else None)}"
+        )
+    if c.significance is not None:
+        lines += significance_lines(c.significance)
+    return lines
+
+
+def significance_lines(sig: Significance) -> list[str]:
+    """Whether the drop is real, and what this many cases can detect."""
+    level = f"{sig.alpha:g}"
+    if sig.interval is None:
+        interval = "no case graded in both"
+    else:
+        low, high = sig.interval
+        interval = f"{1 - sig.alpha:.0%} interval {low:+.3f} to {high:+.3f}"
+    lines = [
+        f"Significance at {level}: mean change {interval} "
+        f"({'below 0' if sig.score_drop else 'not below 0'}); verdicts: {sig.lost} lost, "
+        f"{sig.gained} gained, exact McNemar p = {sig.p_value:.4g}"
+        + ("" if sig.lost + sig.gained else " (no verdict changed)"),
+        f"Drop significant at {level}: {'yes' if sig.significant else 'no'}",
+    ]
+    if sig.cases:
+        runs = f"{sig.runs} run{'s' if sig.runs != 1 else ''} each"
+        score = (
+            f", a mean score change of {sig.detectable_score:.3f}"
+            if sig.detectable_score is not None
+            else ""
+        )
+        lines.append(
+            f"Detectable with 80% power among {sig.cases} paired cases ({runs}): a pass-rate "
+            f"change of {sig.detectable_rate:.3f}{score}"
+        )
+    if sig.detect is not None:
+        score = (
+            f", a mean score drop of {sig.detect:g} {sig.cases_for_score}"
+            if sig.cases_for_score is not None
+            else ""
+        )
+        lines.append(
+            f"Cases needed at {level} with 80% power: a pass-rate drop of {sig.detect:g} "
+            f"{sig.cases_for_rate}{score}"
         )
     return lines
 

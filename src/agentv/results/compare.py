@@ -12,6 +12,13 @@ A case *regressed* when its score fell by more than ``min_delta`` or its status 
 than ``min_delta`` or it became ``ok``. The mean delta over the cases graded in both runs
 comes with a paired bootstrap 95% interval (seeded: the same files always give the same
 interval); each side's mean and pass rate are over its graded runs.
+
+With a significance level (``compare --significance 0.05``) the comparison also says whether
+the drop is real rather than noise (``Significance``; docs/trusting-verdicts.md, "Is the
+drop real?"): the paired bootstrap interval of the mean change at that level must lie below
+zero and, when some cases' pass / fail verdicts changed, an exact McNemar test of those
+verdicts must reject "no change" at that level with more cases lost than gained. It says
+too what this many paired cases can detect, and how many a drop of a given size needs.
 """
 
 from __future__ import annotations
@@ -24,7 +31,15 @@ from typing import Any
 
 from agentv.results.reader import read_results
 from agentv.results.record import GRADED
-from agentv.results.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, bootstrap_ci
+from agentv.results.stats import (
+    BOOTSTRAP_RESAMPLES,
+    BOOTSTRAP_SEED,
+    POWER,
+    bootstrap_ci,
+    cases_to_detect,
+    mcnemar_exact,
+    min_detectable_effect,
+)
 from agentv.results.summary import Summary, SummaryCollector, VarGroup, natural_key
 
 Key = tuple[str, str, str]  # (dataset, eval id, target)
@@ -94,6 +109,135 @@ class Side:
 
 
 @dataclass(frozen=True, slots=True)
+class Significance:
+    """Whether a comparison's drop is more than noise, at level ``alpha``
+    (``compare --significance``; docs/trusting-verdicts.md, "Is the drop real?").
+
+    The drop is *significant* when the paired bootstrap interval of the mean score change
+    at level ``1 - alpha`` lies below zero and, when some verdicts changed (``lost`` or
+    ``gained`` is not 0), the exact McNemar test of the paired pass / fail verdicts rejects
+    "no change" at ``alpha`` with more cases lost than gained.
+
+    Attributes:
+        alpha: The significance level (0.05: 95% confidence).
+        cases: The cases graded in both runs (the pairs).
+        runs: The fewest graded runs any of those cases had on either side.
+        interval: The paired bootstrap interval of the mean change at ``1 - alpha``.
+        lost: Cases ``ok`` before and not after (graded in both).
+        gained: Cases not ``ok`` before and ``ok`` after.
+        p_value: The exact McNemar p-value of ``lost`` against ``gained``.
+        score_drop: The mean change's interval lies below zero.
+        verdict_drop: No verdict changed, or McNemar rejects with more lost than gained.
+        detectable_rate: The smallest pass-rate change these pairs detect at ``alpha`` with
+            80% power (None without pairs).
+        detectable_score: The same for the mean score (None without pairs, or when no
+            score changed: no noise to measure it by).
+        detect: The drop asked about (``--detect``), if any.
+        cases_for_rate: Cases needed to detect a pass-rate drop of ``detect``.
+        cases_for_score: Cases needed to detect a mean score drop of ``detect`` (None when
+            no score changed).
+        gate: ``--fail-on-regression`` fails only on a significant drop (``--significance``
+            was given; ``--detect`` alone leaves the plain rule).
+    """
+
+    alpha: float
+    cases: int
+    runs: int
+    interval: tuple[float, float] | None
+    lost: int
+    gained: int
+    p_value: float
+    score_drop: bool
+    verdict_drop: bool
+    detectable_rate: float | None = None
+    detectable_score: float | None = None
+    detect: float | None = None
+    cases_for_rate: int | None = None
+    cases_for_score: int | None = None
+    gate: bool = True
+
+    @property
+    def significant(self) -> bool:
+        """The drop is real at ``alpha``: the mean change and the verdicts both say so."""
+        return self.score_drop and self.verdict_drop
+
+    def to_dict(self) -> dict[str, Any]:
+        """As ``compare --format json`` prints it (``significance``)."""
+        return {
+            "alpha": self.alpha,
+            "cases": self.cases,
+            "runs": self.runs,
+            "interval": list(self.interval) if self.interval is not None else None,
+            "mcnemar": {"lost": self.lost, "gained": self.gained, "p_value": self.p_value},
+            "score_drop": self.score_drop,
+            "verdict_drop": self.verdict_drop,
+            "significant": self.significant,
+            "gate": self.gate,
+            "power": POWER,
+            "detectable": {"pass_rate": self.detectable_rate, "mean_score": self.detectable_score},
+            "detect": (
+                None
+                if self.detect is None
+                else {
+                    "drop": self.detect,
+                    "cases_for_pass_rate": self.cases_for_rate,
+                    "cases_for_mean_score": self.cases_for_score,
+                }
+            ),
+        }
+
+
+def significance(
+    pairs: list[tuple[CaseResult, CaseResult]],
+    *,
+    alpha: float,
+    detect: float | None = None,
+    gate: bool = True,
+) -> Significance:
+    """The significance of the change between paired cases (each graded in both runs),
+    at level ``alpha``; ``detect``: a drop to say how many cases would detect; ``gate``:
+    as ``Significance.gate``."""
+    deltas = [n.score - b.score for b, n in pairs]  # type: ignore[operator]
+    lost = sum(1 for b, n in pairs if b.status == "ok" and n.status != "ok")
+    gained = sum(1 for b, n in pairs if b.status != "ok" and n.status == "ok")
+    count = len(pairs)
+    interval = bootstrap_ci(deltas, level=1.0 - alpha)
+    p_value = mcnemar_exact(lost, gained)
+    # the verdicts' null variance: the share of the pairs whose verdict changed (each a
+    # change of 1); the scores': the mean squared change
+    rate_variance = (lost + gained) / count if count else 0.0
+    score_variance = math.fsum(d * d for d in deltas) / count if count else 0.0
+    scored = score_variance > 0
+    return Significance(
+        alpha=alpha,
+        cases=count,
+        runs=min((min(b.graded, n.graded) for b, n in pairs), default=0),
+        interval=interval,
+        lost=lost,
+        gained=gained,
+        p_value=p_value,
+        score_drop=interval is not None and interval[1] < 0,
+        verdict_drop=lost + gained == 0 or (p_value <= alpha and lost > gained),
+        detectable_rate=min_detectable_effect(rate_variance, count, alpha=alpha, step=1.0),
+        detectable_score=(
+            min_detectable_effect(score_variance, count, alpha=alpha) if scored else None
+        ),
+        detect=detect,
+        cases_for_rate=(
+            None
+            if detect is None
+            else cases_to_detect(detect, rate_variance, alpha=alpha, step=1.0)
+        ),
+        cases_for_score=(
+            cases_to_detect(detect, score_variance, alpha=alpha)
+            if detect is not None and scored
+            else None
+        ),
+        gate=gate,
+    )
+
+
+@dataclass(frozen=True, slots=True)
 class Comparison:
     """The comparison of two runs, case by case (``compare``).
 
@@ -113,6 +257,8 @@ class Comparison:
         new_pass_rate: The share of ``ok`` among the graded runs after.
         base: The runs of the file before: how many, by status, their figures.
         new: The runs of the file after.
+        significance: With a significance level: whether the drop is more than noise,
+            and what this many cases can detect.
     """
 
     base_path: str
@@ -127,6 +273,16 @@ class Comparison:
     new_pass_rate: float | None = None
     base: Side = field(default_factory=Side)
     new: Side = field(default_factory=Side)
+    significance: Significance | None = None
+
+    @property
+    def fails(self) -> bool:
+        """What ``--fail-on-regression`` fails on: a case regressed and, with a
+        significance level, the drop is significant."""
+        if not self.regressed:
+            return False
+        sig = self.significance
+        return sig is None or not sig.gate or sig.significant
 
     @property
     def by_variable(self) -> tuple[tuple[str, str, VarGroup | None, VarGroup | None], ...]:
@@ -245,8 +401,13 @@ def compare_results(
     new_path: str = "new",
     base_side: Side | None = None,
     new_side: Side | None = None,
+    alpha: float | None = None,
+    detect: float | None = None,
+    gate: bool = True,
 ) -> Comparison:
-    """Compare two runs' cases (see the module docstring for the rules)."""
+    """Compare two runs' cases (see the module docstring for the rules); ``alpha``: a
+    significance level (``Significance``), ``detect``: a drop to size the suite for,
+    ``gate``: the significance decides ``Comparison.fails``."""
     deltas: list[CaseDelta] = []
     for key in sorted(
         set(base) | set(new), key=lambda k: (natural_key(k[0]), natural_key(k[1]), k[2])
@@ -275,6 +436,16 @@ def compare_results(
         new_pass_rate=new_side.pass_rate if new_side is not None else _case_rate(new),
         base=base_side or Side(),
         new=new_side or Side(),
+        significance=(
+            None
+            if alpha is None
+            else significance(
+                [(d.base, d.new) for d in deltas if d.delta is not None],  # type: ignore[misc]
+                alpha=alpha,
+                detect=detect,
+                gate=gate,
+            )
+        ),
     )
 
 
@@ -284,8 +455,17 @@ def _case_rate(cases: Mapping[Key, CaseResult]) -> float | None:
     return sum(1 for c in graded if c.status == "ok") / len(graded) if graded else None
 
 
-def compare_files(base: Path, new: Path, *, min_delta: float = DEFAULT_MIN_DELTA) -> Comparison:
-    """Compare two results files."""
+def compare_files(
+    base: Path,
+    new: Path,
+    *,
+    min_delta: float = DEFAULT_MIN_DELTA,
+    alpha: float | None = None,
+    detect: float | None = None,
+    gate: bool = True,
+) -> Comparison:
+    """Compare two results files (``alpha``, ``detect``, ``gate``: as
+    ``compare_results``)."""
     before, after = read_side(base), read_side(new)
     return compare_results(
         before.cases,
@@ -295,6 +475,9 @@ def compare_files(base: Path, new: Path, *, min_delta: float = DEFAULT_MIN_DELTA
         new_path=str(new),
         base_side=before.side,
         new_side=after.side,
+        alpha=alpha,
+        detect=detect,
+        gate=gate,
     )
 
 
@@ -339,6 +522,8 @@ def comparison_dict(c: Comparison) -> dict[str, Any]:
             for d in c.changed
         ],
     }
+    if c.significance is not None:
+        data["significance"] = c.significance.to_dict()
     if c.base.cost is not None or c.new.cost is not None:  # only when a run reported tokens
         data["cost"] = {"base": c.base.cost, "new": c.new.cost}
     if c.base.vars or c.new.vars:  # only when runs were made from `vars:`
