@@ -19,7 +19,7 @@ import asyncio
 import difflib
 import os
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
@@ -46,8 +46,9 @@ if TYPE_CHECKING:
     from agentv.results.writers import ResultWriter
     from agentv.run.estimate import Estimate
     from agentv.run.orchestrator import Executor, ProgressSink
-    from agentv.run.plan import Plan
+    from agentv.run.plan import Lane, Plan
     from agentv.run.preview import Preview
+    from agentv.run.repeats import AutoRepeats
     from agentv.run.resume import RERUN_ERRORS, RERUN_FAILED, ResultsState
     from agentv.run.scheduling import GateStats
     from agentv.run.sending import RunSettings, RunStats
@@ -171,9 +172,15 @@ class RunOptions(TypedDict, total=False):
     """One target for every case (``--target``), or several: every case on each (a
     matrix). Default: each case's own target, else the file's, else ``default``. A
     ``PythonTarget`` is your own code as a target."""
-    repeat: int | None
+    repeat: int | Literal["auto"] | None
     """Runs of each case (default: the files' and cases' own ``repeat``, else 1); each run
-    is its own request."""
+    is its own request. ``"auto"``: every case once, then more runs of the cases whose
+    pass / fail verdict is not settled, the most unsettled first, until settled, at
+    ``max_repeat`` or at ``budget_usd`` (docs/trusting-verdicts.md)."""
+    max_repeat: int | None
+    """With ``repeat="auto"``: the most runs of a case (default 10)."""
+    repeat_confidence: float | None
+    """With ``repeat="auto"``: how sure a settled verdict is (default 0.95)."""
     targets_file: PathLike | None
     """The targets file (default: found from each eval file)."""
     workers: int | None
@@ -316,17 +323,22 @@ class EvalRun:
     """The run's budget (``budget_usd``), when it had one."""
     budget_reached: bool = False
     """The budget stopped the run: some runs were not sent (status ``skipped``)."""
+    rounds: int = 0
+    """With ``repeat="auto"``: the rounds it ran (the first: every case once)."""
 
 
 class _Sink:
     """Where each finished record goes: the results file (when there is one)."""
 
-    def __init__(self, writer: ResultWriter | None) -> None:
+    def __init__(self, writer: ResultWriter | None, auto: AutoRepeats | None = None) -> None:
         self.writer = writer
+        self.auto = auto
 
     def write(self, record: dict[str, Any]) -> None:
         if self.writer is not None:
             self.writer.write(record)
+        if self.auto is not None:  # --repeat auto plans its next round from the records
+            self.auto.observe(record)
 
 
 def _collector(keep: bool) -> Any:
@@ -409,9 +421,16 @@ class PreparedRun:
     """Lines of the file resumed or rerun that are not results (left out: as not run)."""
     executor: Executor | None = field(default=None, repr=False)
     """Where the cases run (``agentv.run.executors``); None: here, in this process."""
+    auto_repeat: dict[str, Any] | None = None
+    """With ``repeat="auto"``: its rule (``max``, ``confidence``, ``margin``); ``total``
+    is then its first round's runs, and grows by each round's as it is planned."""
+    auto_pending: int = 0
+    """With ``repeat="auto"`` and ``resume``: the cases whose runs in the file leave their
+    verdict unsettled (each wants another run after the first round)."""
     _plan: Plan = field(repr=False)
     _pool: TargetPool = field(repr=False)
     _settings: RunSettings = field(repr=False)
+    _auto: AutoRepeats | None = field(default=None, repr=False)
     _stats: RunStats = field(default_factory=lambda: _run_stats(), repr=False)
     #: the run's environment (the process's variables over its ``.env``): the variables
     #: its targets, agents and code evaluators see while it runs (``agentv.system.env``)
@@ -489,19 +508,27 @@ class PreparedRun:
 
         writer = writer if writer is not None else self.open_results()
         collector = _collector(self.keep_results)
+        sink = progress or _Silent()
+        auto = self._auto
         orchestrator = Orchestrator(
             self._pool,
             self._settings,
-            writer=_Sink(writer),
+            writer=_Sink(writer, auto),
             collector=collector,
-            progress=progress or _Silent(),
+            progress=sink,
             executor=self.executor,
             stats=self._stats,
         )
+        lanes = self._plan.lanes()
+        more = None
+        if auto is not None:
+            auto.meter = lambda: orchestrator.sender.meter
+            lanes = auto.first_round(lanes)
+            more = _rounds(auto, sink, self)
         started = time.perf_counter()
         stopped: ClusterLostError | None = None
         try:
-            await orchestrator.run(self._plan.lanes())
+            await orchestrator.run(lanes, more)
         except ClusterLostError as exc:  # summed up below, then raised with what finished
             stopped = exc
         finally:
@@ -544,11 +571,36 @@ class PreparedRun:
             unpriced=list(meter.unpriced.values()),
             budget_usd=meter.budget,
             budget_reached=meter.stopped,
+            rounds=auto.counts.rounds if auto is not None else 0,
         )
         if stopped is not None:
             stopped.run = run
             raise stopped
         return run
+
+
+def _rounds(
+    auto: AutoRepeats, progress: ProgressSink, prepared: PreparedRun
+) -> Callable[[], list[Lane] | None]:
+    """``--repeat auto``'s next rounds, each added to ``prepared.total`` and said to
+    ``progress`` (and added to its total when it keeps one: ``more``, a method sinks may
+    leave out)."""
+
+    def more() -> list[Lane] | None:
+        lanes = auto.next_round()
+        if lanes:
+            added = auto.counts.last
+            prepared.total += added
+            progress.note(
+                f"--repeat auto: round {auto.counts.rounds}, {added} more run(s) of the cases "
+                "whose verdict is not settled"
+            )
+            grow = getattr(progress, "more", None)
+            if callable(grow):
+                grow(added)
+        return lanes
+
+    return more
 
 
 def _run_stats() -> RunStats:
@@ -640,9 +692,7 @@ def _prepare(
     context = LoadContext(
         store=FileStore(cwd=base), allow_outside_root=options.get("allow_outside_root", False)
     )
-    repeat = options.get("repeat")
-    if repeat is not None and repeat < 1:
-        raise ConfigError(f"repeat must be at least 1 (got {repeat})")
+    _check_repeat(options)
     names = _target_names(options.get("target"), pool)
     if pool.python_targets and options.get("executor", "local") != "local":
         raise ConfigError(
@@ -706,6 +756,49 @@ def _prepare(
         raise
 
 
+def _check_repeat(options: RunOptions) -> None:
+    """``repeat``, ``max_repeat`` and ``repeat_confidence``, checked (``ConfigError``)."""
+    repeat = options.get("repeat")
+    auto = repeat == "auto"
+    if repeat is not None and not auto:
+        if isinstance(repeat, bool) or not isinstance(repeat, int):
+            raise ConfigError(f"repeat is a number of runs or 'auto' (got {repeat!r})")
+        if repeat < 1:
+            raise ConfigError(f"repeat must be at least 1 (got {repeat})")
+    for name in ("max_repeat", "repeat_confidence"):
+        if options.get(name) is not None and not auto and options.get("resume") is None:
+            raise ConfigError(f"{name} goes with repeat='auto' (--repeat auto)")
+    if auto or options.get("max_repeat") is not None:
+        if options.get("executor", "local") != "local":
+            raise ConfigError(
+                "repeat='auto' decides each round from the last in this process: use "
+                "executor='local' (the default) with it"
+            )
+        if options.get("rerun") is not None:
+            raise ConfigError(
+                "repeat='auto' does not go with rerun (--rerun-*): --resume a results file "
+                "of --repeat auto to go on with it"
+            )
+    _auto_rule(options, None)  # its numbers, checked now
+
+
+def _auto_rule(options: RunOptions, found: Any) -> Any:
+    """The rule of ``--repeat auto``: ``max_repeat`` and ``repeat_confidence`` over
+    ``found`` (a resumed file's rule), over the defaults."""
+    from agentv.results.settled import AutoRule
+
+    base = found if found is not None else AutoRule()
+    most, confidence = options.get("max_repeat"), options.get("repeat_confidence")
+    try:
+        return AutoRule(
+            max=base.max if most is None else most,
+            confidence=base.confidence if confidence is None else confidence,
+            margin=base.margin,
+        )
+    except ValueError as exc:
+        raise ConfigError(f"repeat='auto': {exc}") from None
+
+
 def _planned(
     files: list[Path],
     base: Path,
@@ -729,17 +822,26 @@ def _planned(
 
     eval_id = options.get("eval_id")
     pass_threshold = options.get("pass_threshold")
+    resume = state if options.get("resume") is not None else None
+    rule = _resumed_rule(options, resume)
+    repeat = options.get("repeat")
+    if rule is not None:
+        # the first round: every case's first run (on resume, with the runs the file
+        # recorded, so that a changed prompt runs them all again)
+        recorded = [key[3] for key in resume.runs] if resume is not None else []
+        repeat = max(recorded, default=0) + 1
     plan = plan_run(
         files,
         pool,
         cli_target=names,
-        repeat=options.get("repeat"),
+        repeat=repeat,  # type: ignore[arg-type]
         eval_id=eval_id,
         context=context,
         pass_threshold=pass_threshold,
-        resume=state if options.get("resume") is not None else None,
+        resume=resume,
         retry_errors=bool(options.get("retry_errors")),
         rerun=picked,
+        auto_resume=rule is not None and resume is not None,
     )
     if not plan.planned:
         if eval_id is not None:
@@ -768,6 +870,15 @@ def _planned(
         on_uncertain=on_uncertain_option(options.get("on_uncertain")),
     )
     thresholds = plan.thresholds
+    auto = None
+    pending = 0
+    if rule is not None:
+        from agentv.run.repeats import AutoRepeats
+
+        auto = AutoRepeats(rule, plan)
+        if resume is not None:
+            auto.seed(resume)
+            pending = sum(1 for found in auto.verdicts().values() if found.wants_more)
     return PreparedRun(
         total=plan.total,
         diagnostics=list(plan.diagnostics),
@@ -788,7 +899,27 @@ def _planned(
         _settings=settings,
         _env=env,
         _held=held,
+        auto_repeat=rule.to_dict() if rule is not None else None,
+        auto_pending=pending,
+        _auto=auto,
     )
+
+
+def _resumed_rule(options: RunOptions, resume: ResultsState | None) -> Any:
+    """The rule of ``--repeat auto`` this run follows (None: not one): the options', over
+    a resumed file's (a file made with ``--repeat auto`` goes on with its rule)."""
+    from agentv.run.repeats import file_rule
+
+    repeat = options.get("repeat")
+    found = file_rule(resume) if resume is not None else None
+    if repeat == "auto" or (repeat is None and found is not None):
+        return _auto_rule(options, found)
+    if options.get("max_repeat") is not None or options.get("repeat_confidence") is not None:
+        raise ConfigError(
+            "max_repeat and repeat_confidence go with repeat='auto' (--repeat auto), or "
+            "with --resume of a results file that --repeat auto made"
+        )
+    return None
 
 
 def judge_samples_option(value: Any) -> Any:

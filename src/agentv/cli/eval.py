@@ -83,11 +83,32 @@ def eval_command(
         ),
     ] = None,
     repeat: Annotated[
+        str | None,
+        typer.Option(
+            help="Run each case N times, as N requests (default: the files' `repeat`, else "
+            "1); `auto`: once, then more runs of the cases whose pass/fail is not settled, "
+            "the most unsettled first (--max-repeat, --repeat-confidence, --budget-usd).",
+            show_default=False,
+        ),
+    ] = None,
+    max_repeat: Annotated[
         int | None,
         typer.Option(
+            "--max-repeat",
             min=1,
             max=1000,
-            help="Run each case N times, as N requests (default: the files' `repeat`, else 1).",
+            help="With --repeat auto: the most runs of a case (default 10).",
+            show_default=False,
+        ),
+    ] = None,
+    repeat_confidence: Annotated[
+        float | None,
+        typer.Option(
+            "--repeat-confidence",
+            min=0.5,
+            max=0.999,
+            help="With --repeat auto: how sure a settled verdict is (default 0.95).",
+            show_default=False,
         ),
     ] = None,
     targets: Annotated[
@@ -288,7 +309,8 @@ def eval_command(
         run_eval_command(
             paths,
             target=target or None,
-            repeat=repeat,
+            repeat=repeat_value(repeat),
+            **_auto_options(max_repeat, repeat_confidence),
             summary_json=summary_json,
             junit=junit,
             report=report,
@@ -321,6 +343,33 @@ def eval_command(
             store=store,
         )
     )
+
+
+def repeat_value(text: str | None) -> int | str | None:
+    """``--repeat N`` (1 to 1000) or ``--repeat auto``; ``typer.BadParameter`` else."""
+    if text is None:
+        return None
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        number = int(text)
+    except ValueError:
+        number = 0
+    if not 1 <= number <= 1000:
+        raise typer.BadParameter(
+            f"a number of runs from 1 to 1000, or auto (not {text!r})", param_hint="'--repeat'"
+        )
+    return number
+
+
+def _auto_options(max_repeat: int | None, confidence: float | None) -> dict[str, Any]:
+    """``--max-repeat`` and ``--repeat-confidence``, when given."""
+    out: dict[str, Any] = {}
+    if max_repeat is not None:
+        out["max_repeat"] = max_repeat
+    if confidence is not None:
+        out["repeat_confidence"] = confidence
+    return out
 
 
 def run_eval_command(
@@ -393,12 +442,19 @@ def run_eval_command(
             why.append(f"{prepared.changed_since} because their prompt changed")
         if prepared.retried:
             why.append(f"{prepared.retried} retried after an error")
+        pending = prepared.auto_pending
         stdout.write(
             f"Resuming {resumed}: {prepared.total} run(s) to do"
             + (f" ({', '.join(why)})" if why else "")
+            + (
+                f", then more runs of {pending} case(s) whose verdict is not settled "
+                "(--repeat auto)"
+                if pending
+                else ""
+            )
             + "\n"
         )
-        if not prepared.total:
+        if not prepared.total and not pending:
             prepared.close()
             stdout.write("Nothing to do: every planned run already has its result.\n")
             return EXIT_OK
@@ -679,6 +735,8 @@ def _resume_command(paths: list[str], options: dict[str, Any], results: Path, cw
     for flag, key in (
         ("--targets", "targets_file"),
         ("--repeat", "repeat"),
+        ("--max-repeat", "max_repeat"),
+        ("--repeat-confidence", "repeat_confidence"),
         ("--eval-id", "eval_id"),
     ):
         if options.get(key) is not None:

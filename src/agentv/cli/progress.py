@@ -147,6 +147,10 @@ class _Counters:
         self.done = self.ok = self.failed = self.errors = 0
         self.started_at = time.monotonic()
 
+    def more(self, runs: int) -> None:
+        """``runs`` more to do (a round of ``--repeat auto``)."""
+        self.total += runs
+
     def count(self, status: str) -> None:
         """One more case ended with ``status``."""
         self.done += 1

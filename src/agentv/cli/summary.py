@@ -244,6 +244,43 @@ def _uncertain_lines(summary: Summary) -> list[str]:
     return lines
 
 
+#: cases of --repeat auto listed by name at most
+AUTO_ROWS = 20
+
+
+def _auto_lines(summary: Summary) -> list[str]:
+    """How many runs ``--repeat auto`` gave each case, and why: the counts, then every case
+    that got more than one run or is not settled."""
+    auto = summary.auto_repeat
+    assert auto is not None
+    rule = auto.rule
+    parts = [f"{auto.count('settled', runs=1)} settled after one run"]
+    more = auto.count("settled") - auto.count("settled", runs=1)
+    if more:
+        parts.append(f"{more} settled after more")
+    for state, said in (
+        ("max", "unsettled at the maximum"),
+        ("budget", "stopped by the budget"),
+        ("stopped", "stopped before settling"),
+        ("no_verdict", "not repeated (a run not graded)"),
+    ):
+        if auto.count(state):
+            parts.append(f"{auto.count(state)} {said}")
+    lines = [
+        f"Auto repeats (--repeat auto: at most {rule.max}, confidence {rule.confidence:g}, "
+        f"margin {rule.margin:g}): {_count(auto.runs, 'run')} of "
+        f"{_count(len(auto.cases), 'case')}: {', '.join(parts)}"
+    ]
+    several = len({c.target for c in auto.cases}) > 1
+    shown = [c for c in auto.cases if c.runs > 1 or c.state != "settled"]
+    for c in shown[:AUTO_ROWS]:
+        name = f"{c.eval_id} [{c.target}]" if several else c.eval_id
+        lines.append(f"  {name}: {_count(c.runs, 'run')}, {c.why}")
+    if len(shown) > AUTO_ROWS:
+        lines.append(f"  ... and {len(shown) - AUTO_ROWS} more (--summary-json)")
+    return lines
+
+
 def _noise_lines(summary: Summary) -> list[str]:
     """Where each target's scores vary: between repeats (the target) and between a
     judge's samples of one answer (the judge); the cases the judge decides."""
@@ -408,6 +445,9 @@ def render_summary(
 
     if summary.vars:
         lines += ["", *_vars_block(summary)]
+
+    if summary.auto_repeat is not None:
+        lines += ["", *_auto_lines(summary)]
 
     closing: list[str] = []
     if summary.tokens or summary.judge_tokens:

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentv.results import stats
 from agentv.results.record import GRADED, STATUSES
+from agentv.results.settled import AutoRule, Outcome, verdict
 
 if TYPE_CHECKING:
     from agentv.results.record import EvalResult
@@ -69,6 +70,7 @@ READ_FIELDS = (
     "cached",
     "vars",
     "uncertain",
+    "auto_repeat",
 )
 TOP_COUNT = 3
 SLOWEST_COUNT = 5
@@ -333,6 +335,43 @@ class TargetSummary:
 
 
 @dataclass(frozen=True, slots=True)
+class AutoCase:
+    """One case of a ``--repeat auto`` run: how many runs it got and why it stopped
+    (docs/trusting-verdicts.md, "Repeats where the verdict is unsettled").
+
+    ``state``: ``settled``, ``max`` (unsettled at the most runs), ``budget`` (unsettled
+    when the budget stopped the run), ``stopped`` (unsettled, the run ended before its
+    next run: interrupted) or ``no_verdict`` (a run could not be graded)."""
+
+    target: str
+    eval_id: str
+    runs: int
+    state: str
+    why: str
+    passed: int
+    failed: int
+    uncertain: int
+    p_value: float
+
+
+@dataclass(frozen=True, slots=True)
+class AutoRepeatSummary:
+    """What ``--repeat auto`` did: its rule and each case's runs."""
+
+    rule: AutoRule
+    cases: tuple[AutoCase, ...]
+
+    @property
+    def runs(self) -> int:
+        """The runs made, over every case."""
+        return sum(c.runs for c in self.cases)
+
+    def count(self, state: str, *, runs: int | None = None) -> int:
+        """Cases in ``state`` (with exactly ``runs`` runs, when given)."""
+        return sum(1 for c in self.cases if c.state == state and (runs is None or c.runs == runs))
+
+
+@dataclass(frozen=True, slots=True)
 class Summary:
     """Statistics over all results of a run; ``None`` where there is nothing to compute."""
 
@@ -406,6 +445,8 @@ class Summary:
     case_noise: tuple[tuple[str, str, float, float], ...] = ()
     """With repeats and judges asked more than once: ``(target, eval_id, judge variance,
     target variance)`` of each case that has both (``NoiseSplit``)."""
+    auto_repeat: AutoRepeatSummary | None = None
+    """The runs made by ``--repeat auto``: how many each case got, and why."""
     case_table: tuple[tuple[str, tuple[float | None, ...]], ...] = ()
     """For up to ``CASE_TABLE_MAX`` cases: each case's mean score on each target (in
     ``targets`` order; None where it did not run), ids in natural order."""
@@ -524,6 +565,11 @@ class SummaryCollector:
         self._uncertain: list[tuple[int, str, str]] = []
         #: target -> case -> [sum of its graded runs' judge variance, runs that have one]
         self._judge_noise: dict[str, dict[str, list[float]]] = {}
+        #: --repeat auto: (target, case) -> its runs by repeat, whether the budget
+        #: skipped a run (it ended the rounds), and the rule of the latest record
+        self._auto: dict[tuple[str, str], dict[int, Outcome]] = {}
+        self._auto_budget = False
+        self._auto_rule: AutoRule | None = None
 
     def __len__(self) -> int:
         return len(self._ids)
@@ -609,6 +655,52 @@ class SummaryCollector:
         variables = get("vars")
         if isinstance(variables, dict) and variables:
             self._variables(variables, status, get("score"))
+        auto = get("auto_repeat")
+        if isinstance(auto, dict):
+            self._auto_run((target, eval_id), self._row_repeat[row], status, get("score"), auto)
+
+    def _auto_run(
+        self, key: tuple[str, str], repeat: int, status: str, score: Any, auto: Mapping[str, Any]
+    ) -> None:
+        """A run of ``--repeat auto``: counted towards its case's verdict."""
+        rule = AutoRule.from_record(auto)
+        if rule is not None:
+            self._auto_rule = rule
+        runs = self._auto.setdefault(key, {})
+        threshold = auto.get("threshold")
+        if status == "skipped":
+            self._auto_budget = True
+        elif isinstance(threshold, int | float):
+            number = float(score) if isinstance(score, int | float) else 0.0
+            runs[repeat] = Outcome(status, number, float(threshold))
+
+    def _auto_summary(self) -> AutoRepeatSummary | None:
+        rule = self._auto_rule
+        if rule is None:
+            return None
+        cases = []
+        for (target, eval_id), runs in self._auto.items():
+            found = verdict(runs.values(), rule)
+            state, why = found.state, found.why()
+            if state == "unsettled":  # the rounds ended before it settled: why
+                budget = self._auto_budget
+                state = "budget" if budget else "stopped"
+                why += "; the budget stopped the run" if budget else "; the run ended first"
+            cases.append(
+                AutoCase(
+                    target=target,
+                    eval_id=eval_id,
+                    runs=found.runs,
+                    state=state,
+                    why=why,
+                    passed=found.passed,
+                    failed=found.failed,
+                    uncertain=found.uncertain,
+                    p_value=found.p_value,
+                )
+            )
+        cases.sort(key=lambda c: (c.target, natural_key(c.eval_id)))
+        return AutoRepeatSummary(rule, tuple(cases))
 
     def _variables(self, variables: Mapping[str, Any], status: str, score: Any) -> None:
         """Count a run under each of its variables' values."""
@@ -935,6 +1027,7 @@ class SummaryCollector:
             repeats=repeats,
             case_stats=self._case_stats() if repeats > 1 else (),
             case_noise=self._case_noise() if repeats > 1 else (),
+            auto_repeat=self._auto_summary(),
             case_table=self._case_table(seen),
             turns=self._turn_stats(),
             cost=self._cost_summary(),
@@ -1499,7 +1592,33 @@ def summary_dict(summary: Summary) -> dict[str, Any]:
             for target, case, cs in summary.case_stats
         ],
     }
+    if summary.auto_repeat is not None:
+        data["auto_repeat"] = _auto_dict(summary.auto_repeat)
     return data
+
+
+def _auto_dict(auto: AutoRepeatSummary) -> dict[str, Any]:
+    states = ("settled", "max", "budget", "stopped", "no_verdict")
+    return {
+        "rule": auto.rule.to_dict(),
+        "runs": auto.runs,
+        "cases": {state: auto.count(state) for state in states},
+        "settled_first": auto.count("settled", runs=1),
+        "by_case": [
+            {
+                "target": c.target,
+                "eval_id": c.eval_id,
+                "runs": c.runs,
+                "state": c.state,
+                "why": c.why,
+                "passed": c.passed,
+                "failed": c.failed,
+                "uncertain": c.uncertain,
+                "p_value": c.p_value,
+            }
+            for c in auto.cases
+        ],
+    }
 
 
 def _noise_dict(noise: NoiseSplit | None) -> dict[str, Any] | None:
