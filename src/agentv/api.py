@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from agentv.evalfile.loader import LoadContext, LoadedEvalFile
     from agentv.providers.python import PythonTarget
     from agentv.results.compare import CaseDelta, Comparison, Side
+    from agentv.results.flips import EvaluatorFlips
     from agentv.results.record import CaseKey, EvalResult
     from agentv.results.report import Report
     from agentv.results.summary import Summary, Tokens, TurnStats
@@ -1400,6 +1401,8 @@ def compare(
     min_delta: float = 0.05,
     significance: float | None = None,
     detect: float | None = None,
+    pass_threshold: float | None = None,
+    cwd: PathLike | None = None,
 ) -> Comparison:
     """Compare two results files case by case (``agentv compare``).
 
@@ -1412,11 +1415,17 @@ def compare(
             (docs/trusting-verdicts.md). None: any regressed case fails.
         detect: A drop (0.05) to say how many paired cases would detect; with it alone,
             the significance figures are at 0.05.
+        pass_threshold: What an evaluator's score is weighed at, for its flipped
+            verdicts, when its record says neither its own threshold nor whether it
+            passed (default 0.8).
+        cwd: Where relative paths start, and the project whose run store holds the
+            people's reviews (default: the working directory).
 
     Returns:
         Improved, regressed, unchanged, new and missing cases, the mean score change with a
-        95% interval, the pass-rate change and, with ``significance`` or ``detect``, its
-        ``significance``.
+        95% interval, the pass-rate change, each evaluator's flipped verdicts (with the
+        people's, from the project's run store) and, with ``significance`` or
+        ``detect``, its ``significance``.
 
     Raises:
         InputError: A line of either file is not a result (its file and line named).
@@ -1431,15 +1440,25 @@ def compare(
     if detect is not None and not 0 < detect <= 1:
         raise ConfigError(f"detect must be more than 0 and at most 1 (got {detect})")
     alpha = significance if significance is not None else (0.05 if detect is not None else None)
+    if pass_threshold is not None and not 0 <= pass_threshold <= 1:
+        raise ConfigError(f"pass_threshold must be from 0 to 1 (got {pass_threshold})")
     # --detect alone sizes the suite; the gate stays the plain one (any regressed case)
-    return compare_files(
-        Path(base),
-        Path(new),
+    folder = Path(cwd).resolve() if cwd is not None else Path.cwd().resolve()
+    comparison = compare_files(
+        Path(base) if cwd is None else folder / Path(base),
+        Path(new) if cwd is None else folder / Path(new),
         min_delta=min_delta,
         alpha=alpha,
         detect=detect,
         gate=significance is not None,
+        pass_threshold=pass_threshold,
     )
+    if not any(e.flips for e in comparison.flips):
+        return comparison
+    from agentv.results.flips import with_labels
+
+    labels = _labels(comparison.sources, folder)
+    return replace(comparison, flips=with_labels(comparison.flips, labels))
 
 
 def report_path(results: Sequence[PathLike]) -> Path:
@@ -1586,6 +1605,10 @@ class Regrade(DiagnosticsView):
     """Judge answers reused from ``cache``."""
     spent_usd: float = 0.0
     """US dollars the judges' requests cost (the targets were not asked)."""
+    flips: tuple[EvaluatorFlips, ...] = ()
+    """Per evaluator (and the case's own verdict), the regraded runs whose pass / fail
+    verdict changed, each with the person's verdict when the run store holds a review of
+    it (docs/trusting-verdicts.md, "What a judge change did")."""
 
 
 async def aregrade(
@@ -1694,15 +1717,28 @@ async def _regrade(
         config_thresholds=pass_threshold is None,  # the caller's wins over every config's
     )
     writer = open_writer(target, results_format(source), append=False)
+    from agentv.results.flips import read_verdicts, verdict_flips, with_labels
+    from agentv.results.record import EvalResult
     from agentv.results.summary import SummaryCollector
 
+    # a regraded record names the file whose answer it grades again, as seen from its own
+    # file: compare finds the people's reviews of those answers through it
+    origin = os.path.relpath(source.resolve(), target.resolve().parent)
     collector = SummaryCollector()
     try:
-        for record in done.records:
+        for index, record in enumerate(done.records):
+            if index in done.fresh:
+                record["regraded_from"] = origin
             writer.write(record)
             collector.add_record(record)
     finally:
         writer.close()
+    regraded = done.thresholds
+    before = read_verdicts((r for r in read.results if r.run_key in regraded), regraded)
+    after = read_verdicts((EvalResult.from_record(r) for r in done.records if r), regraded)
+    flips = verdict_flips(before, after)
+    if any(e.flips for e in flips):
+        flips = with_labels(flips, _labels([source], base))
     return Regrade(
         out=writer.path,
         summary=collector.summary(),
@@ -1712,7 +1748,22 @@ async def _regrade(
         diagnostics=[*read.diagnostics, *done.diagnostics],
         judge_cache_hits=done.stats.judge_cache_hits,
         spent_usd=done.spent_usd,
+        flips=flips,
     )
+
+
+def _labels(results: Sequence[Path], cwd: Path) -> dict[tuple[str, str, str, int], str]:
+    """The people's verdicts of the runs of ``results`` in the project's run store (none
+    when it has no store yet: it is never created for this)."""
+    from agentv.store.project import store_settings
+
+    path = store_settings(cwd, None).path
+    if not path.is_file():
+        return {}
+    from agentv.store import RunStore
+
+    with RunStore(path, create=False) as store:
+        return store.labels(results)
 
 
 def regrade(

@@ -16,6 +16,10 @@ import typer
 if TYPE_CHECKING:
     from agentv.api import CaseDelta, Comparison, Side
     from agentv.results.compare import Significance
+    from agentv.results.flips import EvaluatorFlips, Flip
+
+#: flipped runs listed by name per evaluator, at most
+FLIPS_SHOWN = 20
 
 
 class CompareFormat(StrEnum):
@@ -44,6 +48,16 @@ def compare_command(
         float,
         typer.Option(min=0, max=1, help="A score change below this is no change."),
     ] = 0.05,
+    pass_threshold: Annotated[
+        float | None,
+        typer.Option(
+            min=0,
+            max=1,
+            help="For flipped verdicts: the threshold of an evaluator whose record says "
+            "neither its own nor whether it passed (default 0.8).",
+            show_default=False,
+        ),
+    ] = None,
     significance: Annotated[
         float | None,
         typer.Option(
@@ -76,7 +90,12 @@ def compare_command(
 
     try:
         comparison = compare(
-            base, new, min_delta=min_delta, significance=significance, detect=detect
+            base,
+            new,
+            min_delta=min_delta,
+            significance=significance,
+            detect=detect,
+            pass_threshold=pass_threshold,
         )
     except AgentVError as exc:
         sys.stderr.write(f"error: {printable(str(exc))}\n")
@@ -226,9 +245,62 @@ def _cell(d: CaseDelta, side: str, quote: Callable[[str], str] = str) -> str:
     return "-" if result is None else f"{_score(result.score)} {quote(result.status)}"
 
 
+def _run_name(flip: Flip) -> str:
+    dataset, eval_id, target, repeat = flip.key
+    return (
+        f"{dataset}/{eval_id}"
+        + (f" [{target}]" if target else "")
+        + (f" repeat {repeat}" if repeat else "")
+    )
+
+
+def flips_lines(flips: tuple[EvaluatorFlips, ...], quote: Callable[[str], str] = str) -> list[str]:
+    """Each evaluator's flipped verdicts: how many of its runs, which way, how the
+    reviewed ones moved against the people's verdicts, then the runs (empty: none)."""
+    if not any(e.flips for e in flips):
+        return []
+    lines = ["Verdicts that flipped (per evaluator):"]
+    for e in flips:
+        if not e.flips:
+            continue
+        ways = [
+            f"{e.count(a, b)} {a} -> {b}"
+            for a, b in (
+                ("pass", "fail"),
+                ("fail", "pass"),
+                ("pass", "uncertain"),
+                ("fail", "uncertain"),
+                ("uncertain", "pass"),
+                ("uncertain", "fail"),
+            )
+            if e.count(a, b)
+        ]
+        people = (
+            f"; reviewed {e.reviewed}: {e.towards} towards the people's verdict, "
+            f"{e.away} away from it"
+            if e.reviewed
+            else ""
+        )
+        lines.append(
+            f"  {quote(e.name)}: {len(e.flips)} of {e.compared} runs ({', '.join(ways)}){people}"
+        )
+        for flip in e.flips[:FLIPS_SHOWN]:
+            said = ""
+            if flip.human is not None:
+                way = {True: ", towards", False: ", away"}.get(flip.towards, "")
+                said = f" (reviewed: {flip.human}{way})"
+            lines.append(f"    {quote(_run_name(flip))}: {flip.before} -> {flip.after}{said}")
+        if len(e.flips) > FLIPS_SHOWN:
+            lines.append(f"    ... and {len(e.flips) - FLIPS_SHOWN} more (--format json)")
+    return lines
+
+
 def table(c: Comparison) -> str:
     """The comparison for a terminal."""
     lines = [f"Comparing {c.new_path} with {c.base_path}", *_head(c)]
+    flipped = flips_lines(c.flips)
+    if flipped:
+        lines += ["", *flipped]
     if c.changed:
         width = min(40, max(len(_name(d)) for d in c.changed))
         lines += ["", f"  {'case':<{width}}  {'base':<14} {'new':<14} {'delta':>7}  verdict"]
@@ -263,6 +335,13 @@ def markdown(c: Comparison) -> str:
     """The comparison as a pull-request comment; what comes from the results files (case
     names, statuses) is in code spans (``_code``)."""
     lines = ["### agentv: comparison", "", *(f"- {line}" for line in _head(c, _status))]
+    flipped = flips_lines(c.flips, _code)
+    if flipped:
+        lines += ["", f"**{flipped[0]}**", ""]
+        # an evaluator's line, then its runs as a list beneath it
+        lines += [
+            f"{'  ' if line.startswith('    ') else ''}- {line.strip()}" for line in flipped[1:]
+        ]
     if c.regressed:
         lines += ["", f"**{len(c.regressed)} regressed**"]
     if c.changed:

@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from agentv.results.flips import EvaluatorFlips, run_verdicts, verdict_flips
 from agentv.results.reader import read_results
-from agentv.results.record import GRADED
+from agentv.results.record import GRADED, RunKey
 from agentv.results.stats import (
     BOOTSTRAP_RESAMPLES,
     BOOTSTRAP_SEED,
@@ -259,6 +260,8 @@ class Comparison:
         new: The runs of the file after.
         significance: With a significance level: whether the drop is more than noise,
             and what this many cases can detect.
+        flips: Per evaluator, the runs whose verdict flipped.
+        sources: The results files whose answers the two files hold.
     """
 
     base_path: str
@@ -274,6 +277,12 @@ class Comparison:
     base: Side = field(default_factory=Side)
     new: Side = field(default_factory=Side)
     significance: Significance | None = None
+    flips: tuple[EvaluatorFlips, ...] = ()
+    """Per evaluator (and the case's own verdict), the runs in both files whose pass /
+    fail verdict changed, with the people's verdicts where the run store has them."""
+    sources: tuple[Path, ...] = ()
+    """The results files whose answers the two files hold: both, and those their
+    regraded records name (where people's reviews of these answers are found)."""
 
     @property
     def fails(self) -> bool:
@@ -316,22 +325,35 @@ class Comparison:
 
 @dataclass
 class ResultsSide:
-    """A results file read for comparing: its cases and its runs."""
+    """A results file read for comparing: its cases, its runs, each run's verdicts by
+    evaluator (``agentv.results.flips``), and the results files its regraded records
+    grade the answers of (``regraded_from``)."""
 
     cases: dict[Key, CaseResult]
     side: Side
+    verdicts: dict[RunKey, dict[str, str]] = field(default_factory=dict)
+    sources: set[Path] = field(default_factory=set)
 
 
-def read_side(path: Path) -> ResultsSide:
+def read_side(path: Path, *, pass_threshold: float | None = None) -> ResultsSide:
     """A results file (JSON Lines or YAML) as its cases, repeats folded, from the latest
     record of every run, and its runs' figures (its summary's: ``agentv.results.summary``);
-    ``InputError`` naming the file and line for a line that is not a result."""
+    ``InputError`` naming the file and line for a line that is not a result.
+    ``pass_threshold``: what an evaluator's score is weighed at when its record says
+    neither its own threshold nor whether it passed (default 0.8)."""
     runs: dict[Key, list[tuple[float, str]]] = {}
     collector = SummaryCollector()
+    verdicts: dict[RunKey, dict[str, str]] = {}
+    sources: set[Path] = set()
     for _, result in read_results(path, strict=True).latest():
         score = result.score if math.isfinite(result.score) else 0.0
         runs.setdefault(result.case_key, []).append((score, result.status))
         collector.add(result)
+        found = run_verdicts(result, pass_threshold)
+        if found:
+            verdicts[result.run_key] = found
+        if result.regraded_from:
+            sources.add(path.parent / result.regraded_from)
     cases = {}
     for key, items in runs.items():
         scored = [s for s, st in items if st in GRADED]
@@ -341,7 +363,7 @@ def read_side(path: Path) -> ResultsSide:
             runs=len(items),
             graded=len(scored),
         )
-    return ResultsSide(cases, side_of(collector.summary()))
+    return ResultsSide(cases, side_of(collector.summary()), verdicts, sources)
 
 
 def side_of(summary: Summary) -> Side:
@@ -463,11 +485,14 @@ def compare_files(
     alpha: float | None = None,
     detect: float | None = None,
     gate: bool = True,
+    pass_threshold: float | None = None,
 ) -> Comparison:
     """Compare two results files (``alpha``, ``detect``, ``gate``: as
-    ``compare_results``)."""
-    before, after = read_side(base), read_side(new)
-    return compare_results(
+    ``compare_results``; ``pass_threshold``: as ``read_side``), with each evaluator's
+    flipped verdicts."""
+    before = read_side(base, pass_threshold=pass_threshold)
+    after = read_side(new, pass_threshold=pass_threshold)
+    found = compare_results(
         before.cases,
         after.cases,
         min_delta=min_delta,
@@ -478,6 +503,11 @@ def compare_files(
         alpha=alpha,
         detect=detect,
         gate=gate,
+    )
+    return replace(
+        found,
+        flips=verdict_flips(before.verdicts, after.verdicts),
+        sources=tuple(sorted({base, new, *before.sources, *after.sources})),
     )
 
 
@@ -524,6 +554,8 @@ def comparison_dict(c: Comparison) -> dict[str, Any]:
     }
     if c.significance is not None:
         data["significance"] = c.significance.to_dict()
+    if any(e.flips for e in c.flips):  # only when some verdict flipped
+        data["flips"] = [e.to_dict() for e in c.flips if e.flips]
     if c.base.cost is not None or c.new.cost is not None:  # only when a run reported tokens
         data["cost"] = {"base": c.base.cost, "new": c.new.cost}
     if c.base.vars or c.new.vars:  # only when runs were made from `vars:`

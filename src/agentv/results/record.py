@@ -102,6 +102,9 @@ class EvalResult(BaseModel):
     """The judges whose samples disagreed about pass or fail when the run's verdict hangs
     on them (``turn N: name`` for a turn's): its status is ``uncertain``, or what their
     ``on_uncertain`` made of it."""
+    regraded_from: str | None = None
+    """A record of ``agentv regrade``: the results file whose recorded answer it grades
+    again (relative to this record's file)."""
     auto_repeat: dict[str, Any] | None = None
     """A run of ``--repeat auto``: the rule (``max``, ``confidence``, ``margin``,
     ``threshold``) and why this run was made (``reason``)."""

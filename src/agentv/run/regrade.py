@@ -35,7 +35,14 @@ from agentv.evaluators.grading import needs_judge
 from agentv.prompts.builder import Prompt, PromptSettings, build_prompt
 from agentv.providers.base import ProviderResponse, Usage
 from agentv.results.outcome import result_record
-from agentv.results.record import ERROR, GRADED, SKIPPED, EvalResult, put_back_large_content
+from agentv.results.record import (
+    ERROR,
+    GRADED,
+    SKIPPED,
+    EvalResult,
+    RunKey,
+    put_back_large_content,
+)
 from agentv.run.costs import CASE_COST, CaseCost
 from agentv.run.plan import CaseJob
 from agentv.run.resume import Previous, prompt_changed
@@ -54,6 +61,10 @@ class Regraded:
 
     records: list[dict[str, Any]] = field(default_factory=list)
     regraded: int = 0
+    #: the pass threshold each regraded run was graded at, by run
+    thresholds: dict[RunKey, float] = field(default_factory=dict)
+    #: which of ``records`` were graded anew (their places)
+    fresh: set[int] = field(default_factory=set)
     prompt_changed: list[tuple[str, str]] = field(default_factory=list)  # (eval id, target)
     not_regraded: list[tuple[str, str, str]] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)
@@ -99,6 +110,11 @@ async def regrade_records(
             continue
         done.records.append({})  # its place, filled when it is regraded
         jobs.append((len(done.records) - 1, job, prompt, result))
+        done.fresh.add(len(done.records) - 1)
+        threshold = job.pass_threshold
+        done.thresholds[result.run_key] = (
+            threshold if threshold is not None else settings.pass_threshold
+        )
     # every target and judge is built by now: their secrets are known
     sender = Sender(
         settings,

@@ -21,7 +21,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from agentv.errors import ConfigError, Diagnostic, InputError
-from agentv.results.record import utc_timestamp
+from agentv.results.record import RunKey, utc_timestamp
 from agentv.store.db import read, write
 from agentv.store.history import flaky_cases
 
@@ -128,6 +128,28 @@ def reviews_of(db: sqlite3.Connection, run_id: int, case_key: str, repeat: int) 
         (run_id, case_key, repeat),
     ).fetchall()
     return [_review(r) for r in rows]
+
+
+def labels_of(db: sqlite3.Connection, results: Iterable[Path]) -> dict[RunKey, str]:
+    """The people's verdicts of the runs of cases recorded in the results files
+    ``results`` (the latest review of each; a run reviewed in several stored runs of one
+    file: the latest of all), by run (dataset, eval id, target, repeat)."""
+    paths = sorted({str(Path(p).resolve()) for p in results})
+    if not paths:
+        return {}
+    marks = ", ".join("?" * len(paths))
+    with read(db):
+        rows = db.execute(
+            "SELECT h.case_key, h.repeat, h.verdict FROM reviews h JOIN runs u ON "
+            f"u.id = h.run_id WHERE u.results_path IN ({marks}) ORDER BY h.id",
+            paths,
+        ).fetchall()
+    found: dict[RunKey, str] = {}
+    for case_key, repeat, verdict in rows:
+        key = orjson.loads(case_key)
+        if isinstance(key, list) and len(key) == 3:
+            found[(str(key[0]), str(key[1]), str(key[2]), int(repeat))] = verdict
+    return found
 
 
 @dataclass(frozen=True, slots=True)
