@@ -207,25 +207,20 @@ def significance_lines(sig: Significance) -> list[str]:
     ]
     if sig.cases:
         runs = f"{sig.runs} run{'s' if sig.runs != 1 else ''} each"
-        score = (
-            f", a mean score change of {sig.detectable_score:.3f}"
-            if sig.detectable_score is not None
-            else ""
-        )
+        found = [f"a pass-rate change of {_effect(sig.detectable_rate)}"]
+        if sig.detectable_score is not None:
+            found.append(f"a mean score change of {_effect(sig.detectable_score)}")
         lines.append(
-            f"Detectable with 80% power among {sig.cases} paired cases ({runs}): a pass-rate "
-            f"change of {sig.detectable_rate:.3f}{score}"
+            f"Detectable with 80% power among {sig.cases} paired cases ({runs}): "
+            + ", ".join(found)
         )
     if sig.detect is not None:
-        score = (
-            f", a mean score drop of {sig.detect:g} {sig.cases_for_score}"
-            if sig.cases_for_score is not None
-            else ""
-        )
-        lines.append(
-            f"Cases needed at {level} with 80% power: a pass-rate drop of {sig.detect:g} "
-            f"{sig.cases_for_rate}{score}"
-        )
+        needed = [f"a pass-rate drop of {sig.detect:g} needs {sig.cases_for_rate:,} cases"]
+        if sig.cases_for_score is not None:
+            needed.append(
+                f"a mean score drop of {sig.detect:g} needs {sig.cases_for_score:,} cases"
+            )
+        lines.append(f"At {level} with 80% power: {', '.join(needed)}")
     return lines
 
 
@@ -252,6 +247,13 @@ def _run_name(flip: Flip) -> str:
         + (f" [{target}]" if target else "")
         + (f" repeat {repeat}" if repeat else "")
     )
+
+
+def _effect(value: float | None) -> str:
+    """A detectable change, or that none up to 1 (the whole scale) is."""
+    if value is None:
+        return "-"
+    return f"{value:.3f}" if value <= 1 else "none up to 1 (too few cases)"
 
 
 def flips_lines(flips: tuple[EvaluatorFlips, ...], quote: Callable[[str], str] = str) -> list[str]:
