@@ -8,7 +8,6 @@ import resource
 import subprocess
 import sys
 import tempfile
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -41,38 +40,42 @@ def agentv_cli(
     )
 
 
+#: runs agentv in this interpreter and, as it exits, writes its VmHWM (the high-water mark
+#: of this process image's resident memory, in KiB) to the file named first
+_PEAK_RUNNER = """
+import atexit, runpy, sys
+out = sys.argv.pop(1)
+def report():
+    with open("/proc/self/status") as status:
+        peak = next(line.split()[1] for line in status if line.startswith("VmHWM:"))
+    with open(out, "w") as file:
+        file.write(peak)
+atexit.register(report)
+sys.argv[0] = "agentv"
+runpy.run_module("agentv", run_name="__main__", alter_sys=True)
+"""
+
+
 def agentv_cli_peak(
     project: Path, *args: str, timeout: float = 300
 ) -> tuple[subprocess.CompletedProcess[str], int]:
-    """``agentv_cli`` and the peak resident memory (KiB) of that one process.
+    """``agentv_cli`` and the peak resident memory (KiB) of that agentv process (Linux).
 
-    Measured with ``os.wait4`` on its pid: ``RUSAGE_CHILDREN`` of the test process would
-    also count any earlier child that happens to be reaped meanwhile (``subprocess`` reaps
-    abandoned children when it starts a new one)."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "agentv", *args],
+    Read from ``/proc/self/status`` as agentv exits: the ``ru_maxrss`` of a child (through
+    ``wait4`` or ``RUSAGE_CHILDREN``) starts from the parent's own peak, because the child
+    is forked from the test process before it runs agentv, so it measures the test worker."""
+    with tempfile.TemporaryDirectory() as scratch:
+        peak_file = Path(scratch) / "peak"
+        proc = subprocess.run(
+            [sys.executable, "-c", _PEAK_RUNNER, str(peak_file), *args],
             cwd=project,
             env={**os.environ, "CI": "1"},
-            stdout=out,
-            stderr=err,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
         )
-        guard = threading.Timer(timeout, proc.kill)  # a hang guard only
-        guard.start()
-        try:
-            _, status, usage = os.wait4(proc.pid, 0)
-        finally:
-            guard.cancel()
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        done = subprocess.CompletedProcess(
-            proc.args,
-            proc.returncode,
-            out.read().decode("utf-8", "replace"),
-            err.read().decode("utf-8", "replace"),
-        )
-    return done, usage.ru_maxrss
+        assert peak_file.exists(), f"agentv ended without reporting its memory: {proc.stderr}"
+        return proc, int(peak_file.read_text())
 
 
 def rows(path: Path) -> list[dict[str, Any]]:

@@ -14,9 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 if TYPE_CHECKING:
-    from agentv.api import CaseDelta, Comparison, Side
-    from agentv.results.compare import Significance
-    from agentv.results.flips import EvaluatorFlips, Flip
+    from agentv.api import CaseDelta, Comparison, EvaluatorFlips, Flip, Side, Significance
 
 #: flipped runs listed by name per evaluator, at most
 FLIPS_SHOWN = 20
@@ -86,6 +84,7 @@ def compare_command(
     from agentv.api import compare
     from agentv.cli.common import printable
     from agentv.cli.console_text import printable_json
+    from agentv.cli.diagnostics import print_diagnostics
     from agentv.errors import AgentVError
 
     try:
@@ -100,6 +99,7 @@ def compare_command(
     except AgentVError as exc:
         sys.stderr.write(f"error: {printable(str(exc))}\n")
         raise typer.Exit(1) from None
+    print_diagnostics(comparison.notes, sys.stderr)
     if output_format is CompareFormat.json:
         sys.stdout.write(printable_json(json.dumps(comparison.to_dict(), indent=2)) + "\n")
     elif output_format is CompareFormat.markdown:

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from agentv.errors import Diagnostic
 from agentv.results.flips import EvaluatorFlips, run_verdicts, verdict_flips
 from agentv.results.reader import read_results
 from agentv.results.record import GRADED, RunKey
@@ -262,6 +263,8 @@ class Comparison:
             and what this many cases can detect.
         flips: Per evaluator, the runs whose verdict flipped.
         sources: The results files whose answers the two files hold.
+        notes: Records of either file read with something put right (a null score read
+            as 0), as warnings with their file and line.
     """
 
     base_path: str
@@ -283,6 +286,7 @@ class Comparison:
     sources: tuple[Path, ...] = ()
     """The results files whose answers the two files hold: both, and those their
     regraded records name (where people's reviews of these answers are found)."""
+    notes: tuple[Diagnostic, ...] = ()
 
     @property
     def fails(self) -> bool:
@@ -333,6 +337,7 @@ class ResultsSide:
     side: Side
     verdicts: dict[RunKey, dict[str, str]] = field(default_factory=dict)
     sources: set[Path] = field(default_factory=set)
+    notes: list[Diagnostic] = field(default_factory=list)  # records read with a repair
 
 
 def read_side(path: Path, *, pass_threshold: float | None = None) -> ResultsSide:
@@ -345,7 +350,8 @@ def read_side(path: Path, *, pass_threshold: float | None = None) -> ResultsSide
     collector = SummaryCollector()
     verdicts: dict[RunKey, dict[str, str]] = {}
     sources: set[Path] = set()
-    for _, result in read_results(path, strict=True).latest():
+    reader = read_results(path, strict=True)
+    for _, result in reader.latest():
         score = result.score if math.isfinite(result.score) else 0.0
         runs.setdefault(result.case_key, []).append((score, result.status))
         collector.add(result)
@@ -354,6 +360,7 @@ def read_side(path: Path, *, pass_threshold: float | None = None) -> ResultsSide
             verdicts[result.run_key] = found
         if result.regraded_from:
             sources.add(path.parent / result.regraded_from)
+    reader.check_named(len(collector))  # mappings of another kind: refused
     cases = {}
     for key, items in runs.items():
         scored = [s for s, st in items if st in GRADED]
@@ -363,7 +370,7 @@ def read_side(path: Path, *, pass_threshold: float | None = None) -> ResultsSide
             runs=len(items),
             graded=len(scored),
         )
-    return ResultsSide(cases, side_of(collector.summary()), verdicts, sources)
+    return ResultsSide(cases, side_of(collector.summary()), verdicts, sources, reader.notes)
 
 
 def side_of(summary: Summary) -> Side:
@@ -508,6 +515,7 @@ def compare_files(
         found,
         flips=verdict_flips(before.verdicts, after.verdicts),
         sources=tuple(sorted({base, new, *before.sources, *after.sources})),
+        notes=(*before.notes, *after.notes),
     )
 
 

@@ -164,41 +164,51 @@ class EvaluatorFlips:
         }
 
 
+class FlipTally:
+    """Flips counted as pairs of runs come (a regrade streams its records): each
+    evaluator's runs compared, in the order first met, and the runs that flipped."""
+
+    def __init__(self) -> None:
+        self._compared: dict[str, int] = {}
+        self._flips: dict[str, list[Flip]] = {}
+
+    def add(self, key: RunKey, before: Mapping[str, str], after: Mapping[str, str]) -> None:
+        """One run's verdicts by evaluator before and after (``run_verdicts``)."""
+        for name, was in before.items():
+            now = after.get(name)
+            if now is None:
+                continue
+            self._compared[name] = self._compared.get(name, 0) + 1
+            if now != was:
+                self._flips.setdefault(name, []).append(Flip(key, was, now))
+
+    def result(self) -> tuple[EvaluatorFlips, ...]:
+        """Each evaluator's flips, the case's own verdict last; runs in natural order."""
+        from agentv.results.summary import natural_key
+
+        def order(f: Flip) -> tuple[Any, ...]:
+            return (natural_key(f.key[0]), natural_key(f.key[1]), *f.key[2:])
+
+        names = sorted(self._compared, key=lambda n: n == CASE_VERDICT)  # stable: order met
+        return tuple(
+            EvaluatorFlips(
+                name, self._compared[name], tuple(sorted(self._flips.get(name, []), key=order))
+            )
+            for name in names
+        )
+
+
 def verdict_flips(
     before: Mapping[RunKey, Mapping[str, str]], after: Mapping[RunKey, Mapping[str, str]]
 ) -> tuple[EvaluatorFlips, ...]:
     """Each evaluator's flips between the runs of ``before`` and ``after`` (each a run's
-    verdicts by evaluator, ``run_verdicts``): evaluators in the order first met, the
-    case's own verdict last; runs in natural order."""
-    from agentv.results.summary import natural_key
-
-    compared: dict[str, int] = {}
-    flips: dict[str, list[Flip]] = {}
+    verdicts by evaluator, ``run_verdicts``): ``FlipTally.result``."""
+    tally = FlipTally()
     for key, old in before.items():
         new = after.get(key)
-        if new is None:
-            continue
-        for name, was in old.items():
-            now = new.get(name)
-            if now is None:
-                continue
-            compared[name] = compared.get(name, 0) + 1
-            if now != was:
-                flips.setdefault(name, []).append(Flip(key, was, now))
-    names = sorted(compared, key=lambda n: n == CASE_VERDICT)  # stable: order met
-    return tuple(
-        EvaluatorFlips(
-            name,
-            compared[name],
-            tuple(
-                sorted(
-                    flips.get(name, []),
-                    key=lambda f: (natural_key(f.key[0]), natural_key(f.key[1]), *f.key[2:]),
-                )
-            ),
-        )
-        for name in names
-    )
+        if new is not None:
+            tally.add(key, old, new)
+    return tally.result()
 
 
 def with_labels(
@@ -208,20 +218,3 @@ def with_labels(
     return tuple(
         replace(e, flips=tuple(replace(f, human=labels.get(f.key)) for f in e.flips)) for e in found
     )
-
-
-def read_verdicts(
-    results: Iterable[EvalResult], thresholds: Mapping[RunKey, float] | float | None = None
-) -> dict[RunKey, dict[str, str]]:
-    """``run_verdicts`` of every graded record, by run (the last record of a run wins);
-    ``thresholds``: the pass threshold, one for all or by run (default 0.8)."""
-    found: dict[RunKey, dict[str, str]] = {}
-    for result in results:
-        key = result.run_key
-        threshold = thresholds.get(key) if isinstance(thresholds, Mapping) else thresholds
-        verdicts = run_verdicts(result, threshold)
-        if verdicts:
-            found[key] = verdicts
-        else:
-            found.pop(key, None)
-    return found

@@ -209,7 +209,7 @@ def read_state(path: Path, *, repair: bool) -> ResultsState:
             score=result.score,
             auto=result.auto_repeat,
         )
-    state.diagnostics = reader.diagnostics
+    state.diagnostics = [*reader.diagnostics, *reader.notes]
     if not state.runs and any(d.hint for d in reader.diagnostics):
         first = reader.diagnostics[0]
         raise InputError(
