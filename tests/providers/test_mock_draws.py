@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 
 from agentv.providers.mock import MockProvider, MockSettings
-from support.helpers import ask
+from support.providers import ask
 
 
 def _mock(**settings: object) -> MockProvider:

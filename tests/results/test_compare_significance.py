@@ -9,13 +9,10 @@ import math
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 import agentv
-from agentv.cli.app import _register, app
 from agentv.results.stats import NormalDist, bootstrap_ci
-
-_register()
+from support.cli import invoke_cli
 
 
 def _file(path: Path, verdicts: list[bool], *, runs: int = 1) -> Path:
@@ -45,9 +42,7 @@ def _drop(tmp_path: Path, dropped: int, cases: int = 50) -> tuple[Path, Path]:
 
 
 def _gate(base: Path, new: Path, *extra: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(
-        app, ["compare", str(base), str(new), "--fail-on-regression", *extra]
-    )
+    result = invoke_cli("compare", str(base), str(new), "--fail-on-regression", *extra)
     return result.exit_code, result.stdout, result.stderr
 
 
@@ -159,9 +154,7 @@ def test_detect_alone_keeps_the_plain_gate(tmp_path: Path) -> None:
     code = _gate(base, new, "--detect", "0.1")[0]
     assert code == 1  # one regressed case fails, as without --detect
     data = json.loads(
-        CliRunner()
-        .invoke(app, ["compare", str(base), str(new), "--detect", "0.1", "--format", "json"])
-        .stdout
+        invoke_cli("compare", str(base), str(new), "--detect", "0.1", "--format", "json").stdout
     )
     sig = data["significance"]
     assert (sig["alpha"], sig["gate"], sig["significant"]) == (0.05, False, False)
@@ -187,5 +180,5 @@ def test_out_of_range_levels_are_refused(tmp_path: Path) -> None:
     base, new = _drop(tmp_path, 1)
     with pytest.raises(agentv.ConfigError, match="significance must be between 0 and 1"):
         agentv.compare(base, new, significance=1.5)
-    result = CliRunner().invoke(app, ["compare", str(base), str(new), "--significance", "0"])
+    result = invoke_cli("compare", str(base), str(new), "--significance", "0")
     assert result.exit_code == 2

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 import agentv
-from support.cli_run import agentv_cli
-from support.helpers import write
+from support.cli import agentv_cli, invoke_cli
+from support.files import write
 
 STEADY = ["steady-1", "steady-2", "poor-1"]
 COINS = ["coin-1", "coin-2", "coin-3"]
@@ -145,6 +145,7 @@ def test_the_coin_flips_get_the_repeats(tmp_path: Path) -> None:
         assert (by_id[case].runs, by_id[case].state) == (len(cases[case]), expected)
 
 
+@pytest.mark.slow
 def test_the_summary_says_how_many_runs_and_why(tmp_path: Path) -> None:
     _project(tmp_path)
     done = agentv_cli(
@@ -218,6 +219,7 @@ def test_the_budget_stops_the_rounds(tmp_path: Path) -> None:
     }
 
 
+@pytest.mark.slow
 def test_a_killed_run_resumed_makes_the_same_runs(tmp_path: Path) -> None:
     whole, killed = tmp_path / "whole", tmp_path / "killed"
     for root in (whole, killed):
@@ -269,8 +271,8 @@ def test_what_does_not_go_with_auto(tmp_path: Path) -> None:
         agentv.prepare_run("evals", cwd=tmp_path, repeat="auto", executor="ray")
     with pytest.raises(agentv.ConfigError, match="max_repeat is from 1 to 1000"):
         agentv.prepare_run("evals", cwd=tmp_path, repeat="auto", max_repeat=0)
-    bad = agentv_cli(tmp_path, "eval", "evals", "--repeat", "often")
-    assert bad.returncode == 2
+    bad = invoke_cli("eval", str(tmp_path / "evals"), "--repeat", "often")
+    assert bad.exit_code == 2
     assert "a number of runs from 1 to 1000, or auto (not 'often')" in " ".join(
         bad.stderr.replace("│", " ").split()
     )

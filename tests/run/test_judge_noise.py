@@ -18,7 +18,7 @@ import pytest
 
 import agentv
 from support.fakes.llm_server import FakeLLMServer, RecordedRequest
-from support.helpers import write
+from support.files import write
 
 THRESHOLD = 0.8
 #: each case's answer names its distribution of judge scores
@@ -256,10 +256,11 @@ def test_repeats_split_the_noise_between_target_and_judge(
         assert cases[case]["target_variance"] == pytest.approx(t)
 
 
+@pytest.mark.slow
 def test_the_command_line_says_it_and_exits_6(
     tmp_path: Path, judge: tuple[FakeLLMServer, NoisyJudge]
 ) -> None:
-    from support.cli_run import agentv_cli
+    from support.cli import agentv_cli
 
     server, _ = judge
     _project(tmp_path, server.url, None, cases=["steady", "coin", "edge"])

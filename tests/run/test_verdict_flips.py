@@ -8,15 +8,12 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 import agentv
 from agentv.api import import_runs, open_store
-from agentv.cli.app import _register, app
+from support.cli import invoke_cli
 from support.fakes.llm_server import FakeLLMServer, RecordedRequest
-from support.helpers import write
-
-_register()
+from support.files import write
 
 #: each case's answer, and whether the two judges pass it
 ANSWERS = {
@@ -114,7 +111,7 @@ def test_regrade_lists_the_flips_and_how_they_moved_against_the_people(
     assert {r["regraded_from"] for r in records} == {"r.jsonl"}
 
     monkeypatch.chdir(root)  # the project's run store is found from here
-    result = CliRunner().invoke(app, ["regrade", "r.jsonl", "--out", "v3.jsonl"])
+    result = invoke_cli("regrade", "r.jsonl", "--out", "v3.jsonl")
     assert result.exit_code == 0, result.stdout
     assert (
         "Verdicts that flipped (per evaluator):\n"
@@ -130,7 +127,7 @@ def test_a_regrade_that_changes_nothing_says_so(
 ) -> None:
     root, _, _ = judged
     monkeypatch.chdir(root)
-    result = CliRunner().invoke(app, ["regrade", "r.jsonl"])
+    result = invoke_cli("regrade", "r.jsonl")
     assert result.exit_code == 0, result.stdout
     assert "No verdict flipped." in result.stdout
     assert agentv.regrade("r.jsonl", cwd=root, out="again.jsonl").flips[0].flips == ()
@@ -154,16 +151,12 @@ def test_compare_of_two_regrades_finds_the_reviews_of_their_answers(
     ]
     assert (judge_flips.towards, judge_flips.away) == (0, 2)
     monkeypatch.chdir(root)
-    result = CliRunner().invoke(app, ["compare", "first.jsonl", "second.jsonl", "--format", "json"])
+    result = invoke_cli("compare", "first.jsonl", "second.jsonl", "--format", "json")
     data = json.loads(result.stdout)
     assert [(e["evaluator"], e["flipped"], e["away_from_human"]) for e in data["flips"]] == [
         ("judge", 2, 2),
         ("case verdict", 2, 2),
     ]
-    markdown = (
-        CliRunner()
-        .invoke(app, ["compare", "first.jsonl", "second.jsonl", "--format", "markdown"])
-        .stdout
-    )
+    markdown = invoke_cli("compare", "first.jsonl", "second.jsonl", "--format", "markdown").stdout
     assert "**Verdicts that flipped (per evaluator):**" in markdown
     assert "  - `agree/a [a]`: pass -> fail (reviewed: pass, away)" in markdown
