@@ -208,6 +208,12 @@ class EvalResult(BaseModel):
         return cls.model_construct(**record)
 
 
+def repeat_label(repeat: int) -> str:
+    """A run's repeat as people count it: ``#1`` for the record's ``repeat`` 0 (records
+    count from 0; the console, the summary, the report and JUnit all say ``#N``)."""
+    return f"#{repeat + 1}"
+
+
 def utc_timestamp() -> str:
     """ISO-8601 UTC with milliseconds, e.g. ``2025-11-30T01:02:03.456Z``."""
     global _last_second

@@ -30,7 +30,7 @@ from itertools import filterfalse
 from typing import TYPE_CHECKING, Any
 
 from agentv.results import stats
-from agentv.results.record import GRADED, STATUSES
+from agentv.results.record import GRADED, STATUSES, repeat_label
 
 if TYPE_CHECKING:
     from agentv.results.record import EvalResult
@@ -316,7 +316,7 @@ class Summary:
     slowest: tuple[tuple[str, float], ...] = ()
     """``(eval_id, seconds)``, slowest first; runs that took no time (invalid) left out.
     Where a case ran more than once, its label names the target and the repeat
-    (``id [target, repeat 2]``)."""
+    (``id [target, #3]``: ``repeat_label``)."""
     error_details: tuple[tuple[str, str, str], ...] = field(default=())
     """``(eval_id, status, message)`` of every ``error`` and ``invalid`` case, by id."""
     tokens: tuple[tuple[str, Tokens], ...] = ()
@@ -847,7 +847,7 @@ class SummaryCollector:
         several = sum(1 for name in names if name != "?") > 1
         parts = [target] if several and target != "?" else []
         if self._most_runs > 1:
-            parts.append(f"repeat {self._row_repeat[row]}")
+            parts.append(repeat_label(self._row_repeat[row]))
         return f"{self._ids[row]} [{', '.join(parts)}]" if parts else self._ids[row]
 
     def _case_stats(self) -> tuple[tuple[str, str, stats.CaseStats], ...]:

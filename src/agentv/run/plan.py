@@ -33,6 +33,7 @@ class CaseJob:
     pass_threshold: float | None = None  # the case's config's, else the run's (None: the run's)
     repeat: int = 0
     user: RunTarget | None = None  # the target playing the case's simulated user
+    repeats: int = 1  # the runs of that pair the plan holds (how the run is numbered)
 
 
 @dataclass(slots=True)
@@ -318,10 +319,11 @@ class Plan:
                 if not filtered and len(runs) == 1:
                     yield CaseJob(case, lane.target, threshold, 0, user)
                     continue
+                count = max(len(runs), self.repeats(loaded, case.repeat))
                 for r in runs:
                     key = (case.dataset, case.id, name, r)
                     if not filtered or self._wanted(key, case, lane.target):
-                        yield CaseJob(case, lane.target, threshold, r, user)
+                        yield CaseJob(case, lane.target, threshold, r, user, count)
 
     def _load_failures(self, loaded: LoadedEvalFile) -> Iterator[InvalidJob]:
         """The cases of ``loaded`` that could not be loaded: a result for each run they were

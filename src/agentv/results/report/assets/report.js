@@ -42,6 +42,8 @@
 
   function pre(value, className) { return el("pre", className, text(value)); }
 
+  // a record's repeat as people count runs: repeat 0 is #1 (as the console, summary and JUnit say)
+  function fmtRepeat(x) { return typeof x === "number" && isFinite(x) ? "#" + (x + 1) : null; }
   function fmtScore(x) { return typeof x === "number" && isFinite(x) ? x.toFixed(3) : "–"; }
   function fmtPct(x) { return typeof x === "number" && isFinite(x) ? (100 * x).toFixed(1) + "%" : "–"; }
   function fmtInt(x) { return typeof x === "number" && isFinite(x) ? Math.round(x).toLocaleString("en-US") : "–"; }
@@ -162,7 +164,7 @@
   ];
   if (!multi) {
     columns.push(
-      { key: "repeat", label: "repeat", num: true, get: function (row) { return row.repeat; } },
+      { key: "repeat", label: "repeat", num: true, get: function (row) { return row.repeat; }, show: fmtRepeat },
       { key: "score", label: "score", num: true, get: function (row) { return row.score; }, show: fmtScore },
       { key: "status", label: "status", get: function (row) { return row.status; }, node: statusNode },
       { key: "duration", label: "duration", num: true, get: function (row) { return row.duration; }, show: fmtMs },
@@ -615,7 +617,7 @@
       ["score", fmtScore(x[SCORE])],
       ["dataset", run.datasets[x[DATASET]]],
       ["target", run.targets[x[TARGET]] || null],
-      ["repeat", x[REPEAT] === null ? null : String(x[REPEAT])],
+      ["repeat", fmtRepeat(x[REPEAT])],
       ["conversation", d.conversation_id ? text(d.conversation_id) : null],
       ["duration", fmtMs(x[DURATION])],
       ["target latency", d.latency_ms !== undefined ? fmtMs(d.latency_ms) : null],
@@ -700,7 +702,7 @@
         part.appendChild(el("p", null, "mean score " + fmtScore(cell.score) + " over " + cell.n + " run(s) · worst status ", statusNode(cell.status)));
         cell.refs.forEach(function (ref, n) {
           var x = run.rows[ref[1]];
-          var box = el("details", null, el("summary", null, "repeat " + (x[REPEAT] === null ? n : x[REPEAT]) + " · ", statusNode(run.statuses[x[STATUS]]), " · score " + fmtScore(x[SCORE])));
+          var box = el("details", null, el("summary", null, "repeat " + fmtRepeat(x[REPEAT] === null ? n : x[REPEAT]) + " · ", statusNode(run.statuses[x[STATUS]]), " · score " + fmtScore(x[SCORE])));
           var filled = false;
           box.addEventListener("toggle", function () { if (box.open && !filled) { filled = true; renderRecord(box, ref[0], ref[1]); } });
           part.appendChild(box);
