@@ -56,9 +56,11 @@ def _server_target(repo: Path, url: str) -> None:
     )
 
 
-def _agentv(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _agentv(
+    repo: Path, *args: str, paths: tuple[str, ...] = ("evals/",)
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "agentv", "eval", "evals/", *args],
+        [sys.executable, "-m", "agentv", "eval", *paths, *args],
         cwd=repo,
         env={**os.environ, "CI": "1"},
         capture_output=True,
@@ -157,10 +159,19 @@ def test_errored_runs_are_redone_exactly_under_repeat(repo: Path) -> None:
         plain = _agentv(repo, "--repeat", "5", "--resume", "r.jsonl")
         assert plain.returncode == 0  # an error record is a record: nothing to do ...
         assert "Nothing to do" in plain.stdout
+        # ... says which runs it leaves, and the flag that runs them again
+        shown = ", ".join(f"{case} [default] #{repeat + 1}" for case, repeat in sorted(errored))
+        assert (
+            f"3 run(s) recorded as error, invalid or user_error are kept as they are ({shown}); "
+            "to run them again: agentv eval --rerun-errors r.jsonl"
+        ) in plain.stdout
         assert len(server.requests) == sent_first
 
-        retried = _agentv(repo, "--repeat", "5", "--resume", "r.jsonl", "--retry-errors")
-        assert retried.returncode == 0, retried.stdout + retried.stderr  # ... unless asked
+        # the eval files and the repeats come from the results file; resume and rerun at once
+        retried = _agentv(
+            repo, "--repeat", "5", "--resume", "r.jsonl", "--rerun-errors", "r.jsonl", paths=()
+        )
+        assert retried.returncode == 6, retried.stdout + retried.stderr  # ... unless asked
         assert "Resuming" in retried.stdout and "3 run(s) to do (3 retried after an error)" in (
             retried.stdout
         )
@@ -171,6 +182,37 @@ def test_errored_runs_are_redone_exactly_under_repeat(repo: Path) -> None:
         assert redone == errored
         assert "Errors: 0" in retried.stdout  # ... and its latest records are all graded
         assert "Runs: 15 of 3 eval cases (5 repeats)" in retried.stdout
+        # every run fails (the fake says "Hello"): the exit code says so
+        assert "15 of the 15 graded run(s) failed: exit code 6" in retried.stderr
+
+        # the old spelling still works: nothing is left to retry now
+        old = _agentv(repo, "--repeat", "5", "--resume", "r.jsonl", "--retry-errors")
+        assert old.returncode == 0 and "Nothing to do" in old.stdout, old.stdout + old.stderr
+        assert len(server.requests) == sent_first + 3
+
+
+def test_resume_and_rerun_without_paths_take_the_eval_files_from_the_results(
+    repo: Path,
+) -> None:
+    _mock(repo)
+    _suite(repo, cases=3)
+    write(repo, "other/skip.yaml", (repo / "evals/s.yaml").read_text().replace("id: c", "id: o"))
+    first = _agentv(repo, "--out", "r.jsonl")
+    assert first.returncode == 6  # c0 fails
+    rerun = _agentv(repo, "--rerun-failed", "r.jsonl", paths=())
+    assert rerun.returncode == 6, rerun.stdout + rerun.stderr
+    assert "Rerunning 1 run(s) (error, failed, invalid, user_error) from r.jsonl" in rerun.stdout
+    assert [r["eval_id"] for r in _jsonl(repo / "r.jsonl")][3:] == ["c0"]
+    nothing = _agentv(repo, "--resume", "r.jsonl", paths=())
+    assert nothing.returncode == 0 and "Nothing to do" in nothing.stdout
+    # without paths or a results file to take them from: a usage error that says what to give
+    none = _agentv(repo, paths=())
+    assert none.returncode == 2
+    assert "give the eval files, folders or globs to run" in none.stderr
+    # a --rerun-errors of another file than the one resumed is refused
+    both = _agentv(repo, "--resume", "r.jsonl", "--rerun-errors", "x.jsonl")
+    assert both.returncode == 2
+    assert "--rerun-errors must name the same file" in both.stderr
 
 
 def test_rerun_errors_picks_runs_not_cases_and_appends_to_its_file(repo: Path) -> None:
@@ -187,7 +229,7 @@ def test_rerun_errors_picks_runs_not_cases_and_appends_to_its_file(repo: Path) -
         # without --repeat the file's own (one run) would plan only repeat 0: the rerun
         # still takes the errored run itself, and only it
         again = _agentv(repo, "--rerun-errors", "r.jsonl")
-        assert again.returncode == 0, again.stdout + again.stderr
+        assert again.returncode == 6, again.stdout + again.stderr  # graded now: failed
         assert (
             "Rerunning 1 run(s) (error, invalid, user_error) from r.jsonl, appending to it"
             in again.stdout
@@ -257,7 +299,7 @@ def test_yaml_results_resume_rerun_compare_and_never_mix_formats(repo: Path) -> 
     assert "holds yaml results; a file never mixes two formats" in mixed.stderr
 
     resumed = _agentv(repo, "--resume", "y.yaml")  # the file's own format, no flag needed
-    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert resumed.returncode == 6, resumed.stdout + resumed.stderr  # 4 runs failed
     records = _yaml(out)  # PyYAML still reads the whole file
     assert Counter(r["eval_id"] for r in records) == {f"c{i}": 1 for i in range(CASES)}
     assert "Total eval cases: 12" in resumed.stdout
@@ -267,7 +309,7 @@ def test_yaml_results_resume_rerun_compare_and_never_mix_formats(repo: Path) -> 
     failed = sorted(r["eval_id"] for r in records if r["status"] == "failed")
     assert failed == ["c0", "c3", "c6", "c9"]
     rerun = _agentv(repo, "--rerun-failed", "y.yaml")
-    assert rerun.returncode == 0
+    assert rerun.returncode == 6  # they fail again
     assert (
         "Rerunning 4 run(s) (error, failed, invalid, user_error) from y.yaml, appending to it"
         in (rerun.stdout)
@@ -325,7 +367,7 @@ def test_waiting_for_a_worker_is_queue_time_not_case_time(repo: Path) -> None:
     _mock(repo, delay_ms=400)
     _suite(repo, cases=6)
     done = _agentv(repo, "--workers", "2", "--out", "r.jsonl")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 6, done.stderr  # c0 and c3 fail
     records = _jsonl(repo / "r.jsonl")
     # two at once, three rounds of 0.4 s: each case took its 0.4 s (never 0.8 or 1.2: the
     # wait for a turn is not its time); a case picked while both turns were taken waited
@@ -341,7 +383,7 @@ def test_answers_reused_from_the_cache_are_reported_as_reused(repo: Path) -> Non
         _server_target(repo, server.url)
         _suite(repo, cases=2)
         first = _agentv(repo, "--cache", "--out", "a.jsonl")
-        assert first.returncode == 0
+        assert first.returncode == 6  # the fake server's answers fail the checks
         sent = len(server.requests)
         second = _agentv(repo, "--cache", "--out", "b.jsonl")
         assert len(server.requests) == sent  # nothing was sent ...

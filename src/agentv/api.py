@@ -394,6 +394,10 @@ class PreparedRun:
     prompt changed since."""
     retried: int = 0
     """With ``resume`` and ``retry_errors``: runs recorded as errors that run again."""
+    errors_left: list[tuple[str, str, str, int]] = field(default_factory=list)
+    """With ``resume`` and no ``retry_errors``: the runs (dataset, eval id, target,
+    repeat) whose latest record is ``error``, ``invalid`` or ``user_error``, left as they
+    are (``retry_errors``, or a rerun of errors, runs them again)."""
     set_aside: int = 0
     """With ``resume``: bytes of a partial last record moved to ``OUT.partial``."""
     file_diagnostics: list[Diagnostic] = field(default_factory=list)
@@ -769,6 +773,7 @@ def _planned(
         append=append,
         changed_since=plan.changed_since,
         retried=plan.retried,
+        errors_left=list(plan.errors_left),
         set_aside=state.set_aside if state is not None else 0,
         file_diagnostics=list(state.diagnostics) if state is not None else [],
         executor=executor,
@@ -1215,6 +1220,33 @@ def read_results(path: PathLike, *, every_record: bool = False) -> ResultsFile:
     items = found if every_record else found.latest()
     results = [result for _, result in items]
     return ResultsFile(Path(path), found.format, results, found.diagnostics, found.superseded)
+
+
+def repeat_label(repeat: int) -> str:
+    """A record's ``repeat`` as people count runs: ``#1`` for repeat 0 (what the console,
+    the summary, the report and JUnit show)."""
+    from agentv.results.record import repeat_label as label
+
+    return label(repeat)
+
+
+def eval_files_of(results: PathLike) -> list[str]:
+    """The eval files a results file's records name, each once, in the order they first
+    come: what ``--resume`` and ``--rerun-*`` run when no eval file is given.
+
+    Args:
+        results: The results file.
+
+    Returns:
+        The ``eval_file`` of its records, as written (relative to the folder the run
+        started in).
+
+    Raises:
+        InputError: The file is missing or not a regular file.
+    """
+    from agentv.run.resume import eval_files_named
+
+    return eval_files_named(Path(results))
 
 
 def compare(base: PathLike, new: PathLike, *, min_delta: float = 0.05) -> Comparison:

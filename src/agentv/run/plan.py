@@ -73,6 +73,8 @@ class _Memo:
     decided: dict[RunKey, bool] = field(default_factory=dict)
     changed_since: int = 0  # resumed runs whose prompt changed since their record
     retried: int = 0  # resumed runs run again because their latest record was an error
+    #: resumed runs whose latest record is an error, left as they are (no ``retry_errors``)
+    errors_left: list[RunKey] = field(default_factory=list)
     #: (eval file, target name) -> why that target, or its judge, cannot be used
     broken_targets: dict[tuple[Path, str], str] = field(default_factory=dict)
     broken_judges: dict[int, str] = field(default_factory=dict)
@@ -117,6 +119,8 @@ class Plan:
     total: int = 0  # runs the run sends: ``planned`` less what resume or rerun leave out
     changed_since: int = 0  # resumed runs whose prompt changed since their record
     retried: int = 0  # resumed runs run again because their latest record was an error
+    #: resumed runs whose latest record is an error, not run again (no ``retry_errors``)
+    errors_left: tuple[RunKey, ...] = ()
     thresholds: frozenset[float] = frozenset()  # the pass thresholds in force
     _memo: _Memo = field(default_factory=_Memo, repr=False, compare=False)
 
@@ -374,6 +378,8 @@ class Plan:
                 if changed:
                     decided = True
                     memo.changed_since += 1
+            if not decided and previous is not None and previous.status in RETRIED:
+                memo.errors_left.append(key)
             memo.decided[key] = decided
         return decided
 
@@ -481,5 +487,6 @@ def plan_run(
         total=total,
         changed_since=plan._memo.changed_since,
         retried=plan._memo.retried,
+        errors_left=tuple(plan._memo.errors_left),
         thresholds=frozenset(found or {plan.pass_threshold}),
     )

@@ -218,6 +218,17 @@ def read_state(path: Path, *, repair: bool) -> ResultsState:
     return state
 
 
+def eval_files_named(path: Path) -> list[str]:
+    """The eval files a results file's records name (``eval_file``: as written, relative to
+    the folder the run started in), each once, in the order they first come."""
+    check_results_file(path)
+    named: dict[str, None] = {}
+    for _, result in read_results(path):
+        if result.eval_file:
+            named.setdefault(result.eval_file)
+    return list(named)
+
+
 def _last_document(fh: BinaryIO, size: int) -> int:
     """Where the last ``---`` line of a YAML stream starts (0: there is one document)."""
     block = 64 * 1024
