@@ -7,6 +7,8 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +39,40 @@ def agentv_cli(
         timeout=timeout,
         preexec_fn=cap if memory_mb is not None else None,
     )
+
+
+def agentv_cli_peak(
+    project: Path, *args: str, timeout: float = 300
+) -> tuple[subprocess.CompletedProcess[str], int]:
+    """``agentv_cli`` and the peak resident memory (KiB) of that one process.
+
+    Measured with ``os.wait4`` on its pid: ``RUSAGE_CHILDREN`` of the test process would
+    also count any earlier child that happens to be reaped meanwhile (``subprocess`` reaps
+    abandoned children when it starts a new one)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "agentv", *args],
+            cwd=project,
+            env={**os.environ, "CI": "1"},
+            stdout=out,
+            stderr=err,
+        )
+        guard = threading.Timer(timeout, proc.kill)  # a hang guard only
+        guard.start()
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)
+        finally:
+            guard.cancel()
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        done = subprocess.CompletedProcess(
+            proc.args,
+            proc.returncode,
+            out.read().decode("utf-8", "replace"),
+            err.read().decode("utf-8", "replace"),
+        )
+    return done, usage.ru_maxrss
 
 
 def rows(path: Path) -> list[dict[str, Any]]:
