@@ -9,6 +9,7 @@ import yaml
 from typer.testing import CliRunner, Result
 
 from agentv.cli.app import _register, app
+from agentv.evalfile import schema as sc
 from agentv.run.validation import find_yaml_files, validate_paths
 from support.helpers import write
 from support.paths import EXAMPLES, ROOT
@@ -61,7 +62,8 @@ evalcases:
     out = result.stdout
     assert "✗ evals/broken.yaml  (eval file, 2 cases, 1 with errors)\n" in out
     assert "  ✗ evals/broken.yaml:4:5: case 'first': unknown key 'outcom'\n" in out
-    assert "      hint: did you mean 'outcome'?\n" in out
+    keys = ", ".join(sc.CASE_KEYS)
+    assert f"      hint: did you mean 'outcome'? valid keys here: {keys}\n" in out
     assert "  ✗ evals/broken.yaml:6:15: case 'first': invalid role 'assitant'\n" in out
     assert (
         "      hint: did you mean 'assistant'? valid choices: system, user, assistant, tool\n"
