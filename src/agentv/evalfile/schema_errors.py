@@ -212,7 +212,7 @@ def _model_of(annotation: Any, node: Any) -> type[BaseModel] | None:
 def _item_of(annotation: Any) -> Any:
     """The items' annotation of the list among ``annotation``'s branches (None: none)."""
     for member in _branches(annotation)[0]:
-        if typing.get_origin(member) is list:
+        if typing.get_origin(member) in (list, tuple):  # list[X], tuple[X, ...]
             return typing.get_args(member)[0]
     return None
 

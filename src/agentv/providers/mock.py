@@ -1,4 +1,10 @@
-"""A target that answers without any network: for dry runs, demos, tests and benchmarks."""
+"""A target that answers without any network: for dry runs, demos, tests and benchmarks.
+
+It answers every request with ``response``, or, with ``responses``, a script: the n-th
+request of a run of a case gets the n-th entry (the last one again once the list is used
+up), text or tool calls, so that tools, trajectories and live conversations run offline
+(docs/targets.md, "Mock").
+"""
 
 from __future__ import annotations
 
@@ -6,9 +12,9 @@ import asyncio
 import random
 from typing import Any
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from agentv.messages import chat_to_dicts
+from agentv.messages import ToolCall, chat_to_dicts
 from agentv.providers.base import (
     Provider,
     ProviderRequest,
@@ -16,6 +22,7 @@ from agentv.providers.base import (
     ProviderSettings,
     Usage,
 )
+from agentv.providers.llm import tool_call
 
 DEFAULT_RESPONSE = (
     '{"answer":"Mock provider response. Configure targets.yaml to supply a custom value."}'
@@ -28,10 +35,43 @@ DRY_RUN_VERDICT = (
 )
 
 
+class MockToolCall(BaseModel):
+    """A tool call a scripted answer makes: the tool's ``name`` and its ``arguments``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1)
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    id: str | None = Field(default=None, min_length=1)  # default: call_<answer>_<call>
+
+
+class MockAnswer(BaseModel):
+    """One scripted answer: its ``text`` and the ``tool_calls`` it makes (either may be
+    left out)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    text: str = ""
+    tool_calls: tuple[MockToolCall, ...] = ()
+
+
 class MockSettings(ProviderSettings):
     """``provider: mock`` fields."""
 
     response: str = DEFAULT_RESPONSE
+    #: answers in order, one per request of a run of a case (``response`` is then unused);
+    #: an entry written as text is an answer of that text
+    responses: tuple[MockAnswer, ...] | None = None
+
+    @field_validator("responses", mode="before")
+    @classmethod
+    def _texts(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            if not value:
+                raise ValueError("list at least one answer, or leave `responses` out")
+            return [{"text": item} if isinstance(item, str) else item for item in value]
+        return value
+
     delay_ms: float = Field(default=0, ge=0, alias="delayMs")
     delay_min_ms: float = Field(default=0, ge=0, alias="delayMinMs")
     delay_max_ms: float = Field(default=0, ge=0, alias="delayMaxMs")
@@ -42,11 +82,36 @@ class MockSettings(ProviderSettings):
 
 
 class MockProvider(Provider):
-    """Returns ``response`` after an optional delay; behaves like an LM API target."""
+    """Returns ``response`` (or the next of ``responses``) after an optional delay; behaves
+    like an LM API target."""
 
     kind = "mock"
     Settings = MockSettings
     settings: MockSettings
+
+    def __init__(self, name: str, settings: ProviderSettings) -> None:
+        super().__init__(name, settings)
+        #: requests answered so far, per party and run of a case (its requests come one
+        #: after the other: a tool round or a turn waits for the answer before)
+        self._sent: dict[tuple[str, str, int], int] = {}
+
+    def _answer(self, request: ProviderRequest) -> tuple[str, tuple[ToolCall, ...]]:
+        """The text and tool calls that answer ``request``."""
+        script = self.settings.responses
+        if not script:
+            return self.settings.response, ()
+        key = (request.party, request.eval_id, request.repeat)
+        n = self._sent.get(key, 0)
+        if request.attempt == 0:  # a retry is answered as the request it repeats
+            self._sent[key] = n + 1
+        else:
+            n = max(n - 1, 0)
+        said = script[min(n, len(script) - 1)]
+        calls = tuple(
+            tool_call(call.id or f"call_{n + 1}_{i + 1}", call.name, call.arguments)
+            for i, call in enumerate(said.tool_calls)
+        )
+        return said.text, calls
 
     def _delay(self) -> float:
         s = self.settings
@@ -63,15 +128,21 @@ class MockProvider(Provider):
         delay = self._delay()
         if delay > 0:
             await asyncio.sleep(delay)
+        text, calls = self._answer(request)
         usage = None
         if self.settings.report_usage:
             said = sum(len(m.content) for m in request.messages) or len(request.question)
-            inp, out = said // 4 + 1, len(self.settings.response) // 4 + 1
+            inp, out = said // 4 + 1, len(text) // 4 + 1
             usage = Usage(inp, out, inp + out)
+        raw: dict[str, Any] = {"response": text}
+        if calls:
+            raw["tool_calls"] = [call.to_dict() for call in calls]
         return ProviderResponse(
-            text=self.settings.response,
+            text=text,
             usage=usage,
-            raw={"response": self.settings.response},
+            raw=raw,
             sent=self.preview(request),
             latency_ms=delay * 1000,
+            tool_calls=calls,
+            finish_reason="tool_calls" if calls else "stop",
         )

@@ -57,16 +57,10 @@ def translate_errors(
     out: list[Diagnostic] = []
     seen: set[Any] = set()
     if model not in (TargetsDocument, TargetEntry) and isinstance(data, dict):
-        # a misspelt required setting is one mistake: its "unknown setting" says it all
-        meant = _meant(errors, model)
+        # a misspelt required key is one mistake: its "unknown key" says it all
+        meant = _meant(errors, model, data)
         errors = [
-            e
-            for e in errors
-            if not (
-                e["type"] == "missing"
-                and len(e["loc"]) == 1
-                and set(spellings(model, str(e["loc"][0]))) & meant
-            )
+            e for e in errors if not (e["type"] == "missing" and _where(model, e, data) in meant)
         ]
     for err in errors:
         if model is TargetsDocument:
@@ -82,15 +76,27 @@ def translate_errors(
     return out
 
 
-def _meant(errors: list[Any], settings_cls: type[BaseModel]) -> set[str]:
-    """The settings the unknown keys among ``errors`` are closest to (their typos)."""
-    allowed = [*settings_keys(settings_cls), *COMMON_KEYS]
-    found = (
-        closest_key(str(e["loc"][0]), allowed)
-        for e in errors
-        if e["type"] == "extra_forbidden" and len(e["loc"]) == 1
-    )
-    return {key for key in found if key is not None}
+def _where(model: type[BaseModel], err: Any, data: Any) -> tuple[PathKey, str]:
+    """The block an error is in (its path in the data) and the key it is about."""
+    path, _ = block_model(model, tuple(err["loc"]), data)
+    return path[:-1], str(path[-1]) if path else ""
+
+
+def _meant(errors: list[Any], settings_cls: type[BaseModel], data: Any) -> set[tuple[PathKey, str]]:
+    """The keys the unknown keys among ``errors`` are typos of: ``(block, key)``, every
+    spelling of each."""
+    found: set[tuple[PathKey, str]] = set()
+    for err in errors:
+        if err["type"] != "extra_forbidden" or not err["loc"]:
+            continue
+        path, block = block_model(settings_cls, tuple(err["loc"]), data)
+        if block is None:
+            continue
+        allowed = settings_keys(block) + (list(COMMON_KEYS) if len(path) == 1 else [])
+        close = closest_key(str(path[-1]), allowed)
+        if close is not None:
+            found.update((path[:-1], key) for key in spellings(block, close))
+    return found
 
 
 def _names(settings_cls: type[BaseModel]) -> list[str]:
