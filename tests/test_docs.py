@@ -45,14 +45,14 @@ COMMANDS = {
     "eval": "--resume",
     "validate": "--allow-outside-root",
     "render": "--mode",
-    "init": "PATH",
+    "init": "[PATH]",
     "compare": "--fail-on-regression",
     "report": "--open",
     "runs": "--since",
     "runs-import": "PATHS...",
     "view": "--no-open",
     "calibrate": "--format",
-    "reviews-export": "--output",
+    "reviews-export": "--out",
     "reviews-import": "--reviewer",
 }
 

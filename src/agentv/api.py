@@ -394,10 +394,11 @@ class PreparedRun:
     prompt changed since."""
     retried: int = 0
     """With ``resume`` and ``retry_errors``: runs recorded as errors that run again."""
-    errors_left: list[tuple[str, str, str, int]] = field(default_factory=list)
+    errors_left: list[tuple[str, str, str, int | None]] = field(default_factory=list)
     """With ``resume`` and no ``retry_errors``: the runs (dataset, eval id, target,
-    repeat) whose latest record is ``error``, ``invalid`` or ``user_error``, left as they
-    are (``retry_errors``, or a rerun of errors, runs them again)."""
+    repeat: None for a case the file has one run of) whose latest record is ``error``,
+    ``invalid`` or ``user_error``, left as they are (``retry_errors``, or a rerun of
+    errors, runs them again)."""
     set_aside: int = 0
     """With ``resume``: bytes of a partial last record moved to ``OUT.partial``."""
     file_diagnostics: list[Diagnostic] = field(default_factory=list)
@@ -652,7 +653,7 @@ def _prepare(
     out = _under(base, options.get("out"))
     resume, rerun = options.get("resume"), options.get("rerun")
     if options.get("retry_errors") and resume is None:
-        raise ConfigError("retry_errors goes with resume (--retry-errors with --resume FILE)")
+        raise ConfigError("retry_errors goes with resume (--rerun-errors FILE with --resume FILE)")
     if resume is not None and out is not None:
         raise ConfigError("resume appends to the file it resumes; leave out out")
     # What a results file already holds is read before the plan is made, so that the plan
@@ -806,7 +807,7 @@ def _output_format(out: Path | None, asked: str | None, *, append: bool) -> str:
     if asked is not None and asked != found:
         raise ConfigError(
             f"{out} holds {found} results; a file never mixes two formats: leave out "
-            f"output_format (--output-format), or write {asked} results to another file"
+            f"output_format (--format), or write {asked} results to another file"
         )
     return found
 

@@ -113,3 +113,21 @@ def test_one_spelling_for_one_idea_across_commands() -> None:
     assert {"-o", "--out"} <= {o for p in GROUP.commands["eval"].params for o in p.opts}
     assert {"-o", "--out"} <= {o for p in GROUP.commands["report"].params for o in p.opts}
     assert {"-o", "--out"} <= {o for p in GROUP.commands["regrade"].params for o in p.opts}
+
+
+def test_a_usage_error_is_plain_text_naming_the_option() -> None:
+    done = subprocess.run(
+        [str(AGENTV), "eval", "evals/", "--resume", "a.jsonl", "--rerun-errors", "b.jsonl"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "COLUMNS": "80"},
+    )
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr == (
+        "Usage: agentv eval [OPTIONS] [PATHS]...\n"
+        "Try 'agentv eval --help' for help.\n\n"
+        "Error: Invalid value for '--rerun-errors': with --resume FILE, --rerun-errors must "
+        "name the same file (both then run at once)\n"
+    )

@@ -158,7 +158,7 @@ def test_eval_writes_junit_and_annotates_under_github_actions(repo: Path) -> Non
         text=True,
         timeout=120,
     )
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 6, proc.stderr
     text = (repo / "reports/junit.xml").read_text(encoding="utf-8")
     SCHEMA.validate(text)
     names = [c.get("name") for c in ET.fromstring(text).iter("testcase")]

@@ -62,7 +62,8 @@ EXIT_CODES = (
     (
         "6",
         "some graded runs failed (a score below the pass threshold, or a required "
-        "evaluator missed) and nothing above applies; --threshold replaces this rule",
+        "evaluator missed) and nothing above applies; not on a --dry-run (a mock answered); "
+        "--threshold replaces this rule",
     ),
     (
         "130 / 143",
@@ -830,18 +831,17 @@ def _rerun_options(
     return {}
 
 
-def _errors_left(runs: list[tuple[str, str, str, int]], results: Path, cwd: Path) -> str:
+def _errors_left(runs: list[tuple[str, str, str, int | None]], results: Path, cwd: Path) -> str:
     """What a resume leaves as it is: the runs recorded as errors, the first few named (with
-    the repeat, as people count them, when a case has several), and the command that runs
+    the repeat, as people count them, when the case has several), and the command that runs
     them again."""
     from agentv.api import repeat_label
 
-    repeated = {key[:3] for key in runs if key[3]}
     shown = [
-        f"{eval_id}"
+        eval_id
         + (f" [{target}]" if target else "")
-        + (f" {repeat_label(repeat)}" if (dataset, eval_id, target) in repeated or repeat else "")
-        for dataset, eval_id, target, repeat in runs[:5]
+        + (f" {repeat_label(repeat)}" if repeat is not None else "")
+        for _, eval_id, target, repeat in runs[:5]
     ]
     more = f" and {len(runs) - 5} more" if len(runs) > 5 else ""
     return (
@@ -901,7 +901,7 @@ def exit_code(run: EvalRun, *, threshold: float | None, allow_errors: bool, stde
     unsent (the run is not whole); with ``threshold``, 1 when the graded runs' mean is below
     it (or none was graded); 3 some runs errored or were invalid, 5 only simulated users
     failed (either accepted with ``allow_errors``); without ``threshold``, 6 when a graded
-    run failed; else 0. Says why on stderr."""
+    run failed (not on a dry run: a mock answered); else 0. Says why on stderr."""
     s = run.summary
     if s.skipped:
         stderr.write(
@@ -934,7 +934,10 @@ def exit_code(run: EvalRun, *, threshold: float | None, allow_errors: bool, stde
             stderr.write(f"{what}: exit code {code} (see the summary; --allow-errors to accept)\n")
             return code
         stderr.write(f"{what} (--allow-errors: accepted)\n")
-    if threshold is None and s.failed:
+    if threshold is None and s.failed and run.dry_run:
+        # a mock answered: its failures say nothing of the target (docs/results.md)
+        stderr.write(f"{s.failed} of the {s.graded} graded run(s) failed on the dry run's mock\n")
+    elif threshold is None and s.failed:
         stderr.write(
             f"{s.failed} of the {s.graded} graded run(s) failed: exit code {EXIT_CASES_FAILED} "
             "(--threshold SCORE gates on the mean score instead)\n"

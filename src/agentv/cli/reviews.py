@@ -13,7 +13,11 @@ from agentv.cli.common import printable
 from agentv.cli.help import HelpCommand, HelpGroup
 
 reviews_app = typer.Typer(
-    cls=HelpGroup, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False
+    cls=HelpGroup,
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain text in pipes and CI logs: agentv.cli.help
 )
 
 Store = Annotated[

@@ -42,6 +42,7 @@ runs_app = typer.Typer(
     no_args_is_help=False,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain text in pipes and CI logs: agentv.cli.help
 )
 
 

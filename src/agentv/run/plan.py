@@ -79,8 +79,11 @@ class _Memo:
     decided: dict[RunKey, bool] = field(default_factory=dict)
     changed_since: int = 0  # resumed runs whose prompt changed since their record
     retried: int = 0  # resumed runs run again because their latest record was an error
-    #: resumed runs whose latest record is an error, left as they are (no ``retry_errors``)
-    errors_left: list[RunKey] = field(default_factory=list)
+    #: resumed runs whose latest record is an error, left as they are (no ``retry_errors``):
+    #: their key, the repeat None for a case the file has one run of
+    errors_left: list[tuple[str, str, str, int | None]] = field(default_factory=list)
+    #: the (dataset, eval id, target) of which the resumed file has more than one run
+    repeated: set[CaseKey] | None = None
     #: (eval file, target name) -> why that target, or its judge, cannot be used
     broken_targets: dict[tuple[Path, str], str] = field(default_factory=dict)
     broken_judges: dict[int, str] = field(default_factory=dict)
@@ -125,8 +128,9 @@ class Plan:
     total: int = 0  # runs the run sends: ``planned`` less what resume or rerun leave out
     changed_since: int = 0  # resumed runs whose prompt changed since their record
     retried: int = 0  # resumed runs run again because their latest record was an error
-    #: resumed runs whose latest record is an error, not run again (no ``retry_errors``)
-    errors_left: tuple[RunKey, ...] = ()
+    #: resumed runs whose latest record is an error, not run again (no ``retry_errors``):
+    #: (dataset, eval id, target, repeat), the repeat None for a case run once
+    errors_left: tuple[tuple[str, str, str, int | None], ...] = ()
     thresholds: frozenset[float] = frozenset()  # the pass thresholds in force
     _memo: _Memo = field(default_factory=_Memo, repr=False, compare=False)
 
@@ -401,7 +405,10 @@ class Plan:
                     decided = True
                     memo.changed_since += 1
             if not decided and previous is not None and previous.status in RETRIED:
-                memo.errors_left.append(key)
+                if memo.repeated is None:
+                    memo.repeated = {k[:3] for k in self.resume.runs if k[3]}
+                several = key[3] or key[:3] in memo.repeated
+                memo.errors_left.append((*key[:3], key[3] if several else None))
             memo.decided[key] = decided
         return decided
 

@@ -3,8 +3,8 @@ record is one run of a case (dataset, eval id, target, repeat: ``EvalResult.run_
 the latest record of a run supersedes the earlier ones (docs/after-the-run.md).
 
 ``--resume`` runs every planned run the file has no record of, and every run whose prompt
-changed since its record was written (the run says how many); with ``--retry-errors`` also
-the runs whose latest record is ``error`` or ``invalid``. ``--rerun-failed`` /
+changed since its record was written (the run says how many); with ``--rerun-errors`` of
+the same file also the runs whose latest record is ``error`` or ``invalid``. ``--rerun-failed`` /
 ``--rerun-errors`` run again exactly the runs whose latest record went wrong. Both append
 to the file, so it keeps holding the whole truth.
 
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 #: what --rerun-failed and --rerun-errors pick
 RERUN_FAILED = frozenset({"failed", "error", "invalid", "user_error"})
 RERUN_ERRORS = frozenset({"error", "invalid", "user_error"})
-#: what --resume --retry-errors runs again
+#: what --resume with --rerun-errors of the same file runs again
 RETRIED = RERUN_ERRORS
 
 
