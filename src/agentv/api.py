@@ -1844,8 +1844,10 @@ def workbench(
         from agentv.errors import SetupError
 
         missing = (exc.name or "starlette").split(".")[0]
+        from agentv.system.extras import install_line
+
         raise SetupError(
-            f"agentv view needs the view extra ({missing} is missing): pip install 'agentv[view]'"
+            f"agentv view needs the view extra ({missing} is missing): {install_line('view')}"
         ) from None
     base = Path(cwd).resolve() if cwd is not None else Path.cwd().resolve()
     return Server.bind(
