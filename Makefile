@@ -20,7 +20,7 @@ export UV_PROJECT_ENVIRONMENT := $(VENV)
 export UV_COMPILE_BYTECODE := 1
 unexport VIRTUAL_ENV
 
-.PHONY: install lock lock-upgrade test test-latest lint docs docs-serve demo bench bench-peers bench-ray bench-report bench-rows bench-view screenshots browser clean mutation
+.PHONY: install lock lock-upgrade dist test test-latest lint docs docs-serve demo bench bench-peers bench-ray bench-report bench-rows bench-view screenshots browser clean mutation
 
 install: $(STAMP)
 
@@ -44,6 +44,13 @@ lock-upgrade: $(UV)
 lint: install
 	$(BIN)/ruff check src tests benchmarks examples tools
 	$(BIN)/ruff format --check src tests benchmarks examples tools
+
+# The sdist and the wheel, in dist/ (uv build): what `pip install dist/agentv-*.whl` installs
+# into a project of one's own (docs/install.md). tests/test_wheel.py installs the wheel into
+# a fresh virtual environment outside the repository and runs it there.
+dist: $(UV)
+	rm -rf dist
+	$(UV) build --out-dir dist
 
 # On every core, each test file in one worker: a file's fixtures (a local Ray, a browser)
 # start once, and its tests never race each other.
@@ -126,4 +133,4 @@ mutation: install
 	$(BIN)/python tests/mutation_report.py --survivors
 
 clean:
-	rm -rf $(VENV) $(LATEST) $(TOOLS) site .pytest_cache .ruff_cache .agentv/results
+	rm -rf $(VENV) $(LATEST) $(TOOLS) site dist .pytest_cache .ruff_cache .agentv/results
