@@ -190,7 +190,7 @@ targets:
             5,
             5,
             "target 'quiet': unknown setting 'respnse' for mock targets",
-            "did you mean 'response'? valid keys here: response, delay_ms, delay_min_ms, "
+            "did you mean 'response'? valid keys here: response, responses, delay_ms, delay_min_ms, "
             f"delay_max_ms, system_prompt, report_usage, {common}",
         ),
         (
