@@ -582,11 +582,29 @@
       if (t.stop_check && typeof t.stop_check === "object") part.appendChild(el("p", "note", "stop_when check: " + (t.stop_check.passed ? "met, the conversation ends here" : "not met") + " (score " + fmtScore(t.stop_check.score) + ")"));
       if (t.tool_rounds_exhausted) part.appendChild(el("p", "warn", "The tool rounds ran out: the answer counted with tool calls left unanswered."));
       if (t.error) part.appendChild(pre(t.error, "error-text"));
-      var misses = list(t.misses, "misses");
-      if (misses) part.appendChild(el("div", null, el("b", null, "misses"), misses));
-      if (Array.isArray(t.evaluator_results)) t.evaluator_results.forEach(function (r) { part.appendChild(evaluator(r, large)); });
+      if (Array.isArray(t.evaluator_results) && t.evaluator_results.length) {
+        var misses = list(t.misses, "misses");
+        if (misses) part.appendChild(el("div", null, el("b", null, "misses"), misses));
+        t.evaluator_results.forEach(function (r) { part.appendChild(evaluator(r, large)); });
+      } else {
+        // a turn graded by its outcome: the judge's verdict is the turn's own grade
+        part.appendChild(turnVerdict(t, large));
+      }
       box.appendChild(part);
     });
+    return box;
+  }
+
+  // a turn's grade without evaluator entries (a judge of its `outcome`): hits, misses,
+  // reasoning and the judge's request, as the case's own grade shows them
+  function turnVerdict(t, large) {
+    var box = el("div", "verdict");
+    var hits = list(t.hits, "hits"), misses = list(t.misses, "misses");
+    if (hits) box.appendChild(el("div", null, el("b", null, "hits"), hits));
+    if (misses) box.appendChild(el("div", null, el("b", null, "misses"), misses));
+    if (t.reasoning) box.appendChild(el("div", null, el("b", null, "reasoning"), pre(t.reasoning)));
+    var judge = judgeRequest(t.evaluator_raw_request, large);
+    if (judge) box.appendChild(el("details", null, el("summary", null, "the judge's request"), judge));
     return box;
   }
 
