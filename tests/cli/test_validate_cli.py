@@ -380,7 +380,7 @@ def test_validate_fails_where_eval_would_not_start_every_case(
     result = validate("evals")
     assert result.exit_code == 1
     assert (
-        "  ✗ evals/typo.yaml:4: case 'ok' cannot run: target 'mokc' not found in "
+        "  ✗ evals/typo.yaml:2: case 'ok' cannot run: target 'mokc' not found in "
         f"{(repo / '.agentv/targets.yaml').resolve()}; available targets: default, keyed\n"
     ) in result.stdout
     code, _ = _eval_exit(repo, "evals")
@@ -433,3 +433,37 @@ def test_without_a_targets_file_validate_warns_that_targets_were_not_checked(
         "  ⚠ evals/e.yaml: no targets file found, so the targets its cases run on were not "
         "checked\n"
     ) in result.stdout
+
+
+def test_a_target_that_cannot_be_used_is_reported_at_its_target_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / ".git").mkdir()
+    write(
+        tmp_path,
+        ".agentv/targets.yaml",
+        "$schema: agentv-targets-v2.2\ntargets:\n  - {name: default, provider: mock}\n",
+    )
+    head = "$schema: agentv-eval-v2\n"
+    case = "  - id: a\n    outcome: x\n    input_messages: [{role: user, content: hi}]\n"
+    write(
+        tmp_path,
+        "evals/case.yaml",
+        head + "evalcases:\n" + case + "    execution:\n      target: defualt\n",
+    )
+    write(tmp_path, "evals/file.yaml", head + "target: defualt\nevalcases:\n" + case)
+    write(
+        tmp_path,
+        "evals/user.yaml",
+        head + "evalcases:\n  - id: a\n    outcome: x\n"
+        "    user: {persona: p, goal: g, target: custmer}\n",
+    )
+    monkeypatch.chdir(tmp_path)
+    out = validate("evals").stdout
+    missing = f"not found in {tmp_path / '.agentv' / 'targets.yaml'}"
+    assert f"  ✗ evals/case.yaml:7: case 'a' cannot run: target 'defualt' {missing}" in out
+    assert f"  ✗ evals/file.yaml:2: case 'a' cannot run: target 'defualt' {missing}" in out
+    assert (
+        "  ✗ evals/user.yaml:5: case 'a' cannot run: its simulated user's target: target "
+        f"'custmer' {missing}; available targets: default\n"
+    ) in out

@@ -9,6 +9,7 @@ are decided there, and nothing changes the ``Plan`` afterwards (it is frozen).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -249,11 +250,14 @@ class Plan:
                     if count == 1
                     else (f"{count} cases cannot run (the first is {case.id!r})")
                 )
+                named = case.user.target if case.user is not None else None
+                named = named if reason in users.values() else case.target or loaded.target
+                line = None if self.cli_targets else _target_line(loaded.path, case, named)
                 out.append(
                     Diagnostic(
                         loaded.path,
                         f"{cases}: {reason}",
-                        line=case.line,
+                        line=line or case.line,
                         hint="`agentv eval` would record them as invalid; fix the target "
                         "or pick another one",
                     )
@@ -431,6 +435,35 @@ class Plan:
 def _invalid(loaded: LoadedEvalFile, case: EvalCase, reason: str) -> InvalidCase:
     diag = Diagnostic(loaded.path, reason, line=case.line)
     return InvalidCase(loaded.path, case.dataset, -1, case.id, case.line, (diag,))
+
+
+def _target_line(path: Path, case: EvalCase, name: str | None) -> int | None:
+    """The line where ``target: NAME`` is written for ``case``: in the case itself (its
+    ``execution``, its simulated ``user``), else at the top of the file (``target:``,
+    ``user_target:``, ``execution:``). None when it cannot be told (a data row's case)."""
+    if not name:
+        return None
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    said = re.compile(rf"""\b(user_)?target:\s*["']?{re.escape(name)}["']?\s*(?:[,}}#]|$)""")
+    start = (case.line or 1) - 1
+    item = lines[start] if 0 <= start < len(lines) else ""
+    indent = len(item) - len(item.lstrip(" -"))
+    for number in range(start, len(lines)):
+        text = lines[number]
+        body = text.lstrip(" ")
+        if number > start and body.startswith("- ") and len(text) - len(body) + 2 <= indent:
+            break  # the next case
+        if said.search(text):
+            return number + 1
+    for number, text in enumerate(lines):
+        if text.startswith("evalcases:"):
+            break
+        if said.search(text):
+            return number + 1
+    return None
 
 
 def plan_run(
