@@ -102,3 +102,4 @@ evalcases:
     assert [
         (step["name"], step["arguments"], step["result"]) for step in record.trajectory or []
     ] == [("add", {"a": 2, "b": 3}, "5")]
+    assert run.summary.turns is None  # one question answered with a tool: no conversation

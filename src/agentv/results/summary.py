@@ -536,7 +536,7 @@ class SummaryCollector:
             )
         self._grading(record)
         self._gates(record, status)
-        if get("turns") is not None:
+        if get("turns") is not None and _live(record):
             self._conversation(record)
         cost = get("cost")
         if cost:
@@ -1334,3 +1334,14 @@ def summary_dict(summary: Summary) -> dict[str, Any]:
         ],
     }
     return data
+
+
+def _live(record: Mapping[str, Any]) -> bool:
+    """Whether a record with ``turns`` is a live conversation: a turn that says what the user
+    said, or a simulated user. A single-turn case whose model called tools also records its
+    rounds as a turn, without ``content`` (its question is its ``input_messages``): it is no
+    conversation."""
+    if isinstance(record.get("user"), dict):
+        return True
+    turns = record.get("turns")
+    return isinstance(turns, list) and any(isinstance(t, dict) and "content" in t for t in turns)
