@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentv.results import stats
 from agentv.results.record import GRADED, STATUSES, repeat_label
+from agentv.results.record import usd as dollars
 
 if TYPE_CHECKING:
     from agentv.results.record import EvalResult
@@ -130,9 +131,9 @@ class Spend:
     reused_usd: float = 0.0
 
     def to_dict(self) -> dict[str, float]:
-        data = {"usd": round(self.usd, 10)}
+        data = {"usd": dollars(self.usd)}
         if self.reused_usd:
-            data["reused_usd"] = round(self.reused_usd, 10)
+            data["reused_usd"] = dollars(self.reused_usd)
         return data
 
 
@@ -1153,7 +1154,7 @@ def cost_dict(cost: CostSummary | None) -> dict[str, Any] | None:
         **cost.total.to_dict(),
         "by_party": {party: spend.to_dict() for party, spend in cost.parties},
         "unpriced_runs": cost.unpriced_runs,
-        "per_run_usd": cost.per_run_usd,
+        "per_run_usd": dollars(cost.per_run_usd),
     }
 
 
@@ -1228,7 +1229,7 @@ def summary_dict(summary: Summary) -> dict[str, Any]:
                 "user_errors": t.user_errors,
                 "skipped": t.skipped,
                 "tokens": _tokens_dict(t.tokens),
-                "cost": {**t.cost.to_dict(), "per_run_usd": t.cost_per_run},
+                "cost": {**t.cost.to_dict(), "per_run_usd": dollars(t.cost_per_run)},
                 "latency_ms": {"median": t.latency_median_ms, "p95": t.latency_p95_ms},
                 "pass_at_k": {str(k): v for k, v in enumerate(t.pass_at, 1)},
                 "pass_all_k": {str(k): v for k, v in enumerate(t.pass_all, 1)},

@@ -30,6 +30,7 @@ from agentv.evaluators.llm_judge import LlmJudgeSpec, judge_prompts
 from agentv.prompts.builder import PromptSettings, build_prompt
 from agentv.providers.base import Provider, Usage, request_for_case
 from agentv.providers.pricing import Pricer
+from agentv.results.record import usd as dollars
 from agentv.run.plan import CaseJob
 from agentv.run.preview import first_request
 from agentv.run.scheduling import estimate_tokens
@@ -70,7 +71,7 @@ class Line:
             "requests": self.requests,
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
-            "usd": self.usd,
+            "usd": dollars(self.usd),
             "price": self.price,
         }
 
@@ -135,7 +136,7 @@ class Estimate(DiagnosticsView):
             "user_message_tokens": self.user_message_tokens,
             "method": self.method,
             "lines": [line.to_dict() for line in self.lines],
-            "total_usd": self.total_usd,
+            "total_usd": dollars(self.total_usd),
             "unpriced": self.unpriced,
         }
 
