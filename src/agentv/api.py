@@ -1239,8 +1239,7 @@ def eval_files_of(results: PathLike) -> list[str]:
         results: The results file.
 
     Returns:
-        The ``eval_file`` of its records, as written (relative to the folder the run
-        started in).
+        The ``eval_file`` of its records, as written (a full path).
 
     Raises:
         InputError: The file is missing or not a regular file.

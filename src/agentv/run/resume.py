@@ -219,8 +219,8 @@ def read_state(path: Path, *, repair: bool) -> ResultsState:
 
 
 def eval_files_named(path: Path) -> list[str]:
-    """The eval files a results file's records name (``eval_file``: as written, relative to
-    the folder the run started in), each once, in the order they first come."""
+    """The eval files a results file's records name (``eval_file``, a full path), each once,
+    in the order they first come."""
     check_results_file(path)
     named: dict[str, None] = {}
     for _, result in read_results(path):
