@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from support.paths import ROOT
@@ -15,6 +16,7 @@ from support.paths import ROOT
 WORKFLOW = ROOT / ".github" / "workflows" / "release.yml"
 
 
+@pytest.mark.slow
 def test_the_release_workflow_fits_githubs_schema() -> None:
     checker = Path(sys.executable).with_name("check-jsonschema")
     done = subprocess.run(

@@ -8,8 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from support.cli_run import agentv_cli
-from support.helpers import write
+from support.cli import agentv_cli
+from support.files import write
+
+#: every test here runs agentv as a process: left out of `make test-fast`
+pytestmark = pytest.mark.slow
 
 TARGETS = """$schema: agentv-targets-v2.2
 targets:

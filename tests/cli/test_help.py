@@ -16,6 +16,9 @@ import typer
 from agentv.cli.app import _register, app
 from agentv.cli.help import PANEL_ORDER, option_label, panels
 
+#: every test here runs agentv as a process: left out of `make test-fast`
+pytestmark = pytest.mark.slow
+
 _register()
 #: the console script, as people run it (its name starts the usage line)
 AGENTV = Path(sys.executable).with_name("agentv")

@@ -9,14 +9,16 @@ from agentv.errors import Diagnostic
 from agentv.evalfile.guidelines import parse_config
 from agentv.evalfile.loader import load_eval_file
 from agentv.targets import validate_targets_file
-from support.helpers import write
+from support.files import write
 
 TURN_KEYS = "content, outcome, expected_messages, evaluators"
 USER_KEYS = (
     "target, persona, goal, instructions, facts, first_message, max_turns, stop_when, seed, "
     "temperature, role_judge"
 )
-TOOL_KEYS = "name, description, parameters, result, results, script, cwd, timeout_seconds"
+TOOL_KEYS = (
+    "name, description, parameters, result, results, script, cwd, timeout_seconds, inherit_env"
+)
 CONTAINS_KEYS = "name, weight, required, threshold, type, value"
 
 

@@ -12,7 +12,7 @@ import pytest
 from agentv.evalfile.loader import load_eval_file
 from agentv.evaluators.base import EvaluatorSpec
 from agentv.evaluators.registry import BY_TYPE, EVALUATOR_TYPES, KINDS, type_names
-from support.helpers import write
+from support.files import write
 
 #: the smallest settings of each kind that load cleanly
 MINIMAL = {
@@ -182,7 +182,7 @@ def test_every_block_of_a_case_lists_its_own_keys(tmp_path: Path) -> None:
         (
             "case 'a': unknown key 'zzzz'",
             "valid keys here: name, description, parameters, result, results, script, cwd, "
-            "timeout_seconds",
+            "timeout_seconds, inherit_env",
         ),
         (
             "case 'a': unknown key 'zzzz'",

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 import agentv
 from agentv.messages import ToolCall
 from agentv.providers.mock import MockProvider, MockSettings
-from support.helpers import ask, write
+from support.files import write
+from support.providers import ask
 
 SCRIPT = MockSettings.model_validate(
     {
@@ -62,6 +65,7 @@ async def test_one_response_answers_everything_as_before() -> None:
     ] * 2
 
 
+@pytest.mark.slow
 def test_a_case_with_tools_runs_offline_on_a_scripted_mock(tmp_path: Path) -> None:
     write(
         tmp_path,

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from agentv.evalfile.files import find_repo_root
 from agentv.system.env import read_environment
-from support.cli_run import agentv_cli
-from support.helpers import write
+from support.cli import agentv_cli
+from support.files import write
 
 
 def test_the_folder_holding_agentv_is_the_root_outside_a_repository(tmp_path: Path) -> None:
@@ -26,6 +28,7 @@ def test_the_folder_holding_agentv_is_the_root_outside_a_repository(tmp_path: Pa
     assert find_repo_root(bare, project) == bare
 
 
+@pytest.mark.slow
 def test_dot_env_beside_agentv_is_read_from_a_subfolder(tmp_path: Path) -> None:
     project = tmp_path / "project"
     write(project, ".env", "AGENTV_TEST_ANSWER=from the project\n")

@@ -203,7 +203,7 @@ def read_state(path: Path, *, repair: bool) -> ResultsState:
             messages=raw.get("chat_prompt"),
             plan_digest=digest if isinstance(digest, str) else None,
         )
-    state.diagnostics = reader.diagnostics
+    state.diagnostics = [*reader.diagnostics, *reader.notes]
     if not state.runs and any(d.hint for d in reader.diagnostics):
         first = reader.diagnostics[0]
         raise InputError(

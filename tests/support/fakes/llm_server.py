@@ -98,6 +98,11 @@ class RecordedRequest:
     #: how the server answered it instead of succeeding (a scripted, standing or rate-limit
     #: fault), else None
     fault: Fault | None = None
+    #: when the server's handler was done with it (time.monotonic(); None until then): a
+    #: whole answer goes out after it, a stream ends at it, a held request gets it when the
+    #: server stops. A request received before another's ``answered_at`` was sent before the
+    #: client could read that (whole) answer.
+    answered_at: float | None = None
 
     @property
     def api(self) -> str:
@@ -458,6 +463,14 @@ class FakeLLMServer:
         if self.record:
             with self._lock:
                 self.requests.append(rec)
+        try:
+            return await self._answer(request, rec)
+        finally:
+            rec.answered_at = time.monotonic()
+
+    async def _answer(self, request: web.Request, rec: RecordedRequest) -> web.StreamResponse:
+        """The response to ``request`` (recorded as ``rec``)."""
+        body = rec.body
         wait = self._rate_limited(rec.received_at)
         if wait is not None:
             self.limited_at.append(rec.received_at)
