@@ -94,11 +94,11 @@ demo: install
 	@echo "so expect 3 passed and 2 failed: the failed ones show how a miss is reported. With"
 	@echo "OPENAI_API_KEY set, --target openai grades by meaning instead."
 	@echo
-	@# a failed case fails agentv eval (exit 6, as a failed test fails pytest): expected here
+	@# a failed case fails agentv eval (exit 7, as a failed test fails pytest): expected here
 	$(BIN)/agentv eval examples/ --target default; status=$$?; \
-	if [ $$status -eq 6 ]; then \
+	if [ $$status -eq 7 ]; then \
 		echo; \
-		echo "agentv eval exited 6 because cases failed, as expected here: in CI a failed case"; \
+		echo "agentv eval exited 7 because cases failed, as expected here: in CI a failed case"; \
 		echo "fails the job (--threshold SCORE gates on the mean score instead)."; \
 	else exit $$status; fi
 

@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -237,7 +238,7 @@ def many_cases(n: int, answer_size: int = 0) -> str:
 def test_a_second_run_on_the_same_out_stops_at_once_and_the_first_is_intact(
     repo: Path, server: FakeLLMServer
 ) -> None:
-    server.delay_ms = 1000  # 6 s in all: the second run meets it however slowly it starts
+    server.hold = threading.Event()  # the first run's answers wait until the second ended
     write_targets(repo, openai_target(server.url, **TARGET))
     write(repo, "evals/many.yaml", many_cases(12))
     first = start_agentv(
@@ -258,8 +259,10 @@ def test_a_second_run_on_the_same_out_stops_at_once_and_the_first_is_intact(
         assert "Results written to" not in second.stdout
         assert took < 30
         assert first.poll() is None, "the second run must not have waited for the first"
+        server.hold.set()
         _, err = first.communicate(timeout=120)
     finally:
+        server.hold.set()
         if first.poll() is None:
             first.kill()
             first.wait()

@@ -1,5 +1,5 @@
 """``agentv eval``'s exit code, rule by rule in the documented order (docs/results.md): a
-failed case fails the command (6) unless ``--threshold`` gates on the mean instead or a
+failed case fails the command (7) unless ``--threshold`` gates on the mean instead or a
 dry run's mock answered; errors keep their code, ``--allow-errors`` accepts them."""
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ def project(tmp_path: Path) -> Path:
     return tmp_path
 
 
-FAILED_6 = (
-    "1 of the 2 graded run(s) failed: exit code 6 (--threshold SCORE gates on the mean "
+FAILED_7 = (
+    "1 of the 2 graded run(s) failed: exit code 7 (--threshold SCORE gates on the mean "
     "score instead)\n"
 )
 
@@ -55,7 +55,7 @@ FAILED_6 = (
     ("args", "code", "last_line"),
     [
         (["evals/passing.yaml"], 0, ""),
-        (["evals/mixed.yaml"], 6, FAILED_6),
+        (["evals/mixed.yaml"], 7, FAILED_7),
         (
             ["evals/mixed.yaml", "--threshold", "0.5"],
             0,
@@ -79,9 +79,9 @@ FAILED_6 = (
         ),
         (
             ["errors/errored.yaml", "--allow-errors"],
-            6,
+            7,
             "1 run(s) errored, 0 invalid (--allow-errors: accepted)\n"
-            "1 of the 1 graded run(s) failed: exit code 6 (--threshold SCORE gates on the mean "
+            "1 of the 1 graded run(s) failed: exit code 7 (--threshold SCORE gates on the mean "
             "score instead)\n",
         ),
         (

@@ -97,7 +97,7 @@ def test_eval_exit_codes_are_one_entry_each_never_broken_mid_sentence() -> None:
     page = _help("eval")
     codes = page.split("Exit codes:\n", 1)[1]
     entries = re.findall(r"^  (\d+(?: / \d+)?) +(.*(?:\n {5,}.*)*)", codes, re.M)
-    assert [code for code, _ in entries] == ["0", "1", "2", "3", "4", "5", "6", "130 / 143"]
+    assert [code for code, _ in entries] == ["0", "1", "2", "3", "4", "5", "6", "7", "130 / 143"]
     from agentv.cli.eval import EXIT_CODES
 
     for (code, text), (want_code, want_text) in zip(entries, EXIT_CODES, strict=True):

@@ -192,7 +192,8 @@ targets:
             5,
             5,
             "target 'quiet': unknown setting 'respnse' for mock targets",
-            "did you mean 'response'? valid keys here: response, responses, delay_ms, delay_min_ms, "
+            "did you mean 'response'? valid keys here: response, responses, seed, answers, delay_ms, "
+            "delay_min_ms, "
             f"delay_max_ms, system_prompt, report_usage, {common}",
         ),
         (

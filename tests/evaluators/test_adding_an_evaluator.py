@@ -110,7 +110,7 @@ def test_a_new_evaluator_grades_a_run(package: Path, repo: Path) -> None:
         + "      - {name: strict, type: starts_with, prefix: paris}\n",
     )
     done = run(package, repo, "eval", "evals/good.yaml", "--out", "out.jsonl")
-    assert done.returncode == 6, done.stdout + done.stderr  # 0.5: below the pass threshold
+    assert done.returncode == 7, done.stdout + done.stderr  # 0.5: below the pass threshold
     (record,) = rows(repo / "out.jsonl")
     assert record["score"] == 0.5
     assert [

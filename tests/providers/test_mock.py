@@ -1,4 +1,4 @@
-"""The mock target's script of ``responses``: the n-th request of a run of a case gets the
+"""The mock target's script of ``answers``: the n-th request of a run of a case gets the
 n-th entry, text or tool calls, so that tools and live conversations run offline."""
 
 from __future__ import annotations
@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 import agentv
 from agentv.messages import ToolCall
@@ -15,7 +16,7 @@ from support.providers import ask
 
 SCRIPT = MockSettings.model_validate(
     {
-        "responses": [
+        "answers": [
             {"tool_calls": [{"name": "lookup", "arguments": {"q": "x"}}, {"name": "now"}]},
             {"text": "Found it.", "tool_calls": [{"name": "save", "id": "mine"}]},
             "Done.",
@@ -37,8 +38,8 @@ async def test_each_request_of_a_run_gets_the_next_answer_then_the_last_again() 
             "tool_calls",
         ),
         ("Found it.", (ToolCall("mine", "save", {}),), "tool_calls"),
-        ("Done.", (), "stop"),
-        ("Done.", (), "stop"),
+        ("Done.", (), None),
+        ("Done.", (), None),
     ]
 
 
@@ -74,7 +75,7 @@ def test_a_case_with_tools_runs_offline_on_a_scripted_mock(tmp_path: Path) -> No
 targets:
   - name: default
     provider: mock
-    responses:
+    answers:
       - tool_calls: [{name: add, arguments: {a: 2, b: 3}}]
       - The sum is 5.
 """,
@@ -107,3 +108,12 @@ evalcases:
         (step["name"], step["arguments"], step["result"]) for step in record.trajectory or []
     ] == [("add", {"a": 2, "b": 3}, "5")]
     assert run.summary.turns is None  # one question answered with a tool: no conversation
+
+
+def test_answers_in_order_and_responses_drawn_do_not_go_together() -> None:
+    with pytest.raises(ValidationError) as raised:
+        MockSettings.model_validate({"answers": ["a"], "responses": ["b"]})
+    assert [e["msg"] for e in raised.value.errors()] == [
+        "Value error, give `answers` (played in order) or `responses` (drawn for each "
+        "request), not both"
+    ]

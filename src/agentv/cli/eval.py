@@ -16,7 +16,12 @@ from typing import TYPE_CHECKING, Annotated, Any, TextIO
 import typer
 
 from agentv.cli import help as panels
-from agentv.cli.common import ALLOW_OUTSIDE_ROOT_HELP, printable, stopped_by_sigterm
+from agentv.cli.common import (
+    ALLOW_OUTSIDE_ROOT_HELP,
+    judge_samples_value,
+    printable,
+    stopped_by_sigterm,
+)
 
 if TYPE_CHECKING:
     from agentv.api import EvalRun, PreparedRun, ResultWriter, RunRegistration
@@ -31,7 +36,8 @@ EXIT_ERRORS = 3
 EXIT_USAGE = 2
 EXIT_BUDGET = 4
 EXIT_USER_ERRORS = 5
-EXIT_CASES_FAILED = 6
+EXIT_UNCERTAIN = 6
+EXIT_CASES_FAILED = 7
 
 #: the exit codes, listed under ``agentv eval --help`` and in docs/cli.md (docs/results.md
 #: says the same, with the order in which they are decided)
@@ -61,6 +67,11 @@ EXIT_CODES = (
     ("5", "some simulated users failed (user_error) and no run errored (--allow-errors as for 3)"),
     (
         "6",
+        "some verdicts are uncertain (a judge's samples disagreed about pass or fail: "
+        "--on-uncertain fail or pass decides them), with or without --threshold",
+    ),
+    (
+        "7",
         "some graded runs failed (a score below the pass threshold, or a required "
         "evaluator missed) and nothing above applies; not on a --dry-run (a mock answered); "
         "--threshold replaces this rule",
@@ -75,6 +86,15 @@ EXIT_CODES = (
 class ExecutorName(StrEnum):
     local = "local"
     ray = "ray"
+
+
+class OnUncertain(StrEnum):
+    """``--on-uncertain``: what a judge's disagreeing samples make of a run."""
+
+    uncertain = "uncertain"
+    fail = "fail"
+    # the word, not Python's keyword: the choice is spelled `pass`
+    pass_ = "pass"
 
 
 class OutputFormat(StrEnum):
@@ -134,12 +154,37 @@ def eval_command(
         ),
     ] = None,
     repeat: Annotated[
+        str | None,
+        typer.Option(
+            metavar="N|auto",
+            help="Run each case N times, each its own request (default: the files' `repeat`, "
+            "else 1); `auto`: once, then more runs of the cases whose pass/fail is not "
+            "settled, the most unsettled first.",
+            show_default=False,
+            rich_help_panel=panels.RUNNING,
+        ),
+    ] = None,
+    max_repeat: Annotated[
         int | None,
         typer.Option(
+            "--max-repeat",
             min=1,
             max=1000,
-            help="Run each case N times, each its own request (default: the files' `repeat`, "
-            "else 1).",
+            metavar="N",
+            help="With --repeat auto: the most runs of a case (default 10).",
+            show_default=False,
+            rich_help_panel=panels.RUNNING,
+        ),
+    ] = None,
+    repeat_confidence: Annotated[
+        float | None,
+        typer.Option(
+            "--repeat-confidence",
+            min=0.5,
+            max=0.999,
+            metavar="P",
+            help="With --repeat auto: how sure a settled verdict is (default 0.95).",
+            show_default=False,
             rich_help_panel=panels.RUNNING,
         ),
     ] = None,
@@ -181,6 +226,42 @@ def eval_command(
             help="The lowest score a case needs to pass (default: pass_threshold in "
             ".agentv/config.yaml, else 0.8).",
             rich_help_panel=panels.RUNNING,
+        ),
+    ] = None,
+    judge_samples: Annotated[
+        str | None,
+        typer.Option(
+            "--judge-samples",
+            metavar="N|MIN..MAX",
+            help="Ask every judge that sets no `samples` of its own N times about each answer "
+            "(e.g. 3), or MIN..MAX times: more only while the mean is within --judge-margin "
+            "of the pass threshold (e.g. 1..5).",
+            show_default=False,
+            rich_help_panel=panels.JUDGING,
+        ),
+    ] = None,
+    judge_margin: Annotated[
+        float | None,
+        typer.Option(
+            "--judge-margin",
+            min=0,
+            max=1,
+            metavar="SCORE",
+            help="With --judge-samples MIN..MAX: how near the threshold a mean is still "
+            "unsettled (default 0.1).",
+            show_default=False,
+            rich_help_panel=panels.JUDGING,
+        ),
+    ] = None,
+    on_uncertain: Annotated[
+        OnUncertain | None,
+        typer.Option(
+            "--on-uncertain",
+            help="What a judge's samples disagreeing about pass or fail makes of a run, for "
+            "judges that set no on_uncertain: uncertain (its own status, exit code 6; the "
+            "default), fail or pass.",
+            show_default=False,
+            rich_help_panel=panels.JUDGING,
         ),
     ] = None,
     allow_outside_root: Annotated[
@@ -418,7 +499,8 @@ def eval_command(
         run_eval_command(
             paths,
             target=target or None,
-            repeat=repeat,
+            repeat=repeat_value(repeat),
+            **_auto_options(max_repeat, repeat_confidence),
             summary_json=summary_json,
             junit=junit,
             report=report,
@@ -441,6 +523,8 @@ def eval_command(
             max_retries=max_retries,
             cache=cache,
             budget_usd=budget_usd,
+            judge_samples=judge_samples_value(judge_samples, judge_margin),
+            on_uncertain=on_uncertain.value if on_uncertain is not None else None,
             dump_prompts=dump_dir or (Path(".agentv/prompts") if dump_prompts else None),
             threshold=threshold,
             allow_outside_root=allow_outside_root,
@@ -459,6 +543,33 @@ def _one_format(given: OutputFormat | None, old: OutputFormat | None) -> str | N
         )
     chosen = given or old
     return chosen.value if chosen is not None else None
+
+
+def repeat_value(text: str | None) -> int | str | None:
+    """``--repeat N`` (1 to 1000) or ``--repeat auto``; ``typer.BadParameter`` else."""
+    if text is None:
+        return None
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        number = int(text)
+    except ValueError:
+        number = 0
+    if not 1 <= number <= 1000:
+        raise typer.BadParameter(
+            f"a number of runs from 1 to 1000, or auto (not {text!r})", param_hint="'--repeat'"
+        )
+    return number
+
+
+def _auto_options(max_repeat: int | None, confidence: float | None) -> dict[str, Any]:
+    """``--max-repeat`` and ``--repeat-confidence``, when given."""
+    out: dict[str, Any] = {}
+    if max_repeat is not None:
+        out["max_repeat"] = max_repeat
+    if confidence is not None:
+        out["repeat_confidence"] = confidence
+    return out
 
 
 def _paths_from_results(rerun: dict[str, Any]) -> list[str]:
@@ -554,14 +665,21 @@ def run_eval_command(
             why.append(f"{prepared.changed_since} because their prompt changed")
         if prepared.retried:
             why.append(f"{prepared.retried} retried after an error")
+        pending = prepared.auto_pending
         stdout.write(
             f"Resuming {resumed}: {prepared.total} run(s) to do"
             + (f" ({', '.join(why)})" if why else "")
+            + (
+                f", then more runs of {pending} case(s) whose verdict is not settled "
+                "(--repeat auto)"
+                if pending
+                else ""
+            )
             + "\n"
         )
         if prepared.errors_left:
             stdout.write(_errors_left(prepared.errors_left, resumed, cwd) + "\n")
-        if not prepared.total:
+        if not prepared.total and not pending:
             prepared.close()
             stdout.write("Nothing to do: every planned run already has its result.\n")
             return EXIT_OK
@@ -874,6 +992,8 @@ def _resume_command(paths: list[str], options: dict[str, Any], results: Path, cw
     for flag, key in (
         ("--targets", "targets_file"),
         ("--repeat", "repeat"),
+        ("--max-repeat", "max_repeat"),
+        ("--repeat-confidence", "repeat_confidence"),
         ("--eval-id", "eval_id"),
     ):
         if options.get(key) is not None:
@@ -882,6 +1002,15 @@ def _resume_command(paths: list[str], options: dict[str, Any], results: Path, cw
         words.append("--dry-run")
     if options.get("cache"):
         words.append("--cache")
+    samples = options.get("judge_samples")
+    if isinstance(samples, dict):  # the same judges' samples for the runs left
+        words += ["--judge-samples", f"{samples['min']}..{samples['max']}"]
+        if "margin" in samples:
+            words += ["--judge-margin", str(samples["margin"])]
+    elif samples is not None:
+        words += ["--judge-samples", str(samples)]
+    if options.get("on_uncertain") is not None:
+        words += ["--on-uncertain", str(options["on_uncertain"])]
     statuses = options.get("rerun_statuses")
     if options.get("rerun") is not None and statuses is not None:
         # a rerun into its own file finishes as it started: the runs still to redo
@@ -900,8 +1029,9 @@ def exit_code(run: EvalRun, *, threshold: float | None, allow_errors: bool, stde
     """The run's exit code (``EXIT_CODES``), decided in this order: 4 the budget left runs
     unsent (the run is not whole); with ``threshold``, 1 when the graded runs' mean is below
     it (or none was graded); 3 some runs errored or were invalid, 5 only simulated users
-    failed (either accepted with ``allow_errors``); without ``threshold``, 6 when a graded
-    run failed (not on a dry run: a mock answered); else 0. Says why on stderr."""
+    failed (either accepted with ``allow_errors``); 6 some verdicts are uncertain; without
+    ``threshold``, 7 when a graded run failed (not on a dry run: a mock answered); else 0.
+    Says why on stderr."""
     s = run.summary
     if s.skipped:
         stderr.write(
@@ -934,6 +1064,12 @@ def exit_code(run: EvalRun, *, threshold: float | None, allow_errors: bool, stde
             stderr.write(f"{what}: exit code {code} (see the summary; --allow-errors to accept)\n")
             return code
         stderr.write(f"{what} (--allow-errors: accepted)\n")
+    if s.uncertain:  # never silently a pass (docs/trusting-verdicts.md)
+        stderr.write(
+            f"{s.uncertain} run(s) uncertain: a judge's samples disagreed about pass or "
+            f"fail (exit code {EXIT_UNCERTAIN}); --on-uncertain fail or pass decides them\n"
+        )
+        return EXIT_UNCERTAIN
     if threshold is None and s.failed and run.dry_run:
         # a mock answered: its failures say nothing of the target (docs/results.md)
         stderr.write(f"{s.failed} of the {s.graded} graded run(s) failed on the dry run's mock\n")

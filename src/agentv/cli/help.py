@@ -26,11 +26,12 @@ from typer.core import TyperCommand, TyperGroup
 # the panels, in the order ``--help`` shows them
 TARGETS = "Targets"
 RUNNING = "Running"
+JUDGING = "Judging"
 RESULTS = "Results"
 AFTER_THE_RUN = "After the run"
 SCALE_OUT = "Scale-out"
 DEBUGGING = "Debugging"
-PANEL_ORDER = (TARGETS, RUNNING, RESULTS, AFTER_THE_RUN, SCALE_OUT, DEBUGGING)
+PANEL_ORDER = (TARGETS, RUNNING, JUDGING, RESULTS, AFTER_THE_RUN, SCALE_OUT, DEBUGGING)
 #: the panel of an option that names none
 OTHER = "Options"
 

@@ -38,8 +38,9 @@ from agentv.system.readfile import special
 if TYPE_CHECKING:
     from agentv.cases import EvalCase, Turn
 
-#: what --rerun-failed and --rerun-errors pick
-RERUN_FAILED = frozenset({"failed", "error", "invalid", "user_error"})
+#: what --rerun-failed and --rerun-errors pick (an uncertain run did not pass: run again,
+#: its judge gets another say)
+RERUN_FAILED = frozenset({"failed", "uncertain", "error", "invalid", "user_error"})
 RERUN_ERRORS = frozenset({"error", "invalid", "user_error"})
 #: what --resume with --rerun-errors of the same file runs again
 RETRIED = RERUN_ERRORS
@@ -53,6 +54,9 @@ class Previous:
     question: str | None
     messages: Any  # raw_request.chat_prompt, as written
     plan_digest: str | None = None  # a live conversation's (``plan_digest``)
+    score: float | None = None
+    #: a run of ``--repeat auto``: its rule, threshold and reason (``agentv.run.repeats``)
+    auto: dict[str, Any] | None = None
 
 
 @dataclass
@@ -202,6 +206,8 @@ def read_state(path: Path, *, repair: bool) -> ResultsState:
             question=raw.get("question"),
             messages=raw.get("chat_prompt"),
             plan_digest=digest if isinstance(digest, str) else None,
+            score=result.score,
+            auto=result.auto_repeat,
         )
     state.diagnostics = [*reader.diagnostics, *reader.notes]
     if not state.runs and any(d.hint for d in reader.diagnostics):

@@ -296,6 +296,9 @@ class FakeLLMServer:
     host: str = "127.0.0.1"
     port: int = 0  # 0: a free port chosen by the OS
     delay_ms: float = 0.0
+    #: when given, every answer waits until it is set (a run held open for as long as a
+    #: test needs, however slowly the machine runs)
+    hold: threading.Event | None = None
     reply: Reply = DEFAULT_REPLY
     reasoning: str | None = None  # returned as thinking/thought/reasoning_content when set
     record: bool = True  # benchmarks may turn recording off
@@ -489,6 +492,8 @@ class FakeLLMServer:
             return web.Response(status=503)
         if self.delay_ms > 0:
             await asyncio.sleep(self.delay_ms / 1000)
+        while self.hold is not None and not self.hold.is_set():
+            await asyncio.sleep(0.02)
         api = rec.api
         if api == "unknown" or request.method != "POST":
             return _error_response("openai", 404, f"No fake route for {request.path}", None)
