@@ -156,10 +156,9 @@ def eval_command(
     repeat: Annotated[
         str | None,
         typer.Option(
-            metavar="N|auto",
-            help="Run each case N times, each its own request (default: the files' `repeat`, "
-            "else 1); `auto`: once, then more runs of the cases whose pass/fail is not "
-            "settled, the most unsettled first.",
+            metavar="N",
+            help="Run each case N times (default: the files' `repeat`, else 1); `auto`: more "
+            "runs only of the cases whose pass/fail is not settled.",
             show_default=False,
             rich_help_panel=panels.RUNNING,
         ),
@@ -232,10 +231,9 @@ def eval_command(
         str | None,
         typer.Option(
             "--judge-samples",
-            metavar="N|MIN..MAX",
-            help="Ask every judge that sets no `samples` of its own N times about each answer "
-            "(e.g. 3), or MIN..MAX times: more only while the mean is within --judge-margin "
-            "of the pass threshold (e.g. 1..5).",
+            metavar="N",
+            help="Ask each judge without `samples` of its own N times per answer (3), or "
+            "MIN..MAX times: more while the mean is near the threshold (1..5).",
             show_default=False,
             rich_help_panel=panels.JUDGING,
         ),
@@ -247,8 +245,7 @@ def eval_command(
             min=0,
             max=1,
             metavar="SCORE",
-            help="With --judge-samples MIN..MAX: how near the threshold a mean is still "
-            "unsettled (default 0.1).",
+            help="With MIN..MAX samples: how near the threshold is near (default 0.1).",
             show_default=False,
             rich_help_panel=panels.JUDGING,
         ),
@@ -257,9 +254,8 @@ def eval_command(
         OnUncertain | None,
         typer.Option(
             "--on-uncertain",
-            help="What a judge's samples disagreeing about pass or fail makes of a run, for "
-            "judges that set no on_uncertain: uncertain (its own status, exit code 6; the "
-            "default), fail or pass.",
+            help="What a judge's disagreeing samples make of a run (judges without "
+            "on_uncertain): uncertain (a status of its own, exit code 6), fail or pass.",
             show_default=False,
             rich_help_panel=panels.JUDGING,
         ),

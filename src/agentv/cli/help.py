@@ -246,8 +246,12 @@ def command_help(command: Any, ctx: Any) -> str:
     if listed:
         sections.append(("Commands", listed))
     # one column for every section, so that the page reads as one table
-    longest = max((len(label) for _, rows in sections for label, _ in rows), default=0)
-    column = min(longest, LABEL_MAX) + 4  # 2 before the label, 2 after
+    # (a label longer than LABEL_MAX puts its help below it, and so widens nothing)
+    longest = max(
+        (len(label) for _, rows in sections for label, _ in rows if len(label) <= LABEL_MAX),
+        default=0,
+    )
+    column = longest + 4  # 2 before the label, 2 after
     for title, rows in sections:
         out += _section(title, rows, width, column)
     codes = getattr(command, "exit_codes", ())
