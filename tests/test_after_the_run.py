@@ -170,7 +170,9 @@ def test_resume_and_rerun_without_paths_take_the_eval_files_from_the_results(
     assert first.returncode == 7  # c0 fails
     rerun = agentv_cli(repo, "eval", "--rerun-failed", "r.jsonl")
     assert rerun.returncode == 7, rerun.stdout + rerun.stderr
-    assert "Rerunning 1 run(s) (error, failed, invalid, user_error) from r.jsonl" in rerun.stdout
+    assert "Rerunning 1 run(s) (error, failed, invalid, uncertain, user_error) from r.jsonl" in (
+        rerun.stdout
+    )
     assert [r["eval_id"] for r in _jsonl(repo / "r.jsonl")][3:] == ["c0"]
     nothing = agentv_cli(repo, "eval", "--resume", "r.jsonl")
     assert nothing.returncode == 0 and "Nothing to do" in nothing.stdout
