@@ -123,7 +123,7 @@ def uses_role_markers(messages: Sequence[Message]) -> bool:
 def _question_part(seg: Segment, mode: Mode) -> str:
     match seg:
         case TextSegment():
-            return seg.value.rstrip()
+            return seg.value if seg.verbatim else seg.value.rstrip()
         case GuidelineRef():
             return f"<Attached: {seg.path}>"
         case FileSegment():
@@ -237,11 +237,12 @@ def _marked_turn(msg: Message, mode: Mode, memo: Memo | None) -> str:
 
 
 def _message_part(seg: Segment) -> str:
-    # Every part is right-stripped, as in the question: a `content: |` block's final
-    # newline is not content (docs/prompt-rules.md section 5).
+    # Every part written in a file is right-stripped, as in the question: a `content: |`
+    # block's final newline is not content (docs/prompt-rules.md section 5). A model's own
+    # answer goes back to it as it was said.
     match seg:
         case TextSegment():
-            return seg.value.rstrip()
+            return seg.value if seg.verbatim else seg.value.rstrip()
         case FileSegment():
             return f"=== {seg.path} ===\n{seg.text}".rstrip()
         case GuidelineRef():

@@ -389,7 +389,7 @@ async def _take_turn(
             outcome.steps.extend(step.in_turn(outcome.index) for step in response.trajectory)
         calls = response.tool_calls
         if calls and rounds < case.max_tool_rounds:
-            history.append(Message("assistant", (TextSegment(response.text),), tool_calls=calls))
+            history.append(Message("assistant", (_said(response.text),), tool_calls=calls))
             for call in calls:
                 done = await answer_call(call, tools, timeout=timeout, round_=rounds)
                 this.calls.append(done)
@@ -405,8 +405,14 @@ async def _take_turn(
         # is carried forward, since no API takes calls without their results
         outcome.tool_rounds_exhausted = bool(calls)
         outcome.answer = response.text
-        history.append(Message("assistant", (TextSegment(response.text),)))
+        history.append(Message("assistant", (_said(response.text),)))
         return
+
+
+def _said(text: str) -> TextSegment:
+    """A model's answer as the history carries it forward: byte for byte (its whitespace
+    is its own, not text written in a file: docs/prompt-rules.md, section 5)."""
+    return TextSegment(text, verbatim=True)
 
 
 async def _grade(
