@@ -38,7 +38,11 @@ def _texts(rec: RecordedRequest, role: str) -> list[str]:
     if "contents" in body:
         wanted = "model" if role == "assistant" else role
         return [
-            p["text"] for t in body["contents"] if t["role"] == wanted for p in t["parts"] if "text" in p
+            p["text"]
+            for t in body["contents"]
+            if t["role"] == wanted
+            for p in t["parts"]
+            if "text" in p
         ]
     out = []
     for message in body["messages"]:
@@ -81,7 +85,7 @@ def test_earlier_answers_are_carried_forward_byte_for_byte(repo: Path, kind: str
         run = agentv.run_eval("evals/spaces.yaml", cwd=repo)
     (result,) = run.results
     assert result.status == "ok", result.error
-    first, second = server.requests
+    _, second = server.requests
     assert _texts(second, "assistant") == [ANSWERS["first"]]
     assert _texts(second, "user") == ["first", "second"]
     assert [t["answer"] for t in result.turns or []] == [ANSWERS["first"], ANSWERS["second"]]

@@ -72,15 +72,30 @@ def text_or_none(value: Any) -> str | None:
     return value.strip() if isinstance(value, str) and value.strip() else None
 
 
-def parameters_problem(parameters: Any) -> str | None:
-    """Why a tool's ``parameters`` cannot be sent to an API (the APIs take a JSON Schema of
-    type ``object``), or None."""
+#: what to write instead of `parameters` that cannot be used
+PARAMETERS_HINT = (
+    "write a JSON Schema of type `object`, e.g. {type: object, properties: {city: {type: string}}}"
+)
+
+
+def parameters_problem(parameters: Any) -> tuple[str, str] | None:
+    """Why a tool's ``parameters`` cannot be sent to an API or check a call (the APIs take
+    a JSON Schema of type ``object``) and what to do, or None."""
     if not isinstance(parameters, dict):
-        return "must be a JSON Schema (a mapping)"
+        return "must be a JSON Schema (a mapping)", PARAMETERS_HINT
     if parameters.get("type", "object") != "object":
-        return f"must be of type `object` (the arguments of a call), not {parameters['type']!r}"
+        return (
+            f"must be of type `object` (the arguments of a call), not {parameters['type']!r}",
+            PARAMETERS_HINT,
+        )
     problem = check_schema(parameters, "")
-    return None if problem is None else problem.message.removeprefix("invalid JSON Schema ")
+    if problem is None:
+        return None
+    text = problem.message.removeprefix("invalid JSON Schema").strip()
+    # "at `where`: why" stays as it is; ": why" loses its colon
+    text = text if text.startswith("at ") else text.removeprefix(":").strip().removeprefix("it ")
+    hint = PARAMETERS_HINT if "without end" not in text else (problem.hint or PARAMETERS_HINT)
+    return text, hint
 
 
 class CaseBuilder:
@@ -400,14 +415,12 @@ class CaseBuilder:
                     )
                 )
             parameters = raw.parameters if raw.parameters is not None else EMPTY_PARAMETERS
-            problem = parameters_problem(parameters)
-            if problem is not None:
+            found = parameters_problem(parameters)
+            if found is not None:
+                problem, hint = found
                 diags.append(
                     self.src.diagnostic(
-                        (*at, "parameters"),
-                        f"tool {raw.name!r}: `parameters` {problem}",
-                        hint="write a JSON Schema of type `object`, e.g. "
-                        "{type: object, properties: {city: {type: string}}}",
+                        (*at, "parameters"), f"tool {raw.name!r}: `parameters` {problem}", hint=hint
                     )
                 )
             cwd = None

@@ -53,7 +53,7 @@ from agentv.run.costs import case_cost
 from agentv.run.resume import plan_digest, turn_text
 from agentv.run.sending import Sender, describe
 from agentv.run.simulator import Simulator, UserFailure
-from agentv.run.tools import ToolRun, answer_call
+from agentv.run.tools import ToolRun, ToolTime, answer_call
 from agentv.trajectory import ToolStep, Trajectory
 
 if TYPE_CHECKING:
@@ -372,6 +372,7 @@ async def _take_turn(
     out); the answer joins ``history``."""
     case = job.case
     timeout = sender.settings.agent_timeout or None
+    tool_time = ToolTime(timeout)  # the turn's scripts share the time limit
     rounds = 0
     while True:
         prompt = build_prompt(case, settings, run.memo, so_far=(history, guidelines, inputs))
@@ -391,7 +392,9 @@ async def _take_turn(
         if calls and rounds < case.max_tool_rounds:
             history.append(Message("assistant", (_said(response.text),), tool_calls=calls))
             for call in calls:
-                done = await answer_call(call, tools, timeout=timeout, round_=rounds)
+                done = await answer_call(
+                    call, tools, timeout=timeout, round_=rounds, tool_time=tool_time
+                )
                 this.calls.append(done)
                 outcome.steps.append(done.step(outcome.index))
                 history.append(
