@@ -78,6 +78,12 @@ PARAMETERS_HINT = (
 )
 
 
+def _own_grade(turn: sc.RawTurn) -> bool:
+    """Whether a turn is graded by its own `evaluators` or `outcome` (not the case's
+    `turn_evaluators`)."""
+    return turn.evaluators is not None or bool((turn.outcome or "").strip())
+
+
 def parameters_problem(parameters: Any) -> tuple[str, str] | None:
     """Why a tool's ``parameters`` cannot be sent to an API or check a call (the APIs take
     a JSON Schema of type ``object``) and what to do, or None."""
@@ -247,6 +253,7 @@ class CaseBuilder:
                     "`evaluators` that grade the whole conversation",
                 )
             )
+        diags.extend(self._unused_live_keys(raw, base, tools))
         if any(d.severity == "error" for d in diags):
             return None, diags
         case = EvalCase(
@@ -274,6 +281,66 @@ class CaseBuilder:
             turn_evaluators=tuple(turn_evaluators),
         )
         return case, diags
+
+    def _unused_live_keys(
+        self, raw: sc.RawEvalCase, base: PathKey, tools: tuple[Tool, ...]
+    ) -> list[Diagnostic]:
+        """The keys of live conversations this case cannot use. `turn_evaluators` that no
+        turn would run are an error: the case would be graded by something else than what
+        it says (a judge of its outcome). The others change nothing where they cannot
+        apply, and are warnings."""
+        out: list[Diagnostic] = []
+        conversation = raw.turns is not None or raw.user is not None
+        if raw.turn_evaluators is not None and not conversation:
+            out.append(
+                self.src.diagnostic(
+                    (*base, "turn_evaluators"),
+                    "`turn_evaluators` grade the answers of a live conversation, and this "
+                    "case has no `turns` and no simulated `user`: they would never run (a "
+                    "judge of the outcome would grade the case instead)",
+                    hint="move them to the case's `evaluators`, or give the case `turns`",
+                    at_key=True,
+                )
+            )
+        elif raw.turn_evaluators and raw.turns and all(_own_grade(t) for t in raw.turns):
+            out.append(
+                self.src.diagnostic(
+                    (*base, "turn_evaluators"),
+                    "`turn_evaluators` are never used: every turn has evaluators (or an "
+                    "outcome) of its own",
+                    hint="leave them out, or take `evaluators` off the turns they should grade",
+                    severity="warning",
+                    at_key=True,
+                )
+            )
+        effects = {
+            "aggregation": "there is one score",
+            "on_turn_failure": "there is no later turn to stop",
+        }
+        for key, effect in effects.items():
+            if getattr(raw, key) is not None and not conversation:
+                out.append(
+                    self.src.diagnostic(
+                        (*base, key),
+                        f"`{key}` has no effect here: the case has no `turns` and no "
+                        f"simulated `user`, so {effect}",
+                        hint=f"leave `{key}` out, or give the case `turns`",
+                        severity="warning",
+                        at_key=True,
+                    )
+                )
+        if raw.max_tool_rounds is not None and not tools:
+            out.append(
+                self.src.diagnostic(
+                    (*base, "max_tool_rounds"),
+                    "`max_tool_rounds` has no effect here: the case has no `tools` (and its "
+                    "file none)",
+                    hint="leave `max_tool_rounds` out, or give the case `tools` to call",
+                    severity="warning",
+                    at_key=True,
+                )
+            )
+        return out
 
     def _user(
         self, raw: sc.RawEvalCase, key: PathKey, diags: list[Diagnostic]
