@@ -742,10 +742,15 @@ def _planned(
     dump_prompts = options.get("dump_prompts")
     replay = options.get("replay_user")
     replays = None
+    diagnostics = list(plan.diagnostics)
     if replay is not None:
-        from agentv.run.resume import read_replays
+        from agentv.run.resume import match_replays, read_replays
 
-        replays = read_replays(base / Path(replay))
+        recording = base / Path(replay)
+        replays = read_replays(recording)
+        unmatched = match_replays(recording, replays, plan.simulated())
+        if unmatched is not None:
+            diagnostics.append(unmatched)
     settings = RunSettings(
         workers=options.get("workers"),
         agent_timeout=agent_timeout if agent_timeout and agent_timeout > 0 else None,
@@ -759,7 +764,7 @@ def _planned(
     thresholds = plan.thresholds
     return PreparedRun(
         total=plan.total,
-        diagnostics=list(plan.diagnostics),
+        diagnostics=diagnostics,
         out=out,
         output_format=_output_format(out, options.get("output_format"), append=append),
         targets=[(t.label, target_workers(settings, t)) for t in plan.targets()],

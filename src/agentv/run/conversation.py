@@ -156,11 +156,11 @@ class _Scripted:
         index = len(run.turns)
         return self.turns[index] if index < len(self.turns) else END
 
-    def stop_reason(self, index: int) -> str | None:
+    def stop_reason(self, index: int, what: str) -> str | None:
         left = len(self.turns) - index
         if left <= 0:
             return None
-        return f"turn {index} failed (on_turn_failure: stop): {left} turn(s) not sent"
+        return f"turn {index} {what}: {left} turn(s) not sent"
 
 
 class _Simulated:
@@ -225,10 +225,10 @@ class _Simulated:
             raise StopCheckFailed(f"the stop_when check could not grade: {error}")
         return grade.score >= self.threshold
 
-    def stop_reason(self, index: int) -> str | None:
+    def stop_reason(self, index: int, what: str) -> str | None:
         if index >= self.user.max_turns:
             return None
-        return f"turn {index} failed (on_turn_failure: stop): the conversation ended there"
+        return f"turn {index} {what}: the conversation ended there"
 
 
 class StopCheckFailed(Exception):
@@ -269,6 +269,8 @@ async def converse(sender: Sender, job: CaseJob, threshold: float) -> Conversati
         except StopCheckFailed as exc:
             run.check_error = str(exc)
             run.stopped = {"turn": index - 1, "reason": str(exc)}
+            if run.simulator is not None:
+                run.simulator.side.ended = "error"
             return run
         if isinstance(turn, _End):
             break
@@ -306,8 +308,9 @@ async def converse(sender: Sender, job: CaseJob, threshold: float) -> Conversati
                 evaluators=turn.evaluators,
             )
             outcome.status = grade_status(outcome.grade, threshold)
-            if outcome.status == "failed" and case.stop_on_failure:
-                reason = source.stop_reason(index)
+            what = _turn_failure(outcome) if case.stop_on_failure else None
+            if what is not None:
+                reason = source.stop_reason(index, what)
                 if reason is not None:
                     run.stopped = {"turn": index, "reason": reason}
                     if run.simulator is not None:
@@ -354,6 +357,24 @@ async def converse(sender: Sender, job: CaseJob, threshold: float) -> Conversati
             run.trajectory_error,
         )
     return run
+
+
+def _turn_failure(outcome: TurnOutcome) -> str | None:
+    """How a graded turn went wrong, for ``on_turn_failure: stop`` (None: it did not):
+    it failed, or a required evaluator could not grade it (then it cannot have passed)."""
+    if outcome.status == "failed":
+        return "failed (on_turn_failure: stop)"
+    grade = outcome.grade
+    crashed = (
+        [s for s in (grade.evaluator_results or ()) if s.required and s.error] if grade else []
+    )
+    if outcome.status == "error" and crashed:
+        first = crashed[0]
+        return (
+            "could not be graded (on_turn_failure: stop): the required evaluator "
+            f"{first.name!r} could not grade: {first.error}"
+        )
+    return None
 
 
 async def _take_turn(

@@ -124,6 +124,14 @@ class Plan:
         """Cases known to be invalid when the plan was made (their targets aside)."""
         return sum(len(loaded.invalid) for loaded in self.files)
 
+    def simulated(self) -> Iterator[tuple[str, str]]:
+        """The dataset and id of each case of the plan with a simulated user (a large
+        file's from its spool)."""
+        for loaded in self.files:
+            for case in iter_cases(loaded, eval_id=self.eval_id, context=self.context):
+                if case.user is not None:
+                    yield case.dataset, case.id
+
     @property
     def cli_target(self) -> str | None:
         """The one target every case runs on, when ``--target`` named exactly one."""

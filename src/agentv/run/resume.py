@@ -278,18 +278,100 @@ def read_replays(path: Path) -> dict[tuple[str, str, int], Replay]:
     """The user turns of each simulated conversation recorded in the results file at
     ``path`` (the latest record of each run), by ``(dataset, eval_id, repeat)``. Where the
     file holds a run on several targets, the first target's recording in file order is
-    used, so that every target is sent the same user turns (``--replay-user``)."""
+    used, so that every target is sent the same user turns (``--replay-user``).
+
+    Raises:
+        InputError: the file is not a whole results file (a line that is not a record,
+            a cut last line, a ``user`` that is not a mapping), a simulated conversation's
+            record has turns that cannot be replayed, or no record is a simulated
+            conversation's: each said with its file and line.
+    """
+    reader = read_results(path)
     found: dict[tuple[str, str, int], Replay] = {}
-    for line, result in read_results(path).latest():
+    records = 0
+    for line, result in reader.latest():
+        records += 1
         user, turns = result.user, result.turns
-        if not isinstance(user, dict) or not isinstance(turns, list) or not result.eval_id:
+        if user is None or not result.eval_id:
             continue
         key = (result.dataset or "", result.eval_id, result.repeat or 0)
+        said = _replayable(turns)
+        if isinstance(said, str):
+            raise InputError(
+                f"{path}:{line}: the record of case {result.eval_id!r} cannot be replayed: "
+                f"{said}; {REPLAY_HINT}"
+            )
         if key in found:
             continue
-        said = [t.get("content") for t in turns if isinstance(t, dict)]
-        if not all(isinstance(text, str) for text in said):
-            continue
         origin = f"{path}:{line} (target {result.target!r})"
-        found[key] = Replay(tuple(said), user.get("ended"), origin)  # type: ignore[arg-type]
+        ended = user.get("ended")
+        found[key] = Replay(said, ended if isinstance(ended, str) else None, origin)
+    if reader.diagnostics:
+        first = reader.diagnostics[0]
+        raise InputError(f"{path}:{first.line}: {first.message}; {REPLAY_HINT}")
+    if not records:
+        raise InputError(f"{path} is empty: it holds no recorded conversation; {REPLAY_HINT}")
+    if not found:
+        raise InputError(
+            f"{path} holds no simulated user's conversation (none of its {records} "
+            f"record(s) has a `user`); {REPLAY_HINT}"
+        )
     return found
+
+
+def match_replays(
+    path: Path,
+    replays: dict[tuple[str, str, int], Replay],
+    simulated: Iterable[tuple[str, str]],
+) -> Diagnostic | None:
+    """Whether the recording at ``path`` is of this run's ``simulated`` conversations
+    (their datasets and ids): an ``InputError`` when it records none of them, a warning
+    naming those it does not record (the simulator plays them), else None."""
+    cases = dict.fromkeys(simulated)
+    if not cases:
+        return Diagnostic(
+            path,
+            "no case of this run has a simulated `user`: --replay-user has nothing to replay",
+            severity="warning",
+        )
+    recorded = dict.fromkeys((dataset, case) for dataset, case, _ in replays)
+    missing = [key for key in cases if key not in recorded]
+    if len(missing) == len(cases):
+        raise InputError(
+            f"{path} records none of this run's simulated conversations (it records "
+            f"{_names(recorded)}; the run has {_names(cases)}); {REPLAY_HINT}"
+        )
+    if missing:
+        return Diagnostic(
+            path,
+            f"{len(missing)} of this run's {len(cases)} simulated conversations are not "
+            f"recorded here, and the simulator plays them: {_names(dict.fromkeys(missing))}",
+            severity="warning",
+        )
+    return None
+
+
+def _names(keys: dict[tuple[str, str], None], shown: int = 5) -> str:
+    names = [f"{dataset}/{case}" for dataset, case in keys]
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
+
+
+#: what ``--replay-user`` takes, said with each refusal
+REPLAY_HINT = (
+    "--replay-user takes a results file that agentv eval wrote for cases with a simulated "
+    "`user`, whole"
+)
+
+
+def _replayable(turns: Any) -> tuple[str, ...] | str:
+    """The user turns a record's ``turns`` hold, or why they cannot be replayed."""
+    if turns is None:
+        return "it has no `turns`"
+    said = []
+    for number, turn in enumerate(turns, 1):
+        content = turn.get("content") if isinstance(turn, dict) else None
+        if not isinstance(content, str):
+            return f"its turn {number} has no `content` text"
+        said.append(content)
+    return tuple(said)

@@ -56,19 +56,17 @@ _ENDING = (
     f"your goal is reached, or you are sure it cannot be reached, reply with {DONE} alone."
 )
 
-# messages that are the assistant's side, not a user's
-_AS_ASSISTANT = re.compile(
-    r"^\s*(?:@\[)?(?:assistant|ai|bot|agent|system)\]?\s*:"
-    r"|^\s*(?:how (?:can|may) i (?:help|assist)|as an ai\b|i(?:'m| am) an ai\b"
-    r"|i(?:'m| am) (?:an? |your )?(?:ai |virtual )?assistant\b)",
-    re.IGNORECASE,
-)
-_TRANSCRIPT = re.compile(r"@\[(?:system|user|assistant|tool)\]:", re.IGNORECASE)
-_REVEALS = re.compile(
-    r"\b(?:simulated user|my (?:persona|instructions|system prompt)|system prompt"
-    r"|(?:i am|i'm) (?:role-?playing|playing (?:the|a) (?:part|role) of))\b",
-    re.IGNORECASE,
-)
+# The built-in checks flag only what no user message is: the assistant's own role marker
+# at the start, a transcript holding both parties' markers, or the simulator speaking of
+# itself as the simulated user or repeating its instructions. A user may well ask "How can
+# I help my daughter...", say "I'm an AI researcher" or ask for a system prompt (a common
+# red-team persona): whether such a message stays in role is the role judge's question.
+_ASSISTANT_MARK = r"(?:@\[\s*assistant\s*\]|\[\s*assistant\s*\]|assistant)\s*:"
+_USER_MARK = r"(?:@\[\s*user\s*\]|\[\s*user\s*\]|user|human)\s*:"
+_AS_ASSISTANT = re.compile(rf"^\s*{_ASSISTANT_MARK}", re.IGNORECASE)
+_ASSISTANT_LINE = re.compile(rf"^\s*{_ASSISTANT_MARK}", re.IGNORECASE | re.MULTILINE)
+_USER_LINE = re.compile(rf"^\s*{_USER_MARK}", re.IGNORECASE | re.MULTILINE)
+_REVEALS = re.compile(r"\b(?:as|i am|i'm)\s+(?:the|a)\s+simulated\s+user\b", re.IGNORECASE)
 
 
 class UserFailure(Exception):
@@ -165,14 +163,17 @@ def transcript(messages: Iterable[ChatMessage]) -> str:
 
 
 def role_problem(text: str, user: SimulatedUser) -> str | None:
-    """Why ``text`` is no message from this user, or None. The rules: not empty; not
-    written as the assistant; no transcript of several turns; no word of its instructions."""
+    """Why ``text`` is no message from this user, or None. Only unambiguous breaks: an
+    empty message; one that starts with the assistant's role marker (``Assistant:``,
+    ``@[Assistant]:``); a transcript (lines marked as the user's and as the assistant's);
+    one that calls itself the simulated user or repeats the simulator's instructions.
+    Subtler breaks are the role judge's to find (``role_judge``)."""
     said = text.strip()
     if not said:
         return "it returned no message"
     if _AS_ASSISTANT.search(said):
         return f"it answered as the assistant: {_excerpt(said)!r}"
-    if _TRANSCRIPT.search(said):
+    if _ASSISTANT_LINE.search(said) and _USER_LINE.search(said):
         return f"it wrote a transcript of several turns, not one message: {_excerpt(said)!r}"
     if _REVEALS.search(said) or _copies_instructions(said):
         return f"it revealed its instructions: {_excerpt(said)!r}"
@@ -260,6 +261,11 @@ class Simulator:
             if index == 0 and self.user.first_message is not None:
                 said = UserTurn(self.user.first_message, "first_message")
             elif self.replay is not None and self._replay_done(index):
+                if index == 0:  # as a simulator done before its first message
+                    raise UserFailure(
+                        "the recording it replays ends before its first message "
+                        f"({self.replay.origin})"
+                    )
                 return None  # the recording ended here, the simulator having said so
             else:
                 said = await self._ask(history)
