@@ -20,7 +20,7 @@ export UV_PROJECT_ENVIRONMENT := $(VENV)
 export UV_COMPILE_BYTECODE := 1
 unexport VIRTUAL_ENV
 
-.PHONY: install lock lock-upgrade test test-latest lint docs docs-serve demo bench bench-peers bench-ray bench-report bench-view screenshots browser clean mutation
+.PHONY: install lock lock-upgrade test test-latest lint docs docs-serve demo bench bench-peers bench-ray bench-report bench-rows bench-view screenshots browser clean mutation
 
 install: $(STAMP)
 
@@ -94,6 +94,11 @@ bench-peers: install
 # S7: --executor ray against the local executor, and a simulated Ray cluster (about 6 minutes).
 bench-ray: install
 	$(BIN)/python benchmarks/s7_ray.py
+
+# Cases from data: rows per second from CSV, JSON Lines and Parquet into requests on the
+# mock target, and peak memory, at 1,000,000 rows (about 25 minutes).
+bench-rows: install
+	$(BIN)/python benchmarks/rows_bench.py
 
 # The HTML report of 100,000 cases: its size and the time to its first rows in chromium.
 bench-report: install browser

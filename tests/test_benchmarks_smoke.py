@@ -173,6 +173,7 @@ def test_make_bench_code_path_at_tiny_sizes(
     assert rows["S1/20/validate"]["ok"] and len(rows["S1/20/validate"]["runs"]) == 1
     for key in ("S2/10", *references):
         assert rows[key]["efficiency"] > 0 and rows[key]["max_in_flight"] >= 1
+        assert rows[key]["cpu_ms_per_request"] > 0 and len(rows[key]["efficiency_window_runs"]) == 1
     assert len(rows["S4/version"]["runs"]) == 5  # --version gets at least 5 runs
     # Goals are tied to the full sizes, so a tiny run judges only the start-up goal.
     status = {g["row"]: g["status"] for g in data["goals"]}
@@ -477,8 +478,53 @@ def test_s8_live_code_path_at_tiny_sizes(
     assert long["own_growth"] == pytest.approx(expected, abs=0.002)
     assert long["own_growth_runs"] == [long["own_growth"]]  # one run: itself the median
     assert long["last_request_bytes"] > long["first_request_bytes"]
+    # each run's window beside the median, and the CPU each request cost every program
+    assert many["efficiency_window_runs"] == [pytest.approx(many["efficiency_window"], abs=0.01)]
+    assert len(many["sdk_alone_efficiency_window_runs"]) == 1
+    for program in ("", "s2_same_requests_", "sdk_alone_", "provider_alone_"):
+        assert many[f"{program}cpu_ms_per_request"] > 0
+    assert f"CPU per request (ms, whole process): S8 {many['cpu_ms_per_request']:.3f}" in printed
     # the goals hold for the full sizes only
     assert [g["status"] for g in data["goals"]] == ["n/a"] * len(s8_live.GOALS)
+
+
+def test_s8_window_is_judged_against_the_sdk_alone_in_the_same_run(
+    bench: dict[str, ModuleType],
+) -> None:
+    sys.modules.pop("s8_live", None)
+    import s8_live
+
+    many = {"efficiency_window": 0.85, "sdk_alone_efficiency_window": 0.87, "rss_vs_s1": 1.3}
+    rows = {"many": many, "long": {"own_growth": 0.5}}
+    judged = s8_live.judge(rows, s8_live.FULL)
+    assert [(g["value"], g["bound"], g["status"]) for g in judged] == [
+        (0.85, 0.84, "PASS"),
+        (1.3, 1.5, "PASS"),
+        (0.5, 2.0, "PASS"),
+    ]
+    many["sdk_alone_efficiency_window"] = 0.89  # the SDK alone did better this time
+    window = s8_live.judge(rows, s8_live.FULL)[0]
+    assert (window["value"], window["bound"], window["status"]) == (0.85, 0.86, "FAIL")
+
+
+def test_s2_window_is_judged_against_the_sdk_alone_in_the_same_run(
+    bench: dict[str, ModuleType],
+) -> None:
+    run = bench["run"]
+    goals = [g for g in run.GOALS if g.metric == "efficiency_window"]
+    assert [(g.row, g.against) for g in goals] == [
+        ("S2/2000", "S2/2000/sdk-post"),
+        ("S2/10000", "S2/10000/sdk-post"),
+    ]
+    rows = {
+        "S2/2000": {"ok": True, "efficiency_window": 0.85},
+        "S2/2000/sdk-post": {"ok": True, "efficiency_window": 0.87},
+    }
+    assert goals[0].judge(rows) == (0.85, "PASS")
+    rows["S2/2000/sdk-post"]["efficiency_window"] = 0.89
+    assert goals[0].judge(rows) == (0.85, "FAIL")
+    rows["S2/2000/sdk-post"]["ok"] = False  # no reference: nothing to judge against
+    assert goals[0].judge(rows) == (0.85, "n/a")
 
 
 def test_s8_checks_reject_a_conversation_that_lost_its_history(

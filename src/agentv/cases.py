@@ -131,6 +131,22 @@ class SimulatedUser:
 
 
 @dataclass(frozen=True, slots=True)
+class RowRef:
+    """The data row a case was made from (docs/eval-files.md, "Cases from data")."""
+
+    source: str  # the data file's path, or ``hf:owner/name``
+    number: int  # among its data rows, from 1
+    line: int | None = None  # where the row starts in the file (text formats)
+
+    def as_dict(self) -> dict[str, Any]:
+        """As a record writes it."""
+        out: dict[str, Any] = {"source": self.source, "number": self.number}
+        if self.line is not None:
+            out["line"] = self.line
+        return out
+
+
+@dataclass(frozen=True, slots=True)
 class EvalCase:
     """One eval case after loading: messages with their segments, files read, evaluators."""
 
@@ -159,6 +175,9 @@ class EvalCase:
     user: SimulatedUser | None = None
     #: evaluators of every turn's answer that has none of its own (live conversations)
     turn_evaluators: tuple[EvaluatorConfig, ...] = ()
+    row: RowRef | None = None  # the data row the case was made from
+    #: the variables of this case's combination (``vars:``), in the order written
+    vars: dict[str, Any] | None = None
 
     @property
     def live(self) -> bool:
@@ -186,6 +205,8 @@ class InvalidCase:
     #: ``execution.target`` and its ``repeat``; its invalid records are keyed by them
     target: str | None = None
     repeat: int | None = None
+    row: RowRef | None = None  # the data row it was made from
+    vars: dict[str, Any] | None = None  # its combination of variables
 
     @property
     def reason(self) -> str:

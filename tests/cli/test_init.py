@@ -110,3 +110,25 @@ def test_existing_files_are_kept(repo: Path) -> None:
     assert "Kept existing .agentv/targets.yaml (not overwritten)" in out
     assert (repo / "evals/example.yaml").read_text() == "# mine\n"
     assert (repo / ".agentv/targets.yaml").read_text() == "# mine too\n"
+
+
+def test_the_csv_starter_suite_runs_offline_a_case_per_row(repo: Path) -> None:
+    result = CliRunner().invoke(app, ["init", str(repo), "--csv"])
+    assert result.exit_code == 0, result.output
+    assert "Created evals/questions.yaml" in result.stdout
+    assert "Created evals/data/questions.csv" in result.stdout
+    proc = subprocess.run(
+        [sys.executable, "-m", "agentv", "eval", "evals/questions.yaml", "--out", "q.jsonl"],
+        cwd=repo,
+        env={**os.environ, "CI": "1"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    records = [json.loads(line) for line in (repo / "q.jsonl").read_text().splitlines()]
+    records.sort(key=lambda r: r["row"]["number"])  # written as they end
+    rows = (repo / "evals/data/questions.csv").read_text(encoding="utf-8").splitlines()[1:]
+    assert [r["eval_id"] for r in records] == [row.split(",")[0] for row in rows]
+    assert [r["row"]["line"] for r in records] == [2, 3, 4]
+    assert all(r["status"] == "ok" for r in records)

@@ -1,13 +1,13 @@
-"""The providers' HTTP client builds the requests the SDKs send most by a shorter way than
-httpx2's general one (``agentv.providers.transport``, the client ``http_client`` makes);
-what it builds must be exactly what httpx2 builds, and anything else takes httpx2's way."""
+"""The requests the providers' HTTP client (``agentv.providers.transport.http_client``)
+sends: built by the SDKs themselves, their headers reaching the server as given on either
+transport, the server's cookies sent back, and each request telling its throttle when it
+left."""
 
 from __future__ import annotations
 
 import time
 from typing import Any
 
-import httpx2
 import pytest
 
 from agentv.providers.base import SENDING
@@ -15,62 +15,7 @@ from agentv.providers.registry import provider_class
 from agentv.providers.transport import http_client
 from support.fakes import FakeLLMServer
 from support.helpers import ask
-from support.wire_support import LM_KINDS, MakeProvider, provider_fields
-
-#: what the SDKs pass: a list of header pairs, some of them the client's own names
-SDK_HEADERS = [
-    ("Accept", "application/json"),
-    ("Content-Type", "application/json"),
-    ("User-Agent", "AsyncOpenAI/Python 9.9"),
-    ("Authorization", "Bearer sk-test-0000"),
-    ("X-Stainless-Retry-Count", "0"),
-    ("X-Twice", "a"),
-    ("X-Twice", "b"),
-]
-
-
-def plain_client() -> httpx2.AsyncClient:
-    """httpx2's own client with the same settings as ``http_client``'s."""
-    return httpx2.AsyncClient(timeout=httpx2.Timeout(600.0), follow_redirects=True)
-
-
-def shape(request: httpx2.Request) -> tuple[Any, ...]:
-    return (
-        request.method,
-        str(request.url),
-        request.headers.raw,
-        request.content,
-        request.extensions,
-    )
-
-
-@pytest.mark.parametrize("timeout", [httpx2.Timeout(5.0, connect=2.0), 7.5, None, "default"])
-def test_a_whole_url_with_header_pairs_and_bytes_is_built_as_httpx2_builds_it(
-    timeout: Any,
-) -> None:
-    ours, theirs = http_client(1000), plain_client()
-    given: dict[str, Any] = {} if timeout == "default" else {"timeout": timeout}
-    for url in ("http://127.0.0.1:9/v1/chat/completions", "https://h.example/a%2Fb?api-version=1"):
-        for _ in range(2):  # the second time from the URL kept
-            args = dict(content=b'{"model": "m"}', headers=list(SDK_HEADERS), **given)
-            built = ours.build_request("POST", url, params=None, files=None, **args)
-            assert shape(built) == shape(theirs.build_request("POST", url, **args))
-
-
-def test_other_requests_take_httpx2s_way() -> None:
-    ours, theirs = http_client(1000), plain_client()
-    ours.base_url = theirs.base_url = "http://127.0.0.1:9/api/"
-    cases: list[tuple[str, dict[str, Any]]] = [
-        ("v1/messages", {"content": b"{}", "headers": list(SDK_HEADERS)}),  # relative
-        ("http://h.example/x", {"json": {"a": 1}, "headers": list(SDK_HEADERS)}),
-        ("http://h.example/x", {"content": b"{}", "params": {"q": "1"}, "headers": []}),
-        ("http://h.example/x", {"content": b"{}", "headers": {"Accept": "text/plain"}}),
-        ("http://h.example/x", {"content": b"{}", "cookies": {"c": "1"}, "headers": []}),
-    ]
-    for url, args in cases:
-        assert shape(ours.build_request("POST", url, **args)) == shape(
-            theirs.build_request("POST", url, **args)
-        ), (url, args)
+from support.wire_support import KEYS, LM_KINDS, MakeProvider, provider_fields
 
 
 class _Told:
@@ -119,102 +64,31 @@ async def test_each_request_tells_its_throttle_when_it_left(
 
 
 @pytest.mark.parametrize("kind", ["openai", "azure"])
-async def test_the_sdk_client_parses_each_url_once_as_the_sdk_would(
-    kind: str, make_provider: MakeProvider
+async def test_each_request_carries_the_sdks_own_headers_and_its_own_body(
+    kind: str, llm_server: FakeLLMServer, make_provider: MakeProvider
 ) -> None:
-    client = make_provider(kind)._client  # type: ignore[attr-defined]
-    sdk_class = type(client).__mro__[1]  # the SDK's own client class
-    for url in ("http://127.0.0.1:9/v1/chat/completions", "/deployments/d/chat/completions"):
-        first = client._prepare_url(url)
-        assert client._prepare_url(url) is first  # kept, not parsed again
-        assert first == sdk_class._prepare_url(client, url)
-
-
-@pytest.mark.parametrize("kind", ["openai", "azure"])
-async def test_requests_differing_only_in_their_body_are_built_as_the_sdk_builds_them(
-    kind: str, make_provider: MakeProvider
-) -> None:
-    provider: Any = make_provider(kind)
-    client = provider._client
-    sdk_class = type(client).__mro__[1]  # the SDK's own client class
-    url = provider._whole_url("m")
-    bodies = [b'{"model": "m"}', b'{"model": "m", "messages": [' + b"1," * 500 + b"1]}"]
-    # the call's time limit (5 and 5.0 are sent differently), retries taken
-    settings = [(5.0, 0), (5, 0), (7.5, 0), (5.0, 1)]
-    for _ in range(2):  # the second time from what the first kept
-        for body in bodies:
-            for timeout, retries in settings:
-                options = provider._options_for(url).model_copy(
-                    update={"content": body, "timeout": timeout, "idempotency_key": "k"}
-                )
-                options = await client._prepare_options(options)
-                ours = client._build_request(options, retries_taken=retries)
-                theirs = sdk_class._build_request(client, options, retries_taken=retries)
-                assert shape(ours) == shape(theirs)
-                assert ours.headers["Content-Length"] == str(len(body))
-    assert len(client._built) == len(settings)  # one per set of options, not per body
-
-    # a new API key (a key the SDK refreshes) is sent from the next request on
-    client.api_key = "sk-rotated-1111"
-    options = await client._prepare_options(
-        provider._options_for(url).model_copy(update={"content": bodies[0], "timeout": 5.0})
-    )
-    ours = client._build_request(options)
-    assert shape(ours) == shape(sdk_class._build_request(client, options))
-    assert b"sk-rotated-1111" in b"".join(value for _, value in ours.headers.raw)
-
-
-@pytest.mark.parametrize("kind", ["openai", "azure"])
-async def test_other_sdk_requests_take_the_sdks_way(kind: str, make_provider: MakeProvider) -> None:
-    from openai._models import FinalRequestOptions
-
-    provider: Any = make_provider(kind)
-    client = provider._client
-    sdk_class = type(client).__mro__[1]
-    url = provider._whole_url("m")
-    others = [
-        {"json_data": {"model": "m"}},
-        {"content": b"{}", "params": {"q": "1"}},
-        {"json_data": {"model": "m"}, "extra_json": {"a": 1}},
-        {"content": iter([b"{}"])},  # a body that is not bytes (a stream)
+    # the SDK builds every request itself: its headers, the key, the time limit it was given
+    provider = make_provider(kind, timeout_seconds=7)
+    for question in ("Say hi.", "Say hi, then count to " + "ten, " * 200):
+        await provider.invoke(ask(question))
+    first, second = llm_server.requests
+    assert [len(r.raw) for r in (first, second)] == [
+        int(r.headers["content-length"]) for r in (first, second)
     ]
-    for fields in others:
-        options = await client._prepare_options(
-            FinalRequestOptions.construct(method="post", url=url, timeout=5.0, **fields)
-        )
-        ours = client._build_request(options)
-        theirs = sdk_class._build_request(client, options)
-        if "json_data" in fields:
-            assert shape(ours) == shape(theirs)
-        else:
-            assert ours.headers.raw == theirs.headers.raw
-    assert not client.__dict__.get("_built")  # none of them kept
-
-
-@pytest.mark.parametrize("kind", ["openai", "azure"])
-def test_a_calls_options_are_the_sdks_post_options(kind: str, make_provider: MakeProvider) -> None:
-    # what `post` would make of the same call (its fields, and which of them were given)
-    from openai import NotGiven
-    from openai._models import FinalRequestOptions
-
-    provider: Any = make_provider(kind)
-    url = provider._whole_url("m")
-    update = {"content": b'{"model": "m"}', "timeout": 61.0, "idempotency_key": "agentv-9"}
-    ours = provider._options_for(url).model_copy(update=update)
-    theirs = FinalRequestOptions.construct(
-        method="post",
-        url=url,
-        json_data=None,
-        files=None,
-        security={"bearer_auth": True},
-        **update,
-    )
-
-    def fields(options: Any) -> dict[str, Any]:  # each default NotGiven is its own object
-        return {k: "not given" if isinstance(v, NotGiven) else v for k, v in options}
-
-    assert fields(ours) == fields(theirs)
-    assert ours.model_fields_set == theirs.model_fields_set
+    assert len(second.raw) > len(first.raw) + 1000
+    assert second.body["messages"][-1]["content"].endswith("ten, ten, ")
+    # the same headers for both, but the body's length
+    assert {**first.headers, "content-length": "-"} == {**second.headers, "content-length": "-"}
+    auth = {"openai": "authorization", "azure": "api-key"}[kind]
+    sdk_class = {"openai": "AsyncOpenAI", "azure": "AsyncAzureOpenAI"}[kind]
+    headers = first.headers
+    assert headers[auth] == ("Bearer " if kind == "openai" else "") + KEYS[kind]
+    assert headers["user-agent"].startswith(f"{sdk_class}/Python ")
+    assert headers["content-type"] == "application/json"
+    assert headers["accept-encoding"] == "gzip, deflate"  # decompressed by agentv, capped
+    assert headers["x-stainless-retry-count"] == "0"  # the SDK retries nothing itself
+    assert headers["x-stainless-read-timeout"] == "8.0"  # just above the target's 7 s
+    assert "idempotency-key" not in headers
 
 
 @pytest.mark.parametrize("use_aiohttp", [True, False])
@@ -242,23 +116,13 @@ async def test_cookies_the_server_sets_are_sent_back_with_each_later_request(kin
         cls = provider_class(kind)
         provider: Any = cls("t", cls.Settings.model_validate(provider_fields(kind, server)))
         try:
-            for _ in range(3):
+            for _ in range(4):
                 await provider.invoke(ask("Say hi."))
-            # and as the SDK itself builds it, with the cookie the jar holds now
-            client = provider._client
-            options = await client._prepare_options(
-                provider._options_for(provider._whole_url("m")).model_copy(
-                    update={"content": b"{}", "timeout": 5.0}
-                )
-            )
-            sdk_class = type(client).__mro__[1]
-            ours = client._build_request(options)
-            assert shape(ours) == shape(sdk_class._build_request(client, options))
         finally:
             await provider.aclose()
     assert [r.headers.get("cookie") for r in server.requests] == [
         None,
         "affinity=node1",
         "affinity=node2",
+        "affinity=node3",
     ]
-    assert ours.headers["cookie"] == "affinity=node3"

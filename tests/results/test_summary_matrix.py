@@ -327,6 +327,7 @@ def test_summary_json_of_the_matrix() -> None:
                 "seconds": 2.0,
             }
         ],
+        "vars": [],  # no run was made from `vars:`
         "evaluators": [
             {
                 "name": "quality",
@@ -465,6 +466,7 @@ def test_summary_json_of_a_plain_run_and_of_an_empty_one() -> None:
                 "seconds": 0.0,
             }
         ],
+        "vars": [],
         "evaluators": [],
         "cases": [],
     }
@@ -499,6 +501,7 @@ def test_summary_json_of_a_plain_run_and_of_an_empty_one() -> None:
         "trajectory_calls": 0,
         "time": {"started": None, "ended": None, "wall_seconds": None, "case_seconds": 0.0},
         "datasets": [],
+        "vars": [],
         "evaluators": [],
         "cases": [],
     }

@@ -117,6 +117,12 @@ def _head(c: Comparison, quote: Callable[[str], str] = str) -> list[str]:
             f"Cost per run (the targets' answers): {_usd(c.base.cost, 'per_run_usd')} -> "
             f"{_usd(c.new.cost, 'per_run_usd')}"
         )
+    for name, value, base, new in c.by_variable:
+        shown = quote(f"{name}={value}")
+        lines.append(
+            f"Mean score with {shown}: {_score(base.mean if base else None)} -> "
+            f"{_score(new.mean if new else None)}"
+        )
     return lines
 
 

@@ -23,16 +23,23 @@ FILES: tuple[tuple[str, str], ...] = (
     ("example.yaml", "evals/example.yaml"),
 )
 
+#: ``--csv``: a starter suite whose cases are the rows of a CSV file
+CSV_FILES: tuple[tuple[str, str], ...] = (
+    ("questions.yaml", "evals/questions.yaml"),
+    ("questions.csv", "evals/data/questions.csv"),
+)
+
 #: what a run writes and version control should not keep
 GITIGNORE_LINES: tuple[str, ...] = (".agentv/results/", ".agentv/cache/", ".agentv/runs.sqlite*")
 
 
-def init_project(folder: Path) -> tuple[list[Path], list[Path]]:
-    """Write the starter files into ``folder``; returns (created, skipped because they exist)."""
+def init_project(folder: Path, *, csv: bool = False) -> tuple[list[Path], list[Path]]:
+    """Write the starter files into ``folder`` (with ``csv``, a suite read from a CSV file
+    too); returns (created, skipped because they exist)."""
     created: list[Path] = []
     skipped: list[Path] = []
     templates = resources.files("agentv") / "templates"
-    for template, rel in FILES:
+    for template, rel in FILES + (CSV_FILES if csv else ()):
         dest = folder / rel
         if dest.exists():
             skipped.append(dest)
@@ -69,13 +76,21 @@ def update_gitignore(folder: Path, lines: tuple[str, ...] = GITIGNORE_LINES) -> 
 
 def init_command(
     path: Annotated[Path, typer.Argument(help="Folder to set up (default: here).")] = Path("."),
+    csv: Annotated[
+        bool,
+        typer.Option(
+            "--csv",
+            help="Also write evals/questions.yaml, a suite whose cases are the rows of "
+            "evals/data/questions.csv.",
+        ),
+    ] = False,
 ) -> None:
     """Write .agentv/config.yaml, .agentv/targets.yaml, .env.example and evals/example.yaml,
     and ignore .agentv/results/, .agentv/cache/ and the run store in .gitignore (existing
     files are kept)."""
     folder = path.resolve()
     gitignore_existed = (folder / ".gitignore").exists()
-    created, skipped = init_project(folder)
+    created, skipped = init_project(folder, csv=csv)
     added = update_gitignore(folder)
     for p in created:
         typer.echo(f"Created {p.relative_to(folder)}")
@@ -86,8 +101,9 @@ def init_command(
     for p in skipped:
         typer.echo(f"Kept existing {p.relative_to(folder)} (not overwritten)")
     if created or added:
+        suites = "evals/example.yaml and evals/questions.yaml" if csv else "evals/example.yaml"
         typer.echo(
-            "\nTry it now, offline: `agentv eval evals/` runs evals/example.yaml on the "
+            f"\nTry it now, offline: `agentv eval evals/` runs {suites} on the "
             "`mock` target.\nThen put your keys in .env (see .env.example), pick a target in "
             ".agentv/targets.yaml, and run `agentv eval <your eval file>`."
         )

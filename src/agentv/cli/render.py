@@ -45,7 +45,13 @@ def render_command(
         list[Path], typer.Argument(help="Eval files to render.", show_default=False)
     ],
     eval_id: Annotated[
-        str | None, typer.Option("--eval-id", help="Render only the case with this id.")
+        str | None,
+        typer.Option(
+            "--case",
+            "--eval-id",
+            help="Render only the case with this id (a data row's id renders each of its "
+            "variables' combinations).",
+        ),
     ] = None,
     mode: Annotated[
         ModeChoice | None,

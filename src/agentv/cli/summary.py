@@ -211,6 +211,23 @@ def _targets_block(summary: Summary) -> list[str]:
     return lines
 
 
+def _vars_block(summary: Summary) -> list[str]:
+    """Each variable's values side by side (runs made from ``vars:``)."""
+    width = min(24, max(5, *(len(f"{g.variable}={g.value}") for g in summary.vars)))
+    lines = [
+        "By variable (mean and pass rate of the graded runs):",
+        f"  {'value':<{width}} {'runs':>6} {'mean':>6} {'pass':>7} {'err':>5}",
+    ]
+    for g in summary.vars:
+        name = f"{g.variable}={g.value}"
+        mean = f"{g.mean:.3f}" if g.mean is not None else "-"
+        rate = f"{g.pass_rate:.1%}" if g.pass_rate is not None else "-"
+        lines.append(
+            f"  {name[:width]:<{width}} {g.runs:>6} {mean:>6} {rate:>7} {g.errors + g.invalid:>5}"
+        )
+    return lines
+
+
 def _cost_lines(summary: Summary, facts: RunFacts) -> list[str]:
     """``Cost: $0.0123 spent (...)``: by party, per run of each target, what was reused,
     what had no price, and the budget."""
@@ -328,6 +345,9 @@ def render_summary(
 
     if len(summary.targets) > 1 or summary.repeats > 1:
         lines += ["", *_targets_block(summary)]
+
+    if summary.vars:
+        lines += ["", *_vars_block(summary)]
 
     closing: list[str] = []
     if summary.tokens or summary.judge_tokens:

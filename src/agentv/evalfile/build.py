@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from agentv.cases import EvalCase, EvaluatorConfig, SimulatedUser, Tool, Turn
+from agentv.cases import EvalCase, EvaluatorConfig, RowRef, SimulatedUser, Tool, Turn
 from agentv.errors import Diagnostic
 from agentv.evalfile import schema as sc
 from agentv.evalfile.context import LoadContext
@@ -179,15 +179,23 @@ class CaseBuilder:
                 d.message = f"`{d.location}`: {d.message}"
 
     def build(
-        self, index: int, entry: Any, line: int | None = None
+        self,
+        index: int,
+        entry: Any,
+        line: int | None = None,
+        *,
+        name_case: bool = True,
+        row: RowRef | None = None,
+        variables: dict[str, Any] | None = None,
     ) -> tuple[EvalCase | None, list[Diagnostic]]:
         """The case at ``evalcases[index]`` (starting on ``line``), or None when it has an
-        error; plus diagnostics."""
-        case, diags = self._build(index, entry, line)
+        error; plus diagnostics, each starting ``case 'id': `` unless not ``name_case``.
+        ``row`` and ``variables``: the data row and the variables it was filled from."""
+        case, diags = self._build(index, entry, line, row, variables)
         if isinstance(entry, dict):
             diags.extend(self._marker_warnings(entry, ("evalcases", index)))
         case_id = entry.get("id") if isinstance(entry, dict) else None
-        if isinstance(case_id, str) and case_id.strip():
+        if name_case and isinstance(case_id, str) and case_id.strip():
             for d in diags:
                 if d.file == self.src.path:
                     d.message = f"case {case_id!r}: {d.message}"
@@ -195,7 +203,12 @@ class CaseBuilder:
         return case, diags
 
     def _build(
-        self, index: int, entry: Any, line: int | None
+        self,
+        index: int,
+        entry: Any,
+        line: int | None,
+        row: RowRef | None = None,
+        variables: dict[str, Any] | None = None,
     ) -> tuple[EvalCase | None, list[Diagnostic]]:
         base: PathKey = ("evalcases", index)
         if not isinstance(entry, dict):
@@ -279,6 +292,8 @@ class CaseBuilder:
             max_tool_rounds=raw.max_tool_rounds or DEFAULT_TOOL_ROUNDS,
             user=user,
             turn_evaluators=tuple(turn_evaluators),
+            row=row,
+            vars=variables,
         )
         return case, diags
 

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from wcmatch import glob
-from wcmatch._wcparse import PatternLimitException
 
 from agentv.errors import Diagnostic, InputError
 from agentv.system.readfile import special
@@ -47,11 +46,10 @@ def _too_many_patterns(patterns: list[str]) -> bool:
     """Whether the matcher refuses ``patterns`` (more than it compiles at once)."""
     if len(patterns) > GUIDELINE_PATTERN_LIMIT:
         return True
-    try:
-        glob.translate(patterns, flags=_GLOB_FLAGS, limit=GUIDELINE_PATTERN_LIMIT)
-    except PatternLimitException:  # should a future wcmatch expand patterns further
-        return True
-    return False
+    # Counted from what wcmatch compiles (limit 0: no limit of its own), should a future
+    # wcmatch expand a pattern into several; its limit's exception is not public.
+    positive, negative = glob.translate(patterns, flags=_GLOB_FLAGS, limit=0)
+    return len(positive) + len(negative) > GUIDELINE_PATTERN_LIMIT
 
 
 @dataclass(frozen=True, slots=True)

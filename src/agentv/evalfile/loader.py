@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -29,6 +29,7 @@ from agentv.evalfile.context import LoadContext
 from agentv.evalfile.files import find_repo_root, search_roots
 from agentv.evalfile.schema_errors import grader_key, unknown_key
 from agentv.evalfile.spool import CaseSpool
+from agentv.evalfile.variables import Vars, VarsError, case_id, combinations, combine, parse_vars
 from agentv.system.readfile import resolved
 from agentv.yaml.source import StreamSource, YamlSource, read_error
 from agentv.yaml.stream import NotUtf8Error, StreamResult, stream_yaml
@@ -60,6 +61,12 @@ class LoadedEvalFile(DiagnosticsView):
     #: when the usable cases are `streamed` (a file has few of them)
     invalid: list[InvalidCase] = field(default_factory=list)
     repeat: int | None = None  # the file's `repeat`: runs of each case without its own
+    #: the cases of the file's `rows:` not in `cases`/`invalid`: built as they are read
+    #: (a run), or again at each reading (a check); ``iter_entries`` gives them
+    rows: CaseStream | None = None
+    rows_source: Path | None = None  # the data file `rows:` reads (None: none, a dataset)
+    invalid_rows: int = 0  # the rows' cases found invalid when the file was loaded
+    row_cases: int = 0  # the cases the rows make (``total_cases`` counts them too)
 
 
 def load_eval_file(
@@ -69,6 +76,7 @@ def load_eval_file(
     context: LoadContext | None = None,
     keep_limit: int | None = None,
     text: str | None = None,
+    check_only: bool = False,
 ) -> LoadedEvalFile:
     """Load one eval file. Raises ``InputError`` when the file as a whole is unusable.
 
@@ -80,8 +88,16 @@ def load_eval_file(
     them one at a time, so memory stays flat however large the suite. ``text`` is the
     file's content when it was read already (``validate``); it is parsed instead of
     reading ``path``.
+
+    The cases a file's ``rows:`` make (``evalfile.rowcases``) are all read and checked
+    now, unless ``keep_limit`` is given (a run): then they are built as the run asks for
+    them (``iter_entries``), the first request leaving before the data is read to the end.
+    With ``check_only`` (``validate``) they are checked now and not kept: reading them
+    again builds them again.
     """
-    load = _FileLoad(resolved(Path(path)), context or LoadContext(), eval_id, keep_limit)
+    load = _FileLoad(
+        resolved(Path(path)), context or LoadContext(), eval_id, keep_limit, check_only
+    )
     return load.load(text)
 
 
@@ -92,14 +108,29 @@ def iter_cases(
     spool (``keep_limit``). Their problems were reported when the file was loaded; the
     invalid cases are in ``loaded.invalid``. ``eval_id`` and ``context`` were applied when
     it was loaded; they are accepted for the callers that pass them along."""
+    for entry in iter_entries(loaded):
+        if isinstance(entry, EvalCase):
+            yield entry
+
+
+def iter_entries(loaded: LoadedEvalFile) -> Iterator[EvalCase | InvalidCase]:
+    """The usable cases of a file, one at a time (as ``iter_cases``), then the cases its
+    ``rows:`` make that were not built when it was loaded, invalid ones included (those
+    found then are in ``loaded.invalid``)."""
     spool = loaded.spool
     if spool is None:
         yield from loaded.cases
-        return
-    settle = loaded.settle
-    for case, flags in spool.cases():
-        yield case if settle is None else settle(case, flags)
+    else:
+        settle = loaded.settle
+        for case, flags in spool.cases():
+            assert isinstance(case, EvalCase)
+            yield case if settle is None else settle(case, flags)
+    if loaded.rows is not None:
+        yield from loaded.rows.entries()
 
+
+if TYPE_CHECKING:  # cases from data: imported when a file has rows or variables
+    from agentv.evalfile.rowcases import CaseStream, RowPlan
 
 _STREAM_KEY = "evalcases"
 
@@ -119,11 +150,17 @@ class _FileLoad:
         ctx: LoadContext,
         eval_id: str | None,
         keep_limit: int | None = None,
+        check_only: bool = False,
     ) -> None:
         self.path = path
         self.ctx = ctx
         self.eval_id = eval_id
         self.keep_limit = keep_limit
+        self.check_only = check_only
+        #: the file's `vars` as read when the first case came (None: none by then)
+        self.file_vars: Vars | None = None
+        self.vars_diags: list[Diagnostic] = []
+        self._vars_seen = False
         self.stream = StreamResult(data=None)
         self.src = StreamSource(path, self.stream, _STREAM_KEY)
         self.repo_root = find_repo_root(path.parent, ctx.cwd)
@@ -184,13 +221,37 @@ class _FileLoad:
                     severity="warning",
                 )
             )
+        header_diags += self.vars_diags
+        if "vars" in data and self.stream.items and not self._vars_seen:
+            header_diags.append(
+                self.src.diagnostic(
+                    ("vars",),
+                    "`vars` is written after `evalcases`",
+                    hint="move `vars:` above `evalcases:`: cases are filled as they are read",
+                    at_key=True,
+                )
+            )
+        row_plan: RowPlan | None = None
+        if "rows" in data or "template" in data:
+            from agentv.evalfile.rowcases import plan_rows
+
+            row_plan, row_diags = plan_rows(
+                data=data,
+                eval_path=self.path,
+                template_src=YamlSource(self.path, text, data),
+                builder=builder,
+                ctx=self.ctx,
+                file_vars=self.file_vars or [],
+                eval_id=self.eval_id,
+            )
+            header_diags += row_diags
         twice = self._written_twice(text)
         if any(d.severity == "error" for d in header_diags):
             raise InputError(
                 f"{self.path}: not a usable eval file",
                 header_diags + twice + self.config_diags + self.diags,
             )
-        return LoadedEvalFile(
+        loaded = LoadedEvalFile(
             path=self.path,
             dataset=builder.dataset,
             target=target or builder.default_target,
@@ -209,6 +270,78 @@ class _FileLoad:
             invalid=self.invalid,
             repeat=data.get("repeat") if isinstance(data.get("repeat"), int) else None,
         )
+        if row_plan is not None:
+            self._rows(loaded, row_plan)
+        return loaded
+
+    def _rows(self, loaded: LoadedEvalFile, plan: RowPlan) -> None:
+        """Add the cases of the file's rows: read and kept now (a preview, the API),
+        checked now and dropped (``check_only``), or built as a run asks for them
+        (``keep_limit``), all but the first row then read while the run goes."""
+        from agentv.evalfile.rowcases import CaseStream
+
+        loaded.rows_source = plan.source.path
+        loaded.case_targets = loaded.case_targets | {plan.target}
+        if plan.user_target is not None:
+            loaded.user_targets = loaded.user_targets | {plan.user_target}
+        entries = plan.entries(check=self.check_only)
+        usable = invalid = 0
+        written_invalid = len(loaded.invalid)
+        if self.keep_limit is None and not self.check_only:
+            for entry in entries:
+                if isinstance(entry, EvalCase):
+                    loaded.cases.append(entry)
+                    usable += 1
+                else:
+                    loaded.invalid.append(entry)
+            self._rows_checked(loaded, plan)
+        elif self.check_only:
+            for entry in entries:
+                if isinstance(entry, EvalCase):
+                    usable += 1
+                else:
+                    invalid += 1
+            self._rows_checked(loaded, plan)
+            loaded.rows = CaseStream(plan.entries, shared=False, keep_limit=None)
+            loaded.streamed = True
+        else:
+            stream = loaded.rows = CaseStream(plan.entries, shared=True, keep_limit=self.keep_limit)
+            count = plan.quick_count()
+            reading = stream.entries()
+            first = next(reading, None)  # a template that fails every row stops the file now
+            if plan.first_template_errors:
+                raise InputError(
+                    f"{self.path}: not a usable eval file",
+                    loaded.diagnostics + plan.first_template_errors,
+                )
+            if count is None:  # `filter`, `sample`, `--eval-id`: every row read first
+                for _ in reading:
+                    pass
+                count = stream.count
+                loaded.diagnostics += plan.problems.diagnostics()
+            else:
+                loaded.diagnostics += plan.problems.diagnostics()
+            usable = count if first is not None else 0
+            loaded.streamed = True
+        loaded.invalid_rows = invalid
+        loaded.row_cases = usable + invalid + len(loaded.invalid) - written_invalid
+        loaded.total_cases += loaded.row_cases
+        loaded.case_count += usable
+        if usable:
+            loaded.case_repeats = {
+                **loaded.case_repeats,
+                plan.repeat: loaded.case_repeats.get(plan.repeat, 0) + usable,
+            }
+
+    def _rows_checked(self, loaded: LoadedEvalFile, plan: RowPlan) -> None:
+        """Every row was read: a template that fails every row makes the file unusable,
+        and the rows' problems join the file's."""
+        if plan.first_template_errors:
+            raise InputError(
+                f"{self.path}: not a usable eval file",
+                loaded.diagnostics + plan.first_template_errors,
+            )
+        loaded.diagnostics += plan.problems.diagnostics()
 
     def _written_twice(self, text: str | None) -> list[Diagnostic]:
         """Keys the file writes twice in one mapping (the first is silently dropped: two
@@ -238,20 +371,44 @@ class _FileLoad:
                 user_target=_user_target(header) or config.user_target,
             )
             # Keys written before `evalcases` are complete when the first case comes.
+            self._vars_seen = isinstance(header, dict) and "vars" in header
+            if isinstance(header, dict) and "vars" in header:
+                try:
+                    self.file_vars = parse_vars(header["vars"])
+                    combinations(self.file_vars)
+                except VarsError as exc:
+                    at = ("vars", exc.key) if exc.key else ("vars",)
+                    self.vars_diags.append(self.src.diagnostic(at, exc.message, hint=exc.hint))
+                    self.file_vars = None
             if isinstance(header, dict) and "execution" in header:
                 self._builder.set_file_execution(header["execution"])
             if isinstance(header, dict) and "tools" in header:
                 self._builder.set_file_tools(header["tools"])
         return self._builder
 
-    def _build(self, index: int, entry: Any, line: int) -> EvalCase | None:
+    def _build(
+        self,
+        index: int,
+        entry: Any,
+        line: int,
+        combination: dict[str, Any] | None = None,
+        problem: Diagnostic | None = None,
+        base_id: str | None = None,
+    ) -> EvalCase | None:
         """Build one case; its problems go to ``diags``, and a case with an error goes to
-        ``invalid``. Returns None for a case that does not run."""
+        ``invalid``. Returns None for a case that does not run. ``combination``: the
+        variables it was filled with (its id carries them); ``problem``: why filling it
+        failed; ``base_id``: its id as written (``--eval-id`` picks every combination)."""
         entry_id = entry.get("id") if isinstance(entry, dict) else None
-        if self.eval_id is not None and entry_id != self.eval_id:
+        if self.eval_id is not None and self.eval_id not in (entry_id, base_id):
             return None
         builder = self.builder()
-        case, case_diags = builder.build(index, entry, line)
+        if problem is not None:
+            if isinstance(entry_id, str) and entry_id.strip():
+                problem.message = f"case {entry_id!r}: {problem.message}"
+            case, case_diags = None, [problem]
+        else:
+            case, case_diags = builder.build(index, entry, line)
         if isinstance(entry_id, str) and entry_id:
             first = self._first_seen.setdefault(entry_id, (index, line))
             if first[0] != index:
@@ -281,14 +438,61 @@ class _FileLoad:
                     diagnostics=tuple(d for d in case_diags if d.severity == "error"),
                     target=target or builder.default_target,
                     repeat=repeat,
+                    vars=combination or None,
                 )
             )
+        elif combination:
+            case = replace(case, vars=combination)
         return case
 
     def _add(self, index: int, entry: Any, line: int) -> None:
-        """Build one case and keep it: in memory, or in a spool on disk once more than
-        ``keep_limit`` cases were seen."""
-        case = self._build(index, entry, line)
+        """Build one case (one per combination of its variables) and keep it: in memory,
+        or in a spool on disk once more than ``keep_limit`` cases were seen."""
+        self.builder()  # the file's `vars`, as read so far
+        own = entry.get("vars") if isinstance(entry, dict) else None
+        if self.file_vars is None and own is None:
+            self._keep(entry, self._build(index, entry, line))
+            return
+        assert isinstance(entry, dict)
+        written = _without(entry, "vars")
+        try:
+            variables = combine(self.file_vars, parse_vars(own) if own is not None else None)
+            chosen = combinations(variables)
+        except VarsError as exc:
+            at = ("evalcases", index, "vars", exc.key) if exc.key else ("evalcases", index)
+            problem = self.src.diagnostic(at, exc.message, hint=exc.hint)
+            self._build(index, written, line, None, problem)
+            return
+        from agentv.evalfile.template import RenderError, compile_tree
+
+        tree = compile_tree(written)
+        base = entry.get("id")
+        for combination in chosen:
+            filled: Any = written
+            problem = None
+            if tree.errors:
+                path, error = tree.errors[0]
+                problem = self.src.diagnostic(
+                    ("evalcases", index, *path), error.message, hint=error.hint
+                )
+            else:
+                try:
+                    filled = tree.render(combination)
+                except RenderError as exc:
+                    problem = self.src.diagnostic(
+                        ("evalcases", index, *exc.leaf.path),
+                        exc.error.message,
+                        hint=exc.error.hint
+                        or "the variables are those under `vars:` (the file's and the case's)",
+                    )
+            named = isinstance(base, str) and bool(base.strip())
+            if named:
+                filled = {**filled, "id": case_id(base, combination)}
+            case = self._build(index, filled, line, combination, problem, base if named else None)
+            self._keep(written, case)
+
+    def _keep(self, entry: Any, case: EvalCase | None) -> None:
+        """Keep a built case (``entry`` is the case as written)."""
         if case is None:
             return
         self.count += 1
@@ -360,6 +564,13 @@ class _FileLoad:
         self.cases = [
             settle(case, flags) for case, flags in zip(self.cases, self._flags, strict=True)
         ]
+
+
+def _without(entry: Any, key: str) -> Any:
+    """``entry`` without ``key`` (the same mapping when it has none)."""
+    if isinstance(entry, dict) and key in entry:
+        return {k: v for k, v in entry.items() if k != key}
+    return entry
 
 
 def _planned(entry: Any) -> tuple[str | None, int | None]:
@@ -444,7 +655,8 @@ def _check_header(src: YamlSource, data: dict[str, Any]) -> list[Diagnostic]:
         )
         if other:
             return diags  # its other keys are right for what it is
-    if not isinstance(data.get("evalcases"), list):
+    from_rows = "rows" in data or "template" in data
+    if not isinstance(data.get("evalcases"), list) and not (from_rows and "evalcases" not in data):
         what = "missing" if "evalcases" not in data else "not a list"
         diags.append(
             src.diagnostic(

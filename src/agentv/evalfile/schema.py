@@ -160,7 +160,40 @@ class RawEvalFileHeader(_Strict):
     # The original AgentV's file-level defaults: `target` and `evaluators` of every case
     # that has none of its own. Checked on its own (`RawFileExecution`), as the cases are.
     execution: Any = None
-    evalcases: list[Any]
+    # Variables every case runs over (`evalfile.variables`), and cases from data: a source
+    # of rows (`RawRows`) and the case each row fills (`evalfile.rowcases`).
+    vars: Any = None
+    rows: Any = None
+    template: Any = None
+    evalcases: list[Any] | None = None
+
+
+class RawSample(_Strict):
+    """``rows.sample``: ``n`` rows chosen at random, the same ones for the same ``seed``."""
+
+    n: Annotated[int, Field(ge=1)]
+    seed: int = 0
+
+
+class RawRows(_Strict):
+    """``rows:``: where a file's cases come from (docs/eval-files.md, "Cases from data")."""
+
+    path: Annotated[str, Field(min_length=1)] | None = None
+    format: Literal["csv", "tsv", "jsonl", "json", "parquet"] | None = None
+    hf: Annotated[str, Field(min_length=1)] | None = None
+    config: str | None = None
+    split: str | None = None
+    revision: str | None = None
+    id: Annotated[str, Field(min_length=1)] | None = None
+    limit: Annotated[int, Field(ge=1)] | None = None
+    sample: RawSample | None = None
+    filter: Annotated[str, Field(min_length=1)] | None = None
+
+
+class RawFileRows(_Strict):
+    """The ``rows:`` mapping alone, so that its errors are located under it."""
+
+    rows: RawRows
 
 
 class RawFileTools(_Strict):

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from dataclasses import MISSING, fields
 from typing import Any
 
-from agentv.cases import EvalCase, EvaluatorConfig
+from agentv.cases import EvalCase, EvaluatorConfig, InvalidCase, RowRef
 from agentv.messages import (
     FileSegment,
     GuidelineFile,
@@ -48,7 +48,7 @@ _COMPACT = frozenset(
     {
         "id", "dataset", "eval_file", "outcome", "input_messages", "expected_messages",
         "reference_answer", "guideline_files", "input_files", "evaluators",
-        "default_evaluator", "conversation_id", "target", "line", "repeat",
+        "default_evaluator", "conversation_id", "target", "line", "repeat", "row", "vars",
     }
 )  # fmt: skip
 _REST = tuple((f.name, f.default) for f in fields(EvalCase) if f.name not in _COMPACT)
@@ -62,6 +62,7 @@ class CaseSpool:
         self._file = tempfile.TemporaryFile(prefix="agentv-cases-")  # noqa: SIM115 - kept open
         self._writer = self._file  # buffered; flushed before reading
         self.count = 0
+        self.size = 0  # bytes written
         #: values many cases share, written as their index (paths and file texts by value)
         self._values: list[Any] = []
         self._index: dict[Any, int] = {}
@@ -89,11 +90,20 @@ class CaseSpool:
             case.repeat,
             flags,
             _rest(case),
+            None if case.row is None else (self._ref(case.row.source), *_row_tail(case.row)),
+            case.vars,
         )
-        data = marshal.dumps(record)
+        self._write(marshal.dumps(record))
+
+    def add_invalid(self, invalid: InvalidCase) -> None:
+        """Write a case that cannot run (a data row with a problem) at the end."""
+        self._write(marshal.dumps((pickle.dumps(invalid, pickle.HIGHEST_PROTOCOL),)))
+
+    def _write(self, data: bytes) -> None:
         self._writer.write(_LENGTH.pack(len(data)))
         self._writer.write(data)
         self.count += 1
+        self.size += _LENGTH.size + len(data)
 
     def _ref(self, value: Any) -> int:
         """The index of a shared value (added at first sight)."""
@@ -144,69 +154,110 @@ class CaseSpool:
 
     # --- reading ---------------------------------------------------------------------------
 
-    def cases(self) -> Iterator[tuple[EvalCase, tuple[bool, ...]]]:
+    def cases(self) -> Iterator[tuple[EvalCase | InvalidCase, tuple[bool, ...]]]:
         """Every case with its flags, in the order written (each call reads from the start)."""
-        values = self._values
-        slots: list[EvaluatorConfig] = []
-        for record in self._records():
-            evaluators = []
-            for raw in record[9]:
-                if isinstance(raw, int):
-                    evaluator = slots.pop(raw)
-                else:
-                    evaluator = _evaluator(raw, values)
-                    if len(slots) == EVALUATOR_SLOTS:
-                        del slots[0]
-                evaluators.append(evaluator)
-                slots.append(evaluator)
-            case = EvalCase(
-                id=record[0],
-                dataset=values[record[1]],
-                eval_file=values[record[2]],
-                outcome=record[3],
-                input_messages=tuple(_message(m, values) for m in record[4]),
-                expected_messages=tuple(_message(m, values) for m in record[5]),
-                reference_answer=record[6],
-                guideline_files=tuple(
-                    GuidelineFile(path, values[resolved], values[text])
-                    for path, resolved, text in record[7]
-                ),
-                input_files=tuple(values[p] for p in record[8]),
-                evaluators=tuple(evaluators),
-                default_evaluator=record[10],
-                conversation_id=record[11],
-                target=record[12],
-                line=record[13],
-                repeat=record[14],
-                **(pickle.loads(record[16]) if record[16] is not None else {}),
-            )
-            yield case, record[15]
+        reader = self.reader()
+        while (found := reader.next()) is not None:
+            yield found
 
-    def _records(self) -> Iterator[tuple[Any, ...]]:
-        """The records, read with a position of their own (``pread``): readers never
-        disturb each other or the writer."""
+    def reader(self) -> SpoolReader:
+        """A reader of the cases from the first, with a position of its own."""
+        return SpoolReader(self)
+
+    def flush(self) -> None:
+        """Make every case written so far readable."""
         self._writer.flush()
-        fd = self._file.fileno()
-        buffer, position, offset = b"", 0, 0
-        for _ in range(self.count):
-            if len(buffer) - position < _LENGTH.size:
-                buffer, position, offset = _fill(fd, buffer, position, offset, _LENGTH.size)
-            (size,) = _LENGTH.unpack_from(buffer, position)
-            whole = _LENGTH.size + size
-            if len(buffer) - position < whole:
-                buffer, position, offset = _fill(fd, buffer, position, offset, whole)
-            yield marshal.loads(buffer[position + _LENGTH.size : position + whole])
-            position += whole
 
     def close(self) -> None:
         """Remove the spool's file."""
         self._file.close()
 
 
+class SpoolReader:
+    """Reads a spool's cases in order with a position of its own (``pread``): readers
+    never disturb each other or the writer, and one that has read every case written so
+    far goes on with those written after (``next`` gives None until then)."""
+
+    def __init__(self, spool: CaseSpool) -> None:
+        self._spool = spool
+        self._fd = spool._file.fileno()
+        self._buffer, self._position, self._offset = b"", 0, 0
+        self._slots: list[EvaluatorConfig] = []  # the evaluators read last, as written
+        self.read = 0  # cases read so far
+
+    def next(self) -> tuple[EvalCase | InvalidCase, tuple[bool, ...]] | None:
+        """The next case and its flags, or None when every case written was read."""
+        if self.read >= self._spool.count:
+            return None
+        record = self._record()
+        self.read += 1
+        if len(record) == 1:  # a case that cannot run
+            return pickle.loads(record[0]), ()
+        values = self._spool._values
+        slots = self._slots
+        evaluators = []
+        for raw in record[9]:
+            if isinstance(raw, int):
+                evaluator = slots.pop(raw)
+            else:
+                evaluator = _evaluator(raw, values)
+                if len(slots) == EVALUATOR_SLOTS:
+                    del slots[0]
+            evaluators.append(evaluator)
+            slots.append(evaluator)
+        row = record[17]
+        case = EvalCase(
+            id=record[0],
+            dataset=values[record[1]],
+            eval_file=values[record[2]],
+            outcome=record[3],
+            input_messages=tuple(_message(m, values) for m in record[4]),
+            expected_messages=tuple(_message(m, values) for m in record[5]),
+            reference_answer=record[6],
+            guideline_files=tuple(
+                GuidelineFile(path, values[resolved], values[text])
+                for path, resolved, text in record[7]
+            ),
+            input_files=tuple(values[p] for p in record[8]),
+            evaluators=tuple(evaluators),
+            default_evaluator=record[10],
+            conversation_id=record[11],
+            target=record[12],
+            line=record[13],
+            repeat=record[14],
+            row=None if row is None else RowRef(values[row[0]], row[1], row[2]),
+            vars=record[18],
+            **(pickle.loads(record[16]) if record[16] is not None else {}),
+        )
+        return case, record[15]
+
+    def _record(self) -> tuple[Any, ...]:
+        buffer, position = self._buffer, self._position
+        if len(buffer) - position < _LENGTH.size:
+            self._spool.flush()
+            buffer, position, self._offset = _fill(
+                self._fd, buffer, position, self._offset, _LENGTH.size, self._spool.size
+            )
+        (size,) = _LENGTH.unpack_from(buffer, position)
+        whole = _LENGTH.size + size
+        if len(buffer) - position < whole:
+            self._spool.flush()
+            buffer, position, self._offset = _fill(
+                self._fd, buffer, position, self._offset, whole, self._spool.size
+            )
+        record = marshal.loads(buffer[position + _LENGTH.size : position + whole])
+        self._buffer, self._position = buffer, position + whole
+        return record
+
+
 def _rest(case: EvalCase) -> bytes | None:
     """The fields outside the compact record that differ from their defaults, pickled."""
     rest = {name: getattr(case, name) for name, default in _REST if getattr(case, name) != default}
     return pickle.dumps(rest, pickle.HIGHEST_PROTOCOL) if rest else None
+
+
+def _row_tail(row: RowRef) -> tuple[int, int | None]:
+    return row.number, row.line
 
 
 def _message(raw: tuple[Any, ...], values: list[Any]) -> Message:
@@ -240,11 +291,17 @@ def _evaluator(raw: tuple[Any, ...], values: list[Any]) -> EvaluatorConfig:
     )
 
 
-def _fill(fd: int, buffer: bytes, position: int, offset: int, need: int) -> tuple[bytes, int, int]:
-    """The unread part of ``buffer`` with at least ``need`` bytes, read from ``offset`` on."""
+def _fill(
+    fd: int, buffer: bytes, position: int, offset: int, need: int, size: int
+) -> tuple[bytes, int, int]:
+    """The unread part of ``buffer`` with at least ``need`` bytes, read from ``offset`` on
+    (``size``: the bytes written so far). A reader that follows the writer closely asks
+    for what there is, not for ``_READ_SIZE``: a large buffer shrunk at every record
+    would fragment memory."""
     rest = buffer[position:]
     while len(rest) < need:
-        more = os.pread(fd, max(_READ_SIZE, need - len(rest)), offset)
+        want = max(need - len(rest), min(_READ_SIZE, size - offset))
+        more = os.pread(fd, want, offset)
         if not more:
             raise EOFError("the spool of cases ended early")
         offset += len(more)

@@ -8,8 +8,6 @@ in how the client is built (base URL and bearer key vs. Azure endpoint, deployme
 
 from __future__ import annotations
 
-import functools
-import itertools
 import re
 from typing import Any, Literal
 from urllib.parse import quote, urlsplit
@@ -252,142 +250,6 @@ def to_openai_tools(tools: tuple[dict[str, Any], ...]) -> list[dict[str, Any]]:
     ]
 
 
-@functools.cache
-def _lean(client_class: type) -> type:
-    """``client_class`` (the SDK's own) with two shortcuts for the requests agentv sends,
-    each of which the SDK made again from nothing on every call (benchmarks/README.md, S8):
-
-    - each URL it is given is parsed once (agentv gives it the same whole URL every time);
-    - a request whose options differ from an earlier one's only in their body (bytes) is
-      made from that one's method, URL, headers and extensions, with its own body and
-      ``Content-Length``: the SDK's headers (auth, platform, retry count, read timeout) are
-      worked out once per set of options, not per call.
-
-    What goes on the wire is what the SDK's own ``_build_request`` makes
-    (``tests/providers/test_transport_requests.py``), as long as the client's own settings
-    (organization, default headers and query, time limit) stay as they were made: agentv
-    never changes them. Were the SDK to name those steps otherwise, nothing but the saving
-    would be lost."""
-
-    class Client(client_class):  # type: ignore[misc,valid-type]
-        _parsed: dict[str, Any]
-        _built: dict[tuple[Any, ...], _Built]
-
-        def _prepare_url(self, url: str) -> Any:
-            parsed = self.__dict__.setdefault("_parsed", {})
-            found = parsed.get(url)
-            if found is None:
-                found = super()._prepare_url(url)
-                if len(parsed) < 64:
-                    parsed[url] = found
-            return found
-
-        def _build_request(self, options: Any, *, retries_taken: int = 0) -> Any:
-            key = _same_but_the_body(self, options, retries_taken)
-            built = self.__dict__.setdefault("_built", {})
-            found = built.get(key) if key is not None else None
-            cookies = self._client.cookies  # httpx2's jar: what servers set, sent back
-            if found is not None:
-                return found.with_body(options.content, cookies)
-            request = super()._build_request(options, retries_taken=retries_taken)
-            # kept only when made with no cookie: each request gets the jar's of its time
-            if key is not None and not cookies and len(built) < 64:
-                kept = _Built.of(request, options.content)
-                if kept is not None:
-                    built[key] = kept
-            return request
-
-    Client.__name__ = Client.__qualname__ = client_class.__name__
-    return Client
-
-
-def _same_but_the_body(client: Any, options: Any, retries_taken: int) -> tuple[Any, ...] | None:
-    """What ``_build_request`` makes a request of, less a body of bytes: requests with the
-    same key differ only in their body. None: not such a request (JSON, files, a query,
-    an idempotency header), or options that cannot be compared."""
-    if (
-        type(options.content) is not bytes
-        or options.json_data is not None
-        or options.extra_json is not None
-        or options.files is not None
-        or options.params
-        or client._idempotency_header
-    ):
-        return None
-    headers = options.headers
-    timeout = options.timeout
-    key = (
-        options.method,
-        options.url,
-        retries_taken,
-        repr(timeout),  # 5 and 5.0 are equal, but the SDK's read-timeout header says which
-        tuple(headers.items()) if isinstance(headers, dict) else repr(headers),
-        tuple(options.security.items()),
-        # the API key as the SDK would send it now (a key it refreshes changes it)
-        tuple(client._auth_headers(options.security).items()),
-    )
-    try:
-        hash(key)
-    except TypeError:
-        return None
-    return key
-
-
-class _Built:
-    """A request the SDK built, less its body: made again with another body."""
-
-    __slots__ = ("extensions", "headers", "method", "url")
-
-    def __init__(self, method: str, url: Any, headers: Any, extensions: dict[str, Any]) -> None:
-        self.method = method
-        self.url = url
-        self.headers = headers
-        self.extensions = extensions
-
-    @classmethod
-    def of(cls, request: Any, content: bytes) -> _Built | None:
-        """``request`` kept, if it ends as the requests made with a body of bytes do
-        (``Content-Length`` last), else None."""
-        import httpx2
-
-        raw = request.headers.raw
-        if not raw or raw[-1] != (b"Content-Length", str(len(content)).encode("ascii")):
-            return None
-        if not isinstance(request.stream, httpx2.ByteStream) or request.content != content:
-            return None
-        headers = httpx2.Headers(raw[:-1])
-        return cls(request.method, request.url, headers, _copied(request.extensions))
-
-    def with_body(self, content: bytes, cookies: Any) -> Any:
-        """The request again with ``content``, and the cookies of ``cookies`` (httpx2's
-        jar) that are for its URL, as httpx2 adds them (after the other headers, before
-        ``Content-Length``)."""
-        import httpx2
-
-        request = httpx2.Request(
-            self.method,
-            self.url,
-            headers=self.headers,  # copied by the request
-            stream=httpx2.ByteStream(content),
-            extensions=_copied(self.extensions),
-        )
-        if cookies:
-            cookies.set_cookie_header(request)
-        request.headers["Content-Length"] = str(len(content))  # not among them: appended
-        request.read()
-        return request
-
-
-def _copied(extensions: dict[str, Any]) -> dict[str, Any]:
-    """A request's extensions, each dict among them copied (the timeouts): a request's own
-    may be changed while it is sent."""
-    return {k: dict(v) if isinstance(v, dict) else v for k, v in extensions.items()}
-
-
-#: numbers the requests of this process (their idempotency keys)
-_REQUEST_NUMBERS = itertools.count(1)
-
-
 class _ChatCompletionsProvider(LLMProvider):
     """The chat-completions mapping shared by OpenAI and Azure."""
 
@@ -395,11 +257,6 @@ class _ChatCompletionsProvider(LLMProvider):
     _client: Any
     _sdk: Any
     _url: str
-
-    def __init__(self, name: str, settings: OpenAISettings | AzureOpenAISettings) -> None:
-        super().__init__(name, settings)
-        self._urls: dict[str, str] = {}  # whole URL of each model's endpoint
-        self._options: dict[str, Any] = {}  # the SDK's request options per whole URL
 
     def build_payload(self, request: ProviderRequest) -> Payload:
         body: dict[str, Any] = {
@@ -426,60 +283,25 @@ class _ChatCompletionsProvider(LLMProvider):
     async def call(self, payload: Payload, timeout: float) -> Answer:
         import httpx2  # the SDK's HTTP library: loaded with it
 
-        # The SDK's `request` with options made from the provider's own (`_options_for`):
-        # a body of bytes skips the SDK's type-driven transformation and its JSON encoding
-        # (the body is wire-ready already), which cost milliseconds per call; errors are
-        # raised by the SDK as usual. Its own timeout sits just above ours, so ours fires.
-        options = self._options_for(self._whole_url(payload.request["model"])).model_copy(
-            update={
-                "content": orjson.dumps(payload.request),
-                "timeout": timeout + 1,
-                # a key of our own, unique per request as the SDK's, spares the SDK a uuid4
-                # per call; the OpenAI and Azure clients send none
-                "idempotency_key": f"agentv-{next(_REQUEST_NUMBERS)}",
-            }
+        # The SDK's own way to send a body it does not build (its `post`, as its README
+        # shows for custom requests): a body of bytes skips its type-driven transformation
+        # and its JSON encoding (the body is wire-ready already), which cost milliseconds
+        # per call; errors are raised by the SDK as usual. Its own timeout sits just above
+        # ours, so ours fires. Bearer auth alone is asked for, as the SDK's own
+        # `chat.completions.create` asks. Cast to httpx2's response: the SDK hands it over
+        # read, not wrapped in a model of its own to be parsed.
+        response = await self._client.post(
+            self.endpoint_for(payload.request["model"]),
+            cast_to=httpx2.Response,
+            content=orjson.dumps(payload.request),
+            options={"timeout": timeout + 1, "security": {"bearer_auth": True}},
         )
-        # cast to httpx2's response: the SDK hands it over as it is, read, not wrapped in
-        # a response object of its own to be parsed
-        content = (await self._client.request(httpx2.Response, options)).content
+        content = response.content
         try:
             data = orjson.loads(content)
         except orjson.JSONDecodeError:
             raise NotJSON(content.decode("utf-8", errors="replace")) from None
         return from_openai_completion(data)
-
-    def _options_for(self, url: str) -> Any:
-        """The SDK's request options for a call of ``url``, made once per URL as the SDK's
-        ``post`` makes them (its pydantic model's defaults cost more than the request's own
-        building); each call copies them with its body, time limit and key."""
-        options = self._options.get(url)
-        if options is None:
-            from openai._models import FinalRequestOptions
-
-            options = self._options[url] = FinalRequestOptions.construct(
-                method="post",
-                url=url,
-                json_data=None,
-                content=b"",
-                files=None,
-                timeout=None,
-                # the SDK's own `chat.completions.create` asks for bearer auth alone; said
-                # here, its wider default is not deep-copied on every call either
-                security={"bearer_auth": True},
-                idempotency_key=None,
-            )
-        return options
-
-    def _whole_url(self, model: str) -> str:
-        """``endpoint_for(model)`` joined to the client's base URL as the SDK joins them, once
-        per model: a whole URL is sent as it is, where a relative one is parsed and joined
-        again on every call."""
-        whole = self._urls.get(model)
-        if whole is None:
-            base = self._client.base_url
-            path = base.raw_path + self.endpoint_for(model).lstrip("/").encode("ascii")
-            whole = self._urls[model] = str(base.copy_with(raw_path=path))
-        return whole
 
     def translate_error(self, exc: BaseException) -> CallFailure | None:
         return stainless_failure(self, self._sdk, self._sdk.OpenAIError, exc)
@@ -509,7 +331,7 @@ class OpenAIProvider(_ChatCompletionsProvider):
         )
         self.api_key_in_use = key
         self._url = safe_url(settings.base_url) or "https://api.openai.com/v1"
-        self._client = _lean(self._sdk.AsyncOpenAI)(
+        self._client = self._sdk.AsyncOpenAI(
             api_key=key,
             base_url=settings.base_url or None,
             organization=settings.organization or None,
@@ -538,7 +360,7 @@ class AzureOpenAIProvider(_ChatCompletionsProvider):
         self._url = safe_url(settings.endpoint_url)
         # No fixed deployment in the client: each call names its own (endpoint_for), so a
         # judge's `model` picks the deployment.
-        self._client = _lean(self._sdk.AsyncAzureOpenAI)(
+        self._client = self._sdk.AsyncAzureOpenAI(
             azure_endpoint=settings.endpoint_url,
             api_key=key,
             api_version=settings.api_version,

@@ -214,7 +214,6 @@ class AiohttpTransport(httpx2.AsyncBaseTransport):
         self._session: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._ssl: ssl.SSLContext | None = None
-        self._timeouts: dict[tuple[float | None, ...], Any] = {}
         # HTTP(S)_PROXY and NO_PROXY, read once (aiohttp's trust_env reads them, and
         # ~/.netrc, on every request: a fifth of the time of a fast answer)
         self._proxies = urllib.request.getproxies()
@@ -238,26 +237,14 @@ class AiohttpTransport(httpx2.AsyncBaseTransport):
             return None
         return proxy
 
-    def _timeout(self, pool: float | None, connect: float | None, read: float | None) -> Any:
-        """aiohttp's timeouts for httpx2's, made once for each set of them."""
-        key = (pool, connect, read)
-        found = self._timeouts.get(key)
-        if found is None:
-            import aiohttp
-
-            if len(self._timeouts) >= 64:
-                self._timeouts.clear()
-            found = self._timeouts[key] = aiohttp.ClientTimeout(
-                total=None, connect=pool, sock_connect=connect, sock_read=read
-            )
-        return found
-
     def _ssl_context(self) -> ssl.SSLContext:
         if self._ssl is None:
             self._ssl = httpx2.create_ssl_context()  # the system's (or certifi's) CAs
         return self._ssl
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        import aiohttp
+
         limits = request.extensions.get("timeout", {})
         try:
             body: bytes | None = request.content
@@ -277,8 +264,11 @@ class AiohttpTransport(httpx2.AsyncBaseTransport):
                 allow_redirects=False,
                 proxy=self._proxy(request.url),
                 ssl=self._ssl_context() if request.url.scheme == "https" else True,
-                timeout=self._timeout(
-                    limits.get("pool"), limits.get("connect"), limits.get("read")
+                timeout=aiohttp.ClientTimeout(
+                    total=None,
+                    connect=limits.get("pool"),
+                    sock_connect=limits.get("connect"),
+                    sock_read=limits.get("read"),
                 ),
             )
         except Exception as exc:
@@ -340,70 +330,6 @@ def _as_httpx(exc: BaseException, *, reading: bool) -> BaseException:
     return exc
 
 
-class _Client(httpx2.AsyncClient):
-    """httpx2's client with a shorter way to build the requests the SDKs send most: a URL
-    already whole (parsed once, then reused) with headers and a body, nothing to merge but
-    the client's own headers. What goes on the wire is what ``build_request`` makes; the
-    SDKs call it for every request, and its general merging was a tenth of a request's
-    CPU (benchmarks/README.md, S8). Anything else takes httpx2's own way."""
-
-    _URLS_KEPT = 64
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._urls: dict[str, httpx2.URL] = {}
-
-    def build_request(  # type: ignore[override]
-        self,
-        method: str,
-        url: httpx2.URL | str,
-        *,
-        content: Any = None,
-        headers: Any = None,
-        timeout: Any = httpx2.USE_CLIENT_DEFAULT,
-        **rest: Any,
-    ) -> httpx2.Request:
-        plain = not self.cookies and all(v is None for v in rest.values())
-        if not (plain and isinstance(url, str) and isinstance(headers, list)):
-            return super().build_request(
-                method, url, content=content, headers=headers, timeout=timeout, **rest
-            )
-        whole = self._urls.get(url)
-        if whole is None:
-            whole = httpx2.URL(url)
-            if whole.is_relative_url:  # to be merged with a base URL: httpx2's way
-                return super().build_request(
-                    method, url, content=content, headers=headers, timeout=timeout
-                )
-            if len(self._urls) >= self._URLS_KEPT:
-                self._urls.clear()
-            self._urls[url] = whole
-        given = {(k.decode("latin-1") if isinstance(k, bytes) else k).lower() for k, _ in headers}
-        # the client's own headers first, as given (httpx2 keeps their case), less those the
-        # request names; then the request's
-        own = [(k, v) for k, v in self.headers.raw if k.decode("latin-1").lower() not in given]
-        merged = own + headers
-        limits = self.timeout if timeout is httpx2.USE_CLIENT_DEFAULT else httpx2.Timeout(timeout)
-        extensions = {"timeout": limits.as_dict()}
-        if not isinstance(content, bytes) or given & {
-            "host",
-            "content-length",
-            "transfer-encoding",
-        }:
-            return httpx2.Request(
-                method, whole, content=content, headers=merged, extensions=extensions
-            )
-        # a body of bytes: the headers httpx2 adds for it (Host first, Content-Length last)
-        # said here, so that the request is made in one pass
-        merged.insert(0, (b"Host", whole.netloc))
-        merged.append((b"Content-Length", str(len(content)).encode("ascii")))
-        request = httpx2.Request(
-            method, whole, headers=merged, stream=httpx2.ByteStream(content), extensions=extensions
-        )
-        request.read()  # the body is there already: readable as ``content``, as httpx2's
-        return request
-
-
 def http_client(max_response_bytes: int, *, use_aiohttp: bool | None = None) -> httpx2.AsyncClient:
     """The HTTP client a provider gives its SDK: bounded bodies (``BoundedTransport``) over
     aiohttp when it is installed (``use_aiohttp``: force one way, for tests)."""
@@ -416,7 +342,7 @@ def http_client(max_response_bytes: int, *, use_aiohttp: bool | None = None) -> 
         inner = httpx2.AsyncHTTPTransport(
             limits=httpx2.Limits(max_connections=_MAX_CONNECTIONS, max_keepalive_connections=100)
         )
-    return _Client(
+    return httpx2.AsyncClient(
         transport=BoundedTransport(inner, max_response_bytes),
         # the providers pass their own limit on every request (and bound it themselves)
         timeout=httpx2.Timeout(600.0),

@@ -25,7 +25,7 @@ from typing import Any
 from agentv.results.reader import read_results
 from agentv.results.record import GRADED
 from agentv.results.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, bootstrap_ci
-from agentv.results.summary import Summary, SummaryCollector, natural_key
+from agentv.results.summary import Summary, SummaryCollector, VarGroup, natural_key
 
 Key = tuple[str, str, str]  # (dataset, eval id, target)
 #: how bad each status is, to take a repeated case's worst
@@ -76,6 +76,8 @@ class Side:
     #: ``per_run_usd``, the mean price of the targets' answers per run that had one (spent
     #: or reused alike: what the answers cost); None when no run reported tokens
     cost: dict[str, float | None] | None = None
+    #: the runs by each variable's values (``vars:``), as its summary groups them
+    vars: tuple[VarGroup, ...] = ()
 
     @property
     def graded(self) -> int:
@@ -117,6 +119,17 @@ class Comparison:
     new_pass_rate: float | None = None
     base: Side = field(default_factory=Side)
     new: Side = field(default_factory=Side)
+
+    @property
+    def by_variable(self) -> tuple[tuple[str, str, VarGroup | None, VarGroup | None], ...]:
+        """Each variable's values in both runs side by side: ``(variable, value, base,
+        new)``, a value in one run only with None for the other."""
+        base = {(g.variable, g.value): g for g in self.base.vars}
+        new = {(g.variable, g.value): g for g in self.new.vars}
+        keys = list(dict.fromkeys([*base, *new]))
+        return tuple(
+            (name, value, base.get((name, value)), new.get((name, value))) for name, value in keys
+        )
 
     @property
     def regressed(self) -> tuple[CaseDelta, ...]:
@@ -176,6 +189,7 @@ def side_of(summary: Summary) -> Side:
         statuses=dict(sorted(summary.statuses, key=lambda kv: _RANK.get(kv[0], _UNKNOWN))),
         mean=summary.mean,
         pass_rate=summary.pass_rate,
+        vars=summary.vars,
         cost=(
             None
             if cost is None
@@ -319,4 +333,25 @@ def comparison_dict(c: Comparison) -> dict[str, Any]:
     }
     if c.base.cost is not None or c.new.cost is not None:  # only when a run reported tokens
         data["cost"] = {"base": c.base.cost, "new": c.new.cost}
+    if c.base.vars or c.new.vars:  # only when runs were made from `vars:`
+        data["vars"] = [
+            {
+                "variable": name,
+                "value": value,
+                "base": _group(b),
+                "new": _group(n),
+                "mean_change": (
+                    n.mean - b.mean
+                    if b is not None and n is not None and b.mean is not None and n.mean is not None
+                    else None
+                ),
+            }
+            for name, value, b, n in c.by_variable
+        ]
     return data
+
+
+def _group(g: VarGroup | None) -> dict[str, Any] | None:
+    if g is None:
+        return None
+    return {"runs": g.runs, "graded": g.graded, "mean": g.mean, "pass_rate": g.pass_rate}

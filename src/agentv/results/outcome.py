@@ -183,6 +183,15 @@ def _store_large_once(rec: dict[str, Any], case: EvalCase) -> None:
     rec["large_content"] = store
 
 
+def _origin(rec: dict[str, Any], case: EvalCase | InvalidCase) -> None:
+    """Which data row (``row``) and which combination of variables (``vars``) a case was
+    made from, when it was."""
+    if case.row is not None:
+        rec["row"] = case.row.as_dict()
+    if case.vars:
+        rec["vars"] = dict(case.vars)
+
+
 def _tail(
     rec: dict[str, Any],
     case: EvalCase,
@@ -200,6 +209,7 @@ def _tail(
     rec["eval_file"] = str(case.eval_file)
     if case.line is not None:
         rec["line"] = case.line
+    _origin(rec, case)
     _store_large_once(rec, case)
     if error is not None:
         rec["error"] = error
@@ -463,5 +473,6 @@ def invalid_record(
     rec["eval_file"] = str(invalid.eval_file)
     if invalid.line is not None:
         rec["line"] = invalid.line
+    _origin(rec, invalid)
     rec["error"] = invalid.reason
     return rec

@@ -149,6 +149,12 @@ class EvalResult(BaseModel):
     """The eval file the case is written in."""
     line: int | None = None
     """Where the case is written (1-based)."""
+    row: dict[str, Any] | None = None
+    """The data row the case was made from (docs/eval-files.md, "Cases from data"): its
+    ``source`` (the data file, or ``hf:owner/name``), its ``number`` among the data rows
+    (from 1) and, for text formats, the ``line`` it starts on."""
+    vars: dict[str, Any] | None = None
+    """The case's combination of variables (``vars:``), by name."""
     large_content: dict[str, str] | None = None
     """Attachments larger than 64 KiB, once each, by SHA-256: the request fields hold
     ``<<agentv:large_content SHA256>>`` in their place (so a record stays near the size of

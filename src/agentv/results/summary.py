@@ -18,6 +18,7 @@ file says nothing about how good the answers were.
 from __future__ import annotations
 
 import heapq
+import json
 import math
 import re
 from array import array
@@ -66,6 +67,7 @@ READ_FIELDS = (
     "latency_ms",
     "duration_ms",
     "cached",
+    "vars",
 )
 TOP_COUNT = 3
 SLOWEST_COUNT = 5
@@ -230,6 +232,34 @@ class DatasetCounts:
 
 
 @dataclass(frozen=True, slots=True)
+class VarGroup:
+    """The runs made with one value of one variable (``vars:``; docs/eval-files.md,
+    "Variables"): how they ended, and their mean score and pass rate over the graded ones,
+    to set a variable's values side by side."""
+
+    variable: str
+    value: str  # as the case ids write it
+    runs: int
+    ok: int = 0
+    failed: int = 0
+    errors: int = 0
+    invalid: int = 0
+    user_errors: int = 0
+    skipped: int = 0
+    mean: float | None = None
+
+    @property
+    def graded(self) -> int:
+        """Runs that were graded (``ok`` or ``failed``)."""
+        return self.ok + self.failed
+
+    @property
+    def pass_rate(self) -> float | None:
+        """Runs that passed over the graded runs (None when none was graded)."""
+        return self.ok / self.graded if self.graded else None
+
+
+@dataclass(frozen=True, slots=True)
 class TargetSummary:
     """One target's results, to set targets side by side (``--target A --target B``).
 
@@ -349,6 +379,9 @@ class Summary:
     """When the runs happened, by their records' timestamps and durations."""
     datasets: tuple[DatasetCounts, ...] = ()
     """Each dataset's runs by status, in the order the datasets first came."""
+    vars: tuple[VarGroup, ...] = ()
+    """The runs grouped by each variable's values (runs made from ``vars:``), variables
+    in the order first met, each one's values in the order first met."""
 
     @property
     def all_tokens(self) -> Tokens:
@@ -436,6 +469,9 @@ class SummaryCollector:
         self._started: float | None = None  # the earliest start, the latest end (epoch s)
         self._ended_at: float | None = None
 
+        #: (variable, value) -> [statuses, score sum over the graded runs], in order met
+        self._vars: dict[tuple[str, str], tuple[Counter[str], list[float]]] = {}
+
     def __len__(self) -> int:
         return len(self._ids)
 
@@ -509,6 +545,45 @@ class SummaryCollector:
         if isinstance(trajectory, list):
             self._trajectory_calls += len(trajectory)
         self._moment(get("timestamp"), seconds)
+        variables = get("vars")
+        if isinstance(variables, dict) and variables:
+            self._variables(variables, status, get("score"))
+
+    def _variables(self, variables: Mapping[str, Any], status: str, score: Any) -> None:
+        """Count a run under each of its variables' values."""
+        for name, value in variables.items():
+            key = (str(name), _value_text(value))
+            group = self._vars.get(key)
+            if group is None:
+                group = self._vars[key] = (Counter(), [0.0])
+            group[0][status] += 1
+            if status in GRADED and isinstance(score, int | float):
+                group[1][0] += float(score)
+
+    def _var_groups(self) -> tuple[VarGroup, ...]:
+        order: dict[str, int] = {}
+        for name, _ in self._vars:
+            order.setdefault(name, len(order))
+        out = []
+        for (name, value), (counts, total) in sorted(
+            self._vars.items(), key=lambda kv: order[kv[0][0]]
+        ):
+            graded = counts["ok"] + counts["failed"]
+            out.append(
+                VarGroup(
+                    variable=name,
+                    value=value,
+                    runs=sum(counts.values()),
+                    ok=counts["ok"],
+                    failed=counts["failed"],
+                    errors=counts["error"],
+                    invalid=counts["invalid"],
+                    user_errors=counts["user_error"],
+                    skipped=counts["skipped"],
+                    mean=total[0] / graded if graded else None,
+                )
+            )
+        return tuple(out)
 
     def _dataset(self, dataset: str, status: str, seconds: float) -> None:
         """Count a run in its dataset."""
@@ -818,6 +893,7 @@ class SummaryCollector:
                 )
                 for name, counts in self._datasets.items()
             ),
+            vars=self._var_groups(),
         )
 
     def _turn_stats(self) -> TurnStats | None:
@@ -1040,6 +1116,19 @@ def _first_by(
     return heapq.nsmallest(count, chosen, key=rank)  # equal entries keep their order
 
 
+def _value_text(value: Any) -> str:
+    """A variable's value as case ids write it (docs/eval-files.md, "Variables")."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list | dict):
+        return json.dumps(value, ensure_ascii=False, default=str)
+    return str(value)
+
+
 def _add_tokens(total: list[int], usage: Mapping[str, Any], *, reused: bool = False) -> None:
     """Add a call's usage to ``total`` ([in, out, reused in, reused out])."""
     at = 2 if reused else 0
@@ -1193,6 +1282,23 @@ def summary_dict(summary: Summary) -> dict[str, Any]:
                 "seconds": _seconds(d.seconds),
             }
             for d in summary.datasets
+        ],
+        "vars": [
+            {
+                "variable": g.variable,
+                "value": g.value,
+                "runs": g.runs,
+                "graded": g.graded,
+                "ok": g.ok,
+                "failed": g.failed,
+                "errors": g.errors,
+                "invalid": g.invalid,
+                "user_errors": g.user_errors,
+                "skipped": g.skipped,
+                "mean": g.mean,
+                "pass_rate": g.pass_rate,
+            }
+            for g in summary.vars
         ],
         "evaluators": [
             {

@@ -171,6 +171,11 @@ class Orchestrator:
                 self._invalid(job)
             else:
                 await self._run_case(job)
+            # Back to the event loop between cases, even when the answer was instant (the
+            # mock, --cache): the loop only drops the cancelled timers of finished
+            # requests between its steps, and a worker that never yields would keep
+            # every case's until the run ends (memory growing with the cases).
+            await asyncio.sleep(0)
 
     async def _batch_lane(self, lane: Lane) -> None:
         """A batching target's cases, all in one dispatch once they are all known."""

@@ -16,7 +16,13 @@ from pathlib import Path
 from agentv.cases import EvalCase, InvalidCase
 from agentv.errors import ConfigError, Diagnostic, InputError
 from agentv.evalfile.files import FileStore
-from agentv.evalfile.loader import LoadContext, LoadedEvalFile, iter_cases, load_eval_file
+from agentv.evalfile.loader import (
+    LoadContext,
+    LoadedEvalFile,
+    iter_cases,
+    iter_entries,
+    load_eval_file,
+)
 from agentv.evaluators.grading import needs_judge
 from agentv.prompts.builder import PromptSettings, build_prompt
 from agentv.results.record import DEFAULT_PASS_THRESHOLD, CaseKey, RunKey
@@ -302,7 +308,10 @@ class Plan:
                 self._memo.broken_judges.get(id(lane.target)) if lane.target is not None else None
             )
             filtered = self.resume is not None or self.rerun is not None
-            for case in iter_cases(loaded, eval_id=self.eval_id, context=self.context):
+            for case in iter_entries(loaded):
+                if isinstance(case, InvalidCase):  # a data row that cannot be used
+                    yield from self._invalid_jobs(loaded, case, lane.name)  # type: ignore[arg-type]
+                    continue
                 found = in_lane.get(case.target)
                 if found is None:
                     found = in_lane[case.target] = lane.name in self._names(loaded, case.target)
@@ -335,12 +344,25 @@ class Plan:
         """The cases of ``loaded`` that could not be loaded: a result for each run they were
         written for, on each target they would have run on."""
         for invalid in loaded.invalid:
-            case = invalid.id or f"#{invalid.line or 0}"
             for name in self._names(loaded, invalid.target):
-                for r in self._runs((invalid.dataset, case, name), loaded, invalid.repeat):
-                    key = (invalid.dataset, case, name, r)
-                    if (self.resume is None and self.rerun is None) or self._wanted(key):
-                        yield InvalidJob(invalid, name, r)
+                yield from self._invalid_jobs(loaded, invalid, name)
+
+    def _invalid_jobs(
+        self, loaded: LoadedEvalFile, invalid: InvalidCase, name: str
+    ) -> Iterator[InvalidJob]:
+        """A case that cannot run, on target ``name``: a result for each of its runs."""
+        if name not in self._names(loaded, invalid.target):
+            return
+        if invalid.id is not None:
+            case = invalid.id
+        elif invalid.row is not None:
+            case = f"#row{invalid.row.number}"
+        else:
+            case = f"#{invalid.line or 0}"
+        for r in self._runs((invalid.dataset, case, name), loaded, invalid.repeat):
+            key = (invalid.dataset, case, name, r)
+            if (self.resume is None and self.rerun is None) or self._wanted(key):
+                yield InvalidJob(invalid, name, r)
 
     def _runs(
         self, key: CaseKey, loaded: LoadedEvalFile, case_repeat: int | None

@@ -80,8 +80,6 @@ class Previewer:
 
     def add_file(self, path: Path) -> None:
         """Load one eval file and add a view of each of its usable cases."""
-        from agentv.run.validation import case_index
-
         try:
             loaded = load_eval_file(path, eval_id=self.eval_id, context=self.context)
         except InputError as exc:
@@ -89,7 +87,7 @@ class Previewer:
             self._problem(f"{display_path(path)}: cannot be used, nothing rendered from it")
             return
         self._report(loaded.diagnostics)
-        skipped = len({case_index(d) for d in loaded.errors} - {None})
+        skipped = len(loaded.invalid)
         if skipped:
             self._problem(
                 f"{display_path(path)}: skipped {skipped} of {loaded.total_cases} "

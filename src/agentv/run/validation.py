@@ -286,7 +286,7 @@ def validate_file(
                 hint="this is a bug in agentv; please report it with the file",
             )
         ]
-    return _settle(report, diags, found)
+    return _settle(report, diags, found, report.loaded.rows_source if report.loaded else None)
 
 
 def _quick_eval_check(
@@ -295,7 +295,7 @@ def _quick_eval_check(
     """An eval file that starts with its ``$schema`` and loads: checked from the loader's
     one reading (keys written twice included), as a run reads it. Anything else
     (None) takes the general path, which reads the whole file first: at 10,000 cases that
-    reading costs a third of ``validate``'s time (S1 in benchmarks/README.md)."""
+    reading costs a third of ``validate``'s time (docs/speed.md)."""
     try:
         text = read_text(path, strict=True)
     except (OSError, UnicodeDecodeError):
@@ -303,29 +303,35 @@ def _quick_eval_check(
     if SCHEMAS.get(leading_schema(text) or "") != "eval":
         return None
     try:
-        loaded = load_eval_file(path, context=context, text=text)
+        loaded = load_eval_file(path, context=context, text=text, check_only=True)
     except Exception:  # the general path reports it (a bug included)
         return None
     stream = loaded.source.result if isinstance(loaded.source, StreamSource) else None
-    if stream is None or stream.items is None:
+    if (stream is None or stream.items is None) and loaded.rows is None:
         return None  # no list of cases read as one (merged in, an alias): counted there
     report = FileReport(path, kind="eval", entries=loaded.total_cases, loaded=loaded)
-    report.skipped = len(loaded.invalid)
-    return _settle(report, [], loaded.diagnostics)
+    report.skipped = len(loaded.invalid) + loaded.invalid_rows
+    return _settle(report, [], loaded.diagnostics, loaded.rows_source)
 
 
 def _settle(
-    report: FileReport, diags: list[Diagnostic], found: list[Diagnostic]
+    report: FileReport,
+    diags: list[Diagnostic],
+    found: list[Diagnostic],
+    data: Path | None = None,
 ) -> tuple[FileReport, list[Diagnostic]]:
     """``found`` split into the file's own diagnostics (added to ``diags``, sorted into the
-    report) and those about other files (returned)."""
+    report) and those about other files (returned); those about its ``data`` file (the
+    rows its cases are made from) are its own."""
     others: list[Diagnostic] = []
     for diag in found:
-        if diag.file is not None and Path(diag.file) != report.path:
+        if diag.file is not None and Path(diag.file) not in (report.path, data):
             others.append(diag)
         else:
             diags.append(diag)
-    report.diagnostics = sorted(diags, key=lambda d: (d.line or 0, d.column or 0))
+    report.diagnostics = sorted(
+        diags, key=lambda d: (Path(d.file or "") != report.path, d.line or 0, d.column or 0)
+    )
     return report, others
 
 
@@ -356,11 +362,12 @@ def _check_eval(
     try:
         # The loader's own reading, from the text already read: what `validate` reports is
         # exactly what a run reports.
-        loaded = load_eval_file(src.path, context=context, text=src.text)
+        loaded = load_eval_file(src.path, context=context, text=src.text, check_only=True)
     except InputError as exc:
         bad = {case_index(d) for d in exc.diagnostics if d.severity == "error"}
         return exc.diagnostics, total, len(bad - {None}), None
-    return loaded.diagnostics, total, len(loaded.invalid), loaded
+    total += loaded.row_cases
+    return loaded.diagnostics, total, len(loaded.invalid) + loaded.invalid_rows, loaded
 
 
 def case_index(diag: Diagnostic) -> int | None:

@@ -372,7 +372,7 @@ class RayExecutor:
             if provider.is_agent and not (workers or spec.max_rpm or spec.max_tpm):
                 # nothing to share: an agent is never throttled by the run (its API's limits
                 # are its own business), so each process keeps a gate of its own and a case
-                # makes no round trip to the keeper (S7 in benchmarks/README.md)
+                # makes no round trip to the keeper (docs/architecture.md, "Running")
                 return
             gates.setdefault(key(provider), spec)
 

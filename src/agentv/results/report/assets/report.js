@@ -281,6 +281,21 @@
         table.appendChild(body);
         card.appendChild(table);
       }
+      var groups = Array.isArray(s.vars) ? s.vars : [];
+      if (groups.length) {
+        // the runs made from `vars:`, by each variable's values (the summary's groups)
+        var byVar = el("table", "vars", el("thead", null, el("tr", null,
+          ["variable", "value", "runs", "mean", "pass rate", "ok", "failed", "error", "invalid"].map(function (h) { return el("th", null, h); }))));
+        var rows = el("tbody");
+        groups.forEach(function (g) {
+          rows.appendChild(el("tr", null, el("td", null, String(g.variable)), el("td", null, String(g.value)),
+            el("td", "num", fmtInt(g.runs)), el("td", "num", fmtScore(g.mean)), el("td", "num", fmtPct(g.pass_rate)),
+            [g.ok, g.failed, g.errors, g.invalid].map(function (n) { return el("td", "num", fmtInt(n)); })));
+        });
+        byVar.appendChild(rows);
+        card.appendChild(el("h4", null, "by variable"));
+        card.appendChild(byVar);
+      }
       var evaluators = Array.isArray(s.evaluators) ? s.evaluators : [];
       if (evaluators.some(function (e) { return e && e.weighted; })) card.appendChild(evaluatorTable(evaluators));
       var bins = Array.isArray(s.histogram) ? s.histogram : [];
