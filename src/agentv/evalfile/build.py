@@ -247,8 +247,11 @@ class CaseBuilder:
             turn_evaluators = self._evaluator_configs(
                 raw.turn_evaluators, (*base, "turn_evaluators"), diags
             )
+        # a turn's guideline files join the conversation at that turn: the case's own are
+        # its opening messages' (``seen`` is every file referenced so far)
+        seen = dict(guideline_files)
         turns = [
-            self._turn(turn, (*base, "turns", i), diags, guideline_files, turn_evaluators)
+            self._turn(turn, (*base, "turns", i), diags, seen, turn_evaluators)
             for i, turn in enumerate(raw.turns or [])
         ]
         user = None
