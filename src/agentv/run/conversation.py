@@ -78,7 +78,7 @@ class TurnOutcome:
 
     index: int  # 1-based
     turn: Turn | None  # None: a case with tools and no turns (its one implicit turn)
-    prompt: Prompt | None = None  # the last request's
+    prompt: Prompt | None = None  # the last request's (the last turn's only, once it is over)
     rounds: list[Round] = field(default_factory=list)
     answer: str = ""
     grade: CaseGrade | None = None
@@ -278,6 +278,8 @@ async def converse(sender: Sender, job: CaseJob, threshold: float) -> Conversati
             history.append(turn.message)
             guidelines += turn.guideline_files
             inputs += [p for p in turn.input_files if p not in inputs]
+        if run.turns:  # a request holds the whole conversation: only the last is kept
+            run.turns[-1].prompt = None
         outcome = TurnOutcome(index, turn)
         if run.simulator is not None:
             outcome.user = run.simulator.side.said[-1]
@@ -402,7 +404,7 @@ async def _take_turn(
         run.attempts += attempts
         run.last_response = response
         sender.note_ending(job, response)
-        this = Round(len(prompt.messages), response, attempts)
+        this = Round(len(prompt.messages), _settled(response), attempts)
         outcome.rounds.append(this)
         if response.trajectory is None:  # what the target ran itself, before the run answers
             outcome.untold = True
@@ -431,6 +433,14 @@ async def _take_turn(
         outcome.answer = response.text
         history.append(Message("assistant", (_said(response.text),)))
         return
+
+
+def _settled(response: ProviderResponse) -> ProviderResponse:
+    """What a turn keeps of an answer once it is in the history: neither what was sent
+    (a request carries the whole conversation so far, so keeping each would grow with the
+    square of the turns) nor the API's raw reply. The record takes what was sent from the
+    last request only (``Conversation.last_response``)."""
+    return replace(response, sent={}, raw=None)
 
 
 def _said(text: str) -> TextSegment:
