@@ -394,6 +394,9 @@ class PreparedRun:
     prompt changed since."""
     retried: int = 0
     """With ``resume`` and ``retry_errors``: runs recorded as errors that run again."""
+    taken_up: int = 0
+    """With ``resume``: conversations the budget stopped part-way that go on from there
+    (their recorded turns are not sent again)."""
     set_aside: int = 0
     """With ``resume``: bytes of a partial last record moved to ``OUT.partial``."""
     file_diagnostics: list[Diagnostic] = field(default_factory=list)
@@ -774,6 +777,7 @@ def _planned(
         append=append,
         changed_since=plan.changed_since,
         retried=plan.retried,
+        taken_up=plan.taken_up,
         set_aside=state.set_aside if state is not None else 0,
         file_diagnostics=list(state.diagnostics) if state is not None else [],
         executor=executor,

@@ -32,8 +32,9 @@ from agentv.errors import Diagnostic, InputError
 from agentv.messages import chat_to_dicts
 from agentv.prompts.builder import Prompt, build_prompt, build_question
 from agentv.results.reader import MAX_RECORD_BYTES, read_results, results_format, yaml_record
-from agentv.results.record import CaseKey, RunKey, put_back_large_content
+from agentv.results.record import CaseKey, EvalResult, RunKey, put_back_large_content
 from agentv.system.readfile import special
+from agentv.trajectory import ToolStep, read_transcript
 
 if TYPE_CHECKING:
     from agentv.cases import EvalCase, Turn
@@ -46,6 +47,23 @@ RETRIED = RERUN_ERRORS
 
 
 @dataclass(frozen=True, slots=True)
+class Unfinished:
+    """A live conversation the run's budget stopped, as its ``skipped`` record holds it:
+    ``--resume`` goes on from where it stopped, taking each recorded request's answer and
+    each tool call's result from here instead of sending them again (docs/after-the-run.md,
+    "Resume and rerun")."""
+
+    turns: tuple[dict[str, Any], ...]  # the turns taken, as recorded (answers, grades)
+    #: the tools called, by turn (None: the target could not say, ``trajectory_error``)
+    steps: dict[int, tuple[ToolStep, ...]] | None
+    trajectory_error: str | None
+    cost: dict[str, Any] | None  # what the record says it cost (spent and reused)
+    aspects: int  # the expected aspects of its graded turns
+    ended: str | None  # how a simulated user's turns ended (``user.ended``), when they did
+    origin: str  # where it is recorded (results file and line), for the record
+
+
+@dataclass(frozen=True, slots=True)
 class Previous:
     """What a results file says of one run of a case."""
 
@@ -53,6 +71,7 @@ class Previous:
     question: str | None
     messages: Any  # raw_request.chat_prompt, as written
     plan_digest: str | None = None  # a live conversation's (``plan_digest``)
+    unfinished: Unfinished | None = None  # a conversation the budget stopped part-way
 
 
 @dataclass
@@ -193,7 +212,7 @@ def read_state(path: Path, *, repair: bool) -> ResultsState:
                 state.set_aside = _set_aside(path, fh, start)
     reader = read_results(path)
     named = False  # a record names its case, or why it has none: one agentv wrote
-    for _, result in reader:  # in file order: a later record of a run replaces the earlier
+    for line, result in reader:  # in file order: a later record of a run replaces the earlier
         named = named or result.eval_id is not None or result.error is not None
         raw = put_back_large_content(result.raw_request or {}, result.large_content or {})
         digest = raw.get("plan_digest")
@@ -202,6 +221,7 @@ def read_state(path: Path, *, repair: bool) -> ResultsState:
             question=raw.get("question"),
             messages=raw.get("chat_prompt"),
             plan_digest=digest if isinstance(digest, str) else None,
+            unfinished=unfinished_of(result, f"{path}:{line}"),
         )
     state.diagnostics = reader.diagnostics
     if not state.runs and any(d.hint for d in reader.diagnostics):
@@ -216,6 +236,84 @@ def read_state(path: Path, *, repair: bool) -> ResultsState:
             "file that agentv eval wrote"
         )
     return state
+
+
+#: how a simulated user's turns ended when only the conversation's grade was left
+_TURNS_OVER = frozenset({"goal", "stop_when", "max_turns"})
+
+
+def unfinished_of(result: EvalResult, origin: str) -> Unfinished | None:
+    """What ``--resume`` goes on from in a conversation the budget stopped part-way: its
+    ``skipped`` record with the turns it took. None for any other record, and for one
+    whose turns do not hold what a conversation takes up again (a record written by hand,
+    or damaged): that conversation is run again from its start."""
+    turns = result.turns
+    if result.status != "skipped" or not result.skip_reason or not turns:
+        return None
+    if not isinstance(result.stopped, dict):
+        return None
+    store = result.large_content or {}
+    kept = put_back_large_content(turns, store) if store else turns
+    if not all(_takes_up(turn, number) for number, turn in enumerate(kept, 1)):
+        return None
+    simulated = isinstance(result.user, dict)  # its user turns are taken up too
+    if simulated and not all(isinstance(turn.get("content"), str) for turn in kept):
+        return None
+    steps: dict[int, tuple[ToolStep, ...]] | None = {}
+    if result.trajectory is not None:
+        try:
+            found = read_transcript(put_back_large_content(result.trajectory, store))
+        except ValueError:
+            return None
+        by_turn: dict[int, list[ToolStep]] = {}
+        for entry, step in zip(result.trajectory, found, strict=True):
+            turn = entry.get("turn")
+            if not isinstance(turn, int) or isinstance(turn, bool):
+                return None
+            by_turn.setdefault(turn, []).append(step.in_turn(turn))
+        steps = {turn: tuple(taken) for turn, taken in by_turn.items()}
+    elif result.trajectory_error is not None:
+        steps = None
+    ended = result.user.get("ended") if simulated else None
+    return Unfinished(
+        turns=tuple(kept),
+        steps=steps,
+        trajectory_error=result.trajectory_error,
+        cost=result.cost if isinstance(result.cost, dict) else None,
+        aspects=result.expected_aspect_count,
+        ended=ended if ended in _TURNS_OVER else None,
+        origin=origin,
+    )
+
+
+def _takes_up(turn: Any, number: int) -> bool:
+    """Whether a recorded turn holds what taking it up again needs: its number, its answer,
+    its requests, and its tool calls each with its round, arguments and result."""
+    if not isinstance(turn, dict) or turn.get("turn") != number:
+        return False
+    if not isinstance(turn.get("answer"), str):
+        return False
+    requests = turn.get("requests")
+    if not isinstance(requests, list) or not all(isinstance(r, dict) for r in requests):
+        return False
+    if any(not isinstance(r.get("text", ""), str) for r in requests):
+        return False
+    calls = turn.get("tool_calls", [])
+    if not isinstance(calls, list):
+        return False
+    for call in calls:
+        if not isinstance(call, dict):
+            return False
+        if not isinstance(call.get("id"), str) or not isinstance(call.get("name"), str):
+            return False
+        if not isinstance(call.get("arguments"), dict) or not isinstance(call.get("result"), str):
+            return False
+        place = call.get("round")
+        if not isinstance(place, int) or isinstance(place, bool) or not 0 <= place < len(requests):
+            return False
+        if not isinstance(call.get("arguments_text", ""), str):
+            return False
+    return True
 
 
 def _last_document(fh: BinaryIO, size: int) -> int:

@@ -90,6 +90,23 @@ class UserTurn:
     attempts: int = 0
     role_check: dict[str, Any] | None = None  # the role judge's verdict, when asked
 
+    @classmethod
+    def recorded(cls, text: str, entry: Any) -> UserTurn:
+        """A message the simulated user said in an earlier run, as its turn recorded it
+        (``text``, and the turn's ``user`` entry: where it came from, what it cost)."""
+        data = entry if isinstance(entry, dict) else {}
+        source = data.get("source")
+        latency = data.get("latency_ms")
+        check = data.get("role_check")
+        return cls(
+            text=text,
+            source=source if source in ("first_message", "simulator", "replay") else "simulator",
+            usage=Usage.from_dict(data.get("usage")),
+            latency_ms=float(latency) if isinstance(latency, int | float) else None,
+            cached=data.get("cached") is True,
+            role_check=check if isinstance(check, dict) else None,
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """The ``user`` entry of a turn in the record."""
         out: dict[str, Any] = {"source": self.source}
@@ -241,12 +258,20 @@ def read_role_verdict(text: str) -> tuple[bool, str] | None:
 class Simulator:
     """The simulated user of one conversation: each of its messages, checked."""
 
-    def __init__(self, sender: Sender, job: CaseJob, replay: Replay | None = None) -> None:
+    def __init__(
+        self,
+        sender: Sender,
+        job: CaseJob,
+        replay: Replay | None = None,
+        kept: tuple[UserTurn, ...] = (),
+    ) -> None:
         assert job.case.user is not None and job.user is not None
         self.sender = sender
         self.job = job
         self.user = job.case.user
         self.replay = replay
+        #: its messages of an earlier run that a resumed conversation takes up again
+        self.kept = kept
         self.side = UserSide()
         self.spent: list[UserTurn] = []  # calls that gave no message (the last "done")
         if replay is not None:
@@ -256,7 +281,7 @@ class Simulator:
         """The user's next message, or None when it is done (its goal reached, or given
         up); raises ``UserFailure`` when it cannot give one."""
         index = len(self.side.said)  # 0-based: the turn about to be taken
-        said = self._replayed(index)
+        said = self.kept[index] if index < len(self.kept) else self._replayed(index)
         if said is None:
             if index == 0 and self.user.first_message is not None:
                 said = UserTurn(self.user.first_message, "first_message")

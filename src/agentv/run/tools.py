@@ -25,6 +25,7 @@ from typing import Any
 
 from agentv.cases import Tool
 from agentv.messages import ToolCall
+from agentv.providers.llm import json_text
 from agentv.system.process import run_process
 from agentv.trajectory import ToolStep
 
@@ -68,9 +69,15 @@ class ToolRun:
     round: int = 0  # which round of the turn's tool loop (0: the first)
 
     def to_dict(self) -> dict[str, Any]:
-        """The record of the call: ``id``, ``name``, ``arguments``, ``result``, ``error``
-        when there is one, ``duration_ms`` and ``round``."""
-        out: dict[str, Any] = {**self.call.to_dict(), "result": self.result}
+        """The record of the call: ``id``, ``name``, ``arguments`` (and ``arguments_text``,
+        what the model wrote, when it is not what the arguments write as: not JSON, or
+        spaced its own way), ``result``, ``error`` when there is one, ``duration_ms`` and
+        ``round``."""
+        out: dict[str, Any] = self.call.to_dict()
+        text = self.call.text
+        if text is not None and text != json_text(self.call.arguments):
+            out["arguments_text"] = text
+        out["result"] = self.result
         if self.error is not None:
             out["error"] = self.error
         out["duration_ms"] = round(self.duration_ms, 3)
