@@ -326,15 +326,12 @@ def private_uses(
     found: list[str] = []
     where = f"{module}:{{}}"
     stdlib_modules: set[str] = set()  # names bound to a standard library module
-    # where another library's objects are held: the providers, and whatever imports one
-    holds = module == "agentv.providers" or module.startswith("agentv.providers.")
     for node in ast.walk(tree):
         line = where.format(getattr(node, "lineno", "?"))
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if _from_sdk(alias.name) and any(map(_private, alias.name.split("."))):
                     found.append(f"{line}: imports {alias.name}")
-                holds = holds or _from_sdk(alias.name)
                 if alias.name.split(".")[0] in sys.stdlib_module_names:
                     stdlib_modules.add(alias.asname or alias.name.split(".")[0])
         elif isinstance(node, ast.ImportFrom) and not node.level:
@@ -342,7 +339,6 @@ def private_uses(
             names = [a.name for a in node.names]
             if _from_sdk(source) and any(map(_private, [*source.split("."), *names])):
                 found.append(f"{line}: imports {', '.join(names)} from {source}")
-            holds = holds or _from_sdk(source)
             if source.split(".")[0] in sys.stdlib_module_names:
                 stdlib_modules.update(a.asname or a.name for a in node.names)
         elif (
@@ -355,7 +351,7 @@ def private_uses(
     for node in ast.walk(tree):
         if isinstance(node, ast.ClassDef):
             found += _class_uses(module, node, namespace, ours)
-    for node in ast.walk(tree) if holds else ():
+    for node in ast.walk(tree):
         line = where.format(getattr(node, "lineno", "?"))
         attribute = _read_attribute(node)
         if attribute is None:
@@ -452,9 +448,8 @@ def test_other_libraries_are_used_through_their_public_api_only() -> None:
     - a class with a base of another library reads ``self._name`` / ``super()._name`` only
       for names it binds itself or an agentv base defines (the library's instance
       attributes are not visible on its class);
-    - elsewhere in the modules that hold those libraries' objects (``agentv.providers``,
-      and any module importing one of them), ``x._name`` (and ``getattr(x, "_name")``)
-      reads only names agentv binds somewhere (``agentv_names``), or those of a standard
+    - elsewhere, in every module (asyncio's and subprocess's objects are libraries' too),
+      ``x._name`` (and ``getattr(x, "_name")``) reads only names agentv binds somewhere (``agentv_names``), or those of a standard
       library module (``os._exit``). A library's private attribute that happens to share
       its name with one of agentv's passes this conservative rule; the rules above catch
       the subclasses that read them.

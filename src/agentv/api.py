@@ -16,7 +16,9 @@ function needs them, so that a command's start-up pays only for what it uses.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import difflib
+import math
 import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -189,7 +191,8 @@ class RunOptions(TypedDict, total=False):
     dry_run: bool | DryRun
     """Answer every case with a mock instead of calling the targets."""
     agent_timeout: float | None
-    """Seconds a target may take per case (default 120; None or 0: no limit)."""
+    """Seconds a target may take per case (default 120; None or 0: no limit); a finite
+    number (NaN, infinity or a negative number is refused)."""
     max_retries: int
     """Extra attempts for a case whose target timed out (default 2)."""
     cache: bool
@@ -229,7 +232,8 @@ class RunOptions(TypedDict, total=False):
     budget_usd: float | None
     """US dollars the run may spend: once its requests have cost that much, nothing more
     is sent; requests in flight finish, and the runs not sent are recorded ``skipped``
-    (``EvalRun.budget_reached``). Local runs only (not with ``executor="ray"``)."""
+    (``EvalRun.budget_reached``). A finite number above 0 (not text, not a bool). Local
+    runs only (not with ``executor="ray"``)."""
 
 
 _OPTION_NAMES: tuple[str, ...] = tuple(RunOptions.__annotations__)
@@ -242,6 +246,21 @@ def _check_options(options: dict[str, Any]) -> None:
         close = difflib.get_close_matches(name, _OPTION_NAMES, n=1)
         hint = f"did you mean {close[0]!r}?" if close else f"valid: {', '.join(_OPTION_NAMES)}"
         raise ConfigError(f"unknown run option {name!r}; {hint}")
+    # as the command line refuses them: NaN, infinity, a negative time, text or a flag
+    # where a number belongs would otherwise be read as no limit, or as $1
+    timeout = options.get("agent_timeout")
+    if timeout is not None and not (_number(timeout) and 0 <= timeout < math.inf):
+        raise ConfigError(
+            f"agent_timeout must be 0 (no limit) or a number of seconds above 0 (got {timeout!r})"
+        )
+    budget = options.get("budget_usd")
+    if budget is not None and not (_number(budget) and 0 < budget < math.inf):
+        raise ConfigError(f"budget_usd must be a number of US dollars above 0 (got {budget!r})")
+
+
+def _number(value: object) -> bool:
+    """Whether ``value`` is a number (a bool is not)."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 @dataclass
@@ -587,15 +606,11 @@ def prepare_run(paths: PathLike | Sequence[PathLike], **options: Unpack[RunOptio
     from agentv.system.env import environment_scope, read_environment
 
     _check_options(dict(options))
-    budget = options.get("budget_usd")
-    if budget is not None:
-        if not budget > 0:
-            raise ConfigError(f"budget_usd must be more than 0 (got {budget})")
-        if options.get("executor", "local") != "local":
-            raise ConfigError(
-                "budget_usd holds a run's spend in this process: use executor='local' (the "
-                "default) with it"
-            )
+    if options.get("budget_usd") is not None and options.get("executor", "local") != "local":
+        raise ConfigError(
+            "budget_usd holds a run's spend in this process: use executor='local' (the "
+            "default) with it"
+        )
     cwd = options.get("cwd")
     base = Path(cwd).resolve() if cwd is not None else Path.cwd().resolve()
     args = [str(paths)] if isinstance(paths, (str, Path)) else [str(p) for p in paths]
@@ -823,7 +838,12 @@ def _target_names(target: Any, pool: TargetPool) -> list[str]:
     names = []
     for item in given:
         if isinstance(item, PythonTarget):
-            pool.python_targets[item.name] = item
+            other = pool.python_targets.setdefault(item.name, item)
+            if other is not item:  # results name targets: one would be taken for the other
+                raise ConfigError(
+                    f"two Python targets are named {item.name!r}: give each its own name "
+                    "(PythonTarget(fn, name=...))"
+                )
             names.append(item.name)
         else:
             names.append(str(item))
@@ -989,7 +1009,7 @@ def preview(
 def estimate(
     paths: PathLike | Sequence[PathLike],
     *,
-    target: str | Sequence[str] | None = None,
+    target: str | PythonTarget | Sequence[str | PythonTarget] | None = None,
     targets_file: PathLike | None = None,
     repeat: int | None = None,
     eval_id: str | None = None,
@@ -1022,6 +1042,7 @@ def estimate(
     """
     from agentv.evalfile.finder import expand_eval_paths
     from agentv.run.estimate import DEFAULT_ANSWER_TOKENS, estimate_run
+    from agentv.targets import TargetPool
 
     base = Path(cwd).resolve() if cwd is not None else Path.cwd().resolve()
     args = [str(paths)] if isinstance(paths, (str, Path)) else [str(p) for p in paths]
@@ -1029,12 +1050,13 @@ def estimate(
         raise ConfigError(f"answer_tokens must be 0 or more (got {answer_tokens})")
     if repeat is not None and repeat < 1:
         raise ConfigError(f"repeat must be at least 1 (got {repeat})")
-    names = [target] if isinstance(target, str) else list(target or [])
+    pool = TargetPool(cwd=base, targets_path=_under(base, targets_file), preview=True)
+    names = _target_names(target, pool)  # PythonTargets join the pool by name
     found = estimate_run(
         expand_eval_paths(args, base),
         cwd=base,
         targets=names,
-        targets_path=_under(base, targets_file),
+        pool=pool,
         repeat=repeat,
         eval_id=eval_id,
         answer_tokens=DEFAULT_ANSWER_TOKENS if answer_tokens is None else answer_tokens,
@@ -1180,7 +1202,8 @@ class ResultsFile(DiagnosticsView):
         format: ``"jsonl"`` or ``"yaml"``.
         results: Its results, in file order.
         diagnostics: Every line that is not a result, as a warning with its line number
-            (left out of ``results``).
+            (left out of ``results``), and every record read with something put right (a
+            null score read as 0).
         superseded: Records left out because a later one is about the same run.
     """
 
@@ -1223,7 +1246,8 @@ def read_results(path: PathLike, *, every_record: bool = False) -> ResultsFile:
     found = reader(Path(path))
     items = found if every_record else found.latest()
     results = [result for _, result in items]
-    return ResultsFile(Path(path), found.format, results, found.diagnostics, found.superseded)
+    diagnostics = [*found.diagnostics, *found.notes]
+    return ResultsFile(Path(path), found.format, results, diagnostics, found.superseded)
 
 
 def compare(base: PathLike, new: PathLike, *, min_delta: float = 0.05) -> Comparison:
@@ -1433,20 +1457,16 @@ async def aregrade(
 
     base = Path(cwd).resolve() if cwd is not None else Path.cwd().resolve()
     source = base / Path(results)
-    read = read_results(source)
-    if not read.results:
-        raise InputError(f"{source} holds no result to regrade", read.diagnostics)
     if pass_threshold is not None and not 0 <= pass_threshold <= 1:
         raise ConfigError(f"pass_threshold must be from 0 to 1 (got {pass_threshold})")
     files = None
     if eval_paths is not None:
         args = [eval_paths] if isinstance(eval_paths, (str, Path)) else list(eval_paths)
         files = expand_eval_paths([str(p) for p in args], base)
-    first = files[0] if files else Path(read.results[0].eval_file or source)
+    first = files[0] if files else _first_eval_file(source)
     env, _ = read_environment(find_repo_root((base / first).parent, base), base)
     with environment_scope(env):  # judges are built and asked with the run's own variables
         return await _regrade(
-            read,
             source,
             files,
             base,
@@ -1459,8 +1479,42 @@ async def aregrade(
         )
 
 
+def _first_eval_file(source: Path) -> Path:
+    """The eval file the first record of a results file names (else the file itself):
+    where its ``.env`` is looked for. ``InputError`` when it cannot be read."""
+    from agentv.results.reader import read_results as reader
+
+    for _, result in reader(source):
+        return Path(result.eval_file or source)
+    return source
+
+
+def _regrade_out(source: Path, target: Path) -> None:
+    """``ConfigError`` unless ``target`` may take a regrade of ``source``: not the file
+    itself (by any name: a hard or symbolic link), and nothing there but results."""
+    from agentv.results.reader import read_results as reader
+
+    if target.resolve() == source.resolve() or (
+        target.exists() and source.exists() and os.path.samefile(target, source)
+    ):
+        raise ConfigError(
+            f"regrade writes a new results file: give an out other than {source} "
+            f"({target} is that file)"
+        )
+    if not target.exists() or (target.is_file() and target.stat().st_size == 0):
+        return
+    found = None
+    if target.is_file():
+        with contextlib.suppress(AgentVError):
+            found = next(iter(reader(target, strict=True)), None)
+    if found is None or (found[1].eval_id is None and found[1].error is None):
+        raise ConfigError(
+            f"{target} exists and is not a results file: regrade does not replace it; "
+            "remove it or give another --out"
+        )
+
+
 async def _regrade(
-    read: ResultsFile,
     source: Path,
     files: list[Path] | None,
     base: Path,
@@ -1471,18 +1525,20 @@ async def _regrade(
     agent_timeout: float | None,
     allow_outside_root: bool,
 ) -> Regrade:
+    from agentv.errors import SetupError
     from agentv.evalfile.files import FileStore
     from agentv.evalfile.loader import LoadContext
     from agentv.results.reader import results_format
-    from agentv.results.writers import open_writer
+    from agentv.results.summary import SummaryCollector
+    from agentv.results.writers import record_bytes
     from agentv.run.cache import ResponseCache
-    from agentv.run.regrade import default_regrade_path, regrade_records
+    from agentv.run.regrade import default_regrade_path, regrade_file
     from agentv.run.sending import RunSettings
+    from agentv.system.outfile import replaced_whole
     from agentv.targets import TargetPool
 
     target = base / Path(out) if out is not None else default_regrade_path(source)
-    if target.resolve() == source.resolve():
-        raise ConfigError(f"regrade writes a new results file: give an out other than {source}")
+    _regrade_out(source, target)
     settings = RunSettings(
         agent_timeout=agent_timeout if agent_timeout and agent_timeout > 0 else None,
         cache=ResponseCache(base / ".agentv" / "cache") if cache else None,
@@ -1491,32 +1547,41 @@ async def _regrade(
         settings = replace(settings, pass_threshold=pass_threshold)
     pool = TargetPool(cwd=base, targets_path=_under(base, targets_file))
     context = LoadContext(store=FileStore(cwd=base), allow_outside_root=allow_outside_root)
-    done = await regrade_records(
-        read.results,
-        pool,
-        settings,
-        cwd=base,
-        eval_files=files,
-        context=context,
-        config_thresholds=pass_threshold is None,  # the caller's wins over every config's
-    )
-    writer = open_writer(target, results_format(source), append=False)
-    from agentv.results.summary import SummaryCollector
-
     collector = SummaryCollector()
+    fmt = results_format(source)
+    written = [0]
+
+    def emit(handle: Any, record: dict[str, Any]) -> None:
+        handle.write(record_bytes(record, fmt, first=not written[0]))
+        written[0] += 1
+        collector.add_record(record)
+
     try:
-        for record in done.records:
-            writer.write(record)
-            collector.add_record(record)
-    finally:
-        writer.close()
+        target.parent.mkdir(parents=True, exist_ok=True)
+        # whole or not at all: a write that fails, an error, Ctrl-C leave what was there
+        with replaced_whole(target) as handle:
+            done = await regrade_file(
+                source,
+                pool,
+                settings,
+                lambda record: emit(handle, record),
+                cwd=base,
+                eval_files=files,
+                context=context,
+                config_thresholds=pass_threshold is None,  # the caller's wins over configs'
+            )
+    except OSError as exc:
+        raise SetupError(
+            f"cannot write the regraded results to {target}: {exc.strerror or exc} (nothing "
+            "was written there: what was there is as it was)"
+        ) from None
     return Regrade(
-        out=writer.path,
+        out=target,
         summary=collector.summary(),
         regraded=done.regraded,
         prompt_changed=done.prompt_changed,
         not_regraded=done.not_regraded,
-        diagnostics=[*read.diagnostics, *done.diagnostics],
+        diagnostics=done.diagnostics,
         judge_cache_hits=done.stats.judge_cache_hits,
         spent_usd=done.spent_usd,
     )

@@ -62,6 +62,8 @@ class Tool:
     script: str | None = None
     cwd: Path | None = None
     timeout_seconds: float | None = None
+    #: what the script inherits (``agentv.system.env.child_environment``)
+    inherit_env: tuple[str, ...] | None = None
 
     def spec(self) -> dict[str, Any]:
         """What an API is told of the tool: ``{name, description, parameters}``."""

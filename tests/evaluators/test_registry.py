@@ -182,7 +182,7 @@ def test_every_block_of_a_case_lists_its_own_keys(tmp_path: Path) -> None:
         (
             "case 'a': unknown key 'zzzz'",
             "valid keys here: name, description, parameters, result, results, script, cwd, "
-            "timeout_seconds",
+            "timeout_seconds, inherit_env",
         ),
         (
             "case 'a': unknown key 'zzzz'",

@@ -14,7 +14,7 @@ import pytest
 from agentv.errors import ProviderError, ProviderTimeout
 from agentv.providers.failures import ResponseTooLarge, connection_failure
 from agentv.providers.transport import http_client
-from support.cli_run import agentv_cli, rows
+from support.cli_run import agentv_cli_peak, rows
 from support.fakes import FakeLLMServer, Fault, refused
 from support.helpers import ask, write
 from support.wire_support import LM_KINDS, MakeProvider
@@ -286,8 +286,6 @@ async def test_refused_and_reset_are_told_apart_on_either_transport(
 def test_a_run_against_hostile_servers_stays_small(repo: Path, llm_server: FakeLLMServer) -> None:
     # An endless body (1 MiB chunks for ever) and a gzip bomb (1 GiB from 1 MiB), each met
     # with the default cap (32 MiB): agentv used to grow to gigabytes on either.
-    import resource
-
     llm_server.script(Fault.endless_body(), Fault.bomb(1 << 30))
     write(
         repo,
@@ -302,12 +300,11 @@ def test_a_run_against_hostile_servers_stays_small(repo: Path, llm_server: FakeL
         for i in range(2)
     )
     write(repo, "evals/two.yaml", f"$schema: agentv-eval-v2\nevalcases:\n{cases}")
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    proc = agentv_cli(repo, "eval", "evals/two.yaml", "--out", "r.jsonl", "--workers", "1")
+    proc, peak_kib = agentv_cli_peak(
+        repo, "eval", "evals/two.yaml", "--out", "r.jsonl", "--workers", "1"
+    )
     assert proc.returncode == 3, proc.stderr
-    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    if before < 300 * 1024:  # (the peak of all of this test process's children so far)
-        assert peak_kib < 300 * 1024, f"agentv grew to {peak_kib // 1024} MiB"
+    assert peak_kib < 300 * 1024, f"agentv grew to {peak_kib // 1024} MiB"
     errors = sorted(r["error"] for r in rows(repo / "r.jsonl"))
     assert "the server decompressed to more than max_response_bytes (32 MiB)" in errors[0]
     assert "the server sent more than max_response_bytes (32 MiB)" in errors[1]

@@ -111,11 +111,14 @@ def test_junit_xml_is_schema_valid_and_says_each_status() -> None:
 
 def test_github_annotations_point_at_the_cases() -> None:
     lines = github_annotations(RECORDS, Path("/r"))
-    assert lines == [
-        "::error file=evals/a.yaml,line=9,title=agentv%3A low [t] failed::score 0.250: no fix; no test",
-        "::error file=evals/b.yaml,line=4,title=agentv%3A boom [t] #2 error::HTTP 500: down%0Asecond line",
-        "::error file=evals/b.yaml,line=12,title=agentv%3A line 12 invalid::unknown key 'outcom'\x1b",
-    ]
+    assert (
+        lines
+        == [
+            "::error file=evals/a.yaml,line=9,title=agentv%3A low [t] failed::score 0.250: no fix; no test",
+            "::error file=evals/b.yaml,line=4,title=agentv%3A boom [t] #2 error::HTTP 500: down%0Asecond line",
+            "::error file=evals/b.yaml,line=12,title=agentv%3A line 12 invalid::unknown key 'outcom'\\x1b",  # shown, not acted on
+        ]
+    )
 
 
 def test_eval_writes_junit_and_annotates_under_github_actions(repo: Path) -> None:

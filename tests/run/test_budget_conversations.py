@@ -308,3 +308,35 @@ def test_a_simulated_conversation_the_budget_stopped_goes_on_with_its_recorded_t
     # its two messages were paid before; its "[[DONE]]" (one word) now
     assert resumed["cost"]["user"] == {"usd": 0.2, "reused_usd": 2.0}
     assert resumed["cost"]["target"] == {"usd": 1.0, "reused_usd": 1.0}
+
+
+def test_a_large_answer_stored_once_is_taken_up_byte_for_byte(repo: Path) -> None:
+    # an answer over 64 KiB is stored once in the record (large_content), its turn referring
+    # to it: taken up again, it goes back to the model whole, trailing space included
+    large = "word " * 14_000
+
+    def reply(rec: RecordedRequest) -> str:
+        users = sum(m["role"] == "user" for m in _messages(rec))
+        return large if users == 1 else "answer number two for you"
+
+    with FakeLLMServer(reply=reply) as server:
+        _targets(repo, server)
+        write(
+            repo,
+            "evals/long.yaml",
+            "$schema: agentv-eval-v2\nevalcases:\n"
+            "  - id: long\n    outcome: Answers.\n"
+            "    input_messages: [{role: system, content: Be thorough.}]\n"
+            "    evaluators: [{type: contains, value: number two}]\n"
+            "    turns:\n      - content: Write at length.\n      - content: And now?\n",
+        )
+        first = agentv_cli(repo, "eval", "evals/", "--budget-usd", "1000", "--out", "r.jsonl")
+        assert first.returncode == 4, first.stderr
+        text = (repo / "r.jsonl").read_text(encoding="utf-8")
+        assert text.count(large) == 1  # once, in large_content
+        again = agentv_cli(repo, "eval", "evals/", "--resume", "r.jsonl", "--budget-usd", "100000")
+        assert again.returncode == 0, again.stderr
+        assert len(server.requests) == 2
+        assert _messages(server.requests[1])[2] == {"role": "assistant", "content": large}
+    resumed = rows(repo / "r.jsonl")[-1]
+    assert resumed["status"] == "ok" and resumed["resumed"]["turns"] == 1

@@ -154,7 +154,9 @@ def test_a_budget_reached_before_the_judge_keeps_the_answer_for_a_regrade(repo: 
 
 
 def test_the_budget_is_checked_as_an_option() -> None:
-    with pytest.raises(agentv.ConfigError, match="budget_usd must be more than 0"):
+    with pytest.raises(
+        agentv.ConfigError, match="budget_usd must be a number of US dollars above 0"
+    ):
         agentv.prepare_run("evals/", budget_usd=0)
 
 

@@ -7,6 +7,7 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,44 @@ def agentv_cli(
         timeout=timeout,
         preexec_fn=cap if memory_mb is not None else None,
     )
+
+
+#: runs agentv in this interpreter and, as it exits, writes its VmHWM (the high-water mark
+#: of this process image's resident memory, in KiB) to the file named first
+_PEAK_RUNNER = """
+import atexit, runpy, sys
+out = sys.argv.pop(1)
+def report():
+    with open("/proc/self/status") as status:
+        peak = next(line.split()[1] for line in status if line.startswith("VmHWM:"))
+    with open(out, "w") as file:
+        file.write(peak)
+atexit.register(report)
+sys.argv[0] = "agentv"
+runpy.run_module("agentv", run_name="__main__", alter_sys=True)
+"""
+
+
+def agentv_cli_peak(
+    project: Path, *args: str, timeout: float = 300
+) -> tuple[subprocess.CompletedProcess[str], int]:
+    """``agentv_cli`` and the peak resident memory (KiB) of that agentv process (Linux).
+
+    Read from ``/proc/self/status`` as agentv exits: the ``ru_maxrss`` of a child (through
+    ``wait4`` or ``RUSAGE_CHILDREN``) starts from the parent's own peak, because the child
+    is forked from the test process before it runs agentv, so it measures the test worker."""
+    with tempfile.TemporaryDirectory() as scratch:
+        peak_file = Path(scratch) / "peak"
+        proc = subprocess.run(
+            [sys.executable, "-c", _PEAK_RUNNER, str(peak_file), *args],
+            cwd=project,
+            env={**os.environ, "CI": "1"},
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        assert peak_file.exists(), f"agentv ended without reporting its memory: {proc.stderr}"
+        return proc, int(peak_file.read_text())
 
 
 def rows(path: Path) -> list[dict[str, Any]]:

@@ -148,6 +148,13 @@ if sys.argv[2] == "pdeathsig":
     process._watchdog._broken = True  # PR_SET_PDEATHSIG alone
 else:
     process._parent_death_hook = lambda: None  # the watchdog alone
+    watch = process._watchdog.watch
+
+    def watched(pgid):  # the test kills the runner once the child is watched, not before
+        watch(pgid)
+        open(sys.argv[3], "w").close()
+
+    process._watchdog.watch = watched
 code = "import os, time; open(%r, 'w').write(str(os.getpid())); time.sleep(300)" % sys.argv[1]
 asyncio.run(process.run_process([sys.executable, "-c", code]))
 """
@@ -157,10 +164,15 @@ asyncio.run(process.run_process([sys.executable, "-c", code]))
 def test_a_child_dies_when_its_runner_is_killed(tmp_path: Path, binding: str) -> None:
     # Each of the two bindings is enough on its own: PR_SET_PDEATHSIG, and the watchdog.
     pid_file = tmp_path / "child.pid"
-    driver = subprocess.Popen([PY, "-c", DRIVER, str(pid_file), binding])
+    watched = tmp_path / "watched"
+    driver = subprocess.Popen([PY, "-c", DRIVER, str(pid_file), binding, str(watched)])
     pids: list[int] = []
     try:
         pids = pids_in(tmp_path, expected=1, within=30)
+        if binding == "watchdog":
+            deadline = time.monotonic() + 30
+            while not watched.exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
         driver.send_signal(signal.SIGKILL)
         driver.wait(10)
         assert wait_gone(pids[0], within=10), f"the child outlived its runner ({binding})"

@@ -49,6 +49,7 @@ def compare_command(
     from agentv.api import compare
     from agentv.cli.common import printable
     from agentv.cli.console_text import printable_json
+    from agentv.cli.diagnostics import print_diagnostics
     from agentv.errors import AgentVError
 
     try:
@@ -56,6 +57,7 @@ def compare_command(
     except AgentVError as exc:
         sys.stderr.write(f"error: {printable(str(exc))}\n")
         raise typer.Exit(1) from None
+    print_diagnostics(comparison.notes, sys.stderr)
     if output_format is CompareFormat.json:
         sys.stdout.write(printable_json(json.dumps(comparison.to_dict(), indent=2)) + "\n")
     elif output_format is CompareFormat.markdown:

@@ -92,8 +92,9 @@ def table(found: Estimate) -> str:
         )
     lines += [
         total,
-        f"Assumed: each answer {found.answer_tokens} tokens (--answer-tokens), each judge's "
-        f"verdict {found.judge_verdict_tokens}; {found.method}; tool loops' extra requests "
+        f"Assumed: each answer {found.answer_tokens} tokens (--answer-tokens), at most its "
+        f"target's max_output_tokens, each judge's verdict {found.judge_verdict_tokens}; "
+        f"{found.method}; tool loops' extra requests "
         "not counted"
         + (
             f"; simulated conversations at their max_turns, each user message "

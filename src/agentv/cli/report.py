@@ -71,19 +71,25 @@ def write_report(
     """Build the report and say where it is; 0, or 1 (said on stderr) when it cannot."""
     from agentv.api import report, report_path
     from agentv.cli.common import printable
-    from agentv.errors import AgentVError
+    from agentv.cli.diagnostics import print_diagnostics
+    from agentv.errors import AgentVError, InputError
 
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
     target = output if output is not None else report_path(results)
     try:
         written = report(results, out=target)
+    except InputError as exc:
+        print_diagnostics(exc.diagnostics, stderr)
+        stderr.write(f"error: {printable(str(exc.args[0]))}\n")
+        return 1
     except AgentVError as exc:
         stderr.write(f"error: {printable(str(exc))}\n")
         return 1
     except OSError as exc:
         stderr.write(f"error: cannot write the report {target}: {exc.strerror or exc}\n")
         return 1
+    print_diagnostics(written.notes, stderr)
     for path, count in written.skipped.items():
         stderr.write(
             f"warning: {printable(path)}: {count} line(s) are not results and were left out\n"

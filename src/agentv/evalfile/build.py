@@ -530,6 +530,7 @@ class CaseBuilder:
                     script=raw.script,
                     cwd=cwd,
                     timeout_seconds=raw.timeout_seconds,
+                    inherit_env=None if raw.inherit_env is None else tuple(raw.inherit_env),
                 )
             )
         return out
@@ -878,6 +879,11 @@ class _EvaluatorLoading:
     @property
     def eval_dir(self) -> Path:
         return self._builder.src.path.parent
+
+    @property
+    def root(self) -> Path | None:
+        builder = self._builder
+        return None if builder.ctx.allow_outside_root else builder.repo_root
 
     def memo(self, key: Hashable, make: Callable[[], T]) -> T:
         memo = self._builder._memo

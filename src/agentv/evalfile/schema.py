@@ -75,7 +75,10 @@ class RawTool(_Strict):
     results: list[RawToolAnswer] | None = None
     script: Annotated[str, Field(min_length=1)] | None = None
     cwd: str | None = None
-    timeout_seconds: Annotated[float, Field(gt=0)] | None = None
+    timeout_seconds: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
+    #: what a ``script`` inherits of the run's environment, as a code evaluator's
+    #: ``inherit_env`` (None: everything but the vendors' key variables)
+    inherit_env: list[Annotated[str, Field(min_length=1)]] | None = None
 
 
 class RawTurn(_Strict):

@@ -231,6 +231,12 @@ class Loading(Protocol):
         """The eval file's folder, which relative paths in settings start from."""
         ...
 
+    @property
+    def root(self) -> Path | None:
+        """The folder every file the settings name must lie in (the repository root), as
+        every file an eval file refers to; None: anywhere (``--allow-outside-root``)."""
+        ...
+
     def memo(self, key: Hashable, make: Callable[[], T]) -> T:
         """``make()``, once per eval file for each ``key``: a suite repeats its settings in
         many cases, and a check that reads the disk need not run for each."""
@@ -251,6 +257,11 @@ class Loading(Protocol):
         ...
 
 
+#: the largest ``weight``: far beyond any use, and small enough that a case's weighted mean
+#: is always a number (a sum of huge weights would overflow to infinity, the mean to NaN)
+MAX_WEIGHT = 1_000_000.0
+
+
 class EvaluatorSpec(BaseModel):
     """An evaluator: its settings as written in an eval file's ``evaluators:``, the checks
     they get before anything is sent, and its grading of one answer.
@@ -265,17 +276,19 @@ class EvaluatorSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str | None = None
-    #: how much this evaluator counts in the case's weighted mean (0: shown, not counted)
-    weight: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 1.0
+    #: how much this evaluator counts in the case's weighted mean (0: shown, not counted);
+    #: a number as written (``"2"`` or ``true`` is refused, not read as 2 or 1)
+    weight: Annotated[float, Field(ge=0, le=MAX_WEIGHT, allow_inf_nan=False, strict=True)] = 1.0
     #: a miss (a score below ``threshold``) fails the case, whatever the mean
-    required: bool = False
+    required: Annotated[bool, Field(strict=True)] = False
     #: the lowest score that counts as a pass of this evaluator (default: the run's)
-    threshold: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] | None = None
+    threshold: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False, strict=True)] | None = None
 
     #: what the eval file's errors hint for a key of this kind that is missing or out of
     #: bounds (``agentv.evalfile.schema_errors``); the keys every kind has come first
     key_hints: ClassVar[Mapping[str, str]] = {
-        "weight": "a weight is 0 or more: how much the evaluator counts in the case's mean",
+        "weight": "a weight is a number from 0 to 1,000,000: how much the evaluator counts "
+        "in the case's mean",
         "threshold": "a threshold is a score from 0 to 1",
     }
     #: what the eval file's errors say of an item of a list key that is neither of the

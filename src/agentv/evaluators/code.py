@@ -163,7 +163,7 @@ class CodeSpec(EvaluatorSpec):
     type: Literal["code"]
     script: Annotated[str, Field(min_length=1)]
     cwd: str | None = None
-    timeout_seconds: float | None = None
+    timeout_seconds: Annotated[float, Field(allow_inf_nan=False)] | None = None
     #: what the script inherits of the run's environment: variable names or ``*`` patterns
     #: (None: everything but the vendors' key variables; ``agentv.system.env.child_environment``)
     inherit_env: list[Annotated[str, Field(min_length=1)]] | None = None

@@ -200,7 +200,9 @@ class IsJsonSpec(EvaluatorSpec):
     schema_: JsonSchema | None = Field(default=None, alias="schema")
 
     def check(self, config: EvaluatorConfig, at: Loading) -> list[Problem]:
-        problem = at.memo(SchemaChecker, SchemaChecker).problem(self.schema_, at.eval_dir)
+        problem = at.memo(SchemaChecker, lambda: SchemaChecker(at.root)).problem(
+            self.schema_, at.eval_dir
+        )
         return [problem] if problem is not None else []
 
     async def evaluate(self, ctx: EvaluationContext, config: EvaluatorConfig) -> EvaluatorScore:

@@ -11,6 +11,8 @@ to ``llm_judge`` as in the original AgentV) and reports that evaluator's request
 
 from __future__ import annotations
 
+import math
+
 from agentv.cases import EvalCase, EvaluatorConfig
 from agentv.errors import BudgetReached
 from agentv.evaluators.base import (
@@ -50,18 +52,15 @@ def aggregate(scores: list[EvaluatorScore]) -> CaseGrade:
     hits: list[str] = []
     misses: list[str] = []
     reasons: list[str] = []
-    total = weights = 0.0
     aspects = 0
     for s in scores:
-        total += s.weight * s.score
-        weights += s.weight
         hits.extend(s.hits)
         misses.extend(s.misses)
         aspects += s.expected_aspect_count
         if s.reasoning and s.reasoning.strip():
             reasons.append(f"{s.name}: {s.reasoning}")
     return CaseGrade(
-        score=total / weights if weights > 0 else 0.0,
+        score=weighted_mean([(s.weight, s.score) for s in scores]),
         hits=hits,
         misses=misses,
         reasoning=" | ".join(reasons) if reasons else None,
@@ -71,6 +70,21 @@ def aggregate(scores: list[EvaluatorScore]) -> CaseGrade:
         judge_failed=any(_judge_failed(s) for s in scores),
         usage=total_usage(s.usage for s in scores),
     )
+
+
+def weighted_mean(pairs: list[tuple[float, float]]) -> float:
+    """The mean of (weight, score) pairs weighted by their weights, always a score from 0
+    to 1: weights are scaled by the largest first (huge weights cannot overflow the sum),
+    and a score that is not a number counts as 0. No weight above 0: 0."""
+    top = max((w for w, _ in pairs if math.isfinite(w)), default=0.0)
+    if top <= 0:
+        return 0.0
+    total = weights = 0.0
+    for weight, score in pairs:
+        w = weight / top if math.isfinite(weight) and weight > 0 else 0.0
+        total += w * (score if math.isfinite(score) else 0.0)
+        weights += w
+    return min(1.0, max(0.0, total / weights))
 
 
 def _single(score: EvaluatorScore) -> CaseGrade:

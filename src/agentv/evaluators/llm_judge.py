@@ -309,6 +309,9 @@ class LlmJudgeSpec(EvaluatorSpec):
             attempt=ctx.attempt,
             repeat=ctx.repeat,
             party="judge",
+            # bounded as the target's requests are (the run's --agent-timeout), not by the
+            # long default of a request without any limit: a hung judge fails its case in time
+            timeout=ctx.timeout,
         )
         started = time.perf_counter()
         try:

@@ -29,9 +29,14 @@ JsonSchema = dict[str, Any] | str
 
 
 class SchemaChecker:
-    """Checks ``is_json`` schemas, each distinct one once (a suite repeats them)."""
+    """Checks ``is_json`` schemas, each distinct one once (a suite repeats them).
 
-    def __init__(self) -> None:
+    ``root``: a schema file must lie inside this folder (the repository root), as every
+    other file an eval file refers to; None: anywhere (``--allow-outside-root``).
+    """
+
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = root
         self._inline: dict[str, Problem | None] = {}
         self._files: dict[Path, Problem | None] = {}
 
@@ -81,7 +86,18 @@ class SchemaChecker:
         if path in self._files:
             return self._files[path]
         problem: Problem | None
-        if not path.is_file() and not special(path):  # a FIFO is refused when read
+        where = path.resolve()
+        outside = self.root is not None and not (where == self.root or self.root in where.parents)
+        if outside and not special(path):  # a FIFO or a device is named as one, never read
+            # checked before anything is read: an untrusted eval file must not learn, or
+            # show, what lies outside the repository
+            problem = Problem(
+                "schema",
+                f"JSON Schema file {ref} resolves outside the repository root ({where})",
+                f"keep schema files inside {self.root}, or pass --allow-outside-root if you "
+                "trust this eval file",
+            )
+        elif not path.is_file() and not special(path):  # a FIFO is refused when read
             what = "is a folder, not a file" if path.is_dir() else "not found"
             problem = Problem(
                 "schema",

@@ -133,7 +133,9 @@ def _call_problems(call: ExpectedCall, key: tuple[str | int, ...], at: Loading) 
                 "give `args`, or leave `args_match` out",
             )
         )
-    problem = at.memo(SchemaChecker, SchemaChecker).problem(call.args_schema, at.eval_dir)
+    problem = at.memo(SchemaChecker, lambda: SchemaChecker(at.root)).problem(
+        call.args_schema, at.eval_dir
+    )
     if problem is not None:
         out.append(
             Problem(

@@ -157,10 +157,12 @@ def from_anthropic_message(message: Any) -> Answer:
         # agentv's input tokens are all of them, the reads also as cached input
         read = getattr(message.usage, "cache_read_input_tokens", None) or 0
         written = getattr(message.usage, "cache_creation_input_tokens", None) or 0
-        if inp is not None:
+        counts = (inp, out, read, written)
+        if all(isinstance(n, int) and not isinstance(n, bool) for n in counts):
             inp += read + written
-        total = inp + out if inp is not None and out is not None else None
-        usage = Usage(inp, out, total, read or None)
+            usage = Usage(inp, out, inp + out, read or None)
+        else:  # what is not a count is said (``Usage.ignored``), never added up
+            usage = Usage(inp, out, None, read or None)
     reason, raw_reason = finish_reason(getattr(message, "stop_reason", None), FINISH_WORDS)
     return Answer(
         text="".join(texts),

@@ -150,25 +150,49 @@ def request_for_case(
     )
 
 
+#: the most tokens one request may count: a server saying more reports no count it means
+MAX_TOKENS = 10**12
+
+
 @dataclass(slots=True)
 class Usage:
     """Token counts as the API reported them. ``cached_input_tokens`` are the input tokens
     the vendor read from its own prompt cache (billed at a lower price), counted within
-    ``input_tokens``."""
+    ``input_tokens``.
+
+    Only counts are kept: a whole number from 0 to ``MAX_TOKENS`` (``12.0`` reads as 12).
+    Anything else a server put there (a negative number, text, ``1e308``) is left out and
+    said in ``ignored`` (``"output_tokens: -5"``): such an answer is not priced, and it
+    never fails its case."""
 
     input_tokens: int | None = None
     output_tokens: int | None = None
     total_tokens: int | None = None
     cached_input_tokens: int | None = None
+    ignored: tuple[str, ...] = ()
 
-    def to_dict(self) -> dict[str, int | None]:
-        out = {
+    def __post_init__(self) -> None:
+        ignored = list(self.ignored)
+        for name in _USAGE_NAMES:
+            value = getattr(self, name)
+            if value is None:
+                continue
+            count = _count(value)
+            if count is None:
+                ignored.append(f"{name}: {_shown(value)}")
+            setattr(self, name, count)
+        self.ignored = tuple(ignored)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "total_tokens": self.total_tokens,
         }
         if self.cached_input_tokens:
             out["cached_input_tokens"] = self.cached_input_tokens
+        if self.ignored:
+            out["ignored"] = list(self.ignored)
         return out
 
     @classmethod
@@ -180,10 +204,26 @@ class Usage:
         for name in _USAGE_NAMES:
             value = data.get(name)
             values[name] = value if isinstance(value, int) and not isinstance(value, bool) else None
-        return cls(**values)
+        said = data.get("ignored")
+        ignored = tuple(n for n in said if isinstance(n, str)) if isinstance(said, list) else ()
+        return cls(**values, ignored=ignored)
 
 
 _USAGE_NAMES = ("input_tokens", "output_tokens", "total_tokens", "cached_input_tokens")
+
+
+def _count(value: object) -> int | None:
+    """``value`` as a token count (None: it is not one)."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value if 0 <= value <= MAX_TOKENS else None
+
+
+def _shown(value: object) -> str:
+    shown = repr(value)
+    return shown if len(shown) <= 40 else shown[:37] + "..."
 
 
 def total_usage(usages: Iterable[Usage | None]) -> Usage | None:
@@ -192,7 +232,7 @@ def total_usage(usages: Iterable[Usage | None]) -> Usage | None:
     found = [u for u in usages if u is not None]
     if not found:
         return None
-    total = Usage()
+    total = Usage(ignored=tuple(note for u in found for note in u.ignored))
     for name in _USAGE_NAMES:
         values = [getattr(u, name) for u in found if getattr(u, name) is not None]
         setattr(total, name, sum(values) if values else None)

@@ -68,6 +68,15 @@ DEFAULT_TIMEOUT_SECONDS = 600.0
 NON_JSON_SHOWN = 300
 #: The most a response body may hold unless the target says otherwise (``max_response_bytes``).
 DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024
+#: Seconds a refused (or failing) connection and an HTTP 500 are tried again for, unless
+#: the target sets its own retries: no server is there, or the server says the request
+#: itself failed (llama-cpp-python refuses a request it cannot take with a 500); a minute
+#: of the long schedule (made for rate limits and overloads) would only delay the error.
+QUICK_GIVE_UP_S = 5.0
+#: the settings that make a target's retry schedule its own (then it applies as written)
+RETRY_SETTINGS = frozenset(
+    {"max_retries", "retry_initial_delay_ms", "retry_max_delay_ms", "retry_backoff_factor"}
+)
 #: What an answer without any text is called in errors (retried once, never cached).
 EMPTY_ANSWER = "the API returned an empty answer"
 #: Longest API message kept in an error line; a longer one loses its middle (its start says
@@ -114,7 +123,10 @@ class LLMSettings(ProviderSettings):
         validation_alias=aliases("retry_status_codes", "retryStatusCodes"),
     )
     timeout_seconds: float | None = Field(
-        default=None, gt=0, validation_alias=aliases("timeout_seconds", "timeoutSeconds")
+        default=None,
+        gt=0,
+        allow_inf_nan=False,
+        validation_alias=aliases("timeout_seconds", "timeoutSeconds"),
     )
     #: the most a response body may hold, as received and decompressed (``transport``)
     max_response_bytes: int = Field(
@@ -188,24 +200,39 @@ def finish_reason(raw: Any, words: Mapping[str, str]) -> tuple[str | None, str |
 
 
 class NotJSON(Exception):
-    """A success whose body is not JSON (an HTML page from a proxy, say)."""
+    """A success whose body is not JSON (an HTML page from a proxy, say); ``what`` says
+    what it is not (``not JSON``, or ``not UTF-8 (byte 0xe9 at position 42)``: JSON is
+    UTF-8 text)."""
 
-    def __init__(self, body: str) -> None:
-        super().__init__("the API answered with a body that is not JSON")
+    def __init__(self, body: str, what: str = "not JSON") -> None:
+        super().__init__(f"the API answered with a body that is {what}")
         self.body = body
+        self.what = what
 
 
-def _not_json(exc: BaseException) -> str | None:
-    """The body behind ``exc``, when it is the failure to read a body as JSON (ours, or
-    the JSON error an SDK let through, which keeps the document)."""
+def not_json(content: bytes) -> NotJSON:
+    """Why ``content`` (a body that did not parse as JSON) is not JSON, as ``NotJSON``:
+    bytes that are not UTF-8 are said to be so, with the first one and where it is."""
+    try:
+        text = content.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        what = f"not UTF-8 (byte 0x{content[exc.start]:02x} at position {exc.start})"
+        return NotJSON(content.decode("utf-8", errors="replace"), what)
+    return NotJSON(text)
+
+
+def _not_json(exc: BaseException) -> tuple[str, str] | None:
+    """The body behind ``exc`` and what it is not (see ``NotJSON``), when it is the failure
+    to read a body as JSON (ours, or the JSON error an SDK let through, which keeps the
+    document)."""
     node: BaseException | None = exc
     for _ in range(10):
         if node is None:
             break
         if isinstance(node, NotJSON):
-            return node.body
+            return node.body, node.what
         if isinstance(node, json.JSONDecodeError) and isinstance(node.doc, str):
-            return node.doc
+            return node.doc, "not JSON"
         node = node.__cause__ or node.__context__
     return None
 
@@ -308,6 +335,7 @@ class LLMProvider(Provider):
         self, payload: Payload, timeout: float, attempts: int, deadline: float | None
     ) -> tuple[Answer, int]:
         empty_answers = 0
+        started = time.monotonic()
         told = DEADLINE.get()  # the gate's limit, for this very task only
         outer = told[1] if told is not None and told[0] is asyncio.current_task() else None
         loop = asyncio.get_running_loop()
@@ -357,6 +385,10 @@ class LLMProvider(Provider):
             too_long = self._too_long(failure, deadline)
             if too_long is not None:
                 raise self._error(failure, attempt + 1, too_long) from None
+            quick = self._quick_give_up(failure)
+            if quick is not None and time.monotonic() - started + delay > QUICK_GIVE_UP_S:
+                over = time.monotonic() - started
+                raise self._error(failure, attempt + 1, quick, over=over) from None
             if deadline is not None and time.monotonic() + delay >= deadline:
                 # No time left to retry within the request's limit: say what went wrong,
                 # rather than let the wait end as a timeout.
@@ -401,11 +433,12 @@ class LLMProvider(Provider):
     def _failure(self, exc: BaseException, timeout: float) -> CallFailure:
         if isinstance(exc, TimeoutError):
             return CallFailure(f"no answer within {timeout:g} s from {self.url}", timeout=True)
-        body = _not_json(exc)
-        if body is not None:
+        found = _not_json(exc)
+        if found is not None:
+            body, what = found
             # its start and its end, masked before the middle is cut out
             shown = shorten(body, NON_JSON_SHOWN, secrets=self._secrets())
-            return CallFailure(f"the API answered with a body that is not JSON: {shown!r}")
+            return CallFailure(f"the API answered with a body that is {what}: {shown!r}")
         rejected = rejected_response(exc)
         if rejected is not None:
             # too large, or unreadable: the same request would get the same answer
@@ -444,6 +477,24 @@ class LLMProvider(Provider):
         base = min(s.retry_max_delay_ms, s.retry_initial_delay_ms * s.retry_backoff_factor**attempt)
         return base / 1000 * random.uniform(0.75, 1.25)
 
+    def _quick_give_up(self, failure: CallFailure) -> str | None:
+        """Why ``failure`` is tried again for ``QUICK_GIVE_UP_S`` at most (None: the
+        target's whole schedule applies): a connection that fails, or an HTTP 500, while
+        the target keeps the default retry settings."""
+        if RETRY_SETTINGS & self.settings.model_fields_set:
+            return None
+        limit = f"{QUICK_GIVE_UP_S:g} s at most"
+        advice = "set max_retries on the target to try for longer"
+        if failure.connection:
+            what = "a refused connection" if "refused" in failure.message else "a failed connection"
+            return f"{what} is tried again for {limit}; {advice}"
+        if failure.status == 500:
+            return (
+                f"an HTTP 500 is tried again for {limit} (the server says the request failed: "
+                f"its message above says why); {advice}"
+            )
+        return None
+
     def _line(self, failure: CallFailure) -> str:
         text = f"target {self.name!r} ({self.kind}): "
         if failure.status is not None:
@@ -451,12 +502,22 @@ class LLMProvider(Provider):
         # masked before it is shortened: a key crossing the cut must not leave a part behind
         return text + shorten(one_line(failure.message), MAX_MESSAGE, secrets=self._secrets())
 
-    def _error(self, failure: CallFailure, attempts: int, why: str | None = None) -> ProviderError:
+    def _error(
+        self,
+        failure: CallFailure,
+        attempts: int,
+        why: str | None = None,
+        *,
+        over: float | None = None,
+    ) -> ProviderError:
         text = self._line(failure)
-        if attempts > 1:
-            text += f" (gave up after {attempts} attempts)"
-        if why is not None:
-            text += f" ({why})"
+        if over is not None:  # why it stopped, with how long it tried
+            text += f" (gave up after {attempts} attempts over {over:.1f} s: {why})"
+        else:
+            if attempts > 1:
+                text += f" (gave up after {attempts} attempts)"
+            if why is not None:
+                text += f" ({why})"
         if failure.status is not None:
             return ProviderHTTPError(
                 self.name,

@@ -22,12 +22,12 @@ from agentv.providers.llm import (
     CallFailure,
     LLMProvider,
     LLMSettings,
-    NotJSON,
     Payload,
     aliases,
     finish_reason,
     http_url,
     json_text,
+    not_json,
     paired_call_id,
     pick,
     resolve_api_key,
@@ -300,7 +300,7 @@ class _ChatCompletionsProvider(LLMProvider):
         try:
             data = orjson.loads(content)
         except orjson.JSONDecodeError:
-            raise NotJSON(content.decode("utf-8", errors="replace")) from None
+            raise not_json(content) from None
         return from_openai_completion(data)
 
     def translate_error(self, exc: BaseException) -> CallFailure | None:

@@ -27,7 +27,12 @@ _TABLE_PROVIDERS = {
     "gemini": "google",
 }
 
-_USD = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+#: the highest price per million tokens: $1,000 a token, far above any model's (tests price
+#: tokens at whole dollars), and low enough that no count of tokens (``Usage``: at most
+#: 10**12) prices at infinity
+MAX_PRICE_PER_MTOK = 1_000_000_000.0
+#: a number as written (``"2.5"`` is refused, not read as 2.5)
+_USD = Annotated[float, Field(ge=0, le=MAX_PRICE_PER_MTOK, allow_inf_nan=False, strict=True)]
 
 
 class TargetPrice(BaseModel):
@@ -149,6 +154,8 @@ class Pricer:
         self, provider: PricedTarget, usage: TokenCounts | None, model: str | None = None
     ) -> Cost:
         """What ``usage`` cost on ``provider`` (a request's ``model`` when it named one)."""
+        if usage is not None and usage.ignored:  # counts that are not counts: unknown
+            return Cost(None, priced=False, ignored=usage.ignored)
         if usage is None or (usage.input_tokens is None and usage.output_tokens is None):
             return Cost(None, priced=True)  # nothing reported: nothing to price
         rates = self.rates(provider, model)
@@ -166,6 +173,9 @@ class Cost:
 
     usd: float | None
     priced: bool
+    #: why it is not priced though the target has prices: the counts the server reported
+    #: that are not counts (``Usage.ignored``)
+    ignored: tuple[str, ...] = ()
 
 
 def _table_rates(kind: str, model: str | None) -> tuple[Rates | None, Any]:

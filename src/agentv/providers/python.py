@@ -7,14 +7,25 @@ The function gets the messages exactly as an LM API would (``chat_to_dicts``: ``
 ``content``, and ``tool_calls`` / ``tool_call_id`` where set), and, when it takes a
 ``tools`` keyword, the tools it may call (``{name, description, parameters}``). It returns
 the answer's text, or a mapping ``{"text": ..., "tool_calls": [{"name": ..., "arguments":
-{...}, "id": ...}]}`` (``id`` optional). It may be a plain function (run in a worker
-thread, so that it does not hold up the other cases) or a coroutine function.
+{...}, "id": ...}]}`` (``id`` optional). It may be a plain function (run in a thread of
+its own, so that it does not hold up the other cases) or a coroutine function.
+
+Whatever the function does is its case's, never the run's: an exception of any kind
+(``SystemExit`` from ``sys.exit()``, a ``CancelledError`` it raises itself) is that case's
+error. A plain function that never returns is left behind when its case's time is up: its
+thread is a daemon of its own (never one of a pool that retries would fill, never joined),
+so the other cases are still called and ``run_eval`` returns. A coroutine function that
+blocks the event loop (``time.sleep``) cannot be stopped at its limit; when it returns
+after the limit, its case is a timeout all the same.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import inspect
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -85,18 +96,69 @@ class PythonProvider(Provider):
             if self._async:
                 said = await self.target.fn(messages, **kwargs)
             else:
-                said = await asyncio.to_thread(self.target.fn, messages, **kwargs)
-        except Exception as exc:  # the application failed: this case's error, said as such
+                said = await _in_own_thread(self.target.fn, messages, **kwargs)
+        except KeyboardInterrupt:
+            raise  # the user's Ctrl-C: the run's, not the case's
+        except asyncio.CancelledError as exc:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # this case is being stopped (its time is up, the run is stopping)
+            raise self._failed(exc) from exc  # the function's own
+        except BaseException as exc:  # sys.exit() too: the case's error
+            raise self._failed(exc) from exc
+        took = time.perf_counter() - started
+        if request.timeout is not None and took > request.timeout:
+            # only a coroutine that blocked the event loop gets here: its limit could not
+            # fire while it held the loop
             raise ProviderError(
-                self.name, f"target {self.name!r} (Python) raised {type(exc).__name__}: {exc}"
-            ) from exc
+                self.name,
+                f"target {self.name!r} took {took:.1f} s, more than the case's limit of "
+                f"{request.timeout:g} s: it blocked the event loop (time.sleep, blocking "
+                "I/O), so it could not be stopped in time; await instead, or make it a "
+                "plain function",
+            )
         text, calls = _read(self.name, said)
         return ProviderResponse(
             text=text,
             tool_calls=calls,
-            latency_ms=(time.perf_counter() - started) * 1000,
+            latency_ms=took * 1000,
             sent={"function": _qualified(self.target.fn)},
         )
+
+    def _failed(self, exc: BaseException) -> ProviderError:
+        said = str(exc)
+        detail = f"{type(exc).__name__}: {said}" if said else type(exc).__name__
+        return ProviderError(self.name, f"target {self.name!r} (Python) raised {detail}")
+
+
+async def _in_own_thread(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)`` in a daemon thread of its own, its outcome awaited here.
+
+    Not ``asyncio.to_thread``: its pool has a few threads, which calls that never return
+    would fill (the cases after them timing out without being called), and the loop joins
+    them when it closes (``run_eval`` would wait for ever). Cancelling the await leaves the
+    thread to end on its own, or never: it does not keep the process alive."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[tuple[Any, BaseException | None]] = loop.create_future()
+    context = contextvars.copy_context()  # as to_thread: the case's context variables
+
+    def settle(outcome: tuple[Any, BaseException | None]) -> None:
+        if not done.done():  # not given up on meanwhile
+            done.set_result(outcome)
+
+    def call() -> None:
+        try:
+            outcome: tuple[Any, BaseException | None] = (context.run(fn, *args, **kwargs), None)
+        except BaseException as exc:  # handed to the awaiting case
+            outcome = (None, exc)
+        with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits any more
+            loop.call_soon_threadsafe(settle, outcome)
+
+    threading.Thread(target=call, name=f"agentv-python-target-{fn!r:.40}", daemon=True).start()
+    result, error = await done
+    if error is not None:
+        raise error
+    return result
 
 
 def _read(name: str, said: Any) -> tuple[str, tuple[Any, ...]]:

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from agentv.errors import Diagnostic
 from agentv.results.reader import read_results
 from agentv.results.record import GRADED
 from agentv.results.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, bootstrap_ci
@@ -105,6 +106,8 @@ class Comparison:
         new_pass_rate: The share of ``ok`` among the graded runs after.
         base: The runs of the file before: how many, by status, their figures.
         new: The runs of the file after.
+        notes: Records of either file read with something put right (a null score read
+            as 0), as warnings with their file and line.
     """
 
     base_path: str
@@ -119,6 +122,7 @@ class Comparison:
     new_pass_rate: float | None = None
     base: Side = field(default_factory=Side)
     new: Side = field(default_factory=Side)
+    notes: tuple[Diagnostic, ...] = ()
 
     @property
     def by_variable(self) -> tuple[tuple[str, str, VarGroup | None, VarGroup | None], ...]:
@@ -156,6 +160,7 @@ class ResultsSide:
 
     cases: dict[Key, CaseResult]
     side: Side
+    notes: list[Diagnostic] = field(default_factory=list)  # records read with a repair
 
 
 def read_side(path: Path) -> ResultsSide:
@@ -164,10 +169,12 @@ def read_side(path: Path) -> ResultsSide:
     ``InputError`` naming the file and line for a line that is not a result."""
     runs: dict[Key, list[tuple[float, str]]] = {}
     collector = SummaryCollector()
-    for _, result in read_results(path, strict=True).latest():
+    reader = read_results(path, strict=True)
+    for _, result in reader.latest():
         score = result.score if math.isfinite(result.score) else 0.0
         runs.setdefault(result.case_key, []).append((score, result.status))
         collector.add(result)
+    reader.check_named(len(collector))  # mappings of another kind: refused
     cases = {}
     for key, items in runs.items():
         scored = [s for s, st in items if st in GRADED]
@@ -177,7 +184,7 @@ def read_side(path: Path) -> ResultsSide:
             runs=len(items),
             graded=len(scored),
         )
-    return ResultsSide(cases, side_of(collector.summary()))
+    return ResultsSide(cases, side_of(collector.summary()), reader.notes)
 
 
 def side_of(summary: Summary) -> Side:
@@ -279,7 +286,7 @@ def _case_rate(cases: Mapping[Key, CaseResult]) -> float | None:
 def compare_files(base: Path, new: Path, *, min_delta: float = DEFAULT_MIN_DELTA) -> Comparison:
     """Compare two results files."""
     before, after = read_side(base), read_side(new)
-    return compare_results(
+    compared = compare_results(
         before.cases,
         after.cases,
         min_delta=min_delta,
@@ -288,6 +295,7 @@ def compare_files(base: Path, new: Path, *, min_delta: float = DEFAULT_MIN_DELTA
         base_side=before.side,
         new_side=after.side,
     )
+    return replace(compared, notes=(*before.notes, *after.notes))
 
 
 def comparison_dict(c: Comparison) -> dict[str, Any]:

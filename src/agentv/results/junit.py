@@ -143,9 +143,16 @@ def _suite_name(dataset: Any) -> str:
     return str(dataset or "eval")
 
 
+#: what a log's terminal may act on (C0 controls but tab and the newlines, which the
+#: encoding below escapes; DEL; C1 controls): GitHub's workflow-command encoding leaves
+#: them as they are, so each is shown as its escape (``\x1b``), as on the console
+_LOG_CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
 def _escape_data(text: str) -> str:
     # a lone surrogate cannot be printed (UTF-8 refuses it): shown as U+FFFD
     text = _NOT_XML.sub("\ufffd", text)
+    text = _LOG_CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
     return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 

@@ -11,6 +11,7 @@ order (``agentv.results.record``), written as they are.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -35,13 +36,15 @@ if TYPE_CHECKING:
     from agentv.evaluators.base import CaseGrade
     from agentv.providers.base import Provider, ProviderResponse, Usage
 
-#: the request fields where a large attachment's text is stored once (``large_content``)
-_REQUEST_FIELDS = (
+#: the fields where a large text (an attachment, an answer) is stored once (``large_content``)
+_STORED_ONCE = (
+    "candidate_answer",
     "lm_provider_request",
     "agent_provider_request",
     "raw_request",
     "evaluator_results",
     "evaluator_raw_request",
+    "turns",
 )
 
 
@@ -149,27 +152,53 @@ def _head(case: EvalCase, status: str) -> dict[str, Any]:
 
 
 def _store_large_once(rec: dict[str, Any], case: EvalCase) -> None:
-    """Keep each large attachment's text once (``large_content``); the question, the
-    messages and the judge prompt refer to it instead of repeating it."""
+    """Keep each large text once (``large_content``): an attachment's, which the question,
+    the messages and the judge prompt repeat, and an answer's, which the answer, its turn,
+    the messages carried forward and the judges' prompts repeat; they refer to it instead."""
     texts: set[str] = set()
     for msg in case.input_messages:  # a plain loop: this runs for every record
         for seg in msg.segments:
             if isinstance(seg, FileSegment) and len(seg.text) > LARGE_CONTENT:
                 texts.add(seg.text.rstrip())
+    store_large_once(rec, texts)
+
+
+def _large_answers(rec: dict[str, Any]) -> set[str]:
+    """The answers of a record larger than ``LARGE_CONTENT``, and each one trimmed (as a
+    judge's prompt shows it)."""
+    answers = [rec.get("candidate_answer")]
+    answers += [t.get("answer") for t in rec.get("turns") or () if isinstance(t, dict)]
+    found: set[str] = set()
+    for text in answers:
+        if isinstance(text, str) and len(text) > LARGE_CONTENT:
+            found.add(text)
+            trimmed = text.strip()
+            if len(trimmed) > LARGE_CONTENT:
+                found.add(trimmed)
+    return found
+
+
+def store_large_once(rec: dict[str, Any], texts: Iterable[str] = ()) -> None:
+    """Keep ``texts`` and the record's large answers once each in ``large_content`` (by
+    SHA-256), every place that holds one referring to it; the texts it already stores
+    stay (a record read back and written again)."""
+    texts = set(texts) | _large_answers(rec)
     if not texts:
         return
-    refs: dict[str, str] = {}
-    store: dict[str, str] = {}
+    refs: dict[str, tuple[str, str]] = {}  # text -> (digest, reference)
     for text in sorted(texts, key=len, reverse=True):  # a text inside another goes after it
         digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
-        refs[text] = large_content_ref(digest)
-        store[digest] = text
+        refs[text] = (digest, large_content_ref(digest))
+    store: dict[str, str] = dict(rec.get("large_content") or {})
 
     def swap(value: Any) -> Any:
         if isinstance(value, str):
-            for text, ref in refs.items():
+            if len(value) <= LARGE_CONTENT:
+                return value  # holds no large text
+            for text, (digest, ref) in refs.items():
                 if text in value:
                     value = value.replace(text, ref)
+                    store[digest] = text
             return value
         if isinstance(value, dict):
             return {k: swap(v) for k, v in value.items()}
@@ -177,10 +206,11 @@ def _store_large_once(rec: dict[str, Any], case: EvalCase) -> None:
             return [swap(v) for v in value]
         return value
 
-    for key in _REQUEST_FIELDS:
+    for key in _STORED_ONCE:
         if key in rec:
             rec[key] = swap(rec[key])
-    rec["large_content"] = store
+    if store:
+        rec["large_content"] = store
 
 
 def _origin(rec: dict[str, Any], case: EvalCase | InvalidCase) -> None:

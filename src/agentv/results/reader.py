@@ -57,6 +57,13 @@ class ResultsReader(DiagnosticsView):
     diagnostics: list[Diagnostic] = field(default_factory=list)
     #: records left out by ``latest`` because a later one is about the same run
     superseded: int = 0
+    #: records read with something put right, as warnings: a ``score`` written as null (a
+    #: score that was not a number when written) is read as 0
+    notes: list[Diagnostic] = field(default_factory=list)
+    #: whether a record read so far names its case, or why it has none (an ``eval_id`` or
+    #: an ``error``): every file agentv writes has one; mappings that all lack both are
+    #: something else (a config file, say): ``check_named``
+    named: bool = False
 
     @property
     def format(self) -> str:
@@ -83,9 +90,21 @@ class ResultsReader(DiagnosticsView):
                 if problem == "":  # an empty YAML document: nothing to read
                     continue
                 if problem is None:
+                    if data.get("score", 0.0) is None:
+                        self.notes.append(
+                            Diagnostic(
+                                self.path,
+                                "score is null (it was not a number when written): read as 0",
+                                severity="warning",
+                                line=number,
+                            )
+                        )
                     result, problem = _validated(data)
                     if result is not None:
                         result._read_at = number
+                        self.named = self.named or (
+                            result.eval_id is not None or result.error is not None
+                        )
                         yield Located(number, offset, size, result)
                         continue
                 self._bad(number, problem or "not a result")
@@ -106,6 +125,14 @@ class ResultsReader(DiagnosticsView):
         for line, result in again:
             if line in keep:
                 yield line, result
+
+    def check_named(self, read: int) -> None:
+        """After reading ``read`` records: ``InputError`` when there were some and none
+        named its case (mappings of another kind: not a results file)."""
+        if read and not self.named:
+            raise InputError(
+                f"{self.path} is not a results file (no record names an eval case); {_HINT}"
+            )
 
     def _bad(self, line: int, problem: str) -> None:
         partial = problem == _UNFINISHED
@@ -131,7 +158,13 @@ class Located:
 
 
 def _validated(data: Any) -> tuple[EvalResult | None, str | None]:
-    """A record's mapping as a model, or why it is not a result."""
+    """A record's mapping as a model, or why it is not a result (a score written as null
+    is read as 0: the reader notes it)."""
+    problem = _not_a_record(data)
+    if problem is not None:
+        return None, problem
+    if data.get("score", 0.0) is None:
+        data = {**data, "score": 0.0}
     try:
         return EvalResult.model_validate(data), None
     except ValidationError as exc:
@@ -365,6 +398,16 @@ def _at(first: int, exc: Any, default: int) -> int:
     """The file's line of a problem ``exc`` marks in a document starting at line ``first``."""
     mark = exc.problem_mark or exc.context_mark
     return first + mark.line if mark is not None else default
+
+
+def _not_a_record(data: dict[str, Any]) -> str | None:
+    """Why a mapping is not a record at all, whatever its fields' types: an eval, targets
+    or config file (they say what they are in ``$schema``)."""
+    schema = data.get("$schema")
+    if schema is not None:
+        shown = schema if isinstance(schema, str) and len(schema) <= 40 else "..."
+        return f"an agentv input file ($schema: {shown}), not results"
+    return None
 
 
 def _field_problem(exc: ValidationError) -> str:

@@ -167,6 +167,10 @@ class EvalResult(BaseModel):
     masked_secrets: bool | None = None
     """True when a known secret value was masked (``***``) in this record or in the answer
     its evaluators saw (``agentv.system.masking``); absent otherwise."""
+    shortened: dict[str, Any] | None = None
+    """Set when the record as made was larger than a results file's record may be
+    (``MAX_RECORD_BYTES``): its longest texts were cut to fit, each saying how much it
+    lost. ``bytes``: the size it would have had; ``texts``: where the cut texts are."""
     error: str | None = None
     """Why the case's status is ``error`` or ``invalid``."""
     skip_reason: str | None = None
@@ -179,6 +183,8 @@ class EvalResult(BaseModel):
         if isinstance(data, dict) and not data.get("status"):
             status = ERROR if data.get("error") else OK
             data = {**data, "status": status, "passed": data.get("passed", status == OK)}
+        if isinstance(data, dict) and data.get("large_content"):
+            data = answers_put_back(data)
         return data
 
     @model_serializer(mode="wrap")
@@ -214,8 +220,10 @@ class EvalResult(BaseModel):
             record: A result record as the run makes it.
 
         Returns:
-            The record as an ``EvalResult``.
+            The record as an ``EvalResult`` (its answers put back from ``large_content``).
         """
+        if record.get("large_content"):
+            record = answers_put_back(record)
         return cls.model_construct(**record)
 
 
@@ -254,3 +262,24 @@ def put_back_large_content(value: Any, store: dict[str, str]) -> Any:
     if isinstance(value, list):
         return [put_back_large_content(v, store) for v in value]
     return value
+
+
+def answers_put_back(record: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``record`` whose answers (``candidate_answer``, each turn's ``answer``)
+    hold their text, not a reference to ``large_content``: what a record's reader sees."""
+    store = record.get("large_content")
+    if not isinstance(store, dict) or not all(isinstance(v, str) for v in store.values()):
+        return record  # not agentv's: the reader says what is wrong with it
+    out = dict(record)
+    answer = out.get("candidate_answer")
+    if isinstance(answer, str):
+        out["candidate_answer"] = put_back_large_content(answer, store)
+    turns = out.get("turns")
+    if isinstance(turns, list):
+        out["turns"] = [
+            {**t, "answer": put_back_large_content(t["answer"], store)}
+            if isinstance(t, dict) and isinstance(t.get("answer"), str)
+            else t
+            for t in turns
+        ]
+    return out

@@ -171,7 +171,11 @@ def _response(data: Any) -> ProviderResponse | None:
     if usage is not None:
         if not isinstance(usage, dict) or set(usage) - _USAGE_FIELDS:
             return None
-        usage = Usage(**{k: _optional(v, int) for k, v in usage.items()})
+        said = usage.get("ignored", ())
+        if not isinstance(said, list | tuple) or not all(isinstance(n, str) for n in said):
+            return None
+        counts = {k: _optional(v, int) for k, v in usage.items() if k != "ignored"}
+        usage = Usage(**counts, ignored=tuple(said))
     sent = data.get("sent")
     if sent is not None and not isinstance(sent, dict):
         return None

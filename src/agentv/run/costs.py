@@ -155,7 +155,9 @@ class Meter:
                 self.reused += cost.usd
             else:
                 self.spent += cost.usd
-        if not cost.priced:
+        if cost.ignored:
+            self._not_counts(provider, cost.ignored)
+        elif not cost.priced:
             self._unpriced(provider, model)
         case = CASE_COST.get()
         if case is not None:
@@ -173,6 +175,19 @@ class Meter:
                 )
             self.stopped = True
             raise BudgetReached(self.budget, self.spent)
+
+    def _not_counts(self, provider: Provider, ignored: tuple[str, ...]) -> None:
+        """Said once per target: it answered with token counts that are not counts."""
+        name = f"{provider.name} (usage)"
+        if name in self.unpriced:
+            return
+        self.unpriced[name] = (
+            f"target {provider.name!r}: the server reported token counts that are not "
+            f"counts ({', '.join(ignored)}): those answers are not priced (their cost is "
+            "unknown, and not counted toward --budget-usd)"
+        )
+        if self._on_unpriced is not None:
+            self._on_unpriced(self.unpriced[name])
 
     def _unpriced(self, provider: Provider, model: str | None) -> None:
         name = f"{provider.name} ({target_model(provider, model) or provider.kind})"

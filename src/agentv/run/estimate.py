@@ -6,7 +6,8 @@ target the run would choose, with the targets built as ``agentv render`` builds 
 secret needed, nothing sent). Its input tokens are counted by the same rule the run's
 ``max_tpm`` pacing uses: about 4 characters a token (``run.scheduling.estimate_tokens``;
 no tokenizer that works offline is light enough to depend on). The answers are not known:
-each is taken to be ``answer_tokens`` long, as stated in the estimate. A judge's request is
+each is taken to be ``answer_tokens`` long (at most its target's ``max_output_tokens``), as
+stated in the estimate. A judge's request is
 its own prompt built around an answer of that length, its verdict ``JUDGE_VERDICT_TOKENS``
 long. A live conversation's turn carries the conversation so far (the earlier answers at
 the stated length); the extra requests of tool loops are not counted. A simulated user's
@@ -17,6 +18,7 @@ conversation is taken at its longest (``max_turns``), each user message
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -180,6 +182,8 @@ class _Estimator:
         if line.usd is not None:
             cost = self.pricer.cost(provider, Usage(inp, out, inp + out), model)
             line.usd = line.usd + (cost.usd or 0.0) if cost.priced else None
+            if line.usd is not None and not math.isfinite(line.usd):
+                line.usd = None  # beyond any sum: unknown, never `Infinity` in JSON
 
     def case(
         self,
@@ -192,25 +196,26 @@ class _Estimator:
         provider = target.provider
         target_line = self.line(provider, "target", None)
         settings = PromptSettings.of(provider)
+        answer = capped(provider, self.answer)
         if case.user is not None and user is not None:
-            asked = self._simulated(case, user, runs, settings)
+            asked = self._simulated(case, user, runs, settings, answer)
         elif case.turns:
-            asked = self._turns(case, settings)
+            asked = self._turns(case, settings, answer)
         else:
             prompt = build_prompt(case, settings)
             tokens = estimate_tokens(request_for_case(case, prompt))
             asked = [(tokens, lambda: (case, prompt), True, _judges(case))]
         for _ in range(runs):
             for tokens, view, graded, configs in asked:
-                self.add(target_line, provider, None, tokens, self.answer)
+                self.add(target_line, provider, None, tokens, answer)
                 if judge is None or not graded or not configs:
                     continue
                 seen, prompt = view()
                 for config in configs:
-                    self._judge(CaseJob(seen, target), prompt, judge, config)
+                    self._judge(CaseJob(seen, target), prompt, judge, config, answer)
 
-    def _turns(self, case: EvalCase, settings: PromptSettings) -> list[_Request]:
-        """Each turn's request (the earlier answers at the stated length), whether it is
+    def _turns(self, case: EvalCase, settings: PromptSettings, length: int) -> list[_Request]:
+        """Each turn's request (the earlier answers ``length`` tokens long), whether it is
         graded and by which judges; the conversation's own judges with the last turn.
 
         The requests are counted as the run builds them, grown by each turn's new messages
@@ -222,7 +227,8 @@ class _Estimator:
         guidelines = list(first.guideline_files)
         inputs = list(first.input_files)
         memo = Memo()
-        answer = Message("assistant", (TextSegment("word " * self.answer, verbatim=True),))
+        # carried forward byte for byte, as the run carries an answer
+        answer = Message("assistant", (TextSegment("word " * length, verbatim=True),))
         guideline_text = (-1, "")  # (files, their text): made again only when files join
         out: list[_Request] = []
         for i, turn in enumerate(case.turns):
@@ -250,16 +256,23 @@ class _Estimator:
         return out
 
     def _simulated(
-        self, case: EvalCase, user: Provider, runs: int, settings: PromptSettings
+        self,
+        case: EvalCase,
+        user: Provider,
+        runs: int,
+        settings: PromptSettings,
+        length: int,
     ) -> list[_Request]:
         """A simulated conversation at its longest (``max_turns``), each user message
-        ``USER_MESSAGE_TOKENS`` long; the simulator's own requests go on its target's line."""
+        ``USER_MESSAGE_TOKENS`` long (at most its target's limit), each answer ``length``;
+        the simulator's own requests go on its target's line."""
         from agentv.run.simulator import simulator_messages
 
         spec = case.user
         assert spec is not None
-        said = Message("user", (TextSegment("word " * USER_MESSAGE_TOKENS),))
-        answer = Message("assistant", (TextSegment("word " * self.answer, verbatim=True),))
+        message = capped(user, USER_MESSAGE_TOKENS)
+        said = Message("user", (TextSegment("word " * message),))
+        answer = Message("assistant", (TextSegment("word " * length, verbatim=True),))
         line = self.line(user, "user", None)
         out: list[_Request] = []
         history = list(case.input_messages)
@@ -268,7 +281,7 @@ class _Estimator:
             if turn or spec.first_message is None:  # the simulator writes this message
                 asked = sum(len(m.content) for m in simulator_messages(spec, history)) // 4 + 1
                 for _ in range(runs):
-                    self.add(line, user, None, asked, USER_MESSAGE_TOKENS)
+                    self.add(line, user, None, asked, message)
             history.append(said)
             seen = replace(case, input_messages=tuple(history))
             prompt = build_prompt(seen, settings)
@@ -279,13 +292,26 @@ class _Estimator:
         out[-1] = (tokens, view, True, [*judges, *_judges(case)])
         return out
 
-    def _judge(self, job: CaseJob, prompt: Any, judge: Provider, config: EvaluatorConfig) -> None:
-        """A judge's request about an answer ``answer_tokens`` long, on its line."""
+    def _judge(
+        self, job: CaseJob, prompt: Any, judge: Provider, config: EvaluatorConfig, answer: int
+    ) -> None:
+        """A judge's request about an answer ``answer`` tokens long, on its line."""
         model = config.spec.model if isinstance(config.spec, LlmJudgeSpec) else None
-        ctx = grading_context(job, job.case, prompt, "word " * self.answer, judge)
+        ctx = grading_context(job, job.case, prompt, "word " * answer, judge)
         system, user = judge_prompts(ctx, config)
         tokens = (len(system) + len(user)) // 4 + 1
-        self.add(self.line(judge, "judge", model), judge, model, tokens, JUDGE_VERDICT_TOKENS)
+        verdict = capped(judge, JUDGE_VERDICT_TOKENS)
+        self.add(self.line(judge, "judge", model), judge, model, tokens, verdict)
+
+
+def capped(provider: Provider, tokens: int) -> int:
+    """``tokens``, at most what ``provider``'s target lets an answer be
+    (``max_output_tokens``): the run asks for no more, and a server honouring it sends no
+    more."""
+    limit = getattr(provider.settings, "max_output_tokens", None)
+    if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
+        return min(tokens, limit)
+    return tokens
 
 
 #: one request of a case: its input tokens, what makes the case and prompt a judge of its
@@ -337,13 +363,16 @@ def estimate_run(
     eval_id: str | None = None,
     answer_tokens: int = DEFAULT_ANSWER_TOKENS,
     allow_outside_root: bool = False,
+    pool: TargetPool | None = None,
 ) -> Estimate:
     """The estimate of running ``files`` as ``agentv eval`` would (``targets``: its
-    ``--target`` names; empty: each case's own). Nothing is sent, no secret is needed."""
+    ``--target`` names; empty: each case's own; ``pool``: the targets, Python ones
+    included, else those of ``targets_path``). Nothing is sent, no secret is needed."""
     import asyncio
 
     result = Estimate(answer_tokens=answer_tokens)
-    pool = TargetPool(cwd=cwd, targets_path=targets_path, preview=True)
+    if pool is None:
+        pool = TargetPool(cwd=cwd, targets_path=targets_path, preview=True)
     context = LoadContext(store=FileStore(cwd=cwd), allow_outside_root=allow_outside_root)
     work = _Estimator(pool, answer_tokens, result)
     failed: set[tuple[Path, str]] = set()

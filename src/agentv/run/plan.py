@@ -15,7 +15,7 @@ from pathlib import Path
 
 from agentv.cases import EvalCase, InvalidCase
 from agentv.errors import ConfigError, Diagnostic, InputError
-from agentv.evalfile.files import FileStore
+from agentv.evalfile.files import FileStore, display_path
 from agentv.evalfile.loader import (
     LoadContext,
     LoadedEvalFile,
@@ -436,6 +436,43 @@ def _invalid(loaded: LoadedEvalFile, case: EvalCase, reason: str) -> InvalidCase
     return InvalidCase(loaded.path, case.dataset, -1, case.id, case.line, (diag,))
 
 
+def same_cases(files: list[LoadedEvalFile]) -> list[Diagnostic]:
+    """An error at every case whose (dataset, id) an earlier file of the run has too.
+
+    Results, ``--resume``, ``compare``, ``--eval-id`` and ``regrade`` name a case by its
+    dataset and id: two cases with the same would be taken for runs of one case (their
+    records mixed, one's failure hidden by the other's pass), as two cases with one id in
+    a file would. Files of distinct datasets (each file's own, by default) are not read.
+    """
+    by_dataset: dict[str, list[LoadedEvalFile]] = {}
+    for loaded in files:
+        by_dataset.setdefault(loaded.dataset, []).append(loaded)
+    out: list[Diagnostic] = []
+    for dataset, group in by_dataset.items():
+        if len(group) < 2:
+            continue
+        first: dict[str, tuple[Path, int | None]] = {}
+        for loaded in group:
+            ids = [(case.id, case.line) for case in iter_cases(loaded)]
+            ids += [(bad.id, bad.line) for bad in loaded.invalid if bad.id is not None]
+            for case_id, line in ids:
+                where = first.setdefault(case_id, (loaded.path, line))
+                if where[0] == loaded.path:
+                    continue  # its own file says so itself (an id used twice)
+                at = f" (line {where[1]})" if where[1] is not None else ""
+                out.append(
+                    Diagnostic(
+                        loaded.path,
+                        f"case {case_id!r} of dataset {dataset!r} is also in "
+                        f"{display_path(where[0])}{at}: results and --resume name a case "
+                        "by its dataset and id, so their runs would be taken for one case's",
+                        line=line,
+                        hint="give one of the files its own `dataset:`, or rename one of the cases",
+                    )
+                )
+    return out
+
+
 def plan_run(
     eval_files: list[Path],
     pool: TargetPool,
@@ -490,6 +527,9 @@ def plan_run(
             continue
         files.append(loaded)
         diagnostics.extend(loaded.diagnostics)
+    twice = same_cases(files)
+    if twice:  # before any target is built: nothing runs
+        raise InputError("the same case is in two eval files", twice)
     plan = Plan(
         files=tuple(files),
         diagnostics=(),

@@ -18,24 +18,39 @@ answered, ``invalid``, ``skipped`` before its request was sent) and live convers
 (``turns``): their turns' questions were built from earlier answers and tool results that
 the record holds only as text, so grading them again could not promise the same
 questions; ``agentv eval`` runs them again.
+
+The results file streams through: read once to learn its latest records and the eval
+files they name (those outside the repository root are not read unless allowed), then
+again, each record graded and handed on in the file's order while the next ones are.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from agentv.cases import EvalCase
 from agentv.errors import AgentVError, ConfigError, Diagnostic, InputError
-from agentv.evalfile.files import FileStore, find_repo_root
+from agentv.evalfile.files import FileStore, find_repo_root, is_within
 from agentv.evalfile.loader import LoadContext, iter_cases, load_eval_file
 from agentv.evaluators.grading import needs_judge
 from agentv.prompts.builder import Prompt, PromptSettings, build_prompt
 from agentv.providers.base import ProviderResponse, Usage
-from agentv.results.outcome import result_record
-from agentv.results.record import ERROR, GRADED, SKIPPED, EvalResult, put_back_large_content
+from agentv.results.outcome import result_record, store_large_once
+from agentv.results.reader import ResultsReader, read_results
+from agentv.results.record import (
+    ERROR,
+    GRADED,
+    SKIPPED,
+    EvalResult,
+    RunKey,
+    put_back_large_content,
+)
 from agentv.run.costs import CASE_COST, CaseCost
 from agentv.run.plan import CaseJob
 from agentv.run.resume import Previous, prompt_changed
@@ -49,14 +64,16 @@ _SENT_FIELDS = ("lm_provider_request", "agent_provider_request", "raw_request", 
 
 @dataclass
 class Regraded:
-    """What a regrade did: the new records in the results file's order, and every record
-    it could not regrade, by why (``(eval_id, target, reason)``)."""
+    """What a regrade did: how many records it regraded, and every record it could not
+    regrade, by why (``(eval_id, target, reason)``); every record went to ``emit`` in the
+    results file's order."""
 
-    records: list[dict[str, Any]] = field(default_factory=list)
     regraded: int = 0
     prompt_changed: list[tuple[str, str]] = field(default_factory=list)  # (eval id, target)
     not_regraded: list[tuple[str, str, str]] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)
+    #: eval files the records name that were not read: outside the repository root
+    outside: set[Path] = field(default_factory=set)
     stats: RunStats = field(default_factory=RunStats)
     spent_usd: float = 0.0  # the judges' requests
     reused_usd: float = 0.0
@@ -67,10 +84,17 @@ class _Nothing:
         pass
 
 
-async def regrade_records(
-    results: list[EvalResult],
+#: records graded at once (each judge's gate keeps to its own limit), as a run would send
+_AT_ONCE = 16
+#: records read ahead of the one written next: the file streams through in this many
+_WINDOW = 64
+
+
+async def regrade_file(
+    source: Path,
     pool: TargetPool,
     settings: RunSettings,
+    emit: Callable[[dict[str, Any]], None],
     *,
     cwd: Path,
     eval_files: list[Path] | None = None,
@@ -78,28 +102,40 @@ async def regrade_records(
     progress: Any = None,
     config_thresholds: bool = True,
 ) -> Regraded:
-    """Regrade ``results`` (a results file's latest records) with the cases of
-    ``eval_files`` (default: the files the records name) and the targets of ``pool``."""
+    """Regrade the latest records of the results file ``source`` with the cases of
+    ``eval_files`` (default: the files the records name, those inside the repository
+    root unless the context allows others) and the targets of ``pool``; each new record
+    goes to ``emit`` in the file's order. The file is read twice, a record at a time:
+    memory holds the records in flight, not the file. ``InputError`` when it holds no
+    result."""
     context = context or LoadContext(store=FileStore(cwd=cwd))
     done = Regraded()
+    reader = read_results(source)
+    last: dict[RunKey, int] = {}
+    named: set[str] = set()
+    wanted: set[tuple[str, str]] = set()  # (eval file, target): built before grading
+    for line, result in reader:
+        last[result.run_key] = line
+        if result.eval_file:
+            named.add(result.eval_file)
+            wanted.add((result.eval_file, result.target or ""))
+    done.diagnostics.extend(reader.diagnostics)
+    if not last:
+        raise InputError(f"{source} holds no result to regrade", reader.diagnostics)
     by_file = eval_files is None  # named files: matched by dataset and id wherever they are
-    cases, thresholds = _cases(results, eval_files, cwd, context, done, by_file=by_file)
+    if eval_files is None:
+        eval_files = _named_files(named, cwd, context, done)
+    cases, thresholds = _cases(eval_files, context, done, by_file=by_file)
     if not config_thresholds:
         thresholds = {}
-    jobs: list[tuple[int, CaseJob, Prompt, EvalResult] | None] = []
-    for result in results:
-        job, prompt, why = _job(result, cases, thresholds, pool, cwd, by_file=by_file)
-        if job is None or prompt is None:
-            if why == "prompt":
-                done.prompt_changed.append((result.eval_id or "", result.target or ""))
-            elif why is not None:
-                done.not_regraded.append((result.eval_id or "", result.target or "", why))
-            done.records.append(result.model_dump(mode="json"))
-            jobs.append(None)
+    for name, target in sorted(wanted):  # every target's secrets known before grading
+        path = (cwd / name).resolve()
+        if path in done.outside:
             continue
-        done.records.append({})  # its place, filled when it is regraded
-        jobs.append((len(done.records) - 1, job, prompt, result))
-    # every target and judge is built by now: their secrets are known
+        with contextlib.suppress(AgentVError):
+            built = pool.target(path, find_repo_root(path.parent, cwd), target)
+            pool.check_judge(built)
+    # every target and judge the records name is built by now: their secrets are known
     sender = Sender(
         settings,
         judge_of=lambda target: _judge_of(pool, settings, target),
@@ -108,20 +144,74 @@ async def regrade_records(
         masker=Masker(pool.run_secrets()),
     )
     # as many at once as a run would send; each judge's gate keeps to its own limit
-    limit = asyncio.Semaphore(16)
+    limit = asyncio.Semaphore(_AT_ONCE)
 
-    async def one(index: int, job: CaseJob, prompt: Prompt, result: EvalResult) -> None:
+    async def one(job: CaseJob, prompt: Prompt, result: EvalResult) -> dict[str, Any]:
         async with limit:
-            done.records[index] = await _regrade(sender, job, prompt, result)
+            return await _regrade(sender, job, prompt, result)
+
+    keep = set(last.values())
+    last.clear()
+    window: deque[asyncio.Task[dict[str, Any]] | dict[str, Any]] = deque()
+
+    async def write_first() -> None:
+        item = window.popleft()
+        emit(item if isinstance(item, dict) else await item)
 
     try:
-        await asyncio.gather(*(one(*item) for item in jobs if item is not None))
+        for line, result in ResultsReader(source):
+            if line not in keep:
+                continue  # a later record of the same run supersedes it
+            job, prompt, why = _job(result, cases, thresholds, pool, cwd, by_file=by_file)
+            outside = by_file and result.eval_file and (cwd / result.eval_file).resolve()
+            if job is None and why is not None and outside in done.outside:
+                why = "its eval file is outside the repository root (not read)"
+            if job is None or prompt is None:
+                if why == "prompt":
+                    done.prompt_changed.append((result.eval_id or "", result.target or ""))
+                elif why is not None:
+                    done.not_regraded.append((result.eval_id or "", result.target or "", why))
+                window.append(_as_recorded(result))
+            else:
+                done.regraded += 1
+                window.append(asyncio.ensure_future(one(job, prompt, result)))
+            while window and (
+                len(window) > _WINDOW or isinstance(window[0], dict) or window[0].done()
+            ):
+                await write_first()
+        while window:
+            await write_first()
     finally:
+        for item in window:  # a write failed, or the regrade was cancelled
+            if not isinstance(item, dict):
+                item.cancel()
         await pool.aclose()
-    done.regraded = sum(1 for item in jobs if item is not None)
     done.spent_usd = sender.meter.spent
     done.reused_usd = sender.meter.reused
     return done
+
+
+def _named_files(named: set[str], cwd: Path, context: LoadContext, done: Regraded) -> list[Path]:
+    """The eval files the records name, those outside the repository root left out (and
+    said) unless the context allows them: a results file may come from anywhere, and the
+    files it names are read as an eval file's references are."""
+    root = find_repo_root(cwd, cwd)
+    files: list[Path] = []
+    for path in sorted({(cwd / name).resolve() for name in named}):
+        if not context.allow_outside_root and not is_within(path, root):
+            done.diagnostics.append(
+                Diagnostic(
+                    path,
+                    f"the eval file resolves outside the repository root ({root}): it was "
+                    "not read, and its records are not regraded",
+                    hint="name it with --evals, or pass --allow-outside-root if you trust "
+                    "the results file",
+                )
+            )
+            done.outside.add(path)
+            continue
+        files.append(path)
+    return files
 
 
 def _judge_of(pool: TargetPool, settings: RunSettings, target: RunTarget) -> tuple[Any, int]:
@@ -131,9 +221,7 @@ def _judge_of(pool: TargetPool, settings: RunSettings, target: RunTarget) -> tup
 
 
 def _cases(
-    results: list[EvalResult],
-    eval_files: list[Path] | None,
-    cwd: Path,
+    eval_files: list[Path],
     context: LoadContext,
     done: Regraded,
     *,
@@ -141,9 +229,6 @@ def _cases(
 ) -> tuple[dict[tuple[Path | None, str, str], EvalCase], dict[Path, float | None]]:
     """Every case of the eval files, by (file, dataset, id) (``by_file``) or by (dataset,
     id), and each file's pass threshold (its config's)."""
-    if eval_files is None:
-        named = {r.eval_file for r in results if r.eval_file}
-        eval_files = sorted({(cwd / name).resolve() for name in named})
     cases: dict[tuple[Path | None, str, str], EvalCase] = {}
     thresholds: dict[Path, float | None] = {}
     for path in eval_files:
@@ -279,6 +364,8 @@ async def _regrade(
         CASE_COST.reset(token)
     for key in _SENT_FIELDS:  # what was sent then, exactly as recorded
         value = getattr(result, key)
+        if key == "large_content" and value is not None:
+            value = {**value, **record.get(key, {})}  # and the new grading's large texts
         if value is not None:
             record[key] = value
         else:
@@ -286,6 +373,13 @@ async def _regrade(
     if result.token_limit_ignored:
         record["token_limit_ignored"] = True
     return sender.masker.record(record)
+
+
+def _as_recorded(result: EvalResult) -> dict[str, Any]:
+    """A record copied as it was: its large answers stored once again, as written."""
+    record = result.model_dump(mode="json")
+    store_large_once(record)
+    return record
 
 
 def default_regrade_path(results: Path) -> Path:

@@ -223,7 +223,7 @@ def read_state(path: Path, *, repair: bool) -> ResultsState:
             plan_digest=digest if isinstance(digest, str) else None,
             unfinished=unfinished_of(result, f"{path}:{line}"),
         )
-    state.diagnostics = reader.diagnostics
+    state.diagnostics = [*reader.diagnostics, *reader.notes]
     if not state.runs and any(d.hint for d in reader.diagnostics):
         first = reader.diagnostics[0]
         raise InputError(
@@ -246,9 +246,12 @@ def unfinished_of(result: EvalResult, origin: str) -> Unfinished | None:
     """What ``--resume`` goes on from in a conversation the budget stopped part-way: its
     ``skipped`` record with the turns it took. None for any other record, and for one
     whose turns do not hold what a conversation takes up again (a record written by hand,
-    or damaged): that conversation is run again from its start."""
+    or damaged, or whose texts were cut to fit a results file): that conversation is run
+    again from its start."""
     turns = result.turns
     if result.status != "skipped" or not result.skip_reason or not turns:
+        return None
+    if result.shortened:  # texts were cut to fit the file: not what was said
         return None
     if not isinstance(result.stopped, dict):
         return None

@@ -3,8 +3,8 @@ gives the result that goes back to the model (docs/eval-files.md, "Tools that an
 
 A mock is a fixed ``result``, canned ``results`` by arguments, or a ``script`` run as a
 shell command in its folder with the call's arguments as JSON on stdin (its stdout is the
-result; the same process rules as a code evaluator: its own process group, killed on
-timeout). A call that cannot be answered — an unknown tool, arguments that are not a JSON
+result; the same process and environment rules as a code evaluator: its own process group,
+killed on timeout, no vendor key variable unless its ``inherit_env`` names it). A call that cannot be answered — an unknown tool, arguments that are not a JSON
 object or do not fit the tool's parameters, no canned answer for them, a script that fails
 — is answered to the model as an error (``Error: ...``) and recorded; it never fails the
 case. Each call is recorded with its arguments, its result, its error and its time.
@@ -26,6 +26,7 @@ from typing import Any
 from agentv.cases import Tool
 from agentv.messages import ToolCall
 from agentv.providers.llm import json_text
+from agentv.system.env import child_environment
 from agentv.system.process import run_process
 from agentv.trajectory import ToolStep
 
@@ -185,7 +186,14 @@ async def _run_script(
     stdin = json.dumps(arguments, ensure_ascii=False).encode("utf-8")
     try:
         done = await run_process(
-            tool.script, cwd=tool.cwd, stdin=stdin, timeout=limit, stdout_head=MAX_RESULT_BYTES
+            tool.script,
+            cwd=tool.cwd,
+            stdin=stdin,
+            timeout=limit,
+            stdout_head=MAX_RESULT_BYTES,
+            # as a code evaluator's: what it prints goes to the model, so no vendor key
+            # reaches it unless the tool names it
+            env=child_environment(inherit=tool.inherit_env),
         )
     except OSError as exc:
         return "", f"the tool's script `{tool.script}` could not start: {exc.strerror or exc}"

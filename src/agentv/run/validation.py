@@ -19,7 +19,7 @@ from agentv.evalfile.finder import is_yaml, yaml_files
 from agentv.evalfile.guidelines import CONFIG_SCHEMA, parse_config
 from agentv.evalfile.loader import LoadContext, LoadedEvalFile, load_eval_file
 from agentv.evalfile.schema import EVAL_SCHEMA
-from agentv.run.plan import Plan
+from agentv.run.plan import Plan, same_cases
 from agentv.system.readfile import resolved, special
 from agentv.targets import TARGETS_SCHEMA, validate_targets_file
 from agentv.yaml.source import StreamSource, YamlSource, leading_schema, load_yaml, read_text
@@ -148,6 +148,8 @@ def validate_paths(
     for path in files:
         add(*validate_file(path, context))
     loaded = [r.loaded for r in reports.values() if r.loaded is not None]
+    for diag in same_cases(loaded):
+        add(FileReport(Path(diag.file or loaded[0].path)), [diag])
     if loaded:
         names = [target] if isinstance(target, str) else list(target or [])
         found = check_run_targets(

@@ -12,6 +12,17 @@ with a size cap that keeps the tail, since the end of stderr is where a failing 
 explains itself. Each stream keeps a little more than its cap (``SECRET_ROOM``), so that a
 secret crossing the cap is still whole, and masked whole, when the text is cut to size.
 
+On Linux a call that keeps no children runs under a small reaper process (``_REAPER_SCRIPT``,
+a child subreaper: ``PR_SET_CHILD_SUBREAPER``): every process the command starts stays
+below it, whatever it does to leave (``setsid``, dropping the tag, its parent exiting), and
+when the command exits the reaper kills and reaps all of them before it exits with the
+command's status. The process group and the tag alone cannot do that: a descendant that
+left the group and dropped the tag, and whose parent exited, is adopted by init, and
+nothing links it to its call any more. A cgroup would, but needs privileges or a
+delegated hierarchy that agentv cannot count on; the reaper needs neither, costs one
+short-lived Python process per call, and a program that cannot be found is still refused
+before anything starts.
+
 Children are bound to agentv's life, however agentv ends. SIGINT and SIGTERM cancel the
 run, and cancelling kills every group. For the signals nobody can catch (SIGKILL), a small
 watchdog process (one per agentv process, started with the first child) holds the read end
@@ -26,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -204,12 +216,36 @@ class _Capture:
         return masked_tail(whole, start, secrets)
 
 
-async def _read(stream: asyncio.StreamReader | None, capture: _Capture) -> None:
-    if stream is None:
-        return
-    while chunk := await stream.read(65536):
-        capture.feed(chunk)
-    capture.finish()
+class _PipeReader(asyncio.Protocol):
+    """Feeds one output pipe into its ``_Capture``. The pipe's transport is ours (not the
+    subprocess transport's), so a pipe that a leftover grandchild still holds open can be
+    closed without waiting for it."""
+
+    def __init__(self, capture: _Capture) -> None:
+        self.capture = capture
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def data_received(self, data: bytes) -> None:
+        self.capture.feed(data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.done.done():
+            self.capture.finish()
+            self.done.set_result(None)
+
+
+async def _open_reader(
+    read_fd: int, capture: _Capture
+) -> tuple[asyncio.BaseTransport, _PipeReader]:
+    """Reads the pipe end ``read_fd`` (taken over: closed with the transport)."""
+    pipe = os.fdopen(read_fd, "rb", buffering=0)
+    try:
+        return await asyncio.get_running_loop().connect_read_pipe(
+            lambda: _PipeReader(capture), pipe
+        )
+    except BaseException:
+        pipe.close()
+        raise
 
 
 async def _write(pipe: asyncio.StreamWriter | None, data: bytes | None) -> None:
@@ -297,6 +333,12 @@ class _Watchdog:
             with contextlib.suppress(OSError):
                 os.close(fd)
 
+    def prepare(self) -> None:
+        """Start the watchdog now, so that ``watch`` right after a spawn is one write: the
+        child is unwatched for as short a time as can be."""
+        with self._lock:
+            self._start()
+
     def watch(self, pgid: int) -> None:
         """Kill group ``pgid`` when agentv dies (until ``release``)."""
         with self._lock:
@@ -339,14 +381,136 @@ def _parent_death_hook() -> Callable[[], None] | None:
     except (OSError, AttributeError):  # pragma: no cover - a libc without prctl
         return None
     parent = os.getpid()
-    pr_set_pdeathsig = 1
 
     def bind() -> None:
-        prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0)
+        prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
         if os.getppid() != parent:  # agentv died while this child was starting
             os._exit(137)
 
     return bind
+
+
+#: ``prctl`` options (linux/prctl.h)
+_PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
+
+#: The reaper (Linux): runs ``argv[1]`` with the arguments ``argv[2:]`` as its only child;
+#: being a child subreaper (set before it starts: ``_reaper_hook``), it adopts every
+#: process below it that loses its parent. When its child exits it SIGKILLs what is left
+#: below it, reaps it, and exits as its child did (the same code, or the same signal).
+#: agentv's death reaches it as SIGUSR1 (its parent-death signal), on which it does the
+#: same at once: its child needs no binding of its own (no ``ctypes`` to load per call).
+_REAPER_SCRIPT = r"""
+import os, signal, sys
+program, argv = sys.argv[1], sys.argv[2:]
+reaper = os.getpid()
+def below():
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                stat = fh.read()
+            if int(stat[stat.rindex(b")") + 2 :].split()[1]) == reaper:
+                found.append(int(name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+def reap():
+    for _ in range(1000):  # each round kills a layer: what they started is adopted here
+        left = below()
+        if not left:
+            return
+        for child in left:
+            try:
+                os.kill(child, signal.SIGKILL)
+            except OSError:
+                pass
+        for child in left:
+            try:
+                os.waitpid(child, 0)
+            except OSError:
+                pass
+def orphaned(signum, frame):  # agentv died (the parent-death signal): nothing outlives it
+    reap()
+    os._exit(137)
+signal.signal(signal.SIGUSR1, orphaned)
+if os.getppid() == 1:
+    orphaned(0, None)
+pid = os.fork()
+if pid == 0:
+    signal.signal(signal.SIGUSR1, signal.SIG_DFL)
+    for name in ("SIGPIPE", "SIGXFSZ"):  # Python ignores them; the program must not
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), signal.SIG_DFL)
+    try:
+        os.execv(program, argv)
+    except OSError as exc:
+        os.write(2, f"{program}: {exc.strerror}\n".encode())
+        os._exit(127)
+while True:
+    try:
+        _, status = os.waitpid(pid, 0)
+        break
+    except InterruptedError:
+        continue
+reap()
+if os.WIFSIGNALED(status):
+    sig = os.WTERMSIG(status)
+    try:
+        signal.signal(sig, signal.SIG_DFL)
+    except (OSError, ValueError):  # SIGKILL and SIGSTOP have no handler to reset
+        pass
+    os.kill(reaper, sig)
+os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1)
+"""
+
+
+def _reaper_hook() -> Callable[[], None] | None:
+    """A ``preexec_fn`` making the child a child subreaper (kept across ``exec``) bound to
+    agentv: when agentv dies the reaper gets SIGUSR1, on which it kills everything below
+    it and exits (Linux only; None when ``_parent_death_hook`` cannot bind children)."""
+    if _parent_death_hook() is None:
+        return None
+    import ctypes
+
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    parent = os.getpid()
+
+    def hook() -> None:
+        prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        prctl(_PR_SET_PDEATHSIG, int(signal.SIGUSR1), 0, 0, 0)
+        if os.getppid() != parent:  # agentv died while this child was starting
+            os._exit(137)
+
+    return hook
+
+
+def _reaped(
+    command: Sequence[str] | str, env: Mapping[str, str], cwd: Path | str | None
+) -> list[str] | None:
+    """The argument list that runs ``command`` under the reaper, or None to run it as it
+    is (not Linux; no Python to run the reaper with; a program that is not found, which
+    must fail to start here, as ``OSError``)."""
+    if not _LINUX or not sys.executable:
+        return None
+    if isinstance(command, str):
+        program, argv = "/bin/sh", ["/bin/sh", "-c", command]
+    else:
+        argv = list(command)
+        if not argv:
+            return None
+        name = argv[0]
+        if os.sep in name:
+            found = os.path.join(str(cwd), name) if cwd is not None else name
+            found = found if os.access(found, os.X_OK) and os.path.isfile(found) else None
+        else:
+            found = shutil.which(name, path=env.get("PATH", os.defpath))
+        if found is None:
+            return None
+        program = found
+    return [sys.executable, "-I", "-S", "-c", _REAPER_SCRIPT, program, *argv]
 
 
 def _process_tree(pid: int) -> dict[int, bytes]:
@@ -486,14 +650,6 @@ async def _terminate(proc: asyncio.subprocess.Process, tag: str = "") -> None:
     await _exited(proc)
 
 
-def _close_transport(proc: asyncio.subprocess.Process) -> None:
-    # Pipes still held by a process outside the group: stop listening to them, so the
-    # event loop does not keep (and later warn about) the half-open transport.
-    transport = getattr(proc, "_transport", None)
-    if transport is not None:
-        transport.close()
-
-
 async def run_process(
     command: Sequence[str] | str,
     *,
@@ -539,8 +695,11 @@ async def run_process(
         if keep_children:
             out_sink: Any = files.enter_context(tempfile.TemporaryFile())
             err_sink: Any = files.enter_context(tempfile.TemporaryFile())
-        else:
-            out_sink = err_sink = asyncio.subprocess.PIPE
+        # stdout and stderr through pipes of our own: their read transports are ours to
+        # close when a leftover still holds a write end (docs/architecture.md)
+        pipes = [] if keep_children else [os.pipe(), os.pipe()]
+        if pipes:
+            out_sink, err_sink = pipes[0][1], pipes[1][1]
         options: dict[str, Any] = {
             "cwd": str(cwd) if cwd is not None else None,
             "env": env,
@@ -548,20 +707,33 @@ async def run_process(
             "stdout": out_sink,
             "stderr": err_sink,
         }
+        reaped = None if keep_children else _reaped(command, env, cwd)
         if _POSIX:
             options["start_new_session"] = True  # own session and group: killable as one
-            hook = _parent_death_hook()
+            hook = _reaper_hook() if reaped is not None else _parent_death_hook()
             if hook is not None:
                 options["preexec_fn"] = hook
+            else:
+                reaped = None  # a reaper that is not a subreaper would adopt nothing
         else:  # pragma: no cover - exercised on Windows only
             options["creationflags"] = 0x00000200  # CREATE_NEW_PROCESS_GROUP
-        started = time.monotonic()
-        if isinstance(command, str):
-            proc = await asyncio.create_subprocess_shell(command, **options)
-        else:
-            proc = await asyncio.create_subprocess_exec(*command, **options)
         # A launcher's detached children (keep_children) are meant to outlive the call.
         watched = _POSIX and not keep_children
+        if watched:
+            _watchdog.prepare()
+        started = time.monotonic()
+        unread = [read_fd for read_fd, _ in pipes]  # read ends not yet handed to a reader
+        files.callback(lambda: [os.close(fd) for fd in unread])
+        try:
+            if reaped is not None:
+                proc = await asyncio.create_subprocess_exec(*reaped, **options)
+            elif isinstance(command, str):
+                proc = await asyncio.create_subprocess_shell(command, **options)
+            else:
+                proc = await asyncio.create_subprocess_exec(*command, **options)
+        finally:
+            for _, write_fd in pipes:  # the child has them; we must not (or no EOF ever)
+                os.close(write_fd)
         if watched:
             _watchdog.watch(proc.pid)
 
@@ -570,13 +742,14 @@ async def run_process(
         else:
             out = _Capture("stdout", max_output, on_line)
         err = _Capture("stderr", max_output, on_line)
-        io_tasks = [
-            asyncio.ensure_future(_read(proc.stdout, out)),
-            asyncio.ensure_future(_read(proc.stderr, err)),
-            asyncio.ensure_future(_write(proc.stdin, data)),
-        ]
+        transports: list[asyncio.BaseTransport] = []
+        io_tasks: list[asyncio.Future[None]] = [asyncio.ensure_future(_write(proc.stdin, data))]
         timed_out = False
         try:
+            for capture in (out, err)[: len(pipes)]:
+                transport, reader = await _open_reader(unread.pop(0), capture)
+                transports.append(transport)
+                io_tasks.append(reader.done)
             try:
                 await asyncio.wait_for(_exited(proc), timeout)
             except TimeoutError:
@@ -590,10 +763,11 @@ async def run_process(
                 _signal_group(proc, signal.SIGKILL)
                 _, pending = await asyncio.wait(pending, timeout=DRAIN_TIMEOUT_S)
             if pending:
-                for task in pending:
-                    task.cancel()
+                # pipes still held by a process outside the group: stop listening to them
+                for transport in transports:
+                    transport.close()  # its reader finishes its capture
+                io_tasks[0].cancel()  # the writer, if the child never read its input
                 await asyncio.gather(*pending, return_exceptions=True)
-                _close_transport(proc)
             else:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(proc.wait(), DRAIN_TIMEOUT_S)
@@ -607,6 +781,8 @@ async def run_process(
                 await asyncio.wait_for(proc.wait(), TERMINATE_GRACE_S)
             raise
         finally:
+            for transport in transports:
+                transport.close()
             if watched:
                 _watchdog.release(proc.pid)
         if keep_children:

@@ -267,6 +267,7 @@ def _price_problem(
         return src.diagnostic(where, f"{label}: `price` has no `{key}`", hint=hint)
     return src.diagnostic(
         (*where, key),
-        f"{label}: `price.{key}` must be a number of US dollars per million tokens, 0 or more",
+        f"{label}: `price.{key}` must be a number of US dollars per million tokens, from 0 "
+        "to 1,000,000,000 (written as a number, not as text)",
         hint=hint,
     )

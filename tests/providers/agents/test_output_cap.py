@@ -5,9 +5,7 @@ and end with a marker saying so."""
 from __future__ import annotations
 
 import json
-import resource
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,6 +15,7 @@ from pydantic import ValidationError
 
 from agentv.providers.agents.cli import DEFAULT_MAX_ANSWER_BYTES, CliProvider, CliSettings
 from agentv.system.process import cut_marker, decode_head
+from support.cli_run import agentv_cli_peak
 from support.helpers import ask, write
 
 PY = shlex.quote(sys.executable)
@@ -107,18 +106,9 @@ def test_a_2_gib_output_file_is_read_no_further_than_the_cap(repo: Path) -> None
         "    input_messages: [{role: user, content: hi}]\n"
         "    execution: {evaluators: [{type: contains, value: 'cut at'}]}\n",
     )
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    proc = subprocess.run(
-        [sys.executable, "-m", "agentv", "eval", "evals/big.yaml", "--out", "r.jsonl"],
-        cwd=repo,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc, peak_kib = agentv_cli_peak(repo, "eval", "evals/big.yaml", "--out", "r.jsonl")
     assert proc.returncode == 0, proc.stderr
-    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    if before < 500 * 1024:  # (the peak of all of this test process's children so far)
-        assert peak_kib < 500 * 1024, f"agentv grew to {peak_kib // 1024} MiB"
+    assert peak_kib < 500 * 1024, f"agentv grew to {peak_kib // 1024} MiB"
     line = (repo / "r.jsonl").read_text(encoding="utf-8")
     assert len(line) < 100_000
     record = json.loads(line)

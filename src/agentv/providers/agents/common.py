@@ -50,6 +50,8 @@ def _blank_to_none(value: Any) -> Any:
 def _positive_seconds(value: float | None) -> float | None:
     if value is not None and not value > 0:
         raise PydanticCustomError("timeout", "must be greater than zero seconds")
+    if value is not None and not math.isfinite(value):
+        raise PydanticCustomError("timeout", "must be a finite number of seconds")
     return value
 
 

@@ -33,7 +33,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from agentv.errors import InputError
+from agentv.errors import Diagnostic, InputError
 from agentv.results.reader import read_results
 from agentv.results.record import GRADED
 from agentv.results.summary import SummaryCollector
@@ -127,6 +127,7 @@ class RunData:
     chunks: list[tuple[int, int]] = field(default_factory=list)  # (offset, length)
     bad_lines: list[int] = field(default_factory=list)
     bad_count: int = 0
+    notes: list[Diagnostic] = field(default_factory=list)  # records read with a repair
 
     def index(self) -> dict[str, Any]:
         return {
@@ -230,6 +231,15 @@ def _read_run(path: Path, name: str, spool: BinaryIO) -> RunData:
         if len(pending) >= CHUNK:
             flush()
     flush()
+    reader.check_named(len(run.rows))
+    if not run.rows and reader.diagnostics:  # never "0 results" for lines left out
+        count = len(reader.diagnostics)
+        raise InputError(
+            f"{path} holds no result ({count} line(s) are not results): give a results file "
+            "written by agentv eval",
+            reader.diagnostics[:_MAX_LISTED],
+        )
+    run.notes = reader.notes
     run.bad_count = len(reader.diagnostics)
     run.bad_lines = [d.line for d in reader.diagnostics[:_MAX_LISTED] if d.line is not None]
     return run
@@ -277,11 +287,14 @@ class Report:
         path: Where it was written.
         records: The records it shows.
         skipped: Per results file, its lines that were not results (left out).
+        notes: Records read with something put right (a null score read as 0), as
+            warnings with their file and line.
     """
 
     path: Path
     records: int
     skipped: dict[str, int]
+    notes: tuple[Diagnostic, ...] = ()
 
 
 def build_report(paths: list[Path], out: Path, *, title: str | None = None) -> Report:
@@ -340,6 +353,7 @@ def build_report(paths: list[Path], out: Path, *, title: str | None = None) -> R
         path=out,
         records=sum(len(run.rows) for run in runs),
         skipped={run.path: run.bad_count for run in runs if run.bad_count},
+        notes=tuple(note for run in runs for note in run.notes),
     )
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from agentv.errors import ConfigError, ResultsFileError
 from agentv.results.writers._base import ResultWriter
@@ -29,6 +30,7 @@ __all__ = [
     "dumps_line",
     "normalize_format",
     "open_writer",
+    "record_bytes",
 ]
 
 FORMATS: dict[str, type[JsonlWriter] | type[YamlWriter]] = {
@@ -69,3 +71,21 @@ def open_writer(path: Path, fmt: str = "jsonl", *, append: bool = False) -> Resu
     Raises ``ConfigError`` for an unknown format or a file that cannot be created.
     """
     return FORMATS[normalize_format(fmt)](path, append=append)
+
+
+def record_bytes(record: dict[str, Any], fmt: str, *, first: bool) -> bytes:
+    """``record`` as a writer of format ``fmt`` appends it (``first``: to an empty file),
+    never larger than a reader takes: for a file written another way (whole, then moved
+    into place)."""
+    from agentv.results.reader import MAX_RECORD_BYTES
+    from agentv.results.writers._fit import fitted
+
+    if normalize_format(fmt) == "yaml":
+        separator = b"---\n" if first else b"\n---\n"
+        body = fitted(record, _yaml_bytes, MAX_RECORD_BYTES - len(b"---\n"))
+        return separator + body
+    return fitted(record, dumps_line)
+
+
+def _yaml_bytes(record: dict[str, Any]) -> bytes:
+    return dumps_document(record).encode("utf-8")

@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 
 from agentv.results.writers._base import FileWriter, write_all
+from agentv.results.writers._fit import fitted
 
 _OPTIONS = orjson.OPT_APPEND_NEWLINE
 
@@ -63,7 +64,8 @@ class JsonlWriter(FileWriter):
     format = "jsonl"
 
     def write(self, record: dict[str, Any]) -> None:
-        """Append one record as a single line in a single write."""
-        line = dumps_line(record)
+        """Append one record as a single line in a single write (never a line larger
+        than a reader takes: ``_fit``)."""
+        line = fitted(record, dumps_line)
         with self._writing() as handle:
             write_all(handle, line, self.path)

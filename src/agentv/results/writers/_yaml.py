@@ -8,7 +8,9 @@ from typing import Any
 
 import yaml
 
+from agentv.results.reader import MAX_RECORD_BYTES
 from agentv.results.writers._base import FileWriter, write_all
+from agentv.results.writers._fit import fitted
 
 
 class _ExactKey(str):
@@ -85,6 +87,10 @@ def dumps_document(record: dict[str, Any]) -> str:
     )
 
 
+def _encoded(record: dict[str, Any]) -> bytes:
+    return dumps_document(record).encode("utf-8")
+
+
 class YamlWriter(FileWriter):
     """Writes each result as its own YAML document, straight to the file."""
 
@@ -97,11 +103,13 @@ class YamlWriter(FileWriter):
         self._first: bool | None = None if append else True
 
     def write(self, record: dict[str, Any]) -> None:
-        """Append one record as a document (``---`` then the body) in a single write."""
-        body = dumps_document(record)
+        """Append one record as a document (``---`` then the body) in a single write
+        (never a document larger than a reader takes: ``_fit``)."""
+        # the document's `---` line counts too
+        body = fitted(record, _encoded, MAX_RECORD_BYTES - len(b"---\n"))
         with self._writing() as handle:
             if self._first is None:
                 self._first = os.fstat(handle.fileno()).st_size == 0
-            separator = "---\n" if self._first else "\n---\n"
-            write_all(handle, (separator + body).encode("utf-8"), self.path)
+            separator = b"---\n" if self._first else b"\n---\n"
+            write_all(handle, separator + body, self.path)
             self._first = False
