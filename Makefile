@@ -20,7 +20,7 @@ export UV_PROJECT_ENVIRONMENT := $(VENV)
 export UV_COMPILE_BYTECODE := 1
 unexport VIRTUAL_ENV
 
-.PHONY: install lock lock-upgrade test test-latest lint docs docs-serve demo bench bench-peers bench-ray bench-report bench-rows bench-view screenshots browser clean mutation
+.PHONY: install lock lock-upgrade test test-fast test-latest lint docs docs-serve demo bench bench-peers bench-ray bench-report bench-rows bench-view screenshots browser clean mutation
 
 install: $(STAMP)
 
@@ -49,6 +49,11 @@ lint: install
 # start once, and its tests never race each other.
 test: install lint browser docs
 	$(BIN)/python -m pytest -n auto --dist loadfile
+
+# The inner loop: the tests that start no process, Ray, browser or npm (not marked slow,
+# docs/testing.md); no lint, no docs build.
+test-fast: install
+	$(BIN)/python -m pytest -n auto --dist loadfile -m "not slow"
 
 # The suite against the newest versions pyproject.toml allows (no lock), in its own venv:
 # drift in a dependency shows here before a user's fresh install meets it.

@@ -15,8 +15,8 @@ import pytest
 
 import agentv
 from agentv.results.record import EvalResult
-from support.cli_run import agentv_cli
-from support.helpers import write
+from support.cli import agentv_cli
+from support.files import write
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -92,6 +92,7 @@ def test_all_is_pinned_and_every_name_resolves() -> None:
         _ = agentv.nope  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow
 def test_import_stays_light() -> None:
     # `agentv --version` must not pay for pydantic or the SDKs: the names load on first use.
     code = "import sys, agentv; print(any(m in sys.modules for m in ('pydantic', 'openai')))"
@@ -132,6 +133,7 @@ def _comparable(record: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+@pytest.mark.slow
 def test_run_eval_results_equal_the_cli_results_file(project: Path) -> None:
     run = agentv.run_eval("examples/", target="mock", cwd=project)
     cli_out = project / "cli.jsonl"
@@ -165,6 +167,7 @@ def test_run_eval_writes_the_results_file_when_asked(project: Path) -> None:
     assert json.loads(line) == run.results[0].model_dump(mode="json")
 
 
+@pytest.mark.slow
 async def test_arun_eval_inside_a_running_event_loop(project: Path) -> None:
     run = await agentv.arun_eval("examples/brainstorm.yaml", target="mock", cwd=project)
     assert [r.eval_id for r in run.results] == ["brainstorm-cli-names"]
@@ -204,6 +207,7 @@ def test_load_eval_file_returns_cases_and_diagnostics(project: Path) -> None:
     assert loaded.errors == []
 
 
+@pytest.mark.slow
 def test_render_returns_what_the_cli_prints(project: Path) -> None:
     views = agentv.render("examples/tool-use.yaml", target="mock", cwd=project)
     proc = agentv_cli(
@@ -255,6 +259,7 @@ def test_a_missing_variable_is_a_setup_error(project: Path) -> None:
         agentv.prepare_run("examples/tool-use.yaml", target="needs-key", cwd=project)
 
 
+@pytest.mark.slow
 def test_read_compare_report_and_junit_of_real_runs(project: Path) -> None:
     base = agentv.run_eval("examples/", target="mock", out="base.jsonl", cwd=project)
     new = agentv.run_eval(
@@ -336,6 +341,7 @@ def _check_function(where: str, function: Any) -> list[str]:
     return problems
 
 
+@pytest.mark.slow  # griffe asks git where the package is kept
 def test_every_public_function_and_method_documents_its_arguments_and_result() -> None:
     # docs/python-api.md renders these docstrings (Google style, mkdocs.yml)
     import griffe

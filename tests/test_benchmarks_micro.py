@@ -8,6 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+#: every test here runs the benchmarks as a process: left out of `make test-fast`
+pytestmark = pytest.mark.slow
+
 MICRO = Path(__file__).resolve().parents[1] / "benchmarks" / "micro.py"
 
 

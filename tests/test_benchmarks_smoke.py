@@ -101,6 +101,7 @@ def test_result_checks_reject_bad_runs(
     run.check_results(out, suite)  # any order, all passing: fine
 
 
+@pytest.mark.slow
 def test_measure_reports_child_rss_and_kills_hung_runs(
     bench: dict[str, ModuleType], tmp_path: Path
 ) -> None:
@@ -147,6 +148,7 @@ def test_max_in_flight_counts_overlapping_requests(bench: dict[str, ModuleType])
     assert mif([0.0, 0.2, 0.4], 0.1) == 1
 
 
+@pytest.mark.slow
 def test_make_bench_code_path_at_tiny_sizes(
     bench: dict[str, ModuleType], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -184,6 +186,7 @@ def test_make_bench_code_path_at_tiny_sizes(
     assert data["meta"]["agentv_version"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["sdk-create", "sdk-post", "aiohttp"])
 def test_bare_client_sends_the_body_n_times_and_checks_the_answers(
     bench: dict[str, ModuleType], tmp_path: Path, mode: str
@@ -240,6 +243,7 @@ async def test_fake_server_streams_chat_completions_for_streaming_clients(
     assert server.requests[0].body["stream"] is True
 
 
+@pytest.mark.slow
 def test_make_bench_rate_limit_and_fault_scenarios_at_tiny_sizes(
     bench: dict[str, ModuleType], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -343,6 +347,7 @@ def test_peer_s5_counts_failed_cases_instead_of_failing(
     sys.modules.pop("peers", None)
 
 
+@pytest.mark.slow
 def test_peer_s6_runs_agentv_against_the_faulty_server_and_reports_it(
     bench: dict[str, ModuleType], tmp_path: Path
 ) -> None:
@@ -385,6 +390,7 @@ def test_peer_s6_runs_agentv_against_the_faulty_server_and_reports_it(
     sys.modules.pop("peers", None)
 
 
+@pytest.mark.slow
 def test_peer_s5_runs_agentv_against_a_limited_server_and_reports_it(
     bench: dict[str, ModuleType], tmp_path: Path
 ) -> None:
@@ -448,6 +454,7 @@ def test_counted_results_count_failed_cases_and_reject_broken_runs(
         run.count_results(out, suite)
 
 
+@pytest.mark.slow
 def test_s8_live_code_path_at_tiny_sizes(
     bench: dict[str, ModuleType], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
+
+import pytest
+
+from support.cli import agentv_cli
+
+#: every test here runs agentv as a process: left out of `make test-fast`
+pytestmark = pytest.mark.slow
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -17,14 +21,7 @@ def test_example_suite_runs_offline_and_passes(tmp_path: Path) -> None:
     shutil.copytree(EXAMPLES, project / "examples")
     (project / ".git").mkdir()
     out = project / "results.jsonl"
-    proc = subprocess.run(
-        [sys.executable, "-m", "agentv", "eval", "examples/", "--out", str(out)],
-        cwd=project,
-        env={**os.environ, "CI": "1"},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = agentv_cli(project, "eval", "examples/", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     rows = {r["eval_id"]: r for r in map(json.loads, out.read_text().splitlines())}
     assert set(rows) == {

@@ -299,6 +299,7 @@ def _pages_with_examples() -> list[Path]:
     return [p for p in PAGES if any(b.kind or b.lang in ("yaml", "yml", "json") for b in blocks(p))]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", _pages_with_examples(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_page_examples_work(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     project = tmp_path / "project"
@@ -363,6 +364,7 @@ def test_python_api_page_documents_every_public_name() -> None:
             assert re.search(rf"^::: agentv\.{name}$", text, re.M), f"::: agentv.{name} missing"
 
 
+@pytest.mark.slow
 def test_site_builds_strictly(tmp_path: Path) -> None:
     """`make docs` in the test suite: a broken link, anchor or reference fails here too."""
     site = tmp_path / "site"
@@ -403,6 +405,7 @@ def _json_blocks(page: Path) -> list[Any]:
     return [json.loads(b.text) for b in blocks(page) if b.lang == "json"]
 
 
+@pytest.mark.slow
 def test_getting_started_shows_the_messages_render_shows(tmp_path: Path) -> None:
     page = DOCS / "getting-started.md"
     project = _project_of(page, tmp_path)
@@ -425,6 +428,7 @@ def test_getting_started_shows_the_messages_render_shows(tmp_path: Path) -> None
     assert shown == [json.loads(done.stdout)[0]["sent_messages"]]
 
 
+@pytest.mark.slow
 def test_code_evaluator_reads_what_the_page_says(tmp_path: Path) -> None:
     """The JSON a code evaluator reads on stdin, field for field (eval-files.md)."""
     page = DOCS / "eval-files.md"
@@ -461,6 +465,7 @@ def _shown_fields(text: str) -> dict[str, Any]:
     return json.loads("{" + ",".join(items) + "}")
 
 
+@pytest.mark.slow
 def test_prompt_rules_worked_examples_hold(tmp_path: Path) -> None:
     """Section 9 of prompt-rules.md: each example's question and messages, as render shows."""
     page = DOCS / "prompt-rules.md"

@@ -3,151 +3,33 @@
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from support.fakes.llm_server import FakeLLMServer, RecordedRequest
-from support.helpers import write
+from support.cli import agentv_cli, start_agentv
+from support.fakes.llm_server import FakeLLMServer
+from support.files import write
+from support.suites import (
+    DEBUG_ENV,
+    DEBUG_SECRET,
+    debug_reply,
+    debug_targets,
+    write_debug_suite,
+)
+from support.targets import write_targets
 
-SECRET = "sk-e2e-secret-key-0123456789abcdef"
-JUDGE_VERDICT = {
-    "score": 0.75,
-    "hits": ["names the cause"],
-    "misses": ["no test suggested"],
-    "reasoning": "Mostly right.",
-}
-
-
-def _reply(rec: RecordedRequest) -> str:
-    messages = (rec.body or {}).get("messages", [])
-    system = messages[0]["content"] if messages and messages[0]["role"] == "system" else ""
-    if system.startswith("You are an expert evaluator"):
-        return "Here is my grade:\n```json\n" + json.dumps(JUDGE_VERDICT) + "\n```"
-    return "The KeyError comes from the missing 'user' key. The answer is 42."
+#: every test here runs agentv as a process: left out of `make test-fast`
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
 def server():
-    with FakeLLMServer(reply=_reply) as srv:
+    with FakeLLMServer(reply=debug_reply) as srv:
         yield srv
-
-
-def _targets(repo: Path, url: str, extra: str = "") -> None:
-    write(
-        repo,
-        ".agentv/targets.yaml",
-        f"""$schema: agentv-targets-v2.2
-targets:
-  - name: default
-    provider: openai
-    base_url: {url}/v1
-    api_key: ${{{{ E2E_API_KEY }}}}
-    model: fake-model
-    max_retries: 0
-  - name: broken
-    provider: openai
-    base_url: http://127.0.0.1:9/v1
-    api_key: ${{{{ E2E_API_KEY }}}}
-    model: fake-model
-    max_retries: 0
-{extra}""",
-    )
-
-
-CHECK_SCRIPT = """\
-import json, sys
-payload = json.load(sys.stdin)
-ok = "42" in payload["candidate_answer"]
-print(json.dumps({"score": 1.0 if ok else 0.0,
-                  "hits": ["says 42"] if ok else [],
-                  "misses": [] if ok else ["no 42"],
-                  "reasoning": "question had %d markers" % payload["question"].count("@[")}))
-"""
-
-
-def _suite(repo: Path) -> Path:
-    write(repo, "evals/guides/debug.instructions.md", "Answer in one paragraph.\n")
-    write(repo, "evals/src/app.py", "def handler(event):\n    return event['user']\n")
-    write(repo, "evals/check.py", CHECK_SCRIPT)
-    write(
-        repo,
-        "evals/crash.py",
-        "import sys\nsys.stderr.write('boom: checker crashed')\nsys.exit(3)\n",
-    )
-    return write(
-        repo,
-        "evals/debug.yaml",
-        """$schema: agentv-eval-v2
-evalcases:
-  - id: multi-turn
-    outcome: Explains the KeyError and gives the answer 42.
-    input_messages:
-      - role: system
-        content: You are a debugging assistant.
-      - role: user
-        content:
-          - type: text
-            value: My handler crashes.
-          - type: file
-            value: guides/debug.instructions.md
-          - type: file
-            value: src/app.py
-      - role: assistant
-        content: What error do you see?
-      - role: user
-        content: A KeyError. Why?
-    execution:
-      evaluators:
-        - name: judge
-          type: llm_judge
-        - name: check
-          type: code
-          script: python3 check.py
-  - id: provider-down
-    outcome: Anything.
-    input_messages:
-      - role: user
-        content: Hello?
-    execution:
-      target: broken
-      evaluators:
-        - type: contains
-          value: "42"
-  - id: checker-crash
-    outcome: Anything.
-    input_messages:
-      - role: user
-        content: What is 6 times 7?
-    execution:
-      evaluators:
-        - name: crash
-          type: code
-          script: python3 crash.py
-        - type: contains
-          value: "42"
-""",
-    )
-
-
-def _agentv(
-    repo: Path, *args: str, timeout: float = 120, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    full_env = {**os.environ, "E2E_API_KEY": SECRET, "CI": "1", **(env or {})}
-    return subprocess.run(
-        [sys.executable, "-m", "agentv", *args],
-        cwd=repo,
-        env=full_env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
 
 
 def _rows(path: Path) -> dict[str, dict]:
@@ -156,10 +38,12 @@ def _rows(path: Path) -> dict[str, dict]:
 
 
 def test_end_to_end_results_requests_and_secrets(repo: Path, server: FakeLLMServer) -> None:
-    _targets(repo, server.url)
-    _suite(repo)
+    write_targets(repo, *debug_targets(server.url))
+    write_debug_suite(repo)
     out = repo / "out.jsonl"
-    proc = _agentv(repo, "eval", "evals/debug.yaml", "--out", str(out), "--dump-prompts")
+    proc = agentv_cli(
+        repo, "eval", "evals/debug.yaml", "--out", str(out), "--dump-prompts", env=DEBUG_ENV
+    )
     # a provider failure and an evaluator crash: the run finishes, and says so in its code
     assert proc.returncode == 3, proc.stderr
     assert "2 case(s) errored, 0 invalid: exit code 3" in proc.stderr
@@ -208,7 +92,7 @@ def test_end_to_end_results_requests_and_secrets(repo: Path, server: FakeLLMServ
     judge_user = judge_calls[0].body["messages"][1]["content"]
     assert "[[ ## question ## ]]\n" + raw["question"] in judge_user
     assert "Answer in one paragraph." not in judge_user
-    assert sent.headers["authorization"] == f"Bearer {SECRET}"
+    assert sent.headers["authorization"] == f"Bearer {DEBUG_SECRET}"
 
     # A provider failure and an evaluator crash are rows, not the end of the run.
     down = rows["provider-down"]
@@ -227,12 +111,12 @@ def test_end_to_end_results_requests_and_secrets(repo: Path, server: FakeLLMServ
     dumped = json.loads(next(d for d in dumps if "multi-turn" in d.name).read_text())
     assert dumped["question"] == raw["question"]
     for text in [out.read_text(), proc.stdout, proc.stderr, *(d.read_text() for d in dumps)]:
-        assert SECRET not in text
+        assert DEBUG_SECRET not in text
     assert "Results written to:" in proc.stdout
 
 
 def test_cache_second_run_sends_nothing(repo: Path, server: FakeLLMServer) -> None:
-    _targets(repo, server.url)
+    write_targets(repo, *debug_targets(server.url))
     write(
         repo,
         "evals/simple.yaml",
@@ -248,10 +132,14 @@ evalcases:
     execution: {evaluators: [{type: contains, value: "42"}]}
 """,
     )
-    first = _agentv(repo, "eval", "evals/simple.yaml", "--cache", "--out", "a.jsonl")
+    first = agentv_cli(
+        repo, "eval", "evals/simple.yaml", "--cache", "--out", "a.jsonl", env=DEBUG_ENV
+    )
     assert first.returncode == 0, first.stderr
     assert len(server.requests) == 2
-    second = _agentv(repo, "eval", "evals/simple.yaml", "--cache", "--out", "b.jsonl")
+    second = agentv_cli(
+        repo, "eval", "evals/simple.yaml", "--cache", "--out", "b.jsonl", env=DEBUG_ENV
+    )
     assert second.returncode == 0, second.stderr
     assert len(server.requests) == 2  # nothing new reached the API
     assert (
@@ -281,9 +169,11 @@ def _many_cases(repo: Path, n: int) -> Path:
 
 def test_workers_run_cases_concurrently(repo: Path) -> None:
     with FakeLLMServer(reply="42", delay_ms=200) as srv:
-        _targets(repo, srv.url)
+        write_targets(repo, *debug_targets(srv.url))
         _many_cases(repo, 20)
-        proc = _agentv(repo, "eval", "evals/many.yaml", "--workers", "10", "--out", "r.jsonl")
+        proc = agentv_cli(
+            repo, "eval", "evals/many.yaml", "--workers", "10", "--out", "r.jsonl", env=DEBUG_ENV
+        )
         received = [r.received_at for r in srv.requests]
     assert proc.returncode == 0, proc.stderr
     assert len(_rows(repo / "r.jsonl")) == 20
@@ -299,27 +189,11 @@ def test_workers_run_cases_concurrently(repo: Path) -> None:
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_interrupt_keeps_finished_cases(repo: Path, signum: int) -> None:
     with FakeLLMServer(reply="42", delay_ms=300) as srv:
-        _targets(repo, srv.url)
+        write_targets(repo, *debug_targets(srv.url))
         _many_cases(repo, 40)
         out = repo / "r.jsonl"
-        env = {**os.environ, "E2E_API_KEY": SECRET, "CI": "1"}
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "agentv",
-                "eval",
-                "evals/many.yaml",
-                "--workers",
-                "2",
-                "--out",
-                str(out),
-            ],
-            cwd=repo,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
+        proc = start_agentv(
+            repo, "eval", "evals/many.yaml", "--workers", "2", "--out", str(out), env=DEBUG_ENV
         )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -339,17 +213,16 @@ def test_interrupt_keeps_finished_cases(repo: Path, signum: int) -> None:
         # the command it prints finishes the run, into the same file
         said = [x for x in stderr.splitlines() if x.startswith("To finish the run: ")]
         assert said == ["To finish the run: agentv eval evals/many.yaml --resume r.jsonl"]
-        words = shlex.split(said[0].removeprefix("To finish the run: "))
-        done = subprocess.run(
-            [sys.executable, "-m", *words], cwd=repo, env=env, capture_output=True, text=True
-        )
+        program, *words = shlex.split(said[0].removeprefix("To finish the run: "))
+        assert program == "agentv"
+        done = agentv_cli(repo, *words, env=DEBUG_ENV)
         assert done.returncode == 0, done.stderr
     ids = [json.loads(line)["eval_id"] for line in out.read_text().splitlines()]
     assert sorted(ids) == [f"case-{i:02d}" for i in range(40)]
 
 
 def test_threshold_sets_exit_code(repo: Path, server: FakeLLMServer) -> None:
-    _targets(repo, server.url)
+    write_targets(repo, *debug_targets(server.url))
     write(
         repo,
         "evals/t.yaml",
@@ -361,20 +234,24 @@ evalcases:
     execution: {evaluators: [{type: contains, value: "43"}]}
 """,
     )
-    low = _agentv(repo, "eval", "evals/t.yaml", "--threshold", "0.5", "--out", "a.jsonl")
+    low = agentv_cli(
+        repo, "eval", "evals/t.yaml", "--threshold", "0.5", "--out", "a.jsonl", env=DEBUG_ENV
+    )
     assert low.returncode == 1
     assert "below the threshold" in low.stderr
-    ok = _agentv(repo, "eval", "evals/t.yaml", "--threshold", "0", "--out", "b.jsonl")
+    ok = agentv_cli(
+        repo, "eval", "evals/t.yaml", "--threshold", "0", "--out", "b.jsonl", env=DEBUG_ENV
+    )
     assert ok.returncode == 0, ok.stderr
 
 
 def test_init_never_overwrites(repo: Path) -> None:
     write(repo, ".agentv/targets.yaml", "# mine\n")
-    proc = _agentv(repo, "init")
+    proc = agentv_cli(repo, "init", env=DEBUG_ENV)
     assert proc.returncode == 0, proc.stderr
     assert (repo / ".agentv/targets.yaml").read_text() == "# mine\n"
     assert "Kept existing .agentv/targets.yaml" in proc.stdout
     assert (repo / ".agentv/config.yaml").read_text().startswith("$schema: agentv-config-v2")
     assert (repo / ".env.example").exists()
-    again = _agentv(repo, "init")
+    again = agentv_cli(repo, "init", env=DEBUG_ENV)
     assert "Nothing to do" in again.stdout

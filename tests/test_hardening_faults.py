@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -23,10 +24,15 @@ import pytest
 
 from agentv.providers.base import ProviderResponse, Usage
 from agentv.run.cache import ResponseCache
+from support.cli import agentv_cli, start_agentv
 from support.fakes import FakeLLMServer, Fault
-from support.helpers import write
+from support.files import write
+from support.targets import openai_target, write_targets
 
 KEY = "sk-fault-test-key-0123456789"
+ENV = {"FAULT_KEY": KEY}
+#: the target's fields besides its address: the key from the environment
+TARGET = {"api_key": "${{ FAULT_KEY }}", "model": "fake-model", "retry_initial_delay_ms": 1}
 
 ONE_CASE = (
     "$schema: agentv-eval-v2\nevalcases:\n"
@@ -40,36 +46,6 @@ ONE_CASE = (
 def server():
     with FakeLLMServer(reply="The answer is 42.") as srv:
         yield srv
-
-
-def lm_target(repo: Path, url: str, extra: str = "") -> None:
-    write(
-        repo,
-        ".agentv/targets.yaml",
-        "$schema: agentv-targets-v2.2\ntargets:\n"
-        "  - name: default\n    provider: openai\n"
-        f"    base_url: {url}/v1\n    api_key: ${{{{ FAULT_KEY }}}}\n    model: fake-model\n"
-        f"    retry_initial_delay_ms: 1\n{extra}",
-    )
-
-
-def agentv_cmd(*args: str) -> list[str]:
-    return [sys.executable, "-m", "agentv", *args]
-
-
-def agentv_env() -> dict[str, str]:
-    return {**os.environ, "FAULT_KEY": KEY, "CI": "1"}
-
-
-def agentv(repo: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        agentv_cmd(*args),
-        cwd=repo,
-        env=agentv_env(),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
 
 
 def rows(path: Path) -> list[dict[str, Any]]:
@@ -155,6 +131,7 @@ print(cache.get("ab" + "5" * 62), cache.get("ab" + "6" * 62).text)
 """
 
 
+@pytest.mark.slow
 def test_an_entry_that_cannot_be_written_is_not_cached_and_leaves_no_temp_file(
     tmp_path: Path,
 ) -> None:
@@ -191,13 +168,14 @@ def test_an_empty_answer_is_never_cached(tmp_path: Path) -> None:
     assert not list(tmp_path.rglob("*"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["[]", "null", '{"text": 1}', "folder"])
 def test_a_run_with_a_damaged_cache_entry_sends_again_and_passes(
     repo: Path, server: FakeLLMServer, damage: str
 ) -> None:
-    lm_target(repo, server.url)
+    write_targets(repo, openai_target(server.url, **TARGET))
     write(repo, "evals/one.yaml", ONE_CASE)
-    first = agentv(repo, "eval", "evals/one.yaml", "--cache", "--out", "a.jsonl")
+    first = agentv_cli(repo, "eval", "evals/one.yaml", "--cache", "--out", "a.jsonl", env=ENV)
     assert first.returncode == 0, first.stderr
     (entry,) = cache_entries(repo)
     entry.unlink()
@@ -205,27 +183,28 @@ def test_a_run_with_a_damaged_cache_entry_sends_again_and_passes(
         (entry / "sub").mkdir(parents=True)
     else:
         entry.write_text(damage)
-    second = agentv(repo, "eval", "evals/one.yaml", "--cache", "--out", "b.jsonl")
+    second = agentv_cli(repo, "eval", "evals/one.yaml", "--cache", "--out", "b.jsonl", env=ENV)
     assert second.returncode == 0, second.stderr
     (record,) = rows(repo / "b.jsonl")
     assert record["status"] == "ok" and record["candidate_answer"] == "The answer is 42."
     assert len(server.requests) == 2  # the damaged entry was a miss
     assert json.loads(entry.read_text())["text"] == "The answer is 42."  # rewritten
     assert not list((repo / ".agentv" / "cache").rglob("*.tmp"))
-    third = agentv(repo, "eval", "evals/one.yaml", "--cache", "--out", "c.jsonl")
+    third = agentv_cli(repo, "eval", "evals/one.yaml", "--cache", "--out", "c.jsonl", env=ENV)
     assert third.returncode == 0 and len(server.requests) == 2  # and used again
 
 
 # --- empty answers ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_an_empty_answer_is_an_error_and_a_rerun_asks_again(
     repo: Path, server: FakeLLMServer
 ) -> None:
-    lm_target(repo, server.url, "    max_retries: 3\n")
+    write_targets(repo, openai_target(server.url, **TARGET, max_retries=3))
     write(repo, "evals/one.yaml", ONE_CASE)
     server.script(Fault.empty_answer(), Fault.empty_answer())
-    first = agentv(repo, "eval", "evals/one.yaml", "--cache", "--out", "a.jsonl")
+    first = agentv_cli(repo, "eval", "evals/one.yaml", "--cache", "--out", "a.jsonl", env=ENV)
     assert first.returncode == 3, first.stderr
     (record,) = rows(repo / "a.jsonl")
     assert record["status"] == "error"
@@ -235,7 +214,7 @@ def test_an_empty_answer_is_an_error_and_a_rerun_asks_again(
     assert record["attempts"] == 2
     assert len(server.requests) == 2  # retried once, not max_retries times
     assert not cache_entries(repo)
-    second = agentv(repo, "eval", "evals/one.yaml", "--cache", "--out", "b.jsonl")
+    second = agentv_cli(repo, "eval", "evals/one.yaml", "--cache", "--out", "b.jsonl", env=ENV)
     assert second.returncode == 0, second.stderr
     (record,) = rows(repo / "b.jsonl")
     assert record["status"] == "ok" and record["candidate_answer"] == "The answer is 42."
@@ -255,25 +234,21 @@ def many_cases(n: int, answer_size: int = 0) -> str:
     return f"$schema: agentv-eval-v2\nevalcases:\n{cases}"
 
 
+@pytest.mark.slow
 def test_a_second_run_on_the_same_out_stops_at_once_and_the_first_is_intact(
     repo: Path, server: FakeLLMServer
 ) -> None:
-    server.delay_ms = 1000  # 6 s in all: the second run meets it however slowly it starts
-    lm_target(repo, server.url)
+    server.hold = threading.Event()  # the first run's answers wait until the second ended
+    write_targets(repo, openai_target(server.url, **TARGET))
     write(repo, "evals/many.yaml", many_cases(12))
-    first = subprocess.Popen(
-        agentv_cmd("eval", "evals/many.yaml", "--out", "same.jsonl", "--workers", "2"),
-        cwd=repo,
-        env=agentv_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    first = start_agentv(
+        repo, "eval", "evals/many.yaml", "--out", "same.jsonl", "--workers", "2", env=ENV
     )
     try:
         assert first.stdout is not None
         assert first.stdout.readline().startswith("Output path: ")  # the file is held now
         started = time.monotonic()
-        second = agentv(repo, "eval", "evals/many.yaml", "--out", "same.jsonl")
+        second = agentv_cli(repo, "eval", "evals/many.yaml", "--out", "same.jsonl", env=ENV)
         took = time.monotonic() - started
         assert second.returncode == 1
         assert second.stderr.strip().endswith(
@@ -284,8 +259,10 @@ def test_a_second_run_on_the_same_out_stops_at_once_and_the_first_is_intact(
         assert "Results written to" not in second.stdout
         assert took < 30
         assert first.poll() is None, "the second run must not have waited for the first"
+        server.hold.set()
         _, err = first.communicate(timeout=120)
     finally:
+        server.hold.set()
         if first.poll() is None:
             first.kill()
             first.wait()
@@ -295,41 +272,31 @@ def test_a_second_run_on_the_same_out_stops_at_once_and_the_first_is_intact(
     assert len(server.requests) == 12  # the second run sent nothing
 
 
+@pytest.mark.slow
 def test_a_run_after_a_finished_run_may_reuse_its_out(repo: Path, server: FakeLLMServer) -> None:
-    lm_target(repo, server.url)
+    write_targets(repo, openai_target(server.url, **TARGET))
     write(repo, "evals/one.yaml", ONE_CASE)
     for _ in range(2):
-        proc = agentv(repo, "eval", "evals/one.yaml", "--out", "again.jsonl")
+        proc = agentv_cli(repo, "eval", "evals/one.yaml", "--out", "again.jsonl", env=ENV)
         assert proc.returncode == 0, proc.stderr
         assert len(rows(repo / "again.jsonl")) == 1
 
 
-def _limit_file_size(limit: int):
-    def apply() -> None:
-        import resource
-
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-
-    return apply
-
-
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["jsonl", "yaml"])
 def test_a_write_that_fails_part_way_is_cut_back_to_the_last_whole_record(
     repo: Path, server: FakeLLMServer, fmt: str
 ) -> None:
     server.reply = "The answer is 42. " + "x" * 1500  # records of about 3 KB
-    lm_target(repo, server.url)
+    write_targets(repo, openai_target(server.url, **TARGET))
     write(repo, "evals/many.yaml", many_cases(6))
     out = repo / f"r.{fmt}"
     limit = 8000  # two or three whole records, then a record cut by the limit
-    proc = subprocess.run(
-        agentv_cmd("eval", "evals/many.yaml", "--out", out.name, "--output-format", fmt),
-        cwd=repo,
-        env=agentv_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        preexec_fn=_limit_file_size(limit),
+    proc = agentv_cli(
+        repo,
+        *("eval", "evals/many.yaml", "--out", out.name, "--output-format", fmt),
+        file_size=limit,
+        env=ENV,
     )
     data = out.read_bytes()
     # whole records only (they may fill the limit exactly, as the temporary path decides)
@@ -350,16 +317,19 @@ def test_a_write_that_fails_part_way_is_cut_back_to_the_last_whole_record(
 # --- timeouts of LM targets in a run ------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault", ["hanging", "hang_after_headers", "stall_mid_body"])
 def test_a_targets_timeout_seconds_bounds_each_request_of_a_run(
     repo: Path, server: FakeLLMServer, fault: str
 ) -> None:
-    lm_target(repo, server.url, "    timeout_seconds: 1\n    max_retries: 0\n")
+    write_targets(repo, openai_target(server.url, **TARGET, timeout_seconds=1, max_retries=0))
     write(repo, "evals/one.yaml", ONE_CASE)
     server.script(*[getattr(Fault, fault)()] * 2)
     started = time.monotonic()
     # --agent-timeout stays at its 120 s: the target's own, shorter limit wins
-    proc = agentv(repo, "eval", "evals/one.yaml", "--out", "r.jsonl", "--max-retries", "1")
+    proc = agentv_cli(
+        repo, "eval", "evals/one.yaml", "--out", "r.jsonl", "--max-retries", "1", env=ENV
+    )
     took = time.monotonic() - started
     assert proc.returncode == 3, proc.stderr
     (record,) = rows(repo / "r.jsonl")

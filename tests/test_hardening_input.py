@@ -4,16 +4,15 @@ line, on real files, then shown to be a located error instead of a traceback."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from agentv.yaml.stream import MAX_DEPTH
-from support.helpers import write
+from support.cli import agentv_cli
+from support.files import write
+from support.targets import mock_target, write_targets
 
 CASE = """\
   - id: a
@@ -23,30 +22,10 @@ CASE = """\
         content: hi
 """
 HEADER = "$schema: agentv-eval-v2\n"
-MOCK_TARGETS = """\
-$schema: agentv-targets-v2.2
-targets:
-  - name: default
-    provider: mock
-"""
-
-
-def agentv(
-    cwd: Path, *args: str, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    """``python -m agentv ARGS`` in ``cwd``, as a user runs it in CI."""
-    return subprocess.run(
-        [sys.executable, "-m", "agentv", *args],
-        cwd=cwd,
-        env={**os.environ, "CI": "1", **(env or {})},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def _project(repo: Path, eval_text: str) -> Path:
-    write(repo, ".agentv/targets.yaml", MOCK_TARGETS)
+    write_targets(repo, mock_target())
     return write(repo, "e.yaml", eval_text)
 
 
@@ -69,6 +48,7 @@ CYCLE = (
 TOO_DEEP = (f"nested too deeply (more than {MAX_DEPTH} levels)", "exceeded maximum nesting depth")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("text", "line", "messages"),
     [
@@ -84,7 +64,7 @@ def test_deep_nesting_is_a_located_error(
 ) -> None:
     _project(repo, text)
     start = time.monotonic()
-    result = agentv(repo, command, "e.yaml")
+    result = agentv_cli(repo, command, "e.yaml")
     assert time.monotonic() - start < 30
     out = result.stdout + result.stderr
     assert "Traceback" not in out and "RecursionError" not in out
@@ -93,6 +73,7 @@ def test_deep_nesting_is_a_located_error(
     assert result.returncode == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "rel", [".agentv/targets.yaml", ".agentv/config.yaml"], ids=["targets", "config"]
 )
@@ -102,7 +83,7 @@ def test_deep_nesting_in_targets_and_config_files(repo: Path, rel: str) -> None:
     write(repo, rel, f"$schema: {schema}\nextra: " + "[" * 50_000 + "]" * 50_000 + "\n")
     for command in ("validate", "eval"):
         args = [command, "e.yaml", ".agentv/"] if command == "validate" else [command, "e.yaml"]
-        result = agentv(repo, *args)
+        result = agentv_cli(repo, *args)
         out = result.stdout + result.stderr
         assert "Traceback" not in out
         located = [row for row in out.splitlines() if f"{rel}:2:" in row]
@@ -128,6 +109,7 @@ def test_nesting_up_to_the_limit_is_read() -> None:
     assert info.value.problem_mark.line == 1  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow
 def test_deep_json_and_schema_files_are_errors_not_tracebacks(repo: Path) -> None:
     deep_json = "[" * 100_000 + "]" * 100_000
     write(repo, "deep.schema.yaml", "type: object\nx: " + "[" * 5000 + "]" * 5000 + "\n")
@@ -146,7 +128,7 @@ def test_deep_json_and_schema_files_are_errors_not_tracebacks(repo: Path) -> Non
     )
     _project(repo, text)
     for command in ("validate", "eval", "render"):
-        result = agentv(repo, command, "e.yaml")
+        result = agentv_cli(repo, command, "e.yaml")
         out = result.stdout + result.stderr
         assert "Traceback" not in out, out
         assert "tool call arguments are nested too deeply" in out, out
@@ -173,6 +155,7 @@ def _pattern_project(repo: Path, count: int) -> None:
     )
 
 
+@pytest.mark.slow
 def test_guideline_patterns_beyond_the_limit_are_a_config_error(repo: Path) -> None:
     from agentv.evalfile.guidelines import GUIDELINE_PATTERN_LIMIT
 
@@ -180,21 +163,22 @@ def test_guideline_patterns_beyond_the_limit_are_a_config_error(repo: Path) -> N
     _pattern_project(repo, 1001)
     message = "`guideline_patterns` lists 1001 patterns; at most 1000 are allowed"
     for command in ("validate", "eval", "render"):
-        result = agentv(repo, command, "e.yaml")
+        result = agentv_cli(repo, command, "e.yaml")
         out = result.stdout + result.stderr
         assert "Traceback" not in out and "PatternLimitException" not in out, out
         assert f".agentv/config.yaml:3:3: {message}" in out or (
             f".agentv/config.yaml:3:3: error: {message}" in out
         ), out
-    assert agentv(repo, "validate", "e.yaml").returncode == 1
+    assert agentv_cli(repo, "validate", "e.yaml").returncode == 1
 
 
+@pytest.mark.slow
 def test_guideline_patterns_up_to_the_limit_work(repo: Path) -> None:
     _pattern_project(repo, 1000)
-    result = agentv(repo, "render", "e.yaml", "--eval-id", "b", "--format", "json")
+    result = agentv_cli(repo, "render", "e.yaml", "--eval-id", "b", "--format", "json")
     assert result.returncode == 0, result.stderr
     assert "Be brief." in result.stdout and "[[ ## Guidelines ## ]]" in result.stdout
-    assert agentv(repo, "validate", "e.yaml").returncode == 0
+    assert agentv_cli(repo, "validate", "e.yaml").returncode == 0
 
 
 # --- 3. unclosed ${{ and unusable base_url ----------------------------------------------------
@@ -227,10 +211,11 @@ targets:
 EVAL_ANY = HEADER + "evalcases:\n" + CASE + "    evaluators:\n      - {type: contains, value: x}\n"
 
 
+@pytest.mark.slow
 def test_unclosed_refs_and_bad_urls_are_validate_errors(repo: Path) -> None:
     _project(repo, EVAL_ANY)
     write(repo, ".agentv/targets.yaml", BAD_TARGETS)
-    result = agentv(repo, "validate", ".agentv/targets.yaml")
+    result = agentv_cli(repo, "validate", ".agentv/targets.yaml")
     out = result.stdout
     assert result.returncode == 1
     broken = "has a `${{` that is not a complete `${{ VAR }}` reference"
@@ -243,6 +228,7 @@ def test_unclosed_refs_and_bad_urls_are_validate_errors(repo: Path) -> None:
     assert "sk-literal" not in out and "HARDENING_KEY" not in out  # values are never echoed
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("target", "reason"),
     [
@@ -266,7 +252,7 @@ def test_such_targets_are_refused_before_anything_is_sent(
         write(repo, ".agentv/targets.yaml", BAD_TARGETS)
     env = {"HARDENING_KEY": "k" * 20, "HARDENING_URL": "not a url either"}
     start = time.monotonic()
-    result = agentv(repo, "eval", "e.yaml", "--target", target, env=env)
+    result = agentv_cli(repo, "eval", "e.yaml", "--target", target, env=env)
     assert time.monotonic() - start < 30  # no retries: nothing was sent
     assert result.returncode == 1
     assert reason in result.stderr, result.stderr
@@ -290,18 +276,19 @@ def test_substitution_refuses_a_broken_reference() -> None:
 # --- 5. usage errors exit 2 --------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_bad_output_format_and_negative_timeout_are_usage_errors(repo: Path) -> None:
     _project(repo, EVAL_ANY)
-    result = agentv(repo, "eval", "e.yaml", "--dry-run", "--output-format", "xml")
+    result = agentv_cli(repo, "eval", "e.yaml", "--dry-run", "--output-format", "xml")
     assert result.returncode == 2, result.stderr
     assert "'xml' is not one of" in result.stderr and "'jsonl', 'yaml'" in result.stderr
-    result = agentv(repo, "eval", "e.yaml", "--dry-run", "--agent-timeout", "-5")
+    result = agentv_cli(repo, "eval", "e.yaml", "--dry-run", "--agent-timeout", "-5")
     assert result.returncode == 2, result.stderr
     assert "--agent-timeout" in result.stderr
     assert not (repo / ".agentv" / "results").exists()  # nothing ran
     # 0 still means no limit; yaml still writes YAML
     out = repo / "r.yaml"
-    result = agentv(
+    result = agentv_cli(
         repo,
         "eval",
         "e.yaml",
@@ -344,6 +331,7 @@ def _case(case_id: str, evaluators: str = "") -> str:
     return text + (f"    execution:\n      evaluators:\n{evaluators}" if evaluators else "")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("printed", "shown"),
     [
@@ -361,7 +349,7 @@ def test_out_of_range_code_scores_are_evaluator_errors(
     evaluators = "        - {name: checker, type: code, script: cat verdict.json}\n"
     _project(repo, HEADER + "evalcases:\n" + _case("scored", evaluators))
     write(repo, ".agentv/targets.yaml", ECHO_TARGETS)
-    result = agentv(repo, "eval", "e.yaml", "--out", "r.jsonl")
+    result = agentv_cli(repo, "eval", "e.yaml", "--out", "r.jsonl")
     assert result.returncode == 3, result.stdout + result.stderr
     rec = _records(repo / "r.jsonl")["scored"]
     reason = (
@@ -373,6 +361,7 @@ def test_out_of_range_code_scores_are_evaluator_errors(
     assert rec["error"] == f"evaluator 'checker' could not grade: {reason}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("score", ['"0_1"', '"nan"', '"inf"', '"+.5"', '"\uff11"', '"1_000e-3"'])
 def test_a_score_in_a_string_is_read_as_json_writes_numbers(repo: Path, score: str) -> None:
     # Python's float() reads "0_1" as 1.0: a script printing it must not pass a case
@@ -380,7 +369,7 @@ def test_a_score_in_a_string_is_read_as_json_writes_numbers(repo: Path, score: s
     evaluators = "        - {name: checker, type: code, script: cat verdict.json}\n"
     _project(repo, HEADER + "evalcases:\n" + _case("scored", evaluators))
     write(repo, ".agentv/targets.yaml", ECHO_TARGETS)
-    result = agentv(repo, "eval", "e.yaml", "--out", "r.jsonl")
+    result = agentv_cli(repo, "eval", "e.yaml", "--out", "r.jsonl")
     assert result.returncode == 3, result.stdout + result.stderr
     rec = _records(repo / "r.jsonl")["scored"]
     assert rec["status"] == "error" and rec["score"] == 0.0
@@ -403,6 +392,7 @@ def test_numbers_in_strings_are_json_numbers() -> None:
     assert as_score("0.75") == 0.75 and as_score(7) == 1.0  # a judge's score is clamped
 
 
+@pytest.mark.slow
 def test_in_range_code_scores_still_grade(repo: Path) -> None:
     scores = ["0", "1", "0.25", '"1.0"']
     evaluators = ""
@@ -411,18 +401,19 @@ def test_in_range_code_scores_still_grade(repo: Path) -> None:
         evaluators += f"        - {{name: c{i}, type: code, script: cat v{i}.json}}\n"
     _project(repo, HEADER + "evalcases:\n" + _case("scored", evaluators))
     write(repo, ".agentv/targets.yaml", ECHO_TARGETS)
-    result = agentv(repo, "eval", "e.yaml", "--out", "r.jsonl")
+    result = agentv_cli(repo, "eval", "e.yaml", "--out", "r.jsonl")
     rec = _records(repo / "r.jsonl")["scored"]
     assert [e["score"] for e in rec["evaluator_results"]] == [0, 1, 0.25, 1]  # type: ignore[union-attr]
     assert "error" not in rec, result.stdout
 
 
+@pytest.mark.slow
 def test_judge_reply_without_json_sets_error(repo: Path) -> None:
     # Both ways a case gets a judge: an `llm_judge` in its list, and the default (no list).
     listed = _case("listed", "        - {name: j, type: llm_judge}\n")
     _project(repo, HEADER + "evalcases:\n" + listed + _case("default-judge"))
     write(repo, ".agentv/targets.yaml", ECHO_TARGETS)
-    result = agentv(repo, "eval", "e.yaml", "--out", "r.jsonl")
+    result = agentv_cli(repo, "eval", "e.yaml", "--out", "r.jsonl")
     assert result.returncode == 3
     records = _records(repo / "r.jsonl")
     reason = "judge reply has no JSON verdict with a numeric score: 'no json here'"
@@ -439,6 +430,7 @@ def test_judge_reply_without_json_sets_error(repo: Path) -> None:
 # --- 7. a code evaluator's cwd outside the repository ---------------------------------------------
 
 
+@pytest.mark.slow
 def test_code_evaluator_cwd_outside_the_root_needs_allow_outside_root(repo: Path) -> None:
     outside = repo.parent / "elsewhere"
     outside.mkdir()
@@ -447,19 +439,19 @@ def test_code_evaluator_cwd_outside_the_root_needs_allow_outside_root(repo: Path
     _project(repo, HEADER + "evalcases:\n" + _case("outside", evaluators))
     write(repo, ".agentv/targets.yaml", ECHO_TARGETS)
     message = f"code evaluator folder ../elsewhere resolves outside the repository root ({outside})"
-    result = agentv(repo, "validate", "e.yaml")
+    result = agentv_cli(repo, "validate", "e.yaml")
     assert result.returncode == 1 and "e.yaml:10:" in result.stdout
     assert message in result.stdout, result.stdout
-    result = agentv(repo, "eval", "e.yaml", "--out", "r.jsonl")
+    result = agentv_cli(repo, "eval", "e.yaml", "--out", "r.jsonl")
     assert result.returncode == 3 and message in result.stdout + result.stderr
     rec = _records(repo / "r.jsonl")["outside"]
     assert rec["status"] == "invalid" and message in str(rec["error"])
     assert "evaluator_results" not in rec  # the script never ran
     # allowed: it runs there
-    result = agentv(repo, "eval", "e.yaml", "--out", "ok.jsonl", "--allow-outside-root")
+    result = agentv_cli(repo, "eval", "e.yaml", "--out", "ok.jsonl", "--allow-outside-root")
     assert result.returncode == 0, result.stdout + result.stderr
     assert _records(repo / "ok.jsonl")["outside"]["evaluator_results"][0]["score"] == 1  # type: ignore[index]
-    assert agentv(repo, "validate", "e.yaml", "--allow-outside-root").returncode == 0
+    assert agentv_cli(repo, "validate", "e.yaml", "--allow-outside-root").returncode == 0
 
 
 # --- 4. control characters from files never reach the terminal raw ---------------------------------
@@ -486,6 +478,7 @@ def _assert_escaped(out: str) -> None:
     assert EVIL_SHOWN in out, out
 
 
+@pytest.mark.slow
 def test_control_characters_are_escaped_on_the_terminal(repo: Path) -> None:
     write(repo, "fail.sh", f"printf '{EVIL_TEXT}' >&2; exit 1\n")
     evaluators = "        - {name: crash, type: code, script: sh fail.sh}\n"
@@ -498,7 +491,7 @@ def test_control_characters_are_escaped_on_the_terminal(repo: Path) -> None:
     )
     _project(repo, text)
     write(repo, ".agentv/targets.yaml", ESCAPE_TARGETS)
-    result = agentv(repo, "eval", "e.yaml", "--out", "r.jsonl", "--verbose")
+    result = agentv_cli(repo, "eval", "e.yaml", "--out", "r.jsonl", "--verbose")
     assert result.returncode == 3, result.stdout + result.stderr
     _assert_escaped(result.stdout + result.stderr)
     assert "Using target: default" in result.stdout
@@ -507,9 +500,9 @@ def test_control_characters_are_escaped_on_the_terminal(repo: Path) -> None:
     assert set(records) == {EVIL_TEXT, EVIL_TEXT + "-2", EVIL_TEXT + "-3"}
     assert EVIL_TEXT in str(records[EVIL_TEXT + "-2"]["error"])
     for command in (["validate", "e.yaml"], ["render", "e.yaml"]):
-        result = agentv(repo, *command)
+        result = agentv_cli(repo, *command)
         _assert_escaped(result.stdout + result.stderr)
-    result = agentv(repo, "render", "e.yaml", "--target", EVIL_TEXT)
+    result = agentv_cli(repo, "render", "e.yaml", "--target", EVIL_TEXT)
     _assert_escaped(result.stdout + result.stderr)
 
 
@@ -558,6 +551,7 @@ targets:
 """
 
 
+@pytest.mark.slow
 def test_a_key_printed_by_an_agent_is_masked_everywhere(repo: Path) -> None:
     evaluators = "        - {name: script, type: code, script: cat > code-stdin.json; cat v.json}\n"
     write(repo, "v.json", '{"score": 1}\n')
@@ -570,7 +564,7 @@ def test_a_key_printed_by_an_agent_is_masked_everywhere(repo: Path) -> None:
     _project(repo, text)
     write(repo, ".agentv/targets.yaml", LEAKY_TARGETS)
     env = {"HARDENING_SECRET": SECRET}
-    result = agentv(
+    result = agentv_cli(
         repo, "eval", "e.yaml", "--out", "r.jsonl", "--verbose", "--dump-prompts", env=env
     )
     assert result.returncode == 3, result.stdout + result.stderr  # the judge echoes: no verdict
@@ -593,11 +587,12 @@ def test_a_key_printed_by_an_agent_is_masked_everywhere(repo: Path) -> None:
     assert EvalResult.model_validate(records["leaky-listed"]).masked_secrets is True
 
 
+@pytest.mark.slow
 def test_a_vendor_key_in_an_agent_error_is_masked(repo: Path) -> None:
     _project(repo, HEADER + "evalcases:\n" + _case("vendor-leak"))
     write(repo, ".agentv/targets.yaml", LEAKY_TARGETS)
     env = {"OPENAI_API_KEY": SECRET, "HARDENING_SECRET": "unused-but-set"}
-    result = agentv(repo, "eval", "e.yaml", "--target", "vendor", "--out", "r.jsonl", env=env)
+    result = agentv_cli(repo, "eval", "e.yaml", "--target", "vendor", "--out", "r.jsonl", env=env)
     assert result.returncode == 3
     assert SECRET not in result.stdout + result.stderr
     assert SECRET not in (repo / "r.jsonl").read_text(encoding="utf-8")
@@ -631,6 +626,7 @@ targets:
 """
 
 
+@pytest.mark.slow
 def test_a_judge_quoting_a_key_is_masked_in_the_cache_too(repo: Path) -> None:
     _project(
         repo, HEADER + "evalcases:\n" + _case("quoted", "        - {name: j, type: llm_judge}\n")
@@ -644,7 +640,7 @@ def test_a_judge_quoting_a_key_is_masked_in_the_cache_too(repo: Path) -> None:
     )
     env = {"HARDENING_SECRET": SECRET}
     for run in ("first", "second"):
-        result = agentv(repo, "eval", "e.yaml", "--cache", "--out", f"{run}.jsonl", env=env)
+        result = agentv_cli(repo, "eval", "e.yaml", "--cache", "--out", f"{run}.jsonl", env=env)
         assert result.returncode == 0, result.stdout + result.stderr
         assert SECRET not in result.stdout + result.stderr
         rec = _records(repo / f"{run}.jsonl")["quoted"]
@@ -662,14 +658,14 @@ def test_a_judge_quoting_a_key_is_masked_in_the_cache_too(repo: Path) -> None:
     (judged,) = [path for path in cached if b"used ***" in path.read_bytes()]  # masked
     # an entry an older agentv stored unmasked: reused masked, and rewritten so on disk
     judged.write_bytes(judged.read_bytes().replace(b"used ***", b"used " + SECRET.encode()))
-    result = agentv(repo, "eval", "e.yaml", "--cache", "--out", "third.jsonl", env=env)
+    result = agentv_cli(repo, "eval", "e.yaml", "--cache", "--out", "third.jsonl", env=env)
     assert "1 target answer and 1 judge answer reused" in result.stdout
     assert "used ***" in json.dumps(_records(repo / "third.jsonl")["quoted"])
     assert b"used ***" in judged.read_bytes()
     # the same for a target's answer (the judge is asked again: its prompt holds the answer)
     (answer,) = [path for path in cached if path != judged]
     answer.write_bytes(answer.read_bytes().replace(b'"fine"', b'"fine ' + SECRET.encode() + b'"'))
-    result = agentv(repo, "eval", "e.yaml", "--cache", "--out", "fourth.jsonl", env=env)
+    result = agentv_cli(repo, "eval", "e.yaml", "--cache", "--out", "fourth.jsonl", env=env)
     assert "1 target answer and 0 judge answers reused" in result.stdout
     assert _records(repo / "fourth.jsonl")["quoted"]["candidate_answer"] == "fine ***"
     assert b"fine ***" in answer.read_bytes()

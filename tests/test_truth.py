@@ -5,18 +5,20 @@ first request is checked before it. Real CLI processes against the loopback fake
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from support.cli import agentv_cli
 from support.fakes import FakeLLMServer, Fault, RecordedRequest
-from support.helpers import write
+from support.files import write
 from support.paths import EXAMPLES
+from support.targets import openai_target, write_targets
+
+#: every test here runs agentv as a process: left out of `make test-fast`
+pytestmark = pytest.mark.slow
 
 KEY = "sk-truth-test-key-0123456789"
 VERDICT = {"score": 0.9, "hits": ["right"], "misses": [], "reasoning": "Good."}
@@ -35,34 +37,14 @@ def server():
         yield srv
 
 
-def _targets(repo: Path, url: str, extra: str = "", *, retries: int = 0) -> None:
-    write(
-        repo,
-        ".agentv/targets.yaml",
-        f"""$schema: agentv-targets-v2.2
-targets:
-  - name: default
-    provider: openai
-    base_url: {url}/v1
-    api_key: ${{{{ TRUTH_KEY }}}}
-    model: fake-model
-    max_retries: {retries}
-    retry_initial_delay_ms: 1
-{extra}""",
-    )
-
-
-def agentv(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "TRUTH_KEY": KEY, "CI": "1"}
-    env.pop("MISSING_JUDGE_KEY", None)
-    return subprocess.run(
-        [sys.executable, "-m", "agentv", *args],
-        cwd=repo,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+#: the target's fields besides its address: the key from the environment, no retry
+KEYED = {
+    "api_key": "${{ TRUTH_KEY }}",
+    "model": "fake-model",
+    "max_retries": 0,
+    "retry_initial_delay_ms": 1,
+}
+ENV = {"TRUTH_KEY": KEY}
 
 
 def rows(path: Path) -> list[dict[str, Any]]:
@@ -107,11 +89,13 @@ def _located(text: str, mark: str) -> set[tuple[str, str]]:
 def test_broken_cases_are_on_screen_in_the_results_and_in_the_exit_code(
     repo: Path, server: FakeLLMServer
 ) -> None:
-    _targets(repo, server.url)
+    write_targets(repo, openai_target(server.url, **KEYED))
     write(repo, "evals/mixed.yaml", MIXED)
     write(repo, "evals/crash.py", "raise SystemExit('boom: checker crashed')\n")
     out = repo / "r.jsonl"
-    proc = agentv(repo, "eval", "evals/mixed.yaml", "--out", str(out))
+    proc = agentv_cli(
+        repo, "eval", "evals/mixed.yaml", "--out", str(out), env=ENV, unset=["MISSING_JUDGE_KEY"]
+    )
 
     # only the two runnable cases reached the API
     assert len(server.requests) == 2
@@ -150,11 +134,20 @@ def test_broken_cases_are_on_screen_in_the_results_and_in_the_exit_code(
     assert "1 case(s) errored, 3 invalid: exit code 3" in proc.stderr
 
     # --allow-errors: the same run, exit 0
-    allowed = agentv(repo, "eval", "evals/mixed.yaml", "--out", "r2.jsonl", "--allow-errors")
+    allowed = agentv_cli(
+        repo,
+        "eval",
+        "evals/mixed.yaml",
+        "--out",
+        "r2.jsonl",
+        "--allow-errors",
+        env=ENV,
+        unset=["MISSING_JUDGE_KEY"],
+    )
     assert allowed.returncode == 0, allowed.stderr
 
     # validate reports the same problems at the same places
-    checked = agentv(repo, "validate", "evals/mixed.yaml")
+    checked = agentv_cli(repo, "validate", "evals/mixed.yaml", env=ENV)
     assert checked.returncode == 1
     from_eval = _located(proc.stderr, "")
     assert len(from_eval) == 3
@@ -165,13 +158,11 @@ def test_broken_cases_are_on_screen_in_the_results_and_in_the_exit_code(
 def test_a_missing_judge_key_is_reported_before_any_request(
     repo: Path, server: FakeLLMServer
 ) -> None:
-    _targets(
+    judge = {"api_key": "${{ MISSING_JUDGE_KEY }}", "model": "judge-model"}
+    write_targets(
         repo,
-        server.url,
-        "    judge_target: judge\n"
-        "  - name: judge\n    provider: openai\n"
-        f"    base_url: {server.url}/v1\n"
-        "    api_key: ${{ MISSING_JUDGE_KEY }}\n    model: judge-model\n",
+        openai_target(server.url, **KEYED, judge_target="judge"),
+        openai_target(server.url, "judge", **judge),
     )
     write(
         repo,
@@ -182,7 +173,9 @@ def test_a_missing_judge_key_is_reported_before_any_request(
         "  - id: judged-too\n    outcome: Explains.\n"
         "    input_messages: [{role: user, content: Explain again.}]\n",
     )
-    proc = agentv(repo, "eval", "evals/judged.yaml", "--out", "r.jsonl")
+    proc = agentv_cli(
+        repo, "eval", "evals/judged.yaml", "--out", "r.jsonl", env=ENV, unset=["MISSING_JUDGE_KEY"]
+    )
     assert server.requests == []  # nothing was spent
     assert proc.returncode == 3
     records = rows(repo / "r.jsonl")
@@ -193,14 +186,7 @@ def test_a_missing_judge_key_is_reported_before_any_request(
 
 def test_a_dry_run_of_the_examples_is_clean(tmp_path: Path) -> None:
     examples = EXAMPLES
-    proc = subprocess.run(
-        [sys.executable, "-m", "agentv", "eval", str(examples), "--dry-run", "--out", "r.jsonl"],
-        env={**os.environ, "CI": "1"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
-    )
+    proc = agentv_cli(tmp_path, "eval", str(examples), "--dry-run", "--out", "r.jsonl")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Judge failures" not in proc.stdout and "Evaluator errors" not in proc.stdout
     assert "(dry run: no target or judge was called)" in proc.stdout
@@ -209,7 +195,7 @@ def test_a_dry_run_of_the_examples_is_clean(tmp_path: Path) -> None:
 
 
 def test_cache_covers_the_judge_too(repo: Path, server: FakeLLMServer) -> None:
-    _targets(repo, server.url)
+    write_targets(repo, openai_target(server.url, **KEYED))
     write(
         repo,
         "evals/judged.yaml",
@@ -219,10 +205,28 @@ def test_cache_covers_the_judge_too(repo: Path, server: FakeLLMServer) -> None:
         "    execution:\n      evaluators:\n"
         "        - {type: llm_judge}\n        - {type: contains, value: '42'}\n",
     )
-    first = agentv(repo, "eval", "evals/judged.yaml", "--cache", "--out", "a.jsonl")
+    first = agentv_cli(
+        repo,
+        "eval",
+        "evals/judged.yaml",
+        "--cache",
+        "--out",
+        "a.jsonl",
+        env=ENV,
+        unset=["MISSING_JUDGE_KEY"],
+    )
     assert first.returncode == 0, first.stderr
     assert len(server.requests) == 2  # the candidate and the judge
-    second = agentv(repo, "eval", "evals/judged.yaml", "--cache", "--out", "b.jsonl")
+    second = agentv_cli(
+        repo,
+        "eval",
+        "evals/judged.yaml",
+        "--cache",
+        "--out",
+        "b.jsonl",
+        env=ENV,
+        unset=["MISSING_JUDGE_KEY"],
+    )
     assert second.returncode == 0, second.stderr
     assert len(server.requests) == 2  # neither was asked again
     assert (
@@ -233,7 +237,7 @@ def test_cache_covers_the_judge_too(repo: Path, server: FakeLLMServer) -> None:
 
 
 def test_rate_limits_are_retried_visibly_and_counted(repo: Path, server: FakeLLMServer) -> None:
-    _targets(repo, server.url, retries=4)
+    write_targets(repo, openai_target(server.url, **{**KEYED, "max_retries": 4}))
     server.script(*[Fault.rate_limited(retry_after=0.2)] * 3)
     write(
         repo,
@@ -243,7 +247,9 @@ def test_rate_limits_are_retried_visibly_and_counted(repo: Path, server: FakeLLM
         "    input_messages: [{role: user, content: What is 6 times 7?}]\n"
         "    execution: {evaluators: [{type: contains, value: '42'}]}\n",
     )
-    proc = agentv(repo, "eval", "evals/one.yaml", "--out", "r.jsonl")
+    proc = agentv_cli(
+        repo, "eval", "evals/one.yaml", "--out", "r.jsonl", env=ENV, unset=["MISSING_JUDGE_KEY"]
+    )
     assert proc.returncode == 0, proc.stderr
     (record,) = rows(repo / "r.jsonl")
     assert record["attempts"] == 4 and record["status"] == "ok"

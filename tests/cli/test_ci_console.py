@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from agentv.cli.console_text import printable, printable_json
-from support.cli_run import agentv_cli, rows
-from support.helpers import write
+from support.cli import agentv_cli
+from support.files import write
+from support.results import rows
 
 INJECTED = "x\n::error file=evil.py,line=1::INJECTED\n::add-mask::foo\n  ##[warning]old"
 TARGETS = """\
@@ -64,6 +65,7 @@ def _commands(text: str) -> list[str]:
     ]
 
 
+@pytest.mark.slow
 def test_no_line_from_a_file_or_an_agent_starts_a_workflow_command(repo: Path) -> None:
     write(repo, ".agentv/targets.yaml", TARGETS)
     evil = json.dumps(INJECTED)  # a double-quoted YAML string
@@ -103,6 +105,7 @@ def test_no_line_from_a_file_or_an_agent_starts_a_workflow_command(repo: Path) -
     }
 
 
+@pytest.mark.slow
 def test_other_commands_print_ids_safely(repo: Path) -> None:
     record = {"eval_id": INJECTED, "dataset": "d", "status": "ok", "score": 1.0}
     for name, score in (("base", 1.0), ("new", 0.0)):
@@ -124,6 +127,7 @@ HOSTILE_IDS = [
 ]
 
 
+@pytest.mark.slow
 def test_compare_markdown_shows_ids_as_code(repo: Path) -> None:
     import markdown as md
 

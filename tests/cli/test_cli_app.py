@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gc
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import Any
 import pytest
 
 import agentv
+from support.cli import agentv_cli, invoke_cli
 
 COMMANDS = ["eval", "validate", "render", "init", "compare", "report"]
 
@@ -40,6 +40,7 @@ def _probe(*args: str) -> tuple[dict[str, object], str]:
     return json.loads(last), "\n".join(output) + done.stderr
 
 
+@pytest.mark.slow
 def test_a_command_imports_only_its_own_module() -> None:
     found, output = _probe("eval", "--help")
     assert found["code"] == 0
@@ -49,6 +50,7 @@ def test_a_command_imports_only_its_own_module() -> None:
     assert not loaded & {"compare", "init", "render", "report", "validate"}
 
 
+@pytest.mark.slow
 def test_help_lists_every_command_in_order() -> None:
     found, output = _probe("--help")
     assert found["code"] == 0
@@ -56,15 +58,10 @@ def test_help_lists_every_command_in_order() -> None:
     assert -1 not in positions and positions == sorted(positions), output
 
 
-def test_the_command_list_shows_each_summary_unbroken() -> None:
+@pytest.mark.slow
+def test_the_command_list_shows_each_summary_unbroken(tmp_path: Path) -> None:
     # wide enough for every summary on one line: a break left in one is the docstring's
-    done = subprocess.run(
-        [sys.executable, "-m", "agentv", "--help"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "COLUMNS": "400", "NO_COLOR": "1"},
-    )
+    done = agentv_cli(tmp_path, "--help", env={"COLUMNS": "400", "NO_COLOR": "1"})
     rows = [line for line in done.stdout.splitlines() if line.startswith("│ ")]
     listed = {row.split()[1]: row for row in rows if row.split()[1] in COMMANDS}
     assert sorted(listed) == sorted(COMMANDS), done.stdout
@@ -72,27 +69,27 @@ def test_the_command_list_shows_each_summary_unbroken() -> None:
     assert "missing cases, the mean score change" in listed["compare"]
 
 
+@pytest.mark.slow
 def test_version_needs_no_command_module() -> None:
     found, output = _probe("--version")
     assert output.strip() == agentv.__version__
     assert not set(found["loaded"]) & set(COMMANDS)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 def test_an_unknown_command_is_a_usage_error_with_every_command_known() -> None:
     found, output = _probe("evl", "x.yaml")
     assert found["code"] == 2
     assert "No such command" in output and "evl" in output
 
 
+@pytest.mark.slow  # its run asks git for the commit it is on
 def test_a_run_looks_for_garbage_less_often_and_puts_the_setting_back(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """During ``agentv eval`` the collector's first threshold is raised (a run's turns make
     dozens of short-lived objects each); the caller's setting is back afterwards."""
-    from typer.testing import CliRunner
-
     from agentv.api import PreparedRun
-    from agentv.cli.app import _register, app
     from agentv.cli.eval import RUN_COLLECTION_THRESHOLD
 
     seen: list[tuple[int, int, int]] = []
@@ -115,17 +112,16 @@ def test_a_run_looks_for_garbage_less_often_and_puts_the_setting_back(
         "    evaluators: [{type: contains, value: hi}]\n",
         encoding="utf-8",
     )
-    _register()
     before = gc.get_threshold()
     try:
         gc.set_threshold(700, 10, 10)
-        result = CliRunner().invoke(app, ["eval", str(suite), "--out", str(tmp_path / "r.jsonl")])
+        result = invoke_cli("eval", str(suite), "--out", str(tmp_path / "r.jsonl"))
         assert result.exit_code == 0, result.output
         assert seen == [(RUN_COLLECTION_THRESHOLD, 10, 10)]
         assert gc.get_threshold() == (700, 10, 10)
         gc.set_threshold(0, 10, 10)  # collections turned off by the caller stay off
         seen.clear()
-        result = CliRunner().invoke(app, ["eval", str(suite), "--out", str(tmp_path / "s.jsonl")])
+        result = invoke_cli("eval", str(suite), "--out", str(tmp_path / "s.jsonl"))
         assert result.exit_code == 0, result.output
         assert seen == [(0, 10, 10)] and gc.get_threshold() == (0, 10, 10)
     finally:

@@ -4,43 +4,33 @@ overwritten."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-from typer.testing import CliRunner
+import pytest
 
-from agentv.cli.app import _register, app
 from agentv.cli.init import GITIGNORE_LINES, update_gitignore
-from support.helpers import write
-
-_register()
+from support.cli import agentv_cli, invoke_cli
+from support.files import write
+from support.results import rows as results_rows
 
 
 def init(folder: Path) -> str:
-    result = CliRunner().invoke(app, ["init", str(folder)])
+    """``agentv init FOLDER``'s output (it must succeed)."""
+    result = invoke_cli("init", str(folder))
     assert result.exit_code == 0, result.output
     return result.stdout
 
 
+@pytest.mark.slow
 def test_example_eval_runs_offline_and_scores_every_case(repo: Path) -> None:
     out = init(repo)
     for rel in (".agentv/config.yaml", ".agentv/targets.yaml", ".env.example"):
         assert f"Created {rel}" in out
     assert "Created evals/example.yaml" in out
     assert "Created .gitignore" in out
-    env = {**os.environ, "CI": "1"}
-    for var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY"):
-        env.pop(var, None)  # a fresh machine: no key
-    proc = subprocess.run(
-        [sys.executable, "-m", "agentv", "eval", "evals/", "--out", "r.jsonl"],
-        cwd=repo,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    # a fresh machine: no key
+    no_keys = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY")
+    proc = agentv_cli(repo, "eval", "evals/", "--out", "r.jsonl", unset=no_keys)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     records = [json.loads(line) for line in (repo / "r.jsonl").read_text().splitlines()]
     assert len(records) >= 2
@@ -53,14 +43,7 @@ def test_example_eval_runs_offline_and_scores_every_case(repo: Path) -> None:
     types = {e["type"] for r in records for e in r["evaluator_results"]}
     assert {"contains", "llm_judge"} <= types  # the judge is the offline mock_judge
 
-    validate = subprocess.run(
-        [sys.executable, "-m", "agentv", "validate", "evals/", ".agentv/"],
-        cwd=repo,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    validate = agentv_cli(repo, "validate", "evals/", ".agentv/", unset=no_keys)
     assert validate.returncode == 0, validate.stdout + validate.stderr
     assert "warning" not in validate.stdout + validate.stderr
 
@@ -112,21 +95,15 @@ def test_existing_files_are_kept(repo: Path) -> None:
     assert (repo / ".agentv/targets.yaml").read_text() == "# mine too\n"
 
 
+@pytest.mark.slow
 def test_the_csv_starter_suite_runs_offline_a_case_per_row(repo: Path) -> None:
-    result = CliRunner().invoke(app, ["init", str(repo), "--csv"])
+    result = invoke_cli("init", str(repo), "--csv")
     assert result.exit_code == 0, result.output
     assert "Created evals/questions.yaml" in result.stdout
     assert "Created evals/data/questions.csv" in result.stdout
-    proc = subprocess.run(
-        [sys.executable, "-m", "agentv", "eval", "evals/questions.yaml", "--out", "q.jsonl"],
-        cwd=repo,
-        env={**os.environ, "CI": "1"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = agentv_cli(repo, "eval", "evals/questions.yaml", "--out", "q.jsonl", timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    records = [json.loads(line) for line in (repo / "q.jsonl").read_text().splitlines()]
+    records = results_rows(repo / "q.jsonl")
     records.sort(key=lambda r: r["row"]["number"])  # written as they end
     rows = (repo / "evals/data/questions.csv").read_text(encoding="utf-8").splitlines()[1:]
     assert [r["eval_id"] for r in records] == [row.split(",")[0] for row in rows]

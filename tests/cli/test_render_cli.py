@@ -8,13 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner, Result
 
-from agentv.cli.app import _register, app
-from support.helpers import write
+from support.cli import invoke_cli
+from support.files import write
 from support.paths import EXAMPLES
 
-_register()
 EXAMPLE_FILES = sorted(str(p) for p in EXAMPLES.glob("*.yaml"))
 GOOD = """$schema: agentv-eval-v2
 evalcases:
@@ -37,15 +35,9 @@ evalcases:
 """
 
 
-def render(*args: str) -> Result:
-    result = CliRunner().invoke(app, ["render", *args])
-    assert result.exception is None or isinstance(result.exception, SystemExit)
-    assert "Traceback" not in result.stderr
-    return result
-
-
 def render_json(*args: str) -> list[dict[str, Any]]:
-    result = render(*args, "--format", "json")
+    """``agentv render ARGS --format json``, parsed (it must succeed)."""
+    result = invoke_cli("render", *args, "--format", "json")
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)
 
@@ -82,7 +74,9 @@ def test_examples_render_with_every_field() -> None:
 
 
 def test_text_view_marks_roles_files_and_guidelines() -> None:
-    result = render(str(EXAMPLES / "code-review.yaml"), str(EXAMPLES / "tool-use.yaml"))
+    result = invoke_cli(
+        "render", str(EXAMPLES / "code-review.yaml"), str(EXAMPLES / "tool-use.yaml")
+    )
     assert result.exit_code == 0, result.output
     out = result.stdout
     for expected in (
@@ -119,7 +113,9 @@ def test_eval_id_and_mode(repo: Path) -> None:
 
 def test_unknown_eval_id_is_an_error(repo: Path) -> None:
     write(repo, "code.py", "x = 1\n")
-    result = render(str(write(repo, "e.yaml", GOOD)), "--eval-id", "nope", "--format", "json")
+    result = invoke_cli(
+        "render", str(write(repo, "e.yaml", GOOD)), "--eval-id", "nope", "--format", "json"
+    )
     assert result.exit_code == 1
     assert "error: no case with id 'nope' in" in result.stderr
     assert json.loads(result.stdout) == []
@@ -134,7 +130,7 @@ def test_bad_case_skipped_and_broken_file_fails_alone(repo: Path) -> None:
         GOOD.replace("role: assistant", "role: asistant"),
     )
     broken = write(repo, "broken.yaml", "$schema: agentv-eval-v2\nevalcases: [\n")
-    result = render(str(broken), str(mixed), str(good), "--format", "json")
+    result = invoke_cli("render", str(broken), str(mixed), str(good), "--format", "json")
     assert result.exit_code == 1  # broken.yaml failed entirely
     ids = [c["eval_id"] for c in json.loads(result.stdout)]
     assert ids == ["hello", "hello", "review"]  # mixed.yaml's good case still renders
@@ -145,7 +141,7 @@ def test_bad_case_skipped_and_broken_file_fails_alone(repo: Path) -> None:
 
 
 def test_missing_eval_file(repo: Path) -> None:
-    result = render("nope.yaml")
+    result = invoke_cli("render", "nope.yaml")
     assert result.exit_code == 1
     assert "nope.yaml: error: file not found" in result.stderr
 
@@ -167,7 +163,7 @@ evalcases:
         content: [{type: file, value: ../shared/notes.txt}]
 """,
     )
-    refused = render(str(path), "--format", "json")
+    refused = invoke_cli("render", str(path), "--format", "json")
     assert refused.exit_code == 1
     assert "resolves outside the repository root" in refused.stderr
     assert json.loads(refused.stdout) == []
@@ -238,7 +234,9 @@ def test_target_system_prompt_and_request(targets_repo: Path) -> None:
 
 
 def test_target_request_never_shows_the_api_key(targets_repo: Path) -> None:
-    result = render(str(targets_repo / "evals/e.yaml"), "--target", "api", "--format", "json")
+    result = invoke_cli(
+        "render", str(targets_repo / "evals/e.yaml"), "--target", "api", "--format", "json"
+    )
     assert result.exit_code == 0, result.output
     assert "sk-render-secret" not in result.output
     (explicit, _plain) = json.loads(result.stdout)
@@ -259,7 +257,9 @@ def test_agent_target_gets_the_agent_mode_question(targets_repo: Path) -> None:
 
 
 def test_unknown_target_is_an_error(targets_repo: Path) -> None:
-    result = render(str(targets_repo / "evals/e.yaml"), "--target", "nope", "--format", "json")
+    result = invoke_cli(
+        "render", str(targets_repo / "evals/e.yaml"), "--target", "nope", "--format", "json"
+    )
     assert result.exit_code == 1
     assert "target 'nope' not found" in result.stderr
     assert "terse" in result.stderr  # the available names are listed
@@ -277,21 +277,21 @@ def test_explicit_targets_file(repo: Path) -> None:
 
 def test_text_view_with_targets(targets_repo: Path) -> None:
     path = str(targets_repo / "evals/e.yaml")
-    lm = render(path, "--target", "terse", "--eval-id", "plain")
+    lm = invoke_cli("render", path, "--target", "terse", "--eval-id", "plain")
     assert lm.exit_code == 0, lm.output
     assert "target: terse (mock)" in lm.stdout
     assert "Messages sent to target terse" in lm.stdout
     assert "as sent to mock: the messages as `messages`" in lm.stdout
     assert lm.stdout.count("Default prompt") == 1
     assert "not sent to this target" in lm.stdout  # the question, said in one line
-    agent = render(path, "--target", "agent", "--eval-id", "plain")
+    agent = invoke_cli("render", path, "--target", "agent", "--eval-id", "plain")
     assert agent.exit_code == 0, agent.output
     assert "Request for target agent (what its program gets)" in agent.stdout
     assert "[[ ## user_query ## ]]" in agent.stdout  # the prompt document, as text
     assert agent.stdout.count('<file: path="code.py">') == 1  # the question, once
     assert "Messages sent" not in agent.stdout  # an agent gets no message list
     # another rendering of the question than the target's is shown when asked for
-    asked = render(path, "--target", "agent", "--eval-id", "plain", "--mode", "lm")
+    asked = invoke_cli("render", path, "--target", "agent", "--eval-id", "plain", "--mode", "lm")
     assert "Question (lm mode)" in asked.stdout
 
 
@@ -352,7 +352,7 @@ evalcases:
 def test_lm_target_text_view_shows_each_message_once(repo: Path, target: str, note: str) -> None:
     write(repo, ".agentv/targets.yaml", VENDOR_TARGETS)
     path = str(write(repo, "e.yaml", MULTI_TURN))
-    result = render(path, "--target", target)
+    result = invoke_cli("render", path, "--target", target)
     assert result.exit_code == 0, result.output
     out = result.stdout
     for content in ("alpha", "bravo", "charlie", "delta", "echo"):
@@ -381,15 +381,13 @@ def test_text_view_never_hard_wraps(repo: Path) -> None:
     )
     for target in ("oa", "tool", None):
         args = [path] + (["--target", target] if target else [])
-        result = CliRunner().invoke(app, ["render", *args], env={"COLUMNS": "60"})
+        result = invoke_cli("render", *args, env={"COLUMNS": "60"})
         assert result.exit_code == 0, result.output
         lines = result.stdout.splitlines()
         assert any(LONG_WORD in line for line in lines), target
         assert any(LONG_TEXT in line for line in lines), target
     # the cli target's chat prompt: a JSON block that parses as printed
-    out = (
-        CliRunner().invoke(app, ["render", path, "--target", "tool"], env={"COLUMNS": "60"}).stdout
-    )
+    out = invoke_cli("render", path, "--target", "tool", env={"COLUMNS": "60"}).stdout
     block = out.split("other fields:\n", 1)[1].split("\n\n", 1)[0]
     chat = json.loads(block)["chat_prompt"]
     assert chat[0]["content"] == LONG_WORD and chat[1]["content"] == LONG_TEXT
@@ -400,8 +398,8 @@ def test_json_format_with_targets_parses(repo: Path) -> None:
     write(repo, ".agentv/targets.yaml", VENDOR_TARGETS)
     path = str(write(repo, "e.yaml", MULTI_TURN.replace("User-content-echo", LONG_TEXT)))
     for target in ("oa", "an", "ge", "tool"):
-        result = CliRunner().invoke(
-            app, ["render", path, "--target", target, "--format", "json"], env={"COLUMNS": "40"}
+        result = invoke_cli(
+            "render", path, "--target", target, "--format", "json", env={"COLUMNS": "40"}
         )
         assert result.exit_code == 0, result.output
         (case,) = json.loads(result.stdout)
@@ -452,7 +450,7 @@ def test_target_renders_without_its_variables_set(
     write(repo, ".env", "RENDER_SERVICE_TOKEN=tok-from-dotenv-0123456789\n")
     path = str(write(repo, "e.yaml", GOOD.split("  - id: review")[0]))
 
-    api = render(path, "--target", "api", "--format", "json")
+    api = invoke_cli("render", path, "--target", "api", "--format", "json")
     assert api.exit_code == 0, api.output
     (case,) = json.loads(api.stdout)
     assert case["request"]["model"] == "<unset:RENDER_MODEL>"
@@ -461,7 +459,7 @@ def test_target_renders_without_its_variables_set(
         assert f"warning: target 'api' uses {var}, which is not set; " in api.stderr
     assert "(`agentv eval` needs it set)" in api.stderr
 
-    tool = render(path, "--target", "tool", "--format", "json")
+    tool = invoke_cli("render", path, "--target", "tool", "--format", "json")
     assert tool.exit_code == 0, tool.output
     (case,) = json.loads(tool.stdout)
     assert case["request"]["command"] == "run --token *** --host <unset:RENDER_HOST> Hello"
@@ -471,7 +469,7 @@ def test_target_renders_without_its_variables_set(
     assert "uses RENDER_API_TOKEN, which is not set" in tool.stderr
     assert "RENDER_SERVICE_TOKEN" not in os.environ  # .env only read, not loaded
 
-    implicit = render(path, "--target", "implicit_key", "--format", "json")
+    implicit = invoke_cli("render", path, "--target", "implicit_key", "--format", "json")
     assert implicit.exit_code == 0, implicit.output
     assert json.loads(implicit.stdout)[0]["request"]["model"] == "claude-test"
 
@@ -486,7 +484,7 @@ def test_eval_still_needs_the_variables(repo: Path, monkeypatch: pytest.MonkeyPa
     )
     path = str(write(repo, "e.yaml", GOOD.split("  - id: review")[0]))
     assert render_json(path, "--target", "m")[0]["target"] == "m"
-    result = CliRunner().invoke(app, ["eval", path, "--target", "m"])
+    result = invoke_cli("eval", path, "--target", "m")
     assert result.exit_code != 0
     assert "field 'response' uses environment variable RENDER_ANSWER, which is not set" in (
         result.stderr

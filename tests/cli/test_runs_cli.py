@@ -6,7 +6,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from support.cli_run import agentv_cli
+import pytest
+
+from support.cli import agentv_cli
+
+#: every test here runs agentv as a process: left out of `make test-fast`
+pytestmark = pytest.mark.slow
 
 
 def results(path: Path, *ids: str) -> Path:

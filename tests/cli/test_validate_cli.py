@@ -6,28 +6,19 @@ from pathlib import Path
 
 import pytest
 import yaml
-from typer.testing import CliRunner, Result
 
-from agentv.cli.app import _register, app
 from agentv.run.validation import find_yaml_files, validate_paths
-from support.helpers import write
+from support.cli import invoke_cli
+from support.files import write
 from support.paths import EXAMPLES, ROOT
 
-_register()
 CASE = "  - {id: ok, outcome: ok, input_messages: [{role: user, content: hi}]}\n"
 EVAL = "$schema: agentv-eval-v2\nevalcases:\n" + CASE
 
 
-def validate(*args: str) -> Result:
-    result = CliRunner().invoke(app, ["validate", *args])
-    assert result.exception is None or isinstance(result.exception, SystemExit)
-    assert "Traceback" not in result.output
-    return result
-
-
 def test_examples_are_valid(monkeypatch) -> None:
     monkeypatch.chdir(EXAMPLES.parent)
-    result = validate("examples")
+    result = invoke_cli("validate", "examples")
     assert result.exit_code == 0, result.stdout
     for name in ("brainstorm", "code-review", "debugging-session", "tool-use"):
         assert f"✓ examples/{name}.yaml  (eval file, 1 case)\n" in result.stdout
@@ -56,7 +47,7 @@ evalcases:
         content: "42"
 """,
     )
-    result = validate("evals")
+    result = invoke_cli("validate", "evals")
     assert result.exit_code == 1
     out = result.stdout
     assert "✗ evals/broken.yaml  (eval file, 2 cases, 1 with errors)\n" in out
@@ -89,7 +80,7 @@ def test_warnings_alone_exit_zero(repo: Path) -> None:
         EVAL
         + "  - {id: t, outcome: ok, input_messages: [{role: tool, tool_call_id: x, content: r}]}\n",
     )
-    result = validate("e.yaml")
+    result = invoke_cli("validate", "e.yaml")
     assert result.exit_code == 0
     assert "✓ e.yaml  (eval file, 2 cases)\n" in result.stdout
     assert "answers call 'x', which no earlier assistant message made" in result.stdout
@@ -109,7 +100,7 @@ def test_files_are_recognised_by_schema(repo: Path) -> None:
     write(repo, "suite/readme.md", "# not YAML, not looked at\n")
     write(repo, "suite/.hidden/skipped.yaml", "garbage: [\n")
     write(repo, "suite/node_modules/pkg/skipped.yaml", "garbage: [\n")
-    result = validate("suite")
+    result = invoke_cli("validate", "suite")
     out = result.stdout
     assert result.exit_code == 1
     assert "✓ suite/eval.yml  (eval file, 1 case)\n" in out
@@ -146,7 +137,7 @@ def test_duplicate_keys_are_errors(repo: Path) -> None:
         "$schema: agentv-eval-v2\nevalcases:\n  - id: a\n    outcome: x\n    outcome: y\n"
         "    input_messages: []\n",
     )
-    result = validate("e.yaml")
+    result = invoke_cli("validate", "e.yaml")
     assert result.exit_code == 1
     assert (
         "  ✗ e.yaml:5:5: key 'outcome' is written twice in the same mapping (first on line 4); "
@@ -276,7 +267,7 @@ def test_targets_problems_are_reported(repo: Path) -> None:
         "$schema: agentv-targets-v2.2\ntargets:\n  - name: m\n    provider: mokc\n"
         "  - name: n\n    provider: mock\n    temperature: hot\n",
     )
-    result = validate(".agentv/targets.yaml")
+    result = invoke_cli("validate", ".agentv/targets.yaml")
     # an unknown provider only breaks the runs that use the target: a warning
     assert (
         "  ⚠ .agentv/targets.yaml:4:15: target 'm': 'mokc' is not a known provider; "
@@ -289,7 +280,7 @@ def test_targets_problems_are_reported(repo: Path) -> None:
 
 def test_missing_path_and_non_yaml_file(repo: Path) -> None:
     write(repo, "notes.txt", "hello")
-    result = validate("nope", "notes.txt")
+    result = invoke_cli("validate", "nope", "notes.txt")
     assert result.exit_code == 1
     assert "  ✗ nope: path not found\n" in result.stdout
     assert "  ✗ notes.txt: not a YAML file\n" in result.stdout
@@ -298,7 +289,7 @@ def test_missing_path_and_non_yaml_file(repo: Path) -> None:
 def test_bad_yaml_and_non_utf8(repo: Path) -> None:
     write(repo, "a.yaml", "$schema: agentv-eval-v2\nevalcases:\n  - id: [\n")
     (repo / "b.yaml").write_bytes(b"$schema: agentv-eval-v2\n# caf\xe9\n")
-    result = validate(".")
+    result = invoke_cli("validate", ".")
     assert result.exit_code == 1
     assert "  ✗ a.yaml:4:1: invalid YAML: while parsing a flow node" in result.stdout
     assert "the file ends inside something never closed" in result.stdout
@@ -317,7 +308,7 @@ def test_agent_targets_that_cannot_start_here_are_warned_about(
         "  - name: c\n    provider: cli\n    command_template: x {PROMPT}\n    cwd: gone\n"
         "  - name: env\n    provider: cli\n    command_template: x\n    cwd: ${{ WORK }}\n",
     )
-    result = validate(".agentv/targets.yaml")
+    result = invoke_cli("validate", ".agentv/targets.yaml")
     assert result.exit_code == 0, result.stdout  # warnings: the eval may run elsewhere
     out = result.stdout
     assert "✓ .agentv/targets.yaml  (targets file, 3 targets)\n" in out
@@ -343,7 +334,7 @@ def test_cases_with_errors_are_counted_as_a_run_records_them(repo: Path) -> None
         "execution:\n  target: fast\n  evaluators: [{type: regex, value: '^ok'}]\n"
         "evalcases:\n" + CASE + CASE + CASE + "  - {id: other, outcome: ok, input_messages: []}\n",
     )
-    result = validate("evals/e.yaml")
+    result = invoke_cli("validate", "evals/e.yaml")
     assert result.exit_code == 1
     out = result.stdout
     assert "✗ evals/e.yaml  (eval file, 4 cases, 2 with errors)\n" in out
@@ -361,11 +352,7 @@ targets:
 """
 
 
-def _eval_exit(repo: Path, *args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(app, ["eval", *args, "--out", str(repo / "r.jsonl")])
-    return result.exit_code, result.output
-
-
+@pytest.mark.slow  # its run asks git for the commit it is on
 def test_validate_fails_where_eval_would_not_start_every_case(
     repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -375,26 +362,26 @@ def test_validate_fails_where_eval_would_not_start_every_case(
     checked = "  - id: ok\n    outcome: hi\n    input_messages: [{role: user, content: hi}]\n"
     checked += "    execution: {evaluators: [{type: contains, value: hi}]}\n"
     write(repo, "evals/typo.yaml", "$schema: agentv-eval-v2\ntarget: mokc\nevalcases:\n" + checked)
-    result = validate("evals")
+    result = invoke_cli("validate", "evals")
     assert result.exit_code == 1
     assert (
         "  ✗ evals/typo.yaml:4: case 'ok' cannot run: target 'mokc' not found in "
         f"{(repo / '.agentv/targets.yaml').resolve()}; available targets: default, keyed\n"
     ) in result.stdout
-    code, _ = _eval_exit(repo, "evals")
+    code = invoke_cli("eval", "evals", "--out", "r.jsonl").exit_code
     assert code == 3  # eval records the case as invalid: validate told the truth
 
     # --target picks the target as eval's does
-    assert validate("evals", "--target", "default").exit_code == 0
-    assert _eval_exit(repo, "evals", "--target", "default")[0] == 0
+    assert invoke_cli("validate", "evals", "--target", "default").exit_code == 0
+    assert invoke_cli("eval", "evals", "--target", "default", "--out", "r.jsonl").exit_code == 0
 
     # a target whose variable is not set: both refuse it
-    result = validate("evals", "--target", "keyed")
+    result = invoke_cli("validate", "evals", "--target", "keyed")
     assert result.exit_code == 1
     assert "VALIDATE_TEST_KEY" in result.stdout
-    assert _eval_exit(repo, "evals", "--target", "keyed")[0] == 1
+    assert invoke_cli("eval", "evals", "--target", "keyed", "--out", "r.jsonl").exit_code == 1
     monkeypatch.setenv("VALIDATE_TEST_KEY", "sk-test")
-    assert validate("evals", "--target", "keyed").exit_code == 0
+    assert invoke_cli("validate", "evals", "--target", "keyed").exit_code == 0
 
 
 def test_a_typo_in_targets_yaml_is_an_error_for_validate_and_eval(
@@ -410,10 +397,11 @@ def test_a_typo_in_targets_yaml_is_an_error_for_validate_and_eval(
     )
     write(repo, "evals/e.yaml", EVAL)
     where = ".agentv/targets.yaml:7:5"
-    result = validate("evals")  # the targets file is found through the eval file
+    result = invoke_cli("validate", "evals")  # the targets file is found through the eval file
     assert result.exit_code == 1
     assert f"✗ {where}: target 'other': unknown setting 'base_ulr'" in result.stdout
-    code, output = _eval_exit(repo, "evals")  # even though no case uses `other`
+    ran = invoke_cli("eval", "evals", "--out", "r.jsonl")  # even though no case uses `other`
+    code, output = ran.exit_code, ran.output
     assert code == 1
     assert f"{where}: error: target 'other': unknown setting 'base_ulr'" in output
     assert "did you mean 'base_url'?" in output
@@ -425,7 +413,7 @@ def test_without_a_targets_file_validate_warns_that_targets_were_not_checked(
 ) -> None:
     monkeypatch.chdir(repo)
     write(repo, "evals/e.yaml", EVAL)
-    result = validate("evals")
+    result = invoke_cli("validate", "evals")
     assert result.exit_code == 0
     assert (
         "  ⚠ evals/e.yaml: no targets file found, so the targets its cases run on were not "

@@ -11,14 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from agentv.cli.app import _register, app
 from agentv.errors import Diagnostic, InputError
 from agentv.evalfile.loader import load_eval_file
+from support.cli import invoke_cli
 from support.paths import DATA
 
-_register()
 BAD = DATA / "bad"
 
 
@@ -319,7 +317,7 @@ def test_render_skips_or_fails_with_the_message(
     expected: Expected, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(BAD)
-    result = CliRunner().invoke(app, ["render", expected.file, "--format", "json"])
+    result = invoke_cli("render", expected.file, "--format", "json")
     assert result.exception is None or isinstance(result.exception, SystemExit)
     assert "Traceback" not in result.output
     assert f"{_where(expected)}: {expected.severity}: {expected.message}\n" in result.stderr
@@ -330,7 +328,7 @@ def test_render_skips_or_fails_with_the_message(
 @pytest.mark.parametrize("expected", EXPECTED, ids=lambda e: e.file)
 def test_validate_reports_the_message(expected: Expected, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(BAD)
-    result = CliRunner().invoke(app, ["validate", expected.file])
+    result = invoke_cli("validate", expected.file)
     assert result.exception is None or isinstance(result.exception, SystemExit)
     severity = expected.validate_severity or expected.severity
     mark = "✗" if severity == "error" else "⚠"
@@ -363,7 +361,7 @@ evalcases:
 """,
         encoding="utf-8",
     )
-    result = CliRunner().invoke(app, ["render", "e.yaml", "--format", "json"])
+    result = invoke_cli("render", "e.yaml", "--format", "json")
     assert result.exit_code == 0  # case c still renders
     assert [c["eval_id"] for c in json.loads(result.stdout)] == ["c"]
     err = result.stderr

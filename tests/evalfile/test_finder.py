@@ -9,7 +9,7 @@ import pytest
 from agentv.errors import ConfigError
 from agentv.evalfile.finder import expand_eval_paths
 from agentv.run.validation import find_yaml_files
-from support.helpers import write
+from support.files import write
 
 EVAL = "$schema: agentv-eval-v2\nevalcases: []\n"
 

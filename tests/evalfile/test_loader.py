@@ -13,7 +13,7 @@ from agentv.evalfile.guidelines import DEFAULT_GUIDELINE_PATTERNS, is_guideline
 from agentv.evalfile.loader import LoadContext, iter_cases, load_eval_file
 from agentv.messages import FileSegment, GuidelineRef, TextSegment
 from agentv.prompts.builder import build_prompt
-from support.helpers import write
+from support.files import write
 
 HEADER = "$schema: agentv-eval-v2\nevalcases:\n"
 

@@ -12,16 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from support.cli_run import agentv_cli
-from support.helpers import write
+from support.cli import agentv_cli
+from support.files import write
+from support.targets import mock_target, write_targets
 
-MOCK = """\
-$schema: agentv-targets-v2.2
-targets:
-  - name: default
-    provider: mock
-    response: an answer
-"""
+#: every test here starts agentv (or a script) as a process: left out of `make test-fast`
+pytestmark = pytest.mark.slow
 
 
 def _case(evaluator: str, extra: str = "") -> str:
@@ -47,7 +43,7 @@ def _case(evaluator: str, extra: str = "") -> str:
 def test_an_evaluator_setting_of_the_wrong_kind_is_refused(
     repo: Path, evaluator: str, said: str
 ) -> None:
-    write(repo, ".agentv/targets.yaml", MOCK)
+    write_targets(repo, mock_target(response="an answer"))
     write(repo, "evals/check.py", "print('{\"score\": 1}')\n")
     write(repo, "evals/e.yaml", _case(evaluator))
     checked = agentv_cli(repo, "validate", "evals/e.yaml")
@@ -59,7 +55,7 @@ def test_an_evaluator_setting_of_the_wrong_kind_is_refused(
 
 
 def test_a_tool_without_an_end_to_its_time_is_refused(repo: Path) -> None:
-    write(repo, ".agentv/targets.yaml", MOCK)
+    write_targets(repo, mock_target(response="an answer"))
     tool = "    tools:\n      - name: t\n        script: echo hi\n        timeout_seconds: .inf\n"
     write(repo, "evals/e.yaml", _case("{type: contains, value: a}", tool))
     checked = agentv_cli(repo, "validate", "evals/e.yaml")
@@ -98,7 +94,7 @@ def test_a_target_number_of_the_wrong_kind_is_refused(
 
 
 def test_a_null_score_is_read_as_0_with_a_located_warning(repo: Path) -> None:
-    write(repo, ".agentv/targets.yaml", MOCK)
+    write_targets(repo, mock_target(response="an answer"))
     write(repo, "evals/e.yaml", _case("{type: contains, value: answer}"))
     ran = agentv_cli(repo, "eval", "evals/e.yaml", "--out", "r.jsonl")
     assert ran.returncode == 0, ran.stderr
@@ -121,7 +117,7 @@ def test_a_null_score_is_read_as_0_with_a_located_warning(repo: Path) -> None:
 
 
 def test_weights_at_their_largest_still_make_a_score(repo: Path) -> None:
-    write(repo, ".agentv/targets.yaml", MOCK)
+    write_targets(repo, mock_target(response="an answer"))
     evaluators = (
         "{type: contains, value: answer, weight: 1000000}\n"
         "      - {type: contains, value: nothing, weight: 1000000}"

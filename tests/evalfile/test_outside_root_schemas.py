@@ -10,16 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from support.cli_run import agentv_cli, rows
-from support.helpers import write
+from support.cli import agentv_cli
+from support.files import write
+from support.results import rows
+from support.targets import mock_target, write_targets
 
-TARGETS = """\
-$schema: agentv-targets-v2.2
-targets:
-  - name: default
-    provider: mock
-    response: '{"answer": 1}'
-"""
+#: every test here starts agentv (or a script) as a process: left out of `make test-fast`
+pytestmark = pytest.mark.slow
+
 #: what the outside file holds: no valid schema, so a reader that reads it quotes it
 PRIVATE = '{"type": "PRIVATE-MARKER-41c7"}'
 
@@ -55,7 +53,7 @@ def test_a_schema_file_outside_the_root_is_refused(
 ) -> None:
     outside = write(tmp_path, "outside/schema.json", PRIVATE)
     ref = "../../outside/schema.json" if how == "relative" else str(outside)
-    write(repo, ".agentv/targets.yaml", TARGETS)
+    write_targets(repo, mock_target(response='{"answer": 1}'))
     write(repo, "evals/e.yaml", text.format(ref=ref))
 
     checked = agentv_cli(repo, "validate", "evals/e.yaml")
@@ -82,7 +80,7 @@ def test_a_schema_file_outside_the_root_is_refused(
 
 def test_a_schema_file_inside_the_root_is_read(repo: Path) -> None:
     write(repo, "schemas/answer.json", '{"type": "object", "required": ["answer"]}')
-    write(repo, ".agentv/targets.yaml", TARGETS)
+    write_targets(repo, mock_target(response='{"answer": 1}'))
     write(repo, "evals/e.yaml", IS_JSON.format(ref="../schemas/answer.json"))
     ran = agentv_cli(repo, "eval", "evals/e.yaml", "--out", "out.jsonl")
     assert ran.returncode == 0, ran.stdout + ran.stderr

@@ -17,7 +17,7 @@ from agentv.errors import InputError
 from agentv.evalfile.loader import iter_entries, load_eval_file
 from agentv.messages import chat_to_dicts
 from agentv.prompts.builder import build_prompt
-from support.helpers import write
+from support.files import write
 
 
 @pytest.fixture

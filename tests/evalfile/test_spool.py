@@ -12,7 +12,7 @@ from agentv.evalfile.files import FileStore
 from agentv.evalfile.loader import LoadContext, iter_cases, load_eval_file
 from agentv.evalfile.spool import CaseSpool
 from agentv.run.plan import KEEP_LIMIT
-from support.helpers import write
+from support.files import write
 
 CASE = """  - id: c{i}
     outcome: answers {i}

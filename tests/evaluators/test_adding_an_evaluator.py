@@ -13,8 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from support.cli_run import agentv_cli, rows
-from support.helpers import write
+from support.cli import agentv_cli
+from support.files import write
+from support.results import rows
+from support.targets import mock_target, write_targets
+
+#: every test here runs agentv as a process: left out of `make test-fast`
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "maintainers" / "evaluators.md"
@@ -95,12 +100,7 @@ def test_a_new_evaluator_is_checked_like_every_other(package: Path, repo: Path) 
 
 
 def test_a_new_evaluator_grades_a_run(package: Path, repo: Path) -> None:
-    write(
-        repo,
-        ".agentv/targets.yaml",
-        "$schema: agentv-targets-v2.2\ntargets:\n"
-        "  - {name: default, provider: mock, response: '  Paris is the capital.'}\n",
-    )
+    write_targets(repo, mock_target(response="  Paris is the capital."))
     write(
         repo,
         "evals/good.yaml",

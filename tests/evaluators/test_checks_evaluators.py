@@ -12,15 +12,12 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from agentv.cli.app import _register, app
 from agentv.evalfile.loader import load_eval_file
 from agentv.evaluators.deterministic import IsJsonSpec, regex_problem
 from agentv.system.scripts import script_file
-from support.helpers import write
-
-_register()
+from support.cli import invoke_cli
+from support.files import write
 
 
 @pytest.fixture(autouse=True)
@@ -155,7 +152,7 @@ def test_schema_whose_draft_is_not_text(repo: Path) -> None:
         ".agentv/targets.yaml",
         "$schema: agentv-targets-v2.2\ntargets: [{name: default, provider: mock}]\n",
     )
-    result = CliRunner().invoke(app, ["validate", "evals/e.yaml"])
+    result = invoke_cli("validate", "evals/e.yaml")
     assert (result.exit_code, type(result.exception)) == (1, SystemExit)  # not a crash
     assert result.stdout == (
         "\nValidation Summary\n\n"
@@ -670,7 +667,7 @@ def test_validate_reports_the_same_message_and_place(
         "      - {type: is_json, schema: list.json}\n"
         "      - {type: code, script: python3 check.py}\n",
     )
-    result = CliRunner().invoke(app, ["validate", "evals/e.yaml"])
+    result = invoke_cli("validate", "evals/e.yaml")
     assert result.exit_code == 1
     out = result.stdout
     assert "✗ evals/e.yaml  (eval file, 2 cases, 1 with errors)\n" in out
@@ -730,6 +727,7 @@ def test_schema_check_agrees_with_the_is_json_evaluator(tmp_path: Path, schema: 
     assert (problem is None) == (not isinstance(at_run_time, str))
 
 
+@pytest.mark.slow
 def test_script_check_agrees_with_a_real_run(repo: Path) -> None:
     """A script the check accepts runs; one it refuses fails to start at run time."""
     from agentv.system.process import run_process

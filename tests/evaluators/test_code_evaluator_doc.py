@@ -5,14 +5,18 @@ documented input, prints the documented output, and the field table lists every 
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
-from support.helpers import write
+import pytest
+
+from support.cli import agentv_cli
+from support.files import write
 from support.paths import DOCS
+
+#: every test here runs agentv as a process: left out of `make test-fast`
+pytestmark = pytest.mark.slow
 
 PAGE = DOCS / "eval-files.md"
 TITLE = "## Code evaluators"
@@ -70,14 +74,7 @@ def test_the_documented_example_is_what_the_script_gets_and_prints(tmp_path: Pat
         "$schema: agentv-targets-v2.2\ntargets:\n  - name: mock\n    provider: mock\n"
         f"    response: {json.dumps(example['candidate_answer'])}\n",
     )
-    proc = subprocess.run(
-        [sys.executable, "-m", "agentv", "eval", "evals/", "--target", "mock", "--out", "r.jsonl"],
-        cwd=root,
-        env={**os.environ, "CI": "1"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = agentv_cli(root, "eval", "evals/", "--target", "mock", "--out", "r.jsonl")
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
     sent = json.loads((root / "evals/payload.json").read_text(encoding="utf-8"))

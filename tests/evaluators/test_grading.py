@@ -7,6 +7,8 @@ import shlex
 import sys
 from pathlib import Path
 
+import pytest
+
 from agentv.cases import EvaluatorConfig
 from agentv.evalfile.loader import load_eval_file
 from agentv.evaluators.base import EvaluationContext, EvaluatorScore
@@ -15,7 +17,7 @@ from agentv.evaluators.grading import aggregate, grade_case
 from agentv.prompts.builder import build_prompt
 from agentv.providers.base import ProviderResponse, Usage
 from support.evaluator_kit import FakeJudge, contains, judge, make_case, make_ctx, regex
-from support.helpers import write
+from support.files import write
 
 
 def entry(name: str, score: float, hits: list[str], misses: list[str], reasoning: str | None):
@@ -132,6 +134,7 @@ async def test_an_evaluator_that_raises_is_recorded(tmp_path: Path) -> None:
     assert grade.score == 0.5
 
 
+@pytest.mark.slow
 async def test_loaded_eval_file_end_to_end(repo: Path) -> None:
     """Evaluators as the loader resolves them: code cwd, judge prompt file, schema path."""
     py = shlex.quote(sys.executable)

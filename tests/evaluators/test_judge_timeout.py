@@ -5,33 +5,28 @@ and two loopback fake servers (the target's answers, the judge's hangs)."""
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
-from support.cli_run import agentv_cli, rows
+import pytest
+
+from support.cli import agentv_cli
 from support.fakes import FakeLLMServer, Fault
-from support.helpers import write
-from support.wire_support import provider_fields
+from support.files import write
+from support.results import rows
+from support.targets import lm_target, write_targets
+
+#: every test here starts agentv (or a script) as a process: left out of `make test-fast`
+pytestmark = pytest.mark.slow
 
 
 def test_a_hung_judge_fails_its_case_at_the_runs_time_limit(repo: Path) -> None:
     with FakeLLMServer(reply="Paris") as target, FakeLLMServer() as judge:
         judge.script(*[Fault.hanging()] * 10)
-        entries = [
-            {
-                "name": "default",
-                **provider_fields("openai", target),
-                "provider": "openai",
-                "judge_target": "judge",
-            },
-            {"name": "judge", **provider_fields("openai", judge), "provider": "openai"},
-        ]
-        write(
+        write_targets(
             repo,
-            ".agentv/targets.yaml",
-            "$schema: agentv-targets-v2.2\ntargets:\n"
-            + "".join(f"  - {json.dumps(e)}\n" for e in entries),
+            lm_target("openai", target, judge_target="judge"),
+            lm_target("openai", judge, name="judge"),
         )
         write(
             repo,

@@ -12,7 +12,7 @@ import pytest
 from agentv.evalfile.loader import load_eval_file
 from agentv.evaluators.base import EvaluatorSpec
 from agentv.evaluators.registry import BY_TYPE, EVALUATOR_TYPES, KINDS, type_names
-from support.helpers import write
+from support.files import write
 
 #: the smallest settings of each kind that load cleanly
 MINIMAL = {

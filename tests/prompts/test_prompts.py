@@ -12,10 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
 from agentv.cases import EvaluatorConfig
-from agentv.cli.app import _register, app
 from agentv.evalfile.loader import load_eval_file
 from agentv.evaluators.base import EvaluationContext
 from agentv.evaluators.llm_judge import LlmJudgeSpec, judge_prompts
@@ -29,9 +27,9 @@ from agentv.prompts.builder import (
     request_messages,
     uses_role_markers,
 )
-from support.helpers import write
+from support.cli import invoke_cli
+from support.files import write
 
-_register()
 HEADER = "$schema: agentv-eval-v2\nevalcases:\n  - id: case\n    outcome: works\n"
 
 
@@ -64,7 +62,7 @@ def views(
     }
     out = [python_view]
     if system_prompt is None:  # the CLI takes a system prompt only from a target
-        result = CliRunner().invoke(app, ["render", str(path), "--format", "json", "--mode", mode])
+        result = invoke_cli("render", str(path), "--format", "json", "--mode", mode)
         assert result.exit_code == 0, result.output
         (cli_view,) = json.loads(result.stdout)
         out.append({key: cli_view[key] for key in python_view})

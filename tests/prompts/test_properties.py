@@ -30,7 +30,7 @@ from agentv.prompts.builder import (
     uses_role_markers,
 )
 from agentv.run.validation import validate_paths
-from support.helpers import write
+from support.files import write
 
 # Text that cannot spell a marker by itself ("@" left out), with blank and multi-line values.
 text = st.text(alphabet=st.sampled_from("ab xy\n\t.:[]#=<>"), max_size=12)

@@ -15,8 +15,8 @@ from agentv.prompts.builder import LM, PromptSettings, build_prompt
 from agentv.providers.base import Provider, ProviderRequest, request_for_case
 from agentv.providers.registry import provider_class
 from support.fakes import FakeLLMServer
-from support.helpers import write
-from support.wire_support import EvalRequest, MakeProvider, provider_fields
+from support.files import write
+from support.providers import EvalRequest, MakeProvider, provider_fields
 
 
 @pytest.fixture

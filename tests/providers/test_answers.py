@@ -18,8 +18,7 @@ import pytest
 from agentv.errors import ProviderError
 from agentv.providers.base import Provider, Usage
 from agentv.providers.registry import provider_class
-from support.helpers import ask
-from support.wire_support import FAST_RETRIES, KEYS, MODELS
+from support.providers import FAST_RETRIES, KEYS, MODELS, ask
 
 
 class CannedAPI:

@@ -7,10 +7,11 @@ from __future__ import annotations
 import pytest
 
 from agentv.errors import ProviderHTTPError
-from support.cli_run import agentv_cli, rows
+from support.cli import agentv_cli
 from support.fakes import FakeLLMServer, Fault
-from support.helpers import ask, write
-from support.wire_support import LM_KINDS, EvalRequest, MakeProvider
+from support.files import write
+from support.providers import LM_KINDS, EvalRequest, MakeProvider, ask
+from support.results import rows
 
 LONG_REPLY = "one two three four five six seven eight nine ten"
 #: how each API says "cut at the output limit"
@@ -160,6 +161,7 @@ async def test_the_strict_fake_refuses_null_content_and_wrong_types(
 # --- the record and the screen ----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_record_says_how_the_answer_ended_and_what_was_asked(repo, llm_server) -> None:
     llm_server.reply = LONG_REPLY
     llm_server.limit_params = ("max_tokens",)

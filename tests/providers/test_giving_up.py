@@ -9,13 +9,19 @@ shortcut)."""
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
-from support.cli_run import agentv_cli, rows
+import pytest
+
+from support.cli import agentv_cli
 from support.fakes import Every, FakeLLMServer, Fault, refused
-from support.helpers import write
+from support.files import write
+from support.results import rows
+from support.targets import openai_target, write_targets
+
+#: every test here starts agentv (or a script) as a process: left out of `make test-fast`
+pytestmark = pytest.mark.slow
 
 SUITE = """\
 $schema: agentv-eval-v2
@@ -33,19 +39,7 @@ VALIDATION = (
 
 
 def _project(repo: Path, url: str, **fields: object) -> None:
-    entry = {
-        "name": "default",
-        "provider": "openai",
-        "base_url": f"{url}/v1",
-        "api_key": "k-12345678",
-        "model": "m",
-        **fields,
-    }
-    write(
-        repo,
-        ".agentv/targets.yaml",
-        "$schema: agentv-targets-v2.2\ntargets:\n  - " + json.dumps(entry) + "\n",
-    )
+    write_targets(repo, openai_target(url, **fields))
     write(repo, "evals/e.yaml", SUITE)
 
 

@@ -14,10 +14,11 @@ import pytest
 from agentv.errors import ProviderError, ProviderTimeout
 from agentv.providers.failures import ResponseTooLarge, connection_failure
 from agentv.providers.transport import http_client
-from support.cli_run import agentv_cli_peak, rows
+from support.cli import agentv_cli_peak
 from support.fakes import FakeLLMServer, Fault, refused
-from support.helpers import ask, write
-from support.wire_support import LM_KINDS, MakeProvider
+from support.files import write
+from support.providers import LM_KINDS, MakeProvider, ask
+from support.results import rows
 
 REQUEST = ask(question="Hello?")
 MIB = 1 << 20
@@ -45,11 +46,11 @@ async def test_an_endless_body_stops_at_max_response_bytes_and_is_not_retried(
     kind: str, llm_server: FakeLLMServer, make_provider: MakeProvider
 ) -> None:
     llm_server.script(Fault.endless_body(), Fault.endless_body())
-    provider = make_provider(kind, max_response_bytes=4 * MIB, max_retries=3, timeout_seconds=30)
+    provider = make_provider(kind, max_response_bytes=4 * MIB, max_retries=3, timeout_seconds=120)
     started = time.monotonic()
     with pytest.raises(ProviderError) as info:
         await provider.invoke(REQUEST)
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 60  # a hang guard: cut at the cap, not timed out
     assert not isinstance(info.value, ProviderTimeout)
     assert str(info.value) == (
         f"target 't' ({kind}): the server sent more than max_response_bytes (4 MiB) and was "
@@ -162,7 +163,7 @@ async def test_a_small_body_announced_larger_than_a_small_cap_is_refused_unread(
         if b"/hang" in request.split(b"\r\n", 1)[0]:
             writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 50000\r\n\r\n")
             await writer.drain()
-            await asyncio.sleep(30)
+            await asyncio.sleep(120)
         else:
             writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\n" + b'{"a": 1}')
             await writer.drain()
@@ -174,8 +175,9 @@ async def test_a_small_body_announced_larger_than_a_small_cap_is_refused_unread(
         async with http_client(1000, use_aiohttp=True) as client:
             started = time.monotonic()
             with pytest.raises(ResponseTooLarge) as info:
-                await client.get(f"{url}/hang", timeout=5)
-            assert time.monotonic() - started < 2 and not info.value.decompressed
+                await client.get(f"{url}/hang", timeout=120)
+            # a hang guard: refused at once, not read until the server gives up
+            assert time.monotonic() - started < 60 and not info.value.decompressed
             answer = await client.get(f"{url}/plain", timeout=5)
             assert answer.json() == {"a": 1}
             assert answer.elapsed.total_seconds() >= 0
@@ -195,7 +197,7 @@ async def test_a_refused_connection_is_named_with_the_url(
         started = time.monotonic()
         with pytest.raises(ProviderError) as info:
             await provider.invoke(REQUEST)
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 30  # a hang guard
     assert str(info.value) == (
         f"target 't' ({kind}): cannot reach {_shown(kind, url)}: connection refused (is the "
         "server running?) (gave up after 3 attempts)"
@@ -283,6 +285,7 @@ async def test_refused_and_reset_are_told_apart_on_either_transport(
         assert failure is not None and failure.reason.startswith("the connection was reset")
 
 
+@pytest.mark.slow
 def test_a_run_against_hostile_servers_stays_small(repo: Path, llm_server: FakeLLMServer) -> None:
     # An endless body (1 MiB chunks for ever) and a gzip bomb (1 GiB from 1 MiB), each met
     # with the default cap (32 MiB): agentv used to grow to gigabytes on either.

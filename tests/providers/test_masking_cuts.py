@@ -15,10 +15,12 @@ from agentv.errors import ProviderError
 from agentv.providers.llm import MAX_MESSAGE, NON_JSON_SHOWN
 from agentv.providers.registry import provider_class
 from agentv.system.masking import Masker, masking_scope
-from support.cli_run import agentv_cli, rows
+from support.cli import agentv_cli
 from support.fakes import FakeLLMServer, Fault
-from support.helpers import KEY, OFFSETS, across, ask, clean, fragments, middle_cuts, write
-from support.wire_support import LM_KINDS, provider_fields
+from support.files import write
+from support.masking import KEY, OFFSETS, across, clean, fragments, middle_cuts
+from support.providers import LM_KINDS, ask, provider_fields
+from support.results import rows
 
 
 async def _errors(kind: str, faults: list[Fault]) -> list[str]:
@@ -79,6 +81,7 @@ async def test_the_runs_secrets_are_masked_too_and_the_case_is_told() -> None:
     assert not scope.masked
 
 
+@pytest.mark.slow
 def test_a_record_whose_error_was_masked_before_its_cut_says_masked_secrets(
     repo: Path, llm_server: FakeLLMServer
 ) -> None:

@@ -19,15 +19,13 @@ from typing import Any
 
 import pytest
 import yaml
-from typer.testing import CliRunner
 
 import agentv
-from agentv.cli.app import _register, app
+from support.cli import invoke_cli
 from support.fakes import FakeLLMServer
-from support.helpers import write
-from support.wire_support import KEYS, LM_KINDS, provider_fields
-
-_register()
+from support.files import write
+from support.providers import KEYS, LM_KINDS
+from support.targets import lm_target, write_targets
 
 Atom = tuple[Any, ...]
 
@@ -134,14 +132,6 @@ SCENARIOS = [
 ]
 
 
-def _targets(kind: str, server: FakeLLMServer, system_prompt: str | None) -> str:
-    fields = {"name": "t", "provider": kind, **provider_fields(kind, server)}
-    if system_prompt is not None:
-        fields["system_prompt"] = system_prompt
-    entry = "\n".join(f"    {k}: {json.dumps(v)}" for k, v in fields.items())
-    return "$schema: agentv-targets-v2.2\ntargets:\n  -" + entry[3:] + "\n"
-
-
 def _eval_file(repo: Path, scenario: Scenario) -> Path:
     for rel, text in scenario.files.items():
         write(repo, rel, text)
@@ -222,10 +212,12 @@ def wire_atoms(kind: str, body: dict[str, Any]) -> list[Atom]:
 def test_render_logged_and_wire_are_one_list(
     kind: str, scenario: Scenario, repo: Path, llm_server: FakeLLMServer
 ) -> None:
-    write(repo, ".agentv/targets.yaml", _targets(kind, llm_server, scenario.system_prompt))
+    given = scenario.system_prompt
+    prompt = {} if given is None else {"system_prompt": given}
+    write_targets(repo, lm_target(kind, llm_server, "t", **prompt))
     path = _eval_file(repo, scenario)
 
-    rendered = CliRunner().invoke(app, ["render", str(path), "--target", "t", "--format", "json"])
+    rendered = invoke_cli("render", str(path), "--target", "t", "--format", "json")
     assert rendered.exit_code == 0, rendered.output
     (view,) = json.loads(rendered.stdout)
     sent = view["sent_messages"]

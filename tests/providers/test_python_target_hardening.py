@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import subprocess
 import sys
 import textwrap
@@ -18,7 +17,8 @@ from pathlib import Path
 import pytest
 
 import agentv
-from support.helpers import write
+from support.cli import agentv_env
+from support.files import write
 
 
 def _suite(repo: Path, ids: list[str]) -> None:
@@ -50,7 +50,7 @@ def _run(repo: Path, body: str, timeout: float = 90) -> dict:
     proc = subprocess.run(
         [sys.executable, "-c", script],
         cwd=repo,
-        env={**os.environ, "CI": "1"},
+        env=agentv_env(),
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -59,6 +59,7 @@ def _run(repo: Path, body: str, timeout: float = 90) -> dict:
     return json.loads(proc.stdout.splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_a_stuck_function_times_out_and_run_eval_returns(repo: Path) -> None:
     """Three cases deadlock (each tried three times: nine stuck threads, more than a thread
     pool holds); the five others are called and pass."""
@@ -87,6 +88,7 @@ def test_a_stuck_function_times_out_and_run_eval_returns(repo: Path) -> None:
         assert "did not answer within 1s (after 3 attempts)" in error
 
 
+@pytest.mark.slow
 def test_an_async_function_that_blocks_the_loop_past_its_limit_is_a_timeout(repo: Path) -> None:
     _suite(repo, ["blocks", "quick"])
     done = _run(
@@ -107,6 +109,7 @@ def test_an_async_function_that_blocks_the_loop_past_its_limit_is_a_timeout(repo
     assert done["results"]["quick"][0] == "ok"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("fn", "said"),
     [

@@ -12,8 +12,7 @@ from agentv.errors import ProviderError, ProviderHTTPError, ProviderTimeout
 from agentv.providers.registry import provider_class
 from agentv.run.scheduling import GatedProvider, Gates
 from support.fakes import FakeLLMServer, Fault
-from support.helpers import ask
-from support.wire_support import KEYS, LM_KINDS, MakeProvider
+from support.providers import KEYS, LM_KINDS, MakeProvider, ask
 
 REQUEST = ask(question="Hello?")
 

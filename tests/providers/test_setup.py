@@ -20,10 +20,11 @@ from agentv.providers.openai import (
 from agentv.providers.registry import provider_class
 from agentv.targets import create_provider, discover_targets_file, load_targets_file
 from support.fakes import FakeLLMServer
-from support.helpers import ask, write
-from support.wire_support import KEYS, LM_KINDS, EvalRequest, MakeProvider, provider_fields
+from support.files import write
+from support.providers import KEYS, LM_KINDS, EvalRequest, MakeProvider, ask, provider_fields
 
 
+@pytest.mark.slow
 def test_provider_modules_import_without_their_sdks() -> None:
     code = (
         "import sys\n"

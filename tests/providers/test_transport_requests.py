@@ -14,8 +14,7 @@ from agentv.providers.base import SENDING
 from agentv.providers.registry import provider_class
 from agentv.providers.transport import http_client
 from support.fakes import FakeLLMServer
-from support.helpers import ask
-from support.wire_support import KEYS, LM_KINDS, MakeProvider, provider_fields
+from support.providers import KEYS, LM_KINDS, MakeProvider, ask, provider_fields
 
 
 class _Told:

@@ -20,8 +20,7 @@ from agentv.providers.anthropic import DEFAULT_MAX_TOKENS
 from agentv.providers.base import ProviderRequest
 from agentv.providers.gemini import GeminiProvider, GeminiSettings
 from support.fakes import FakeLLMServer, RecordedRequest
-from support.helpers import ask
-from support.wire_support import KEYS, LM_KINDS, MODELS, EvalRequest, MakeProvider
+from support.providers import KEYS, LM_KINDS, MODELS, EvalRequest, MakeProvider, ask
 
 Turn = tuple[str, str]  # (neutral role, text)
 

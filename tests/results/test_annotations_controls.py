@@ -10,23 +10,23 @@ import json
 import sys
 from pathlib import Path
 
-from support.cli_run import agentv_cli, rows
-from support.helpers import write
+import pytest
 
-TARGETS = """\
-$schema: agentv-targets-v2.2
-targets:
-  - name: default
-    provider: mock
-    response: an answer
-"""
+from support.cli import agentv_cli
+from support.files import write
+from support.results import rows
+from support.targets import mock_target, write_targets
+
+#: every test here starts agentv (or a script) as a process: left out of `make test-fast`
+pytestmark = pytest.mark.slow
+
 #: a case id holding ESC, BEL, a C1 control and DEL, as YAML writes them
 ID = "bad\\e[31mred\\a\\x9b\\x7fid"
 CRASH = "import sys; sys.stderr.write('boom \\x1b]0;title\\x07 done'); sys.exit(2)"
 
 
 def test_annotations_hold_no_control_character(repo: Path) -> None:
-    write(repo, ".agentv/targets.yaml", TARGETS)
+    write_targets(repo, mock_target(response="an answer"))
     write(repo, "crash.py", CRASH)
     write(
         repo,

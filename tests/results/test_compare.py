@@ -8,12 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
-from agentv.cli.app import _register, app
 from agentv.results.compare import compare_files, paired_bootstrap
-
-_register()
+from support.cli import invoke_cli
 
 
 def _line(eval_id: str, score: float, status: str, target: str = "t", **extra: Any) -> str:
@@ -89,7 +86,7 @@ def test_the_interval_is_deterministic_and_sensible() -> None:
 
 
 def test_json_output(runs: tuple[Path, Path]) -> None:
-    result = CliRunner().invoke(app, ["compare", str(runs[0]), str(runs[1]), "--format", "json"])
+    result = invoke_cli("compare", str(runs[0]), str(runs[1]), "--format", "json")
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data["counts"] == {"improved": 2, "regressed": 2, "unchanged": 3, "new": 1, "missing": 1}
@@ -123,9 +120,7 @@ def test_json_output(runs: tuple[Path, Path]) -> None:
 
 
 def test_markdown_output(runs: tuple[Path, Path]) -> None:
-    result = CliRunner().invoke(
-        app, ["compare", str(runs[0]), str(runs[1]), "--format", "markdown"]
-    )
+    result = invoke_cli("compare", str(runs[0]), str(runs[1]), "--format", "markdown")
     assert result.exit_code == 0
     text = result.stdout
     assert text.startswith("### agentv: comparison\n\n- Improved: 2  Regressed: 2  Unchanged: 3")
@@ -141,23 +136,23 @@ def test_markdown_output(runs: tuple[Path, Path]) -> None:
 
 def test_fail_on_regression_exit_codes(runs: tuple[Path, Path], tmp_path: Path) -> None:
     base, new = runs
-    failing = CliRunner().invoke(app, ["compare", str(base), str(new), "--fail-on-regression"])
+    failing = invoke_cli("compare", str(base), str(new), "--fail-on-regression")
     assert failing.exit_code == 1
     assert "d/down [t]" in failing.stdout
     # against itself nothing regressed
-    same = CliRunner().invoke(app, ["compare", str(base), str(base), "--fail-on-regression"])
+    same = invoke_cli("compare", str(base), str(base), "--fail-on-regression")
     assert same.exit_code == 0 and "Regressed: 0" in same.stdout
     # a drop of more than --min-delta regresses; one within it does not
     small_base = _write(tmp_path / "b2.jsonl", _line("x", 0.5, "failed"))
     small_new = _write(tmp_path / "n2.jsonl", _line("x", 0.44, "failed"))
     args = ["compare", str(small_base), str(small_new), "--fail-on-regression"]
-    assert CliRunner().invoke(app, args).exit_code == 1  # -0.06 against the default 0.05
-    assert CliRunner().invoke(app, [*args, "--min-delta", "0.1"]).exit_code == 0
+    assert invoke_cli(*args).exit_code == 1  # -0.06 against the default 0.05
+    assert invoke_cli(*args, "--min-delta", "0.1").exit_code == 0
 
 
 def test_a_broken_results_file_is_named_with_its_line(tmp_path: Path) -> None:
     good = _write(tmp_path / "good.jsonl", _line("x", 1.0, "ok"))
     bad = _write(tmp_path / "bad.jsonl", _line("x", 1.0, "ok"), "{not json")
-    result = CliRunner().invoke(app, ["compare", str(good), str(bad)])
+    result = invoke_cli("compare", str(good), str(bad))
     assert result.exit_code == 1
     assert f"{bad}:2: not a result (not JSON)" in result.stderr

@@ -17,8 +17,12 @@ from typing import Any
 import pytest
 
 import agentv
-from support.cli_run import rows
 from support.mixed_run import MixedRun, mixed_run
+from support.results import rows
+
+#: every test here reads a results file made by running agentv as a process: left out of
+#: `make test-fast`
+pytestmark = pytest.mark.slow
 
 INDEX = re.compile(r'<script type="application/json" id="agentv-index-0">(.*?)</script>', re.S)
 

@@ -7,14 +7,19 @@ command line, the loopback fake server and a real command-line agent."""
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
+import pytest
+
 from agentv.results.reader import MAX_RECORD_BYTES, read_results
-from support.cli_run import agentv_cli
+from support.cli import agentv_cli
 from support.fakes import FakeLLMServer, RecordedRequest
-from support.helpers import write
+from support.files import write
+from support.targets import openai_target, write_targets
+
+#: every test here starts agentv (or a script) as a process: left out of `make test-fast`
+pytestmark = pytest.mark.slow
 
 MB = 1_000_000
 TURNS = 8
@@ -33,13 +38,7 @@ def _reply(rec: RecordedRequest) -> str:
 
 
 def _conversation(repo: Path, server: FakeLLMServer) -> None:
-    write(
-        repo,
-        ".agentv/targets.yaml",
-        "$schema: agentv-targets-v2.2\ntargets:\n"
-        f"  - {{name: default, provider: openai, base_url: '{server.url}/v1', "
-        "api_key: k-12345678, model: m}\n",
-    )
+    write_targets(repo, openai_target(server.url))
     turns = "".join(
         f"      - content: 'turn {i}'\n        evaluators: [{{type: contains, value: 'answer {i}'}}]\n"
         for i in range(1, TURNS + 1)
@@ -94,13 +93,8 @@ def test_a_record_larger_than_a_reader_takes_is_cut_and_says_so(repo: Path) -> N
         f'{sys.executable} -c "import sys; w = sys.stdout.write; '
         f"[w('x' * {MB}) for _ in range({TOO_LARGE // MB})]\""
     )
-    write(
-        repo,
-        ".agentv/targets.yaml",
-        "$schema: agentv-targets-v2.2\ntargets:\n"
-        f"  - name: default\n    provider: cli\n    command_template: {json.dumps(command)}\n"
-        f"    max_output_bytes: {TOO_LARGE * 2}\n",
-    )
+    cli = {"command_template": command, "max_output_bytes": TOO_LARGE * 2}
+    write_targets(repo, {"name": "default", "provider": "cli", **cli})
     write(
         repo,
         "evals/big.yaml",

@@ -4,16 +4,15 @@ annotations, from a real run and from crafted records."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import pytest
 import xmlschema
 
 from agentv.results.junit import github_annotations, junit_xml
-from support.helpers import write
+from support.cli import agentv_cli
+from support.files import write
 from support.paths import DATA
 
 SCHEMA = xmlschema.XMLSchema(DATA / "junit.xsd")
@@ -121,6 +120,7 @@ def test_github_annotations_point_at_the_cases() -> None:
     )
 
 
+@pytest.mark.slow
 def test_eval_writes_junit_and_annotates_under_github_actions(repo: Path) -> None:
     write(
         repo,
@@ -138,28 +138,9 @@ def test_eval_writes_junit_and_annotates_under_github_actions(repo: Path) -> Non
         " evaluators: [{type: contains, value: '7'}]}\n",
     )
     summary = repo / "step-summary.md"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "agentv",
-            "eval",
-            "evals/",
-            "--out",
-            "r.jsonl",
-            "--junit",
-            "reports/junit.xml",
-        ],
-        cwd=repo,
-        env={
-            **os.environ,
-            "CI": "1",
-            "GITHUB_ACTIONS": "true",
-            "GITHUB_STEP_SUMMARY": str(summary),
-        },
-        capture_output=True,
-        text=True,
-        timeout=120,
+    github = {"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary)}
+    proc = agentv_cli(
+        repo, "eval", "evals/", "--out", "r.jsonl", "--junit", "reports/junit.xml", env=github
     )
     assert proc.returncode == 0, proc.stderr
     text = (repo / "reports/junit.xml").read_text(encoding="utf-8")
@@ -176,24 +157,13 @@ def test_eval_writes_junit_and_annotates_under_github_actions(repo: Path) -> Non
     assert "| 2 | 1 | 1 | 0 | 0 | 50.0% | 0.500 |" in summary.read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_report_writes_junit_from_a_results_file(tmp_path: Path) -> None:
     results = tmp_path / "r.jsonl"
     results.write_text("".join(json.dumps(r) + "\n" for r in RECORDS), encoding="utf-8")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "agentv",
-            "report",
-            str(results),
-            "-o",
-            str(tmp_path / "r.html"),
-            "--junit",
-            str(tmp_path / "junit.xml"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
+    junit = str(tmp_path / "junit.xml")
+    proc = agentv_cli(
+        tmp_path, "report", str(results), "-o", str(tmp_path / "r.html"), "--junit", junit
     )
     assert proc.returncode == 0, proc.stderr
     text = (tmp_path / "junit.xml").read_text(encoding="utf-8")

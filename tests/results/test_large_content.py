@@ -5,29 +5,20 @@ gives the request exactly as sent."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from agentv.results.record import large_content_ref
+from support.cli import agentv_cli
 from support.fakes import FakeLLMServer
-from support.helpers import write
+from support.files import write
+
+#: every test here runs agentv as a process: left out of `make test-fast`
+pytestmark = pytest.mark.slow
 
 VERDICT = '{"score": 1, "hits": [], "misses": [], "reasoning": "ok"}'
-
-
-def _agentv(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """``agentv ARGS`` as a real CLI process in ``repo``."""
-    return subprocess.run(
-        [sys.executable, "-m", "agentv", *args],
-        cwd=repo,
-        env={**os.environ, "CI": "1"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def _put_back(value: Any, store: dict[str, str]) -> Any:
@@ -61,7 +52,7 @@ def test_a_large_attachment_is_stored_once_and_the_request_rebuilds_exactly(repo
             "          - {type: text, value: Summarise this log.}\n"
             "          - {type: file, value: big.log}\n",
         )
-        proc = _agentv(repo, "eval", "evals/e.yaml", "--out", "r.jsonl")
+        proc = agentv_cli(repo, "eval", "evals/e.yaml", "--out", "r.jsonl")
         assert proc.returncode == 0, proc.stdout + proc.stderr
         line = (repo / "r.jsonl").read_text(encoding="utf-8")
         sent = server.requests[0].body["messages"]  # the candidate's request (the judge's is [1])
@@ -94,7 +85,7 @@ def test_small_attachments_stay_in_place(repo: Path) -> None:
         "    input_messages: [{role: user, content: [{type: file, value: small.txt}]}]\n"
         "    evaluators: [{type: contains, value: ok}]\n",
     )
-    proc = _agentv(repo, "eval", "evals/e.yaml", "--out", "r.jsonl")
+    proc = agentv_cli(repo, "eval", "evals/e.yaml", "--out", "r.jsonl")
     assert proc.returncode == 0, proc.stderr
     record = json.loads((repo / "r.jsonl").read_text(encoding="utf-8"))
     assert "large_content" not in record
@@ -113,7 +104,7 @@ def test_a_very_large_attachment_is_warned_about_once(repo: Path) -> None:
             for i in range(3)
         ),
     )
-    proc = _agentv(repo, "validate", "evals/e.yaml")
+    proc = agentv_cli(repo, "validate", "evals/e.yaml")
     assert proc.returncode == 0, proc.stdout  # a warning, not an error
     warnings = [x for x in proc.stdout.splitlines() if "MiB of text" in x]
     assert warnings == [

@@ -9,8 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from support.cli_run import agentv_cli
-from support.helpers import write
+from support.cli import agentv_cli
+from support.files import write
+
+#: every test here starts agentv (or a script) as a process: left out of `make test-fast`
+pytestmark = pytest.mark.slow
 
 EVAL = """\
 $schema: agentv-eval-v2

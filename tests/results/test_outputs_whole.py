@@ -17,17 +17,18 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import pytest
 import xmlschema
 
-from support.cli_run import agentv_cli
-from support.helpers import write
+from support.cli import agentv_cli, start_agentv
+from support.files import write
 from support.paths import DATA
+from support.targets import mock_target, write_targets
+
+#: every test here runs agentv (or a writer) as a process: left out of `make test-fast`
+pytestmark = pytest.mark.slow
 
 SCHEMA = xmlschema.XMLSchema(DATA / "junit.xsd")
-MOCK_TARGETS = (
-    "$schema: agentv-targets-v2.2\ntargets:\n"
-    "  - {name: default, provider: mock, response: 'The answer is 42.'}\n"
-)
 
 
 def _records(path: Path, *records: dict[str, object]) -> Path:
@@ -86,7 +87,7 @@ def test_junit_replaces_its_file_whole_or_not_at_all(tmp_path: Path) -> None:
 
 
 def test_an_output_that_cannot_be_written_fails_the_command(repo: Path) -> None:
-    write(repo, ".agentv/targets.yaml", MOCK_TARGETS)
+    write_targets(repo, mock_target(response="The answer is 42."))
     write(
         repo,
         "evals/e.yaml",
@@ -112,13 +113,7 @@ def test_sigterm_while_the_report_is_written_leaves_no_temporary_file(tmp_path: 
     # moment its temporary file appears, sent SIGTERM, then let go on.
     record = {"dataset": "d", "status": "ok", "score": 1.0, "candidate_answer": "y" * 20_000}
     _records(tmp_path / "r.jsonl", *({"eval_id": f"c{i}", **record} for i in range(4000)))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "agentv", "report", "r.jsonl"],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = start_agentv(tmp_path, "report", "r.jsonl")
     caught = False
     deadline = time.monotonic() + 120
     while proc.poll() is None and time.monotonic() < deadline:

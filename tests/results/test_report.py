@@ -11,10 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
 import agentv
-from agentv.cli.app import _register, app
 from agentv.results.reader import read_results
 from agentv.results.report import build_report, default_report_path
 from agentv.results.report.build import (
@@ -24,6 +22,7 @@ from agentv.results.report.build import (
     page_summary,
     script_json,
 )
+from support.cli import invoke_cli
 from support.paths import BENCHMARKS
 
 BENCH_DIR = BENCHMARKS
@@ -238,18 +237,13 @@ def test_default_paths() -> None:
     )
 
 
-def _cli(*args: str) -> Any:
-    _register()
-    return CliRunner().invoke(app, list(args))
-
-
 def test_report_command(bench: Any, tmp_path: Path) -> None:
     base = _write(tmp_path / "base.jsonl", [bench.make_record(n) for n in range(3)])
     new = _write(tmp_path / "new.jsonl", [bench.make_record(n) for n in range(4)])
-    result = _cli("report", str(base))
+    result = invoke_cli("report", str(base))
     assert result.exit_code == 0, result.output
     assert f"Report written to: {tmp_path / 'base.html'} (3 results)" in result.output
-    result = _cli("report", str(base), str(new), "-o", str(tmp_path / "out" / "both.html"))
+    result = invoke_cli("report", str(base), str(new), "-o", str(tmp_path / "out" / "both.html"))
     assert result.exit_code == 0, result.output
     scripts = _scripts((tmp_path / "out" / "both.html").read_text("utf-8"))
     assert json.loads(scripts["agentv-meta"])["runs"] == 2
@@ -258,16 +252,17 @@ def test_report_command(bench: Any, tmp_path: Path) -> None:
 
 
 def test_report_command_errors(tmp_path: Path) -> None:
-    result = _cli("report", str(tmp_path / "missing.jsonl"))
+    result = invoke_cli("report", str(tmp_path / "missing.jsonl"))
     assert result.exit_code == 1
     assert "results file not found" in result.output
     assert not (tmp_path / "missing.html").exists()
-    assert _cli("report").exit_code == 2
+    assert invoke_cli("report").exit_code == 2
 
 
+@pytest.mark.slow  # its run asks git for the commit it is on
 def test_eval_report_writes_it_next_to_the_results(repo: Path) -> None:
-    assert _cli("init").exit_code == 0
-    result = _cli("eval", "evals/", "--out", "r.jsonl", "--report", "-q")
+    assert invoke_cli("init").exit_code == 0
+    result = invoke_cli("eval", "evals/", "--out", "r.jsonl", "--report", "-q")
     assert f"Report written to: {repo / 'r.html'}" in result.output, result.output
     scripts = _scripts((repo / "r.html").read_text("utf-8"))
     rows = json.loads(scripts["agentv-index-0"])["rows"]

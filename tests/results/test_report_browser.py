@@ -23,6 +23,9 @@ from agentv.results.report import build_report
 from support.mixed_run import mixed_run as run_every_kind
 from support.paths import BENCHMARKS, TESTS
 
+#: every test here drives chromium: left out of `make test-fast`
+pytestmark = pytest.mark.slow
+
 BENCH_DIR = BENCHMARKS
 ARTIFACTS = TESTS / ".artifacts"
 CHROMIUM = os.environ.get("AGENTV_CHROMIUM", "/usr/bin/chromium")

@@ -15,10 +15,10 @@ import pytest
 from agentv.errors import InputError
 from agentv.results import reader as results_reader
 from agentv.results.reader import read_results
-from support.cli_run import agentv_cli
-from support.helpers import write
+from support.cli import agentv_cli
+from support.files import write
+from support.targets import mock_target, write_targets
 
-MOCK_TARGETS = "$schema: agentv-targets-v2.2\ntargets:\n  - name: default\n    provider: mock\n"
 CAP_MB = 1024
 
 
@@ -42,7 +42,7 @@ def _jsonl(path: Path, *lines: dict[str, Any] | str) -> Path:
 
 def _project(root: Path) -> Path:
     (root / ".git").mkdir(parents=True, exist_ok=True)
-    write(root, ".agentv/targets.yaml", MOCK_TARGETS)
+    write_targets(root, mock_target())
     write(
         root,
         "evals/e.yaml",
@@ -78,6 +78,7 @@ def test_nesting_up_to_the_limit_is_read(tmp_path: Path) -> None:
     assert [r.eval_id for _, r in read_results(path)] == ["d"]
 
 
+@pytest.mark.slow
 def test_every_command_meets_a_deep_line_with_its_line_number(tmp_path: Path) -> None:
     project = _project(tmp_path)
     good = [_record("a"), _record("b")]
@@ -107,6 +108,7 @@ BOMB = "eval_id: bomb\nstatus: ok\na0: &a0 [x, x, x, x, x, x, x, x, x, x]\n" + "
 )
 
 
+@pytest.mark.slow
 def test_an_alias_bomb_in_a_yaml_results_file(tmp_path: Path) -> None:
     project = _project(tmp_path)
     done = "dataset: e\nstatus: ok\ntarget: default\n"
@@ -151,6 +153,7 @@ def test_a_record_larger_than_the_reader_takes_is_left_out_unread(
     assert [d.line for d in found.diagnostics] == [4]
 
 
+@pytest.mark.slow
 def test_the_reader_holds_one_record_at_a_time(tmp_path: Path) -> None:
     # 40 MB of answer in one record and the memory capped: read, reported and written
     project = _project(tmp_path)
@@ -177,6 +180,7 @@ def test_a_bad_yaml_document_does_not_hide_the_ones_after_it(tmp_path: Path) -> 
 # --- fields of the wrong type ----------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("field", "value"),
     [

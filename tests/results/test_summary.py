@@ -13,7 +13,7 @@ from agentv.cli.summary import RunFacts, render_summary
 from agentv.evaluators.base import CaseGrade, EvaluatorScore
 from agentv.providers.base import Usage
 from agentv.results.summary import SummaryCollector, Tokens, natural_key
-from support.helpers import record_collector
+from support.results import record_collector
 
 
 def record(

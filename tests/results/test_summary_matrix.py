@@ -26,7 +26,7 @@ from agentv.results.summary import (
     Tokens,
     summary_dict,
 )
-from support.helpers import record_collector
+from support.results import record_collector
 
 
 def run(

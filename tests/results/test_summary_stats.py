@@ -22,7 +22,7 @@ from agentv.results.summary import (
     Tokens,
     natural_key,
 )
-from support.helpers import record_collector
+from support.results import record_collector
 
 
 def rec(eval_id: str | None, score: float, status: str, **extra: Any) -> dict[str, Any]:

@@ -8,9 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +15,12 @@ import pytest
 import xmlschema
 
 import agentv
+from support.cli import agentv_cli
 from support.fakes import FakeLLMServer, RecordedRequest
-from support.helpers import write
+from support.files import write
 from support.paths import DATA
-from support.wire_support import provider_fields
+from support.providers import provider_fields
+from support.targets import write_targets
 
 VERDICT = {"score": 0.5, "hits": ["counts"], "misses": ["slowly"], "reasoning": "half"}
 ANSWER = "one two three four five"
@@ -32,8 +31,9 @@ def _reply(rec: RecordedRequest) -> str:
     return json.dumps(VERDICT) if "expert evaluator" in text else ANSWER
 
 
-def _targets(repo: Path, target: FakeLLMServer, judge: FakeLLMServer, **fields: Any) -> None:
-    entries = [
+def _priced(target: FakeLLMServer, judge: FakeLLMServer, **fields: Any) -> list[dict[str, Any]]:
+    """``default`` at ``target`` (``fields`` added), graded by ``judge``, each with its price."""
+    return [
         {
             "name": "default",
             "provider": "openai",
@@ -51,12 +51,6 @@ def _targets(repo: Path, target: FakeLLMServer, judge: FakeLLMServer, **fields: 
             "price": {"input_per_mtok": 0, "output_per_mtok": 0},
         },
     ]
-    write(
-        repo,
-        ".agentv/targets.yaml",
-        "$schema: agentv-targets-v2.2\ntargets:\n"
-        + "".join(f"  - {json.dumps(e)}\n" for e in entries),
-    )
 
 
 def _suite(repo: Path, n: int, evaluators: str = "[{type: contains, value: three}]") -> None:
@@ -69,17 +63,6 @@ def _suite(repo: Path, n: int, evaluators: str = "[{type: contains, value: three
     write(repo, "evals/s.yaml", "$schema: agentv-eval-v2\nevalcases:\n" + cases)
 
 
-def _agentv(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "agentv", *args],
-        cwd=repo,
-        env={**os.environ, "CI": "1"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
 def _rows(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
@@ -87,12 +70,13 @@ def _rows(path: Path) -> list[dict[str, Any]]:
 # --- the budget ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_budget_stops_the_run_mid_way_and_resume_goes_on(repo: Path) -> None:
     with FakeLLMServer(reply=_reply) as target, FakeLLMServer(reply=_reply) as judge:
-        _targets(repo, target, judge)
+        write_targets(repo, *_priced(target, judge))
         _suite(repo, 10)
         # one at a time: $1 a request, so the 4th brings the spend to the budget
-        proc = _agentv(
+        proc = agentv_cli(
             repo, "eval", "evals/", "--workers", "1", "--budget-usd", "3.5", "--out", "r.jsonl"
         )
         assert proc.returncode == 4, proc.stderr
@@ -115,7 +99,7 @@ def test_a_budget_stops_the_run_mid_way_and_resume_goes_on(repo: Path) -> None:
         assert 'skipped="6"' in junit and junit.count("<skipped ") == 6
         xmlschema.XMLSchema(DATA / "junit.xsd").validate(junit)
 
-        again = _agentv(repo, "eval", "evals/", "--resume", "r.jsonl", "--budget-usd", "100")
+        again = agentv_cli(repo, "eval", "evals/", "--resume", "r.jsonl", "--budget-usd", "100")
         assert again.returncode == 0, again.stderr
         assert "6 run(s) to do" in again.stdout
         assert len(target.requests) == 10  # each case asked exactly once in all
@@ -125,7 +109,7 @@ def test_a_budget_stops_the_run_mid_way_and_resume_goes_on(repo: Path) -> None:
 
 def test_requests_in_flight_finish_and_nothing_more_is_sent(repo: Path) -> None:
     with FakeLLMServer(reply=_reply, delay_ms=100) as target, FakeLLMServer() as judge:
-        _targets(repo, target, judge)
+        write_targets(repo, *_priced(target, judge))
         _suite(repo, 30)
         run = agentv.run_eval("evals/", workers=3, budget_usd=5)
         sent = len(target.requests)
@@ -139,7 +123,7 @@ def test_requests_in_flight_finish_and_nothing_more_is_sent(repo: Path) -> None:
 
 def test_a_budget_reached_before_the_judge_keeps_the_answer_for_a_regrade(repo: Path) -> None:
     with FakeLLMServer(reply=_reply) as target, FakeLLMServer(reply=_reply) as judge:
-        _targets(repo, target, judge)
+        write_targets(repo, *_priced(target, judge))
         _suite(repo, 1, "[{type: llm_judge}]")
         run = agentv.run_eval("evals/", budget_usd=1, out="r.jsonl")
         assert (len(target.requests), len(judge.requests)) == (1, 0)
@@ -163,12 +147,13 @@ def test_the_budget_is_checked_as_an_option() -> None:
 # --- the estimate ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_estimate_sends_nothing_and_counts_the_exact_prompts(repo: Path) -> None:
     with FakeLLMServer(reply=_reply) as target, FakeLLMServer(reply=_reply) as judge:
-        _targets(repo, target, judge)
+        write_targets(repo, *_priced(target, judge))
         _suite(repo, 3, "[{type: llm_judge}, {type: contains, value: three}]")
         found = agentv.estimate("evals/", answer_tokens=5, repeat=2)
-        proc = _agentv(repo, "estimate", "evals/", "--answer-tokens", "5", "--format", "json")
+        proc = agentv_cli(repo, "estimate", "evals/", "--answer-tokens", "5", "--format", "json")
         shown = agentv.render("evals/s.yaml", target="default")
         assert (len(target.requests), len(judge.requests)) == (0, 0)
     assert proc.returncode == 0, proc.stderr
@@ -191,6 +176,7 @@ def test_the_estimate_sends_nothing_and_counts_the_exact_prompts(repo: Path) -> 
     assert data["total_usd"] == pytest.approx(3.0)
 
 
+@pytest.mark.slow
 def test_the_estimate_of_a_target_without_a_price_says_so(repo: Path) -> None:
     write(
         repo,
@@ -199,7 +185,7 @@ def test_the_estimate_of_a_target_without_a_price_says_so(repo: Path) -> None:
         "  - {name: default, provider: openai, model: gpt-test, api_key: '${{ NOT_SET_KEY }}'}\n",
     )
     _suite(repo, 2)
-    proc = _agentv(repo, "estimate", "evals/")  # the key is not set: nothing needs it
+    proc = agentv_cli(repo, "estimate", "evals/")  # the key is not set: nothing needs it
     assert proc.returncode == 0, proc.stderr
     assert "default" in proc.stdout and "?" in proc.stdout
     assert "without default: no price known" in proc.stdout
@@ -209,11 +195,12 @@ def test_the_estimate_of_a_target_without_a_price_says_so(repo: Path) -> None:
 # --- regrading -----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_regrade_asks_no_target_and_reports_a_changed_prompt(repo: Path) -> None:
     with FakeLLMServer(reply=_reply) as target, FakeLLMServer(reply=_reply) as judge:
-        _targets(repo, target, judge)
+        write_targets(repo, *_priced(target, judge))
         _suite(repo, 4)
-        first = _agentv(repo, "eval", "evals/", "--out", "r.jsonl")
+        first = agentv_cli(repo, "eval", "evals/", "--out", "r.jsonl")
         assert first.returncode == 0, first.stderr
         assert (len(target.requests), len(judge.requests)) == (4, 0)
         before = {r["eval_id"]: r for r in _rows(repo / "r.jsonl")}
@@ -222,7 +209,7 @@ def test_regrade_asks_no_target_and_reports_a_changed_prompt(repo: Path) -> None
         text = text.replace("[{type: contains, value: three}]", "[{type: llm_judge}]")
         text = text.replace("case 3", "case three")
         write(repo, "evals/s.yaml", text)
-        proc = _agentv(repo, "regrade", "r.jsonl", "--out", "new.jsonl")
+        proc = agentv_cli(repo, "regrade", "r.jsonl", "--out", "new.jsonl")
         assert proc.returncode == 0, proc.stderr
         assert len(target.requests) == 4  # the target was asked nothing
         assert len(judge.requests) == 3
@@ -240,15 +227,15 @@ def test_regrade_asks_no_target_and_reports_a_changed_prompt(repo: Path) -> None
         assert new["cost"]["target"] == {"usd": 0.0, "reused_usd": old["cost"]["target"]["usd"]}
     # the new file resumed runs the changed case only
     with FakeLLMServer(reply=_reply) as target, FakeLLMServer(reply=_reply) as judge:
-        _targets(repo, target, judge)
-        resumed = _agentv(repo, "eval", "evals/", "--resume", "new.jsonl")
+        write_targets(repo, *_priced(target, judge))
+        resumed = agentv_cli(repo, "eval", "evals/", "--resume", "new.jsonl")
         assert resumed.returncode == 0, resumed.stderr
         assert len(target.requests) == 1
 
 
 def test_regrade_through_the_api_with_the_cache(repo: Path) -> None:
     with FakeLLMServer(reply=_reply) as target, FakeLLMServer(reply=_reply) as judge:
-        _targets(repo, target, judge)
+        write_targets(repo, *_priced(target, judge))
         _suite(repo, 2, "[{type: llm_judge}]")
         agentv.run_eval("evals/", out="r.jsonl")
         assert len(judge.requests) == 2
@@ -264,7 +251,7 @@ def test_regrade_through_the_api_with_the_cache(repo: Path) -> None:
 
 def test_regrade_reports_what_it_cannot_regrade(repo: Path) -> None:
     with FakeLLMServer(reply=_reply) as target, FakeLLMServer(reply=_reply) as judge:
-        _targets(repo, target, judge)
+        write_targets(repo, *_priced(target, judge))
         write(
             repo,
             "evals/s.yaml",

@@ -7,10 +7,7 @@ their official SDKs against the loopback fake server, whose token counts are its
 from __future__ import annotations
 
 import json
-import os
 import socket
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +17,11 @@ import agentv
 from agentv.providers.base import Usage
 from agentv.providers.mock import MockProvider, MockSettings
 from agentv.providers.pricing import Pricer, TargetPrice, usage_cost
+from support.cli import agentv_cli
 from support.fakes import FakeLLMServer, RecordedRequest
-from support.helpers import write
-from support.wire_support import provider_fields
+from support.files import write
+from support.providers import provider_fields
+from support.targets import write_targets
 
 JUDGE_REPLY = '{"score": 0.9, "hits": ["fine"], "misses": [], "reasoning": "ok"}'
 ANSWER = "one two three four five"  # 5 tokens, as the fake counts them
@@ -34,8 +33,9 @@ def _reply(rec: RecordedRequest) -> str:
     return JUDGE_REPLY if "expert evaluator" in text else ANSWER
 
 
-def _targets(repo: Path, target: FakeLLMServer, judge: FakeLLMServer, **fields: Any) -> None:
-    entries = [
+def _priced(target: FakeLLMServer, judge: FakeLLMServer, **fields: Any) -> list[dict[str, Any]]:
+    """``default`` at ``target`` (``fields`` added), graded by ``judge``, each with its price."""
+    return [
         {
             "name": "default",
             "provider": "openai",
@@ -51,12 +51,6 @@ def _targets(repo: Path, target: FakeLLMServer, judge: FakeLLMServer, **fields: 
             "price": {"input_per_mtok": 10, "output_per_mtok": 20},
         },
     ]
-    write(
-        repo,
-        ".agentv/targets.yaml",
-        "$schema: agentv-targets-v2.2\ntargets:\n"
-        + "".join(f"  - {json.dumps(e)}\n" for e in entries),
-    )
 
 
 def _suite(repo: Path, n: int = 2, evaluators: str = "[{type: contains, value: three}]") -> None:
@@ -152,7 +146,7 @@ def test_records_and_summary_hold_the_cost_by_party_and_reused_answers_apart(rep
         FakeLLMServer(reply=_reply) as target,
         FakeLLMServer(reply=_reply) as judge,
     ):
-        _targets(repo, target, judge)
+        write_targets(repo, *_priced(target, judge))
         _suite(repo, 2, "[{type: llm_judge}, {type: contains, value: three}]")
         first = agentv.run_eval("evals/", out="a.jsonl", cache=True)
         second = agentv.run_eval("evals/", out="b.jsonl", cache=True)
@@ -214,12 +208,7 @@ def test_cached_input_tokens_are_read_from_each_api_and_priced_lower(repo: Path)
             entries.append(
                 {"name": kind, "provider": kind, **provider_fields(kind, server), "price": price}
             )
-        write(
-            repo,
-            ".agentv/targets.yaml",
-            "$schema: agentv-targets-v2.2\ntargets:\n"
-            + "".join(f"  - {json.dumps(e)}\n" for e in entries),
-        )
+        write_targets(repo, *entries)
         _suite(repo, 1)
         run = agentv.run_eval("evals/", target=["openai", "anthropic", "gemini"])
         sent = {r.api: r.body for r in server.requests}
@@ -260,7 +249,7 @@ def test_a_target_without_a_price_is_unpriced_never_free(repo: Path) -> None:
 
 def test_latency_and_cost_evaluators_hold_the_answer_to_its_limits(repo: Path) -> None:
     with FakeLLMServer(reply=ANSWER, delay_ms=150) as target, FakeLLMServer() as judge:
-        _targets(repo, target, judge)
+        write_targets(repo, *_priced(target, judge))
         # each request costs (prompt words) x $1 + 5 x $2: over $10 and far under $100
         write(
             repo,
@@ -294,22 +283,12 @@ evalcases:
 # --- through the command line --------------------------------------------------------------
 
 
-def _agentv(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "agentv", *args],
-        cwd=repo,
-        env={**os.environ, "CI": "1"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
+@pytest.mark.slow
 def test_the_summary_prints_the_cost_and_summary_json_holds_it(repo: Path) -> None:
     with FakeLLMServer(reply=_reply) as target, FakeLLMServer(reply=_reply) as judge:
-        _targets(repo, target, judge)
+        write_targets(repo, *_priced(target, judge))
         _suite(repo, 2, "[{type: llm_judge}]")
-        proc = _agentv(repo, "eval", "evals/", "--out", "r.jsonl", "--summary-json", "s.json")
+        proc = agentv_cli(repo, "eval", "evals/", "--out", "r.jsonl", "--summary-json", "s.json")
     assert proc.returncode == 0, proc.stderr
     rows = [json.loads(line) for line in (repo / "r.jsonl").read_text().splitlines()]
     spent = sum(r["cost"]["target"]["usd"] + r["cost"]["judge"]["usd"] for r in rows)

@@ -8,16 +8,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from support.cli_run import agentv_cli, rows
-from support.helpers import write
+import pytest
 
-TARGETS = """\
-$schema: agentv-targets-v2.2
-targets:
-  - name: default
-    provider: mock
-    response: Paris
-"""
+from support.cli import agentv_cli
+from support.files import write
+from support.results import rows
+from support.targets import mock_target, write_targets
+
+#: every test here starts agentv (or a script) as a process: left out of `make test-fast`
+pytestmark = pytest.mark.slow
 
 
 def _suite(dataset: str, value: str) -> str:
@@ -31,7 +30,7 @@ def _suite(dataset: str, value: str) -> str:
 
 
 def _project(repo: Path, second_dataset: str = "") -> None:
-    write(repo, ".agentv/targets.yaml", TARGETS)
+    write_targets(repo, mock_target(response="Paris"))
     write(repo, "evals/a/basic.yaml", _suite("", "Paris"))
     write(repo, "evals/b/basic.yaml", _suite(second_dataset, "Rome"))
 

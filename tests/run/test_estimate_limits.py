@@ -8,28 +8,32 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from support.cli_run import agentv_cli
-from support.helpers import write
+import pytest
 
-TARGETS = """\
-$schema: agentv-targets-v2.2
-targets:
-  - name: default
-    provider: openai
-    model: m
-    api_key: k-12345678
-    base_url: http://127.0.0.1:9/v1
-    max_output_tokens: 40
-    judge_target: judge
-    price: {input_per_mtok: 0, output_per_mtok: 1000000}
-  - name: judge
-    provider: openai
-    model: j
-    api_key: k-12345678
-    base_url: http://127.0.0.1:9/v1
-    max_output_tokens: 30
-    price: {input_per_mtok: 0, output_per_mtok: 0}
-"""
+from support.cli import agentv_cli
+from support.files import write
+from support.targets import openai_target, write_targets
+
+#: every test here starts agentv (or a script) as a process: left out of `make test-fast`
+pytestmark = pytest.mark.slow
+
+#: nothing listens there: an estimate sends no request
+NOWHERE = "http://127.0.0.1:9"
+TARGETS = (
+    openai_target(
+        NOWHERE,
+        max_output_tokens=40,
+        judge_target="judge",
+        price={"input_per_mtok": 0, "output_per_mtok": 1000000},
+    ),
+    openai_target(
+        NOWHERE,
+        name="judge",
+        model="j",
+        max_output_tokens=30,
+        price={"input_per_mtok": 0, "output_per_mtok": 0},
+    ),
+)
 SUITE = """\
 $schema: agentv-eval-v2
 evalcases:
@@ -48,7 +52,7 @@ evalcases:
 
 
 def test_the_estimate_keeps_to_each_targets_output_limit(repo: Path) -> None:
-    write(repo, ".agentv/targets.yaml", TARGETS)
+    write_targets(repo, *TARGETS)
     write(repo, "evals/s.yaml", SUITE)
     proc = agentv_cli(repo, "estimate", "evals/s.yaml", "--format", "json")
     assert proc.returncode == 0, proc.stderr

@@ -7,7 +7,6 @@ agent, and a Python function; the server counts what it gets."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -18,21 +17,12 @@ from typing import Any
 import pytest
 
 import agentv
+from support.cli import agentv_cli, start_agentv
 from support.fakes import FakeLLMServer, RecordedRequest, ToolCalls
-from support.helpers import write
-from support.wire_support import provider_fields
+from support.files import write
+from support.targets import lm_target, write_targets
 
 KINDS = ("openai", "azure", "anthropic", "gemini")
-
-
-def _targets(repo: Path, server: FakeLLMServer, kind: str = "openai", **extra: Any) -> None:
-    fields = provider_fields(kind, server, **extra)
-    entry = {"name": "default", "provider": kind, **fields}
-    write(
-        repo,
-        ".agentv/targets.yaml",
-        "$schema: agentv-targets-v2.2\ntargets:\n  - " + json.dumps(entry) + "\n",
-    )
 
 
 def said(rec: RecordedRequest) -> list[tuple[str, str]]:
@@ -105,7 +95,7 @@ def trip_reply(rec: RecordedRequest) -> str:
 @pytest.mark.parametrize("kind", KINDS)
 def test_the_second_turn_carries_the_first_answer_on_every_api(repo: Path, kind: str) -> None:
     with FakeLLMServer(reply=trip_reply) as server:
-        _targets(repo, server, kind)
+        write_targets(repo, lm_target(kind, server))
         write(repo, "evals/trip.yaml", TRIP)
         run = agentv.run_eval("evals/trip.yaml", cwd=repo)
     (result,) = run.results
@@ -133,6 +123,7 @@ def test_the_second_turn_carries_the_first_answer_on_every_api(repo: Path, kind:
     assert chat[2] == {"role": "assistant", "content": "Lisbon it is, Ada."}
 
 
+@pytest.mark.slow
 def test_a_cli_agent_gets_the_transcript_with_its_own_answers(repo: Path) -> None:
     write(
         repo,
@@ -198,7 +189,7 @@ def test_turn_grades_and_aggregation(repo: Path) -> None:
         CASE.format(id=f"agg-{how}", how=how, failure="continue") for how in ("mean", "min", "max")
     )
     with FakeLLMServer(reply=numbered) as server:
-        _targets(repo, server)
+        write_targets(repo, lm_target("openai", server))
         write(repo, "evals/agg.yaml", GRADED.format(cases=cases))
         run = agentv.run_eval("evals/agg.yaml", cwd=repo)
     by_id = {r.eval_id: r for r in run.results}
@@ -237,7 +228,9 @@ def test_conversations_beyond_the_targets_limit_take_turns_with_the_others(repo:
     with FakeLLMServer(reply=numbered, delay_ms=30) as server:
         # priced in the targets file: no price table to load, which would make the first
         # answers wait (and so let the line have its turn) and hide what is tested
-        _targets(repo, server, price={"input_per_mtok": 1, "output_per_mtok": 1})
+        write_targets(
+            repo, lm_target("openai", server, price={"input_per_mtok": 1, "output_per_mtok": 1})
+        )
         write(repo, "evals/three.yaml", GRADED.format(cases=cases))
         run = agentv.run_eval("evals/three.yaml", cwd=repo, workers=2)
     assert len(run.results) == 3 and len(server.requests) == 9
@@ -250,7 +243,7 @@ def test_conversations_beyond_the_targets_limit_take_turns_with_the_others(repo:
 
 def test_a_failed_turn_stops_the_conversation(repo: Path) -> None:
     with FakeLLMServer(reply=numbered) as server:
-        _targets(repo, server)
+        write_targets(repo, lm_target("openai", server))
         case = CASE.format(id="stops", how="mean", failure="stop")
         write(repo, "evals/stop.yaml", GRADED.format(cases=case))
         run = agentv.run_eval("evals/stop.yaml", cwd=repo)
@@ -297,10 +290,11 @@ def toolish(rec: RecordedRequest) -> str | ToolCalls:
     return "Paris: " + " / ".join(results)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 def test_tools_answer_in_each_apis_shape(repo: Path, kind: str) -> None:
     with FakeLLMServer(reply=toolish) as server:
-        _targets(repo, server, kind)
+        write_targets(repo, lm_target(kind, server))
         write(repo, "evals/tools.yaml", TOOLS.format(rounds=8, python=sys.executable))
         run = agentv.run_eval("evals/tools.yaml", cwd=repo)
     (result,) = run.results
@@ -357,7 +351,7 @@ def test_the_tool_rounds_are_bounded(repo: Path) -> None:
         return ToolCalls((("weather", {"city": "Paris"}),), text="again")
 
     with FakeLLMServer(reply=always) as server:
-        _targets(repo, server)
+        write_targets(repo, lm_target("openai", server))
         write(repo, "evals/tools.yaml", TOOLS.format(rounds=2, python=sys.executable))
         run = agentv.run_eval("evals/tools.yaml", cwd=repo)
     (result,) = run.results
@@ -370,7 +364,7 @@ def test_the_tool_rounds_are_bounded(repo: Path) -> None:
 
 def test_cache_across_turns_and_a_change_resends_only_what_follows(repo: Path) -> None:
     with FakeLLMServer(reply=numbered) as server:
-        _targets(repo, server)
+        write_targets(repo, lm_target("openai", server))
         write(
             repo,
             "evals/c.yaml",
@@ -401,7 +395,7 @@ def test_cache_across_turns_and_a_change_resends_only_what_follows(repo: Path) -
 
 def test_repeats_of_a_conversation_are_runs_of_their_own(repo: Path) -> None:
     with FakeLLMServer(reply=trip_reply) as server:
-        _targets(repo, server)
+        write_targets(repo, lm_target("openai", server))
         write(repo, "evals/trip.yaml", TRIP)
         run = agentv.run_eval("evals/trip.yaml", cwd=repo, repeat=3)
     assert sorted(r.repeat or 0 for r in run.results) == [0, 1, 2]
@@ -409,21 +403,19 @@ def test_repeats_of_a_conversation_are_runs_of_their_own(repo: Path) -> None:
     assert len(server.requests) == 6
 
 
+@pytest.mark.slow
 def test_an_interrupted_conversation_run_resumes(repo: Path) -> None:
     with FakeLLMServer(reply=trip_reply, delay_ms=150) as server:
-        _targets(repo, server)
+        write_targets(repo, lm_target("openai", server))
         cases = "".join(
             TRIP.split("evalcases:\n", 1)[1].replace("id: trip", f"id: trip{i}") for i in range(6)
         )
         write(repo, "evals/trip.yaml", "$schema: agentv-eval-v2\nevalcases:\n" + cases)
         out = repo / "r.jsonl"
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "agentv", "eval", "evals/", "--workers", "2", "--out", str(out)],
-            cwd=repo,
-            env={**os.environ, "CI": "1"},
+        proc = start_agentv(
+            repo,
+            *("eval", "evals/", "--workers", "2", "--out", str(out)),
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
         )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -435,14 +427,7 @@ def test_an_interrupted_conversation_run_resumes(repo: Path) -> None:
         assert proc.returncode == 130, err
         done = {json.loads(line)["eval_id"] for line in out.read_text().splitlines()}
         sent = len(server.requests)
-        resumed = subprocess.run(
-            [sys.executable, "-m", "agentv", "eval", "evals/", "--resume", str(out)],
-            cwd=repo,
-            env={**os.environ, "CI": "1"},
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        resumed = agentv_cli(repo, "eval", "evals/", "--resume", str(out))
     assert resumed.returncode == 0, resumed.stderr
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert sorted(r["eval_id"] for r in records) == [f"trip{i}" for i in range(6)]

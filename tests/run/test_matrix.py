@@ -8,10 +8,14 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import agentv
-from support.cli_run import agentv_cli, rows
+from support.cli import agentv_cli
 from support.fakes import FakeLLMServer, RecordedRequest
-from support.helpers import write
+from support.files import write
+from support.results import rows
+from support.targets import openai_target, write_targets
 
 SUITE = """$schema: agentv-eval-v2
 evalcases:
@@ -28,6 +32,7 @@ targets:
 """
 
 
+@pytest.mark.slow
 def test_repeat_on_two_targets_runs_each_case_target_and_repeat_once(repo: Path) -> None:
     write(repo, ".agentv/targets.yaml", MOCKS)
     write(repo, "evals/s.yaml", SUITE)
@@ -95,17 +100,13 @@ def _counting_reply() -> Any:
     return reply
 
 
+@pytest.mark.slow
 def test_each_repeat_is_its_own_request_and_cache_entry(repo: Path) -> None:
     with FakeLLMServer(reply=_counting_reply()) as server:
-        write(
+        keyed = {"api_key": "test-key-123456", "max_retries": 0}
+        write_targets(
             repo,
-            ".agentv/targets.yaml",
-            "$schema: agentv-targets-v2.2\ntargets:\n"
-            + "".join(
-                f"  - {{name: {name}, provider: openai, base_url: '{server.url}/v1', "
-                f"api_key: test-key-123456, model: {name}-model, max_retries: 0}}\n"
-                for name in ("x", "y")
-            ),
+            *(openai_target(server.url, name, model=f"{name}-model", **keyed) for name in "xy"),
         )
         write(repo, "evals/s.yaml", SUITE)
         args = ("eval", "evals/", "--target", "x", "--target", "y", "--repeat", "3", "--cache")
@@ -133,16 +134,13 @@ def _peak(received: list[float], window: float) -> int:
     return max(sum(1 for t in received if start <= t < start + window) for start in received)
 
 
+@pytest.mark.slow
 def test_a_slow_target_does_not_hold_up_a_fast_one(repo: Path) -> None:
     with FakeLLMServer(delay_ms=400) as slow, FakeLLMServer(delay_ms=100) as fast:
-        write(
+        write_targets(
             repo,
-            ".agentv/targets.yaml",
-            "$schema: agentv-targets-v2.2\ntargets:\n"
-            f"  - {{name: slow, provider: openai, base_url: '{slow.url}/v1', api_key: k-12345678,"
-            " model: m, max_retries: 0, workers: 1}\n"
-            f"  - {{name: fast, provider: openai, base_url: '{fast.url}/v1', api_key: k-12345678,"
-            " model: m, max_retries: 0, workers: 2}\n",
+            openai_target(slow.url, "slow", max_retries=0, workers=1),
+            openai_target(fast.url, "fast", max_retries=0, workers=2),
         )
         write(repo, "evals/s.yaml", SUITE)
         proc = agentv_cli(
@@ -160,17 +158,14 @@ def test_a_slow_target_does_not_hold_up_a_fast_one(repo: Path) -> None:
         assert _peak([r.received_at for r in fast.requests], 0.08) <= 2
 
 
+@pytest.mark.slow
 def test_judge_requests_count_against_the_judge_targets_own_limit(repo: Path) -> None:
     verdict = '{"score": 1, "hits": [], "misses": [], "reasoning": "ok"}'
     with FakeLLMServer(delay_ms=20) as model, FakeLLMServer(delay_ms=200, reply=verdict) as judge:
-        write(
+        write_targets(
             repo,
-            ".agentv/targets.yaml",
-            "$schema: agentv-targets-v2.2\ntargets:\n"
-            f"  - {{name: m, provider: openai, base_url: '{model.url}/v1', api_key: k-12345678,"
-            " model: m, max_retries: 0, workers: 4, judge_target: j}\n"
-            f"  - {{name: j, provider: openai, base_url: '{judge.url}/v1', api_key: k-12345678,"
-            " model: j, max_retries: 0, workers: 1}\n",
+            openai_target(model.url, "m", max_retries=0, workers=4, judge_target="j"),
+            openai_target(judge.url, "j", model="j", max_retries=0, workers=1),
         )
         write(
             repo,

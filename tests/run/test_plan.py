@@ -15,7 +15,7 @@ import agentv
 from agentv.run.plan import CaseJob, plan_run
 from agentv.run.resume import read_state
 from agentv.targets import TargetPool
-from support.helpers import write
+from support.files import write
 
 TARGETS = (
     "$schema: agentv-targets-v2.2\ntargets:\n"

@@ -8,23 +8,17 @@ from __future__ import annotations
 
 import json
 import os
-import resource
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from support.cli_run import agentv_cli, rows
-from support.helpers import write
+from support.cli import agentv_cli
+from support.files import write
+from support.results import rows
+from support.targets import mock_target, write_targets
 
-TARGETS = """\
-$schema: agentv-targets-v2.2
-targets:
-  - name: default
-    provider: mock
-    response: {answer}
-"""
+#: every test here starts agentv (or a script) as a process: left out of `make test-fast`
+pytestmark = pytest.mark.slow
 
 
 def _suite(cases: int, value: str = "word") -> str:
@@ -38,7 +32,7 @@ def _suite(cases: int, value: str = "word") -> str:
 def _results(repo: Path, cases: int = 3, answer: str = "a word") -> Path:
     """A results file of ``cases`` cases graded by `contains: word`, then the eval file
     changed to look for `answer` instead (a regrade changes every score)."""
-    write(repo, ".agentv/targets.yaml", TARGETS.format(answer=json.dumps(answer)))
+    write_targets(repo, mock_target(response=answer))
     write(repo, "evals/s.yaml", _suite(cases))
     ran = agentv_cli(repo, "eval", "evals/s.yaml", "--out", "r.jsonl")
     assert ran.returncode == 0, ran.stdout + ran.stderr
@@ -78,18 +72,8 @@ def test_a_regrade_that_cannot_be_written_leaves_what_was_there(repo: Path) -> N
     earlier = write(repo, "new.jsonl", (repo / "r.jsonl").read_text())
     before = earlier.read_bytes()
 
-    def small_files() -> None:  # a file size limit: the write fails part-way
-        resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, 100_000))
-
-    proc = subprocess.run(
-        [sys.executable, "-m", "agentv", "regrade", "r.jsonl", "--out", "new.jsonl"],
-        cwd=repo,
-        env={**os.environ, "CI": "1"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        preexec_fn=small_files,
-    )
+    # a file size limit: the write fails part-way
+    proc = agentv_cli(repo, "regrade", "r.jsonl", "--out", "new.jsonl", file_size=100_000)
     assert proc.returncode == 1, proc.stdout
     assert "error: cannot write the regraded results to" in proc.stderr
     assert "File too large (nothing was written there" in proc.stderr

@@ -5,17 +5,22 @@ cases they pick (the fake server counts the requests)."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from support.cli import agentv_cli, start_agentv
 from support.fakes import FakeLLMServer, RecordedRequest
-from support.helpers import write
+from support.files import write
+from support.targets import mock_target, openai_target, write_targets
+
+#: every test here runs agentv as a process: left out of `make test-fast`
+pytestmark = pytest.mark.slow
 
 CASES = 12
 
@@ -32,34 +37,17 @@ def _suite(repo: Path, *, changed: str | None = None) -> None:
     write(repo, "evals/s.yaml", "\n".join(lines) + "\n")
 
 
-def _agentv(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "agentv", "eval", "evals/", *args],
-        cwd=repo,
-        env={**os.environ, "CI": "1"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
 def _rows(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
 def test_resume_after_a_kill_runs_each_case_exactly_once(repo: Path) -> None:
-    write(
-        repo,
-        ".agentv/targets.yaml",
-        "$schema: agentv-targets-v2.2\ntargets:\n"
-        "  - {name: default, provider: mock, response: 'The answer is 42.', delay_ms: 250}\n",
-    )
+    write_targets(repo, mock_target(response="The answer is 42.", delay_ms=250))
     _suite(repo)
     out = repo / "r.jsonl"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "agentv", "eval", "evals/", "--workers", "2", "--out", str(out)],
-        cwd=repo,
-        env={**os.environ, "CI": "1"},
+    proc = start_agentv(
+        repo,
+        *("eval", "evals/", "--workers", "2", "--out", str(out)),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -75,7 +63,7 @@ def test_resume_after_a_kill_runs_each_case_exactly_once(repo: Path) -> None:
     with out.open("a", encoding="utf-8") as fh:  # as if killed in the middle of a write
         fh.write('{"eval_id": "c99", "dataset": "s", "stat')
 
-    resumed = _agentv(repo, "--workers", "2", "--resume", str(out))
+    resumed = agentv_cli(repo, "eval", "evals/", "--workers", "2", "--resume", str(out))
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert f"Resuming {out}: {CASES - len(before)} run(s) to do" in resumed.stdout
     assert "was moved to r.jsonl.partial" in resumed.stderr
@@ -85,21 +73,16 @@ def test_resume_after_a_kill_runs_each_case_exactly_once(repo: Path) -> None:
     after = _rows(out)  # valid JSONL, every line
     assert after[: len(before)] == before  # no record lost or rewritten
     assert Counter(r["eval_id"] for r in after) == {f"c{i}": 1 for i in range(CASES)}
-    again = _agentv(repo, "--resume", str(out))
+    again = agentv_cli(repo, "eval", "evals/", "--resume", str(out))
     assert "Nothing to do" in again.stdout and len(_rows(out)) == CASES
 
 
 def test_a_case_whose_prompt_changed_runs_again(repo: Path) -> None:
-    write(
-        repo,
-        ".agentv/targets.yaml",
-        "$schema: agentv-targets-v2.2\ntargets:\n"
-        "  - {name: default, provider: mock, response: 'The answer is 42.'}\n",
-    )
+    write_targets(repo, mock_target(response="The answer is 42."))
     _suite(repo)
-    assert _agentv(repo, "--out", "r.jsonl").returncode == 0
+    assert agentv_cli(repo, "eval", "evals/", "--out", "r.jsonl").returncode == 0
     _suite(repo, changed="a new question")
-    proc = _agentv(repo, "--resume", "r.jsonl")
+    proc = agentv_cli(repo, "eval", "evals/", "--resume", "r.jsonl")
     assert "1 run(s) to do (1 because their prompt changed)" in proc.stdout
     rows = _rows(repo / "r.jsonl")
     assert len(rows) == CASES + 1
@@ -113,28 +96,26 @@ def test_rerun_picks_only_the_failed_or_errored_cases(repo: Path) -> None:
         return "error please" if text in ("question 1", "question 4") else "The answer is 42."
 
     with FakeLLMServer(reply=reply) as server:
-        write(
-            repo,
-            ".agentv/targets.yaml",
-            "$schema: agentv-targets-v2.2\ntargets:\n"
-            f"  - {{name: default, provider: openai, base_url: '{server.url}/v1',"
-            " api_key: k-12345678, model: m, max_retries: 0}\n",
-        )
+        write_targets(repo, openai_target(server.url, max_retries=0))
         _suite(repo)
 
-        first = _agentv(repo, "--out", "r.jsonl")
+        first = agentv_cli(repo, "eval", "evals/", "--out", "r.jsonl")
         assert first.returncode in (0, 3)
         rows = {r["eval_id"]: r for r in _rows(repo / "r.jsonl")}
         failed = {k for k, r in rows.items() if r["status"] == "failed"}
         assert failed == {"c0", "c1", "c3", "c4", "c6", "c9"}  # "7" cases, and 1 and 4
         server.reset()
-        proc = _agentv(repo, "--rerun-failed", "r.jsonl", "--out", "again.jsonl")
+        proc = agentv_cli(
+            repo, "eval", "evals/", "--rerun-failed", "r.jsonl", "--out", "again.jsonl"
+        )
         assert f"Rerunning {len(failed)} run(s) (error, failed, invalid, user_error)" in proc.stdout
         assert "into " in proc.stdout and "again.jsonl" in proc.stdout
         assert len(server.requests) == len(failed)  # only those were sent
         assert {r["eval_id"] for r in _rows(repo / "again.jsonl")} == failed
         server.reset()
-        errors_only = _agentv(repo, "--rerun-errors", "r.jsonl", "--out", "none.jsonl")
+        errors_only = agentv_cli(
+            repo, "eval", "evals/", "--rerun-errors", "r.jsonl", "--out", "none.jsonl"
+        )
         assert errors_only.returncode == 0  # no run errored: nothing to do is no failure
         assert (
             "Nothing to do: no run in r.jsonl has status error, invalid, user_error."
@@ -152,14 +133,9 @@ def test_resume_on_a_file_another_run_is_writing_changes_nothing(repo: Path) -> 
     # before reading or repairing anything: that line is a finished case, not a partial one.
     from agentv.results.writers import open_writer
 
-    write(
-        repo,
-        ".agentv/targets.yaml",
-        "$schema: agentv-targets-v2.2\ntargets:\n"
-        "  - {name: default, provider: mock, response: 'The answer is 42.'}\n",
-    )
+    write_targets(repo, mock_target(response="The answer is 42."))
     _suite(repo)
-    assert _agentv(repo, "--out", "r.jsonl").returncode == 0
+    assert agentv_cli(repo, "eval", "evals/", "--out", "r.jsonl").returncode == 0
     out = repo / "r.jsonl"
     rows = _rows(out)
     out.write_text("".join(json.dumps(r) + "\n" for r in rows[:5]))
@@ -169,7 +145,7 @@ def test_resume_on_a_file_another_run_is_writing_changes_nothing(repo: Path) -> 
         with out.open("a") as fh:  # the first part of a write still going on
             fh.write(record[:50_000])
         before = out.read_bytes()
-        resumed = _agentv(repo, "--resume", "r.jsonl")
+        resumed = agentv_cli(repo, "eval", "evals/", "--resume", "r.jsonl")
         assert resumed.returncode == 1
         assert "another agentv run is writing it" in resumed.stderr
         assert out.read_bytes() == before  # nothing set aside, nothing appended
@@ -179,18 +155,13 @@ def test_resume_on_a_file_another_run_is_writing_changes_nothing(repo: Path) -> 
     finally:
         writer.close()
     assert [r["eval_id"] for r in _rows(out)] == ["c0", "c1", "c2", "c3", "c4", "c5"]
-    resumed = _agentv(repo, "--resume", "r.jsonl")
+    resumed = agentv_cli(repo, "eval", "evals/", "--resume", "r.jsonl")
     assert resumed.returncode == 0, resumed.stderr
     assert f"Resuming {out}: {CASES - 6} run(s) to do" in resumed.stdout
 
 
 def test_resume_refuses_a_file_that_is_not_results_and_leaves_it_as_it_is(repo: Path) -> None:
-    write(
-        repo,
-        ".agentv/targets.yaml",
-        "$schema: agentv-targets-v2.2\ntargets:\n"
-        "  - {name: default, provider: mock, response: 'The answer is 42.'}\n",
-    )
+    write_targets(repo, mock_target(response="The answer is 42."))
     _suite(repo)
     samples = {
         "binary.jsonl": bytes(range(256)) * 40,  # binary, no newline at its end
@@ -200,7 +171,7 @@ def test_resume_refuses_a_file_that_is_not_results_and_leaves_it_as_it_is(repo: 
     }
     for name, data in samples.items():
         (repo / name).write_bytes(data)
-        proc = _agentv(repo, "--resume", name)
+        proc = agentv_cli(repo, "eval", "evals/", "--resume", name)
         assert proc.returncode == 1, (name, proc.stdout)
         assert "is not a results file" in proc.stderr, name
         assert (repo / name).read_bytes() == data, name  # nothing appended or set aside

@@ -8,14 +8,18 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from support.cli_run import agentv_cli, rows
-from support.helpers import write
+from support.cli import agentv_cli, start_agentv
+from support.files import write
+from support.results import rows
+from support.targets import write_targets
+
+#: every test here starts agentv (or a script) as a process: left out of `make test-fast`
+pytestmark = pytest.mark.slow
 
 ANSWER = """\
 import sys
@@ -31,14 +35,8 @@ capital = prompt.split("capital of ")[-1].rstrip("?")
 print(f"The capital is {capital.upper()}.")
 """
 
-TARGETS = """\
-$schema: agentv-targets-v2.2
-targets:
-  - name: default
-    provider: cli
-    command_template: python3 answer.py {PROMPT}
-    workers: 1
-"""
+#: a command-line agent: answer.py (above) answers each prompt, one case at a time
+AGENT = {"command_template": "python3 answer.py {PROMPT}", "workers": 1}
 
 SUITE = """\
 $schema: agentv-eval-v2
@@ -64,7 +62,7 @@ CITIES = ["Paris", "Rome", "Lima", "Oslo", "Quito", "Riga"]
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     (tmp_path / ".git").mkdir()
-    write(tmp_path, ".agentv/targets.yaml", TARGETS)
+    write_targets(tmp_path, {"name": "default", "provider": "cli", **AGENT})
     write(tmp_path, "answer.py", ANSWER)
     write(tmp_path, "evals/caps.yaml", SUITE)
     write(tmp_path, "evals/data/caps.csv", "city\n" + "".join(f"{c}\n" for c in CITIES))
@@ -130,10 +128,12 @@ def _lines(path: Path) -> int:
 def test_a_killed_run_resumed_runs_only_what_is_missing(project: Path) -> None:
     (project / "block").write_text("", encoding="utf-8")
     out = project / "r.jsonl"
-    run = subprocess.Popen(
-        [sys.executable, "-m", "agentv", "eval", "evals/caps.yaml", "--out", "r.jsonl"],
-        cwd=project,
-        env={**os.environ, "CI": "1"},
+    run = start_agentv(
+        project,
+        "eval",
+        "evals/caps.yaml",
+        "--out",
+        "r.jsonl",
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,

@@ -5,6 +5,7 @@ is reached, the judge is held to its own target's limit while the candidate runs
 from __future__ import annotations
 
 import asyncio
+import math
 import re
 from itertools import pairwise
 from pathlib import Path
@@ -14,9 +15,12 @@ import pytest
 
 from agentv.providers.llm import RETRYABLE_CLIENT_ERRORS
 from agentv.run.scheduling import OPENING_LIMIT, TargetGate, TokenBucket
-from support.cli_run import agentv_cli, rows
+from support.cli import agentv_cli
+from support.clock import Clock
 from support.fakes import BucketLimit, FakeLLMServer, Fault, RecordedRequest
-from support.helpers import Clock, write
+from support.files import write
+from support.results import rows
+from support.targets import openai_target, write_targets
 
 
 def test_token_bucket_paces_and_corrects() -> None:
@@ -65,20 +69,10 @@ def _cases(n: int, *, judged: bool = False) -> str:
     )
 
 
-def _openai_target(repo: Path, server: FakeLLMServer, settings: str) -> None:
-    """The project's only target: ``default``, OpenAI at ``server``, with ``settings``."""
-    write(
-        repo,
-        ".agentv/targets.yaml",
-        "$schema: agentv-targets-v2.2\ntargets:\n"
-        f"  - {{name: default, provider: openai, base_url: '{server.url}/v1',"
-        f" api_key: k-12345678, model: m, {settings}}}\n",
-    )
-
-
+@pytest.mark.slow
 def test_a_rate_limited_target_pauses_as_a_whole_and_loses_no_case(repo: Path) -> None:
     with FakeLLMServer(limit_rps=8, limit_burst=4) as server:
-        _openai_target(repo, server, "retry_initial_delay_ms: 50")
+        write_targets(repo, openai_target(server.url, retry_initial_delay_ms=50))
         write(repo, "evals/many.yaml", _cases(30))
         # as many workers as the opening lets go at once: however busy the machine (late
         # to read the first 429), no more than those ten can be on their way at a pause
@@ -104,11 +98,12 @@ def test_a_rate_limited_target_pauses_as_a_whole_and_loses_no_case(repo: Path) -
         assert "Throttled targets:" in proc.stdout
 
 
+@pytest.mark.slow
 def test_a_target_limited_to_20_a_second_answering_at_once_gets_its_limit(repo: Path) -> None:
     # the server answers at once, so the pace alone holds the requests; the burst of 20
     # is free at the start, and a run at exactly the limit has a goodput of 1
     with FakeLLMServer(limit=BucketLimit(20, 20)) as server:
-        _openai_target(repo, server, "")
+        write_targets(repo, openai_target(server.url))
         write(repo, "evals/many.yaml", _cases(100))
         proc = agentv_cli(repo, "eval", "evals/", "--workers", "50", "--out", "r.jsonl")
         assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -119,6 +114,7 @@ def test_a_target_limited_to_20_a_second_answering_at_once_gets_its_limit(repo: 
         assert 100 / window / 20 >= 0.9, (window, len(server.limited_at))
 
 
+@pytest.mark.slow
 def test_the_judge_is_throttled_by_its_own_target_while_the_candidate_runs_freely(
     repo: Path,
 ) -> None:
@@ -149,43 +145,48 @@ def test_the_judge_is_throttled_by_its_own_target_while_the_candidate_runs_freel
         judged = [
             r.received_at for r in judge.requests if r.received_at not in set(judge.limited_at)
         ]
-        # ...while every candidate request went out at once, before the judge was done
-        assert len(candidate) == 8 and max(candidate) - min(candidate) < 0.5
+        # ...while the candidate's target was never refused, so never paused: each of its
+        # requests went when its case began, and the last before the judge was done
+        assert len(candidate) == 8 and max(candidate) < max(judged)
         assert max(judged) - min(candidate) > 1.0
-        assert "j: " in proc.stdout and "throttled" in proc.stdout
+        throttled = re.findall(r"^  (\w+): \d+ requests, \d+ throttled", proc.stdout, re.M)
+        assert throttled == ["j"], proc.stdout
 
 
+@pytest.mark.slow
 def test_one_429_pauses_every_request_of_the_target_for_its_retry_after(repo: Path) -> None:
     with FakeLLMServer() as server:
         server.script(Fault.rate_limited(retry_after=0.6))  # the first answer only
-        _openai_target(repo, server, "workers: 4")
+        write_targets(repo, openai_target(server.url, workers=4))
         write(repo, "evals/many.yaml", _cases(12))
         proc = agentv_cli(repo, "eval", "evals/", "--out", "r.jsonl")
         assert proc.returncode == 0, proc.stdout + proc.stderr
         received = sorted(r.received_at for r in server.requests)
         limited = next(r for r in server.requests if r.fault is not None)
         t0 = limited.received_at
-        # requests already on their way when the 429 came arrive with it; after that,
-        # nothing reaches the server until the Retry-After has passed
-        assert [t for t in received if t0 + 0.05 < t < t0 + 0.55] == []
+        # only requests already on their way when the 429 came (at most the others of the
+        # four at once) reach the server before the Retry-After has passed
+        assert len([t for t in received if t0 < t < t0 + 0.55]) <= 3, received
         assert len(received) == 13 and max(received) > t0 + 0.55
 
 
+@pytest.mark.slow
 def test_a_round_of_429s_without_a_wait_cuts_the_target_once(repo: Path) -> None:
-    # the server answers after 500 ms, so all eight requests are out before the first 429
+    # the server answers after a second, so all eight requests are out before the first 429
     # comes back; four of them are refused with "Retry-After: 0"
-    with FakeLLMServer(delay_ms=500) as server:
+    with FakeLLMServer(delay_ms=1000) as server:
         server.script(*[Fault.rate_limited(retry_after=0)] * 4)
-        _openai_target(repo, server, "workers: 8")
+        write_targets(repo, openai_target(server.url, workers=8))
         write(repo, "evals/many.yaml", _cases(8))
         proc = agentv_cli(repo, "eval", "evals/", "--out", "r.jsonl")
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert {r["status"] for r in rows(repo / "r.jsonl")} == {"ok"}
-        first = sorted(r.received_at for r in server.requests)[:8]
-        assert max(first) - min(first) < 0.45  # one round, sent before any answer
+        first = sorted(server.requests, key=lambda r: r.received_at)[:8]
+        answered = min(r.answered_at or math.inf for r in server.requests)
+        assert max(r.received_at for r in first) < answered  # one round, sent before any answer
         assert len(server.requests) == 12
         # the four refusals are news of one round: the pace starts from the four the
-        # server accepted (how many at once follows from it and the answers' time, 0.5 s),
+        # server accepted (how many at once follows from it and the answers' time, 1 s),
         # not from what four cuts in a row would leave
         found = re.search(
             r"default: 12 requests, 4 throttled \(429/503\), paused 0\.0 s, down to (\d+) at once",
@@ -195,10 +196,11 @@ def test_a_round_of_429s_without_a_wait_cuts_the_target_once(repo: Path) -> None
         assert int(found.group(1)) >= 3
 
 
+@pytest.mark.slow
 def test_a_case_waiting_to_retry_a_500_leaves_its_turn_to_the_next_cases(repo: Path) -> None:
     with FakeLLMServer(delay_ms=100) as server:
         server.script(Fault.server_error())  # the first answer only
-        _openai_target(repo, server, "workers: 1, retry_initial_delay_ms: 1000")
+        write_targets(repo, openai_target(server.url, workers=1, retry_initial_delay_ms=1000))
         write(repo, "evals/many.yaml", _cases(3))
         proc = agentv_cli(repo, "eval", "evals/", "--out", "r.jsonl")
         assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -212,19 +214,20 @@ def test_a_case_waiting_to_retry_a_500_leaves_its_turn_to_the_next_cases(repo: P
         assert "Throttled targets:" not in proc.stdout  # a 500 slows nothing down
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("settings", "why"),
     [
-        ("max_retries: 0", "its last attempt"),
-        ("retry_max_delay_ms: 300", "a wait longer than retry_max_delay_ms"),
+        ({"max_retries": 0}, "its last attempt"),
+        ({"retry_max_delay_ms": 300}, "a wait longer than retry_max_delay_ms"),
     ],
 )
 def test_a_429_that_is_not_retried_still_pauses_the_target(
-    repo: Path, settings: str, why: str
+    repo: Path, settings: dict[str, int], why: str
 ) -> None:
     with FakeLLMServer(delay_ms=20) as server:
         server.script(Fault.rate_limited(retry_after=0.6))  # the first answer only
-        _openai_target(repo, server, f"workers: 4, {settings}")
+        write_targets(repo, openai_target(server.url, workers=4, **settings))
         write(repo, "evals/many.yaml", _cases(12))
         proc = agentv_cli(repo, "eval", "evals/", "--out", "r.jsonl")
         records = rows(repo / "r.jsonl")
@@ -233,8 +236,9 @@ def test_a_429_that_is_not_retried_still_pauses_the_target(
         t0 = next(r for r in server.requests if r.fault is not None).received_at
         received = sorted(r.received_at for r in server.requests)
         # the other cases wait out the server's word (at most retry_max_delay_ms) instead
-        # of meeting the same refusal at once
-        assert [t for t in received if t0 + 0.05 < t < t0 + 0.25] == [], why
+        # of meeting the same refusal at once: only those already on their way (at most the
+        # others of the four at once) come sooner
+        assert len([t for t in received if t0 < t < t0 + 0.25]) <= 3, why
         assert len(received) == 12
         assert "default: 12 requests, 1 throttled (429/503)" in proc.stdout, why
 

@@ -8,96 +8,22 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 import agentv
-from support.cli_run import agentv_cli
+from support.cli import agentv_cli
 from support.fakes import Every, FakeLLMServer, Fault, RecordedRequest, ToolCalls
-from support.helpers import write
-from support.wire_support import provider_fields
-
-VERDICT = '{"score": 1, "hits": ["fine"], "misses": [], "reasoning": "fine"}'
-
-
-def _targets(
-    repo: Path,
-    agent: FakeLLMServer,
-    customer: FakeLLMServer,
-    customer_fields: dict[str, Any] | None = None,
-    **more: Any,
-) -> None:
-    """``default``: the agent under test; ``customer``: the simulated user's target (with
-    ``customer_fields``); ``judge``: a mock judge; ``more``: other targets (name -> fields)."""
-    sim = provider_fields("openai", customer, **(customer_fields or {}))
-    entries = [
-        {"name": "default", "provider": "openai", "judge_target": "judge"}
-        | provider_fields("openai", agent),
-        {"name": "customer", "provider": "openai"} | sim,
-        {"name": "judge", "provider": "mock", "response": VERDICT},
-    ]
-    for name, fields in more.items():
-        entries.append({"name": name, **fields})
-    body = "".join(f"  - {json.dumps(e)}\n" for e in entries)
-    write(repo, ".agentv/targets.yaml", f"$schema: agentv-targets-v2.2\ntargets:\n{body}")
-
-
-def _messages(rec: RecordedRequest) -> list[dict[str, Any]]:
-    return list((rec.body or {}).get("messages", []))
-
-
-def agent_reply(rec: RecordedRequest) -> str:
-    """A support agent: greets, asks for the order number, then refunds."""
-    asked = _messages(rec)[-1]["content"]
-    if re.search(r"order \d+", asked):
-        return "Refund issued for order 1234."
-    if "refund" in asked.lower():
-        return "Sorry about that. What is your order number?"
-    return "Hello! How can I help?"
-
-
-def customer_reply(rec: RecordedRequest) -> str:
-    """A customer with a broken kettle, seeing the conversation from the user's side: its
-    own messages are its assistant turns, the agent's answers its user turns."""
-    messages = _messages(rec)
-    heard = messages[-1]["content"]
-    if "Refund issued" in heard:
-        return "[[DONE]]"
-    if "order number" in heard:
-        return "It is order 1234."
-    if "How can I help" in heard:
-        return "My kettle arrived broken and I want a refund."
-    return "Hello?"
-
-
-CASE = """\
-  - id: {id}
-    outcome: Gets the order number and refunds it.
-    input_messages:
-      - role: system
-        content: You are a support agent for a kitchen shop.
-    user:
-      persona: {persona}
-      goal: Get a refund for the broken kettle of order 1234.
-      facts: {{order: 1234, item: kettle}}
-      first_message: {first}
-      max_turns: {max_turns}
-      seed: 7
-      temperature: 0.3{extra}
-    turn_evaluators: [{{type: regex, value: "(?i)help|order|refund"}}]
-    evaluators: [{{type: contains, value: Refund issued}}]
-"""
-
-
-def suite(repo: Path, *cases: dict[str, Any], header: str = "user_target: customer\n") -> None:
-    body = ""
-    for c in cases:
-        fields = {"persona": "A polite customer.", "first": "Hi there.", "max_turns": 6}
-        fields.update(extra="")
-        fields.update(c)
-        body += CASE.format(**fields)
-    write(repo, "evals/support.yaml", f"$schema: agentv-eval-v2\n{header}evalcases:\n{body}")
+from support.files import write
+from support.providers import provider_fields
+from support.suites import (
+    agent_reply,
+    customer_reply,
+    messages_of,
+    support_parties,
+    write_support_suite,
+)
+from support.targets import write_targets
 
 
 def test_a_goal_reached_at_turn_three_ends_the_conversation(repo: Path) -> None:
@@ -105,8 +31,8 @@ def test_a_goal_reached_at_turn_three_ends_the_conversation(repo: Path) -> None:
         FakeLLMServer(reply=agent_reply) as agent,
         FakeLLMServer(reply=customer_reply) as customer,
     ):
-        _targets(repo, agent, customer)
-        suite(repo, {"id": "refund"})
+        write_targets(repo, *support_parties(agent, customer))
+        write_support_suite(repo, {"id": "refund"})
         run = agentv.run_eval("evals/support.yaml", cwd=repo, out="r.jsonl")
     (result,) = run.results
     assert (result.status, result.score) == ("ok", 1.0), result.error
@@ -120,7 +46,7 @@ def test_a_goal_reached_at_turn_three_ends_the_conversation(repo: Path) -> None:
     # the agent got 3 requests, the simulator 3 (two messages, then done)
     assert len(agent.requests) == 3 and len(customer.requests) == 3
     # the agent's third request: the simulator's messages as user turns, byte-exact
-    assert _messages(agent.requests[2])[1:] == [
+    assert messages_of(agent.requests[2])[1:] == [
         {"role": "user", "content": "Hi there."},
         {"role": "assistant", "content": "Hello! How can I help?"},
         {"role": "user", "content": "My kettle arrived broken and I want a refund."},
@@ -153,8 +79,8 @@ def test_max_turns_and_stop_when_end_the_conversation(repo: Path) -> None:
         FakeLLMServer(reply=agent_reply) as agent,
         FakeLLMServer(reply=lambda rec: stuck) as customer,
     ):
-        _targets(repo, agent, customer)
-        suite(
+        write_targets(repo, *support_parties(agent, customer))
+        write_support_suite(
             repo,
             {"id": "capped", "max_turns": 2},
             # a judge's question: the mock judge finds it met at the first answer
@@ -174,9 +100,9 @@ def test_max_turns_and_stop_when_end_the_conversation(repo: Path) -> None:
         FakeLLMServer(reply=agent_reply) as agent,
         FakeLLMServer(reply=customer_reply) as customer,
     ):
-        _targets(repo, agent, customer)
+        write_targets(repo, *support_parties(agent, customer))
         check = "\n      stop_when: {type: contains, value: Refund issued}"
-        suite(repo, {"id": "checked", "extra": check})
+        write_support_suite(repo, {"id": "checked", "extra": check})
         (checked,) = agentv.run_eval("evals/support.yaml", cwd=repo).results
     assert checked.user["ended"] == "stop_when" and len(checked.turns) == 3
     assert checked.status == "ok"
@@ -195,17 +121,18 @@ BREAKS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(BREAKS))
 def test_a_simulator_that_breaks_role_is_a_user_error_not_the_models(repo: Path, kind: str) -> None:
     bad, why = BREAKS[kind]
 
     def reply(rec: RecordedRequest) -> str | ToolCalls:
         # the persona says which customer this is: one breaks role, the other does not
-        return bad if "BROKEN" in _messages(rec)[0]["content"] else customer_reply(rec)
+        return bad if "BROKEN" in messages_of(rec)[0]["content"] else customer_reply(rec)
 
     with FakeLLMServer(reply=agent_reply) as agent, FakeLLMServer(reply=reply) as customer:
-        _targets(repo, agent, customer)
-        suite(repo, {"id": "good"}, {"id": "bad", "persona": "A BROKEN customer."})
+        write_targets(repo, *support_parties(agent, customer))
+        write_support_suite(repo, {"id": "good"}, {"id": "bad", "persona": "A BROKEN customer."})
         proc = agentv_cli(repo, "eval", "evals/support.yaml", "--out", "r.jsonl")
         asked_agent = len(agent.requests)
     assert proc.returncode == 5, proc.stdout + proc.stderr
@@ -235,8 +162,8 @@ def test_a_simulator_that_breaks_role_is_a_user_error_not_the_models(repo: Path,
 def test_a_simulator_whose_target_fails_is_a_user_error(repo: Path) -> None:
     down = FakeLLMServer(standing=(Every(1, Fault.server_error()),))
     with FakeLLMServer(reply=agent_reply) as agent, down:
-        _targets(repo, agent, down)
-        suite(repo, {"id": "down"}, {"id": "opens", "first": "null"})
+        write_targets(repo, *support_parties(agent, down))
+        write_support_suite(repo, {"id": "down"}, {"id": "opens", "first": "null"})
         run = agentv.run_eval("evals/support.yaml", cwd=repo)
     by_id = {r.eval_id: r for r in run.results}
     for result in run.results:
@@ -249,8 +176,8 @@ def test_a_simulator_whose_target_fails_is_a_user_error(repo: Path) -> None:
 
 def test_a_simulator_done_before_its_first_message_is_a_user_error(repo: Path) -> None:
     with FakeLLMServer(reply=agent_reply) as agent, FakeLLMServer(reply="[[DONE]]") as customer:
-        _targets(repo, agent, customer)
-        suite(repo, {"id": "mute", "first": "null"})
+        write_targets(repo, *support_parties(agent, customer))
+        write_support_suite(repo, {"id": "mute", "first": "null"})
         (result,) = agentv.run_eval("evals/support.yaml", cwd=repo).results
     assert result.status == "user_error" and result.turns == []
     assert "it was done before its first message" in (result.error or "")
@@ -265,13 +192,11 @@ def test_a_role_judge_checks_every_simulated_message(repo: Path) -> None:
     ):
         no = '{"in_role": false, "reason": "it speaks as the shop"}'
         yes = '{"in_role": true, "reason": "a customer speaking"}'
-        _targets(
-            repo,
-            agent,
-            customer,
-            strict={"provider": "mock", "response": no},
-            lenient={"provider": "mock", "response": yes},
-        )
+        judges = {
+            "strict": {"provider": "mock", "response": no},
+            "lenient": {"provider": "mock", "response": yes},
+        }
+        write_targets(repo, *support_parties(agent, customer, **judges))
         text = (repo / ".agentv/targets.yaml").read_text()
         for verdict in ("lenient", "strict"):
             write(
@@ -279,7 +204,7 @@ def test_a_role_judge_checks_every_simulated_message(repo: Path) -> None:
                 ".agentv/targets.yaml",
                 text.replace('"judge_target": "judge"', f'"judge_target": "{verdict}"'),
             )
-            suite(repo, {"id": "checked", "extra": "\n      role_judge: true"})
+            write_support_suite(repo, {"id": "checked", "extra": "\n      role_judge: true"})
             (result,) = agentv.run_eval("evals/support.yaml", cwd=repo).results
             if verdict == "lenient":
                 assert result.status == "ok", result.error
@@ -298,7 +223,7 @@ def test_replay_sends_the_recorded_user_turns_byte_exact_and_reports_a_divergenc
 ) -> None:
     def slow_agent(rec: RecordedRequest) -> str:
         """Agent B wants an e-mail address too before it refunds."""
-        asked = _messages(rec)[-1]["content"]
+        asked = messages_of(rec)[-1]["content"]
         if "@" in asked:
             return "Refund issued for order 1234."
         if re.search(r"order \d+", asked):
@@ -306,7 +231,7 @@ def test_replay_sends_the_recorded_user_turns_byte_exact_and_reports_a_divergenc
         return agent_reply(rec)
 
     def customer(rec: RecordedRequest) -> str:
-        heard = _messages(rec)[-1]["content"]
+        heard = messages_of(rec)[-1]["content"]
         return "ada@example.com" if "e-mail" in heard else customer_reply(rec)
 
     check = "\n      stop_when: {type: contains, value: Refund issued}"
@@ -316,8 +241,10 @@ def test_replay_sends_the_recorded_user_turns_byte_exact_and_reports_a_divergenc
         FakeLLMServer(reply=customer) as sim,
     ):
         fields_b = {"provider": "openai", "judge_target": "judge"}
-        _targets(repo, agent, sim, b=fields_b | provider_fields("openai", agent_b))
-        suite(repo, {"id": "refund", "first": "null", "extra": check})
+        write_targets(
+            repo, *support_parties(agent, sim, b=fields_b | provider_fields("openai", agent_b))
+        )
+        write_support_suite(repo, {"id": "refund", "first": "null", "extra": check})
         first = agentv.run_eval("evals/support.yaml", cwd=repo, out="recorded.jsonl")
         recorded = [t["content"] for t in first.results[0].turns]
         assert first.results[0].user["ended"] == "stop_when" and len(recorded) == 3
@@ -330,7 +257,7 @@ def test_replay_sends_the_recorded_user_turns_byte_exact_and_reports_a_divergenc
             replay_user="recorded.jsonl",
         )
         # the same agent: every user turn from the recording, the simulator never asked
-        sent = [_messages(r)[-1]["content"] for r in agent.requests]
+        sent = [messages_of(r)[-1]["content"] for r in agent.requests]
         assert sent == recorded  # byte-exact
         by_target = {r.target: r for r in replayed.results}
         same, other = by_target["default"], by_target["b"]
@@ -338,7 +265,7 @@ def test_replay_sends_the_recorded_user_turns_byte_exact_and_reports_a_divergenc
         assert "recorded.jsonl:1" in same.user["replay"]["from"]
         assert [t["user"]["source"] for t in same.turns] == ["replay"] * 3
         # agent B needed a fourth turn: the recording has none, the simulator played it
-        assert [_messages(r)[-1]["content"] for r in agent_b.requests] == [
+        assert [messages_of(r)[-1]["content"] for r in agent_b.requests] == [
             *recorded,
             "ada@example.com",
         ]
@@ -358,8 +285,8 @@ def test_the_simulators_requests_are_throttled_by_its_own_target(repo: Path) -> 
         FakeLLMServer(reply=customer_reply, limit_rps=4, limit_burst=1) as customer,
     ):
         # its retries may wait as long as the server asks (the test's default is 5 ms)
-        _targets(repo, agent, customer, {"retry_max_delay_ms": 5000})
-        suite(repo, *({"id": f"c{i}", "first": "null"} for i in range(4)))
+        write_targets(repo, *support_parties(agent, customer, {"retry_max_delay_ms": 5000}))
+        write_support_suite(repo, *({"id": f"c{i}", "first": "null"} for i in range(4)))
         run = agentv.run_eval("evals/support.yaml", cwd=repo, workers=8)
     assert {r.status for r in run.results} == {"ok"}, [r.error for r in run.results]
     assert customer.limited_at, "the limit was never reached: the test proves nothing"
@@ -371,12 +298,12 @@ def test_the_simulators_requests_are_throttled_by_its_own_target(repo: Path) -> 
 
 def test_a_case_is_checked_for_its_simulated_user(repo: Path) -> None:
     with FakeLLMServer() as agent, FakeLLMServer() as customer:
-        _targets(repo, agent, customer)
-        suite(repo, {"id": "nobody"}, header="")
+        write_targets(repo, *support_parties(agent, customer))
+        write_support_suite(repo, {"id": "nobody"}, header="")
         report = agentv.validate("evals/support.yaml", cwd=repo)
         messages = [d.message for d in report.errors]
         assert any("this simulated user has no target to play it" in m for m in messages)
-        suite(repo, {"id": "wrong"}, header="user_target: nobody\n")
+        write_support_suite(repo, {"id": "wrong"}, header="user_target: nobody\n")
         run = agentv.run_eval("evals/support.yaml", cwd=repo)
     (invalid,) = run.results
     assert invalid.status == "invalid"
@@ -400,8 +327,8 @@ def test_cache_and_repeats_work_on_simulated_conversations(repo: Path) -> None:
         FakeLLMServer(reply=agent_reply) as agent,
         FakeLLMServer(reply=customer_reply) as customer,
     ):
-        _targets(repo, agent, customer)
-        suite(repo, {"id": "refund", "first": "null"})
+        write_targets(repo, *support_parties(agent, customer))
+        write_support_suite(repo, {"id": "refund", "first": "null"})
         first = agentv.run_eval("evals/support.yaml", cwd=repo, cache=True, repeat=2)
         sent = (len(agent.requests), len(customer.requests))
         assert sent == (2 * 3, 2 * 4)  # each repeat its own conversation, asked afresh
@@ -422,8 +349,10 @@ def test_cache_and_repeats_work_on_simulated_conversations(repo: Path) -> None:
 
 def test_the_estimate_counts_a_simulated_conversation_at_its_longest(repo: Path) -> None:
     with FakeLLMServer() as agent, FakeLLMServer() as customer:
-        _targets(repo, agent, customer)
-        suite(repo, {"id": "opens", "first": "null", "max_turns": 3}, {"id": "written"})
+        write_targets(repo, *support_parties(agent, customer))
+        write_support_suite(
+            repo, {"id": "opens", "first": "null", "max_turns": 3}, {"id": "written"}
+        )
         found = agentv.estimate("evals/support.yaml", cwd=repo, answer_tokens=10)
         assert agent.requests == [] and customer.requests == []  # nothing sent
     lines = {(line.target, line.role): line for line in found.lines}

@@ -14,10 +14,11 @@ from typing import Any
 import pytest
 
 import agentv
-from support.cli_run import agentv_cli, rows
+from support.cli import agentv_cli
 from support.fakes import FakeLLMServer, RecordedRequest, ToolCalls
-from support.helpers import write
-from support.wire_support import provider_fields
+from support.files import write
+from support.results import rows
+from support.targets import lm_target, write_targets
 
 EVAL = """$schema: agentv-eval-v2
 evalcases:
@@ -81,18 +82,9 @@ def weather(rec: RecordedRequest) -> str | ToolCalls:
     return "Rome: " + ", ".join(results)
 
 
-def _targets(repo: Path, server: FakeLLMServer) -> None:
-    entry = {"name": "default", "provider": "openai", **provider_fields("openai", server)}
-    write(
-        repo,
-        ".agentv/targets.yaml",
-        "$schema: agentv-targets-v2.2\ntargets:\n  - " + json.dumps(entry) + "\n",
-    )
-
-
 def test_the_tool_loop_is_the_trajectory_graded_per_turn_and_whole(repo: Path) -> None:
     with FakeLLMServer(reply=weather) as server:
-        _targets(repo, server)
+        write_targets(repo, lm_target("openai", server))
         write(repo, "evals/weather.yaml", EVAL)
         run = agentv.run_eval("evals/weather.yaml", cwd=repo, out=repo / "r.jsonl")
     assert len(server.requests) == 4  # a call and an answer per turn
@@ -168,6 +160,7 @@ GATED = """  - id: {id}
 """
 
 
+@pytest.mark.slow
 def test_weights_and_required_gates_in_the_summary(repo: Path) -> None:
     def never_looks_up(rec: RecordedRequest) -> str:
         return next(m["content"] for m in rec.body["messages"] if m["role"] == "user")
@@ -177,7 +170,7 @@ def test_weights_and_required_gates_in_the_summary(repo: Path) -> None:
         for n, (answer, required) in enumerate([("yes", "true"), ("no", "false")], 1)
     )
     with FakeLLMServer(reply=never_looks_up) as server:
-        _targets(repo, server)
+        write_targets(repo, lm_target("openai", server))
         write(repo, "evals/gates.yaml", GATES.format(cases=cases))
         proc = agentv_cli(
             repo, "eval", "evals/gates.yaml", "--out", "g.jsonl", "--summary-json", "s.json"

@@ -13,9 +13,14 @@ from typing import Any
 
 import pytest
 
-from support.cli_run import agentv_cli, rows
+from support.cli import agentv_cli
 from support.fakes import FakeLLMServer, Fault
-from support.helpers import write
+from support.files import write
+from support.results import rows
+from support.targets import openai_target, write_targets
+
+#: every test here starts agentv (or a script) as a process: left out of `make test-fast`
+pytestmark = pytest.mark.slow
 
 ANSWER = "the answer"
 
@@ -41,14 +46,8 @@ def _completion(usage: dict[str, Any]) -> Fault:
 
 def _project(repo: Path, server: FakeLLMServer, cases: int) -> None:
     # $1 a token of output, input free: every answer's cost is its output tokens
-    write(
-        repo,
-        ".agentv/targets.yaml",
-        "$schema: agentv-targets-v2.2\ntargets:\n"
-        f"  - {{name: default, provider: openai, base_url: '{server.url}/v1', "
-        "api_key: k-12345678, model: m, retry_initial_delay_ms: 1, "
-        "price: {input_per_mtok: 0, output_per_mtok: 1000000}}\n",
-    )
+    price = {"input_per_mtok": 0, "output_per_mtok": 1000000}
+    write_targets(repo, openai_target(server.url, retry_initial_delay_ms=1, price=price))
     write(
         repo,
         "evals/s.yaml",

@@ -7,13 +7,18 @@ from __future__ import annotations
 import hashlib
 import json
 import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
 
-from support.cli_run import agentv_cli, rows
-from support.helpers import write
+import pytest
+
+from support.cli import agentv_cli, start_agentv
+from support.files import write
+from support.results import rows
+
+#: every test here runs agentv as a process: left out of `make test-fast`
+pytestmark = pytest.mark.slow
 
 EVAL = """\
 $schema: agentv-eval-v2
@@ -141,32 +146,15 @@ def test_two_runs_register_at_once_with_the_workbench_open(repo: Path) -> None:
     write(repo, "evals/a.yaml", f"$schema: agentv-eval-v2\ndataset: a\nevalcases:\n{cases}")
     write(repo, "evals/b.yaml", f"$schema: agentv-eval-v2\ndataset: b\nevalcases:\n{cases}")
     write(repo, ".agentv/targets.yaml", TARGETS.format(delay=5))
-    view = subprocess.Popen(
-        [sys.executable, "-m", "agentv", "view", "--no-open"],
-        cwd=repo,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    view = start_agentv(repo, "view", "--no-open")
     try:
         assert view.stdout is not None
         url = view.stdout.readline().split(": ", 1)[1].strip()
         runs = [
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "agentv",
-                    "eval",
-                    f"evals/{name}.yaml",
-                    "--out",
-                    f"{name}.jsonl",
-                    "-q",
-                ],
-                cwd=repo,
+            start_agentv(
+                repo,
+                *("eval", f"evals/{name}.yaml", "--out", f"{name}.jsonl", "-q"),
                 stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                text=True,
             )
             for name in ("a", "b")
         ]

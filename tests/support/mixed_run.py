@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from support.cli_run import agentv_cli
+from support.cli import agentv_cli
 
 TARGETS = """\
 $schema: agentv-targets-v2.2

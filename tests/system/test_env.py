@@ -12,7 +12,8 @@ import pytest
 
 from agentv.system.env import environment_scope, find_env_file, read_environment, run_environment
 from agentv.targets import create_provider, load_targets_file
-from support.helpers import write
+from support.files import write
+from support.suites import env_project
 
 
 @pytest.fixture(autouse=True)
@@ -85,6 +86,7 @@ def _project(tmp_path: Path, name: str) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_two_projects_run_from_one_process_each_see_their_own_env_file(tmp_path: Path) -> None:
     import agentv
 
@@ -96,6 +98,7 @@ def test_two_projects_run_from_one_process_each_see_their_own_env_file(tmp_path:
     assert answers == ["answer from alpha", "answer from beta"]
 
 
+@pytest.mark.slow
 async def test_a_run_prepared_before_another_one_runs_with_its_own_env_file(
     tmp_path: Path,
 ) -> None:
@@ -129,33 +132,14 @@ def test_a_key_from_env_file_reaches_the_provider(repo: Path) -> None:
 # --- runs at the same time, and what agents and code evaluators inherit ---------------------
 
 
-def _concurrent_project(tmp_path: Path, name: str) -> Path:
-    """Six cases whose agent answers with the run's ``PROJ_SECRET`` (from its ``.env``)."""
-    root = tmp_path / name
-    (root / ".git").mkdir(parents=True)
-    write(root, ".env", f"PROJ_SECRET=value-of-{name}\n")
-    write(
-        root,
-        ".agentv/targets.yaml",
-        "$schema: agentv-targets-v2.2\ntargets:\n  - name: default\n    provider: cli\n"
-        "    command_template: sh -c 'sleep 0.05; printf %s \"$PROJ_SECRET\"'\n    workers: 2\n",
-    )
-    cases = "".join(
-        f"  - {{id: c{i}, outcome: x, input_messages: [{{role: user, content: q{i}}}],"
-        " evaluators: [{type: contains, value: value}]}\n"
-        for i in range(6)
-    )
-    write(root, "evals/e.yaml", "$schema: agentv-eval-v2\nevalcases:\n" + cases)
-    return root
-
-
+@pytest.mark.slow
 async def test_concurrent_runs_each_see_their_own_env_file(tmp_path: Path) -> None:
     import asyncio
 
     import agentv
 
     before = dict(os.environ)
-    alpha, beta = (_concurrent_project(tmp_path, name) for name in ("alpha", "beta"))
+    alpha, beta = (env_project(tmp_path, name) for name in ("alpha", "beta"))
     runs = await asyncio.gather(
         agentv.arun_eval("evals", cwd=alpha), agentv.arun_eval("evals", cwd=beta)
     )
@@ -206,6 +190,7 @@ def _keys_project(repo: Path) -> None:
     )
 
 
+@pytest.mark.slow
 def test_agents_and_code_evaluators_get_no_vendor_key_unless_it_is_named(repo: Path) -> None:
     import agentv
 

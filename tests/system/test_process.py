@@ -13,7 +13,10 @@ from pathlib import Path
 import pytest
 
 from agentv.system.process import run_process
-from support.agent_helpers import pid_alive, wait_gone
+from support.agents import pid_alive, wait_gone
+
+#: every test here starts processes: left out of `make test-fast`
+pytestmark = pytest.mark.slow
 
 PY = sys.executable
 
@@ -29,7 +32,7 @@ time.sleep(60)
 
 
 def _read_pid(path: Path) -> int:
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 30  # a hang guard: over at once when it holds
     while time.monotonic() < deadline:
         if path.exists() and path.read_text().strip():
             return int(path.read_text())

@@ -14,13 +14,10 @@ from pathlib import Path
 import pytest
 
 from agentv.system.readfile import NotARegularFileError, open_input, read_input, special
-from support.cli_run import agentv_cli
-from support.helpers import write
+from support.cli import agentv_cli
+from support.files import write
+from support.targets import mock_target, write_targets
 
-MOCK_TARGETS = (
-    "$schema: agentv-targets-v2.2\ntargets:\n"
-    "  - {name: default, provider: mock, response: 'The answer is 42.'}\n"
-)
 CASES = "".join(
     f"  - {{id: c{i}, outcome: x, input_messages: [{{role: user, content: q{i}}}],"
     " evaluators: [{type: contains, value: '42'}]}\n"
@@ -32,7 +29,7 @@ CAP_MB = 1024
 
 def _project(root: Path) -> Path:
     (root / ".git").mkdir(parents=True, exist_ok=True)
-    write(root, ".agentv/targets.yaml", MOCK_TARGETS)
+    write_targets(root, mock_target(response="The answer is 42."))
     write(root, "evals/e.yaml", EVAL)
     return root
 
@@ -62,6 +59,7 @@ def test_the_opener_names_what_a_name_stands_for(tmp_path: Path) -> None:
         open_input(tmp_path / "a.yaml")
 
 
+@pytest.mark.slow
 def test_validate_and_render_name_special_files(tmp_path: Path) -> None:
     project = _project(tmp_path)
     _specials(project / "evals")
@@ -88,6 +86,7 @@ def test_validate_and_render_name_special_files(tmp_path: Path) -> None:
     assert "evals/z.yaml is a character device, not a regular file" in run.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["fifo", "device"])
 def test_targets_config_and_schema_files_that_are_not_files(tmp_path: Path, kind: str) -> None:
     project = _project(tmp_path)
@@ -117,6 +116,7 @@ def test_targets_config_and_schema_files_that_are_not_files(tmp_path: Path, kind
     assert f"not a file agentv can read: it is {what}" in run.stderr
 
 
+@pytest.mark.slow
 def test_a_cache_of_fifos_and_devices_is_a_cache_of_misses(tmp_path: Path) -> None:
     # The cache cannot fail a case: entries that are FIFOs or links to /dev/zero are
     # misses, asked again and replaced.
@@ -143,6 +143,7 @@ def test_a_cache_of_fifos_and_devices_is_a_cache_of_misses(tmp_path: Path) -> No
         assert json.loads(entry.read_text())["text"] == "The answer is 42."
 
 
+@pytest.mark.slow
 def test_results_files_that_are_not_files(tmp_path: Path) -> None:
     project = _project(tmp_path)
     os.mkfifo(project / "r.jsonl")
@@ -163,6 +164,7 @@ def test_results_files_that_are_not_files(tmp_path: Path) -> None:
         assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_outputs_never_replace_a_fifo_or_a_device(tmp_path: Path) -> None:
     project = _project(tmp_path)
     run = agentv_cli(project, "eval", "evals", "--out", "r.jsonl", timeout=60)

@@ -6,13 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from agentv.cli.app import _register, app
 from agentv.targets import choose_target
-from support.helpers import write
-
-_register()
+from support.cli import invoke_cli
+from support.files import write
 
 TARGETS = """$schema: agentv-targets-v2.2
 targets:
@@ -36,20 +33,23 @@ evalcases:
 
 
 def _rendered(*args: str) -> dict[str, str | None]:
-    result = CliRunner().invoke(app, ["render", *args, "--format", "json"])
+    """Each case's target as ``agentv render ARGS`` says it."""
+    result = invoke_cli("render", *args, "--format", "json")
     assert result.exit_code == 0, result.output
     return {case["eval_id"]: case.get("target") for case in json.loads(result.stdout)}
 
 
 def _evaluated(tmp: Path, *args: str) -> dict[str, tuple[str, str]]:
+    """Each case's target and answer as ``agentv eval ARGS`` ran it."""
     out = tmp / "R.jsonl"
     out.unlink(missing_ok=True)
-    result = CliRunner().invoke(app, ["eval", *args, "--out", str(out)])
+    result = invoke_cli("eval", *args, "--out", str(out))
     assert result.exit_code == 0, result.output
     records = [json.loads(line) for line in out.read_text("utf-8").splitlines() if line]
     return {r["eval_id"]: (r["target"], r["candidate_answer"]) for r in records}
 
 
+@pytest.mark.slow  # its run asks git for the commit it is on
 def test_render_and_eval_pick_the_same_target_for_each_case(repo: Path) -> None:
     write(repo, ".agentv/targets.yaml", TARGETS)
     path = str(write(repo, "evals/suite.yaml", EVAL))
@@ -75,7 +75,7 @@ def test_render_without_a_targets_file_shows_no_target(repo: Path) -> None:
     path = str(write(repo, "evals/suite.yaml", EVAL))
     assert _rendered(path) == {"on-c": None, "plain": None}
     # asked for a target, render needs the file as eval does
-    result = CliRunner().invoke(app, ["render", path, "--target", "a", "--format", "json"])
+    result = invoke_cli("render", path, "--target", "a", "--format", "json")
     assert result.exit_code == 1
     assert "no targets file found" in result.stderr
 

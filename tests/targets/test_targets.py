@@ -18,7 +18,8 @@ from agentv.targets import (
     load_targets_file,
     validate_targets_file,
 )
-from support.helpers import ask, write
+from support.files import write
+from support.providers import ask
 
 HEADER = "$schema: agentv-targets-v2.2\ntargets:\n"
 

@@ -13,7 +13,7 @@ from agentv.errors import ConfigError, InputError
 from agentv.providers.mock import MockProvider
 from agentv.targets import DryRun, TargetPool, load_targets_file, validate_targets_file
 from agentv.targets import pool as registry_module
-from support.helpers import write
+from support.files import write
 
 HEADER = "$schema: agentv-targets-v2.2\ntargets:\n"
 

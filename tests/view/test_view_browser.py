@@ -21,7 +21,12 @@ from typing import Any
 
 import pytest
 
+from support.cli import agentv_cli, start_agentv
 from support.paths import TESTS
+
+#: every test here runs `agentv view` as a process, most drive chromium: left out of
+#: `make test-fast`
+pytestmark = pytest.mark.slow
 
 CHROMIUM = os.environ.get("AGENTV_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run"]
@@ -55,13 +60,7 @@ class Server:
     """``agentv view`` running in ``project``, until stopped."""
 
     def __init__(self, project: Path, *args: str) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "agentv", "view", "--no-open", "--reviewer", REVIEWER, *args],
-            cwd=project,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        self.process = start_agentv(project, "view", "--no-open", "--reviewer", REVIEWER, *args)
         assert self.process.stdout is not None
         first = self.process.stdout.readline()
         assert first.startswith("agentv view: http://"), first + self.process.stderr.read()
@@ -333,12 +332,7 @@ def test_what_results_hold_is_shown_as_text(project: Path, browser: Any, tmp_pat
         + "\n"
     )
     store = tmp_path / "hostile.sqlite"
-    done = subprocess.run(
-        [sys.executable, "-m", "agentv", "runs", "import", str(results), "--store", str(store)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = agentv_cli(tmp_path, "runs", "import", str(results), "--store", str(store))
     assert done.returncode == 0, done.stderr
     running = Server(project, "--store", str(store))
     try:

@@ -14,10 +14,10 @@ import yaml
 from agentv.yaml import budget
 from agentv.yaml.budget import ExpansionTooLargeError
 from agentv.yaml.stream import stream_yaml
-from support.cli_run import agentv_cli
-from support.helpers import write
+from support.cli import agentv_cli
+from support.files import write
+from support.targets import mock_target, write_targets
 
-MOCK_TARGETS = "$schema: agentv-targets-v2.2\ntargets:\n  - name: default\n    provider: mock\n"
 CASE = "  - id: a\n    outcome: x\n    input_messages: [{role: user, content: hi}]\n"
 #: the memory a command may use here; each bomb describes gigabytes
 CAP_MB = 1024
@@ -103,10 +103,11 @@ def test_text_without_aliases_is_not_counted(monkeypatch: pytest.MonkeyPatch) ->
 
 def _project(root: Path) -> Path:
     (root / ".git").mkdir(parents=True, exist_ok=True)
-    write(root, ".agentv/targets.yaml", MOCK_TARGETS)
+    write_targets(root, mock_target())
     return root
 
 
+@pytest.mark.slow
 def test_an_alias_bomb_inside_an_is_json_schema(tmp_path: Path) -> None:
     project = _project(tmp_path)
     schema = laughs(10, indent="            ")
@@ -127,6 +128,7 @@ def test_an_alias_bomb_inside_an_is_json_schema(tmp_path: Path) -> None:
         assert "Traceback" not in out and "MemoryError" not in out
 
 
+@pytest.mark.slow
 def test_a_merge_bomb_and_a_repeated_megabyte(tmp_path: Path) -> None:
     project = _project(tmp_path)
     write(
@@ -149,6 +151,7 @@ def test_a_merge_bomb_and_a_repeated_megabyte(tmp_path: Path) -> None:
     assert "Traceback" not in proc.stdout + proc.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("rel", "head"),
     [

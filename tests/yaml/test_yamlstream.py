@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from agentv.errors import InputError
 from agentv.evalfile.loader import iter_cases, load_eval_file
 from agentv.yaml.stream import StreamResult, iter_stream, stream_yaml
-from support.helpers import write
+from support.files import write
 
 scalars = (
     st.none()

@@ -195,6 +195,12 @@ class TokenBucket:
         """Return units taken by an estimate that was too high."""
         self.level = min(self.capacity, self.level + amount)
 
+    def available(self) -> float:
+        """The units there now, refilled up to the clock's time (below zero after a
+        correction)."""
+        self._refill()
+        return self.level
+
 
 @dataclass
 class GateStats:
@@ -206,9 +212,68 @@ class GateStats:
     lowest_limit: int = 0
 
 
+@dataclass(frozen=True)
+class GateState:
+    """A target's gate at one moment (``TargetGate.snapshot``): what it lets through now,
+    and the estimates that decide it. Times are on the gate's clock."""
+
+    #: requests at once it allows now, and at most (the target's ``workers``)
+    limit: int
+    max_limit: int
+    #: requests on their way now, the most at once so far, and requests standing in line
+    in_flight: int
+    peak: int
+    waiting: int
+    #: when the target's pause ends (0.0: never paused)
+    paused_until: float
+    #: seconds a request (of the snapshot's ``tokens``) waits now before it looks again for a
+    #: turn: 0.0 (it goes at once), None (until a request ends or the limit grows); while
+    #: the pace doubles, RECHECK_S at most
+    wait: float | None
+    #: the opening: whether requests at once are still growing from OPENING_LIMIT, when its
+    #: first request went (its clock: moved on by the time the client was busy), when the
+    #: first answer came, and the quick answers counted (one more request at once each)
+    opening: bool
+    first_start: float | None
+    first_answer_at: float | None
+    answers: int
+    #: the shortest time to an answer lately (None: none seen)
+    min_latency: float | None
+    #: whether requests are paced (after a first round of refusals); the pace at this moment
+    #: and the one the last request or round was given (requests a second; None: not paced)
+    paced: bool
+    pace: float | None
+    rate: float | None
+    #: the last round's estimate: where the pace restarted, the top it heads for (None:
+    #: doubling, after the first round), when it restarted (the end of the round's pause)
+    #: and how long it holds under the top before probing for more
+    base: float
+    top: float | None
+    epoch: float
+    hold: float
+    #: when the last round's first refusal came, and how it was met: the first after the
+    #: doubling, while probing, while holding under the top; ``noise``: a refusal of a few,
+    #: let pass with a pause (and the top a little lower for more than one)
+    cut_at: float
+    after_startup: bool
+    probing: bool
+    holding: bool
+    noise: bool
+    #: when the last request got its turn (None: none yet), and the turn the last paced one
+    #: took (a request late for its turn by LATE_S or less counts as gone at its turn)
+    last_sent: float | None
+    last_start: float
+    #: the levels of the ``max_rpm`` and ``max_tpm`` buckets now (None: no such limit)
+    rpm_level: float | None
+    tpm_level: float | None
+    #: whether a waiter wakes SPIN_S before its turn and looks again until then (the real
+    #: clock)
+    spins: bool
+
+
 class TargetGate:
     """At most ``limit`` requests to one target in flight, adapting to the target's answers;
-    counts the most seen at once."""
+    counts the most seen at once. ``snapshot`` shows its state."""
 
     def __init__(
         self,
@@ -736,6 +801,51 @@ class TargetGate:
     def paused_for(self) -> float:
         """Seconds until the target resumes (0: not paused)."""
         return max(0.0, self.paused_until - self._clock())
+
+    def snapshot(self, tokens: float = 0.0) -> GateState:
+        """The gate's state at its clock's time, for tests, logs and measurements.
+
+        Args:
+            tokens: the tokens of the request whose ``wait`` the snapshot tells (for a
+                ``max_tpm`` bucket).
+
+        Returns:
+            A ``GateState``; taking it changes nothing a request would not (the opening
+            ends when its time has come, the buckets refill to the clock's time).
+        """
+        wait = self._wait_time(tokens)
+        now = self._clock()
+        return GateState(
+            limit=self.limit,
+            max_limit=self.max_limit,
+            in_flight=self.in_flight,
+            peak=self.peak,
+            waiting=len(self._line),
+            paused_until=self.paused_until,
+            wait=wait,
+            opening=self._opening,
+            first_start=self._first_start,
+            first_answer_at=self._first_answer_at,
+            answers=self._answers,
+            min_latency=self._min_latency,
+            paced=self._paced,
+            pace=self._pace_at(now) if self._paced else None,
+            rate=self.rate,
+            base=self._base,
+            top=self._top,
+            epoch=self._epoch,
+            hold=self._hold_s,
+            cut_at=self._cut_at,
+            after_startup=self._after_startup,
+            probing=self._probing,
+            holding=self._holding,
+            noise=self._noise,
+            last_sent=self._starts[-1] if self._starts else None,
+            last_start=self._last_start,
+            rpm_level=self._rpm.available() if self._rpm is not None else None,
+            tpm_level=self._tpm.available() if self._tpm is not None else None,
+            spins=self._spins,
+        )
 
 
 def estimate_tokens(request: ProviderRequest) -> int:

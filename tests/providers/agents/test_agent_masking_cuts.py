@@ -12,7 +12,11 @@ import pytest
 from agentv.errors import AgentProcessError
 from agentv.providers.agents.cli import CliProvider, CliSettings
 from agentv.system.process import run_process
-from support.helpers import FILL, KEY, OFFSETS, across, ask, clean
+from support.masking import FILL, KEY, OFFSETS, across, clean
+from support.providers import ask
+
+#: every test here starts agents as processes: left out of `make test-fast`
+pytestmark = pytest.mark.slow
 
 
 def cli(command: str, **fields: object) -> CliProvider:

@@ -21,7 +21,7 @@ from agentv.messages import Message, TextSegment
 from agentv.prompts.builder import PromptSettings, build_prompt
 from agentv.providers.agents.cli import CliProvider, CliSettings
 from agentv.providers.base import request_for_case
-from support.helpers import ask
+from support.providers import ask
 
 PY = shlex.quote(sys.executable)
 
@@ -67,6 +67,7 @@ def no_pwned(*folders: Path) -> None:
 # --- quoting ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("hostile", HOSTILE)
 async def test_prompt_and_guidelines_reach_the_child_byte_for_byte(
     repo: Path, tmp_path: Path, recorder: tuple[str, Path], hostile: str
@@ -81,6 +82,7 @@ async def test_prompt_and_guidelines_reach_the_child_byte_for_byte(
     no_pwned(work, repo)
 
 
+@pytest.mark.slow
 async def test_hostile_file_names_reach_the_child_intact(
     repo: Path, tmp_path: Path, recorder: tuple[str, Path]
 ) -> None:
@@ -108,6 +110,7 @@ async def test_hostile_file_names_reach_the_child_intact(
     no_pwned(repo, folder)
 
 
+@pytest.mark.slow
 async def test_eval_id_attempt_and_empty_files(recorder: tuple[str, Path]) -> None:
     command, argv_file = recorder
     target = provider(command_template=f"{command} {{EVAL_ID}} {{ATTEMPT}} {{FILES}} end")
@@ -115,6 +118,7 @@ async def test_eval_id_attempt_and_empty_files(recorder: tuple[str, Path]) -> No
     assert recorded(argv_file) == [b"case; rm -rf /", b"2", b"end"]
 
 
+@pytest.mark.slow
 async def test_shell_expansions_are_not_placeholders(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SOME_VALUE", "from-env")
     target = provider(command_template="printf '%s' \"${SOME_VALUE}\"")
@@ -125,6 +129,7 @@ async def test_shell_expansions_are_not_placeholders(monkeypatch: pytest.MonkeyP
 # --- the answer --------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_answer_is_the_output_file_which_is_then_removed() -> None:
     target = provider(
         command_template="printf 'from file\\r\\nline 2\\n' > {OUTPUT_FILE}; echo ignored"
@@ -138,6 +143,7 @@ async def test_answer_is_the_output_file_which_is_then_removed() -> None:
     assert not output_file.parent.exists()
 
 
+@pytest.mark.slow
 async def test_answer_is_stdout_when_no_output_file_was_written() -> None:
     target = provider(command_template="echo hello {PROMPT}")
     response = await target.invoke(ask(question="world"))
@@ -147,6 +153,7 @@ async def test_answer_is_stdout_when_no_output_file_was_written() -> None:
     assert response.sent["command"] == "echo hello world"
 
 
+@pytest.mark.slow
 async def test_chat_prompt_file_holds_the_conversation_with_roles() -> None:
     case = EvalCase(
         id="multi",
@@ -174,6 +181,7 @@ async def test_chat_prompt_file_holds_the_conversation_with_roles() -> None:
     assert not Path(response.sent["chat_prompt_file"]).exists()
 
 
+@pytest.mark.slow
 async def test_chat_prompt_file_of_a_plain_question_holds_its_two_messages() -> None:
     target = provider(command_template="cat {CHAT_PROMPT_FILE}")
     response = await target.invoke(ask(question="Q?", guidelines="Be kind"))
@@ -186,6 +194,7 @@ async def test_chat_prompt_file_of_a_plain_question_holds_its_two_messages() -> 
 # --- environment, cwd, failures -----------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_env_is_applied_on_top_of_the_inherited_environment(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -200,6 +209,7 @@ async def test_env_is_applied_on_top_of_the_inherited_environment(
     assert response.sent["env"] == ["EXTRA", "OVERRIDDEN", "PORT"]  # names, never values
 
 
+@pytest.mark.slow
 async def test_cwd_is_where_the_command_runs(tmp_path: Path) -> None:
     response = await provider(command_template="pwd", cwd=str(tmp_path)).invoke(ask(question="q"))
     assert Path(response.text).resolve() == tmp_path.resolve()
@@ -207,6 +217,7 @@ async def test_cwd_is_where_the_command_runs(tmp_path: Path) -> None:
         await provider(command_template="pwd", cwd=str(tmp_path / "nope")).invoke(ask(question="q"))
 
 
+@pytest.mark.slow
 async def test_timeout_is_reported_as_a_timeout() -> None:
     target = provider(command_template="sleep 30", timeout_seconds=0.5)
     with pytest.raises(ProviderTimeout, match="CLI command timed out after 1s"):
@@ -217,6 +228,7 @@ async def test_timeout_is_reported_as_a_timeout() -> None:
         await target.invoke(ask(question="q", timeout=0.5))
 
 
+@pytest.mark.slow
 async def test_non_zero_exit_reports_code_and_stderr() -> None:
     target = provider(command_template="echo partial; echo 'model exploded' >&2; exit 4")
     with pytest.raises(AgentProcessError) as info:
@@ -226,6 +238,7 @@ async def test_non_zero_exit_reports_code_and_stderr() -> None:
     assert info.value.target == "my-cli"
 
 
+@pytest.mark.slow
 async def test_secrets_never_reach_records_or_errors(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MY_SERVICE_TOKEN", "tok-0123456789")
     target = provider(
@@ -247,6 +260,7 @@ async def test_secrets_never_reach_records_or_errors(monkeypatch: pytest.MonkeyP
 # --- healthchecks -------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_failed_command_healthcheck_stops_with_a_clear_message(tmp_path: Path) -> None:
     counter = tmp_path / "count"
     check = f"echo run >> {shlex.quote(str(counter))}; echo 'database is down' >&2; exit 3"
@@ -266,6 +280,7 @@ async def test_failed_command_healthcheck_stops_with_a_clear_message(tmp_path: P
     assert counter.read_text().splitlines() == ["run"]
 
 
+@pytest.mark.slow
 async def test_passing_command_healthcheck_runs_once(tmp_path: Path) -> None:
     counter = tmp_path / "count"
     target = provider(
@@ -281,6 +296,7 @@ async def test_passing_command_healthcheck_runs_once(tmp_path: Path) -> None:
     assert counter.read_text().splitlines() == ["healthcheck"]
 
 
+@pytest.mark.slow
 async def test_healthcheck_command_timeout(tmp_path: Path) -> None:
     target = provider(
         command_template="echo answer",

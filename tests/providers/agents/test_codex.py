@@ -19,8 +19,8 @@ from agentv.providers.agents.codex import (
     parse_output,
     summarise_line,
 )
-from support.agent_helpers import HERE, install_script
-from support.helpers import ask
+from support.agents import FAKE_CODEX, install_script
+from support.providers import ask
 
 QUESTION = '@[User]:\nFix the bug in <file: path="src/app.py">\n\n@[Assistant]:\nOk\n\n@[User]:\nGo'
 
@@ -28,7 +28,7 @@ QUESTION = '@[User]:\nFix the bug in <file: path="src/app.py">\n\n@[Assistant]:\
 @pytest.fixture
 def record(bin_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The fake ``codex`` on PATH; returns the file where it records each call."""
-    install_script(bin_dir, "codex", HERE / "fake_codex.py")
+    install_script(bin_dir, "codex", FAKE_CODEX)
     path = tmp_path / "codex-calls.jsonl"
     monkeypatch.setenv("FAKE_CODEX_RECORD", str(path))
     monkeypatch.delenv("AGENTV_CODEX_STREAM_LOGS", raising=False)
@@ -55,6 +55,7 @@ def files(repo: Path) -> tuple[Path, Path]:
     return guideline, source
 
 
+@pytest.mark.slow
 async def test_answer_prompt_arguments_logs_and_cleanup(
     repo: Path, record: Path, files: tuple[Path, Path]
 ) -> None:
@@ -124,6 +125,7 @@ async def test_answer_prompt_arguments_logs_and_cleanup(
     assert "[stderr] stderr: fake codex: done" in body  # a last line without newline
 
 
+@pytest.mark.slow
 async def test_target_cwd_is_used_and_nothing_is_copied(
     repo: Path, record: Path, files: tuple[Path, Path], tmp_path: Path
 ) -> None:
@@ -138,11 +140,13 @@ async def test_target_cwd_is_used_and_nothing_is_copied(
     assert call["prompt"].startswith("Read all input files:\n* [app.py](file://")
 
 
+@pytest.mark.slow
 async def test_prompt_without_files_is_just_the_query(repo: Path, record: Path) -> None:
     await codex().invoke(ask(question="  What is 2+2?\n"))
     assert calls(record)[0]["prompt"] == "[[ ## user_query ## ]]\n\nWhat is 2+2?"
 
 
+@pytest.mark.slow
 async def test_json_log_format_and_log_dir(
     repo: Path, record: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -156,6 +160,7 @@ async def test_json_log_format_and_log_dir(
     assert "[stderr] fake codex: warming up" in text  # not JSON: written as it is
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("value", ["false", "0", "OFF "])
 async def test_stream_logs_can_be_disabled(
     repo: Path, record: Path, monkeypatch: pytest.MonkeyPatch, value: str
@@ -180,12 +185,14 @@ async def test_missing_executable_says_how_to_install(repo: Path, bin_dir: Path)
         await codex(executable="./tools/codex").invoke(ask(question="Q"))
 
 
+@pytest.mark.slow
 async def test_executable_given_as_a_path(repo: Path, record: Path, bin_dir: Path) -> None:
     provider = codex(executable=str(bin_dir / "codex"))
     assert provider.executable() == bin_dir / "codex"
     assert (await provider.invoke(ask(question="Q"))).text == "ANSWER: Q"
 
 
+@pytest.mark.slow
 async def test_non_zero_exit(repo: Path, record: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAKE_CODEX_MODE", "fail")
     with pytest.raises(AgentProcessError) as info:
@@ -194,12 +201,14 @@ async def test_non_zero_exit(repo: Path, record: Path, monkeypatch: pytest.Monke
     assert info.value.exit_code == 3
 
 
+@pytest.mark.slow
 async def test_no_output(repo: Path, record: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAKE_CODEX_MODE", "silent")
     with pytest.raises(ProviderError, match=r"^Codex CLI produced no output in --json mode$"):
         await codex().invoke(ask(question="Q"))
 
 
+@pytest.mark.slow
 async def test_stream_without_an_answer(
     repo: Path, record: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -212,6 +221,7 @@ async def test_stream_without_an_answer(
     )
 
 
+@pytest.mark.slow
 async def test_timeout_kills_codex_and_cleans_up(
     repo: Path, record: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -293,6 +303,7 @@ async def test_bad_log_format_from_environment(
         await codex().invoke(ask(question="Q"))
 
 
+@pytest.mark.slow
 async def test_hostile_text_and_file_names_reach_codex_verbatim(
     repo: Path, record: Path, tmp_path: Path
 ) -> None:

@@ -20,8 +20,11 @@ from typing import Any
 import pytest
 
 from agentv.providers.agents.codex import CodexProvider, CodexSettings
-from support.helpers import ask
 from support.paths import ROOT
+from support.providers import ask
+
+#: every test here installs the Codex CLI with npm and runs it: left out of `make test-fast`
+pytestmark = pytest.mark.slow
 
 #: The Codex CLI release this test runs; bump it on purpose, with the test passing.
 CODEX_VERSION = "0.169.0"

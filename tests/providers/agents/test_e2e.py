@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import json
-import os
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 import agentv as agentv_api
-from support.agent_helpers import HERE, install_script
-from support.helpers import write
+from support.agents import FAKE_CODEX, install_script
+from support.cli import agentv_cli
+from support.files import write
+
+#: every test here runs agentv and its agents as processes: left out of `make test-fast`
+pytestmark = pytest.mark.slow
 
 PY = shlex.quote(sys.executable)
 
@@ -39,7 +41,7 @@ print(json.dumps({"score": 1.0 if ok else 0.0,
 
 @pytest.fixture
 def suite(repo: Path, bin_dir: Path) -> Path:
-    install_script(bin_dir, "codex", HERE / "fake_codex.py")
+    install_script(bin_dir, "codex", FAKE_CODEX)
     write(repo, "agent.py", AGENT)
     write(
         repo,
@@ -104,24 +106,13 @@ evalcases:
     )
 
 
-def agentv(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "agentv", "eval", *args],
-        cwd=repo,
-        env={**os.environ, "CI": "1", "FAKE_CODEX_RECORD": str(repo / "codex-calls.jsonl")},
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-
-
 def only_row(path: Path) -> dict:
     (row,) = [json.loads(line) for line in path.read_text().splitlines()]
     return row
 
 
 def test_cli_agent_target(repo: Path, suite: Path) -> None:
-    proc = agentv(repo, "evals/agents.yaml", "--out", "cli.jsonl")
+    proc = agentv_cli(repo, "eval", "evals/agents.yaml", "--out", "cli.jsonl")
     assert proc.returncode == 0, proc.stderr
     row = only_row(repo / "cli.jsonl")
     assert "error" not in row, row
@@ -137,7 +128,10 @@ def test_cli_agent_target(repo: Path, suite: Path) -> None:
 
 
 def test_codex_agent_target(repo: Path, suite: Path) -> None:
-    proc = agentv(repo, "evals/agents.yaml", "--target", "codex", "--out", "codex.jsonl")
+    record = {"FAKE_CODEX_RECORD": str(repo / "codex-calls.jsonl")}
+    proc = agentv_cli(
+        repo, "eval", "evals/agents.yaml", "--target", "codex", "--out", "codex.jsonl", env=record
+    )
     assert proc.returncode == 0, proc.stderr
     row = only_row(repo / "codex.jsonl")
     assert "error" not in row, row
@@ -196,7 +190,9 @@ def test_a_cli_target_without_cwd_runs_in_the_runs_folder(
 
 
 def test_failed_healthcheck_stops_the_run(repo: Path, suite: Path) -> None:
-    proc = agentv(repo, "evals/agents.yaml", "--target", "unhealthy", "--out", "bad.jsonl")
+    proc = agentv_cli(
+        repo, "eval", "evals/agents.yaml", "--target", "unhealthy", "--out", "bad.jsonl"
+    )
     assert proc.returncode == 1
     output = proc.stdout + proc.stderr
     assert "CLI healthcheck failed for 'unhealthy'" in output

@@ -15,8 +15,9 @@ from pydantic import ValidationError
 
 from agentv.providers.agents.cli import DEFAULT_MAX_ANSWER_BYTES, CliProvider, CliSettings
 from agentv.system.process import cut_marker, decode_head
-from support.cli_run import agentv_cli_peak
-from support.helpers import ask, write
+from support.cli import agentv_cli_peak
+from support.files import write
+from support.providers import ask
 
 PY = shlex.quote(sys.executable)
 
@@ -49,6 +50,7 @@ def test_max_output_bytes_must_be_positive() -> None:
     )
 
 
+@pytest.mark.slow
 async def test_an_output_file_beyond_the_cap_is_cut_with_a_marker() -> None:
     target = provider(
         command_template=f"{PY} -c \"print('€' * 3000, end='')\" > {{OUTPUT_FILE}}",
@@ -62,6 +64,7 @@ async def test_an_output_file_beyond_the_cap_is_cut_with_a_marker() -> None:
     assert response.raw["answer_source"] == "output_file"
 
 
+@pytest.mark.slow
 async def test_stdout_beyond_the_cap_keeps_its_start_with_a_marker() -> None:
     target = provider(
         command_template=f"{PY} -c \"print('a' * 2048 + 'b' * 4096)\"",
@@ -73,6 +76,7 @@ async def test_stdout_beyond_the_cap_keeps_its_start_with_a_marker() -> None:
     assert response.raw["answer_source"] == "stdout"
 
 
+@pytest.mark.slow
 async def test_an_answer_within_the_cap_is_whole_and_unmarked() -> None:
     target = provider(command_template="printf 'x%.0s' $(seq 100)", max_output_bytes=100)
     response = await target.invoke(ask(question="q"))
@@ -80,6 +84,7 @@ async def test_an_answer_within_the_cap_is_whole_and_unmarked() -> None:
     assert response.raw["truncated"] is False
 
 
+@pytest.mark.slow
 async def test_the_default_cap_is_10_mib() -> None:
     target = provider(
         command_template=f"{PY} -c \"print('a' * (11 * 1024 * 1024), end='')\" > {{OUTPUT_FILE}}"
@@ -88,6 +93,7 @@ async def test_the_default_cap_is_10_mib() -> None:
     assert response.text == "a" * (10 * 1024 * 1024) + "\n[agentv: output cut at 10 MiB]"
 
 
+@pytest.mark.slow
 def test_a_2_gib_output_file_is_read_no_further_than_the_cap(repo: Path) -> None:
     # The answer file is 2 GiB (sparse: no disk used); agentv reads 4 KiB of it and stays
     # small, where it used to read it whole (and die).

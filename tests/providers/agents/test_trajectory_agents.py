@@ -15,11 +15,12 @@ import pytest
 
 import agentv
 from agentv.providers.agents.codex import extract_trajectory, parse_output
-from support.agent_helpers import HERE, install_script
-from support.helpers import write
+from support.agents import FAKE_CODEX, install_script
+from support.files import write
+from support.paths import DATA
 
 PY = shlex.quote(sys.executable)
-EVENTS = HERE.parent / "data" / "codex" / "fix-median.jsonl"
+EVENTS = DATA / "codex" / "fix-median.jsonl"
 
 
 def by_name(run: agentv.EvalRun) -> dict[str, agentv.EvalResult]:
@@ -79,7 +80,7 @@ evalcases:
 
 @pytest.fixture
 def codex_repo(repo: Path, bin_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    install_script(bin_dir, "codex", HERE / "fake_codex.py")
+    install_script(bin_dir, "codex", FAKE_CODEX)
     monkeypatch.setenv("FAKE_CODEX_EVENTS", str(EVENTS))
     monkeypatch.setenv("AGENTV_CODEX_STREAM_LOGS", "false")
     write(
@@ -91,6 +92,7 @@ def codex_repo(repo: Path, bin_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Pa
     return repo
 
 
+@pytest.mark.slow
 def test_codex_event_log_becomes_a_trajectory_every_evaluator_grades(codex_repo: Path) -> None:
     run = agentv.run_eval("evals/codex.yaml", cwd=codex_repo)
     (result,) = run.results
@@ -262,6 +264,7 @@ targets:
     return repo
 
 
+@pytest.mark.slow
 def test_a_cli_agents_transcript_is_its_trajectory(cli_repo: Path) -> None:
     run = agentv.run_eval("evals/cli.yaml", cwd=cli_repo)
     fix = by_name(run)["fix"]
@@ -306,6 +309,7 @@ def test_a_cli_agents_transcript_is_its_trajectory(cli_repo: Path) -> None:
     assert fix.score == pytest.approx((9 + 1 + 1 + 1 + 1 + 0.75 + 1 + 2 / 3 + 1 + 1) / 18)
 
 
+@pytest.mark.slow
 def test_a_cli_agent_without_a_transcript_gets_no_trajectory_grades(cli_repo: Path) -> None:
     run = agentv.run_eval("evals/cli.yaml", cwd=cli_repo)
     results = by_name(run)
@@ -330,6 +334,7 @@ def test_a_cli_agent_without_a_transcript_gets_no_trajectory_grades(cli_repo: Pa
     assert "does not report the tools it called" in entries(fix)["read-first"]["error"]
 
 
+@pytest.mark.slow
 def test_a_cached_answer_keeps_its_trajectory(
     codex_repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

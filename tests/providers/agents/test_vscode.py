@@ -19,14 +19,14 @@ from agentv.providers.agents.vscode import (
     provision_subagents,
     workspace_file,
 )
-from support.agent_helpers import HERE, install_script
-from support.helpers import ask
+from support.agents import FAKE_CODE, install_script
+from support.providers import ask
 
 
 @pytest.fixture
 def state(bin_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The fake ``code`` on PATH; returns its state folder (``calls.jsonl`` logs each call)."""
-    install_script(bin_dir, "code", HERE / "fake_code.py")
+    install_script(bin_dir, "code", FAKE_CODE)
     folder = tmp_path / "code-state"
     folder.mkdir()
     monkeypatch.setenv("FAKE_CODE_STATE", str(folder))
@@ -63,6 +63,7 @@ def case_files(tmp_path: Path) -> tuple[Path, Path]:
     return guideline, attachment
 
 
+@pytest.mark.slow
 async def test_single_dispatch_wakes_the_workspace_and_reads_the_response(
     state: Path, root: Path, case_files: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -116,6 +117,7 @@ async def test_single_dispatch_wakes_the_workspace_and_reads_the_response(
     assert Path(response.raw["response_file"]).read_text() == response.text
 
 
+@pytest.mark.slow
 async def test_an_open_workspace_is_focused_without_waking_it(state: Path, root: Path) -> None:
     provider = vscode(root)
     await provider.invoke(ask(question="first"))
@@ -128,6 +130,7 @@ async def test_an_open_workspace_is_focused_without_waking_it(state: Path, root:
     assert len(calls) == 3 and calls[2][:2] == ["-r", "chat"]  # no wake-up chat
 
 
+@pytest.mark.slow
 async def test_batch_dispatch_answers_every_request_in_order(
     state: Path, root: Path, case_files: tuple[Path, Path]
 ) -> None:
@@ -162,6 +165,7 @@ async def test_batch_dispatch_answers_every_request_in_order(
     assert not (root / "subagent-1" / LOCK_FILE).exists()
 
 
+@pytest.mark.slow
 async def test_missing_response_times_out_and_releases_the_subagent(
     state: Path, root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -189,6 +193,7 @@ async def test_dry_run_sends_nothing(state: Path, root: Path) -> None:
     assert not (state / "calls.jsonl").exists()
 
 
+@pytest.mark.slow
 async def test_wait_false_returns_at_once_and_leaves_the_lock_to_the_agent(
     state: Path, root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -208,6 +213,7 @@ async def test_busy_subagents_give_a_clear_error(state: Path, root: Path) -> Non
         await provider.invoke(ask(question="Q"))
 
 
+@pytest.mark.slow
 async def test_launch_failure_and_missing_attachment(
     state: Path, root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -89,6 +89,7 @@ time.sleep(60)
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
 def test_a_killed_run_keeps_every_written_record(tmp_path: Path) -> None:
     path = tmp_path / "killed.jsonl"

@@ -98,6 +98,11 @@ class RecordedRequest:
     #: how the server answered it instead of succeeding (a scripted, standing or rate-limit
     #: fault), else None
     fault: Fault | None = None
+    #: when the server's handler was done with it (time.monotonic(); None until then): a
+    #: whole answer goes out after it, a stream ends at it, a held request gets it when the
+    #: server stops. A request received before another's ``answered_at`` was sent before the
+    #: client could read that (whole) answer.
+    answered_at: float | None = None
 
     @property
     def api(self) -> str:
@@ -293,6 +298,9 @@ class FakeLLMServer:
     host: str = "127.0.0.1"
     port: int = 0  # 0: a free port chosen by the OS
     delay_ms: float = 0.0
+    #: when given, every answer waits until it is set (a run held open for as long as a
+    #: test needs, however slowly the machine runs)
+    hold: threading.Event | None = None
     reply: Reply = DEFAULT_REPLY
     reasoning: str | None = None  # returned as thinking/thought/reasoning_content when set
     record: bool = True  # benchmarks may turn recording off
@@ -460,6 +468,14 @@ class FakeLLMServer:
         if self.record:
             with self._lock:
                 self.requests.append(rec)
+        try:
+            return await self._answer(request, rec)
+        finally:
+            rec.answered_at = time.monotonic()
+
+    async def _answer(self, request: web.Request, rec: RecordedRequest) -> web.StreamResponse:
+        """The response to ``request`` (recorded as ``rec``)."""
+        body = rec.body
         wait = self._rate_limited(rec.received_at)
         if wait is not None:
             self.limited_at.append(rec.received_at)
@@ -478,6 +494,8 @@ class FakeLLMServer:
             return web.Response(status=503)
         if self.delay_ms > 0:
             await asyncio.sleep(self.delay_ms / 1000)
+        while self.hold is not None and not self.hold.is_set():
+            await asyncio.sleep(0.02)
         api = rec.api
         if api == "unknown" or request.method != "POST":
             return _error_response("openai", 404, f"No fake route for {request.path}", None)

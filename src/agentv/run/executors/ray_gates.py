@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from agentv.run.scheduling import Gates, GateStats, TargetGate
+from agentv.run.scheduling import Gates, GateState, GateStats, TargetGate
 
 if TYPE_CHECKING:
     from agentv.providers.base import Provider
@@ -122,6 +122,10 @@ class GateKeeper:
     def stats(self) -> dict[str, GateStats]:
         """What each gate saw, under its target's name."""
         return {self._names[key]: gate.stats for key, gate in self._gates.items()}
+
+    def snapshot(self, key: int) -> GateState:
+        """The state of the gate of target ``key`` (``TargetGate.snapshot``)."""
+        return self._gates[key].snapshot()
 
 
 #: the Ray task this worker process runs now (its case holds the turns it takes)

@@ -1,4 +1,4 @@
-"""Helpers for agent target tests (import with ``from agent_helpers import ...``)."""
+"""Fake agent programs on PATH, and watching the processes agents leave behind."""
 
 from __future__ import annotations
 
@@ -8,7 +8,12 @@ import sys
 import time
 from pathlib import Path
 
-HERE = Path(__file__).parent
+from support.paths import SUPPORT
+
+#: stand-ins for the ``codex`` and VS Code's ``code`` executables (their docstrings say
+#: what they do), installed on PATH by ``install_script``
+FAKE_CODEX = SUPPORT / "fakes" / "codex_cli.py"
+FAKE_CODE = SUPPORT / "fakes" / "vscode_cli.py"
 
 
 def install_script(bin_dir: Path, name: str, source: Path) -> Path:
@@ -35,8 +40,9 @@ def pid_alive(pid: int) -> bool:
     return stat_line.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def wait_gone(pid: int, within: float = 5.0) -> bool:
-    """Wait until ``pid`` is gone; False if still alive after ``within`` seconds."""
+def wait_gone(pid: int, within: float = 30.0) -> bool:
+    """Wait until ``pid`` is gone; False if still alive after ``within`` seconds (a hang
+    guard: it returns as soon as the process is gone)."""
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
         if not pid_alive(pid):
