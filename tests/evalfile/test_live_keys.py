@@ -11,8 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from support.cli_run import agentv_cli, rows
-from support.helpers import write
+from support.cli import agentv_cli
+from support.files import write
+from support.results import rows
+
+#: every test here starts agentv (or a script) as a process: left out of `make test-fast`
+pytestmark = pytest.mark.slow
 
 HEAD = "$schema: agentv-eval-v2\n{extra}evalcases:\n  - id: c\n    outcome: Says hi.\n"
 INPUT = "    input_messages: [{role: user, content: Hi}]\n"

@@ -11,11 +11,17 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import agentv
-from support.cli_run import agentv_cli, rows
+from support.cli import agentv_cli
 from support.fakes import FakeLLMServer, RecordedRequest, ToolCalls
-from support.helpers import write
-from support.wire_support import provider_fields
+from support.files import write
+from support.providers import provider_fields
+from support.results import rows
+
+#: every test here starts agentv (or a script) as a process: left out of `make test-fast`
+pytestmark = pytest.mark.slow
 
 #: every answer of five words costs exactly $1: output at $0.20 a token (a word), input free
 PRICE = {"input_per_mtok": 0, "output_per_mtok": 200_000}

@@ -14,10 +14,11 @@ from typing import Any
 import pytest
 
 import agentv
-from support.cli_run import agentv_cli, rows
+from support.cli import agentv_cli
 from support.fakes import FakeLLMServer, RecordedRequest, ToolCalls
-from support.helpers import write
-from support.wire_support import provider_fields
+from support.files import write
+from support.providers import provider_fields
+from support.results import rows
 
 KINDS = ("openai", "azure", "anthropic", "gemini")
 
@@ -93,6 +94,7 @@ def test_earlier_answers_are_carried_forward_byte_for_byte(repo: Path, kind: str
     assert chat[2] == {"role": "assistant", "content": ANSWERS["first"]}
 
 
+@pytest.mark.slow  # the agent is a program
 def test_a_cli_agent_gets_its_earlier_answer_byte_for_byte(repo: Path) -> None:
     # the agent sees its transcript in {CHAT_PROMPT_FILE}: its own answer as it printed it
     write(

@@ -20,8 +20,8 @@ from typing import Any
 
 import agentv
 from support.fakes import FakeLLMServer, RecordedRequest
-from support.helpers import write
-from support.wire_support import provider_fields
+from support.files import write
+from support.providers import provider_fields
 
 #: a linear growth makes four times the turns cost about four times as much; a quadratic
 #: one about sixteen times: the bound sits between them, with room for the fixed part

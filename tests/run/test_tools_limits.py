@@ -12,10 +12,14 @@ from typing import Any
 
 import pytest
 
-from support.cli_run import agentv_cli, rows
+from support.cli import agentv_cli
 from support.fakes import FakeLLMServer, RecordedRequest, ToolCalls
-from support.helpers import write
-from support.wire_support import provider_fields
+from support.files import write
+from support.providers import provider_fields
+from support.results import rows
+
+#: every test here starts agentv (or a script) as a process: left out of `make test-fast`
+pytestmark = pytest.mark.slow
 
 
 def _targets(repo: Path, server: FakeLLMServer) -> None:
