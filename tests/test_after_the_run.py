@@ -238,8 +238,8 @@ def test_yaml_results_resume_rerun_compare_and_never_mix_formats(repo: Path) -> 
     rerun = agentv_cli(repo, "eval", "evals/", "--rerun-failed", "y.yaml")
     assert rerun.returncode == 0
     assert (
-        "Rerunning 4 run(s) (error, failed, invalid, user_error) from y.yaml, appending to it"
-        in (rerun.stdout)
+        "Rerunning 4 run(s) (error, failed, invalid, uncertain, user_error) from y.yaml, "
+        "appending to it" in (rerun.stdout)
     )
     assert len(_yaml(out)) == CASES + 4
 

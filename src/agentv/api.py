@@ -21,7 +21,7 @@ import difflib
 import math
 import os
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
@@ -41,15 +41,17 @@ from agentv.errors import (
 if TYPE_CHECKING:
     from agentv.evalfile.loader import LoadContext, LoadedEvalFile
     from agentv.providers.python import PythonTarget
-    from agentv.results.compare import CaseDelta, Comparison, Side
+    from agentv.results.compare import CaseDelta, Comparison, Side, Significance
+    from agentv.results.flips import EvaluatorFlips, Flip
     from agentv.results.record import CaseKey, EvalResult
     from agentv.results.report import Report
     from agentv.results.summary import Summary, Tokens, TurnStats
     from agentv.results.writers import ResultWriter
     from agentv.run.estimate import Estimate
     from agentv.run.orchestrator import Executor, ProgressSink
-    from agentv.run.plan import Plan
+    from agentv.run.plan import Lane, Plan
     from agentv.run.preview import Preview
+    from agentv.run.repeats import AutoRepeats
     from agentv.run.resume import RERUN_ERRORS, RERUN_FAILED, ResultsState
     from agentv.run.scheduling import GateStats
     from agentv.run.sending import RunSettings, RunStats
@@ -72,6 +74,8 @@ __all__ = [
     "Estimate",
     "EvalResult",
     "EvalRun",
+    "EvaluatorFlips",
+    "Flip",
     "GateStats",
     "ImportedReviews",
     "ImportedRun",
@@ -88,6 +92,7 @@ __all__ = [
     "RunRegistration",
     "SetupError",
     "Side",
+    "Significance",
     "StoredRun",
     "Summary",
     "Tokens",
@@ -141,6 +146,9 @@ _LAZY = {
     "PythonTarget": "agentv.providers.python",
     "Report": "agentv.results.report",
     "Side": "agentv.results.compare",
+    "Significance": "agentv.results.compare",
+    "EvaluatorFlips": "agentv.results.flips",
+    "Flip": "agentv.results.flips",
     "Calibration": "agentv.store",
     "ImportedReviews": "agentv.store",
     "StoredRun": "agentv.store",
@@ -173,9 +181,15 @@ class RunOptions(TypedDict, total=False):
     """One target for every case (``--target``), or several: every case on each (a
     matrix). Default: each case's own target, else the file's, else ``default``. A
     ``PythonTarget`` is your own code as a target."""
-    repeat: int | None
+    repeat: int | Literal["auto"] | None
     """Runs of each case (default: the files' and cases' own ``repeat``, else 1); each run
-    is its own request."""
+    is its own request. ``"auto"``: every case once, then more runs of the cases whose
+    pass / fail verdict is not settled, the most unsettled first, until settled, at
+    ``max_repeat`` or at ``budget_usd`` (docs/trusting-verdicts.md)."""
+    max_repeat: int | None
+    """With ``repeat="auto"``: the most runs of a case (default 10)."""
+    repeat_confidence: float | None
+    """With ``repeat="auto"``: how sure a settled verdict is (default 0.95)."""
     targets_file: PathLike | None
     """The targets file (default: found from each eval file)."""
     workers: int | None
@@ -213,7 +227,8 @@ class RunOptions(TypedDict, total=False):
     """A results file whose runs with one of ``rerun_statuses`` (their latest record) run
     again, alone, appended to that file unless ``out`` names another."""
     rerun_statuses: Iterable[str]
-    """What ``rerun`` picks (default ``RERUN_FAILED``: failed, error, invalid)."""
+    """What ``rerun`` picks (default ``RERUN_FAILED``: failed, uncertain, error, invalid,
+    user_error)."""
     replay_user: PathLike | None
     """A results file whose simulated users' turns are sent again verbatim instead of
     asking the simulators (docs/eval-files.md, "Simulated users")."""
@@ -234,6 +249,14 @@ class RunOptions(TypedDict, total=False):
     is sent; requests in flight finish, and the runs not sent are recorded ``skipped``
     (``EvalRun.budget_reached``). A finite number above 0 (not text, not a bool). Local
     runs only (not with ``executor="ray"``)."""
+    judge_samples: int | Mapping[str, Any] | None
+    """How many times every judge that sets no ``samples`` of its own is asked about one
+    answer: a number, or ``{"min": 1, "max": 5, "margin": 0.1}`` (docs/trusting-verdicts.md).
+    Default: once."""
+    on_uncertain: Literal["uncertain", "fail", "pass"] | None
+    """What a judge's samples disagreeing about pass or fail makes of a run, for judges
+    that set no ``on_uncertain`` of their own: status ``uncertain`` (the default),
+    ``failed`` or ``ok``."""
 
 
 _OPTION_NAMES: tuple[str, ...] = tuple(RunOptions.__annotations__)
@@ -326,17 +349,22 @@ class EvalRun:
     """The run's budget (``budget_usd``), when it had one."""
     budget_reached: bool = False
     """The budget stopped the run: some runs were not sent (status ``skipped``)."""
+    rounds: int = 0
+    """With ``repeat="auto"``: the rounds it ran (the first: every case once)."""
 
 
 class _Sink:
     """Where each finished record goes: the results file (when there is one)."""
 
-    def __init__(self, writer: ResultWriter | None) -> None:
+    def __init__(self, writer: ResultWriter | None, auto: AutoRepeats | None = None) -> None:
         self.writer = writer
+        self.auto = auto
 
     def write(self, record: dict[str, Any]) -> None:
         if self.writer is not None:
             self.writer.write(record)
+        if self.auto is not None:  # --repeat auto plans its next round from the records
+            self.auto.observe(record)
 
 
 def _collector(keep: bool) -> Any:
@@ -422,9 +450,16 @@ class PreparedRun:
     """Lines of the file resumed or rerun that are not results (left out: as not run)."""
     executor: Executor | None = field(default=None, repr=False)
     """Where the cases run (``agentv.run.executors``); None: here, in this process."""
+    auto_repeat: dict[str, Any] | None = None
+    """With ``repeat="auto"``: its rule (``max``, ``confidence``, ``margin``); ``total``
+    is then its first round's runs, and grows by each round's as it is planned."""
+    auto_pending: int = 0
+    """With ``repeat="auto"`` and ``resume``: the cases whose runs in the file leave their
+    verdict unsettled (each wants another run after the first round)."""
     _plan: Plan = field(repr=False)
     _pool: TargetPool = field(repr=False)
     _settings: RunSettings = field(repr=False)
+    _auto: AutoRepeats | None = field(default=None, repr=False)
     _stats: RunStats = field(default_factory=lambda: _run_stats(), repr=False)
     #: the run's environment (the process's variables over its ``.env``): the variables
     #: its targets, agents and code evaluators see while it runs (``agentv.system.env``)
@@ -502,19 +537,27 @@ class PreparedRun:
 
         writer = writer if writer is not None else self.open_results()
         collector = _collector(self.keep_results)
+        sink = progress or _Silent()
+        auto = self._auto
         orchestrator = Orchestrator(
             self._pool,
             self._settings,
-            writer=_Sink(writer),
+            writer=_Sink(writer, auto),
             collector=collector,
-            progress=progress or _Silent(),
+            progress=sink,
             executor=self.executor,
             stats=self._stats,
         )
+        lanes = self._plan.lanes()
+        more = None
+        if auto is not None:
+            auto.meter = lambda: orchestrator.sender.meter
+            lanes = auto.first_round(lanes)
+            more = _rounds(auto, sink, self)
         started = time.perf_counter()
         stopped: ClusterLostError | None = None
         try:
-            await orchestrator.run(self._plan.lanes())
+            await orchestrator.run(lanes, more)
         except ClusterLostError as exc:  # summed up below, then raised with what finished
             stopped = exc
         finally:
@@ -557,11 +600,36 @@ class PreparedRun:
             unpriced=list(meter.unpriced.values()),
             budget_usd=meter.budget,
             budget_reached=meter.stopped,
+            rounds=auto.counts.rounds if auto is not None else 0,
         )
         if stopped is not None:
             stopped.run = run
             raise stopped
         return run
+
+
+def _rounds(
+    auto: AutoRepeats, progress: ProgressSink, prepared: PreparedRun
+) -> Callable[[], list[Lane] | None]:
+    """``--repeat auto``'s next rounds, each added to ``prepared.total`` and said to
+    ``progress`` (and added to its total when it keeps one: ``more``, a method sinks may
+    leave out)."""
+
+    def more() -> list[Lane] | None:
+        lanes = auto.next_round()
+        if lanes:
+            added = auto.counts.last
+            prepared.total += added
+            progress.note(
+                f"--repeat auto: round {auto.counts.rounds}, {added} more run(s) of the cases "
+                "whose verdict is not settled"
+            )
+            grow = getattr(progress, "more", None)
+            if callable(grow):
+                grow(added)
+        return lanes
+
+    return more
 
 
 def _run_stats() -> RunStats:
@@ -649,9 +717,7 @@ def _prepare(
     context = LoadContext(
         store=FileStore(cwd=base), allow_outside_root=options.get("allow_outside_root", False)
     )
-    repeat = options.get("repeat")
-    if repeat is not None and repeat < 1:
-        raise ConfigError(f"repeat must be at least 1 (got {repeat})")
+    _check_repeat(options)
     names = _target_names(options.get("target"), pool)
     if pool.python_targets and options.get("executor", "local") != "local":
         raise ConfigError(
@@ -715,6 +781,49 @@ def _prepare(
         raise
 
 
+def _check_repeat(options: RunOptions) -> None:
+    """``repeat``, ``max_repeat`` and ``repeat_confidence``, checked (``ConfigError``)."""
+    repeat = options.get("repeat")
+    auto = repeat == "auto"
+    if repeat is not None and not auto:
+        if isinstance(repeat, bool) or not isinstance(repeat, int):
+            raise ConfigError(f"repeat is a number of runs or 'auto' (got {repeat!r})")
+        if repeat < 1:
+            raise ConfigError(f"repeat must be at least 1 (got {repeat})")
+    for name in ("max_repeat", "repeat_confidence"):
+        if options.get(name) is not None and not auto and options.get("resume") is None:
+            raise ConfigError(f"{name} goes with repeat='auto' (--repeat auto)")
+    if auto or options.get("max_repeat") is not None:
+        if options.get("executor", "local") != "local":
+            raise ConfigError(
+                "repeat='auto' decides each round from the last in this process: use "
+                "executor='local' (the default) with it"
+            )
+        if options.get("rerun") is not None:
+            raise ConfigError(
+                "repeat='auto' does not go with rerun (--rerun-*): --resume a results file "
+                "of --repeat auto to go on with it"
+            )
+    _auto_rule(options, None)  # its numbers, checked now
+
+
+def _auto_rule(options: RunOptions, found: Any) -> Any:
+    """The rule of ``--repeat auto``: ``max_repeat`` and ``repeat_confidence`` over
+    ``found`` (a resumed file's rule), over the defaults."""
+    from agentv.results.settled import AutoRule
+
+    base = found if found is not None else AutoRule()
+    most, confidence = options.get("max_repeat"), options.get("repeat_confidence")
+    try:
+        return AutoRule(
+            max=base.max if most is None else most,
+            confidence=base.confidence if confidence is None else confidence,
+            margin=base.margin,
+        )
+    except ValueError as exc:
+        raise ConfigError(f"repeat='auto': {exc}") from None
+
+
 def _planned(
     files: list[Path],
     base: Path,
@@ -738,17 +847,26 @@ def _planned(
 
     eval_id = options.get("eval_id")
     pass_threshold = options.get("pass_threshold")
+    resume = state if options.get("resume") is not None else None
+    rule = _resumed_rule(options, resume)
+    repeat = options.get("repeat")
+    if rule is not None:
+        # the first round: every case's first run (on resume, with the runs the file
+        # recorded, so that a changed prompt runs them all again)
+        recorded = [key[3] for key in resume.runs] if resume is not None else []
+        repeat = max(recorded, default=0) + 1
     plan = plan_run(
         files,
         pool,
         cli_target=names,
-        repeat=options.get("repeat"),
+        repeat=repeat,  # type: ignore[arg-type]
         eval_id=eval_id,
         context=context,
         pass_threshold=pass_threshold,
-        resume=state if options.get("resume") is not None else None,
+        resume=resume,
         retry_errors=bool(options.get("retry_errors")),
         rerun=picked,
+        auto_resume=rule is not None and resume is not None,
     )
     if not plan.planned:
         if eval_id is not None:
@@ -778,8 +896,19 @@ def _planned(
         budget_usd=options.get("budget_usd"),
         pass_threshold=plan.pass_threshold,
         replay_user=replays,
+        judge_samples=judge_samples_option(options.get("judge_samples")),
+        on_uncertain=on_uncertain_option(options.get("on_uncertain")),
     )
     thresholds = plan.thresholds
+    auto = None
+    pending = 0
+    if rule is not None:
+        from agentv.run.repeats import AutoRepeats
+
+        auto = AutoRepeats(rule, plan)
+        if resume is not None:
+            auto.seed(resume)
+            pending = sum(1 for found in auto.verdicts().values() if found.wants_more)
     return PreparedRun(
         total=plan.total,
         diagnostics=diagnostics,
@@ -801,7 +930,57 @@ def _planned(
         _settings=settings,
         _env=env,
         _held=held,
+        auto_repeat=rule.to_dict() if rule is not None else None,
+        auto_pending=pending,
+        _auto=auto,
     )
+
+
+def _resumed_rule(options: RunOptions, resume: ResultsState | None) -> Any:
+    """The rule of ``--repeat auto`` this run follows (None: not one): the options', over
+    a resumed file's (a file made with ``--repeat auto`` goes on with its rule)."""
+    from agentv.run.repeats import file_rule
+
+    repeat = options.get("repeat")
+    found = file_rule(resume) if resume is not None else None
+    if repeat == "auto" or (repeat is None and found is not None):
+        return _auto_rule(options, found)
+    if options.get("max_repeat") is not None or options.get("repeat_confidence") is not None:
+        raise ConfigError(
+            "max_repeat and repeat_confidence go with repeat='auto' (--repeat auto), or "
+            "with --resume of a results file that --repeat auto made"
+        )
+    return None
+
+
+def judge_samples_option(value: Any) -> Any:
+    """The ``judge_samples`` option as a ``SampleRule`` (None: once); ``ConfigError``
+    saying what is wrong with it."""
+    if value is None:
+        return None
+    from pydantic import ValidationError
+
+    from agentv.evaluators.samples import MAX_SAMPLES, sample_rule
+
+    try:
+        if isinstance(value, int) and not isinstance(value, bool) and not 1 <= value <= MAX_SAMPLES:
+            raise ValueError
+        return sample_rule(value)
+    except (ValueError, TypeError, ValidationError) as exc:
+        why = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else ""
+        raise ConfigError(
+            f"judge_samples is a number from 1 to {MAX_SAMPLES} or {{min, max, margin}} "
+            f"(got {value!r}){': ' + why if why else ''}"
+        ) from None
+
+
+def on_uncertain_option(value: Any) -> str | None:
+    """The ``on_uncertain`` option, checked (``ConfigError`` naming the choices)."""
+    from agentv.evaluators.samples import ON_UNCERTAIN
+
+    if value is not None and value not in ON_UNCERTAIN:
+        raise ConfigError(f"on_uncertain is one of {', '.join(ON_UNCERTAIN)} (got {value!r})")
+    return value
 
 
 def _lock_for_resume(path: Path, asked: str | None) -> ResultWriter:
@@ -1016,6 +1195,7 @@ def estimate(
     answer_tokens: int | None = None,
     allow_outside_root: bool = False,
     cwd: PathLike | None = None,
+    judge_samples: int | Mapping[str, Any] | None = None,
 ) -> Estimate:
     """What running ``paths`` would cost, before anything is sent (``agentv estimate``).
 
@@ -1032,6 +1212,8 @@ def estimate(
         answer_tokens: How long each answer is taken to be, in tokens (default 500).
         allow_outside_root: Accept file references that resolve outside the repository root.
         cwd: Where relative paths start (default: the working directory).
+        judge_samples: As the run option: how many times every judge without ``samples``
+            of its own is asked (each sample counted; adaptive ones at their ``max``).
 
     Returns:
         A line per target and judge, with the totals.
@@ -1061,6 +1243,7 @@ def estimate(
         eval_id=eval_id,
         answer_tokens=DEFAULT_ANSWER_TOKENS if answer_tokens is None else answer_tokens,
         allow_outside_root=allow_outside_root,
+        judge_samples=judge_samples_option(judge_samples),
     )
     if not found.cases and found.errors:
         raise InputError(found.errors[0].message, found.diagnostics)
@@ -1250,27 +1433,71 @@ def read_results(path: PathLike, *, every_record: bool = False) -> ResultsFile:
     return ResultsFile(Path(path), found.format, results, diagnostics, found.superseded)
 
 
-def compare(base: PathLike, new: PathLike, *, min_delta: float = 0.05) -> Comparison:
+def compare(
+    base: PathLike,
+    new: PathLike,
+    *,
+    min_delta: float = 0.05,
+    significance: float | None = None,
+    detect: float | None = None,
+    pass_threshold: float | None = None,
+    cwd: PathLike | None = None,
+) -> Comparison:
     """Compare two results files case by case (``agentv compare``).
 
     Args:
         base: The results before.
         new: The results after.
         min_delta: The smallest change of a case's score that counts (0 to 1).
+        significance: A significance level (0.05): the comparison says whether the drop
+            is more than noise, and ``Comparison.fails`` holds only when it is
+            (docs/trusting-verdicts.md). None: any regressed case fails.
+        detect: A drop (0.05) to say how many paired cases would detect; with it alone,
+            the significance figures are at 0.05.
+        pass_threshold: What an evaluator's score is weighed at, for its flipped
+            verdicts, when its record says neither its own threshold nor whether it
+            passed (default 0.8).
+        cwd: Where relative paths start, and the project whose run store holds the
+            people's reviews (default: the working directory).
 
     Returns:
         Improved, regressed, unchanged, new and missing cases, the mean score change with a
-        95% interval, and the pass-rate change.
+        95% interval, the pass-rate change, each evaluator's flipped verdicts (with the
+        people's, from the project's run store) and, with ``significance`` or
+        ``detect``, its ``significance``.
 
     Raises:
         InputError: A line of either file is not a result (its file and line named).
-        ConfigError: ``min_delta`` is out of range.
+        ConfigError: ``min_delta``, ``significance`` or ``detect`` is out of range.
     """
     from agentv.results.compare import compare_files
 
     if not 0 <= min_delta <= 1:
         raise ConfigError(f"min_delta must be from 0 to 1 (got {min_delta})")
-    return compare_files(Path(base), Path(new), min_delta=min_delta)
+    if significance is not None and not 0 < significance < 1:
+        raise ConfigError(f"significance must be between 0 and 1 (got {significance})")
+    if detect is not None and not 0 < detect <= 1:
+        raise ConfigError(f"detect must be more than 0 and at most 1 (got {detect})")
+    alpha = significance if significance is not None else (0.05 if detect is not None else None)
+    if pass_threshold is not None and not 0 <= pass_threshold <= 1:
+        raise ConfigError(f"pass_threshold must be from 0 to 1 (got {pass_threshold})")
+    # --detect alone sizes the suite; the gate stays the plain one (any regressed case)
+    folder = Path(cwd).resolve() if cwd is not None else Path.cwd().resolve()
+    comparison = compare_files(
+        Path(base) if cwd is None else folder / Path(base),
+        Path(new) if cwd is None else folder / Path(new),
+        min_delta=min_delta,
+        alpha=alpha,
+        detect=detect,
+        gate=significance is not None,
+        pass_threshold=pass_threshold,
+    )
+    if not any(e.flips for e in comparison.flips):
+        return comparison
+    from agentv.results.flips import with_labels
+
+    labels = _labels(comparison.sources, folder)
+    return replace(comparison, flips=with_labels(comparison.flips, labels))
 
 
 def report_path(results: Sequence[PathLike]) -> Path:
@@ -1417,6 +1644,10 @@ class Regrade(DiagnosticsView):
     """Judge answers reused from ``cache``."""
     spent_usd: float = 0.0
     """US dollars the judges' requests cost (the targets were not asked)."""
+    flips: tuple[EvaluatorFlips, ...] = ()
+    """Per evaluator (and the case's own verdict), the regraded runs whose pass / fail
+    verdict changed, each with the person's verdict when the run store holds a review of
+    it (docs/trusting-verdicts.md, "What a judge change did")."""
 
 
 async def aregrade(
@@ -1547,6 +1778,9 @@ async def _regrade(
         settings = replace(settings, pass_threshold=pass_threshold)
     pool = TargetPool(cwd=base, targets_path=_under(base, targets_file))
     context = LoadContext(store=FileStore(cwd=base), allow_outside_root=allow_outside_root)
+    # a regraded record names the file whose answer it grades again, as seen from its own
+    # file: compare finds the people's reviews of those answers through it
+    origin = os.path.relpath(source.resolve(), target.resolve().parent)
     collector = SummaryCollector()
     fmt = results_format(source)
     written = [0]
@@ -1569,12 +1803,18 @@ async def _regrade(
                 eval_files=files,
                 context=context,
                 config_thresholds=pass_threshold is None,  # the caller's wins over configs'
+                origin=origin,
             )
     except OSError as exc:
         raise SetupError(
             f"cannot write the regraded results to {target}: {exc.strerror or exc} (nothing "
             "was written there: what was there is as it was)"
         ) from None
+    flips = done.flips.result()
+    if any(e.flips for e in flips):
+        from agentv.results.flips import with_labels
+
+        flips = with_labels(flips, _labels([source], base))
     return Regrade(
         out=target,
         summary=collector.summary(),
@@ -1584,7 +1824,22 @@ async def _regrade(
         diagnostics=done.diagnostics,
         judge_cache_hits=done.stats.judge_cache_hits,
         spent_usd=done.spent_usd,
+        flips=flips,
     )
+
+
+def _labels(results: Sequence[Path], cwd: Path) -> dict[tuple[str, str, str, int], str]:
+    """The people's verdicts of the runs of ``results`` in the project's run store (none
+    when it has no store yet: it is never created for this)."""
+    from agentv.store.project import store_settings
+
+    path = store_settings(cwd, None).path
+    if not path.is_file():
+        return {}
+    from agentv.store import RunStore
+
+    with RunStore(path, create=False) as store:
+        return store.labels(results)
 
 
 def regrade(

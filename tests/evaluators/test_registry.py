@@ -35,7 +35,7 @@ MINIMAL = {
 COMMON = "name, weight, required, threshold, type"
 #: each kind's keys, as "valid keys here" lists them
 KEYS = {
-    "llm_judge": f"{COMMON}, prompt, model",
+    "llm_judge": f"{COMMON}, prompt, model, samples, on_uncertain",
     "code": f"{COMMON}, script, cwd, timeout_seconds, inherit_env",
     "contains": f"{COMMON}, value",
     "icontains": f"{COMMON}, value",

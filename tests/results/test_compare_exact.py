@@ -24,6 +24,7 @@ from agentv.results.compare import (
     paired_bootstrap,
     read_cases,
 )
+from agentv.results.flips import EvaluatorFlips
 
 # many distinct values, so that neighbouring ranks of the sorted resample means differ
 SPREAD = [0.113, -0.371, 0.229, 0.0517, -0.4103, 0.6719, 0.2903, -0.1307, 0.8311, 0.0179]
@@ -389,6 +390,9 @@ def test_compare_files_whole(tmp_path: Path) -> None:
         new_pass_rate=1.0,
         base=Side(runs=1, statuses={"ok": 1}, mean=0.5, pass_rate=1.0),
         new=Side(runs=2, statuses={"ok": 2}, mean=0.375, pass_rate=1.0),
+        # the run both files hold: its case's own verdict, a pass on both sides
+        flips=(EvaluatorFlips("case verdict", 1),),
+        sources=tuple(sorted([base, new])),
     )
     assert compare_files(base, new, min_delta=0.125).cases == (
         CaseDelta(key, _r(0.5, "ok"), _r(0.375, "ok", 2), "unchanged"),

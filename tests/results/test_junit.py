@@ -108,6 +108,44 @@ def test_junit_xml_is_schema_valid_and_says_each_status() -> None:
     assert bad.get("message") == "unknown key 'outcom'"  # no control character in XML
 
 
+UNSURE = {
+    "eval_id": "borderline",
+    "dataset": "d",
+    "target": "t",
+    "status": "uncertain",
+    "score": 0.8,
+    "misses": ["judge 'judge' is uncertain: 1 of its 2 samples passed at 0.80"],
+    "uncertain": ["judge"],
+    "duration_ms": 250.0,
+    "eval_file": "/r/evals/a.yaml",
+    "line": 20,
+}
+
+
+def test_an_uncertain_run_is_a_failure_of_its_own_type_counted_apart() -> None:
+    text = junit_xml([*RECORDS, UNSURE])
+    SCHEMA.validate(text)
+    root = ET.fromstring(text)
+    # never a pass: among the failures, and said apart in its suite's properties
+    assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("5", "2", "2")
+    d, e = root.findall("testsuite")
+    assert (d.get("tests"), d.get("failures")) == ("3", "2")
+    (prop,) = d.iter("property")
+    assert prop.attrib == {"name": "uncertain", "value": "1"}
+    assert e.find("properties") is None  # nothing uncertain there
+    (case,) = [c for c in d.iter("testcase") if c.get("name") == "borderline [t]"]
+    failure = case.find("failure")
+    assert failure is not None and failure.attrib == {
+        "message": "uncertain: score 0.800, the samples of judge disagreed",
+        "type": "uncertain",
+    }
+    assert failure.text == "judge 'judge' is uncertain: 1 of its 2 samples passed at 0.80"
+    assert github_annotations([UNSURE], Path("/r")) == [
+        "::warning file=evals/a.yaml,line=20,title=agentv%3A borderline [t] uncertain::"
+        "score 0.800: judge 'judge' is uncertain: 1 of its 2 samples passed at 0.80"
+    ]
+
+
 def test_github_annotations_point_at_the_cases() -> None:
     lines = github_annotations(RECORDS, Path("/r"))
     assert (

@@ -204,3 +204,84 @@ def test_case_stats_exact() -> None:
         with pytest.raises(ValueError) as info:
             case_stats(scores, passed)
         assert str(info.value) == "need one pass flag per score, and at least one score"
+
+
+# --- exact tests and the minimal detectable effect, by hand ----------------------------------
+
+
+def test_binomial_tails_of_a_fair_coin() -> None:
+    from agentv.results.stats import binomial_at_least, binomial_at_most
+
+    # 10 tosses: C(10,0..2) = 1 + 10 + 45 = 56 of 1024
+    assert binomial_at_most(2, 10) == 56 / 1024
+    assert binomial_at_least(8, 10) == 56 / 1024  # the other end, by symmetry
+    assert binomial_at_least(9, 10) == 11 / 1024
+    assert binomial_at_most(-1, 5) == 0.0
+    assert binomial_at_most(5, 5) == 1.0
+    assert binomial_at_least(0, 3) == 1.0
+
+
+@pytest.mark.parametrize(
+    ("b", "c", "expected"),
+    [
+        # 2 * P(X <= 1), X ~ Bin(10, 1/2) = 2 * (1 + 10) / 1024
+        (9, 1, 22 / 1024),
+        (1, 9, 22 / 1024),  # two-sided: the same either way
+        # 2 * P(X <= 0), X ~ Bin(6, 1/2) = 2 / 64: six cases all one way
+        (6, 0, 2 / 64),
+        (5, 0, 2 / 32),  # five are not enough at 0.05
+        (1, 0, 1.0),  # one case changed: 2 * 1/2
+        (3, 3, 1.0),  # as many each way: capped at 1
+        (0, 0, 1.0),  # nothing changed
+        # 2 * (1 + 20 + 190) / 2^20: a table of 18 against 2
+        (18, 2, 2 * 211 / 2**20),
+    ],
+)
+def test_mcnemar_exact_on_fixed_tables(b: int, c: int, expected: float) -> None:
+    from agentv.results.stats import mcnemar_exact
+
+    assert mcnemar_exact(b, c) == pytest.approx(expected, rel=1e-12)
+
+
+def test_normal_quantiles() -> None:
+    from agentv.results.stats import normal_quantile
+
+    assert normal_quantile(0.975) == pytest.approx(1.959964, abs=1e-6)
+    assert normal_quantile(0.8) == pytest.approx(0.841621, abs=1e-6)
+    assert normal_quantile(0.5) == 0.0
+    with pytest.raises(ValueError):
+        normal_quantile(1.0)
+
+
+def test_min_detectable_effect_by_hand() -> None:
+    from agentv.results.stats import min_detectable_effect
+
+    # 50 cases, one run each, 10 of them changed verdict (7 one way, 3 the other):
+    # null variance = 10 / 50 = 0.2; z * sqrt(0.2 / 50) = 2.801585 * 0.0632456 = 0.177187;
+    # the floor z^2 * 1 / 50 = 7.848879 / 50 = 0.156978 is lower
+    assert min_detectable_effect(0.2, 50, alpha=0.05, step=1.0) == pytest.approx(0.177187, abs=1e-5)
+    # nothing changed: the floor, z^2 / 50
+    assert min_detectable_effect(0.0, 50, alpha=0.05, step=1.0) == pytest.approx(0.156978, abs=1e-5)
+    # 4 runs a case: pass rates move in quarters, the floor is z^2 * 0.25 / 50
+    assert min_detectable_effect(0.0, 50, alpha=0.05, step=0.25) == pytest.approx(
+        0.039244, abs=1e-5
+    )
+    # scores (no step): z * sqrt(v / n) alone; alpha 0.01 uses z(0.995) = 2.575829
+    assert min_detectable_effect(0.04, 100, alpha=0.01) == pytest.approx(
+        (2.575829 + 0.841621) * 0.02, abs=1e-5
+    )
+    assert min_detectable_effect(0.2, 0, alpha=0.05) is None
+
+
+def test_cases_to_detect_by_hand() -> None:
+    from agentv.results.stats import cases_to_detect
+
+    # a drop of 0.05 with null variance 0.2: 7.848879 * 0.2 / 0.0025 = 627.91 -> 628
+    assert cases_to_detect(0.05, 0.2, alpha=0.05, step=1.0) == 628
+    # no change seen: a drop of 0.05 needs at least that much variance (0.05 * 1):
+    # 7.848879 * 0.05 / 0.0025 = 156.98 -> 157
+    assert cases_to_detect(0.05, 0.0, alpha=0.05, step=1.0) == 157
+    # scores with variance 0.01: 7.848879 * 0.01 / 0.0025 = 31.4 -> 32
+    assert cases_to_detect(0.05, 0.01, alpha=0.05) == 32
+    with pytest.raises(ValueError):
+        cases_to_detect(0.0, 0.2, alpha=0.05)

@@ -229,6 +229,7 @@ def test_summary_json_of_the_matrix() -> None:
         "pass_at_k": {"1": 0.5, "2": 1.0},
         "pass_all_k": {"1": 0.5, "2": 0.0},
         "flaky": True,
+        "noise": None,
     }
     assert summary_dict(matrix()) == {
         "total": 12,
@@ -236,6 +237,7 @@ def test_summary_json_of_the_matrix() -> None:
         "eval_cases": 4,
         "ok": 6,
         "failed": 4,
+        "uncertain": 0,
         "errors": 1,
         "invalid": 1,
         "user_errors": 0,
@@ -261,6 +263,8 @@ def test_summary_json_of_the_matrix() -> None:
             {"eval_id": "c3", "status": "invalid", "error": "no such file"},
             {"eval_id": "c10", "status": "error", "error": "timeout"},
         ],
+        "uncertain_resolved": {"pass": 0, "fail": 0},
+        "uncertain_runs": [],
         "targets": [
             {
                 "target": "gpt",
@@ -273,6 +277,7 @@ def test_summary_json_of_the_matrix() -> None:
                 "graded": 5,
                 "ok": 3,
                 "failed": 2,
+                "uncertain": 0,
                 "errors": 1,
                 "invalid": 0,
                 "user_errors": 0,
@@ -283,6 +288,7 @@ def test_summary_json_of_the_matrix() -> None:
                 "pass_at_k": {"1": 0.5},
                 "pass_all_k": {"1": 0.5},
                 "flaky": ["c2"],
+                "noise": None,
             },
             {
                 "target": "claude",
@@ -295,6 +301,7 @@ def test_summary_json_of_the_matrix() -> None:
                 "graded": 5,
                 "ok": 3,
                 "failed": 2,
+                "uncertain": 0,
                 "errors": 0,
                 "invalid": 1,
                 "user_errors": 0,
@@ -305,6 +312,7 @@ def test_summary_json_of_the_matrix() -> None:
                 "pass_at_k": {"1": ((1 - 1 / 3) + 0.5) / 2, "2": 1.0},
                 "pass_all_k": {"1": (2 / 3 + 0.5) / 2, "2": (1 / 3) / 2},
                 "flaky": ["c2", "c10"],
+                "noise": None,
             },
         ],
         "tokens": {"input": 13, "output": 5},  # every target's answers (the judge's apart)
@@ -320,6 +328,7 @@ def test_summary_json_of_the_matrix() -> None:
                 "runs": 12,
                 "ok": 6,
                 "failed": 4,
+                "uncertain": 0,
                 "errors": 1,
                 "invalid": 1,
                 "user_errors": 0,
@@ -340,6 +349,8 @@ def test_summary_json_of_the_matrix() -> None:
                 "passed": None,
                 "judged": 0,
                 "failed_cases": 0,
+                "sampled": 0,
+                "uncertain": 0,
                 "weighted": False,
             }
         ],
@@ -357,6 +368,7 @@ def test_summary_json_of_the_matrix() -> None:
                 "pass_at_k": {"1": 1 - 1 / 3, "2": 1.0, "3": 1.0},
                 "pass_all_k": {"1": 2 / 3, "2": 1 / 3, "3": 0.0},
                 "flaky": True,
+                "noise": None,
             },
             {
                 "target": "gpt",
@@ -370,6 +382,7 @@ def test_summary_json_of_the_matrix() -> None:
                 "pass_at_k": {"1": 1.0, "2": 1.0},
                 "pass_all_k": {"1": 1.0, "2": 1.0},
                 "flaky": False,
+                "noise": None,
             },
             {"target": "gpt", **c2},
             {
@@ -384,6 +397,7 @@ def test_summary_json_of_the_matrix() -> None:
                 "pass_at_k": {"1": 0.0},
                 "pass_all_k": {"1": 0.0},
                 "flaky": False,
+                "noise": None,
             },
         ],
     }
@@ -399,6 +413,7 @@ def test_summary_json_of_a_plain_run_and_of_an_empty_one() -> None:
         "eval_cases": 2,
         "ok": 1,
         "failed": 1,
+        "uncertain": 0,
         "errors": 0,
         "invalid": 0,
         "user_errors": 0,
@@ -421,6 +436,8 @@ def test_summary_json_of_a_plain_run_and_of_an_empty_one() -> None:
         "judge_failures": 0,
         "evaluator_errors": {},
         "errors_by_case": [],
+        "uncertain_resolved": {"pass": 0, "fail": 0},
+        "uncertain_runs": [],
         "targets": [
             {
                 "target": "t",
@@ -434,6 +451,7 @@ def test_summary_json_of_a_plain_run_and_of_an_empty_one() -> None:
                 "graded": 2,
                 "ok": 1,
                 "failed": 1,
+                "uncertain": 0,
                 "errors": 0,
                 "invalid": 0,
                 "user_errors": 0,
@@ -444,6 +462,7 @@ def test_summary_json_of_a_plain_run_and_of_an_empty_one() -> None:
                 "pass_at_k": {"1": 0.5},
                 "pass_all_k": {"1": 0.5},
                 "flaky": [],
+                "noise": None,
             }
         ],
         "tokens": {"input": 0, "output": 0},
@@ -459,6 +478,7 @@ def test_summary_json_of_a_plain_run_and_of_an_empty_one() -> None:
                 "runs": 2,
                 "ok": 1,
                 "failed": 1,
+                "uncertain": 0,
                 "errors": 0,
                 "invalid": 0,
                 "user_errors": 0,
@@ -476,6 +496,7 @@ def test_summary_json_of_a_plain_run_and_of_an_empty_one() -> None:
         "eval_cases": 0,
         "ok": 0,
         "failed": 0,
+        "uncertain": 0,
         "errors": 0,
         "invalid": 0,
         "user_errors": 0,
@@ -492,6 +513,8 @@ def test_summary_json_of_a_plain_run_and_of_an_empty_one() -> None:
         "judge_failures": 0,
         "evaluator_errors": {},
         "errors_by_case": [],
+        "uncertain_resolved": {"pass": 0, "fail": 0},
+        "uncertain_runs": [],
         "targets": [],
         "tokens": {"input": 0, "output": 0},
         "judge_tokens": None,

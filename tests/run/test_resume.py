@@ -108,7 +108,10 @@ def test_rerun_picks_only_the_failed_or_errored_cases(repo: Path) -> None:
         proc = agentv_cli(
             repo, "eval", "evals/", "--rerun-failed", "r.jsonl", "--out", "again.jsonl"
         )
-        assert f"Rerunning {len(failed)} run(s) (error, failed, invalid, user_error)" in proc.stdout
+        assert (
+            f"Rerunning {len(failed)} run(s) (error, failed, invalid, uncertain, user_error)"
+            in proc.stdout
+        )
         assert "into " in proc.stdout and "again.jsonl" in proc.stdout
         assert len(server.requests) == len(failed)  # only those were sent
         assert {r["eval_id"] for r in _rows(repo / "again.jsonl")} == failed

@@ -196,6 +196,8 @@ def test_weights_and_required_gates_in_the_summary(repo: Path) -> None:
         "passed": None,
         "judged": 0,
         "failed_cases": 0,
+        "sampled": 0,
+        "uncertain": 0,
         "weighted": True,
     }
     looked = by_name["looked-up"]

@@ -341,3 +341,14 @@ def test_a_file_that_is_not_results_is_not_registered(tmp_path: Path) -> None:
         run_id, _, indexed = store.import_results(bad)
         assert indexed.bad_lines == 1
         assert store.run(run_id).total == 0  # type: ignore[union-attr]
+
+
+def test_uncertain_runs_among_a_stored_runs_statuses(tmp_path: Path) -> None:
+    records = [rec("a"), rec("b", "uncertain", 0.78, uncertain=["judge"]), rec("c", "failed", 0.1)]
+    with RunStore(tmp_path / "s.sqlite") as store:
+        run_id, _, _ = store.import_results(write(tmp_path / "r.jsonl", records))
+        stored = store.run(run_id)
+        assert stored is not None
+        assert (stored.graded, stored.uncertain) == (3, 1)
+        assert stored.statuses == {"ok": 1, "failed": 1, "uncertain": 1}
+        assert stored.to_dict()["statuses"] == {"ok": 1, "failed": 1, "uncertain": 1}

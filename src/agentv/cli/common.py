@@ -6,7 +6,7 @@ import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -56,3 +56,32 @@ def stopped_by_sigterm() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def judge_samples_value(text: str | None, margin: float | None) -> int | dict[str, Any] | None:
+    """``--judge-samples N`` or ``MIN..MAX`` (with ``--judge-margin``) as the run option;
+    ``typer.BadParameter`` for anything else."""
+    if text is None:
+        if margin is not None:
+            raise typer.BadParameter(
+                "goes with --judge-samples MIN..MAX", param_hint="'--judge-margin'"
+            )
+        return None
+    low, sep, high = text.strip().partition("..")
+    try:
+        if not sep:
+            if margin is not None:
+                raise typer.BadParameter(
+                    "goes with --judge-samples MIN..MAX (N samples are always N)",
+                    param_hint="'--judge-margin'",
+                )
+            return int(low)
+        rule: dict[str, Any] = {"min": int(low), "max": int(high)}
+    except ValueError:
+        raise typer.BadParameter(
+            f"a number of samples (3) or MIN..MAX (1..5), not {text!r}",
+            param_hint="'--judge-samples'",
+        ) from None
+    if margin is not None:
+        rule["margin"] = margin
+    return rule

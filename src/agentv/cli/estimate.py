@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from agentv.cli.common import AllowOutsideRoot, format_usd, printable
+from agentv.cli.common import AllowOutsideRoot, format_usd, judge_samples_value, printable
 
 if TYPE_CHECKING:
     from agentv.api import Estimate
@@ -38,6 +38,15 @@ def estimate_command(
         int | None,
         typer.Option(min=0, help="The length taken for each answer, in tokens (default 500)."),
     ] = None,
+    judge_samples: Annotated[
+        str | None,
+        typer.Option(
+            "--judge-samples",
+            help="As for agentv eval: N or MIN..MAX samples of every judge without its own "
+            "(each counted; MIN..MAX at MAX).",
+            show_default=False,
+        ),
+    ] = None,
     output_format: Annotated[
         EstimateFormat, typer.Option("--format", help="table, or json.")
     ] = EstimateFormat.table,
@@ -58,6 +67,7 @@ def estimate_command(
             eval_id=eval_id,
             answer_tokens=answer_tokens,
             allow_outside_root=allow_outside_root,
+            judge_samples=judge_samples_value(judge_samples, None),
         )
     except InputError as exc:
         print_diagnostics(exc.diagnostics, sys.stderr)

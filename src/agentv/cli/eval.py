@@ -15,7 +15,12 @@ from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
 import typer
 
-from agentv.cli.common import AllowOutsideRoot, printable, stopped_by_sigterm
+from agentv.cli.common import (
+    AllowOutsideRoot,
+    judge_samples_value,
+    printable,
+    stopped_by_sigterm,
+)
 
 if TYPE_CHECKING:
     from agentv.api import EvalRun, PreparedRun, ResultWriter, RunRegistration
@@ -30,6 +35,7 @@ EXIT_ERRORS = 3
 EXIT_USAGE = 2
 EXIT_BUDGET = 4
 EXIT_USER_ERRORS = 5
+EXIT_UNCERTAIN = 6
 
 EXIT_HELP = """
 Exit codes: 0 every selected case ran and was graded without error (and --threshold, when
@@ -40,7 +46,8 @@ failed healthcheck), the mean score is below --threshold, or a file asked for
 grade (--allow-errors turns 3 into 0); 4 --budget-usd stopped the run before every run
 was sent (the runs left are recorded as skipped; --resume goes on with them); 5 the run
 finished but some simulated users failed (user_error) and nothing else went wrong
-(--allow-errors turns 5 into 0 too); 130 / 143
+(--allow-errors turns 5 into 0 too); 6 the run finished but some verdicts are uncertain
+(a judge's samples disagreed: --on-uncertain fail or pass decides them); 130 / 143
 interrupted by Ctrl-C / SIGTERM (every finished case is already in the results file).
 """
 
@@ -48,6 +55,15 @@ interrupted by Ctrl-C / SIGTERM (every finished case is already in the results f
 class ExecutorName(StrEnum):
     local = "local"
     ray = "ray"
+
+
+class OnUncertain(StrEnum):
+    """``--on-uncertain``: what a judge's disagreeing samples make of a run."""
+
+    uncertain = "uncertain"
+    fail = "fail"
+    # the word, not Python's keyword: the choice is spelled `pass`
+    pass_ = "pass"
 
 
 class OutputFormat(StrEnum):
@@ -67,11 +83,32 @@ def eval_command(
         ),
     ] = None,
     repeat: Annotated[
+        str | None,
+        typer.Option(
+            help="Run each case N times, as N requests (default: the files' `repeat`, else "
+            "1); `auto`: once, then more runs of the cases whose pass/fail is not settled, "
+            "the most unsettled first (--max-repeat, --repeat-confidence, --budget-usd).",
+            show_default=False,
+        ),
+    ] = None,
+    max_repeat: Annotated[
         int | None,
         typer.Option(
+            "--max-repeat",
             min=1,
             max=1000,
-            help="Run each case N times, as N requests (default: the files' `repeat`, else 1).",
+            help="With --repeat auto: the most runs of a case (default 10).",
+            show_default=False,
+        ),
+    ] = None,
+    repeat_confidence: Annotated[
+        float | None,
+        typer.Option(
+            "--repeat-confidence",
+            min=0.5,
+            max=0.999,
+            help="With --repeat auto: how sure a settled verdict is (default 0.95).",
+            show_default=False,
         ),
     ] = None,
     targets: Annotated[
@@ -133,6 +170,37 @@ def eval_command(
             min=0.000001,
             help="Stop sending requests once the run has spent this many US dollars; the "
             "runs left are recorded as skipped (exit code 4).",
+        ),
+    ] = None,
+    judge_samples: Annotated[
+        str | None,
+        typer.Option(
+            "--judge-samples",
+            help="Ask every judge that sets no `samples` of its own N times about each answer "
+            "(e.g. 3), or MIN..MAX times: more only while the mean is within --judge-margin "
+            "of the pass threshold (e.g. 1..5).",
+            show_default=False,
+        ),
+    ] = None,
+    judge_margin: Annotated[
+        float | None,
+        typer.Option(
+            "--judge-margin",
+            min=0,
+            max=1,
+            help="With --judge-samples MIN..MAX: how near the threshold a mean is still "
+            "unsettled (default 0.1).",
+            show_default=False,
+        ),
+    ] = None,
+    on_uncertain: Annotated[
+        OnUncertain | None,
+        typer.Option(
+            "--on-uncertain",
+            help="What a judge's samples disagreeing about pass or fail makes of a run, for "
+            "judges that set no on_uncertain: uncertain (its own status, exit code 6; the "
+            "default), fail or pass.",
+            show_default=False,
         ),
     ] = None,
     dump_prompts: Annotated[
@@ -241,7 +309,8 @@ def eval_command(
         run_eval_command(
             paths,
             target=target or None,
-            repeat=repeat,
+            repeat=repeat_value(repeat),
+            **_auto_options(max_repeat, repeat_confidence),
             summary_json=summary_json,
             junit=junit,
             report=report,
@@ -264,6 +333,8 @@ def eval_command(
             max_retries=max_retries,
             cache=cache,
             budget_usd=budget_usd,
+            judge_samples=judge_samples_value(judge_samples, judge_margin),
+            on_uncertain=on_uncertain.value if on_uncertain is not None else None,
             dump_prompts=dump_dir or (Path(".agentv/prompts") if dump_prompts else None),
             threshold=threshold,
             allow_outside_root=allow_outside_root,
@@ -272,6 +343,33 @@ def eval_command(
             store=store,
         )
     )
+
+
+def repeat_value(text: str | None) -> int | str | None:
+    """``--repeat N`` (1 to 1000) or ``--repeat auto``; ``typer.BadParameter`` else."""
+    if text is None:
+        return None
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        number = int(text)
+    except ValueError:
+        number = 0
+    if not 1 <= number <= 1000:
+        raise typer.BadParameter(
+            f"a number of runs from 1 to 1000, or auto (not {text!r})", param_hint="'--repeat'"
+        )
+    return number
+
+
+def _auto_options(max_repeat: int | None, confidence: float | None) -> dict[str, Any]:
+    """``--max-repeat`` and ``--repeat-confidence``, when given."""
+    out: dict[str, Any] = {}
+    if max_repeat is not None:
+        out["max_repeat"] = max_repeat
+    if confidence is not None:
+        out["repeat_confidence"] = confidence
+    return out
 
 
 def run_eval_command(
@@ -348,12 +446,19 @@ def run_eval_command(
             why.append(
                 f"{prepared.taken_up} conversation(s) going on from where the budget stopped them"
             )
+        pending = prepared.auto_pending
         stdout.write(
             f"Resuming {resumed}: {prepared.total} run(s) to do"
             + (f" ({', '.join(why)})" if why else "")
+            + (
+                f", then more runs of {pending} case(s) whose verdict is not settled "
+                "(--repeat auto)"
+                if pending
+                else ""
+            )
             + "\n"
         )
-        if not prepared.total:
+        if not prepared.total and not pending:
             prepared.close()
             stdout.write("Nothing to do: every planned run already has its result.\n")
             return EXIT_OK
@@ -634,6 +739,8 @@ def _resume_command(paths: list[str], options: dict[str, Any], results: Path, cw
     for flag, key in (
         ("--targets", "targets_file"),
         ("--repeat", "repeat"),
+        ("--max-repeat", "max_repeat"),
+        ("--repeat-confidence", "repeat_confidence"),
         ("--eval-id", "eval_id"),
     ):
         if options.get(key) is not None:
@@ -642,6 +749,15 @@ def _resume_command(paths: list[str], options: dict[str, Any], results: Path, cw
         words.append("--dry-run")
     if options.get("cache"):
         words.append("--cache")
+    samples = options.get("judge_samples")
+    if isinstance(samples, dict):  # the same judges' samples for the runs left
+        words += ["--judge-samples", f"{samples['min']}..{samples['max']}"]
+        if "margin" in samples:
+            words += ["--judge-margin", str(samples["margin"])]
+    elif samples is not None:
+        words += ["--judge-samples", str(samples)]
+    if options.get("on_uncertain") is not None:
+        words += ["--on-uncertain", str(options["on_uncertain"])]
     statuses = options.get("rerun_statuses")
     if options.get("rerun") is not None and statuses is not None:
         # a rerun into its own file finishes as it started: the runs still to redo
@@ -678,6 +794,12 @@ def exit_code(run: EvalRun, *, threshold: float | None, allow_errors: bool, stde
             )
         return EXIT_FAILED
     if run.clean:
+        if s.uncertain:  # never silently a pass (docs/trusting-verdicts.md)
+            stderr.write(
+                f"{s.uncertain} run(s) uncertain: a judge's samples disagreed about pass or "
+                f"fail (exit code {EXIT_UNCERTAIN}); --on-uncertain fail or pass decides them\n"
+            )
+            return EXIT_UNCERTAIN
         return EXIT_OK
     code = EXIT_ERRORS
     what = f"{s.errors} case(s) errored, {s.invalid} invalid"
@@ -689,6 +811,12 @@ def exit_code(run: EvalRun, *, threshold: float | None, allow_errors: bool, stde
             # only the simulated users failed: the model is not to blame, said apart
             what, code = f"{s.user_errors} simulated user(s) failed (user_error)", EXIT_USER_ERRORS
     if allow_errors:
+        if s.uncertain:
+            stderr.write(
+                f"{what} (--allow-errors); {s.uncertain} run(s) uncertain: exit code "
+                f"{EXIT_UNCERTAIN}\n"
+            )
+            return EXIT_UNCERTAIN
         stderr.write(f"{what} (--allow-errors: exit code 0)\n")
         return EXIT_OK
     stderr.write(f"{what}: exit code {code} (see the summary; --allow-errors to accept)\n")

@@ -95,11 +95,13 @@ def case_line(
     """A finished case on one line, with why it did not pass: ``✗ id | target score=0.400
     miss: <its first miss>``, ``! id | target error: <the error's first line>``."""
     mark = marks.get(status, "?")
-    if status in ("ok", "failed"):
+    if status in ("ok", "failed", "uncertain"):
         tail = f"score={score:.3f}" if score is not None else status
         line = f"{mark} {label} {tail}"
         if error:  # graded, but an evaluator could not do its job
             line += f" {status}: {_first_line(error)}"
+        elif miss and status == "uncertain":
+            line += f" uncertain: {_first_line(miss)}"
         elif miss and status == "failed":
             line += f" miss: {_first_line(miss)}"
         return line
@@ -108,10 +110,19 @@ def case_line(
 
 
 #: the mark each status gets on screen (and its plain-ASCII stand-in)
-MARKS = {"ok": "✓", "failed": "✗", "error": "!", "invalid": "!", "user_error": "?", "skipped": "-"}
+MARKS = {
+    "ok": "✓",
+    "failed": "✗",
+    "uncertain": "~",
+    "error": "!",
+    "invalid": "!",
+    "user_error": "?",
+    "skipped": "-",
+}
 ASCII_MARKS = {
     "ok": "+",
     "failed": "x",
+    "uncertain": "~",
     "error": "!",
     "invalid": "!",
     "user_error": "?",
@@ -136,12 +147,16 @@ class _Counters:
         self.done = self.ok = self.failed = self.errors = 0
         self.started_at = time.monotonic()
 
+    def more(self, runs: int) -> None:
+        """``runs`` more to do (a round of ``--repeat auto``)."""
+        self.total += runs
+
     def count(self, status: str) -> None:
         """One more case ended with ``status``."""
         self.done += 1
         if status == "ok":
             self.ok += 1
-        elif status == "failed":
+        elif status in ("failed", "uncertain"):  # not passed (an uncertain one: said apart)
             self.failed += 1
         elif status != "skipped":  # not run (the budget): neither a score nor an error
             self.errors += 1

@@ -44,7 +44,8 @@ def regrade_command(
 ) -> None:
     """Grade the answers a results file recorded again, with the evaluators the eval files
     hold now, into a new results file: no target is asked (judges are). Cases whose prompt
-    changed since are reported and copied as they were, not regraded."""
+    changed since are reported and copied as they were, not regraded. Says which verdicts
+    flipped, per evaluator, and for reviewed runs whether towards the people's verdict."""
     from agentv.api import display_path, regrade
     from agentv.cli.diagnostics import print_diagnostics
     from agentv.cli.summary import render_summary
@@ -79,6 +80,10 @@ def regrade_command(
     if done.not_regraded:
         out_lines.append(f"Not regraded ({len(done.not_regraded)}), copied as they were:")
         out_lines += [f"  {case} [{target}]: {why}" for case, target, why in done.not_regraded]
+    from agentv.cli.compare import flips_lines
+
+    flipped = flips_lines(done.flips)
+    out_lines += flipped or ["No verdict flipped."]
     out_lines.append(f"Judges: {format_usd(done.spent_usd)} spent")
     sys.stdout.write(printable("\n".join(out_lines)) + "\n")
     sys.stdout.write(render_summary(done.summary, results_path=done.out) + "\n")

@@ -200,6 +200,7 @@ def _targets_block(summary: Summary) -> list[str]:
             lines.append(f"  {t.name}: {at}  {every}".rstrip())
             if t.flaky:
                 lines.append(f"    flaky ({len(t.flaky)}): {', '.join(t.flaky)}")
+        lines += _noise_lines(summary)
     if len(summary.targets) > 1 and summary.case_table:
         names = [t.name[:12] for t in summary.targets]
         case_width = min(24, max(4, *(len(case) for case, _ in summary.case_table)))
@@ -208,6 +209,100 @@ def _targets_block(summary: Summary) -> list[str]:
         for case, cells in summary.case_table:
             shown = " ".join(f"{c:>12.3f}" if c is not None else f"{'-':>12}" for c in cells)
             lines.append(f"  {case[:case_width]:<{case_width}} {shown}")
+    return lines
+
+
+#: runs whose verdict hung on disagreeing samples, listed by name at most
+UNCERTAIN_ROWS = 20
+
+
+def _uncertain_lines(summary: Summary) -> list[str]:
+    """The runs whose verdict hung on a judge's disagreeing samples, and the judges asked
+    more than once: how often their samples disagreed."""
+    lines: list[str] = []
+    details = summary.uncertain_details
+    if details:
+        resolved = []
+        if summary.uncertain_passed:
+            resolved.append(f"{summary.uncertain_passed} made ok")
+        if summary.uncertain_failed:
+            resolved.append(f"{summary.uncertain_failed} made failed")
+        how = f"; on_uncertain: {', '.join(resolved)}" if resolved else ""
+        lines.append(
+            f"Uncertain verdicts: {len(details)} (a judge's samples disagreed about pass or "
+            f"fail{how}):"
+        )
+        for run, status, judges in details[:UNCERTAIN_ROWS]:
+            shown = "" if status == "uncertain" else f" -> {status}"
+            lines.append(f"  {run}: {judges}{shown}")
+        if len(details) > UNCERTAIN_ROWS:
+            lines.append(f"  ... and {len(details) - UNCERTAIN_ROWS} more (--summary-json)")
+    sampled = [e for e in summary.evaluators if e.sampled]
+    if sampled:
+        parts = [f"{e.name} {e.uncertain} of {e.sampled}" for e in sampled]
+        lines.append(f"Judge samples disagreed: {', '.join(parts)} runs")
+    return lines
+
+
+#: cases of --repeat auto listed by name at most
+AUTO_ROWS = 20
+
+
+def _auto_lines(summary: Summary) -> list[str]:
+    """How many runs ``--repeat auto`` gave each case, and why: the counts, then every case
+    that got more than one run or is not settled."""
+    auto = summary.auto_repeat
+    assert auto is not None
+    rule = auto.rule
+    parts = [f"{auto.count('settled', runs=1)} settled after one run"]
+    more = auto.count("settled") - auto.count("settled", runs=1)
+    if more:
+        parts.append(f"{more} settled after more")
+    for state, said in (
+        ("max", "unsettled at the maximum"),
+        ("budget", "stopped by the budget"),
+        ("stopped", "stopped before settling"),
+        ("no_verdict", "not repeated (a run not graded)"),
+    ):
+        if auto.count(state):
+            parts.append(f"{auto.count(state)} {said}")
+    lines = [
+        f"Auto repeats (--repeat auto: at most {rule.max}, confidence {rule.confidence:g}, "
+        f"margin {rule.margin:g}): {_count(auto.runs, 'run')} of "
+        f"{_count(len(auto.cases), 'case')}: {', '.join(parts)}"
+    ]
+    several = len({c.target for c in auto.cases}) > 1
+    shown = [c for c in auto.cases if c.runs > 1 or c.state != "settled"]
+    for c in shown[:AUTO_ROWS]:
+        name = f"{c.eval_id} [{c.target}]" if several else c.eval_id
+        lines.append(f"  {name}: {_count(c.runs, 'run')}, {c.why}")
+    if len(shown) > AUTO_ROWS:
+        lines.append(f"  ... and {len(shown) - AUTO_ROWS} more (--summary-json)")
+    return lines
+
+
+def _noise_lines(summary: Summary) -> list[str]:
+    """Where each target's scores vary: between repeats (the target) and between a
+    judge's samples of one answer (the judge); the cases the judge decides."""
+    found = [t for t in summary.targets if t.noise is not None]
+    if not found:
+        return []
+    lines = ["", "Noise (variance of the scores: the target's between repeats, the judge's"]
+    lines.append("between its samples of one answer):")
+    for t in found:
+        noise = t.noise
+        assert noise is not None
+        share = noise.judge_share
+        lines.append(
+            f"  {t.name}: target {noise.target_variance:.4f}, judge {noise.judge_variance:.4f}"
+            + (f" (judge {share:.0%})" if share is not None else "")
+            + f" over {_count(noise.cases, 'case')}"
+        )
+        if noise.judge_decided:
+            lines.append(
+                f"    decided by the judge's mood more than the model "
+                f"({len(noise.judge_decided)}): {', '.join(noise.judge_decided)}"
+            )
     return lines
 
 
@@ -294,7 +389,8 @@ def render_summary(
         )
     counts = (
         f"Passed: {summary.ok}  Failed: {summary.failed}  "
-        f"Errors: {summary.errors}  Invalid: {summary.invalid}"
+        + (f"Uncertain: {summary.uncertain}  " if summary.uncertain else "")
+        + f"Errors: {summary.errors}  Invalid: {summary.invalid}"
         + (f"  Skipped: {summary.skipped}" if summary.skipped else "")
     )
     if summary.user_errors:  # the simulated users' failures, apart from the model's
@@ -312,6 +408,7 @@ def render_summary(
         lines.append(f"Evaluator errors: {named}")
     if summary.judge_failures:
         lines.append(f"Judge failures: {summary.judge_failures}")
+    lines += _uncertain_lines(summary)
     if summary.required_failures:
         lines.append(
             f"Failed by a required evaluator: {summary.required_failures} "
@@ -348,6 +445,9 @@ def render_summary(
 
     if summary.vars:
         lines += ["", *_vars_block(summary)]
+
+    if summary.auto_repeat is not None:
+        lines += ["", *_auto_lines(summary)]
 
     closing: list[str] = []
     if summary.tokens or summary.judge_tokens:

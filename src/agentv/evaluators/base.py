@@ -30,6 +30,7 @@ from agentv.system.masking import shorten
 
 if TYPE_CHECKING:
     from agentv.cases import EvalCase
+    from agentv.evaluators.samples import SampleRule, Spread
     from agentv.prompts.builder import Prompt
     from agentv.providers.base import Provider, Usage
     from agentv.trajectory import Trajectory
@@ -57,11 +58,35 @@ class EvaluatorScore:
     weight: float = 1.0  # how much it counts in the case's weighted mean
     required: bool = False  # a miss fails the case, whatever the mean
     threshold: float | None = None  # its own pass mark (None: the run's)
+    #: a judge asked several times: each sample's verdict as recorded (score, hits,
+    #: misses, reasoning, usage...), and where they fell (docs/trusting-verdicts.md)
+    samples: list[dict[str, Any]] | None = None
+    spread: Spread | None = None
+    #: what an uncertain verdict makes of the case (None: the default, ``uncertain``)
+    on_uncertain: str | None = None
 
-    def passes(self, pass_threshold: float) -> bool:
-        """Whether the score reaches this evaluator's threshold (else the run's)."""
+    def passes(self, pass_threshold: float, score: float | None = None) -> bool:
+        """Whether the score (or ``score``, one of its samples') reaches this evaluator's
+        threshold (else the run's)."""
         threshold = self.threshold if self.threshold is not None else pass_threshold
-        return self.error is None and self.score >= threshold
+        return self.error is None and (self.score if score is None else score) >= threshold
+
+    @property
+    def uncertain(self) -> bool:
+        """Its samples disagreed about pass or fail (docs/trusting-verdicts.md)."""
+        return self.error is None and self.spread is not None and self.spread.uncertain
+
+    def _sampled(self, out: dict[str, Any]) -> None:
+        """A sampled judge's samples, spread, votes and uncertainty, into ``out``."""
+        if self.samples is not None:
+            out["samples"] = self.samples
+        if self.spread is None:
+            return
+        out.update(self.spread.to_dict())
+        if self.uncertain:
+            out["uncertain"] = True
+            if self.on_uncertain is not None:
+                out["on_uncertain"] = self.on_uncertain
 
     def to_dict(self, pass_threshold: float | None = None) -> dict[str, Any]:
         """The result-file form (``evaluator_results`` entries); absent values are omitted.
@@ -98,6 +123,7 @@ class EvaluatorScore:
             out["error"] = self.error
         if self.cached:
             out["cached"] = True
+        self._sampled(out)
         return out
 
     def call_record(self) -> dict[str, Any] | None:
@@ -114,6 +140,7 @@ class EvaluatorScore:
             out["error"] = self.error
         if self.cached:
             out["cached"] = True
+        self._sampled(out)
         return out
 
 
@@ -138,6 +165,15 @@ class CaseGrade:
     usage: Usage | None = None
     #: the default evaluator's name, when the case has no evaluator list
     default_name: str = "llm_judge"
+    #: the default evaluator's verdict, when the case has no evaluator list
+    default: EvaluatorScore | None = None
+
+    @property
+    def scores(self) -> list[EvaluatorScore]:
+        """Every evaluator's verdict: the list's, or the default evaluator's."""
+        if self.evaluator_results is not None:
+            return self.evaluator_results
+        return [self.default] if self.default is not None else []
 
     def evaluator_errors(self) -> list[tuple[str, str]]:
         """``(evaluator name, reason)`` of every evaluator that could not grade."""
@@ -169,7 +205,10 @@ class EvaluationContext:
         "candidate",
         "cost_usd",
         "judge",
+        "judge_samples",
         "latency_ms",
+        "on_uncertain",
+        "pass_threshold",
         "prompt",
         "repeat",
         "target_name",
@@ -192,6 +231,9 @@ class EvaluationContext:
         cost_usd: float | None = None,
         trajectory: Trajectory | None = None,
         trajectory_error: str | None = None,
+        pass_threshold: float = 0.8,  # the default pass threshold (docs/results.md)
+        judge_samples: SampleRule | None = None,
+        on_uncertain: str | None = None,
     ) -> None:
         self._case = case
         #: built for the candidate's target: ``prompt.question`` is exactly what it got
@@ -211,6 +253,12 @@ class EvaluationContext:
         #: why if known
         self.trajectory = trajectory
         self.trajectory_error = trajectory_error
+        #: the case's pass threshold (what a judge's samples are voted at, unless the
+        #: evaluator has its own)
+        self.pass_threshold = pass_threshold
+        #: the run's judge samples and ``on_uncertain``, for judges that set none
+        self.judge_samples = judge_samples
+        self.on_uncertain = on_uncertain
 
     @property
     def case(self) -> EvalCase:

@@ -100,6 +100,7 @@ def _single(score: EvaluatorScore) -> CaseGrade:
         error=score.error,
         usage=score.usage,
         default_name=score.name,
+        default=score,
     )
 
 

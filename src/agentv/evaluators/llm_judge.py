@@ -17,9 +17,11 @@ import json
 import re
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from pydantic import field_validator
 
 from agentv.cases import EvaluatorConfig
 from agentv.errors import BudgetReached, ProviderError
@@ -33,9 +35,16 @@ from agentv.evaluators.base import (
     failed,
     text_list,
 )
+from agentv.evaluators.samples import (
+    MAX_SAMPLES,
+    OnUncertain,
+    SampleRule,
+    representative,
+    spread,
+)
 from agentv.messages import FileSegment, GuidelineRef, Message, TextSegment
 from agentv.prompts.builder import request_messages
-from agentv.providers.base import ProviderRequest
+from agentv.providers.base import ProviderRequest, total_usage
 
 if TYPE_CHECKING:
     from agentv.cases import EvalCase
@@ -250,17 +259,42 @@ def _verdict(data: object) -> Verdict | None:
 _REQUEST_IDS = uuid.UUID("5d1f7f3e-6a3c-4a57-9a7e-3f0b2f4e8c11")
 
 
+SAMPLES_HINT = f"samples is a number from 1 to {MAX_SAMPLES}, or {{min, max, margin}}"
+
 #: a single-line ``prompt`` ending like this was meant as a file: an error when none is found
 _PROMPT_FILE_SUFFIXES = (".md", ".txt", ".prompt")
 
 
 class LlmJudgeSpec(EvaluatorSpec):
     """Grades with a language model, the case's judge target: asks it for a JSON verdict
-    and records exactly what was asked. ``prompt`` is a file or inline text."""
+    and records exactly what was asked. ``prompt`` is a file or inline text. ``samples``:
+    how many times it is asked about one answer (a number, or ``{min, max, margin}``);
+    ``on_uncertain``: what its samples disagreeing about pass or fail makes of the case
+    (``evaluators.samples``)."""
 
     type: Literal["llm_judge"]
     prompt: str | None = None
     model: str | None = None
+    samples: SampleRule | None = None
+    on_uncertain: OnUncertain | None = None
+
+    @field_validator("samples", mode="before")
+    @classmethod
+    def _samples(cls, value: Any) -> Any:
+        # a number is that many samples, exactly (``{min: N, max: N}``)
+        if isinstance(value, bool):
+            raise ValueError(SAMPLES_HINT)
+        if isinstance(value, int):
+            if not 1 <= value <= MAX_SAMPLES:
+                raise ValueError(SAMPLES_HINT)
+            return SampleRule.fixed(value)
+        return value
+
+    key_hints: ClassVar[Mapping[str, str]] = {
+        **EvaluatorSpec.key_hints,
+        "samples": SAMPLES_HINT,
+        "on_uncertain": "on_uncertain is uncertain, fail or pass",
+    }
 
     uses_judge: ClassVar[bool] = True
 
@@ -278,6 +312,11 @@ class LlmJudgeSpec(EvaluatorSpec):
             return EvaluatorConfig(name, self, prompt_text=prompt)
         path, text = found
         return EvaluatorConfig(name, self, prompt_text=text, prompt_path=path)
+
+    def sample_rule(self, ctx: EvaluationContext) -> SampleRule | None:
+        """How many times this judge is asked about one answer: its own ``samples``, else
+        the run's (None: once)."""
+        return self.samples or ctx.judge_samples
 
     async def evaluate(self, ctx: EvaluationContext, config: EvaluatorConfig) -> EvaluatorScore:
         judge = ctx.judge
@@ -299,6 +338,31 @@ class LlmJudgeSpec(EvaluatorSpec):
         }
         if model:
             raw["model"] = model
+        rule = self.sample_rule(ctx)
+        if rule is None or rule.single:
+            return await self._ask(ctx, config, judge, system, user, raw, sample=0)
+        threshold = self.threshold if self.threshold is not None else ctx.pass_threshold
+        asked: list[EvaluatorScore] = []
+        while rule.wants_more([a.score for a in asked], threshold):
+            one = await self._ask(ctx, config, judge, system, user, raw, sample=len(asked))
+            asked.append(one)
+            if one.error is not None:
+                break  # a sample without a verdict: the judge could not grade this answer
+        return _combined(config, asked, threshold, raw, self.on_uncertain or ctx.on_uncertain)
+
+    async def _ask(
+        self,
+        ctx: EvaluationContext,
+        config: EvaluatorConfig,
+        judge: Any,
+        system: str,
+        user: str,
+        raw: dict[str, Any],
+        *,
+        sample: int,
+    ) -> EvaluatorScore:
+        """One verdict of the judge (sample number ``sample``, from 0)."""
+        model = self.model
         # The judge's own two messages: its system prompt and the grading request. A CLI
         # judge gets the request as its {PROMPT}, like any question.
         request = ProviderRequest(
@@ -309,6 +373,7 @@ class LlmJudgeSpec(EvaluatorSpec):
             attempt=ctx.attempt,
             repeat=ctx.repeat,
             party="judge",
+            sample=sample,
             # bounded as the target's requests are (the run's --agent-timeout), not by the
             # long default of a request without any limit: a hung judge fails its case in time
             timeout=ctx.timeout,
@@ -327,13 +392,16 @@ class LlmJudgeSpec(EvaluatorSpec):
         latency = response.latency_ms
         if latency is None:
             latency = (time.perf_counter() - started) * 1000
-        raw["reply"] = response.text or ""  # what the judge said, as it said it
-        verdict = parse_verdict(response.text or "")
+        # what the judge said, as it said it (a sampled judge's replies: in its samples)
+        reply = response.text or ""
+        if sample == 0:
+            raw["reply"] = reply
+        verdict = parse_verdict(reply)
         if verdict is None:
-            reply = excerpt(response.text or "")
+            said = excerpt(reply)
             reason = (
-                f"judge reply has no JSON verdict with a numeric score: {reply!r}"
-                if reply
+                f"judge reply has no JSON verdict with a numeric score: {said!r}"
+                if said
                 else "judge returned an empty reply"
             )
             if response.finish_reason == "length":
@@ -345,6 +413,7 @@ class LlmJudgeSpec(EvaluatorSpec):
             miss = failed(config, reason, raw_request=raw, usage=response.usage, latency_ms=latency)
             miss.cached = response.cached
             miss.cost_usd = response.cost_usd
+            miss.reasoning = reply or None
             return miss
         return EvaluatorScore(
             name=config.name,
@@ -360,3 +429,67 @@ class LlmJudgeSpec(EvaluatorSpec):
             cached=response.cached,
             cost_usd=response.cost_usd,
         )
+
+
+def _sample_dict(one: EvaluatorScore) -> dict[str, Any]:
+    """One sample as its judge's entry records it."""
+    out: dict[str, Any] = {"score": one.score, "hits": one.hits, "misses": one.misses}
+    if one.error is not None:
+        out["error"] = one.error
+        if one.reasoning:
+            out["reply"] = one.reasoning  # what the judge said instead of a verdict
+    elif one.reasoning:
+        out["reasoning"] = one.reasoning
+    if one.usage is not None:
+        out["usage"] = one.usage.to_dict()
+    if one.cost_usd is not None:
+        out["cost_usd"] = round(one.cost_usd, 10)
+    if one.latency_ms is not None:
+        out["latency_ms"] = round(one.latency_ms, 3)
+    if one.cached:
+        out["cached"] = True
+    return out
+
+
+def _combined(
+    config: EvaluatorConfig,
+    asked: list[EvaluatorScore],
+    threshold: float,
+    raw: dict[str, Any],
+    on_uncertain: str | None,
+) -> EvaluatorScore:
+    """A sampled judge's entry: the samples' mean, the representative sample's hits,
+    misses and reasoning, every sample recorded, their spread and votes; the judge's
+    failure when a sample had no verdict."""
+    usage = total_usage(a.usage for a in asked)
+    costs = [a.cost_usd for a in asked]
+    latency = sum(a.latency_ms or 0.0 for a in asked)
+    samples = [_sample_dict(a) for a in asked]
+    broken = next((a for a in asked if a.error is not None), None)
+    if broken is not None:
+        reason = f"sample {len(asked)} of the judge failed: {broken.error}"
+        miss = failed(config, reason, raw_request=raw, usage=usage, latency_ms=latency)
+        miss.samples = samples
+        miss.cached = all(a.cached for a in asked)
+        miss.cost_usd = None if any(c is None for c in costs) else sum(c or 0.0 for c in costs)
+        return miss
+    scores = [a.score for a in asked]
+    found = spread(scores, threshold)
+    shown = asked[representative(scores)]
+    return EvaluatorScore(
+        name=config.name,
+        type=config.type,
+        score=found.mean,
+        hits=shown.hits,
+        misses=shown.misses,
+        reasoning=shown.reasoning,
+        raw_request=raw,
+        expected_aspect_count=shown.expected_aspect_count,
+        usage=usage,
+        latency_ms=latency,
+        cached=all(a.cached for a in asked),
+        cost_usd=None if any(c is None for c in costs) else sum(c or 0.0 for c in costs),
+        samples=samples,
+        spread=found,
+        on_uncertain=on_uncertain,
+    )

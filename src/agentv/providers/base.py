@@ -91,6 +91,8 @@ class ProviderRequest:
     model: str | None = None  # overrides the target's model (a judge's `model`)
     timeout: float | None = None  # seconds for this call; None: the target's own
     repeat: int = 0  # which run of the case this is (`--repeat`): each is its own request
+    #: which of a judge's samples of one answer this is: each is its own request
+    sample: int = 0
     #: who asks: the target being evaluated ("candidate"), a judge ("judge") or a
     #: simulated user ("user"); the run counts each party's requests and reused answers apart
     party: str = "candidate"

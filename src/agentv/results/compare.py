@@ -12,6 +12,13 @@ A case *regressed* when its score fell by more than ``min_delta`` or its status 
 than ``min_delta`` or it became ``ok``. The mean delta over the cases graded in both runs
 comes with a paired bootstrap 95% interval (seeded: the same files always give the same
 interval); each side's mean and pass rate are over its graded runs.
+
+With a significance level (``compare --significance 0.05``) the comparison also says whether
+the drop is real rather than noise (``Significance``; docs/trusting-verdicts.md, "Is the
+drop real?"): the paired bootstrap interval of the mean change at that level must lie below
+zero and, when some cases' pass / fail verdicts changed, an exact McNemar test of those
+verdicts must reject "no change" at that level with more cases lost than gained. It says
+too what this many paired cases can detect, and how many a drop of a given size needs.
 """
 
 from __future__ import annotations
@@ -23,14 +30,31 @@ from pathlib import Path
 from typing import Any
 
 from agentv.errors import Diagnostic
+from agentv.results.flips import EvaluatorFlips, run_verdicts, verdict_flips
 from agentv.results.reader import read_results
-from agentv.results.record import GRADED
-from agentv.results.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, bootstrap_ci
+from agentv.results.record import GRADED, RunKey
+from agentv.results.stats import (
+    BOOTSTRAP_RESAMPLES,
+    BOOTSTRAP_SEED,
+    POWER,
+    bootstrap_ci,
+    cases_to_detect,
+    mcnemar_exact,
+    min_detectable_effect,
+)
 from agentv.results.summary import Summary, SummaryCollector, VarGroup, natural_key
 
 Key = tuple[str, str, str]  # (dataset, eval id, target)
 #: how bad each status is, to take a repeated case's worst
-_RANK = {"ok": 0, "failed": 1, "user_error": 2, "error": 3, "invalid": 4, "skipped": 5}
+_RANK = {
+    "ok": 0,
+    "uncertain": 1,
+    "failed": 2,
+    "user_error": 3,
+    "error": 4,
+    "invalid": 5,
+    "skipped": 6,
+}
 _UNKNOWN = _RANK["error"]  # a status this version does not know ranks as an error
 DEFAULT_MIN_DELTA = 0.05
 
@@ -82,8 +106,137 @@ class Side:
 
     @property
     def graded(self) -> int:
-        """Runs that were graded (``ok`` or ``failed``)."""
-        return self.statuses.get("ok", 0) + self.statuses.get("failed", 0)
+        """Runs that were graded (``ok``, ``failed`` or ``uncertain``)."""
+        return sum(self.statuses.get(status, 0) for status in GRADED)
+
+
+@dataclass(frozen=True, slots=True)
+class Significance:
+    """Whether a comparison's drop is more than noise, at level ``alpha``
+    (``compare --significance``; docs/trusting-verdicts.md, "Is the drop real?").
+
+    The drop is *significant* when the paired bootstrap interval of the mean score change
+    at level ``1 - alpha`` lies below zero and, when some verdicts changed (``lost`` or
+    ``gained`` is not 0), the exact McNemar test of the paired pass / fail verdicts rejects
+    "no change" at ``alpha`` with more cases lost than gained.
+
+    Attributes:
+        alpha: The significance level (0.05: 95% confidence).
+        cases: The cases graded in both runs (the pairs).
+        runs: The fewest graded runs any of those cases had on either side.
+        interval: The paired bootstrap interval of the mean change at ``1 - alpha``.
+        lost: Cases ``ok`` before and not after (graded in both).
+        gained: Cases not ``ok`` before and ``ok`` after.
+        p_value: The exact McNemar p-value of ``lost`` against ``gained``.
+        score_drop: The mean change's interval lies below zero.
+        verdict_drop: No verdict changed, or McNemar rejects with more lost than gained.
+        detectable_rate: The smallest pass-rate change these pairs detect at ``alpha`` with
+            80% power (None without pairs).
+        detectable_score: The same for the mean score (None without pairs, or when no
+            score changed: no noise to measure it by).
+        detect: The drop asked about (``--detect``), if any.
+        cases_for_rate: Cases needed to detect a pass-rate drop of ``detect``.
+        cases_for_score: Cases needed to detect a mean score drop of ``detect`` (None when
+            no score changed).
+        gate: ``--fail-on-regression`` fails only on a significant drop (``--significance``
+            was given; ``--detect`` alone leaves the plain rule).
+    """
+
+    alpha: float
+    cases: int
+    runs: int
+    interval: tuple[float, float] | None
+    lost: int
+    gained: int
+    p_value: float
+    score_drop: bool
+    verdict_drop: bool
+    detectable_rate: float | None = None
+    detectable_score: float | None = None
+    detect: float | None = None
+    cases_for_rate: int | None = None
+    cases_for_score: int | None = None
+    gate: bool = True
+
+    @property
+    def significant(self) -> bool:
+        """The drop is real at ``alpha``: the mean change and the verdicts both say so."""
+        return self.score_drop and self.verdict_drop
+
+    def to_dict(self) -> dict[str, Any]:
+        """As ``compare --format json`` prints it (``significance``)."""
+        return {
+            "alpha": self.alpha,
+            "cases": self.cases,
+            "runs": self.runs,
+            "interval": list(self.interval) if self.interval is not None else None,
+            "mcnemar": {"lost": self.lost, "gained": self.gained, "p_value": self.p_value},
+            "score_drop": self.score_drop,
+            "verdict_drop": self.verdict_drop,
+            "significant": self.significant,
+            "gate": self.gate,
+            "power": POWER,
+            "detectable": {"pass_rate": self.detectable_rate, "mean_score": self.detectable_score},
+            "detect": (
+                None
+                if self.detect is None
+                else {
+                    "drop": self.detect,
+                    "cases_for_pass_rate": self.cases_for_rate,
+                    "cases_for_mean_score": self.cases_for_score,
+                }
+            ),
+        }
+
+
+def significance(
+    pairs: list[tuple[CaseResult, CaseResult]],
+    *,
+    alpha: float,
+    detect: float | None = None,
+    gate: bool = True,
+) -> Significance:
+    """The significance of the change between paired cases (each graded in both runs),
+    at level ``alpha``; ``detect``: a drop to say how many cases would detect; ``gate``:
+    as ``Significance.gate``."""
+    deltas = [n.score - b.score for b, n in pairs]  # type: ignore[operator]
+    lost = sum(1 for b, n in pairs if b.status == "ok" and n.status != "ok")
+    gained = sum(1 for b, n in pairs if b.status != "ok" and n.status == "ok")
+    count = len(pairs)
+    interval = bootstrap_ci(deltas, level=1.0 - alpha)
+    p_value = mcnemar_exact(lost, gained)
+    # the verdicts' null variance: the share of the pairs whose verdict changed (each a
+    # change of 1); the scores': the mean squared change
+    rate_variance = (lost + gained) / count if count else 0.0
+    score_variance = math.fsum(d * d for d in deltas) / count if count else 0.0
+    scored = score_variance > 0
+    return Significance(
+        alpha=alpha,
+        cases=count,
+        runs=min((min(b.graded, n.graded) for b, n in pairs), default=0),
+        interval=interval,
+        lost=lost,
+        gained=gained,
+        p_value=p_value,
+        score_drop=interval is not None and interval[1] < 0,
+        verdict_drop=lost + gained == 0 or (p_value <= alpha and lost > gained),
+        detectable_rate=min_detectable_effect(rate_variance, count, alpha=alpha, step=1.0),
+        detectable_score=(
+            min_detectable_effect(score_variance, count, alpha=alpha) if scored else None
+        ),
+        detect=detect,
+        cases_for_rate=(
+            None
+            if detect is None
+            else cases_to_detect(detect, rate_variance, alpha=alpha, step=1.0)
+        ),
+        cases_for_score=(
+            cases_to_detect(detect, score_variance, alpha=alpha)
+            if detect is not None and scored
+            else None
+        ),
+        gate=gate,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +259,10 @@ class Comparison:
         new_pass_rate: The share of ``ok`` among the graded runs after.
         base: The runs of the file before: how many, by status, their figures.
         new: The runs of the file after.
+        significance: With a significance level: whether the drop is more than noise,
+            and what this many cases can detect.
+        flips: Per evaluator, the runs whose verdict flipped.
+        sources: The results files whose answers the two files hold.
         notes: Records of either file read with something put right (a null score read
             as 0), as warnings with their file and line.
     """
@@ -122,7 +279,23 @@ class Comparison:
     new_pass_rate: float | None = None
     base: Side = field(default_factory=Side)
     new: Side = field(default_factory=Side)
+    significance: Significance | None = None
+    flips: tuple[EvaluatorFlips, ...] = ()
+    """Per evaluator (and the case's own verdict), the runs in both files whose pass /
+    fail verdict changed, with the people's verdicts where the run store has them."""
+    sources: tuple[Path, ...] = ()
+    """The results files whose answers the two files hold: both, and those their
+    regraded records name (where people's reviews of these answers are found)."""
     notes: tuple[Diagnostic, ...] = ()
+
+    @property
+    def fails(self) -> bool:
+        """What ``--fail-on-regression`` fails on: a case regressed and, with a
+        significance level, the drop is significant."""
+        if not self.regressed:
+            return False
+        sig = self.significance
+        return sig is None or not sig.gate or sig.significant
 
     @property
     def by_variable(self) -> tuple[tuple[str, str, VarGroup | None, VarGroup | None], ...]:
@@ -156,24 +329,37 @@ class Comparison:
 
 @dataclass
 class ResultsSide:
-    """A results file read for comparing: its cases and its runs."""
+    """A results file read for comparing: its cases, its runs, each run's verdicts by
+    evaluator (``agentv.results.flips``), and the results files its regraded records
+    grade the answers of (``regraded_from``)."""
 
     cases: dict[Key, CaseResult]
     side: Side
+    verdicts: dict[RunKey, dict[str, str]] = field(default_factory=dict)
+    sources: set[Path] = field(default_factory=set)
     notes: list[Diagnostic] = field(default_factory=list)  # records read with a repair
 
 
-def read_side(path: Path) -> ResultsSide:
+def read_side(path: Path, *, pass_threshold: float | None = None) -> ResultsSide:
     """A results file (JSON Lines or YAML) as its cases, repeats folded, from the latest
     record of every run, and its runs' figures (its summary's: ``agentv.results.summary``);
-    ``InputError`` naming the file and line for a line that is not a result."""
+    ``InputError`` naming the file and line for a line that is not a result.
+    ``pass_threshold``: what an evaluator's score is weighed at when its record says
+    neither its own threshold nor whether it passed (default 0.8)."""
     runs: dict[Key, list[tuple[float, str]]] = {}
     collector = SummaryCollector()
+    verdicts: dict[RunKey, dict[str, str]] = {}
+    sources: set[Path] = set()
     reader = read_results(path, strict=True)
     for _, result in reader.latest():
         score = result.score if math.isfinite(result.score) else 0.0
         runs.setdefault(result.case_key, []).append((score, result.status))
         collector.add(result)
+        found = run_verdicts(result, pass_threshold)
+        if found:
+            verdicts[result.run_key] = found
+        if result.regraded_from:
+            sources.add(path.parent / result.regraded_from)
     reader.check_named(len(collector))  # mappings of another kind: refused
     cases = {}
     for key, items in runs.items():
@@ -184,7 +370,7 @@ def read_side(path: Path) -> ResultsSide:
             runs=len(items),
             graded=len(scored),
         )
-    return ResultsSide(cases, side_of(collector.summary()), reader.notes)
+    return ResultsSide(cases, side_of(collector.summary()), verdicts, sources, reader.notes)
 
 
 def side_of(summary: Summary) -> Side:
@@ -244,8 +430,13 @@ def compare_results(
     new_path: str = "new",
     base_side: Side | None = None,
     new_side: Side | None = None,
+    alpha: float | None = None,
+    detect: float | None = None,
+    gate: bool = True,
 ) -> Comparison:
-    """Compare two runs' cases (see the module docstring for the rules)."""
+    """Compare two runs' cases (see the module docstring for the rules); ``alpha``: a
+    significance level (``Significance``), ``detect``: a drop to size the suite for,
+    ``gate``: the significance decides ``Comparison.fails``."""
     deltas: list[CaseDelta] = []
     for key in sorted(
         set(base) | set(new), key=lambda k: (natural_key(k[0]), natural_key(k[1]), k[2])
@@ -274,6 +465,16 @@ def compare_results(
         new_pass_rate=new_side.pass_rate if new_side is not None else _case_rate(new),
         base=base_side or Side(),
         new=new_side or Side(),
+        significance=(
+            None
+            if alpha is None
+            else significance(
+                [(d.base, d.new) for d in deltas if d.delta is not None],  # type: ignore[misc]
+                alpha=alpha,
+                detect=detect,
+                gate=gate,
+            )
+        ),
     )
 
 
@@ -283,10 +484,22 @@ def _case_rate(cases: Mapping[Key, CaseResult]) -> float | None:
     return sum(1 for c in graded if c.status == "ok") / len(graded) if graded else None
 
 
-def compare_files(base: Path, new: Path, *, min_delta: float = DEFAULT_MIN_DELTA) -> Comparison:
-    """Compare two results files."""
-    before, after = read_side(base), read_side(new)
-    compared = compare_results(
+def compare_files(
+    base: Path,
+    new: Path,
+    *,
+    min_delta: float = DEFAULT_MIN_DELTA,
+    alpha: float | None = None,
+    detect: float | None = None,
+    gate: bool = True,
+    pass_threshold: float | None = None,
+) -> Comparison:
+    """Compare two results files (``alpha``, ``detect``, ``gate``: as
+    ``compare_results``; ``pass_threshold``: as ``read_side``), with each evaluator's
+    flipped verdicts."""
+    before = read_side(base, pass_threshold=pass_threshold)
+    after = read_side(new, pass_threshold=pass_threshold)
+    found = compare_results(
         before.cases,
         after.cases,
         min_delta=min_delta,
@@ -294,8 +507,16 @@ def compare_files(base: Path, new: Path, *, min_delta: float = DEFAULT_MIN_DELTA
         new_path=str(new),
         base_side=before.side,
         new_side=after.side,
+        alpha=alpha,
+        detect=detect,
+        gate=gate,
     )
-    return replace(compared, notes=(*before.notes, *after.notes))
+    return replace(
+        found,
+        flips=verdict_flips(before.verdicts, after.verdicts),
+        sources=tuple(sorted({base, new, *before.sources, *after.sources})),
+        notes=(*before.notes, *after.notes),
+    )
 
 
 def comparison_dict(c: Comparison) -> dict[str, Any]:
@@ -339,6 +560,10 @@ def comparison_dict(c: Comparison) -> dict[str, Any]:
             for d in c.changed
         ],
     }
+    if c.significance is not None:
+        data["significance"] = c.significance.to_dict()
+    if any(e.flips for e in c.flips):  # only when some verdict flipped
+        data["flips"] = [e.to_dict() for e in c.flips if e.flips]
     if c.base.cost is not None or c.new.cost is not None:  # only when a run reported tokens
         data["cost"] = {"base": c.base.cost, "new": c.new.cost}
     if c.base.vars or c.new.vars:  # only when runs were made from `vars:`

@@ -1,6 +1,7 @@
 """Results as JUnit XML (what Jenkins, GitLab and most CI systems read) and as GitHub
-Actions annotations: one test case per case run, a failure for ``failed``, an error for
-``error`` and ``invalid``.
+Actions annotations: one test case per case run, a failure for ``failed``, a failure of
+type ``uncertain`` for ``uncertain`` (counted among the failures, never a pass, and apart
+in the suite's ``uncertain`` property), an error for ``error`` and ``invalid``.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ KEPT = (
     "status",
     "score",
     "misses",
+    "uncertain",
     "error",
     "duration_ms",
     "eval_file",
@@ -102,6 +104,18 @@ def junit_xml(records: Iterable[Mapping[str, Any]]) -> str:
                 type="failed",
             )
             node.text = _clean("\n".join(misses))
+        elif status == "uncertain":  # graded, but a judge's samples disagreed: not a pass
+            judges = ", ".join(str(n) for n in record.get("uncertain") or [])
+            node = ET.SubElement(
+                case,
+                "failure",
+                message=_clean(
+                    f"uncertain: score {float(record.get('score', 0.0)):.3f}, the samples of "
+                    f"{judges or 'its judge'} disagreed"
+                ),
+                type="uncertain",
+            )
+            node.text = _clean("\n".join(str(m) for m in record.get("misses") or []))
         elif status in ("error", "invalid"):
             error = str(record.get("error") or status)
             first = error.strip().splitlines()[0] if error.strip() else status
@@ -117,21 +131,26 @@ def junit_xml(records: Iterable[Mapping[str, Any]]) -> str:
     # datasets "" and "eval" are one suite: sum what the summary says of each
     counts: dict[str, list[float]] = {}
     for d in summary.datasets:
-        c = counts.setdefault(_suite_name(d.name), [0, 0, 0, 0, 0.0])
+        c = counts.setdefault(_suite_name(d.name), [0, 0, 0, 0, 0.0, 0])
         c[0] += d.runs
-        c[1] += d.failed
+        c[1] += d.failed + d.uncertain
+        c[5] += d.uncertain
         c[2] += d.errors + d.invalid
         c[3] += d.skipped + d.user_errors  # no verdict on the model either way
         c[4] += d.seconds
     for dataset, suite in suites.items():
-        tests, failures, errors, skipped, seconds = counts[dataset]
+        tests, failures, errors, skipped, seconds, uncertain = counts[dataset]
+        if uncertain:  # counted apart: failures of type "uncertain"
+            properties = ET.Element("properties")
+            ET.SubElement(properties, "property", name="uncertain", value=str(int(uncertain)))
+            suite.insert(0, properties)
         suite.set("tests", str(int(tests)))
         suite.set("failures", str(int(failures)))
         suite.set("errors", str(int(errors)))
         suite.set("skipped", str(int(skipped)))
         suite.set("time", f"{seconds:.3f}")
     root.set("tests", str(summary.total))
-    root.set("failures", str(summary.failed))
+    root.set("failures", str(summary.failed + summary.uncertain))
     root.set("errors", str(summary.errors + summary.invalid))
     root.set("time", f"{summary.time.case_seconds:.3f}")
     ET.indent(root)
@@ -162,11 +181,12 @@ def _escape_property(text: str) -> str:
 
 def github_annotations(records: Iterable[Mapping[str, Any]], cwd: Path) -> list[str]:
     """One ``::error file=...,line=...::`` workflow command per failed, errored or invalid
-    case, pointing at the case in its eval file (relative to ``cwd`` when inside it)."""
+    case (``::warning`` for an uncertain one), pointing at the case in its eval file
+    (relative to ``cwd`` when inside it)."""
     out = []
     for record in records:
         status = record.get("status")
-        if status not in ("failed", "error", "invalid"):
+        if status not in ("failed", "uncertain", "error", "invalid"):
             continue
         where = []
         if record.get("eval_file"):
@@ -179,11 +199,12 @@ def github_annotations(records: Iterable[Mapping[str, Any]], cwd: Path) -> list[
             if record.get("line"):
                 where.append(f"line={int(record['line'])}")
         where.append(f"title={_escape_property(f'agentv: {_name(record)} {status}')}")
-        if status == "failed":
+        if status in ("failed", "uncertain"):
             detail = f"score {float(record.get('score', 0.0)):.3f}"
             misses = "; ".join(str(m) for m in record.get("misses") or [])
             message = f"{detail}: {misses}" if misses else detail
         else:
             message = str(record.get("error") or status)
-        out.append(f"::error {','.join(where)}::{_escape_data(message)}")
+        level = "warning" if status == "uncertain" else "error"
+        out.append(f"::{level} {','.join(where)}::{_escape_data(message)}")
     return out

@@ -10,12 +10,14 @@ order (``agentv.results.record``), written as they are.
 
 from __future__ import annotations
 
+import functools
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agentv.evaluators.base import required_miss_line
+from agentv.evaluators.samples import stricter
 from agentv.messages import FileSegment, chat_to_dicts
 from agentv.prompts.builder import Prompt
 from agentv.results.record import (
@@ -26,6 +28,7 @@ from agentv.results.record import (
     LARGE_CONTENT,
     OK,
     SKIPPED,
+    UNCERTAIN,
     large_content_ref,
     utc_timestamp,
 )
@@ -33,7 +36,7 @@ from agentv.trajectory import Trajectory, steps_dicts
 
 if TYPE_CHECKING:
     from agentv.cases import EvalCase, InvalidCase
-    from agentv.evaluators.base import CaseGrade
+    from agentv.evaluators.base import CaseGrade, EvaluatorScore
     from agentv.providers.base import Provider, ProviderResponse, Usage
 
 #: the fields where a large text (an attachment, an answer) is stored once (``large_content``)
@@ -111,24 +114,89 @@ def grading_fields(
 
 
 def grade_status(grade: CaseGrade, pass_threshold: float) -> str:
-    """``error`` when an evaluator could not grade, else ``failed`` when a required
-    evaluator missed, else ``ok`` or ``failed`` by score."""
+    """``error`` when an evaluator could not grade; else, when the verdict hangs on a
+    judge whose samples disagreed, ``uncertain`` (or what its ``on_uncertain`` says); else
+    ``failed`` when a required evaluator missed, else ``ok`` or ``failed`` by score."""
     return _status(grade, pass_threshold, grade.evaluator_errors())
+
+
+#: what ``on_uncertain`` makes of a verdict that hangs on a judge's disagreeing samples
+_RESOLVED = {"uncertain": UNCERTAIN, "fail": FAILED, "pass": OK}
 
 
 def _status(grade: CaseGrade, pass_threshold: float, errors: list[tuple[str, str]]) -> str:
     if errors:
         return ERROR
+    unsure = uncertain_evaluators(grade, pass_threshold)
+    if unsure:
+        choice = functools.reduce(stricter, (s.on_uncertain for s in unsure), None)
+        return _RESOLVED[choice or "uncertain"]
     if grade.required_misses(pass_threshold):
         return FAILED
     return OK if grade.score >= pass_threshold else FAILED
 
 
+def _verdict(
+    grade: CaseGrade, pass_threshold: float, pick: Callable[[EvaluatorScore], float]
+) -> str:
+    """``ok`` or ``failed`` with each evaluator's score taken as ``pick`` says."""
+    scores = grade.scores
+    if grade.evaluator_results is not None:
+        weights = sum(s.weight for s in scores)
+        score = sum(s.weight * pick(s) for s in scores) / weights if weights > 0 else 0.0
+    else:
+        score = pick(scores[0]) if scores else grade.score
+    if any(
+        s.required and s.error is None and not s.passes(pass_threshold, pick(s)) for s in scores
+    ):
+        return FAILED
+    return OK if score >= pass_threshold else FAILED
+
+
+def uncertain_evaluators(grade: CaseGrade, pass_threshold: float) -> list[EvaluatorScore]:
+    """The judges whose samples disagreed about pass or fail, when the case's verdict
+    hangs on them: it is not the same with each of them at its lowest sample as at its
+    highest (docs/trusting-verdicts.md). Empty when none disagreed, or when the verdict is
+    the same either way (a required check failed it anyway, say)."""
+    unsure = [s for s in grade.scores if s.uncertain]
+    if not unsure:
+        return []
+
+    def low(s: EvaluatorScore) -> float:
+        return s.spread.low if s.uncertain and s.spread is not None else s.score
+
+    def high(s: EvaluatorScore) -> float:
+        return s.spread.high if s.uncertain and s.spread is not None else s.score
+
+    if _verdict(grade, pass_threshold, low) == _verdict(grade, pass_threshold, high):
+        return []
+    return unsure
+
+
+def uncertain_line(score: EvaluatorScore) -> str:
+    """The miss that says a judge's samples disagreed."""
+    spread = score.spread
+    assert spread is not None
+    return (
+        f"judge {score.name!r} is uncertain: {spread.passed} of its {spread.n} samples passed "
+        f"at {spread.threshold:.2f} (scores {spread.low:.2f} to {spread.high:.2f})"
+    )
+
+
 def required_fields(grade: CaseGrade, pass_threshold: float) -> tuple[list[str], list[str]]:
     """The required evaluators that missed (their names, for ``failed_required``) and the
-    lines that say so among the case's misses."""
-    missed = grade.required_misses(pass_threshold)
+    lines that say so among the case's misses; a judge the verdict hangs on whose samples
+    disagreed is not among them (the record's ``uncertain`` names it)."""
+    unsure = {id(s) for s in uncertain_evaluators(grade, pass_threshold)}
+    missed = [s for s in grade.required_misses(pass_threshold) if id(s) not in unsure]
     return [s.name for s in missed], [required_miss_line(s, pass_threshold) for s in missed]
+
+
+def uncertain_fields(grade: CaseGrade, pass_threshold: float) -> tuple[list[str], list[str]]:
+    """The judges the verdict hangs on whose samples disagreed (their names, for the
+    record's ``uncertain``) and the lines that say so among the case's misses."""
+    unsure = uncertain_evaluators(grade, pass_threshold)
+    return [s.name for s in unsure], [uncertain_line(s) for s in unsure]
 
 
 def evaluator_error_text(grade: CaseGrade) -> str | None:
@@ -266,9 +334,11 @@ def result_record(
     errors = grade.evaluator_errors()
     rec = _head(case, _status(grade, pass_threshold, errors))
     gates, gate_misses = required_fields(grade, pass_threshold)
+    unsure, unsure_misses = uncertain_fields(grade, pass_threshold) if not errors else ([], [])
     rec["score"] = grade.score
     rec["hits"] = grade.hits
-    rec["misses"] = [*grade.misses, *gate_misses] if gate_misses else grade.misses
+    added = [*gate_misses, *unsure_misses]
+    rec["misses"] = [*grade.misses, *added] if added else grade.misses
     rec["candidate_answer"] = response.text
     rec["expected_aspect_count"] = grade.expected_aspect_count
     rec["target"] = target
@@ -280,6 +350,8 @@ def result_record(
     rec.update(grading_fields(grade, pass_threshold))
     if gates:
         rec["failed_required"] = gates
+    if unsure:
+        rec["uncertain"] = unsure
     _answer_fields(rec, response, cost, own_tools)
     rec["duration_ms"] = round(duration_ms, 3)
     _tail(rec, case, attempts, _error_text(errors), queued_ms=queued_ms, cached=response.cached)
@@ -334,6 +406,7 @@ class LiveFacts:
     aggregation: str
     grading: dict[str, Any]  # the conversation-level grade's entries (``grading_fields``)
     failed_required: list[str] | None = None  # required evaluators that missed
+    uncertain: list[str] | None = None  # judges whose disagreeing samples it hangs on
     reasoning: str | None = None
     expected_aspect_count: int = 0
     usage: Usage | None = None
@@ -384,6 +457,8 @@ def live_record(
     rec.update(facts.grading)
     if facts.failed_required:
         rec["failed_required"] = facts.failed_required
+    if facts.uncertain:
+        rec["uncertain"] = facts.uncertain
     if facts.usage is not None:
         rec["usage"] = facts.usage.to_dict()
     if facts.cost:

@@ -16,16 +16,19 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr, model_serializer, model
 #: how a case ended (``status`` in every record)
 OK = "ok"  # graded, score at or above the pass threshold
 FAILED = "failed"  # graded, below the pass threshold
+#: graded, but the verdict hangs on a judge whose samples disagreed about pass or fail
+#: (docs/trusting-verdicts.md): neither a pass nor a failure
+UNCERTAIN = "uncertain"
 ERROR = "error"  # the target or an evaluator could not do its job
 INVALID = "invalid"  # the case could not be loaded, or its target or judge cannot be used
 #: a simulated user could not go on (its call failed, it broke role): not the model's doing
 USER_ERROR = "user_error"
 SKIPPED = "skipped"  # not run: the run's --budget-usd was reached before it (``skip_reason``)
-STATUSES = (OK, FAILED, ERROR, INVALID, USER_ERROR, SKIPPED)
+STATUSES = (OK, FAILED, UNCERTAIN, ERROR, INVALID, USER_ERROR, SKIPPED)
 #: the default lowest score that passes (``--pass-threshold``, ``pass_threshold`` in config)
 DEFAULT_PASS_THRESHOLD = 0.8
 #: statuses of a run that was graded: its score says how good the answer was
-GRADED = frozenset({OK, FAILED})
+GRADED = frozenset({OK, FAILED, UNCERTAIN})
 
 CaseKey = tuple[str, str, str]  # (dataset, eval id, target)
 RunKey = tuple[str, str, str, int]  # ... and the repeat
@@ -55,8 +58,9 @@ class EvalResult(BaseModel):
     conversation_id: str | None = None
     """The case's ``conversation_id``, when it has one."""
     status: str
-    """``ok``, ``failed`` (graded below the pass threshold), ``error``, ``invalid`` or
-    ``skipped`` (not run: the run's budget was reached first)."""
+    """``ok``, ``failed`` (graded below the pass threshold), ``uncertain`` (graded, but the
+    verdict hangs on a judge whose samples disagreed), ``error``, ``invalid``,
+    ``user_error`` or ``skipped`` (not run: the run's budget was reached first)."""
     passed: bool = False
     """``status == "ok"``."""
     score: float = 0.0
@@ -94,6 +98,16 @@ class EvalResult(BaseModel):
     failed_required: list[str] | None = None
     """The required evaluators that missed (``turn N: name`` for a turn's): the run failed
     whatever its score."""
+    uncertain: list[str] | None = None
+    """The judges whose samples disagreed about pass or fail when the run's verdict hangs
+    on them (``turn N: name`` for a turn's): its status is ``uncertain``, or what their
+    ``on_uncertain`` made of it."""
+    regraded_from: str | None = None
+    """A record of ``agentv regrade``: the results file whose recorded answer it grades
+    again (relative to this record's file)."""
+    auto_repeat: dict[str, Any] | None = None
+    """A run of ``--repeat auto``: the rule (``max``, ``confidence``, ``margin``,
+    ``threshold``) and why this run was made (``reason``)."""
     usage: dict[str, Any] | None = None
     """The target's tokens: ``input_tokens``, ``output_tokens``, ``total_tokens`` (and
     ``cached_input_tokens`` when the API read some from its prompt cache)."""

@@ -9,7 +9,13 @@
 - ``bootstrap_ci``: a percentile bootstrap interval of the mean, resampling with a seeded
   generator so that the same values always give the same interval;
 - ``agreement`` and ``cohen_kappa``: how often two raters of the same items (an evaluator and
-  a person) gave the same pass / fail verdict, and that agreement beyond what chance gives.
+  a person) gave the same pass / fail verdict, and that agreement beyond what chance gives;
+- ``binomial_at_most`` / ``binomial_at_least``: exact tails of a fair coin's binomial, in
+  whole numbers (``math.comb``), for the exact tests below;
+- ``mcnemar_exact``: the exact McNemar test of paired pass / fail verdicts (a sign test over
+  the pairs that changed);
+- ``normal_quantile``, ``min_detectable_effect`` and ``cases_to_detect``: what a paired
+  comparison of this many cases can see (docs/trusting-verdicts.md, "Is the drop real?").
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from statistics import NormalDist
 
 #: resamples of the bootstrap: the interval's ends move by well under 0.01 beyond this
 BOOTSTRAP_RESAMPLES = 2000
@@ -175,3 +182,103 @@ def cohen_kappa(both_pass: int, a_only: int, b_only: int, both_fail: int) -> flo
     if chance == 1:
         return None
     return float((observed - chance) / (1 - chance))
+
+
+# --- exact tests and what a comparison can detect ---------------------------------------------
+
+#: the power ``min_detectable_effect`` and ``cases_to_detect`` assume (the usual 80%)
+POWER = 0.8
+
+
+def binomial_at_most(k: int, n: int) -> float:
+    """P(X <= k) for X ~ Binomial(n, 1/2): the whole-number sum of C(n, i) for i <= k over
+    2**n, divided once (exact up to the last rounding)."""
+    if n < 0:
+        raise ValueError(f"need n >= 0 (got n={n})")
+    if k < 0:
+        return 0.0
+    if k >= n:
+        return 1.0
+    return sum(math.comb(n, i) for i in range(k + 1)) / 2**n
+
+
+def binomial_at_least(k: int, n: int) -> float:
+    """P(X >= k) for X ~ Binomial(n, 1/2) (``binomial_at_most`` from the other end)."""
+    return binomial_at_most(n - k, n)
+
+
+def mcnemar_exact(b: int, c: int) -> float:
+    """The two-sided exact McNemar p-value of a paired 2 x 2 table whose discordant cells
+    are ``b`` (passed before, failed after) and ``c`` (failed before, passed after).
+
+    Under "no change" each discordant pair goes either way with chance 1/2, so ``b`` is
+    Binomial(b + c, 1/2): p = min(1, 2 * P(X <= min(b, c))). The concordant pairs do not
+    enter. 1.0 when no pair changed."""
+    if b < 0 or c < 0:
+        raise ValueError(f"need b, c >= 0 (got b={b}, c={c})")
+    n = b + c
+    if n == 0:
+        return 1.0
+    return min(1.0, 2 * binomial_at_most(min(b, c), n))
+
+
+def normal_quantile(q: float) -> float:
+    """The standard normal distribution's ``q`` quantile (``z``; 0.975 gives 1.959964)."""
+    if not 0.0 < q < 1.0:
+        raise ValueError(f"a quantile is strictly between 0 and 1 (got {q})")
+    return NormalDist().inv_cdf(q)
+
+
+def _z_sum(alpha: float, power: float) -> float:
+    """z(1 - alpha / 2) + z(power): a two-sided test at ``alpha`` with ``power``."""
+    if not 0.0 < alpha < 1.0 or not 0.0 < power < 1.0:
+        raise ValueError(f"need 0 < alpha < 1 and 0 < power < 1 (got {alpha}, {power})")
+    return normal_quantile(1.0 - alpha / 2) + normal_quantile(power)
+
+
+def min_detectable_effect(
+    null_variance: float,
+    n: int,
+    *,
+    alpha: float,
+    power: float = POWER,
+    step: float | None = None,
+) -> float | None:
+    """The smallest paired mean change a two-sided test at ``alpha`` finds with ``power``
+    among ``n`` paired cases (normal approximation; None for no case).
+
+    ``null_variance`` is the mean of the squared paired differences (their variance when
+    nothing changed): with one run a case and pass / fail differences (-1, 0, 1), the
+    share of the cases whose verdict changed. The effect is ``z * sqrt(null_variance / n)``
+    with ``z = z(1 - alpha / 2) + z(power)``. ``step``: the smallest change one case can
+    make (1 / runs for pass rates); a mean change d needs differences whose squares add up
+    to at least ``d * step`` per case, so the effect is never below ``z**2 * step / n``,
+    whatever few changes these two runs happened to have."""
+    if n <= 0:
+        return None
+    z = _z_sum(alpha, power)
+    effect = z * math.sqrt(max(0.0, null_variance) / n)
+    if step is not None:
+        effect = max(effect, z * z * step / n)
+    return effect
+
+
+def cases_to_detect(
+    drop: float,
+    null_variance: float,
+    *,
+    alpha: float,
+    power: float = POWER,
+    step: float | None = None,
+) -> int:
+    """How many paired cases a two-sided test at ``alpha`` needs to find a mean change of
+    ``drop`` with ``power``: ``ceil(z**2 * v / drop**2)``, ``v`` the null variance (with
+    ``step``, at least ``drop * step``: the least a change of ``drop`` makes it) and ``z``
+    as in ``min_detectable_effect``; 1 at least."""
+    if not drop > 0:
+        raise ValueError(f"the drop to detect is more than 0 (got {drop})")
+    z = _z_sum(alpha, power)
+    variance = max(0.0, null_variance)
+    if step is not None:
+        variance = max(variance, drop * step)
+    return max(1, math.ceil(z * z * variance / (drop * drop) - 1e-9))

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentv.results import stats
 from agentv.results.record import GRADED, STATUSES
+from agentv.results.settled import AutoRule, Outcome, verdict
 
 if TYPE_CHECKING:
     from agentv.results.record import EvalResult
@@ -68,6 +69,8 @@ READ_FIELDS = (
     "duration_ms",
     "cached",
     "vars",
+    "uncertain",
+    "auto_repeat",
 )
 TOP_COUNT = 3
 SLOWEST_COUNT = 5
@@ -189,6 +192,8 @@ class EvaluatorStats:
     passed: int  # entries at or above their threshold (required or thresholded ones)
     judged: int  # entries that say whether they passed
     failed_cases: int  # runs it failed as a required evaluator
+    sampled: int = 0  # entries of a judge asked more than once (``samples``)
+    uncertain: int = 0  # of those, the ones whose samples disagreed about pass or fail
 
     @property
     def weighted(self) -> bool:
@@ -229,6 +234,7 @@ class DatasetCounts:
     user_errors: int = 0
     skipped: int = 0
     seconds: float = 0.0
+    uncertain: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,16 +253,42 @@ class VarGroup:
     user_errors: int = 0
     skipped: int = 0
     mean: float | None = None
+    uncertain: int = 0
 
     @property
     def graded(self) -> int:
-        """Runs that were graded (``ok`` or ``failed``)."""
-        return self.ok + self.failed
+        """Runs that were graded (``ok``, ``failed`` or ``uncertain``)."""
+        return self.ok + self.failed + self.uncertain
 
     @property
     def pass_rate(self) -> float | None:
         """Runs that passed over the graded runs (None when none was graded)."""
         return self.ok / self.graded if self.graded else None
+
+
+@dataclass(frozen=True, slots=True)
+class NoiseSplit:
+    """Where one target's scores vary (docs/trusting-verdicts.md, "Two kinds of noise"):
+    between the repeats of a case (``target_variance``: its answers differ) and between
+    the samples a judge gave one answer (``judge_variance``: the judge's own noise in a
+    run's score). Each is the mean over the cases that have both repeats and a judge asked
+    more than once: a case's judge variance is the mean over its runs of
+    ``sum((w / W)**2 * s**2 / k)`` over its sampled judges (weight ``w`` of the runs'
+    ``W``, samples' variance ``s**2`` over ``k`` samples); its target variance is the
+    variance of its runs' scores less that (0 at least)."""
+
+    cases: int
+    target_variance: float
+    judge_variance: float
+    #: cases whose judge's share of their variance is more than half: decided by the
+    #: judge's mood more than by the model
+    judge_decided: tuple[str, ...] = ()
+
+    @property
+    def judge_share(self) -> float | None:
+        """The judge's share of the variance (None: no variance at all)."""
+        total = self.target_variance + self.judge_variance
+        return self.judge_variance / total if total > 0 else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -292,11 +324,51 @@ class TargetSummary:
     pass_all: tuple[float, ...] = ()
     flaky: tuple[str, ...] = ()  # cases where some runs passed and some did not
     user_errors: int = 0
+    uncertain: int = 0
+    #: with repeats and a judge asked more than once: its scores' variance split
+    noise: NoiseSplit | None = None
 
     @property
     def graded(self) -> int:
-        """Its runs that were graded (``ok`` or ``failed``)."""
-        return self.ok + self.failed
+        """Its runs that were graded (``ok``, ``failed`` or ``uncertain``)."""
+        return self.ok + self.failed + self.uncertain
+
+
+@dataclass(frozen=True, slots=True)
+class AutoCase:
+    """One case of a ``--repeat auto`` run: how many runs it got and why it stopped
+    (docs/trusting-verdicts.md, "Repeats where the verdict is unsettled").
+
+    ``state``: ``settled``, ``max`` (unsettled at the most runs), ``budget`` (unsettled
+    when the budget stopped the run), ``stopped`` (unsettled, the run ended before its
+    next run: interrupted) or ``no_verdict`` (a run could not be graded)."""
+
+    target: str
+    eval_id: str
+    runs: int
+    state: str
+    why: str
+    passed: int
+    failed: int
+    uncertain: int
+    p_value: float
+
+
+@dataclass(frozen=True, slots=True)
+class AutoRepeatSummary:
+    """What ``--repeat auto`` did: its rule and each case's runs."""
+
+    rule: AutoRule
+    cases: tuple[AutoCase, ...]
+
+    @property
+    def runs(self) -> int:
+        """The runs made, over every case."""
+        return sum(c.runs for c in self.cases)
+
+    def count(self, state: str, *, runs: int | None = None) -> int:
+        """Cases in ``state`` (with exactly ``runs`` runs, when given)."""
+        return sum(1 for c in self.cases if c.state == state and (runs is None or c.runs == runs))
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,6 +384,17 @@ class Summary:
     """Graded at or above the pass threshold."""
     failed: int = 0
     """Graded below the pass threshold."""
+    uncertain: int = 0
+    """Graded, but the verdict hangs on a judge whose samples disagreed about pass or fail
+    (status ``uncertain``): neither a pass nor a failure."""
+    uncertain_passed: int = 0
+    """Runs whose verdict hung on a judge's disagreeing samples that its ``on_uncertain:
+    pass`` made ``ok``."""
+    uncertain_failed: int = 0
+    """... and that ``on_uncertain: fail`` made ``failed``."""
+    uncertain_details: tuple[tuple[str, str, str], ...] = ()
+    """``(run, status, judges)`` of every run whose verdict hung on disagreeing samples
+    (``uncertain``, or made ``ok`` or ``failed`` by ``on_uncertain``), in natural order."""
     errors: int = 0
     """The target or an evaluator could not do its job (score 0 when no answer came)."""
     invalid: int = 0
@@ -359,6 +442,11 @@ class Summary:
     """The most runs any case had on one target (``--repeat``)."""
     case_stats: tuple[tuple[str, str, stats.CaseStats], ...] = ()
     """With repeats: ``(target, eval_id, statistics of its runs)`` for every case."""
+    case_noise: tuple[tuple[str, str, float, float], ...] = ()
+    """With repeats and judges asked more than once: ``(target, eval_id, judge variance,
+    target variance)`` of each case that has both (``NoiseSplit``)."""
+    auto_repeat: AutoRepeatSummary | None = None
+    """The runs made by ``--repeat auto``: how many each case got, and why."""
     case_table: tuple[tuple[str, tuple[float | None, ...]], ...] = ()
     """For up to ``CASE_TABLE_MAX`` cases: each case's mean score on each target (in
     ``targets`` order; None where it did not run), ids in natural order."""
@@ -406,12 +494,14 @@ class Summary:
 
     @property
     def graded(self) -> int:
-        """Runs that were graded (``ok`` or ``failed``): what the score statistics cover."""
-        return self.ok + self.failed
+        """Runs that were graded (``ok``, ``failed`` or ``uncertain``): what the score
+        statistics cover."""
+        return self.ok + self.failed + self.uncertain
 
     @property
     def pass_rate(self) -> float | None:
-        """Runs that passed over the graded runs (None when none was graded)."""
+        """Runs that passed over the graded runs (None when none was graded): an
+        ``uncertain`` run did not pass."""
         return self.ok / self.graded if self.graded else None
 
     def to_dict(self) -> dict[str, Any]:
@@ -471,6 +561,15 @@ class SummaryCollector:
 
         #: (variable, value) -> [statuses, score sum over the graded runs], in order met
         self._vars: dict[tuple[str, str], tuple[Counter[str], list[float]]] = {}
+        #: runs whose verdict hung on a judge's disagreeing samples: (row, status, judges)
+        self._uncertain: list[tuple[int, str, str]] = []
+        #: target -> case -> [sum of its graded runs' judge variance, runs that have one]
+        self._judge_noise: dict[str, dict[str, list[float]]] = {}
+        #: --repeat auto: (target, case) -> its runs by repeat, whether the budget
+        #: skipped a run (it ended the rounds), and the rule of the latest record
+        self._auto: dict[tuple[str, str], dict[int, Outcome]] = {}
+        self._auto_budget = False
+        self._auto_rule: AutoRule | None = None
 
     def __len__(self) -> int:
         return len(self._ids)
@@ -521,6 +620,14 @@ class SummaryCollector:
             score = get("score")
             number = float(score) if isinstance(score, int | float) else 0.0
             self._graded(cases, eval_id, row, status == "ok", number)
+            noise = judge_variance(record)
+            if noise is not None:
+                seen = self._judge_noise.setdefault(target, {}).setdefault(eval_id, [0.0, 0])
+                seen[0] += noise
+                seen[1] += 1
+            unsure = get("uncertain")
+            if isinstance(unsure, list) and unsure:
+                self._uncertain.append((row, status, ", ".join(map(str, unsure))))
         else:
             cases.setdefault(eval_id, None)
         latency = get("latency_ms")
@@ -548,6 +655,52 @@ class SummaryCollector:
         variables = get("vars")
         if isinstance(variables, dict) and variables:
             self._variables(variables, status, get("score"))
+        auto = get("auto_repeat")
+        if isinstance(auto, dict):
+            self._auto_run((target, eval_id), self._row_repeat[row], status, get("score"), auto)
+
+    def _auto_run(
+        self, key: tuple[str, str], repeat: int, status: str, score: Any, auto: Mapping[str, Any]
+    ) -> None:
+        """A run of ``--repeat auto``: counted towards its case's verdict."""
+        rule = AutoRule.from_record(auto)
+        if rule is not None:
+            self._auto_rule = rule
+        runs = self._auto.setdefault(key, {})
+        threshold = auto.get("threshold")
+        if status == "skipped":
+            self._auto_budget = True
+        elif isinstance(threshold, int | float):
+            number = float(score) if isinstance(score, int | float) else 0.0
+            runs[repeat] = Outcome(status, number, float(threshold))
+
+    def _auto_summary(self) -> AutoRepeatSummary | None:
+        rule = self._auto_rule
+        if rule is None:
+            return None
+        cases = []
+        for (target, eval_id), runs in self._auto.items():
+            found = verdict(runs.values(), rule)
+            state, why = found.state, found.why()
+            if state == "unsettled":  # the rounds ended before it settled: why
+                budget = self._auto_budget
+                state = "budget" if budget else "stopped"
+                why += "; the budget stopped the run" if budget else "; the run ended first"
+            cases.append(
+                AutoCase(
+                    target=target,
+                    eval_id=eval_id,
+                    runs=found.runs,
+                    state=state,
+                    why=why,
+                    passed=found.passed,
+                    failed=found.failed,
+                    uncertain=found.uncertain,
+                    p_value=found.p_value,
+                )
+            )
+        cases.sort(key=lambda c: (c.target, natural_key(c.eval_id)))
+        return AutoRepeatSummary(rule, tuple(cases))
 
     def _variables(self, variables: Mapping[str, Any], status: str, score: Any) -> None:
         """Count a run under each of its variables' values."""
@@ -568,7 +721,7 @@ class SummaryCollector:
         for (name, value), (counts, total) in sorted(
             self._vars.items(), key=lambda kv: order[kv[0][0]]
         ):
-            graded = counts["ok"] + counts["failed"]
+            graded = counts["ok"] + counts["failed"] + counts["uncertain"]
             out.append(
                 VarGroup(
                     variable=name,
@@ -581,6 +734,7 @@ class SummaryCollector:
                     user_errors=counts["user_error"],
                     skipped=counts["skipped"],
                     mean=total[0] / graded if graded else None,
+                    uncertain=counts["uncertain"],
                 )
             )
         return tuple(out)
@@ -741,6 +895,9 @@ class SummaryCollector:
         if seen is None:
             seen = self._evaluators[name] = _EvaluatorFigures(str(entry.get("type") or "?"))
         seen.runs += 1
+        if "samples" in entry:
+            seen.sampled += 1
+            seen.uncertain += entry.get("uncertain") is True
         score = entry.get("score")
         if isinstance(score, int | float):
             seen.total += score if 0.0 <= score <= 1.0 else min(1.0, max(0.0, float(score)))
@@ -842,6 +999,10 @@ class SummaryCollector:
             cases=len(seen),
             ok=st["ok"],
             failed=st["failed"],
+            uncertain=st["uncertain"],
+            uncertain_passed=sum(1 for _, status, _ in self._uncertain if status == "ok"),
+            uncertain_failed=sum(1 for _, status, _ in self._uncertain if status == "failed"),
+            uncertain_details=self._uncertain_details(seen),
             errors=st["error"],
             invalid=st["invalid"],
             user_errors=st["user_error"],
@@ -865,6 +1026,8 @@ class SummaryCollector:
             targets=tuple(self._target_summary(t) for t in self._by_target),
             repeats=repeats,
             case_stats=self._case_stats() if repeats > 1 else (),
+            case_noise=self._case_noise() if repeats > 1 else (),
+            auto_repeat=self._auto_summary(),
             case_table=self._case_table(seen),
             turns=self._turn_stats(),
             cost=self._cost_summary(),
@@ -890,11 +1053,45 @@ class SummaryCollector:
                     user_errors=counts["user_error"],
                     skipped=counts["skipped"],
                     seconds=self._dataset_seconds[name],
+                    uncertain=counts["uncertain"],
                 )
                 for name, counts in self._datasets.items()
             ),
             vars=self._var_groups(),
         )
+
+    def _uncertain_details(self, seen: Mapping[str, int]) -> tuple[tuple[str, str, str], ...]:
+        ids = self._ids
+        found = [
+            (self._run_label(row, seen[ids[row]]), status, judges)
+            for row, status, judges in self._uncertain
+        ]
+        return tuple(sorted(found, key=lambda item: natural_key(item[0])))
+
+    def _case_noise(self, target: str | None = None) -> tuple[tuple[str, str, float, float], ...]:
+        """``(target, case, judge variance, target variance)`` of every case with two graded
+        runs or more and a judge variance (``NoiseSplit``), targets in order, cases in
+        natural order."""
+        out = []
+        for name, case, run in self._each_run(target):
+            noise = self._judge_noise.get(name, {}).get(case)
+            n = int(run[0])
+            if noise is None or n < 2:
+                continue
+            mean = run[2] / n
+            observed = max(0.0, run[3] - n * mean * mean) / (n - 1)
+            judge = noise[0] / noise[1]
+            out.append((name, case, judge, max(0.0, observed - judge)))
+        return tuple(sorted(out, key=lambda row: (row[0], natural_key(row[1]))))
+
+    def _noise(self, target: str) -> NoiseSplit | None:
+        cases = self._case_noise(target)
+        if not cases:
+            return None
+        judge = math.fsum(row[2] for row in cases) / len(cases)
+        own = math.fsum(row[3] for row in cases) / len(cases)
+        decided = [row[1] for row in cases if row[2] > row[3]]
+        return NoiseSplit(len(cases), own, judge, tuple(decided))
 
     def _turn_stats(self) -> TurnStats | None:
         conversations, turns, graded, passed, stopped, calls = self._turns
@@ -968,7 +1165,7 @@ class SummaryCollector:
         graded_cases = len(means)
         st = self._by_target[target]
         total = sum(st.values())
-        graded = st["ok"] + st["failed"]
+        graded = st["ok"] + st["failed"] + st["uncertain"]
         fewest = int(min((n for n, _ in pairs), default=0))
         pass_at = [0.0] * fewest
         pass_all = [0.0] * fewest
@@ -1012,6 +1209,8 @@ class SummaryCollector:
             cost_per_run=cost[3] / cost[2] if cost and cost[2] else None,
             skipped=st["skipped"],
             user_errors=st["user_error"],
+            uncertain=st["uncertain"],
+            noise=self._noise(target) if self._judge_noise.get(target) else None,
             pass_at=tuple(v / graded_cases for v in pass_at),
             pass_all=tuple(v / graded_cases for v in pass_all),
             flaky=tuple(sorted(flaky, key=natural_key)),
@@ -1043,7 +1242,7 @@ class _EvaluatorFigures:
     """What the summary counts of one evaluator (by name) as entries come."""
 
     __slots__ = ("failed", "judged", "passed", "plain", "required", "runs", "thresholds")
-    __slots__ += ("total", "type", "weights")
+    __slots__ += ("sampled", "total", "type", "uncertain", "weights")
 
     def __init__(self, kind: str) -> None:
         self.type = kind
@@ -1056,6 +1255,8 @@ class _EvaluatorFigures:
         self.passed = 0
         self.judged = 0
         self.failed = 0  # runs it failed as a required evaluator
+        self.sampled = 0  # entries with samples
+        self.uncertain = 0  # of those, the ones whose samples disagreed
 
     def settings(self, entry: dict[str, Any]) -> None:
         weight = entry.get("weight", 1.0)
@@ -1082,6 +1283,8 @@ class _EvaluatorFigures:
             passed=self.passed,
             judged=self.judged,
             failed_cases=self.failed,
+            sampled=self.sampled,
+            uncertain=self.uncertain,
         )
 
 
@@ -1145,6 +1348,38 @@ def _usd(value: Any) -> float | None:
     return float(value)
 
 
+def judge_variance(record: Mapping[str, Any]) -> float | None:
+    """The variance a run's score owes to its judges' sampling (``NoiseSplit``): over its
+    judges asked more than once, ``(w / W)**2 * s**2 / k`` summed (weight ``w`` of all its
+    evaluators' ``W``, the samples' variance ``s**2`` over their number ``k``). None when
+    no judge of the run was sampled, or one was asked only once (its noise is unknown)."""
+    entries = record.get("evaluator_results")
+    if entries is None:
+        raw = record.get("evaluator_raw_request")
+        entries = [raw] if isinstance(raw, dict) else []
+    if not isinstance(entries, list):
+        return None
+    weights = 0.0
+    found: list[tuple[float, float, int]] = []  # (weight, variance, samples)
+    for entry in entries:
+        if not isinstance(entry, dict):
+            continue
+        weight = entry.get("weight", 1.0)
+        weight = float(weight) if isinstance(weight, int | float) else 1.0
+        weights += weight
+        samples = entry.get("samples")
+        if not isinstance(samples, list):
+            continue
+        spread = entry.get("spread")
+        sd = spread.get("std_dev") if isinstance(spread, dict) and len(samples) > 1 else None
+        if not isinstance(sd, int | float) or not math.isfinite(sd):
+            return None
+        found.append((weight, float(sd) ** 2, len(samples)))
+    if not found or weights <= 0:
+        return None
+    return math.fsum((w / weights) ** 2 * v / k for w, v, k in found)
+
+
 def cost_dict(cost: CostSummary | None) -> dict[str, Any] | None:
     """The summary's ``cost`` as JSON (``--summary-json``)."""
     if cost is None:
@@ -1184,12 +1419,21 @@ def _seconds(value: float | None) -> float | None:
 def summary_dict(summary: Summary) -> dict[str, Any]:
     """The summary as JSON-ready data (``--summary-json``; docs/results.md documents it)."""
     time = summary.time
+    noise = {
+        (target, case): {
+            "target_variance": own,
+            "judge_variance": judge,
+            "judge_share": judge / (judge + own) if judge + own > 0 else None,
+        }
+        for target, case, judge, own in summary.case_noise
+    }
     data: dict[str, Any] = {
         "total": summary.total,
         "graded": summary.graded,
         "eval_cases": summary.cases,
         "ok": summary.ok,
         "failed": summary.failed,
+        "uncertain": summary.uncertain,
         "errors": summary.errors,
         "invalid": summary.invalid,
         "user_errors": summary.user_errors,
@@ -1211,6 +1455,14 @@ def summary_dict(summary: Summary) -> dict[str, Any]:
             {"eval_id": eid, "status": status, "error": message}
             for eid, status, message in summary.error_details
         ],
+        "uncertain_resolved": {
+            "pass": summary.uncertain_passed,
+            "fail": summary.uncertain_failed,
+        },
+        "uncertain_runs": [
+            {"run": run, "status": status, "judges": judges}
+            for run, status, judges in summary.uncertain_details
+        ],
         "targets": [
             {
                 "target": t.name,
@@ -1223,6 +1475,7 @@ def summary_dict(summary: Summary) -> dict[str, Any]:
                 "graded": t.graded,
                 "ok": t.ok,
                 "failed": t.failed,
+                "uncertain": t.uncertain,
                 "errors": t.errors,
                 "invalid": t.invalid,
                 "user_errors": t.user_errors,
@@ -1233,6 +1486,7 @@ def summary_dict(summary: Summary) -> dict[str, Any]:
                 "pass_at_k": {str(k): v for k, v in enumerate(t.pass_at, 1)},
                 "pass_all_k": {str(k): v for k, v in enumerate(t.pass_all, 1)},
                 "flaky": list(t.flaky),
+                "noise": _noise_dict(t.noise),
             }
             for t in summary.targets
         ],
@@ -1275,6 +1529,7 @@ def summary_dict(summary: Summary) -> dict[str, Any]:
                 "runs": d.runs,
                 "ok": d.ok,
                 "failed": d.failed,
+                "uncertain": d.uncertain,
                 "errors": d.errors,
                 "invalid": d.invalid,
                 "user_errors": d.user_errors,
@@ -1291,6 +1546,7 @@ def summary_dict(summary: Summary) -> dict[str, Any]:
                 "graded": g.graded,
                 "ok": g.ok,
                 "failed": g.failed,
+                "uncertain": g.uncertain,
                 "errors": g.errors,
                 "invalid": g.invalid,
                 "user_errors": g.user_errors,
@@ -1312,6 +1568,8 @@ def summary_dict(summary: Summary) -> dict[str, Any]:
                 "passed": e.passed if e.judged else None,
                 "judged": e.judged,
                 "failed_cases": e.failed_cases,
+                "sampled": e.sampled,
+                "uncertain": e.uncertain,
                 "weighted": e.weighted,
             }
             for e in summary.evaluators
@@ -1329,8 +1587,47 @@ def summary_dict(summary: Summary) -> dict[str, Any]:
                 "pass_at_k": {str(k): v for k, v in enumerate(cs.pass_at, 1)},
                 "pass_all_k": {str(k): v for k, v in enumerate(cs.pass_all, 1)},
                 "flaky": cs.flaky,
+                "noise": noise.get((target, case)),
             }
             for target, case, cs in summary.case_stats
         ],
     }
+    if summary.auto_repeat is not None:
+        data["auto_repeat"] = _auto_dict(summary.auto_repeat)
     return data
+
+
+def _auto_dict(auto: AutoRepeatSummary) -> dict[str, Any]:
+    states = ("settled", "max", "budget", "stopped", "no_verdict")
+    return {
+        "rule": auto.rule.to_dict(),
+        "runs": auto.runs,
+        "cases": {state: auto.count(state) for state in states},
+        "settled_first": auto.count("settled", runs=1),
+        "by_case": [
+            {
+                "target": c.target,
+                "eval_id": c.eval_id,
+                "runs": c.runs,
+                "state": c.state,
+                "why": c.why,
+                "passed": c.passed,
+                "failed": c.failed,
+                "uncertain": c.uncertain,
+                "p_value": c.p_value,
+            }
+            for c in auto.cases
+        ],
+    }
+
+
+def _noise_dict(noise: NoiseSplit | None) -> dict[str, Any] | None:
+    if noise is None:
+        return None
+    return {
+        "cases": noise.cases,
+        "target_variance": noise.target_variance,
+        "judge_variance": noise.judge_variance,
+        "judge_share": noise.judge_share,
+        "judge_decided": list(noise.judge_decided),
+    }

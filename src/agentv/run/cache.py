@@ -64,6 +64,10 @@ def cache_key(provider: Provider, request: ProviderRequest) -> str:
     if request.repeat:
         # each run of a repeated case is its own answer; the first keeps the plain key
         payload["repeat"] = request.repeat
+    if request.sample:
+        # each sample of a judge is its own answer (a rerun reproduces every one); the
+        # first keeps the plain key
+        payload["sample"] = request.sample
     if request.tools:  # what the model may call is part of what it was asked
         payload["tools"] = list(request.tools)
     if request.temperature is not None:  # a request's own sampling (a simulated user's)

@@ -48,8 +48,9 @@ from agentv.results.outcome import (
     grading_fields,
     live_record,
     required_fields,
+    uncertain_fields,
 )
-from agentv.results.record import SKIPPED, USER_ERROR
+from agentv.results.record import SKIPPED, UNCERTAIN, USER_ERROR
 from agentv.run.costs import CASE_COST, case_cost
 from agentv.run.resume import plan_digest, turn_text
 from agentv.run.sending import Sender, describe
@@ -282,6 +283,7 @@ _GRADE_KEYS = (
     "evaluator_results",
     "evaluator_raw_request",
     "failed_required",
+    "uncertain",
     "error",
 )
 
@@ -327,7 +329,7 @@ def _kept_grade(record: dict[str, Any]) -> dict[str, Any] | None:
     """A recorded turn's grade, when it has one that reads as a grade (else the turn is
     graded again)."""
     score = record.get("score")
-    if record.get("status") not in ("ok", "failed", "error") or _amount(score) is None:
+    if record.get("status") not in ("ok", "failed", UNCERTAIN, "error") or _amount(score) is None:
         return None
     texts = [*record.get("hits", ()), *record.get("misses", ())]
     if not all(isinstance(t, str) for t in texts) or (score or 0) > 1:
@@ -736,12 +738,20 @@ def live_result(
     errors = [f"turn {t['turn']}: {t['error']}" for t in turns if t.get("error")]
     if run.check_error is not None:
         errors.append(run.check_error)
+    # judges whose samples disagreed where a turn's or the conversation's verdict hangs on
+    # them: the conversation is uncertain when it would otherwise have passed
+    unsure = [f"turn {t['turn']}: {name}" for t in turns for name in t.get("uncertain", ())]
+    unsure_status = [t["status"] for t in turns if t.get("uncertain")]
     reasoning = None
     if run.grade is not None:
         names, gate_misses = required_fields(run.grade, threshold)
         gates += names
         hits += run.grade.hits
-        misses += [*run.grade.misses, *gate_misses]
+        own, own_misses = uncertain_fields(run.grade, threshold)
+        unsure += own
+        if own:
+            unsure_status.append(grade_status(run.grade, threshold))
+        misses += [*run.grade.misses, *gate_misses, *own_misses]
         reasoning = run.grade.reasoning
         if (text := evaluator_error_text(run.grade)) is not None:
             errors.append(text)
@@ -756,6 +766,10 @@ def live_result(
         status = "error"
     elif run.stopped is not None or score is None or score < threshold or gates:
         status = "failed"  # a conversation stopped by a failed turn did not get through
+    elif UNCERTAIN in unsure_status:
+        status = UNCERTAIN  # it passed, but only if its uncertain judges went its way
+    elif "failed" in unsure_status:
+        status = "failed"  # their on_uncertain: fail
     else:
         status = "ok"
     responses = run.responses
@@ -770,6 +784,7 @@ def live_result(
         aggregation=case.aggregation,
         grading=grading_fields(run.grade, threshold) if run.grade is not None else {},
         failed_required=gates,
+        uncertain=unsure if status in (UNCERTAIN, "ok", "failed") and unsure else None,
         reasoning=reasoning,
         expected_aspect_count=run.kept_aspects
         + sum(
@@ -885,15 +900,18 @@ def turn_record(outcome: TurnOutcome, threshold: float) -> dict[str, Any]:
         rec["finish_reason"] = outcome.rounds[-1].response.finish_reason
     if outcome.grade is not None:
         gates, gate_misses = required_fields(outcome.grade, threshold)
+        unsure, unsure_misses = uncertain_fields(outcome.grade, threshold)
         rec["status"] = outcome.status
         rec["score"] = outcome.grade.score
         rec["hits"] = outcome.grade.hits
-        rec["misses"] = [*outcome.grade.misses, *gate_misses]
+        rec["misses"] = [*outcome.grade.misses, *gate_misses, *unsure_misses]
         if outcome.grade.reasoning:
             rec["reasoning"] = outcome.grade.reasoning
         rec.update(grading_fields(outcome.grade, threshold))
         if gates:
             rec["failed_required"] = gates
+        if unsure and outcome.status != "error":
+            rec["uncertain"] = unsure
         error = evaluator_error_text(outcome.grade)
         if error is not None:
             rec["error"] = error

@@ -10,7 +10,9 @@ each is taken to be ``answer_tokens`` long (at most its target's ``max_output_to
 stated in the estimate. A judge's request is
 its own prompt built around an answer of that length, its verdict ``JUDGE_VERDICT_TOKENS``
 long. A live conversation's turn carries the conversation so far (the earlier answers at
-the stated length); the extra requests of tool loops are not counted. A simulated user's
+the stated length); the extra requests of tool loops are not counted. A judge asked several
+times (``samples``, ``--judge-samples``) is counted once per sample, adaptive samples at
+their ``max``. A simulated user's
 conversation is taken at its longest (``max_turns``), each user message
 ``USER_MESSAGE_TOKENS`` long, and the simulator's requests are counted on its own target. Prices are the run's
 (``agentv.providers.pricing``).
@@ -30,6 +32,7 @@ from agentv.evalfile.files import FileStore
 from agentv.evalfile.loader import LoadContext, iter_cases, load_eval_file
 from agentv.evaluators.grading import DEFAULT_JUDGE, needs_judge
 from agentv.evaluators.llm_judge import LlmJudgeSpec, judge_prompts
+from agentv.evaluators.samples import SampleRule
 from agentv.messages import GuidelineFile, Message, TextSegment
 from agentv.prompts.builder import (
     Memo,
@@ -152,10 +155,17 @@ class Estimate(DiagnosticsView):
 
 
 class _Estimator:
-    def __init__(self, pool: TargetPool, answer_tokens: int, result: Estimate) -> None:
+    def __init__(
+        self,
+        pool: TargetPool,
+        answer_tokens: int,
+        result: Estimate,
+        judge_samples: SampleRule | None = None,
+    ) -> None:
         self.pool = pool
         self.answer = answer_tokens
         self.result = result
+        self.judge_samples = judge_samples
         self.pricer = Pricer()
         self._lines: dict[tuple[str, str, str | None], Line] = {}
 
@@ -295,13 +305,19 @@ class _Estimator:
     def _judge(
         self, job: CaseJob, prompt: Any, judge: Provider, config: EvaluatorConfig, answer: int
     ) -> None:
-        """A judge's request about an answer ``answer`` tokens long, on its line."""
-        model = config.spec.model if isinstance(config.spec, LlmJudgeSpec) else None
+        """A judge's request about an answer ``answer`` tokens long, on its line: once per
+        sample it may be asked for (``samples``, else the run's ``judge_samples``; adaptive
+        ones at their ``max``)."""
+        spec = config.spec if isinstance(config.spec, LlmJudgeSpec) else None
+        model = spec.model if spec is not None else None
+        rule = (spec.samples if spec is not None else None) or self.judge_samples
         ctx = grading_context(job, job.case, prompt, "word " * answer, judge)
         system, user = judge_prompts(ctx, config)
         tokens = (len(system) + len(user)) // 4 + 1
         verdict = capped(judge, JUDGE_VERDICT_TOKENS)
-        self.add(self.line(judge, "judge", model), judge, model, tokens, verdict)
+        line = self.line(judge, "judge", model)
+        for _ in range(rule.max if rule is not None else 1):  # every sample, at most
+            self.add(line, judge, model, tokens, verdict)
 
 
 def capped(provider: Provider, tokens: int) -> int:
@@ -364,6 +380,7 @@ def estimate_run(
     answer_tokens: int = DEFAULT_ANSWER_TOKENS,
     allow_outside_root: bool = False,
     pool: TargetPool | None = None,
+    judge_samples: SampleRule | None = None,
 ) -> Estimate:
     """The estimate of running ``files`` as ``agentv eval`` would (``targets``: its
     ``--target`` names; empty: each case's own; ``pool``: the targets, Python ones
@@ -374,7 +391,7 @@ def estimate_run(
     if pool is None:
         pool = TargetPool(cwd=cwd, targets_path=targets_path, preview=True)
     context = LoadContext(store=FileStore(cwd=cwd), allow_outside_root=allow_outside_root)
-    work = _Estimator(pool, answer_tokens, result)
+    work = _Estimator(pool, answer_tokens, result, judge_samples)
     failed: set[tuple[Path, str]] = set()
     try:
         for path in files:

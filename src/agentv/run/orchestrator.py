@@ -19,7 +19,7 @@ written (and flushed) the moment its case ends, then forgotten. With an ``execut
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 from agentv.errors import ProviderError
@@ -119,9 +119,12 @@ class Orchestrator:
         limit = target_workers(self.settings, own) if own is not None else DEFAULT_WORKERS
         return judge, limit
 
-    async def run(self, lanes: list[Lane]) -> RunStats:
-        """Run every lane's jobs (each pulled one at a time from its lane). Returns when
-        every job has a result (or raises CancelledError)."""
+    async def run(
+        self, lanes: list[Lane], more: Callable[[], list[Lane] | None] | None = None
+    ) -> RunStats:
+        """Run every lane's jobs (each pulled one at a time from its lane); then, while
+        ``more`` gives lanes (``--repeat auto``'s rounds), theirs. Returns when every job
+        has a result (or raises CancelledError)."""
         targets = [lane.target for lane in lanes if lane.target is not None]
         # every target and judge is built by now: their secrets are known
         self.masker = Masker(self.pool.run_secrets())
@@ -133,6 +136,13 @@ class Orchestrator:
             self.sender.watch(t)
         for t in targets:
             await t.provider.healthcheck()  # a ProviderError here stops the run, by design
+        await self._run_lanes(lanes)
+        while more is not None and (lanes := more() or []):
+            await self._run_lanes(lanes)
+        return self.stats
+
+    async def _run_lanes(self, lanes: list[Lane]) -> None:
+        """Every job of ``lanes``, each target's with its own workers."""
         for lane in lanes:
             if lane.target is None:  # cases that cannot run: their results, at once
                 for job in lane.jobs():
@@ -163,7 +173,6 @@ class Orchestrator:
                 w.cancel()
             if executor is not None:
                 await executor.stop()
-        return self.stats
 
     async def _worker(self, queue: Iterator[CaseJob | InvalidJob]) -> None:
         for job in queue:
@@ -219,6 +228,8 @@ class Orchestrator:
             record, _ = await self.pipeline.run(
                 job, response, on_start=lambda: self.progress.case_started(key, label)
             )
+        if job.auto is not None:  # a run of --repeat auto says why it was made
+            record["auto_repeat"] = job.auto
         self._finish(key, label, record)
 
     def _finish(self, key: str, label: str, record: dict[str, Any]) -> None:
@@ -228,7 +239,9 @@ class Orchestrator:
         self.stats.finished += 1
         self.stats.statuses[record["status"]] += 1
         status = record["status"]
-        misses = record.get("misses") if status == "failed" else None
+        misses = record.get("misses") if status in ("failed", "uncertain") else None
+        if isinstance(misses, list) and status == "uncertain":
+            misses = misses[::-1]  # the line that says which judge disagreed comes last
         self.progress.case_finished(
             key,
             label,

@@ -9,9 +9,10 @@ are decided there, and nothing changes the ``Plan`` afterwards (it is frozen).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from agentv.cases import EvalCase, InvalidCase
 from agentv.errors import ConfigError, Diagnostic, InputError
@@ -39,6 +40,9 @@ class CaseJob:
     pass_threshold: float | None = None  # the case's config's, else the run's (None: the run's)
     repeat: int = 0
     user: RunTarget | None = None  # the target playing the case's simulated user
+    #: a run of ``--repeat auto``: its rule, threshold and why it is made (its record's
+    #: ``auto_repeat``; ``agentv.run.repeats``)
+    auto: dict[str, Any] | None = None
     #: a conversation the budget stopped part-way, which ``--resume`` goes on from
     resumed: Unfinished | None = None
 
@@ -66,9 +70,13 @@ class Lane:
     plan: Plan
     target: RunTarget | None  # None: the cases that could not be loaded
     name: str | None
+    #: where the jobs come from instead of the plan's files (``--repeat auto``'s rounds)
+    source: Callable[[], Iterator[CaseJob | InvalidJob]] | None = None
 
     def jobs(self) -> Iterator[CaseJob | InvalidJob]:
         """This lane's jobs, one at a time (large files' cases come from their spool)."""
+        if self.source is not None:
+            return self.source()
         return self.plan._lane_jobs(self)
 
 
@@ -123,6 +131,9 @@ class Plan:
     resume: ResultsState | None = None
     retry_errors: bool = False
     rerun: Mapping[CaseKey, frozenset[int]] | None = None
+    #: resuming ``--repeat auto``: the runs after a case's first that the file has no
+    #: record of (or a ``skipped`` one) are ``agentv.run.repeats``' to decide, not the plan's
+    auto_resume: bool = False
     planned: int = 0  # runs the files hold (every case, target and repeat)
     total: int = 0  # runs the run sends: ``planned`` less what resume or rerun leave out
     changed_since: int = 0  # resumed runs whose prompt changed since their record
@@ -345,7 +356,7 @@ class Plan:
                     key = (case.dataset, case.id, name, r)
                     if not filtered or self._wanted(key, case, lane.target):
                         resumed = self._memo.unfinished.get(key)
-                        yield CaseJob(case, lane.target, threshold, r, user, resumed)
+                        yield CaseJob(case, lane.target, threshold, r, user, resumed=resumed)
 
     def _load_failures(self, loaded: LoadedEvalFile) -> Iterator[InvalidJob]:
         """The cases of ``loaded`` that could not be loaded: a result for each run they were
@@ -395,6 +406,9 @@ class Plan:
         decided = memo.decided.get(key)
         if decided is None:
             previous = self.resume.runs.get(key)
+            if self.auto_resume and key[3] and (previous is None or previous.status == "skipped"):
+                memo.decided[key] = False  # whether it runs is the repeats' rule's
+                return False
             # a run the budget left unsent (``skipped``) has not run yet
             decided = previous is None or previous.status == "skipped"
             if previous is not None and self.retry_errors and previous.status in RETRIED:
@@ -486,6 +500,7 @@ def plan_run(
     resume: ResultsState | None = None,
     retry_errors: bool = False,
     rerun: Mapping[CaseKey, set[int] | frozenset[int]] | None = None,
+    auto_resume: bool = False,
 ) -> Plan:
     """Load and check every eval file and build every target and judge: the whole plan.
 
@@ -506,6 +521,8 @@ def plan_run(
             the same prompt, are left out.
         retry_errors: With ``resume``: run again the runs whose latest record is an error.
         rerun: Only these runs (by case and target, their repeats), ``--rerun-*``.
+        auto_resume: With ``resume``, of a ``--repeat auto`` run: a case's runs after its
+            first that the file has no record of are left to the repeats' rule.
 
     Returns:
         The finished plan (its ``total`` counts the runs it sends).
@@ -544,6 +561,7 @@ def plan_run(
         resume=resume,
         retry_errors=retry_errors,
         rerun=None if rerun is None else {k: frozenset(v) for k, v in rerun.items()},
+        auto_resume=auto_resume,
     )
     planned = sum(plan._count(loaded) for loaded in plan.files)
     plan.check_targets()  # every target and judge now: nothing is spent on a broken one

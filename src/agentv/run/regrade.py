@@ -41,6 +41,7 @@ from agentv.evalfile.loader import LoadContext, iter_cases, load_eval_file
 from agentv.evaluators.grading import needs_judge
 from agentv.prompts.builder import Prompt, PromptSettings, build_prompt
 from agentv.providers.base import ProviderResponse, Usage
+from agentv.results.flips import FlipTally, run_verdicts
 from agentv.results.outcome import result_record, store_large_once
 from agentv.results.reader import ResultsReader, read_results
 from agentv.results.record import (
@@ -69,6 +70,8 @@ class Regraded:
     results file's order."""
 
     regraded: int = 0
+    #: each evaluator's verdicts that the regrade flipped (``agentv.results.flips``)
+    flips: FlipTally = field(default_factory=FlipTally)
     prompt_changed: list[tuple[str, str]] = field(default_factory=list)  # (eval id, target)
     not_regraded: list[tuple[str, str, str]] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)
@@ -101,13 +104,16 @@ async def regrade_file(
     context: LoadContext | None = None,
     progress: Any = None,
     config_thresholds: bool = True,
+    origin: str | None = None,
 ) -> Regraded:
     """Regrade the latest records of the results file ``source`` with the cases of
     ``eval_files`` (default: the files the records name, those inside the repository
     root unless the context allows others) and the targets of ``pool``; each new record
     goes to ``emit`` in the file's order. The file is read twice, a record at a time:
     memory holds the records in flight, not the file. ``InputError`` when it holds no
-    result."""
+    result. ``origin``: what each regraded record names as the file whose answer it grades
+    (``regraded_from``). Each regraded run's verdicts are weighed against its record's
+    at the threshold it was graded at (``Regraded.flips``)."""
     context = context or LoadContext(store=FileStore(cwd=cwd))
     done = Regraded()
     reader = read_results(source)
@@ -148,7 +154,17 @@ async def regrade_file(
 
     async def one(job: CaseJob, prompt: Prompt, result: EvalResult) -> dict[str, Any]:
         async with limit:
-            return await _regrade(sender, job, prompt, result)
+            record = await _regrade(sender, job, prompt, result)
+        if origin is not None:
+            record["regraded_from"] = origin
+        threshold = job.pass_threshold
+        if threshold is None:
+            threshold = settings.pass_threshold
+        before = run_verdicts(result, threshold)
+        if before:
+            after = run_verdicts(EvalResult.from_record(record), threshold)
+            done.flips.add(result.run_key, before, after)
+        return record
 
     keep = set(last.values())
     last.clear()

@@ -39,8 +39,9 @@ from agentv.trajectory import ToolStep, read_transcript
 if TYPE_CHECKING:
     from agentv.cases import EvalCase, Turn
 
-#: what --rerun-failed and --rerun-errors pick
-RERUN_FAILED = frozenset({"failed", "error", "invalid", "user_error"})
+#: what --rerun-failed and --rerun-errors pick (an uncertain run did not pass: run again,
+#: its judge gets another say)
+RERUN_FAILED = frozenset({"failed", "uncertain", "error", "invalid", "user_error"})
 RERUN_ERRORS = frozenset({"error", "invalid", "user_error"})
 #: what --resume --retry-errors runs again
 RETRIED = RERUN_ERRORS
@@ -71,6 +72,9 @@ class Previous:
     question: str | None
     messages: Any  # raw_request.chat_prompt, as written
     plan_digest: str | None = None  # a live conversation's (``plan_digest``)
+    score: float | None = None
+    #: a run of ``--repeat auto``: its rule, threshold and reason (``agentv.run.repeats``)
+    auto: dict[str, Any] | None = None
     unfinished: Unfinished | None = None  # a conversation the budget stopped part-way
 
 
@@ -221,6 +225,8 @@ def read_state(path: Path, *, repair: bool) -> ResultsState:
             question=raw.get("question"),
             messages=raw.get("chat_prompt"),
             plan_digest=digest if isinstance(digest, str) else None,
+            score=result.score,
+            auto=result.auto_repeat,
             unfinished=unfinished_of(result, f"{path}:{line}"),
         )
     state.diagnostics = [*reader.diagnostics, *reader.notes]

@@ -40,6 +40,7 @@ from agentv.system.masking import Masker
 
 if TYPE_CHECKING:
     from agentv.cases import EvalCase, EvaluatorConfig
+    from agentv.evaluators.samples import SampleRule
     from agentv.prompts.builder import Prompt
     from agentv.run.plan import CaseJob
     from agentv.run.resume import Replay
@@ -73,6 +74,11 @@ class RunSettings:
     replay_user: Mapping[tuple[str, str, int], Replay] | None = None
     #: US dollars after which no request is sent (``--budget-usd``); None: no limit
     budget_usd: float | None = None
+    #: ``--judge-samples``: how many times each judge that says nothing of its own is asked
+    #: about one answer (None: once); ``--on-uncertain``: what a judge's disagreeing
+    #: samples make of a case (None: its own status, ``uncertain``)
+    judge_samples: SampleRule | None = None
+    on_uncertain: str | None = None
 
 
 @dataclass
@@ -169,6 +175,7 @@ def grading_context(
     cost_usd: float | None = None,
     trajectory: Trajectory | None = None,
     trajectory_error: str | None = None,
+    settings: RunSettings | None = None,
 ) -> EvaluationContext:
     """What the evaluators see of ``answer``, the answer of ``job``'s target to ``prompt``.
 
@@ -187,10 +194,14 @@ def grading_context(
         cost_usd: What the answer cost (None: unknown).
         trajectory: The tools the target called, in order (None: it could not say).
         trajectory_error: Why the target could not say which tools it called.
+        settings: The run's settings: its pass threshold (unless the case's config sets
+            one), judge samples and ``on_uncertain`` (default: a run's defaults).
 
     Returns:
         The context the evaluators grade.
     """
+    settings = settings if settings is not None else RunSettings()
+    threshold = job.pass_threshold
     return EvaluationContext(
         case=case,
         prompt=prompt,
@@ -203,6 +214,9 @@ def grading_context(
         cost_usd=cost_usd,
         trajectory=trajectory,
         trajectory_error=trajectory_error,
+        pass_threshold=threshold if threshold is not None else settings.pass_threshold,
+        judge_samples=settings.judge_samples,
+        on_uncertain=settings.on_uncertain,
     )
 
 
@@ -399,5 +413,6 @@ class Sender:
             cost_usd=cost_usd,
             trajectory=trajectory,
             trajectory_error=trajectory_error,
+            settings=self.settings,
         )
         return await grade_case(ctx, evaluators)

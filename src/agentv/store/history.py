@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import orjson
 
+from agentv.results.record import GRADED
 from agentv.store.db import read
 
 _CURRENT = "JOIN runs u ON u.id = r.run_id AND u.generation = r.generation"
@@ -72,7 +73,7 @@ def case_history(db: sqlite3.Connection, case_key: str) -> CaseHistory:
     runs = [CaseRun(*row) for row in rows]
     verdicts: dict[str | None, set[str]] = {}
     for run in runs:
-        if run.status in ("ok", "failed") and run.prompt is not None:
+        if run.status in GRADED and run.prompt is not None:
             verdicts.setdefault(run.prompt, set()).add(run.status)
     flaky = any(len(found) > 1 for found in verdicts.values())
     return CaseHistory(orjson.loads(case_key), runs, flaky)
@@ -102,7 +103,8 @@ def flaky_cases(db: sqlite3.Connection, *, run_id: int | None = None) -> list[Fl
     with read(db):
         rows = db.execute(
             "SELECT r.case_key, count(*) AS n, sum(r.status = 'ok') AS passes "
-            f"FROM records r {_CURRENT} WHERE r.latest = 1 AND r.status IN ('ok', 'failed') "
+            f"FROM records r {_CURRENT} WHERE r.latest = 1 "
+            "AND r.status IN ('ok', 'failed', 'uncertain') "
             f"AND r.prompt IS NOT NULL {restrict} GROUP BY r.case_key, r.prompt "
             "HAVING passes > 0 AND passes < n ORDER BY n DESC, r.case_key",
             args,

@@ -27,8 +27,9 @@ from typing import Any
 
 import orjson
 
+from agentv.results.flips import evaluator_verdicts
 from agentv.results.reader import read_results
-from agentv.results.record import DEFAULT_PASS_THRESHOLD, GRADED, EvalResult, RunKey
+from agentv.results.record import GRADED, EvalResult, RunKey
 from agentv.results.report.build import page_summary
 from agentv.results.summary import Summary, SummaryCollector
 from agentv.store.db import write
@@ -69,33 +70,10 @@ class Indexed:
 
 
 def verdicts(result: EvalResult, pass_threshold: float | None) -> list[tuple[Any, ...]]:
-    """(name, type, score, threshold, passed) of each evaluator that graded a record: its
-    own ``passed`` when it says, else its score against its threshold (its own, else the
-    run's pass threshold). A record without an evaluator list was graded by the default
-    judge, whose verdict is the record's."""
-    if result.status not in GRADED:
-        return []
-    default = pass_threshold if pass_threshold is not None else DEFAULT_PASS_THRESHOLD
-    entries = result.evaluator_results
-    if entries is None:
-        if not result.evaluator_raw_request:
-            return []
-        return [("llm_judge", "llm_judge", _score(result.score), default, result.status == "ok")]
-    found = []
-    for entry in entries:
-        if not isinstance(entry, dict) or entry.get("error") is not None:
-            continue
-        score = _score(entry.get("score"))
-        if score is None:
-            continue
-        own = entry.get("threshold")
-        threshold = float(own) if _number(own) else default
-        passed = entry.get("passed")
-        if not isinstance(passed, bool):
-            passed = score >= threshold
-        name = str(entry.get("name") or entry.get("type") or "?")
-        found.append((name, str(entry.get("type") or "?"), score, threshold, passed))
-    return found
+    """(name, type, score, threshold, passed) of each evaluator that graded a record
+    (``agentv.results.flips.evaluator_verdicts``), but a judge whose samples disagreed:
+    it gave no pass or fail to set beside a person's."""
+    return [v for v in evaluator_verdicts(result, pass_threshold) if v[4] is not None]
 
 
 def _number(value: Any) -> bool:

@@ -21,7 +21,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from agentv.errors import ConfigError, Diagnostic, InputError
-from agentv.results.record import utc_timestamp
+from agentv.results.record import RunKey, utc_timestamp
 from agentv.store.db import read, write
 from agentv.store.history import flaky_cases
 
@@ -128,6 +128,28 @@ def reviews_of(db: sqlite3.Connection, run_id: int, case_key: str, repeat: int) 
         (run_id, case_key, repeat),
     ).fetchall()
     return [_review(r) for r in rows]
+
+
+def labels_of(db: sqlite3.Connection, results: Iterable[Path]) -> dict[RunKey, str]:
+    """The people's verdicts of the runs of cases recorded in the results files
+    ``results`` (the latest review of each; a run reviewed in several stored runs of one
+    file: the latest of all), by run (dataset, eval id, target, repeat)."""
+    paths = sorted({str(Path(p).resolve()) for p in results})
+    if not paths:
+        return {}
+    marks = ", ".join("?" * len(paths))
+    with read(db):
+        rows = db.execute(
+            "SELECT h.case_key, h.repeat, h.verdict FROM reviews h JOIN runs u ON "
+            f"u.id = h.run_id WHERE u.results_path IN ({marks}) ORDER BY h.id",
+            paths,
+        ).fetchall()
+    found: dict[RunKey, str] = {}
+    for case_key, repeat, verdict in rows:
+        key = orjson.loads(case_key)
+        if isinstance(key, list) and len(key) == 3:
+            found[(str(key[0]), str(key[1]), str(key[2]), int(repeat))] = verdict
+    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -324,6 +346,7 @@ def _case_of(db: sqlite3.Connection, run_id: int, line: ReviewLine) -> str | Non
 
 #: why a record is in the queue, in the queue's order
 REASONS = {
+    "uncertain": "a judge's samples disagreed about pass or fail",
     "disagree": "a judge and a deterministic check disagree",
     "near": "a judge's score is near its pass threshold",
     "flaky": "the case flips across repeats or runs",
@@ -355,7 +378,8 @@ def _in(names: frozenset[str]) -> str:
 def review_queue(
     db: sqlite3.Connection, *, run_id: int | None = None, limit: int = 200
 ) -> list[QueueItem]:
-    """Unreviewed records in the order they are worth a look: a judge and a deterministic
+    """Unreviewed records in the order they are worth a look: the verdict hangs on a judge
+    whose samples disagreed (``uncertain``: a person can decide); a judge and a deterministic
     check of the answer disagree; a judge's score is within ``NEAR`` of its threshold; the
     case is flaky; the record failed. Newest runs first within each reason; each record
     once, under its first reason."""
@@ -378,6 +402,7 @@ def review_queue(
     )
     flaky = [orjson.dumps(f.case_key).decode() for f in flaky_cases(db, run_id=run_id)]
     conditions = {
+        "uncertain": ("r.status = 'uncertain'", []),
         "disagree": (
             f"EXISTS (SELECT 1 {verdict.format(a='j')} AND j.type IN {_in(JUDGES)} AND EXISTS "
             f"(SELECT 1 {verdict.format(a='d')} AND d.type IN {_in(CHECKS)} "
@@ -390,7 +415,8 @@ def review_queue(
             [],
         ),
         "flaky": (
-            "r.status IN ('ok', 'failed') AND r.case_key IN (SELECT value FROM json_each(?))",
+            "r.status IN ('ok', 'failed', 'uncertain') AND r.case_key IN "
+            "(SELECT value FROM json_each(?))",
             [json.dumps(flaky)],
         ),
         "failed": ("r.status = 'failed'", []),

@@ -83,7 +83,7 @@ class StoredRun:
     """Runs of cases in the results file; this and the figures below are its summary's
     (None: not indexed yet)."""
     graded: int | None = None
-    """Runs graded (``ok`` or ``failed``)."""
+    """Runs graded (``ok``, ``failed`` or ``uncertain``)."""
     ok: int | None = None
     """Runs graded at or above the pass threshold."""
     failed: int | None = None
@@ -110,11 +110,20 @@ class StoredRun:
     """Each command that ran into this run (the first, then ``--resume`` and reruns)."""
 
     @property
+    def uncertain(self) -> int | None:
+        """Runs graded whose verdict hung on a judge's disagreeing samples: the graded
+        runs neither ``ok`` nor ``failed`` (None: not indexed yet)."""
+        if self.graded is None:
+            return None
+        return max(0, self.graded - (self.ok or 0) - (self.failed or 0))
+
+    @property
     def statuses(self) -> dict[str, int]:
         """The runs of cases by status (those with any)."""
         counts = {
             "ok": self.ok,
             "failed": self.failed,
+            "uncertain": self.uncertain,
             "error": self.errors,
             "invalid": self.invalid,
             "user_error": self.user_errors,

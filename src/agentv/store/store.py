@@ -128,6 +128,10 @@ class RunStore:
         """A run of a case's reviews, the latest first."""
         return reviews.reviews_of(self.db, run_id, case_key, repeat)
 
+    def labels(self, results: Iterable[Path]) -> dict[tuple[str, str, str, int], str]:
+        """The people's verdicts of the runs recorded in these results files, by run."""
+        return reviews.labels_of(self.db, results)
+
     def review_counts(self, run_id: int) -> reviews.ReviewCounts:
         """How many of a run's records were reviewed."""
         return reviews.review_counts(self.db, run_id)

@@ -7,7 +7,9 @@
 (function () {
   "use strict";
 
-  var STATUS_ORDER = ["ok", "failed", "error", "invalid", "skipped"];
+  var STATUS_ORDER = ["ok", "failed", "uncertain", "error", "invalid", "skipped"];
+  // shown among the run's figures only when some run has it
+  var RARE_STATUSES = ["uncertain"];
   var LARGE_REF = /<<agentv:large_content ([0-9a-f]{64})>>/g;
   var hasOwn = Object.prototype.hasOwnProperty;
   var collator = new Intl.Collator(undefined, { numeric: true, sensitivity: "base" });
@@ -244,7 +246,12 @@
       function reused(t) { return t && (t.reused_input || t.reused_output) ? fmtInt(t.reused_input) + " / " + fmtInt(t.reused_output) : null; }
       figure("runs", fmtInt(s.total));
       if (s.eval_cases !== s.total) figure("eval cases", fmtInt(s.eval_cases));
-      STATUS_ORDER.forEach(function (name) { figure(name, fmtInt(statuses[name] || 0), "status-" + name); });
+      STATUS_ORDER.forEach(function (name) {
+        if (RARE_STATUSES.indexOf(name) >= 0 && !statuses[name]) return;
+        figure(name, fmtInt(statuses[name] || 0), "status-" + name);
+      });
+      var resolved = s.uncertain_resolved || {};
+      if (resolved.pass || resolved.fail) figure("uncertain verdicts made pass / fail by on_uncertain", fmtInt(resolved.pass || 0) + " / " + fmtInt(resolved.fail || 0), "status-uncertain");
       Object.keys(statuses).forEach(function (name) { if (STATUS_ORDER.indexOf(name) < 0) figure(name, fmtInt(statuses[name])); });
       figure("mean score (graded runs)", fmtScore(s.mean));
       figure("pass rate (graded runs)", fmtPct(s.pass_rate));
@@ -471,7 +478,7 @@
     return box;
   }
 
-  var JUDGE_SHOWN = ["system_prompt", "prompt"];
+  var JUDGE_SHOWN = ["system_prompt", "prompt", "samples", "spread", "votes", "uncertain", "on_uncertain"];
   var REPLY_KEYS = ["reply", "response", "raw_response", "output", "answer"];
   function judgeRequest(request, large) {
     if (!request || typeof request !== "object") return null;
@@ -483,6 +490,25 @@
     });
     var rest = Object.keys(request).filter(function (k) { return JUDGE_SHOWN.indexOf(k) < 0 && REPLY_KEYS.indexOf(k) < 0; });
     if (rest.length) box.appendChild(kv(rest.map(function (k) { return [k, text(request[k])]; })));
+    return box;
+  }
+
+  // a judge asked more than once: how its samples voted, and each sample's verdict
+  function samplesNode(result) {
+    if (!Array.isArray(result.samples) || !result.samples.length) return null;
+    var votes = result.votes && typeof result.votes === "object" ? result.votes : {};
+    var spread = result.spread && typeof result.spread === "object" ? result.spread : {};
+    var head = result.samples.length + " samples, mean " + fmtScore(result.score) + " (" + fmtScore(spread.min) + " to " + fmtScore(spread.max) + ")";
+    if (typeof votes.threshold === "number") head += "; " + fmtInt(votes.pass) + " passed, " + fmtInt(votes.fail) + " failed at " + votes.threshold.toFixed(2);
+    var box = el("div", "samples");
+    box.appendChild(el("p", result.uncertain ? "warn" : null, (result.uncertain ? "Uncertain: the samples disagree. " : "") + head));
+    var rows = el("tbody");
+    result.samples.forEach(function (sample, i) {
+      sample = sample && typeof sample === "object" ? sample : {};
+      rows.appendChild(el("tr", null, el("td", "num", String(i + 1)), el("td", "num", fmtScore(sample.score)),
+        el("td", null, sample.error ? text(sample.error) : text(sample.reasoning || ""))));
+    });
+    box.appendChild(el("table", "sample-table", el("thead", null, el("tr", null, ["sample", "score", "reasoning"].map(function (h) { return el("th", null, h); }))), rows));
     return box;
   }
 
@@ -520,8 +546,9 @@
       box.appendChild(more);
       if (String(result.type || "").indexOf("judge") >= 0) box.appendChild(el("p", "muted", "The judge's reply is its verdict above: score, hits, misses and reasoning."));
     }
+    append(box, samplesNode(result));
     var known = ["name", "type", "score", "hits", "misses", "reasoning", "error", "usage", "latency_ms", "cost_usd", "evaluator_raw_request",
-      "weight", "required", "threshold", "passed"];
+      "weight", "required", "threshold", "passed", "samples", "spread", "votes", "uncertain", "on_uncertain"];
     var rest = Object.keys(result).filter(function (k) { return known.indexOf(k) < 0; });
     if (rest.length) box.appendChild(kv(rest.map(function (k) { return [k, text(result[k])]; })));
     return box;
@@ -531,7 +558,7 @@
   var SHOWN_RECORD = ["conversation_id", "hits", "misses", "reasoning", "expected_aspect_count", "timestamp",
     "raw_request", "evaluator_results", "evaluator_raw_request", "usage", "latency_ms", "eval_file", "line",
     "large_content", "masked_secrets", "error", "line_in_results", "finish_reason", "finish_reason_raw",
-    "token_limit_ignored", "cost", "skip_reason", "trajectory", "trajectory_error", "failed_required"];
+    "token_limit_ignored", "cost", "skip_reason", "trajectory", "trajectory_error", "failed_required", "uncertain"];
 
   // how the answer ended: the API's own word in brackets; an answer cut at the output token
   // limit stands out, since it looks complete
@@ -672,6 +699,9 @@
     if (Array.isArray(d.failed_required) && d.failed_required.length) {
       grade.appendChild(el("p", "warn", "Failed by required evaluator(s), whatever the mean: " + d.failed_required.map(text).join(", ")));
     }
+    if (Array.isArray(d.uncertain) && d.uncertain.length) {
+      grade.appendChild(el("p", "warn", "Uncertain: the verdict hangs on judge(s) whose samples disagreed: " + d.uncertain.map(text).join(", ")));
+    }
     var hits = list(d.hits, "hits"), misses = list(d.misses, "misses");
     if (hits) grade.appendChild(el("div", null, el("b", null, "hits"), hits));
     if (misses) grade.appendChild(el("div", null, el("b", null, "misses"), misses));
@@ -681,6 +711,7 @@
     if (Array.isArray(d.evaluator_results) && d.evaluator_results.length) {
       d.evaluator_results.forEach(function (result) { ev.appendChild(evaluator(result, large)); });
     } else if (d.evaluator_raw_request) {
+      append(ev, samplesNode(d.evaluator_raw_request));
       ev.appendChild(judgeRequest(d.evaluator_raw_request, large));
       ev.appendChild(el("p", "muted", "The judge's reply is the grade above: score, hits, misses and reasoning."));
     } else {
