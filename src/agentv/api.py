@@ -441,6 +441,9 @@ class PreparedRun:
     prompt changed since."""
     retried: int = 0
     """With ``resume`` and ``retry_errors``: runs recorded as errors that run again."""
+    taken_up: int = 0
+    """With ``resume``: conversations the budget stopped part-way that go on from there
+    (their recorded turns are not sent again)."""
     set_aside: int = 0
     """With ``resume``: bytes of a partial last record moved to ``OUT.partial``."""
     file_diagnostics: list[Diagnostic] = field(default_factory=list)
@@ -875,10 +878,15 @@ def _planned(
     dump_prompts = options.get("dump_prompts")
     replay = options.get("replay_user")
     replays = None
+    diagnostics = list(plan.diagnostics)
     if replay is not None:
-        from agentv.run.resume import read_replays
+        from agentv.run.resume import match_replays, read_replays
 
-        replays = read_replays(base / Path(replay))
+        recording = base / Path(replay)
+        replays = read_replays(recording)
+        unmatched = match_replays(recording, replays, plan.simulated())
+        if unmatched is not None:
+            diagnostics.append(unmatched)
     settings = RunSettings(
         workers=options.get("workers"),
         agent_timeout=agent_timeout if agent_timeout and agent_timeout > 0 else None,
@@ -903,7 +911,7 @@ def _planned(
             pending = sum(1 for found in auto.verdicts().values() if found.wants_more)
     return PreparedRun(
         total=plan.total,
-        diagnostics=list(plan.diagnostics),
+        diagnostics=diagnostics,
         out=out,
         output_format=_output_format(out, options.get("output_format"), append=append),
         targets=[(t.label, target_workers(settings, t)) for t in plan.targets()],
@@ -913,6 +921,7 @@ def _planned(
         append=append,
         changed_since=plan.changed_since,
         retried=plan.retried,
+        taken_up=plan.taken_up,
         set_aside=state.set_aside if state is not None else 0,
         file_diagnostics=list(state.diagnostics) if state is not None else [],
         executor=executor,

@@ -27,7 +27,7 @@ from agentv.evalfile.loader import (
 from agentv.evaluators.grading import needs_judge
 from agentv.prompts.builder import PromptSettings, build_prompt
 from agentv.results.record import DEFAULT_PASS_THRESHOLD, CaseKey, RunKey
-from agentv.run.resume import RETRIED, ResultsState, plan_digest, prompt_changed
+from agentv.run.resume import RETRIED, ResultsState, Unfinished, plan_digest, prompt_changed
 from agentv.targets import DEFAULT_TARGET, RunTarget, TargetPool, choose_target
 
 
@@ -43,6 +43,8 @@ class CaseJob:
     #: a run of ``--repeat auto``: its rule, threshold and why it is made (its record's
     #: ``auto_repeat``; ``agentv.run.repeats``)
     auto: dict[str, Any] | None = None
+    #: a conversation the budget stopped part-way, which ``--resume`` goes on from
+    resumed: Unfinished | None = None
 
 
 @dataclass(slots=True)
@@ -84,8 +86,11 @@ class _Memo:
     simulated users' targets, and the decision for each resumed run."""
 
     decided: dict[RunKey, bool] = field(default_factory=dict)
+    #: the runs to go on from where the budget stopped them (their plan unchanged)
+    unfinished: dict[RunKey, Unfinished] = field(default_factory=dict)
     changed_since: int = 0  # resumed runs whose prompt changed since their record
     retried: int = 0  # resumed runs run again because their latest record was an error
+    taken_up: int = 0  # resumed conversations going on from where the budget stopped them
     #: (eval file, target name) -> why that target, or its judge, cannot be used
     broken_targets: dict[tuple[Path, str], str] = field(default_factory=dict)
     broken_judges: dict[int, str] = field(default_factory=dict)
@@ -133,6 +138,7 @@ class Plan:
     total: int = 0  # runs the run sends: ``planned`` less what resume or rerun leave out
     changed_since: int = 0  # resumed runs whose prompt changed since their record
     retried: int = 0  # resumed runs run again because their latest record was an error
+    taken_up: int = 0  # resumed conversations going on from where the budget stopped them
     thresholds: frozenset[float] = frozenset()  # the pass thresholds in force
     _memo: _Memo = field(default_factory=_Memo, repr=False, compare=False)
 
@@ -140,6 +146,14 @@ class Plan:
     def invalid_count(self) -> int:
         """Cases known to be invalid when the plan was made (their targets aside)."""
         return sum(len(loaded.invalid) for loaded in self.files)
+
+    def simulated(self) -> Iterator[tuple[str, str]]:
+        """The dataset and id of each case of the plan with a simulated user (a large
+        file's from its spool)."""
+        for loaded in self.files:
+            for case in iter_cases(loaded, eval_id=self.eval_id, context=self.context):
+                if case.user is not None:
+                    yield case.dataset, case.id
 
     @property
     def cli_target(self) -> str | None:
@@ -341,7 +355,8 @@ class Plan:
                 for r in runs:
                     key = (case.dataset, case.id, name, r)
                     if not filtered or self._wanted(key, case, lane.target):
-                        yield CaseJob(case, lane.target, threshold, r, user)
+                        resumed = self._memo.unfinished.get(key)
+                        yield CaseJob(case, lane.target, threshold, r, user, resumed=resumed)
 
     def _load_failures(self, loaded: LoadedEvalFile) -> Iterator[InvalidJob]:
         """The cases of ``loaded`` that could not be loaded: a result for each run they were
@@ -408,6 +423,9 @@ class Plan:
                 if changed:
                     decided = True
                     memo.changed_since += 1
+                elif previous.unfinished is not None and case.live:
+                    memo.unfinished[key] = previous.unfinished
+                    memo.taken_up += 1
             memo.decided[key] = decided
         return decided
 
@@ -559,5 +577,6 @@ def plan_run(
         total=total,
         changed_since=plan._memo.changed_since,
         retried=plan._memo.retried,
+        taken_up=plan._memo.taken_up,
         thresholds=frozenset(found or {plan.pass_threshold}),
     )
