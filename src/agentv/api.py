@@ -446,6 +446,9 @@ class PreparedRun:
     repeat: None for a case the file has one run of) whose latest record is ``error``,
     ``invalid`` or ``user_error``, left as they are (``retry_errors``, or a rerun of
     errors, runs them again)."""
+    taken_up: int = 0
+    """With ``resume``: conversations the budget stopped part-way that go on from there
+    (their recorded turns are not sent again)."""
     set_aside: int = 0
     """With ``resume``: bytes of a partial last record moved to ``OUT.partial``."""
     file_diagnostics: list[Diagnostic] = field(default_factory=list)
@@ -880,10 +883,15 @@ def _planned(
     dump_prompts = options.get("dump_prompts")
     replay = options.get("replay_user")
     replays = None
+    diagnostics = list(plan.diagnostics)
     if replay is not None:
-        from agentv.run.resume import read_replays
+        from agentv.run.resume import match_replays, read_replays
 
-        replays = read_replays(base / Path(replay))
+        recording = base / Path(replay)
+        replays = read_replays(recording)
+        unmatched = match_replays(recording, replays, plan.simulated())
+        if unmatched is not None:
+            diagnostics.append(unmatched)
     settings = RunSettings(
         workers=options.get("workers"),
         agent_timeout=agent_timeout if agent_timeout and agent_timeout > 0 else None,
@@ -908,7 +916,7 @@ def _planned(
             pending = sum(1 for found in auto.verdicts().values() if found.wants_more)
     return PreparedRun(
         total=plan.total,
-        diagnostics=list(plan.diagnostics),
+        diagnostics=diagnostics,
         out=out,
         output_format=_output_format(out, options.get("output_format"), append=append),
         targets=[(t.label, target_workers(settings, t)) for t in plan.targets()],
@@ -919,6 +927,7 @@ def _planned(
         changed_since=plan.changed_since,
         retried=plan.retried,
         errors_left=list(plan.errors_left),
+        taken_up=plan.taken_up,
         set_aside=state.set_aside if state is not None else 0,
         file_diagnostics=list(state.diagnostics) if state is not None else [],
         executor=executor,

@@ -661,6 +661,10 @@ def run_eval_command(
             why.append(f"{prepared.changed_since} because their prompt changed")
         if prepared.retried:
             why.append(f"{prepared.retried} retried after an error")
+        if prepared.taken_up:
+            why.append(
+                f"{prepared.taken_up} conversation(s) going on from where the budget stopped them"
+            )
         pending = prepared.auto_pending
         stdout.write(
             f"Resuming {resumed}: {prepared.total} run(s) to do"

@@ -28,7 +28,7 @@ from agentv.evalfile.loader import (
 from agentv.evaluators.grading import needs_judge
 from agentv.prompts.builder import PromptSettings, build_prompt
 from agentv.results.record import DEFAULT_PASS_THRESHOLD, CaseKey, RunKey
-from agentv.run.resume import RETRIED, ResultsState, plan_digest, prompt_changed
+from agentv.run.resume import RETRIED, ResultsState, Unfinished, plan_digest, prompt_changed
 from agentv.targets import DEFAULT_TARGET, RunTarget, TargetPool, choose_target
 
 
@@ -45,6 +45,8 @@ class CaseJob:
     #: a run of ``--repeat auto``: its rule, threshold and why it is made (its record's
     #: ``auto_repeat``; ``agentv.run.repeats``)
     auto: dict[str, Any] | None = None
+    #: a conversation the budget stopped part-way, which ``--resume`` goes on from
+    resumed: Unfinished | None = None
 
 
 @dataclass(slots=True)
@@ -86,6 +88,8 @@ class _Memo:
     simulated users' targets, and the decision for each resumed run."""
 
     decided: dict[RunKey, bool] = field(default_factory=dict)
+    #: the runs to go on from where the budget stopped them (their plan unchanged)
+    unfinished: dict[RunKey, Unfinished] = field(default_factory=dict)
     changed_since: int = 0  # resumed runs whose prompt changed since their record
     retried: int = 0  # resumed runs run again because their latest record was an error
     #: resumed runs whose latest record is an error, left as they are (no ``retry_errors``):
@@ -93,6 +97,7 @@ class _Memo:
     errors_left: list[tuple[str, str, str, int | None]] = field(default_factory=list)
     #: the (dataset, eval id, target) of which the resumed file has more than one run
     repeated: set[CaseKey] | None = None
+    taken_up: int = 0  # resumed conversations going on from where the budget stopped them
     #: (eval file, target name) -> why that target, or its judge, cannot be used
     broken_targets: dict[tuple[Path, str], str] = field(default_factory=dict)
     broken_judges: dict[int, str] = field(default_factory=dict)
@@ -143,6 +148,7 @@ class Plan:
     #: resumed runs whose latest record is an error, not run again (no ``retry_errors``):
     #: (dataset, eval id, target, repeat), the repeat None for a case run once
     errors_left: tuple[tuple[str, str, str, int | None], ...] = ()
+    taken_up: int = 0  # resumed conversations going on from where the budget stopped them
     thresholds: frozenset[float] = frozenset()  # the pass thresholds in force
     _memo: _Memo = field(default_factory=_Memo, repr=False, compare=False)
 
@@ -150,6 +156,14 @@ class Plan:
     def invalid_count(self) -> int:
         """Cases known to be invalid when the plan was made (their targets aside)."""
         return sum(len(loaded.invalid) for loaded in self.files)
+
+    def simulated(self) -> Iterator[tuple[str, str]]:
+        """The dataset and id of each case of the plan with a simulated user (a large
+        file's from its spool)."""
+        for loaded in self.files:
+            for case in iter_cases(loaded, eval_id=self.eval_id, context=self.context):
+                if case.user is not None:
+                    yield case.dataset, case.id
 
     @property
     def cli_target(self) -> str | None:
@@ -355,7 +369,8 @@ class Plan:
                 for r in runs:
                     key = (case.dataset, case.id, name, r)
                     if not filtered or self._wanted(key, case, lane.target):
-                        yield CaseJob(case, lane.target, threshold, r, user, count)
+                        resumed = self._memo.unfinished.get(key)
+                        yield CaseJob(case, lane.target, threshold, r, user, count, resumed=resumed)
 
     def _load_failures(self, loaded: LoadedEvalFile) -> Iterator[InvalidJob]:
         """The cases of ``loaded`` that could not be loaded: a result for each run they were
@@ -422,6 +437,9 @@ class Plan:
                 if changed:
                     decided = True
                     memo.changed_since += 1
+                elif previous.unfinished is not None and case.live:
+                    memo.unfinished[key] = previous.unfinished
+                    memo.taken_up += 1
             if not decided and previous is not None and previous.status in RETRIED:
                 if memo.repeated is None:
                     memo.repeated = {k[:3] for k in self.resume.runs if k[3]}
@@ -608,5 +626,6 @@ def plan_run(
         changed_since=plan._memo.changed_since,
         retried=plan._memo.retried,
         errors_left=tuple(plan._memo.errors_left),
+        taken_up=plan._memo.taken_up,
         thresholds=frozenset(found or {plan.pass_threshold}),
     )

@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from agentv.providers.base import Provider
     from agentv.run.orchestrator import Orchestrator
     from agentv.run.plan import Lane
+    from agentv.run.resume import Unfinished
 
 #: tries a case gets when the worker running it dies (the first included)
 LOST_WORKER_TRIES = 3
@@ -126,6 +127,7 @@ class CasePayload:
     pass_threshold: float | None
     repeat: int
     user: int | None = None  # the key of the target playing its simulated user
+    resumed: Unfinished | None = None  # a conversation the budget stopped, to go on from
 
 
 @dataclass
@@ -229,6 +231,7 @@ class _Worker:
             pass_threshold=payload.pass_threshold,
             repeat=payload.repeat,
             user=self.targets[payload.user] if payload.user is not None else None,
+            resumed=payload.resumed,
         )
         stats = self.stats
         dumper = self.pipeline.settings.dumper
@@ -467,6 +470,7 @@ class RayExecutor:
             pass_threshold=job.pass_threshold,
             repeat=job.repeat,
             user=id(job.user) if job.user is not None else None,
+            resumed=job.resumed,
         )
         started = time.perf_counter()
         lost = 0
