@@ -55,6 +55,7 @@ FAILED_7 = (
     ("args", "code", "last_line"),
     [
         (["evals/passing.yaml"], 0, ""),
+        (["evals/passing.yaml", "--output-format", "jsonl"], 0, ""),  # the old spelling
         (["evals/mixed.yaml"], 7, FAILED_7),
         (
             ["evals/mixed.yaml", "--threshold", "0.5"],
@@ -92,6 +93,7 @@ FAILED_7 = (
     ],
     ids=[
         "all-passed",
+        "old-format-spelling",
         "one-failed",
         "threshold-met",
         "threshold-missed",
