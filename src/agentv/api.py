@@ -441,6 +441,11 @@ class PreparedRun:
     prompt changed since."""
     retried: int = 0
     """With ``resume`` and ``retry_errors``: runs recorded as errors that run again."""
+    errors_left: list[tuple[str, str, str, int | None]] = field(default_factory=list)
+    """With ``resume`` and no ``retry_errors``: the runs (dataset, eval id, target,
+    repeat: None for a case the file has one run of) whose latest record is ``error``,
+    ``invalid`` or ``user_error``, left as they are (``retry_errors``, or a rerun of
+    errors, runs them again)."""
     taken_up: int = 0
     """With ``resume``: conversations the budget stopped part-way that go on from there
     (their recorded turns are not sent again)."""
@@ -732,7 +737,7 @@ def _prepare(
     out = _under(base, options.get("out"))
     resume, rerun = options.get("resume"), options.get("rerun")
     if options.get("retry_errors") and resume is None:
-        raise ConfigError("retry_errors goes with resume (--retry-errors with --resume FILE)")
+        raise ConfigError("retry_errors goes with resume (--rerun-errors FILE with --resume FILE)")
     if resume is not None and out is not None:
         raise ConfigError("resume appends to the file it resumes; leave out out")
     # What a results file already holds is read before the plan is made, so that the plan
@@ -921,6 +926,7 @@ def _planned(
         append=append,
         changed_since=plan.changed_since,
         retried=plan.retried,
+        errors_left=list(plan.errors_left),
         taken_up=plan.taken_up,
         set_aside=state.set_aside if state is not None else 0,
         file_diagnostics=list(state.diagnostics) if state is not None else [],
@@ -1004,7 +1010,7 @@ def _output_format(out: Path | None, asked: str | None, *, append: bool) -> str:
     if asked is not None and asked != found:
         raise ConfigError(
             f"{out} holds {found} results; a file never mixes two formats: leave out "
-            f"output_format (--output-format), or write {asked} results to another file"
+            f"output_format (--format), or write {asked} results to another file"
         )
     return found
 
@@ -1431,6 +1437,32 @@ def read_results(path: PathLike, *, every_record: bool = False) -> ResultsFile:
     results = [result for _, result in items]
     diagnostics = [*found.diagnostics, *found.notes]
     return ResultsFile(Path(path), found.format, results, diagnostics, found.superseded)
+
+
+def repeat_label(repeat: int) -> str:
+    """A record's ``repeat`` as people count runs: ``#1`` for repeat 0 (what the console,
+    the summary, the report and JUnit show)."""
+    from agentv.results.record import repeat_label as label
+
+    return label(repeat)
+
+
+def eval_files_of(results: PathLike) -> list[str]:
+    """The eval files a results file's records name, each once, in the order they first
+    come: what ``--resume`` and ``--rerun-*`` run when no eval file is given.
+
+    Args:
+        results: The results file.
+
+    Returns:
+        The ``eval_file`` of its records, as written (a full path).
+
+    Raises:
+        InputError: The file is missing or not a regular file.
+    """
+    from agentv.run.resume import eval_files_named
+
+    return eval_files_named(Path(results))
 
 
 def compare(
@@ -2140,8 +2172,10 @@ def workbench(
         from agentv.errors import SetupError
 
         missing = (exc.name or "starlette").split(".")[0]
+        from agentv.system.extras import install_line
+
         raise SetupError(
-            f"agentv view needs the view extra ({missing} is missing): pip install 'agentv[view]'"
+            f"agentv view needs the view extra ({missing} is missing): {install_line('view')}"
         ) from None
     base = Path(cwd).resolve() if cwd is not None else Path.cwd().resolve()
     return Server.bind(

@@ -554,7 +554,11 @@ def test_file_execution_problems_make_the_file_unusable(repo: Path) -> None:
             "equals, regex, is_json, latency, cost, tool_used, tool_not_used, tool_trajectory, "
             "tool_call_f1, step_count, repeated_calls",
         ),
-        (3, "`execution.targt`: unknown key 'targt'", "did you mean 'target'?"),
+        (
+            3,
+            "`execution.targt`: unknown key 'targt'",
+            "did you mean 'target'? valid keys here: target, evaluators",
+        ),
     ]
     text = "$schema: agentv-eval-v2\nexecution: fast\nevalcases:\n" + OK.format(id="a")
     with pytest.raises(InputError) as info:

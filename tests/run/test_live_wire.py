@@ -113,7 +113,7 @@ def test_a_cli_agent_gets_its_earlier_answer_byte_for_byte(repo: Path) -> None:
     )
     write(repo, "evals/spaces.yaml", TWO_TURNS)
     proc = agentv_cli(repo, "eval", "evals/spaces.yaml", "--out", "r.jsonl")
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 7, proc.stderr  # it never says "Two": the case fails
     (record,) = rows(repo / "r.jsonl")
     first, second = (t["answer"] for t in record["turns"])
     # a command's answer is its stdout less the final newlines (docs/targets.md)

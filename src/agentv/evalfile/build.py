@@ -25,7 +25,7 @@ from agentv.evalfile import schema as sc
 from agentv.evalfile.context import LoadContext
 from agentv.evalfile.files import is_within
 from agentv.evalfile.guidelines import is_guideline
-from agentv.evalfile.schema_errors import translate
+from agentv.evalfile.schema_errors import closest_key, translate
 from agentv.evaluators.base import EvaluatorSpec
 from agentv.evaluators.schemas import check_schema
 from agentv.messages import (
@@ -219,18 +219,19 @@ class CaseBuilder:
                     hint="start each case with `- id: ...` followed by `outcome` and `input_messages`",
                 )
             ]
+        missing = self._missing_input(entry, base)
         try:
             raw = _CASE_ADAPTER.model_validate(entry)
         except ValidationError as exc:
-            diags = translate(self.src, exc, entry, base)
+            diags = [*missing, *translate(self.src, exc, entry, base)]
             # Report the missing files too, so that one `validate` shows every problem.
             self._check_raw_files(entry, base, diags)
             return None, diags
-        diags = []
+        diags = list(missing)
         guideline_files: dict[Path, GuidelineFile] = {}
         input_files: dict[Path, None] = {}
         messages = []
-        for i, msg in enumerate(raw.input_messages):
+        for i, msg in enumerate(raw.input_messages or []):
             loaded = self._message(
                 msg, (*base, "input_messages", i), diags, guideline_files, input_files, True
             )
@@ -299,6 +300,23 @@ class CaseBuilder:
             vars=variables,
         )
         return case, diags
+
+    def _missing_input(self, entry: dict[str, Any], base: PathKey) -> list[Diagnostic]:
+        """``input_messages`` is required unless ``turns`` or a simulated ``user`` say the
+        user turns; a key misspelt for one of the three is reported as unknown instead."""
+        said = ("input_messages", "turns", "user")
+        if any(key in entry for key in said):
+            return []
+        if any(closest_key(str(k), said) for k in entry if k not in sc.CASE_KEYS):
+            return []
+        return [
+            self.src.diagnostic(
+                base,
+                "missing required key `input_messages`",
+                hint="add `input_messages:` with at least one `- role: user` turn (or `turns:` "
+                "for a live conversation, `user:` for a simulated user)",
+            )
+        ]
 
     def _unused_live_keys(
         self, raw: sc.RawEvalCase, base: PathKey, tools: tuple[Tool, ...]
@@ -767,7 +785,7 @@ class CaseBuilder:
     def _check_tool_pairing(self, raw: sc.RawEvalCase, base: PathKey) -> list[Diagnostic]:
         diags: list[Diagnostic] = []
         call_ids: set[str] = set()
-        for i, msg in enumerate(raw.input_messages):
+        for i, msg in enumerate(raw.input_messages or []):
             if msg.tool_calls:
                 call_ids.update(c.id for c in msg.tool_calls)
             if msg.role == "tool" and (

@@ -241,6 +241,23 @@ class EvalResult(BaseModel):
         return cls.model_construct(**record)
 
 
+#: decimal places of US dollars in JSON (records, --summary-json, estimate and runs
+#: --format json): a ten-billionth of a dollar, far below any price, never a float's noise
+#: such as 0.010069999999999999 (docs/results.md)
+USD_DIGITS = 10
+
+
+def usd(value: float | None) -> float | None:
+    """US dollars as JSON holds them: rounded to ``USD_DIGITS`` places (None stays None)."""
+    return None if value is None else round(value, USD_DIGITS)
+
+
+def repeat_label(repeat: int) -> str:
+    """A run's repeat as people count it: ``#1`` for the record's ``repeat`` 0 (records
+    count from 0; the console, the summary, the report and JUnit all say ``#N``)."""
+    return f"#{repeat + 1}"
+
+
 def utc_timestamp() -> str:
     """ISO-8601 UTC with milliseconds, e.g. ``2025-11-30T01:02:03.456Z``."""
     global _last_second

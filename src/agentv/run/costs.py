@@ -29,6 +29,7 @@ from typing import Any
 from agentv.errors import BudgetReached
 from agentv.providers.base import Provider, ProviderRequest, ProviderResponse, ProviderWrapper
 from agentv.providers.pricing import Pricer, target_model
+from agentv.results.record import usd as dollars
 
 #: a request's party -> its key in a record's ``cost`` (a party not listed keeps its name)
 PARTY_KEYS = {"candidate": "target", "judge": "judge"}
@@ -81,9 +82,9 @@ class CaseCost:
         for key, (usd, reused, unpriced, priced) in self.parties.items():
             entry: dict[str, Any] = {}
             if priced:
-                entry["usd"] = round(usd, 10)
+                entry["usd"] = dollars(usd)
                 if reused:
-                    entry["reused_usd"] = round(reused, 10)
+                    entry["reused_usd"] = dollars(reused)
             if unpriced:
                 entry["unpriced"] = True
             out[key] = entry

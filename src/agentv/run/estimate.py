@@ -44,6 +44,7 @@ from agentv.prompts.builder import (
 )
 from agentv.providers.base import Provider, Usage, request_for_case
 from agentv.providers.pricing import Pricer
+from agentv.results.record import usd as dollars
 from agentv.run.plan import CaseJob
 from agentv.run.preview import first_request
 from agentv.run.scheduling import estimate_tokens, tokens_of
@@ -84,7 +85,7 @@ class Line:
             "requests": self.requests,
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
-            "usd": self.usd,
+            "usd": dollars(self.usd),
             "price": self.price,
         }
 
@@ -149,7 +150,7 @@ class Estimate(DiagnosticsView):
             "user_message_tokens": self.user_message_tokens,
             "method": self.method,
             "lines": [line.to_dict() for line in self.lines],
-            "total_usd": self.total_usd,
+            "total_usd": dollars(self.total_usd),
             "unpriced": self.unpriced,
         }
 

@@ -26,6 +26,7 @@ from agentv.errors import ProviderError
 from agentv.evaluators.base import CaseGrade
 from agentv.providers.base import Provider, ProviderResponse, request_for_case
 from agentv.results.outcome import invalid_record
+from agentv.results.record import repeat_label
 from agentv.run.pipeline import CasePipeline
 from agentv.run.plan import CaseJob, InvalidJob, Lane
 from agentv.run.scheduling import DEFAULT_WORKERS, Gates, lane_size
@@ -219,7 +220,8 @@ class Orchestrator:
         target_label = self._labels.get(id(target))
         if target_label is None:
             target_label = self._labels[id(target)] = target.label
-        label = f"{case.id} | {target_label}" + (f" #{job.repeat + 1}" if job.repeat else "")
+        several = job.repeat or job.repeats > 1
+        label = f"{case.id} | {target_label}" + (f" {repeat_label(job.repeat)}" if several else "")
         if self.executor is not None and response is None and not target.batching:
             self.progress.case_started(key, label)  # its turns are taken in another process
             record, _ = await self.executor.run_case(job)

@@ -3,8 +3,8 @@ record is one run of a case (dataset, eval id, target, repeat: ``EvalResult.run_
 the latest record of a run supersedes the earlier ones (docs/after-the-run.md).
 
 ``--resume`` runs every planned run the file has no record of, and every run whose prompt
-changed since its record was written (the run says how many); with ``--retry-errors`` also
-the runs whose latest record is ``error`` or ``invalid``. ``--rerun-failed`` /
+changed since its record was written (the run says how many); with ``--rerun-errors`` of
+the same file also the runs whose latest record is ``error`` or ``invalid``. ``--rerun-failed`` /
 ``--rerun-errors`` run again exactly the runs whose latest record went wrong. Both append
 to the file, so it keeps holding the whole truth.
 
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 #: its judge gets another say)
 RERUN_FAILED = frozenset({"failed", "uncertain", "error", "invalid", "user_error"})
 RERUN_ERRORS = frozenset({"error", "invalid", "user_error"})
-#: what --resume --retry-errors runs again
+#: what --resume with --rerun-errors of the same file runs again
 RETRIED = RERUN_ERRORS
 
 
@@ -242,6 +242,17 @@ def read_state(path: Path, *, repair: bool) -> ResultsState:
             "file that agentv eval wrote"
         )
     return state
+
+
+def eval_files_named(path: Path) -> list[str]:
+    """The eval files a results file's records name (``eval_file``, a full path), each once,
+    in the order they first come."""
+    check_results_file(path)
+    named: dict[str, None] = {}
+    for _, result in read_results(path):
+        if result.eval_file:
+            named.setdefault(result.eval_file)
+    return list(named)
 
 
 #: how a simulated user's turns ended when only the conversation's grade was left
