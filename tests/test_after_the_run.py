@@ -126,12 +126,19 @@ def test_errored_runs_are_redone_exactly_under_repeat(repo: Path) -> None:
         plain = agentv_cli(repo, "eval", "evals/", "--repeat", "5", "--resume", "r.jsonl")
         assert plain.returncode == 0  # an error record is a record: nothing to do ...
         assert "Nothing to do" in plain.stdout
+        # ... says which runs it leaves, and the flag that runs them again
+        shown = ", ".join(f"{case} [default] #{repeat + 1}" for case, repeat in sorted(errored))
+        assert (
+            f"3 run(s) recorded as error, invalid or user_error are kept as they are ({shown}); "
+            "to run them again: agentv eval --rerun-errors r.jsonl"
+        ) in plain.stdout
         assert len(server.requests) == sent_first
 
+        # the eval files and the repeats come from the results file; resume and rerun at once
         retried = agentv_cli(
-            repo, "eval", "evals/", "--repeat", "5", "--resume", "r.jsonl", "--retry-errors"
+            repo, "eval", "--repeat", "5", "--resume", "r.jsonl", "--rerun-errors", "r.jsonl"
         )
-        assert retried.returncode == 0, retried.stdout + retried.stderr  # ... unless asked
+        assert retried.returncode == 7, retried.stdout + retried.stderr  # ... unless asked
         assert "Resuming" in retried.stdout and "3 run(s) to do (3 retried after an error)" in (
             retried.stdout
         )
@@ -142,6 +149,41 @@ def test_errored_runs_are_redone_exactly_under_repeat(repo: Path) -> None:
         assert redone == errored
         assert "Errors: 0" in retried.stdout  # ... and its latest records are all graded
         assert "Runs: 15 of 3 eval cases (5 repeats)" in retried.stdout
+        # every run fails (the fake says "Hello"): the exit code says so
+        assert "15 of the 15 graded run(s) failed: exit code 7" in retried.stderr
+
+        # the old spelling still works: nothing is left to retry now
+        old = agentv_cli(
+            repo, "eval", "evals/", "--repeat", "5", "--resume", "r.jsonl", "--retry-errors"
+        )
+        assert old.returncode == 0 and "Nothing to do" in old.stdout, old.stdout + old.stderr
+        assert len(server.requests) == sent_first + 3
+
+
+def test_resume_and_rerun_without_paths_take_the_eval_files_from_the_results(
+    repo: Path,
+) -> None:
+    write_targets(repo, mock_target(response=ANSWER))
+    _suite(repo, cases=3)
+    write(repo, "other/skip.yaml", (repo / "evals/s.yaml").read_text().replace("id: c", "id: o"))
+    first = agentv_cli(repo, "eval", "evals/", "--out", "r.jsonl")
+    assert first.returncode == 7  # c0 fails
+    rerun = agentv_cli(repo, "eval", "--rerun-failed", "r.jsonl")
+    assert rerun.returncode == 7, rerun.stdout + rerun.stderr
+    assert "Rerunning 1 run(s) (error, failed, invalid, uncertain, user_error) from r.jsonl" in (
+        rerun.stdout
+    )
+    assert [r["eval_id"] for r in _jsonl(repo / "r.jsonl")][3:] == ["c0"]
+    nothing = agentv_cli(repo, "eval", "--resume", "r.jsonl")
+    assert nothing.returncode == 0 and "Nothing to do" in nothing.stdout
+    # without paths or a results file to take them from: a usage error that says what to give
+    none = agentv_cli(repo, "eval")
+    assert none.returncode == 2
+    assert "give the eval files, folders or globs to run" in none.stderr
+    # a --rerun-errors of another file than the one resumed is refused
+    both = agentv_cli(repo, "eval", "evals/", "--resume", "r.jsonl", "--rerun-errors", "x.jsonl")
+    assert both.returncode == 2
+    assert "--rerun-errors must name the same file" in both.stderr
 
 
 def test_rerun_errors_picks_runs_not_cases_and_appends_to_its_file(repo: Path) -> None:
@@ -160,7 +202,7 @@ def test_rerun_errors_picks_runs_not_cases_and_appends_to_its_file(repo: Path) -
         # without --repeat the file's own (one run) would plan only repeat 0: the rerun
         # still takes the errored run itself, and only it
         again = agentv_cli(repo, "eval", "evals/", "--rerun-errors", "r.jsonl")
-        assert again.returncode == 0, again.stdout + again.stderr
+        assert again.returncode == 7, again.stdout + again.stderr  # graded now: failed
         assert (
             "Rerunning 1 run(s) (error, invalid, user_error) from r.jsonl, appending to it"
             in again.stdout
@@ -226,7 +268,7 @@ def test_yaml_results_resume_rerun_compare_and_never_mix_formats(repo: Path) -> 
     resumed = agentv_cli(
         repo, "eval", "evals/", "--resume", "y.yaml"
     )  # the file's own format, no flag needed
-    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert resumed.returncode == 7, resumed.stdout + resumed.stderr  # 4 runs failed
     records = _yaml(out)  # PyYAML still reads the whole file
     assert Counter(r["eval_id"] for r in records) == {f"c{i}": 1 for i in range(CASES)}
     assert "Total eval cases: 12" in resumed.stdout
@@ -236,7 +278,7 @@ def test_yaml_results_resume_rerun_compare_and_never_mix_formats(repo: Path) -> 
     failed = sorted(r["eval_id"] for r in records if r["status"] == "failed")
     assert failed == ["c0", "c3", "c6", "c9"]
     rerun = agentv_cli(repo, "eval", "evals/", "--rerun-failed", "y.yaml")
-    assert rerun.returncode == 0
+    assert rerun.returncode == 7  # they fail again
     assert (
         "Rerunning 4 run(s) (error, failed, invalid, uncertain, user_error) from y.yaml, "
         "appending to it" in (rerun.stdout)
@@ -284,7 +326,7 @@ def test_waiting_for_a_worker_is_queue_time_not_case_time(repo: Path) -> None:
     write_targets(repo, mock_target(response=ANSWER, delay_ms=400))
     _suite(repo, cases=6)
     done = agentv_cli(repo, "eval", "evals/", "--workers", "2", "--out", "r.jsonl")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 7, done.stderr  # c0 and c3 fail
     records = _jsonl(repo / "r.jsonl")
     # two at once, three rounds of 0.4 s: each case took its 0.4 s; a case picked while both
     # turns were taken waited, and that wait is not its time (or it would be both)
@@ -302,7 +344,7 @@ def test_answers_reused_from_the_cache_are_reported_as_reused(repo: Path) -> Non
         write_targets(repo, openai_target(server.url, max_retries=0))
         _suite(repo, cases=2)
         first = agentv_cli(repo, "eval", "evals/", "--cache", "--out", "a.jsonl")
-        assert first.returncode == 0
+        assert first.returncode == 7  # the fake server's answers fail the checks
         sent = len(server.requests)
         second = agentv_cli(repo, "eval", "evals/", "--cache", "--out", "b.jsonl")
         assert len(server.requests) == sent  # nothing was sent ...

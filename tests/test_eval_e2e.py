@@ -46,7 +46,7 @@ def test_end_to_end_results_requests_and_secrets(repo: Path, server: FakeLLMServ
     )
     # a provider failure and an evaluator crash: the run finishes, and says so in its code
     assert proc.returncode == 3, proc.stderr
-    assert "2 case(s) errored, 0 invalid: exit code 3" in proc.stderr
+    assert "2 run(s) errored, 0 invalid: exit code 3" in proc.stderr
     rows = _rows(out)
     assert set(rows) == {"multi-turn", "provider-down", "checker-crash"}
 

@@ -131,7 +131,7 @@ def test_broken_cases_are_on_screen_in_the_results_and_in_the_exit_code(
         assert f"! {key} | mixed.yaml invalid: " in proc.stdout
     assert "Passed: 1  Failed: 0  Errors: 1  Invalid: 3" in proc.stdout
     assert "Evaluator errors: crasher x1" in proc.stdout
-    assert "1 case(s) errored, 3 invalid: exit code 3" in proc.stderr
+    assert "1 run(s) errored, 3 invalid: exit code 3" in proc.stderr
 
     # --allow-errors: the same run, exit 0
     allowed = agentv_cli(

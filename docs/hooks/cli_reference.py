@@ -1,10 +1,11 @@
 """MkDocs hook: the command-line reference of docs/cli.md, generated from the CLI itself.
 
 The marker ``<!-- agentv-cli-reference -->`` in cli.md is replaced by a section per command
-of the ``agentv`` typer app: its help text, usage, arguments, a table of its options (flags,
-type, default, help) and its exit codes where the command states them. The page cannot drift
-from ``agentv --help``: both are read from the same objects. Registered in mkdocs.yml
-(``hooks:``); the build fails when the marker is missing.
+of the ``agentv`` typer app: its help text, usage, arguments, a table of its options per
+panel (flags, type, default, help: the panels and their order are ``--help``'s, from
+``agentv.cli.help``) and its exit codes where the command states them. The page cannot drift
+from ``agentv --help``: both are read from the same objects by the same functions.
+Registered in mkdocs.yml (``hooks:``); the build fails when the marker is missing.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import sys
 from enum import Enum
 from pathlib import Path
 from typing import Any
+
+help_page: Any = None  # agentv.cli.help, imported with the app (agentv may not be installed)
 
 MARKER = "<!-- agentv-cli-reference -->"
 PAGE = "cli.md"
@@ -39,6 +42,8 @@ def cli_reference(root: Path) -> str:
     except ImportError:  # agentv not installed in this environment: use the checkout's src/
         sys.path.insert(0, str(root / "src"))
         from agentv.cli.app import _register, app
+    global help_page
+    from agentv.cli import help as help_page
 
     _register()
     group = typer.main.get_command(app)
@@ -50,7 +55,7 @@ def cli_reference(root: Path) -> str:
         # a command with commands of its own (``agentv runs import``): a section each
         for sub_name, sub in getattr(command, "commands", {}).items():
             full = f"{name} {sub_name}"
-            sub_ctx = sub.make_context(full, [], resilient_parsing=True, parent=ctx)
+            sub_ctx = sub.make_context(sub_name, [], resilient_parsing=True, parent=ctx)
             parts.append(_command_section(full, sub, sub_ctx))
     return "\n\n".join(parts) + "\n"
 
@@ -60,26 +65,20 @@ def cli_reference(root: Path) -> str:
 
 def _root_section(group: Any, ctx: Any) -> str:
     lines = ["## `agentv`", "", _text(group.help or ""), ""]
-    lines += ["```text", "agentv [OPTIONS] COMMAND [ARGS]...", "```", ""]
+    lines += ["```text", help_page.usage(group, ctx), "```", ""]
     lines += ["| command | what it does |", "|---|---|"]
     for name, command in group.commands.items():
-        summary = command.short_help or (command.help or "").split("\n\n")[0]
-        lines.append(f"| [`{name}`](#agentv-{name}) | {_cell(summary)} |")
-    lines += ["", *_options_table(_options(group, ctx), ctx)]
+        lines.append(f"| [`{name}`](#agentv-{name}) | {_cell(help_page.summary(command))} |")
+    lines += ["", *_panels(group, ctx)]
     return "\n".join(lines).rstrip()
 
 
 def _command_section(name: str, command: Any, ctx: Any) -> str:
-    params = [p for p in command.get_params(ctx) if not getattr(p, "hidden", False)]
-    arguments = [p for p in params if p.param_type_name == "argument"]
-    options = _options(command, ctx)
+    arguments = help_page.arguments(command, ctx)
     anchor = name.replace(" ", "-")
     lines = [f"## `agentv {name}` {{#agentv-{anchor}}}", ""]
     lines += [_text(command.help or ""), ""]
-    usage = _usage(name, arguments, bool(options))
-    if getattr(command, "commands", None):
-        usage += " [COMMAND [ARGS]...]"
-    lines += ["```text", usage, "```", ""]
+    lines += ["```text", help_page.usage(command, ctx), "```", ""]
     if arguments:
         lines += [
             "**Arguments**",
@@ -88,28 +87,32 @@ def _command_section(name: str, command: Any, ctx: Any) -> str:
             "|---|---|---|---|",
         ]
         for p in arguments:
-            label = p.name.upper() + ("..." if p.nargs == -1 else "")
+            label = help_page.argument_label(p)
             lines.append(f"| `{label}` | {_type(p, ctx)} | {_default(p)} | {_cell(p.help or '')} |")
         lines.append("")
-    if options:
-        lines += ["**Options**", "", *_options_table(options, ctx), ""]
-    if command.epilog:
-        lines += _epilog(command.epilog)
+    lines += _panels(command, ctx)
+    codes = getattr(command, "exit_codes", ())
+    if codes:
+        lines += ["**Exit codes**", "", "| code | when |", "|---|---|"]
+        lines += [f"| {code} | {_cell(text)} |" for code, text in codes]
+        lines.append("")
     return "\n".join(lines).rstrip()
 
 
-def _options(command: Any, ctx: Any) -> list[Any]:
-    return [
-        p
-        for p in command.get_params(ctx)
-        if p.param_type_name == "option" and p.name != "help" and not getattr(p, "hidden", False)
-    ]
+def _panels(command: Any, ctx: Any) -> list[str]:
+    """The options' tables, one per panel of ``--help`` (one titled "Options" when the
+    command has no panels), ``--help`` itself left out."""
+    grouped = help_page.panels(command, ctx, with_help=False)
+    lines: list[str] = []
+    for title, options in grouped:
+        lines += [f"**{title}**", "", *_options_table(options, ctx), ""]
+    return lines
 
 
 def _options_table(options: list[Any], ctx: Any) -> list[str]:
     lines = ["| option | type | default | meaning |", "|---|---|---|---|"]
     for p in options:
-        flags = ", ".join(f"`{o}`" for o in sorted(p.opts, key=len, reverse=True))
+        flags = ", ".join(f"`{o}`" for o in sorted(p.opts, key=lambda o: (o.startswith("--"), o)))
         if p.secondary_opts:
             flags += " / " + ", ".join(f"`{o}`" for o in p.secondary_opts)
         help_text = p.help or ""
@@ -117,16 +120,6 @@ def _options_table(options: list[Any], ctx: Any) -> list[str]:
             help_text += " (May be given more than once.)"
         lines.append(f"| {flags} | {_type(p, ctx)} | {_default(p)} | {_cell(help_text)} |")
     return lines
-
-
-def _usage(name: str, arguments: list[Any], has_options: bool) -> str:
-    words = ["agentv", name]
-    if has_options:
-        words.append("[OPTIONS]")
-    for p in arguments:
-        word = p.name.upper() + ("..." if p.nargs == -1 else "")
-        words.append(word if p.required else f"[{word}]")
-    return " ".join(words)
 
 
 # --- the columns ------------------------------------------------------------------------------
@@ -247,21 +240,3 @@ def _text(text: str) -> str:
 
 def _cell(text: str) -> str:
     return _escape(" ".join(text.split())).replace("|", "\\|")
-
-
-_CODE = re.compile(r"^(\d+(?: / \d+)*) (.+)$", re.DOTALL)
-
-
-def _epilog(epilog: str) -> list[str]:
-    """``Exit codes: 0 ...; 1 ...`` as a table; any other epilog as a paragraph."""
-    text = " ".join(epilog.split())
-    head, sep, rest = text.partition("Exit codes:")
-    if not sep or head.strip():
-        return [_text(epilog), ""]
-    rows = []
-    for item in re.split(r";\s+(?=\d)", rest.strip()):
-        match = _CODE.match(item.strip())
-        if match is None:
-            return [_text(epilog), ""]
-        rows.append(f"| {match.group(1)} | {_cell(match.group(2).rstrip('.'))} |")
-    return ["**Exit codes**", "", "| code | when |", "|---|---|", *rows, ""]

@@ -441,6 +441,14 @@ class PreparedRun:
     prompt changed since."""
     retried: int = 0
     """With ``resume`` and ``retry_errors``: runs recorded as errors that run again."""
+    errors_left: list[tuple[str, str, str, int | None]] = field(default_factory=list)
+    """With ``resume`` and no ``retry_errors``: the runs (dataset, eval id, target,
+    repeat: None for a case the file has one run of) whose latest record is ``error``,
+    ``invalid`` or ``user_error``, left as they are (``retry_errors``, or a rerun of
+    errors, runs them again)."""
+    taken_up: int = 0
+    """With ``resume``: conversations the budget stopped part-way that go on from there
+    (their recorded turns are not sent again)."""
     set_aside: int = 0
     """With ``resume``: bytes of a partial last record moved to ``OUT.partial``."""
     file_diagnostics: list[Diagnostic] = field(default_factory=list)
@@ -729,7 +737,7 @@ def _prepare(
     out = _under(base, options.get("out"))
     resume, rerun = options.get("resume"), options.get("rerun")
     if options.get("retry_errors") and resume is None:
-        raise ConfigError("retry_errors goes with resume (--retry-errors with --resume FILE)")
+        raise ConfigError("retry_errors goes with resume (--rerun-errors FILE with --resume FILE)")
     if resume is not None and out is not None:
         raise ConfigError("resume appends to the file it resumes; leave out out")
     # What a results file already holds is read before the plan is made, so that the plan
@@ -875,10 +883,15 @@ def _planned(
     dump_prompts = options.get("dump_prompts")
     replay = options.get("replay_user")
     replays = None
+    diagnostics = list(plan.diagnostics)
     if replay is not None:
-        from agentv.run.resume import read_replays
+        from agentv.run.resume import match_replays, read_replays
 
-        replays = read_replays(base / Path(replay))
+        recording = base / Path(replay)
+        replays = read_replays(recording)
+        unmatched = match_replays(recording, replays, plan.simulated())
+        if unmatched is not None:
+            diagnostics.append(unmatched)
     settings = RunSettings(
         workers=options.get("workers"),
         agent_timeout=agent_timeout if agent_timeout and agent_timeout > 0 else None,
@@ -903,7 +916,7 @@ def _planned(
             pending = sum(1 for found in auto.verdicts().values() if found.wants_more)
     return PreparedRun(
         total=plan.total,
-        diagnostics=list(plan.diagnostics),
+        diagnostics=diagnostics,
         out=out,
         output_format=_output_format(out, options.get("output_format"), append=append),
         targets=[(t.label, target_workers(settings, t)) for t in plan.targets()],
@@ -913,6 +926,8 @@ def _planned(
         append=append,
         changed_since=plan.changed_since,
         retried=plan.retried,
+        errors_left=list(plan.errors_left),
+        taken_up=plan.taken_up,
         set_aside=state.set_aside if state is not None else 0,
         file_diagnostics=list(state.diagnostics) if state is not None else [],
         executor=executor,
@@ -995,7 +1010,7 @@ def _output_format(out: Path | None, asked: str | None, *, append: bool) -> str:
     if asked is not None and asked != found:
         raise ConfigError(
             f"{out} holds {found} results; a file never mixes two formats: leave out "
-            f"output_format (--output-format), or write {asked} results to another file"
+            f"output_format (--format), or write {asked} results to another file"
         )
     return found
 
@@ -1424,6 +1439,32 @@ def read_results(path: PathLike, *, every_record: bool = False) -> ResultsFile:
     results = [result for _, result in items]
     diagnostics = [*found.diagnostics, *found.notes]
     return ResultsFile(Path(path), found.format, results, diagnostics, found.superseded)
+
+
+def repeat_label(repeat: int) -> str:
+    """A record's ``repeat`` as people count runs: ``#1`` for repeat 0 (what the console,
+    the summary, the report and JUnit show)."""
+    from agentv.results.record import repeat_label as label
+
+    return label(repeat)
+
+
+def eval_files_of(results: PathLike) -> list[str]:
+    """The eval files a results file's records name, each once, in the order they first
+    come: what ``--resume`` and ``--rerun-*`` run when no eval file is given.
+
+    Args:
+        results: The results file.
+
+    Returns:
+        The ``eval_file`` of its records, as written (a full path).
+
+    Raises:
+        InputError: The file is missing or not a regular file.
+    """
+    from agentv.run.resume import eval_files_named
+
+    return eval_files_named(Path(results))
 
 
 def compare(
@@ -2133,8 +2174,10 @@ def workbench(
         from agentv.errors import SetupError
 
         missing = (exc.name or "starlette").split(".")[0]
+        from agentv.system.extras import install_line
+
         raise SetupError(
-            f"agentv view needs the view extra ({missing} is missing): pip install 'agentv[view]'"
+            f"agentv view needs the view extra ({missing} is missing): {install_line('view')}"
         ) from None
     base = Path(cwd).resolve() if cwd is not None else Path.cwd().resolve()
     return Server.bind(

@@ -20,10 +20,13 @@ Mode = Literal["lm", "agent"]
 
 @dataclass(frozen=True, slots=True)
 class TextSegment:
-    """A piece of text written in the eval file."""
+    """A piece of text: written in the eval file, or (``verbatim``) said by a model during
+    a live conversation, which goes back to it exactly as it was said: the trimming rule
+    of prompt building is for text written in files (docs/prompt-rules.md, section 5)."""
 
     value: str
     type: Literal["text"] = "text"
+    verbatim: bool = False
 
     @property
     def visible(self) -> bool:
@@ -66,12 +69,15 @@ Segment = TextSegment | FileSegment | GuidelineRef
 @dataclass(frozen=True, slots=True)
 class ToolCall:
     """A tool call made by an assistant turn. ``arguments`` is a JSON object (``{}`` when
-    the model's could not be read as one: ``invalid`` then says why)."""
+    the model's could not be read as one: ``invalid`` then says why). ``text``: the
+    arguments exactly as the model wrote them, when it wrote them as text (OpenAI's form);
+    they go back to it as written (None: written as an object, or in an eval file)."""
 
     id: str
     name: str
     arguments: dict[str, Any]
     invalid: str | None = None
+    text: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready ``{id, name, arguments}``."""

@@ -60,12 +60,21 @@ def test_help_lists_every_command_in_order() -> None:
 
 @pytest.mark.slow
 def test_the_command_list_shows_each_summary_unbroken(tmp_path: Path) -> None:
-    # wide enough for every summary on one line: a break left in one is the docstring's
+    # each summary is its docstring's first paragraph as one sentence, wrapped to the
+    # page only: a break left in one would be the docstring's
     done = agentv_cli(tmp_path, "--help", env={"COLUMNS": "400", "NO_COLOR": "1"})
-    rows = [line for line in done.stdout.splitlines() if line.startswith("│ ")]
-    listed = {row.split()[1]: row for row in rows if row.split()[1] in COMMANDS}
-    assert sorted(listed) == sorted(COMMANDS), done.stdout
-    assert all(row.rstrip(" │").endswith(".") for row in listed.values()), done.stdout
+    listed: dict[str, str] = {}
+    name = ""
+    for line in done.stdout.split("Commands:\n", 1)[1].splitlines():
+        if line.startswith("  ") and not line.startswith("   "):
+            name, _, text = line.strip().partition(" ")
+            listed[name] = text.strip()
+        elif line.strip():
+            listed[name] += " " + line.strip()
+    assert list(listed) == [n for n in listed if n], done.stdout
+    assert set(COMMANDS) <= set(listed), done.stdout
+    assert all(text.endswith(".") for text in listed.values()), done.stdout
+    assert "  " not in "".join(listed.values())
     assert "missing cases, the mean score change" in listed["compare"]
 
 

@@ -95,8 +95,12 @@ def test_text_view_marks_roles_files_and_guidelines() -> None:
         'calls get_forecast({"city": "Oslo", "day": "tomorrow"})  id call_forecast_1',
         " TOOL   result of call call_forecast_1",
         "@[Tool]:",
+        # without --target, each form is said for whom it is
+        "Messages (what a model API target gets)",
+        "what a target gets depends on its kind: `--target NAME` shows that target's own request",
     ):
         assert expected in out
+    assert "LM API" not in out
 
 
 def test_eval_id_and_mode(repo: Path) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from agentv.evalfile import schema as sc
 from agentv.run.validation import find_yaml_files, validate_paths
 from support.cli import invoke_cli
 from support.files import write
@@ -52,7 +53,8 @@ evalcases:
     out = result.stdout
     assert "✗ evals/broken.yaml  (eval file, 2 cases, 1 with errors)\n" in out
     assert "  ✗ evals/broken.yaml:4:5: case 'first': unknown key 'outcom'\n" in out
-    assert "      hint: did you mean 'outcome'?\n" in out
+    keys = ", ".join(sc.CASE_KEYS)
+    assert f"      hint: did you mean 'outcome'? valid keys here: {keys}\n" in out
     assert "  ✗ evals/broken.yaml:6:15: case 'first': invalid role 'assitant'\n" in out
     assert (
         "      hint: did you mean 'assistant'? valid choices: system, user, assistant, tool\n"
@@ -365,7 +367,7 @@ def test_validate_fails_where_eval_would_not_start_every_case(
     result = invoke_cli("validate", "evals")
     assert result.exit_code == 1
     assert (
-        "  ✗ evals/typo.yaml:4: case 'ok' cannot run: target 'mokc' not found in "
+        "  ✗ evals/typo.yaml:2: case 'ok' cannot run: target 'mokc' not found in "
         f"{(repo / '.agentv/targets.yaml').resolve()}; available targets: default, keyed\n"
     ) in result.stdout
     code = invoke_cli("eval", "evals", "--out", "r.jsonl").exit_code
@@ -419,3 +421,37 @@ def test_without_a_targets_file_validate_warns_that_targets_were_not_checked(
         "  ⚠ evals/e.yaml: no targets file found, so the targets its cases run on were not "
         "checked\n"
     ) in result.stdout
+
+
+def test_a_target_that_cannot_be_used_is_reported_at_its_target_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / ".git").mkdir()
+    write(
+        tmp_path,
+        ".agentv/targets.yaml",
+        "$schema: agentv-targets-v2.2\ntargets:\n  - {name: default, provider: mock}\n",
+    )
+    head = "$schema: agentv-eval-v2\n"
+    case = "  - id: a\n    outcome: x\n    input_messages: [{role: user, content: hi}]\n"
+    write(
+        tmp_path,
+        "evals/case.yaml",
+        head + "evalcases:\n" + case + "    execution:\n      target: defualt\n",
+    )
+    write(tmp_path, "evals/file.yaml", head + "target: defualt\nevalcases:\n" + case)
+    write(
+        tmp_path,
+        "evals/user.yaml",
+        head + "evalcases:\n  - id: a\n    outcome: x\n"
+        "    user: {persona: p, goal: g, target: custmer}\n",
+    )
+    monkeypatch.chdir(tmp_path)
+    out = invoke_cli("validate", "evals").stdout
+    missing = f"not found in {tmp_path / '.agentv' / 'targets.yaml'}"
+    assert f"  ✗ evals/case.yaml:7: case 'a' cannot run: target 'defualt' {missing}" in out
+    assert f"  ✗ evals/file.yaml:2: case 'a' cannot run: target 'defualt' {missing}" in out
+    assert (
+        "  ✗ evals/user.yaml:5: case 'a' cannot run: its simulated user's target: target "
+        f"'custmer' {missing}; available targets: default\n"
+    ) in out

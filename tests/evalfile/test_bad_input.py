@@ -43,7 +43,7 @@ EXPECTED = [
         4,
         14,
         "invalid YAML: while scanning a quoted scalar, found unexpected end of stream",
-        "the file ends inside something never closed: a quote, a [ or a {",
+        "the quote opened at line 4 is never closed: end the value with the same quote",
         whole_file=True,
     ),
     Expected(

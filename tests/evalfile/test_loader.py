@@ -555,7 +555,11 @@ def test_file_execution_problems_make_the_file_unusable(repo: Path) -> None:
             "tool_call_f1, step_count, repeated_calls, file_exists, file_contains, command, "
             "diff",
         ),
-        (3, "`execution.targt`: unknown key 'targt'", "did you mean 'target'?"),
+        (
+            3,
+            "`execution.targt`: unknown key 'targt'",
+            "did you mean 'target'? valid keys here: target, evaluators",
+        ),
     ]
     text = "$schema: agentv-eval-v2\nexecution: fast\nevalcases:\n" + OK.format(id="a")
     with pytest.raises(InputError) as info:

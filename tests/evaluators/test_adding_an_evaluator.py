@@ -80,7 +80,8 @@ def test_a_new_evaluator_is_checked_like_every_other(package: Path, repo: Path) 
     assert done.returncode == 1, done.stderr
     lines = [line.strip() for line in done.stdout.splitlines()]
     assert "✗ evals/bad.yaml:7:29: case 'capital': unknown key 'prefx'" in lines
-    assert "hint: did you mean 'prefix'?" in lines
+    keys = "name, weight, required, threshold, type, prefix, ignore_case"
+    assert f"hint: did you mean 'prefix'? valid keys here: {keys}" in lines
     assert "✗ evals/bad.yaml:9:16: case 'capital': unknown evaluator type 'start_with'" in lines
     assert any(
         line.startswith("hint: did you mean 'starts_with'? valid choices: llm_judge, code,")
@@ -109,7 +110,7 @@ def test_a_new_evaluator_grades_a_run(package: Path, repo: Path) -> None:
         + "      - {name: strict, type: starts_with, prefix: paris}\n",
     )
     done = run(package, repo, "eval", "evals/good.yaml", "--out", "out.jsonl")
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == 7, done.stdout + done.stderr  # 0.5: below the pass threshold
     (record,) = rows(repo / "out.jsonl")
     assert record["score"] == 0.5
     assert [

@@ -156,7 +156,9 @@ def test_an_unknown_key_lists_the_keys_of_its_own_kind(tmp_path: Path, kind: str
 def test_a_misspelt_key_gets_a_did_you_mean_wherever_the_evaluator_is(
     tmp_path: Path, where: str
 ) -> None:
-    assert _problems(tmp_path, where) == [("case 'a': unknown key 'flgs'", "did you mean 'flags'?")]
+    assert _problems(tmp_path, where) == [
+        ("case 'a': unknown key 'flgs'", f"did you mean 'flags'? valid keys here: {KEYS['regex']}")
+    ]
 
 
 def test_an_evaluator_says_what_its_own_keys_need(tmp_path: Path) -> None:

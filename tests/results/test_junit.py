@@ -180,7 +180,7 @@ def test_eval_writes_junit_and_annotates_under_github_actions(repo: Path) -> Non
     proc = agentv_cli(
         repo, "eval", "evals/", "--out", "r.jsonl", "--junit", "reports/junit.xml", env=github
     )
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 7, proc.stderr
     text = (repo / "reports/junit.xml").read_text(encoding="utf-8")
     SCHEMA.validate(text)
     names = [c.get("name") for c in ET.fromstring(text).iter("testcase")]
@@ -207,3 +207,15 @@ def test_report_writes_junit_from_a_results_file(tmp_path: Path) -> None:
     text = (tmp_path / "junit.xml").read_text(encoding="utf-8")
     SCHEMA.validate(text)
     assert text == junit_xml(RECORDS)
+
+
+def test_repeats_are_numbered_as_people_count_them() -> None:
+    """A case run three times is ``#1``, ``#2``, ``#3`` (records count from 0); a case run
+    once has no number."""
+    records = [
+        {"eval_id": "a", "target": "t", "status": "passed", "score": 1.0, "repeat": r}
+        for r in range(3)
+    ] + [{"eval_id": "b", "target": "t", "status": "passed", "score": 1.0, "repeat": 0}]
+    root = ET.fromstring(junit_xml(records))
+    names = [case.get("name") for case in root.iter("testcase")]
+    assert names == ["a [t] #1", "a [t] #2", "a [t] #3", "b [t]"]

@@ -515,6 +515,62 @@ evalcases:
     p.screenshot(path=str(ARTIFACTS / "report-live-conversation.png"))
 
 
+def test_a_turn_graded_by_its_outcome_shows_the_judges_verdict(page: Page, tmp_path: Path) -> None:
+    import agentv
+
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".agentv").mkdir()
+    (tmp_path / ".agentv" / "targets.yaml").write_text(
+        """\
+$schema: agentv-targets-v2.2
+targets:
+  - {name: default, provider: mock, response: Lisbon is lovely in May., judge_target: judge}
+  - name: judge
+    provider: mock
+    response: '{"score": 0.75, "hits": ["names Lisbon"], "misses": ["no dates"], "reasoning": "Close."}'
+"""
+    )
+    (tmp_path / "live.yaml").write_text(
+        """\
+$schema: agentv-eval-v2
+evalcases:
+  - id: trip
+    outcome: Plans a trip.
+    turns:
+      - content: Three days in Lisbon?
+        outcome: Suggests a plan for Lisbon.
+"""
+    )
+    out = tmp_path / "live.jsonl"
+    with ThreadPoolExecutor(1) as pool:  # the sync Playwright API keeps this thread's loop
+        pool.submit(agentv.run_eval, "live.yaml", out=out, cwd=tmp_path).result()
+    p = page.open(build_report([out], tmp_path / "live.html").path)
+    page.search("trip", 1)
+    p.click("#rows tr")
+    p.wait_for_selector("#detail:not([hidden]) .turns")
+    assert p.locator("#detail .turns .turn > h4").all_text_contents() == [
+        "turn 1 — score 0.750 · failed"
+    ]
+    verdict = p.locator("#detail .turns .turn .verdict")
+    assert [b.strip() for b in verdict.locator(":scope > div > b").all_text_contents()] == [
+        "hits",
+        "misses",
+        "reasoning",
+    ]
+    assert verdict.locator("ul.hits li").all_text_contents() == ["names Lisbon"]
+    assert verdict.locator("ul.misses li").all_text_contents() == ["no dates"]
+    assert verdict.locator(":scope > div > pre").all_text_contents() == ["Close."]
+    assert verdict.locator("details > summary").all_text_contents() == ["the judge's request"]
+    judge = verdict.locator("details .judge")
+    assert judge.locator("h4").all_text_contents() == [
+        "Judge's system prompt",
+        "Judge's prompt",
+        "Judge's reply",
+    ]
+    prompt = judge.locator("pre").nth(1).text_content()
+    assert prompt is not None and "Suggests a plan for Lisbon." in prompt
+
+
 def test_a_simulated_conversation_tells_the_user_and_the_model_apart(
     page: Page, tmp_path: Path
 ) -> None:

@@ -342,11 +342,11 @@ def test_runs_are_told_from_cases_and_named_by_target_and_repeat() -> None:
     assert (s.total, s.cases) == (12, 2)
     # the same id three times over: the slowest say which run each is
     assert [eid for eid, _ in s.slowest] == [
-        "b [gpt, repeat 2]",
-        "b [gpt, repeat 1]",
-        "b [gpt, repeat 0]",
-        "a [gpt, repeat 0]",
-        "a [gpt, repeat 1]",
+        "b [gpt, #3]",
+        "b [gpt, #2]",
+        "b [gpt, #1]",
+        "a [gpt, #1]",
+        "a [gpt, #2]",
     ]
     text = render_summary(s, results_path=None)
     assert "\nRuns: 12 of 2 eval cases (2 targets x 3 repeats)\n" in text

@@ -166,7 +166,7 @@ def test_the_matrix_summary_whole() -> None:
         ),
         bottom=(),
         cases=4,
-        slowest=(("c1 [gpt, repeat 0]", 2.0),),  # c1 ran more than once: which run
+        slowest=(("c1 [gpt, #1]", 2.0),),  # c1 ran more than once: which run
         error_details=(("c3", "invalid", "no such file"), ("c10", "error", "timeout")),
         tokens=(("gpt", Tokens(13, 5)),),
         judge_tokens=Tokens(8, 2),

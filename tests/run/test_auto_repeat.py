@@ -161,7 +161,7 @@ def test_the_summary_says_how_many_runs_and_why(tmp_path: Path) -> None:
         "--summary-json",
         "s.json",
     )
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == 7, done.stdout + done.stderr  # the poor case fails
     cases = _by_case(_records(tmp_path / "r.jsonl"))
     lengths = {case: len(cases[case]) for case in COINS}
     assert all(n == 4 for n in lengths.values())  # 4 votes never settle at 0.95: p >= 0.125
@@ -225,7 +225,7 @@ def test_a_killed_run_resumed_makes_the_same_runs(tmp_path: Path) -> None:
     for root in (whole, killed):
         _project(root, flipper="    delay_ms: 120", workers=1)
     done = agentv_cli(whole, "eval", "evals", "--repeat", "auto", "--out", "r.jsonl")
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == 7, done.stdout + done.stderr  # some runs fail
 
     out = killed / "r.jsonl"
     proc = subprocess.Popen(
@@ -244,7 +244,7 @@ def test_a_killed_run_resumed_makes_the_same_runs(tmp_path: Path) -> None:
     proc.wait(timeout=30)
     before = len(_records(out))
     resumed = agentv_cli(killed, "eval", "evals", "--resume", "r.jsonl")
-    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert resumed.returncode == 7, resumed.stdout + resumed.stderr
     if before < len(_records(whole / "r.jsonl")):
         assert "whose verdict is not settled (--repeat auto)" in resumed.stdout
     # the summary is the whole file's, with the runs each case got

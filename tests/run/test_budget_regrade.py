@@ -229,7 +229,7 @@ def test_regrade_asks_no_target_and_reports_a_changed_prompt(repo: Path) -> None
     with FakeLLMServer(reply=_reply) as target, FakeLLMServer(reply=_reply) as judge:
         write_targets(repo, *_priced(target, judge))
         resumed = agentv_cli(repo, "eval", "evals/", "--resume", "new.jsonl")
-        assert resumed.returncode == 0, resumed.stderr
+        assert resumed.returncode == 7, resumed.stderr
         assert len(target.requests) == 1
 
 

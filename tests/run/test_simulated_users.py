@@ -113,7 +113,6 @@ def test_max_turns_and_stop_when_end_the_conversation(repo: Path) -> None:
 
 BREAKS = {
     "as-assistant": ("Assistant: How can I help you today?", "answered as the assistant"),
-    "helpdesk": ("How can I assist you with your order?", "answered as the assistant"),
     "reveals": ("As the simulated user, my goal is a refund.", "revealed its instructions"),
     "transcript": ("@[User]: hi\n@[Assistant]: hello", "transcript of several turns"),
     # an LM API answering nothing is a failed call already (retried, then given up)

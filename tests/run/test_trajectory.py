@@ -175,7 +175,7 @@ def test_weights_and_required_gates_in_the_summary(repo: Path) -> None:
         proc = agentv_cli(
             repo, "eval", "evals/gates.yaml", "--out", "g.jsonl", "--summary-json", "s.json"
         )
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 7, proc.stderr
     one, two = sorted(rows(repo / "g.jsonl"), key=lambda r: r["eval_id"])
     # both answered right and never looked up: weighted mean 4/5 each
     assert one["score"] == two["score"] == pytest.approx(0.8)

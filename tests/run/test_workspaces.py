@@ -118,9 +118,11 @@ GRADERS = f"""\
 """
 
 
-def run(project: Path, *args: str, out: str = "r.jsonl") -> list[dict[str, Any]]:
+def run(project: Path, *args: str, out: str = "r.jsonl", code: int = 0) -> list[dict[str, Any]]:
+    """The run's records, by case and repeat; ``code``: its exit code (7: a run failed;
+    runs that errored are accepted)."""
     done = agentv_cli(project, "eval", *args, "--out", out, "--quiet", "--allow-errors")
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == code, done.stdout + done.stderr
     return sorted(rows(project / out), key=lambda r: (r["eval_id"], r.get("repeat", 0)))
 
 
@@ -292,7 +294,7 @@ def test_keep_on_failure_keeps_only_the_failed_runs_workspace(project: Path) -> 
         "  isolation: none\n  keep: on_failure\n",
         case("fix", "please fix", GRADERS) + case("idle", "look around", GRADERS),
     )
-    fix, idle = run(project, str(path.relative_to(project)), "--target", "fixer")
+    fix, idle = run(project, str(path.relative_to(project)), "--target", "fixer", code=7)
     assert (fix["status"], idle["status"]) == ("ok", "failed")
     assert "path" not in fix["workspace"]
     kept = Path(idle["workspace"]["path"])

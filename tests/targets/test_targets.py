@@ -274,7 +274,9 @@ def test_validation_reports_every_problem_with_its_line(repo: Path) -> None:
 
     (typo,) = found["targets[1].api_kye"]
     assert typo.message == "target 'b': unknown setting 'api_kye' for openai targets"
-    assert typo.hint == "did you mean 'api_key'?"
+    keys = [*OpenAIProvider.Settings.model_fields, "name", "provider", "judge_target", "workers"]
+    keys += ["provider_batching", "price"]
+    assert typo.hint == f"did you mean 'api_key'? valid keys here: {', '.join(keys)}"
     assert (typo.line, typo.column) == (9, 5)  # the key itself
 
     missing = [d.message for d in found["targets[2]"]]
@@ -321,7 +323,7 @@ def test_file_level_problems(repo: Path) -> None:
             "`$schema` is 'agentv-targets-v2', expected 'agentv-targets-v2.2'",
             "set `$schema: agentv-targets-v2.2`",
         ),
-        ("unknown key 'target'", "did you mean 'targets'?"),
+        ("unknown key 'target'", "did you mean 'targets'? valid keys here: $schema, targets"),
         (
             "`targets` is missing",
             "list the targets under `targets:`, each starting with `- name: ...`",

@@ -20,6 +20,7 @@ def test_the_missing_extra_is_named_with_its_install_command(
     with pytest.raises(SetupError) as raised:
         workbench(store=tmp_path / "s.sqlite", cwd=tmp_path)
     assert str(raised.value) == (
-        "agentv view needs the view extra (starlette is missing): pip install 'agentv[view]'"
+        "agentv view needs the view extra (starlette is missing): "
+        "pip install 'starlette>=0.40' 'uvicorn>=0.30' 'markupsafe>=2.1'"
     )
     assert not (tmp_path / "s.sqlite").exists()

@@ -186,7 +186,9 @@ def test_a_file_is_read_once_even_when_it_is_wrong(
         load_eval_file(path)
     (diag,) = info.value.diagnostics
     assert (diag.line, diag.column) == (3, 9)
-    assert diag.hint == "the file ends inside something never closed: a quote, a [ or a {"
+    assert (
+        diag.hint == "the quote opened at line 3 is never closed: end the value with the same quote"
+    )
 
 
 def test_syntax_errors_far_into_a_large_file(repo: Path) -> None:
@@ -208,7 +210,9 @@ def test_syntax_errors_far_into_a_large_file(repo: Path) -> None:
         load_eval_file(path)
     (diag,) = info.value.diagnostics
     assert (diag.line, diag.column) == (4, 14)
-    assert diag.hint == "the file ends inside something never closed: a quote, a [ or a {"
+    assert (
+        diag.hint == "the quote opened at line 4 is never closed: end the value with the same quote"
+    )
 
 
 def test_bytes_that_are_not_utf8_anywhere_are_reported_first(repo: Path) -> None:

@@ -16,13 +16,16 @@ import sys
 import typer
 
 from agentv import __version__
+from agentv.cli.help import HelpCommand, HelpGroup, with_exit_codes
 
 app = typer.Typer(
     name="agentv",
+    cls=HelpGroup,
     help="Evaluate LLMs and AI agents on multi-turn eval suites written in YAML.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain text in pipes and CI logs: agentv.cli.help
 )
 
 
@@ -77,10 +80,17 @@ def _register(only: str | None = None) -> None:
         if isinstance(command, typer.Typer):  # a command with commands of its own
             callback = command.registered_callback
             doc = callback.callback if callback is not None else None
-            app.add_typer(command, name=name, short_help=_summary(doc), help=inspect.getdoc(doc))
+            app.add_typer(
+                command,
+                name=name,
+                cls=HelpGroup,
+                short_help=_summary(doc),
+                help=inspect.getdoc(doc),
+            )
             continue
-        epilog = getattr(module, "EXIT_HELP", None)  # the exit codes, under ``--help``
-        app.command(name, epilog=epilog, short_help=_summary(command))(command)
+        codes = getattr(module, "EXIT_CODES", None)  # the exit codes, under ``--help``
+        cls = with_exit_codes(codes) if codes else HelpCommand
+        app.command(name, cls=cls, short_help=_summary(command))(command)
 
 
 def _summary(command: object) -> str:

@@ -12,18 +12,26 @@ import typer
 
 from agentv.cli.console_text import printable, printable_all
 
-__all__ = ["EXIT_SIGTERM", "AllowOutsideRoot", "printable", "printable_all", "stopped_by_sigterm"]
+__all__ = [
+    "ALLOW_OUTSIDE_ROOT_HELP",
+    "EXIT_SIGTERM",
+    "AllowOutsideRoot",
+    "printable",
+    "printable_all",
+    "stopped_by_sigterm",
+]
 
 #: the exit code of a command stopped by SIGTERM
 EXIT_SIGTERM = 143
 
+#: what ``--allow-outside-root`` does, said alike by every command that takes it
+ALLOW_OUTSIDE_ROOT_HELP = (
+    "Let eval files attach files, and code evaluators and tools run, outside the project."
+)
+
 #: ``--allow-outside-root``, for the commands that read eval files
 AllowOutsideRoot = Annotated[
-    bool,
-    typer.Option(
-        "--allow-outside-root",
-        help="Accept file references that resolve outside the repository root.",
-    ),
+    bool, typer.Option("--allow-outside-root", help=ALLOW_OUTSIDE_ROOT_HELP)
 ]
 
 

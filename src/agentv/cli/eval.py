@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
 import typer
 
+from agentv.cli import help as panels
 from agentv.cli.common import (
-    AllowOutsideRoot,
+    ALLOW_OUTSIDE_ROOT_HELP,
     judge_samples_value,
     printable,
     stopped_by_sigterm,
@@ -36,20 +37,50 @@ EXIT_USAGE = 2
 EXIT_BUDGET = 4
 EXIT_USER_ERRORS = 5
 EXIT_UNCERTAIN = 6
+EXIT_CASES_FAILED = 7
 
-EXIT_HELP = """
-Exit codes: 0 every selected case ran and was graded without error (and --threshold, when
-given, is met); 1 the run could not start (bad paths, targets or eval files, no cases, a
-failed healthcheck), the mean score is below --threshold, or a file asked for
-(--summary-json, --junit, --report) could not be written; 2 bad command-line usage;
-3 the run finished but some cases errored, were invalid, or had an evaluator that could not
-grade (--allow-errors turns 3 into 0); 4 --budget-usd stopped the run before every run
-was sent (the runs left are recorded as skipped; --resume goes on with them); 5 the run
-finished but some simulated users failed (user_error) and nothing else went wrong
-(--allow-errors turns 5 into 0 too); 6 the run finished but some verdicts are uncertain
-(a judge's samples disagreed: --on-uncertain fail or pass decides them); 130 / 143
-interrupted by Ctrl-C / SIGTERM (every finished case is already in the results file).
-"""
+#: the exit codes, listed under ``agentv eval --help`` and in docs/cli.md (docs/results.md
+#: says the same, with the order in which they are decided)
+EXIT_CODES = (
+    (
+        "0",
+        "every selected run was graded and passed; with --threshold, the graded runs' "
+        "mean score is at least the threshold",
+    ),
+    (
+        "1",
+        "the run could not start (bad paths, targets or eval files, no cases, a failed "
+        "healthcheck); the graded runs' mean score is below --threshold, or no run was graded; "
+        "or a file asked for (--summary-json, --junit, --report) could not be written",
+    ),
+    ("2", "bad command-line usage"),
+    (
+        "3",
+        "some runs errored, were invalid, or had an evaluator that could not grade "
+        "(--allow-errors: 0, or 6 when a graded run failed)",
+    ),
+    (
+        "4",
+        "--budget-usd stopped the run: the runs not sent are recorded as skipped, and "
+        "--resume goes on with them; decided first",
+    ),
+    ("5", "some simulated users failed (user_error) and no run errored (--allow-errors as for 3)"),
+    (
+        "6",
+        "some verdicts are uncertain (a judge's samples disagreed about pass or fail: "
+        "--on-uncertain fail or pass decides them), with or without --threshold",
+    ),
+    (
+        "7",
+        "some graded runs failed (a score below the pass threshold, or a required "
+        "evaluator missed) and nothing above applies; not on a --dry-run (a mock answered); "
+        "--threshold replaces this rule",
+    ),
+    (
+        "130 / 143",
+        "interrupted by Ctrl-C / SIGTERM: every finished run is already in the results file",
+    ),
+)
 
 
 class ExecutorName(StrEnum):
@@ -67,28 +98,69 @@ class OnUncertain(StrEnum):
 
 
 class OutputFormat(StrEnum):
-    """``--output-format``: the results file's format (anything else is a usage error)."""
+    """``--format``: the results file's format (anything else is a usage error)."""
 
     jsonl = "jsonl"
     yaml = "yaml"
 
 
 def eval_command(
-    paths: Annotated[list[str], typer.Argument(help="Eval YAML files, folders or globs.")],
+    paths: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="Eval YAML files, folders or globs. With --resume or --rerun-*, the eval "
+            "files the results file names, when none is given.",
+            show_default=False,
+        ),
+    ] = None,
     target: Annotated[
         list[str] | None,
         typer.Option(
-            help="Target name from targets.yaml (overrides the eval files' targets); "
-            "give it several times to run every case on each (a target matrix).",
+            metavar="NAME",
+            help="The target of every case (overrides the eval files); given several times, "
+            "every case runs on each (a target matrix).",
+            rich_help_panel=panels.TARGETS,
+        ),
+    ] = None,
+    targets: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="FILE",
+            help="The targets file (default: .agentv/targets.yaml, found from the eval files).",
+            rich_help_panel=panels.TARGETS,
+        ),
+    ] = None,
+    agent_timeout: Annotated[
+        float,
+        typer.Option(
+            min=0,
+            metavar="SECONDS",
+            help="Seconds a target may take per case, retries included (0: no limit; default 120).",
+            rich_help_panel=panels.TARGETS,
+        ),
+    ] = 120,
+    max_retries: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="Extra attempts for a case whose target timed out (default 2).",
+            rich_help_panel=panels.TARGETS,
+        ),
+    ] = 2,
+    eval_id: Annotated[
+        str | None,
+        typer.Option(
+            metavar="ID", help="Run only the case with this id.", rich_help_panel=panels.RUNNING
         ),
     ] = None,
     repeat: Annotated[
         str | None,
         typer.Option(
-            help="Run each case N times, as N requests (default: the files' `repeat`, else "
-            "1); `auto`: once, then more runs of the cases whose pass/fail is not settled, "
-            "the most unsettled first (--max-repeat, --repeat-confidence, --budget-usd).",
+            metavar="N",
+            help="Run each case N times (default: the files' `repeat`, else 1); `auto`: more "
+            "runs only of the cases whose pass/fail is not settled.",
             show_default=False,
+            rich_help_panel=panels.RUNNING,
         ),
     ] = None,
     max_repeat: Annotated[
@@ -97,8 +169,10 @@ def eval_command(
             "--max-repeat",
             min=1,
             max=1000,
+            metavar="N",
             help="With --repeat auto: the most runs of a case (default 10).",
             show_default=False,
+            rich_help_panel=panels.RUNNING,
         ),
     ] = None,
     repeat_confidence: Annotated[
@@ -107,23 +181,10 @@ def eval_command(
             "--repeat-confidence",
             min=0.5,
             max=0.999,
+            metavar="P",
             help="With --repeat auto: how sure a settled verdict is (default 0.95).",
             show_default=False,
-        ),
-    ] = None,
-    targets: Annotated[
-        Path | None, typer.Option(help="The targets.yaml to use (default: discovered).")
-    ] = None,
-    eval_id: Annotated[str | None, typer.Option(help="Run only the case with this id.")] = None,
-    out: Annotated[
-        Path | None, typer.Option(help="Results file (default .agentv/results/eval_<time>.jsonl).")
-    ] = None,
-    output_format: Annotated[
-        OutputFormat | None,
-        typer.Option(
-            help="Results format: jsonl (the default) or yaml; a file resumed or rerun into "
-            "keeps its own.",
-            show_default=False,
+            rich_help_panel=panels.RUNNING,
         ),
     ] = None,
     workers: Annotated[
@@ -131,55 +192,50 @@ def eval_command(
         typer.Option(
             min=1,
             max=50,
-            help="Cases in flight at once, per target (default: its `workers`, else 3).",
+            help="Requests in flight at once, per target, 1 to 50 (default: the target's "
+            "`workers`, else 3).",
+            rich_help_panel=panels.RUNNING,
         ),
     ] = None,
-    executor: Annotated[
-        ExecutorName,
-        typer.Option(help="Where cases run: here (local), or on a Ray cluster (ray)."),
-    ] = ExecutorName.local,
-    ray_address: Annotated[
-        str | None,
-        typer.Option(
-            help="Ray cluster to attach to (default: RAY_ADDRESS, else a local Ray is started)."
-        ),
-    ] = None,
-    ray_cpus_per_case: Annotated[
-        float | None,
-        typer.Option(help="CPUs each case reserves on the Ray cluster (default 1; may be 0.1)."),
-    ] = None,
-    dry_run: Annotated[
-        bool, typer.Option(help="Answer every case with a mock instead of calling targets.")
-    ] = False,
-    dry_run_delay: Annotated[float, typer.Option(help="Mock delay in ms (dry run).")] = 0,
-    dry_run_delay_min: Annotated[float, typer.Option(help="Random mock delay, low end (ms).")] = 0,
-    dry_run_delay_max: Annotated[float, typer.Option(help="Random mock delay, high end (ms).")] = 0,
-    agent_timeout: Annotated[
-        float, typer.Option(min=0, help="Seconds a target may take per case (0: no limit).")
-    ] = 120,
-    max_retries: Annotated[
-        int, typer.Option(min=0, help="Extra attempts for a case whose target timed out.")
-    ] = 2,
     cache: Annotated[
-        bool, typer.Option("--cache", help="Reuse answers stored on disk for identical requests.")
+        bool,
+        typer.Option(
+            "--cache",
+            help="Store answers in .agentv/cache/ and reuse them for identical requests.",
+            rich_help_panel=panels.RUNNING,
+        ),
     ] = False,
     budget_usd: Annotated[
         float | None,
         typer.Option(
             "--budget-usd",
             min=0.000001,
-            help="Stop sending requests once the run has spent this many US dollars; the "
-            "runs left are recorded as skipped (exit code 4).",
+            metavar="USD",
+            help="Stop sending once the run has spent this many US dollars; the runs left "
+            "are recorded as skipped (exit code 4).",
+            rich_help_panel=panels.RUNNING,
+        ),
+    ] = None,
+    pass_threshold: Annotated[
+        float | None,
+        typer.Option(
+            min=0,
+            max=1,
+            metavar="SCORE",
+            help="The lowest score a case needs to pass (default: pass_threshold in "
+            ".agentv/config.yaml, else 0.8).",
+            rich_help_panel=panels.RUNNING,
         ),
     ] = None,
     judge_samples: Annotated[
         str | None,
         typer.Option(
             "--judge-samples",
-            help="Ask every judge that sets no `samples` of its own N times about each answer "
-            "(e.g. 3), or MIN..MAX times: more only while the mean is within --judge-margin "
-            "of the pass threshold (e.g. 1..5).",
+            metavar="N",
+            help="Ask each judge without `samples` of its own N times per answer (3), or "
+            "MIN..MAX times: more while the mean is near the threshold (1..5).",
             show_default=False,
+            rich_help_panel=panels.JUDGING,
         ),
     ] = None,
     judge_margin: Annotated[
@@ -188,123 +244,253 @@ def eval_command(
             "--judge-margin",
             min=0,
             max=1,
-            help="With --judge-samples MIN..MAX: how near the threshold a mean is still "
-            "unsettled (default 0.1).",
+            metavar="SCORE",
+            help="With MIN..MAX samples: how near the threshold is near (default 0.1).",
             show_default=False,
+            rich_help_panel=panels.JUDGING,
         ),
     ] = None,
     on_uncertain: Annotated[
         OnUncertain | None,
         typer.Option(
             "--on-uncertain",
-            help="What a judge's samples disagreeing about pass or fail makes of a run, for "
-            "judges that set no on_uncertain: uncertain (its own status, exit code 6; the "
-            "default), fail or pass.",
+            help="What a judge's disagreeing samples make of a run (judges without "
+            "on_uncertain): uncertain (a status of its own, exit code 6), fail or pass.",
             show_default=False,
+            rich_help_panel=panels.JUDGING,
         ),
     ] = None,
-    dump_prompts: Annotated[
+    allow_outside_root: Annotated[
         bool,
-        typer.Option("--dump-prompts", help="Write each case's prompt as JSON (.agentv/prompts)."),
+        typer.Option(
+            "--allow-outside-root",
+            help=ALLOW_OUTSIDE_ROOT_HELP,
+            rich_help_panel=panels.RUNNING,
+        ),
     ] = False,
-    dump_dir: Annotated[
+    out: Annotated[
         Path | None,
-        typer.Option("--dump-dir", help="Folder for --dump-prompts (implies it)."),
+        typer.Option(
+            "--out",
+            "-o",
+            metavar="FILE",
+            help="The results file (default: .agentv/results/eval_<time>.jsonl).",
+            rich_help_panel=panels.RESULTS,
+        ),
+    ] = None,
+    output_format: Annotated[
+        OutputFormat | None,
+        typer.Option(
+            "--format",
+            help="The results file's format: jsonl (the default) or yaml; a file resumed or "
+            "rerun into keeps its own.",
+            show_default=False,
+            rich_help_panel=panels.RESULTS,
+        ),
+    ] = None,
+    output_format_alias: Annotated[
+        OutputFormat | None,
+        typer.Option("--output-format", hidden=True, help="The old spelling of --format."),
     ] = None,
     threshold: Annotated[
-        float | None, typer.Option(help="Exit 1 when the mean score is below this (for CI).")
-    ] = None,
-    pass_threshold: Annotated[
         float | None,
         typer.Option(
-            min=0,
-            max=1,
-            help="Lowest score a case needs to pass (default: pass_threshold in "
-            ".agentv/config.yaml, else 0.8).",
+            metavar="SCORE",
+            help="Gate on the mean score of the graded runs instead of on failed runs: exit 1 "
+            "below it, 0 at or above it (errors keep their codes).",
+            rich_help_panel=panels.RESULTS,
         ),
     ] = None,
     allow_errors: Annotated[
         bool,
         typer.Option(
             "--allow-errors",
-            help="Exit 0 instead of 3 when cases errored or were invalid, or of 5 when "
-            "simulated users failed (gate on the score only).",
+            help="Do not fail on runs that errored or were invalid (3) or simulated users "
+            "that failed (5).",
+            rich_help_panel=panels.RESULTS,
         ),
     ] = False,
     summary_json: Annotated[
         Path | None,
         typer.Option(
-            "--summary-json", help="Also write the summary's figures as JSON to this file."
-        ),
-    ] = None,
-    resume: Annotated[
-        Path | None,
-        typer.Option(
-            "--resume",
-            help="Complete this results file: run only the runs it has no record of (or "
-            "whose prompt changed), appending to it.",
-        ),
-    ] = None,
-    retry_errors: Annotated[
-        bool,
-        typer.Option(
-            "--retry-errors",
-            help="With --resume: also run again the runs whose latest record is error, invalid "
-            "or user_error.",
-        ),
-    ] = False,
-    rerun_failed: Annotated[
-        Path | None,
-        typer.Option(
-            "--rerun-failed",
-            help="Run again the runs this results file has as failed, error, invalid or "
-            "user_error, "
-            "appending to it (or to --out).",
-        ),
-    ] = None,
-    rerun_errors: Annotated[
-        Path | None,
-        typer.Option(
-            "--rerun-errors",
-            help="Run again the runs this results file has as error, invalid or user_error, "
-            "appending to it (or to --out).",
-        ),
-    ] = None,
-    replay_user: Annotated[
-        Path | None,
-        typer.Option(
-            "--replay-user",
-            help="Send the simulated users' turns recorded in this results file again, "
-            "verbatim, instead of asking the simulators (to compare targets on the same "
-            "conversations).",
+            "--summary-json",
+            metavar="FILE",
+            help="Also write the summary's figures as JSON.",
+            rich_help_panel=panels.RESULTS,
         ),
     ] = None,
     junit: Annotated[
         Path | None,
-        typer.Option("--junit", help="Also write the results as JUnit XML (for CI) to this file."),
+        typer.Option(
+            "--junit",
+            metavar="FILE",
+            help="Also write the results as JUnit XML (for CI).",
+            rich_help_panel=panels.RESULTS,
+        ),
     ] = None,
     report: Annotated[
         bool,
         typer.Option(
-            "--report", help="At the end, write the HTML report next to the results (.html)."
+            "--report",
+            help="At the end, write the HTML report next to the results file.",
+            rich_help_panel=panels.RESULTS,
         ),
     ] = False,
     store: Annotated[
         Path | None,
         typer.Option(
             "--store",
-            help="The run store this run is registered in (default: run_store in "
-            ".agentv/config.yaml, else .agentv/runs.sqlite in the project).",
+            metavar="FILE",
+            help="The run store to register the run in (default: run_store in "
+            ".agentv/config.yaml, else .agentv/runs.sqlite).",
             show_default=False,
+            rich_help_panel=panels.RESULTS,
         ),
     ] = None,
-    allow_outside_root: AllowOutsideRoot = False,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Say more.")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No per-case lines.")] = False,
+    resume: Annotated[
+        Path | None,
+        typer.Option(
+            "--resume",
+            metavar="RESULTS",
+            help="Finish this results file: run the runs it has no record of (or whose "
+            "prompt changed), appending to it.",
+            rich_help_panel=panels.AFTER_THE_RUN,
+        ),
+    ] = None,
+    rerun_failed: Annotated[
+        Path | None,
+        typer.Option(
+            "--rerun-failed",
+            metavar="RESULTS",
+            help="Run again the runs this file has as failed, error, invalid or user_error, "
+            "appending to it (or to --out).",
+            rich_help_panel=panels.AFTER_THE_RUN,
+        ),
+    ] = None,
+    rerun_errors: Annotated[
+        Path | None,
+        typer.Option(
+            "--rerun-errors",
+            metavar="RESULTS",
+            help="Run again the runs this file has as error, invalid or user_error, "
+            "appending to it (or to --out); with --resume of the same file, both at once.",
+            rich_help_panel=panels.AFTER_THE_RUN,
+        ),
+    ] = None,
+    retry_errors: Annotated[
+        bool,
+        typer.Option(
+            "--retry-errors",
+            hidden=True,
+            help="The old spelling of --rerun-errors with --resume: --resume FILE "
+            "--retry-errors is --resume FILE --rerun-errors FILE.",
+        ),
+    ] = False,
+    replay_user: Annotated[
+        Path | None,
+        typer.Option(
+            "--replay-user",
+            metavar="RESULTS",
+            help="Send the simulated users' turns this results file recorded again, verbatim, "
+            "instead of asking the simulators.",
+            rich_help_panel=panels.AFTER_THE_RUN,
+        ),
+    ] = None,
+    executor: Annotated[
+        ExecutorName,
+        typer.Option(
+            help="Where cases run: here (local), or on a Ray cluster (ray).",
+            rich_help_panel=panels.SCALE_OUT,
+        ),
+    ] = ExecutorName.local,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            metavar="ADDRESS",
+            help="The Ray cluster (default: RAY_ADDRESS, else a local Ray is started).",
+            rich_help_panel=panels.SCALE_OUT,
+        ),
+    ] = None,
+    ray_cpus_per_case: Annotated[
+        float | None,
+        typer.Option(
+            metavar="CPUS",
+            help="CPUs each case reserves on the cluster (default 1; may be 0.1).",
+            rich_help_panel=panels.SCALE_OUT,
+        ),
+    ] = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Answer every case with a mock: no network, no keys.",
+            rich_help_panel=panels.DEBUGGING,
+        ),
+    ] = False,
+    dry_run_delay: Annotated[
+        float,
+        typer.Option(
+            metavar="MS",
+            help="With --dry-run: the mock waits this long.",
+            show_default=False,
+            rich_help_panel=panels.DEBUGGING,
+        ),
+    ] = 0,
+    dry_run_delay_min: Annotated[
+        float,
+        typer.Option(
+            metavar="MS",
+            help="With --dry-run: a random wait, at least this long.",
+            show_default=False,
+            rich_help_panel=panels.DEBUGGING,
+        ),
+    ] = 0,
+    dry_run_delay_max: Annotated[
+        float,
+        typer.Option(
+            metavar="MS",
+            help="... and at most this long.",
+            show_default=False,
+            rich_help_panel=panels.DEBUGGING,
+        ),
+    ] = 0,
+    dump_prompts: Annotated[
+        bool,
+        typer.Option(
+            "--dump-prompts",
+            help="Write each case's prompt as JSON to .agentv/prompts/.",
+            rich_help_panel=panels.DEBUGGING,
+        ),
+    ] = False,
+    dump_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--dump-dir",
+            metavar="DIR",
+            help="Write the prompts here instead (implies --dump-prompts).",
+            rich_help_panel=panels.DEBUGGING,
+        ),
+    ] = None,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose",
+            "-v",
+            help="Errors in full, the targets used.",
+            rich_help_panel=panels.DEBUGGING,
+        ),
+    ] = False,
+    quiet: Annotated[
+        bool,
+        typer.Option("--quiet", "-q", help="No per-case lines.", rich_help_panel=panels.DEBUGGING),
+    ] = False,
 ) -> None:
-    """Run eval cases against their targets, grade the answers and write results."""
+    """Run eval cases against their targets, grade the answers and write the results."""
     from agentv.api import DryRun
 
+    rerun = _rerun_options(resume, rerun_failed, rerun_errors, out, retry_errors)
+    if not paths:
+        paths = _paths_from_results(rerun)
     raise typer.Exit(
         run_eval_command(
             paths,
@@ -314,14 +500,14 @@ def eval_command(
             summary_json=summary_json,
             junit=junit,
             report=report,
-            **_rerun_options(resume, rerun_failed, rerun_errors, out, retry_errors),
+            **rerun,
             pass_threshold=pass_threshold,
             allow_errors=allow_errors,
             replay_user=replay_user,
             targets_file=targets,
             eval_id=eval_id,
             out=out,
-            output_format=output_format.value if output_format is not None else None,
+            output_format=_one_format(output_format, output_format_alias),
             workers=workers,
             executor=executor.value,
             ray_address=ray_address,
@@ -343,6 +529,16 @@ def eval_command(
             store=store,
         )
     )
+
+
+def _one_format(given: OutputFormat | None, old: OutputFormat | None) -> str | None:
+    """``--format``, or its old spelling ``--output-format`` (not both, unless they agree)."""
+    if given is not None and old is not None and given is not old:
+        raise typer.BadParameter(
+            "give --format once (--output-format is its old spelling)", param_hint="'--format'"
+        )
+    chosen = given or old
+    return chosen.value if chosen is not None else None
 
 
 def repeat_value(text: str | None) -> int | str | None:
@@ -370,6 +566,29 @@ def _auto_options(max_repeat: int | None, confidence: float | None) -> dict[str,
     if confidence is not None:
         out["repeat_confidence"] = confidence
     return out
+
+
+def _paths_from_results(rerun: dict[str, Any]) -> list[str]:
+    """The eval files a results file's records name, for --resume / --rerun-* without
+    paths; a usage error without such an option, or when the file names none."""
+    results = rerun.get("resume") or rerun.get("rerun")
+    if results is None:
+        raise typer.BadParameter(
+            "give the eval files, folders or globs to run", param_hint="'PATHS...'"
+        )
+    from agentv.api import eval_files_of
+    from agentv.errors import AgentVError
+
+    try:
+        named = eval_files_of(results)
+    except AgentVError as exc:
+        raise typer.BadParameter(str(exc), param_hint="'PATHS...'") from None
+    if not named:
+        raise typer.BadParameter(
+            f"{results} names no eval file: give the eval files to run",
+            param_hint="'PATHS...'",
+        )
+    return named
 
 
 def run_eval_command(
@@ -442,6 +661,10 @@ def run_eval_command(
             why.append(f"{prepared.changed_since} because their prompt changed")
         if prepared.retried:
             why.append(f"{prepared.retried} retried after an error")
+        if prepared.taken_up:
+            why.append(
+                f"{prepared.taken_up} conversation(s) going on from where the budget stopped them"
+            )
         pending = prepared.auto_pending
         stdout.write(
             f"Resuming {resumed}: {prepared.total} run(s) to do"
@@ -454,6 +677,8 @@ def run_eval_command(
             )
             + "\n"
         )
+        if prepared.errors_left:
+            stdout.write(_errors_left(prepared.errors_left, resumed, cwd) + "\n")
         if not prepared.total and not pending:
             prepared.close()
             stdout.write("Nothing to do: every planned run already has its result.\n")
@@ -681,19 +906,31 @@ def _rerun_options(
     out: Path | None,
     retry_errors: bool = False,
 ) -> dict[str, Any]:
-    """``prepare_run``'s options for --resume / --rerun-*; at most one of them, --out does
-    not go with --resume (the results go to the file resumed), and --retry-errors goes
-    with --resume only."""
-    if retry_errors and resume is None:
-        raise typer.BadParameter("goes with --resume FILE", param_hint="'--retry-errors'")
+    """``prepare_run``'s options for --resume / --rerun-*: one of them, or --resume and
+    --rerun-errors of the same file (both at once; ``--retry-errors`` is the old spelling of
+    that); --out does not go with --resume (the results go to the file resumed)."""
+    if retry_errors:
+        if resume is None:
+            raise typer.BadParameter(
+                "goes with --resume FILE; to run a file's errored runs again, give "
+                "--rerun-errors FILE",
+                param_hint="'--retry-errors'",
+            )
+        rerun_errors = rerun_errors or resume
     from agentv.api import RERUN_ERRORS, RERUN_FAILED
 
+    both = resume is not None and rerun_errors is not None and rerun_failed is None
+    if both and Path(os.path.abspath(rerun_errors)) != Path(os.path.abspath(resume)):
+        raise typer.BadParameter(
+            "with --resume FILE, --rerun-errors must name the same file (both then run at once)",
+            param_hint="'--rerun-errors'",
+        )
     given = [
         n
         for n, v in (
             ("--resume", resume),
             ("--rerun-failed", rerun_failed),
-            ("--rerun-errors", rerun_errors),
+            ("--rerun-errors", None if both else rerun_errors),
         )
         if v is not None
     ]
@@ -704,12 +941,32 @@ def _rerun_options(
             raise typer.BadParameter(
                 "--resume appends to the file it resumes; leave out --out", param_hint="'--out'"
             )
-        return {"resume": resume, "retry_errors": True} if retry_errors else {"resume": resume}
+        return {"resume": resume, "retry_errors": True} if both else {"resume": resume}
     if rerun_failed is not None:
         return {"rerun": rerun_failed, "rerun_statuses": RERUN_FAILED}
     if rerun_errors is not None:
         return {"rerun": rerun_errors, "rerun_statuses": RERUN_ERRORS}
     return {}
+
+
+def _errors_left(runs: list[tuple[str, str, str, int | None]], results: Path, cwd: Path) -> str:
+    """What a resume leaves as it is: the runs recorded as errors, the first few named (with
+    the repeat, as people count them, when the case has several), and the command that runs
+    them again."""
+    from agentv.api import repeat_label
+
+    shown = [
+        eval_id
+        + (f" [{target}]" if target else "")
+        + (f" {repeat_label(repeat)}" if repeat is not None else "")
+        for _, eval_id, target, repeat in runs[:5]
+    ]
+    more = f" and {len(runs) - 5} more" if len(runs) > 5 else ""
+    return (
+        f"{len(runs)} run(s) recorded as error, invalid or user_error are kept as they are "
+        f"({', '.join(shown)}{more}); to run them again: agentv eval --rerun-errors "
+        f"{_shown(results, cwd)}"
+    )
 
 
 def _shown(path: Path, cwd: Path) -> str:
@@ -764,14 +1021,17 @@ def _resume_command(paths: list[str], options: dict[str, Any], results: Path, cw
         return " ".join(words)
     words += ["--resume", _shown(results, cwd)]
     if options.get("retry_errors"):
-        words.append("--retry-errors")
+        words += ["--rerun-errors", _shown(results, cwd)]
     return " ".join(words)
 
 
 def exit_code(run: EvalRun, *, threshold: float | None, allow_errors: bool, stderr: TextIO) -> int:
-    """0 clean, 1 below ``--threshold``, 3 some cases errored or were invalid (0 with
-    ``--allow-errors``), 4 the budget left runs unsent (first: the run is not whole), 5
-    only simulated users failed (0 with ``--allow-errors``); says why on stderr."""
+    """The run's exit code (``EXIT_CODES``), decided in this order: 4 the budget left runs
+    unsent (the run is not whole); with ``threshold``, 1 when the graded runs' mean is below
+    it (or none was graded); 3 some runs errored or were invalid, 5 only simulated users
+    failed (either accepted with ``allow_errors``); 6 some verdicts are uncertain; without
+    ``threshold``, 7 when a graded run failed (not on a dry run: a mock answered); else 0.
+    Says why on stderr."""
     s = run.summary
     if s.skipped:
         stderr.write(
@@ -789,34 +1049,42 @@ def exit_code(run: EvalRun, *, threshold: float | None, allow_errors: bool, stde
                 f"threshold {threshold:.3f}\n"
             )
         return EXIT_FAILED
-    if run.clean:
-        if s.uncertain:  # never silently a pass (docs/trusting-verdicts.md)
-            stderr.write(
-                f"{s.uncertain} run(s) uncertain: a judge's samples disagreed about pass or "
-                f"fail (exit code {EXIT_UNCERTAIN}); --on-uncertain fail or pass decides them\n"
-            )
-            return EXIT_UNCERTAIN
-        return EXIT_OK
-    code = EXIT_ERRORS
-    what = f"{s.errors} case(s) errored, {s.invalid} invalid"
-    if run.unusable_files:
-        what += f", {len(run.unusable_files)} eval file(s) could not be used"
-    if s.user_errors:
-        what += f", {s.user_errors} simulated user(s) failed"
-        if not (s.errors or s.invalid or run.unusable_files):
-            # only the simulated users failed: the model is not to blame, said apart
-            what, code = f"{s.user_errors} simulated user(s) failed (user_error)", EXIT_USER_ERRORS
-    if allow_errors:
-        if s.uncertain:
-            stderr.write(
-                f"{what} (--allow-errors); {s.uncertain} run(s) uncertain: exit code "
-                f"{EXIT_UNCERTAIN}\n"
-            )
-            return EXIT_UNCERTAIN
-        stderr.write(f"{what} (--allow-errors: exit code 0)\n")
-        return EXIT_OK
-    stderr.write(f"{what}: exit code {code} (see the summary; --allow-errors to accept)\n")
-    return code
+    if not run.clean:
+        code = EXIT_ERRORS
+        what = f"{s.errors} run(s) errored, {s.invalid} invalid"
+        if run.unusable_files:
+            what += f", {len(run.unusable_files)} eval file(s) could not be used"
+        if s.user_errors:
+            what += f", {s.user_errors} simulated user(s) failed"
+            if not (s.errors or s.invalid or run.unusable_files):
+                # only the simulated users failed: the model is not to blame, said apart
+                what = f"{s.user_errors} simulated user(s) failed (user_error)"
+                code = EXIT_USER_ERRORS
+        if not allow_errors:
+            stderr.write(f"{what}: exit code {code} (see the summary; --allow-errors to accept)\n")
+            return code
+        stderr.write(f"{what} (--allow-errors: accepted)\n")
+    if s.uncertain:  # never silently a pass (docs/trusting-verdicts.md)
+        stderr.write(
+            f"{s.uncertain} run(s) uncertain: a judge's samples disagreed about pass or "
+            f"fail (exit code {EXIT_UNCERTAIN}); --on-uncertain fail or pass decides them\n"
+        )
+        return EXIT_UNCERTAIN
+    if threshold is None and s.failed and run.dry_run:
+        # a mock answered: its failures say nothing of the target (docs/results.md)
+        stderr.write(f"{s.failed} of the {s.graded} graded run(s) failed on the dry run's mock\n")
+    elif threshold is None and s.failed:
+        stderr.write(
+            f"{s.failed} of the {s.graded} graded run(s) failed: exit code {EXIT_CASES_FAILED} "
+            "(--threshold SCORE gates on the mean score instead)\n"
+        )
+        return EXIT_CASES_FAILED
+    if threshold is not None:
+        stderr.write(
+            f"Mean score {s.mean:.3f} of the {s.graded} graded run(s) meets the threshold "
+            f"{threshold:.3f}\n"
+        )
+    return EXIT_OK
 
 
 async def _run(

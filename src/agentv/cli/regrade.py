@@ -17,7 +17,12 @@ def regrade_command(
     results: Annotated[Path, typer.Argument(help="The results file whose answers to grade.")],
     out: Annotated[
         Path | None,
-        typer.Option(help="The new results file (default: RESULTS.regraded.jsonl beside it)."),
+        typer.Option(
+            "--out",
+            "-o",
+            metavar="FILE",
+            help="The new results file (default: RESULTS.regraded.jsonl beside it).",
+        ),
     ] = None,
     evals: Annotated[
         list[str] | None,

@@ -287,8 +287,15 @@ def _print_text(cases: list[dict[str, Any]], out: Console) -> None:
         request = view.get("request")
         body = _lm_payload(request) if isinstance(request, dict) else None
         if not request:  # no target, or one with nothing of its own to show
-            _print_messages(out, view["sent_messages"], "Messages sent to an LM API")
+            # which target the case runs on is not resolved here (no key needed): both
+            # forms, each said for whom it is
+            _print_messages(out, view["sent_messages"], "Messages (what a model API target gets)")
             _print_question(out, view)
+            _note(
+                out,
+                "what a target gets depends on its kind: `--target NAME` shows that "
+                "target's own request",
+            )
         elif body is not None:
             _print_lm_request(out, view, body)
         else:

@@ -15,21 +15,28 @@ def report_command(
         list[Path],
         typer.Argument(help="Results files (JSONL or YAML); several are shown side by side."),
     ],
-    output: Annotated[
+    out: Annotated[
         Path | None,
         typer.Option(
-            "--output",
+            "--out",
             "-o",
+            metavar="FILE",
             help="The HTML file to write (default: next to the results, RESULTS.html; for "
             "several files LAST-vs-FIRST.html beside the last).",
         ),
+    ] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", hidden=True, help="The old spelling of --out."),
     ] = None,
     open_it: Annotated[
         bool, typer.Option("--open", help="Open the report in the default browser.")
     ] = False,
     junit: Annotated[
         Path | None,
-        typer.Option("--junit", help="Also write the (first) results file as JUnit XML here."),
+        typer.Option(
+            "--junit", metavar="FILE", help="Also write the (first) results file as JUnit XML."
+        ),
     ] = None,
 ) -> None:
     """Write an HTML report of results files: the run, every case with sort, filters and
@@ -38,7 +45,7 @@ def report_command(
     from agentv.cli.common import stopped_by_sigterm
 
     with stopped_by_sigterm():  # SIGTERM while writing leaves no temporary file behind
-        code = write_report(results, output, open_it=open_it)
+        code = write_report(results, out or output, open_it=open_it)
         if code == 0 and junit is not None:
             code = _write_junit(results[0], junit)
     if code:

@@ -10,9 +10,14 @@ from typing import Annotated
 import typer
 
 from agentv.cli.common import printable
+from agentv.cli.help import HelpCommand, HelpGroup
 
 reviews_app = typer.Typer(
-    no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False
+    cls=HelpGroup,
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain text in pipes and CI logs: agentv.cli.help
 )
 
 Store = Annotated[
@@ -26,10 +31,14 @@ def reviews_command() -> None:
     """Export and import reviews (people's verdicts on answers) as JSON Lines."""
 
 
-@reviews_app.command("export", short_help="Write every review as a line of JSON.")
+@reviews_app.command("export", cls=HelpCommand, short_help="Write every review as a line of JSON.")
 def export_command(
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", "-o", metavar="FILE", help="The file to write (default: stdout)."),
+    ] = None,
     output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="The file to write (default: stdout).")
+        Path | None, typer.Option("--output", hidden=True, help="The old spelling of --out.")
     ] = None,
     run: Annotated[
         int | None, typer.Option("--run", help="Only the reviews of this run (its id).")
@@ -41,6 +50,7 @@ def export_command(
     from agentv.api import export_reviews
     from agentv.errors import AgentVError
 
+    output = out or output
     try:
         lines = export_reviews(output, store=store, run=run)
     except AgentVError as exc:
@@ -53,7 +63,7 @@ def export_command(
         sys.stdout.write(f"{len(lines)} review(s) written to {output}\n")
 
 
-@reviews_app.command("import", short_help="Add reviews from JSON Lines.")
+@reviews_app.command("import", cls=HelpCommand, short_help="Add reviews from JSON Lines.")
 def import_command(
     path: Annotated[Path, typer.Argument(help="A JSON Lines file of reviews.")],
     reviewer: Annotated[

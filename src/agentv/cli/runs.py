@@ -13,6 +13,7 @@ import typer
 
 from agentv.cli.common import format_usd, printable
 from agentv.cli.console_text import printable_json
+from agentv.cli.help import HelpCommand, HelpGroup
 
 if TYPE_CHECKING:
     from agentv.api import StoredRun
@@ -36,10 +37,12 @@ Store = Annotated[
 ]
 
 runs_app = typer.Typer(
+    cls=HelpGroup,
     invoke_without_command=True,
     no_args_is_help=False,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain text in pipes and CI logs: agentv.cli.help
 )
 
 
@@ -165,7 +168,9 @@ def runs_table(found: list[StoredRun]) -> str:
     return "\n".join(printable(line) for line in lines)
 
 
-@runs_app.command("import", short_help="Index results files made elsewhere or before.")
+@runs_app.command(
+    "import", cls=HelpCommand, short_help="Index results files made elsewhere or before."
+)
 def import_command(
     paths: Annotated[list[Path], typer.Argument(help="Results files (JSONL or YAML).")],
     store: Store = None,

@@ -25,7 +25,7 @@ from agentv.evalfile import schema as sc
 from agentv.evalfile.context import LoadContext
 from agentv.evalfile.files import is_within
 from agentv.evalfile.guidelines import is_guideline
-from agentv.evalfile.schema_errors import translate
+from agentv.evalfile.schema_errors import closest_key, translate
 from agentv.evalfile.workspace import WorkspaceReader, merged
 from agentv.evaluators.base import EvaluatorSpec
 from agentv.evaluators.schemas import check_schema
@@ -73,15 +73,36 @@ def text_or_none(value: Any) -> str | None:
     return value.strip() if isinstance(value, str) and value.strip() else None
 
 
-def parameters_problem(parameters: Any) -> str | None:
-    """Why a tool's ``parameters`` cannot be sent to an API (the APIs take a JSON Schema of
-    type ``object``), or None."""
+#: what to write instead of `parameters` that cannot be used
+PARAMETERS_HINT = (
+    "write a JSON Schema of type `object`, e.g. {type: object, properties: {city: {type: string}}}"
+)
+
+
+def _own_grade(turn: sc.RawTurn) -> bool:
+    """Whether a turn is graded by its own `evaluators` or `outcome` (not the case's
+    `turn_evaluators`)."""
+    return turn.evaluators is not None or bool((turn.outcome or "").strip())
+
+
+def parameters_problem(parameters: Any) -> tuple[str, str] | None:
+    """Why a tool's ``parameters`` cannot be sent to an API or check a call (the APIs take
+    a JSON Schema of type ``object``) and what to do, or None."""
     if not isinstance(parameters, dict):
-        return "must be a JSON Schema (a mapping)"
+        return "must be a JSON Schema (a mapping)", PARAMETERS_HINT
     if parameters.get("type", "object") != "object":
-        return f"must be of type `object` (the arguments of a call), not {parameters['type']!r}"
+        return (
+            f"must be of type `object` (the arguments of a call), not {parameters['type']!r}",
+            PARAMETERS_HINT,
+        )
     problem = check_schema(parameters, "")
-    return None if problem is None else problem.message.removeprefix("invalid JSON Schema ")
+    if problem is None:
+        return None
+    text = problem.message.removeprefix("invalid JSON Schema").strip()
+    # "at `where`: why" stays as it is; ": why" loses its colon
+    text = text if text.startswith("at ") else text.removeprefix(":").strip().removeprefix("it ")
+    hint = PARAMETERS_HINT if "without end" not in text else (problem.hint or PARAMETERS_HINT)
+    return text, hint
 
 
 class CaseBuilder:
@@ -235,18 +256,19 @@ class CaseBuilder:
                     hint="start each case with `- id: ...` followed by `outcome` and `input_messages`",
                 )
             ]
+        missing = self._missing_input(entry, base)
         try:
             raw = _CASE_ADAPTER.model_validate(entry)
         except ValidationError as exc:
-            diags = translate(self.src, exc, entry, base)
+            diags = [*missing, *translate(self.src, exc, entry, base)]
             # Report the missing files too, so that one `validate` shows every problem.
             self._check_raw_files(entry, base, diags)
             return None, diags
-        diags = []
+        diags = list(missing)
         guideline_files: dict[Path, GuidelineFile] = {}
         input_files: dict[Path, None] = {}
         messages = []
-        for i, msg in enumerate(raw.input_messages):
+        for i, msg in enumerate(raw.input_messages or []):
             loaded = self._message(
                 msg, (*base, "input_messages", i), diags, guideline_files, input_files, True
             )
@@ -263,8 +285,11 @@ class CaseBuilder:
             turn_evaluators = self._evaluator_configs(
                 raw.turn_evaluators, (*base, "turn_evaluators"), diags
             )
+        # a turn's guideline files join the conversation at that turn: the case's own are
+        # its opening messages' (``seen`` is every file referenced so far)
+        seen = dict(guideline_files)
         turns = [
-            self._turn(turn, (*base, "turns", i), diags, guideline_files, turn_evaluators)
+            self._turn(turn, (*base, "turns", i), diags, seen, turn_evaluators)
             for i, turn in enumerate(raw.turns or [])
         ]
         user = None
@@ -294,6 +319,7 @@ class CaseBuilder:
                     "`evaluators` that grade the whole conversation",
                 )
             )
+        diags.extend(self._unused_live_keys(raw, base, tools))
         if any(d.severity == "error" for d in diags):
             return None, diags
         case = EvalCase(
@@ -415,6 +441,83 @@ class CaseBuilder:
             "left, but this case has no `workspace:`",
             hint="give the case (or the file) a `workspace:` block",
         )
+
+    def _missing_input(self, entry: dict[str, Any], base: PathKey) -> list[Diagnostic]:
+        """``input_messages`` is required unless ``turns`` or a simulated ``user`` say the
+        user turns; a key misspelt for one of the three is reported as unknown instead."""
+        said = ("input_messages", "turns", "user")
+        if any(key in entry for key in said):
+            return []
+        if any(closest_key(str(k), said) for k in entry if k not in sc.CASE_KEYS):
+            return []
+        return [
+            self.src.diagnostic(
+                base,
+                "missing required key `input_messages`",
+                hint="add `input_messages:` with at least one `- role: user` turn (or `turns:` "
+                "for a live conversation, `user:` for a simulated user)",
+            )
+        ]
+
+    def _unused_live_keys(
+        self, raw: sc.RawEvalCase, base: PathKey, tools: tuple[Tool, ...]
+    ) -> list[Diagnostic]:
+        """The keys of live conversations this case cannot use. `turn_evaluators` that no
+        turn would run are an error: the case would be graded by something else than what
+        it says (a judge of its outcome). The others change nothing where they cannot
+        apply, and are warnings."""
+        out: list[Diagnostic] = []
+        conversation = raw.turns is not None or raw.user is not None
+        if raw.turn_evaluators is not None and not conversation:
+            out.append(
+                self.src.diagnostic(
+                    (*base, "turn_evaluators"),
+                    "`turn_evaluators` grade the answers of a live conversation, and this "
+                    "case has no `turns` and no simulated `user`: they would never run (a "
+                    "judge of the outcome would grade the case instead)",
+                    hint="move them to the case's `evaluators`, or give the case `turns`",
+                    at_key=True,
+                )
+            )
+        elif raw.turn_evaluators and raw.turns and all(_own_grade(t) for t in raw.turns):
+            out.append(
+                self.src.diagnostic(
+                    (*base, "turn_evaluators"),
+                    "`turn_evaluators` are never used: every turn has evaluators (or an "
+                    "outcome) of its own",
+                    hint="leave them out, or take `evaluators` off the turns they should grade",
+                    severity="warning",
+                    at_key=True,
+                )
+            )
+        effects = {
+            "aggregation": "there is one score",
+            "on_turn_failure": "there is no later turn to stop",
+        }
+        for key, effect in effects.items():
+            if getattr(raw, key) is not None and not conversation:
+                out.append(
+                    self.src.diagnostic(
+                        (*base, key),
+                        f"`{key}` has no effect here: the case has no `turns` and no "
+                        f"simulated `user`, so {effect}",
+                        hint=f"leave `{key}` out, or give the case `turns`",
+                        severity="warning",
+                        at_key=True,
+                    )
+                )
+        if raw.max_tool_rounds is not None and not tools:
+            out.append(
+                self.src.diagnostic(
+                    (*base, "max_tool_rounds"),
+                    "`max_tool_rounds` has no effect here: the case has no `tools` (and its "
+                    "file none)",
+                    hint="leave `max_tool_rounds` out, or give the case `tools` to call",
+                    severity="warning",
+                    at_key=True,
+                )
+            )
+        return out
 
     def _user(
         self, raw: sc.RawEvalCase, key: PathKey, diags: list[Diagnostic]
@@ -556,14 +659,12 @@ class CaseBuilder:
                     )
                 )
             parameters = raw.parameters if raw.parameters is not None else EMPTY_PARAMETERS
-            problem = parameters_problem(parameters)
-            if problem is not None:
+            found = parameters_problem(parameters)
+            if found is not None:
+                problem, hint = found
                 diags.append(
                     self.src.diagnostic(
-                        (*at, "parameters"),
-                        f"tool {raw.name!r}: `parameters` {problem}",
-                        hint="write a JSON Schema of type `object`, e.g. "
-                        "{type: object, properties: {city: {type: string}}}",
+                        (*at, "parameters"), f"tool {raw.name!r}: `parameters` {problem}", hint=hint
                     )
                 )
             cwd = None
@@ -825,7 +926,7 @@ class CaseBuilder:
     def _check_tool_pairing(self, raw: sc.RawEvalCase, base: PathKey) -> list[Diagnostic]:
         diags: list[Diagnostic] = []
         call_ids: set[str] = set()
-        for i, msg in enumerate(raw.input_messages):
+        for i, msg in enumerate(raw.input_messages or []):
             if msg.tool_calls:
                 call_ids.update(c.id for c in msg.tool_calls)
             if msg.role == "tool" and (

@@ -18,14 +18,21 @@ from agentv.yaml.source import read_text
 
 
 def find_repo_root(start: Path, cwd: Path | None = None) -> Path:
-    """The nearest folder at or above ``start`` holding ``.git`` (a folder or a file).
+    """The project's root: the nearest folder at or above ``start`` holding ``.git`` (a
+    folder or a file).
 
-    Without one, the working directory when ``start`` lies inside it, else ``start`` itself,
-    so that files beside an eval file outside any repository still resolve.
+    Outside any repository, the nearest folder at or above ``start`` holding ``.agentv/``
+    (the project ``agentv init`` set up, its ``.env`` beside it); without one either, the
+    working directory when ``start`` lies inside it, else ``start`` itself, so that files
+    beside an eval file outside any project still resolve.
     """
     start = start.resolve()
-    for folder in (start, *start.parents):
+    folders = (start, *start.parents)
+    for folder in folders:
         if (folder / ".git").exists():
+            return folder
+    for folder in folders:
+        if (folder / ".agentv").is_dir():
             return folder
     cwd = (cwd or Path.cwd()).resolve()
     return cwd if start == cwd or cwd in start.parents else start

@@ -16,6 +16,7 @@ from pathlib import Path
 from wcmatch import glob
 
 from agentv.errors import Diagnostic, InputError
+from agentv.evalfile.schema_errors import unknown_key
 from agentv.system.readfile import special
 from agentv.yaml.source import load_yaml
 
@@ -105,15 +106,15 @@ def parse_config(path: Path) -> tuple[GuidelineConfig | None, list[Diagnostic]]:
         return None, diags
     for key in data:
         if key not in CONFIG_KEYS:
+            # a warning: the key is ignored, the rest of the config still holds
             diags.append(
-                src.diagnostic(
+                unknown_key(
+                    src,
                     (key,),
-                    f"unknown key {key!r} in config",
-                    hint="the config file knows `$schema`, `guideline_patterns`, "
-                    "`pass_threshold`, `user_target`, `run_store` and `register_runs`; "
-                    "remove this key",
+                    str(key),
+                    CONFIG_KEYS,
+                    f"unknown key {key!r} in config (ignored)",
                     severity="warning",
-                    at_key=True,
                 )
             )
     threshold = data.get("pass_threshold")

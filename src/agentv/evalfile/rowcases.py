@@ -713,14 +713,16 @@ def plan_rows(
         ]
     if not isinstance(template, dict):
         what = "missing" if template is None else "not a mapping"
+        _rows_settings(src, raw_rows, diags)  # its own mistakes, said at the same time
         return None, [
+            *diags,
             src.diagnostic(
                 ("template",) if "template" in data else ("rows",),
                 f"`template` is {what}: the case each row fills",
                 hint="add `template:` with `outcome`, `input_messages` and `evaluators`, "
                 "using {{ column }} placeholders",
                 at_key="template" not in data,
-            )
+            ),
         ]
     rows = _rows_settings(src, raw_rows, diags)
     if "id" in template:

@@ -26,6 +26,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
+from agentv.system.extras import install_line
 from agentv.system.readfile import open_input
 from agentv.yaml.source import describe_decode_error, read_text
 
@@ -40,8 +41,6 @@ FORMATS = {
 }
 #: rows of a Parquet file read at once (memory stays that of one batch)
 PARQUET_BATCH = 1024
-_PARQUET_HINT = "install the Parquet extra: pip install 'agentv[parquet]' (it brings pyarrow)"
-_HF_HINT = "install the Hugging Face extra: pip install 'agentv[hf]' (it brings datasets)"
 
 
 class DataError(Exception):
@@ -441,7 +440,8 @@ class ParquetSource(DataSource):
         try:
             import pyarrow.parquet as pq
         except ImportError:
-            raise DataError("reading .parquet files needs pyarrow", hint=_PARQUET_HINT) from None
+            hint = f"install agentv's `parquet` extra: {install_line('parquet')}"
+            raise DataError("reading .parquet files needs pyarrow", hint=hint) from None
         _open(path).close()  # found, a regular file, readable
         try:
             self._file = pq.ParquetFile(path)
@@ -483,7 +483,8 @@ class HfSource(DataSource):
             import datasets
         except ImportError:
             raise DataError(
-                "reading Hugging Face datasets needs `datasets`", hint=_HF_HINT
+                "reading Hugging Face datasets needs `datasets`",
+                hint=f"install agentv's `hf` extra: {install_line('hf')}",
             ) from None
         try:
             if local is not None and (local / "dataset_dict.json").exists():

@@ -175,7 +175,9 @@ class RawEvalCase(_Strict):
 
     id: Annotated[str, Field(min_length=1)]
     outcome: Annotated[str, Field(min_length=1)]
-    input_messages: list[RawMessage]
+    # required unless the user turns come from `turns` or a simulated `user` (then the
+    # opening context only): ``build`` says when it is missing
+    input_messages: list[RawMessage] | None = None
     expected_messages: list[RawMessage] | None = None
     conversation_id: str | None = None
     evaluator: Literal["llm_judge", "code"] | None = None

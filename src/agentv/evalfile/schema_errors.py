@@ -33,13 +33,46 @@ def unknown_key(
     name: str,
     allowed: tuple[str, ...] | list[str],
     message: str | None = None,
+    *,
+    shown: tuple[str, ...] | list[str] | None = None,
+    severity: str = "error",
 ) -> Diagnostic:
-    """``unknown key 'x'`` (or ``message``) at the key itself, with a "did you mean" or the
-    valid keys as hint. Shared by eval files and targets files, so both say it alike."""
-    allowed = list(dict.fromkeys(allowed))
-    close = difflib.get_close_matches(str(name), allowed, n=1)
-    hint = f"did you mean {close[0]!r}?" if close else f"valid keys here: {', '.join(allowed)}"
-    return src.diagnostic(key, message or f"unknown key {name!r}", hint=hint, at_key=True)
+    """``unknown key 'x'`` (or ``message``) at the key itself; its hint is the closest valid
+    key ("did you mean"), when one is close, and the valid keys of the block. Shared by eval
+    files, targets files and the config file, so all say it alike.
+
+    Args:
+        src: The file.
+        key: Where the unknown key is.
+        name: The key as written.
+        allowed: Every spelling the block accepts (aliases too): the "did you mean" is
+            chosen among them.
+        message: The message, instead of ``unknown key 'x'``.
+        shown: The keys listed as valid (default: ``allowed``), one spelling each.
+        severity: ``error``, or ``warning`` for a key that is ignored.
+    """
+    hint = key_hint(name, allowed, shown)
+    return src.diagnostic(
+        key, message or f"unknown key {name!r}", hint=hint, at_key=True, severity=severity
+    )
+
+
+def closest_key(name: str, allowed: tuple[str, ...] | list[str]) -> str | None:
+    """The valid key ``name`` is most likely a typo of, or None when none is close."""
+    close = difflib.get_close_matches(str(name), list(dict.fromkeys(allowed)), n=1)
+    return close[0] if close else None
+
+
+def key_hint(
+    name: str,
+    allowed: tuple[str, ...] | list[str],
+    shown: tuple[str, ...] | list[str] | None = None,
+) -> str:
+    """``did you mean 'x'? valid keys here: a, b, c`` (the question only when a key is
+    close)."""
+    close = closest_key(name, allowed)
+    listed = ", ".join(dict.fromkeys(shown if shown is not None else allowed))
+    return (f"did you mean {close!r}? " if close else "") + f"valid keys here: {listed}"
 
 
 def grader_key(src: YamlSource, key: PathKey) -> Diagnostic:
@@ -179,14 +212,17 @@ def _model_of(annotation: Any, node: Any) -> type[BaseModel] | None:
 def _item_of(annotation: Any) -> Any:
     """The items' annotation of the list among ``annotation``'s branches (None: none)."""
     for member in _branches(annotation)[0]:
-        if typing.get_origin(member) is list:
+        if typing.get_origin(member) in (list, tuple):  # list[X], tuple[X, ...]
             return typing.get_args(member)[0]
     return None
 
 
-def _model_at(path: PathKey, entry: Any) -> type[BaseModel] | None:
-    """The model of the block at ``path`` in ``entry`` (a case; ``()``: the case itself)."""
-    annotation: Any = sc.RawEvalCase
+def _model_at(
+    path: PathKey, entry: Any, root: type[BaseModel] = sc.RawEvalCase
+) -> type[BaseModel] | None:
+    """The model of the block at ``path`` in ``entry`` (a case, or data of ``root``;
+    ``()``: ``entry`` itself)."""
+    annotation: Any = root
     node = entry
     for part in path:
         if isinstance(part, int):
@@ -202,6 +238,34 @@ def _model_at(path: PathKey, entry: Any) -> type[BaseModel] | None:
         if annotation is None:
             return None
     return _model_of(annotation, node)
+
+
+def block_model(root: type[BaseModel], loc: tuple[Any, ...], data: Any) -> tuple[PathKey, Any]:
+    """Where a pydantic error's ``loc`` (on ``data``, validated as ``root``) points in the
+    data, and the model of the block holding its last key: ``(path, model or None)``. The
+    labels pydantic puts in a location for union branches are left out of the path.
+
+    Args:
+        root: The model ``data`` was validated as (a target's settings, say).
+        loc: The error's location.
+        data: The data as written.
+    """
+    node, path = data, []
+    for part in loc:
+        in_list = isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)
+        if in_list or (isinstance(node, dict) and part in node):
+            node = node[part]
+        elif part == loc[-1]:
+            pass  # the key the error is about (absent from the data when it is missing)
+        else:
+            continue  # a union branch's label
+        path.append(part)
+    return tuple(path), _model_at(tuple(path[:-1]), data, root)
+
+
+def block_keys(model: type[BaseModel]) -> tuple[str, ...]:
+    """The keys a block of ``model`` may hold, one spelling each, in the model's order."""
+    return _keys(model)
 
 
 def _field(model: type[BaseModel], key: str) -> FieldInfo | None:
@@ -302,7 +366,7 @@ def translate(
             branch = loc[ci + 1] if len(loc) > ci + 1 else None
             if isinstance(cval, list) and branch == "str":
                 continue  # the string form was not meant; the list's own errors follow
-        if "content" in loc and not isinstance(cval, (str, list)):
+        if "content" in loc and etype != "missing" and not isinstance(cval, (str, list)):
             # one message, not one per accepted form
             message = "`content` must be a string or a list of {type: text|file, value: ...} blocks"
             hint = (
@@ -316,9 +380,9 @@ def translate(
                 out.append(grader_key(src, (*base, *path)))
                 continue
             d = unknown_key(src, (*base, *path), str(path[-1]), allowed)
-            close = difflib.get_close_matches(str(path[-1]), list(allowed), n=1)
+            close = closest_key(str(path[-1]), allowed)
             if close:
-                suggested.add((tuple(path[:-1]), close[0]))
+                suggested.add((tuple(path[:-1]), close))
             if (tuple(path), d.message) not in seen:
                 seen.add((tuple(path), d.message))
                 out.append(d)

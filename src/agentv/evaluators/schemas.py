@@ -18,6 +18,7 @@ import orjson
 import yaml
 
 from agentv.errors import Problem
+from agentv.evaluators.schema_cycles import endless_ref
 from agentv.system.readfile import read_input, special
 from agentv.yaml.stream import stream_yaml
 
@@ -178,6 +179,15 @@ def check_schema(schema: Any, label: str) -> Problem | None:
             "schema",
             f"invalid JSON Schema {label}{at}: {exc.message}",
             "fix the schema (https://json-schema.org/understanding-json-schema/)",
+        )
+    loop = endless_ref(schema)
+    if loop is not None:
+        return Problem(
+            "schema",
+            f"invalid JSON Schema {label}: it refers to itself without end (the `$ref` at "
+            f"`{loop[0]}` leads back to `{loop[1]}` without looking any deeper into the value)",
+            "a schema may refer to itself only below a keyword that looks into a part of "
+            "the value (`properties`, `items`...), as a tree's children are trees",
         )
     return None
 

@@ -123,7 +123,7 @@ def uses_role_markers(messages: Sequence[Message]) -> bool:
 def _question_part(seg: Segment, mode: Mode) -> str:
     match seg:
         case TextSegment():
-            return seg.value.rstrip()
+            return seg.value if seg.verbatim else seg.value.rstrip()
         case GuidelineRef():
             return f"<Attached: {seg.path}>"
         case FileSegment():
@@ -237,11 +237,12 @@ def _marked_turn(msg: Message, mode: Mode, memo: Memo | None) -> str:
 
 
 def _message_part(seg: Segment) -> str:
-    # Every part is right-stripped, as in the question: a `content: |` block's final
-    # newline is not content (docs/prompt-rules.md section 5).
+    # Every part written in a file is right-stripped, as in the question: a `content: |`
+    # block's final newline is not content (docs/prompt-rules.md section 5). A model's own
+    # answer goes back to it as it was said.
     match seg:
         case TextSegment():
-            return seg.value.rstrip()
+            return seg.value if seg.verbatim else seg.value.rstrip()
         case FileSegment():
             return f"=== {seg.path} ===\n{seg.text}".rstrip()
         case GuidelineRef():
@@ -296,6 +297,7 @@ class _Listing:
     tail: list[ChatMessage] = field(default_factory=list)
     called: set[str] = field(default_factory=set)  # the ids of the tool calls so far
     has_user: bool = False  # a user turn (or a tool result, in one) is in ``tail``
+    chars: int = 0  # the characters of ``tail``'s contents, kept as it grows
 
 
 def _listing(messages: Sequence[Message], memo: Memo | None) -> _Listing:
@@ -317,11 +319,13 @@ def _place(msg: Message, made: tuple[bool, str, ChatMessage | None], listing: _L
         return  # only <Attached: ...> markers or nothing
     if msg.role == "tool" and (msg.tool_call_id is None or msg.tool_call_id not in listing.called):
         listing.tail.append(ChatMessage("user", f"{TOOL_MARKER}\n{content}"))
+        listing.chars += len(listing.tail[-1].content)
         listing.has_user = True
         return
     if msg.tool_calls:
         listing.called.update(c.id for c in msg.tool_calls)
     listing.tail.append(chat)
+    listing.chars += len(chat.content)
     listing.has_user = listing.has_user or msg.role in ("user", "tool")
 
 
@@ -352,6 +356,25 @@ def build_messages(
         # Anthropic and Gemini need a user turn (a tool result travels in one there).
         out.insert(1, ChatMessage("user", question))
     return out, added
+
+
+def request_chars(
+    history: Sequence[Message],
+    guidelines: str,
+    settings: PromptSettings,
+    memo: Memo,
+) -> int | None:
+    """The characters of the messages' contents that ``build_prompt`` would send for a
+    conversation's request (``history``, with ``guidelines``' text), counted without
+    building them: a conversation's next request grows the ``memo``'s count by its new
+    messages only, so counting every turn of a long conversation is linear in its length
+    (``agentv estimate``). None when the request would need the question as an added user
+    turn: build the prompt then."""
+    listing = memo.listing(history)
+    if settings.needs_user_turn and not listing.has_user:
+        return None
+    system = _system_content(listing.system, guidelines, settings.system_prompt)
+    return len(system) + listing.chars
 
 
 def _chat_message(msg: Message, memo: Memo | None) -> tuple[bool, str, ChatMessage | None]:

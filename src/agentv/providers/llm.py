@@ -634,8 +634,10 @@ def tool_call(call_id: str, name: str, arguments: Any) -> ToolCall:
     """A model's tool call, its arguments read as a JSON object: a JSON text (OpenAI's
     form) or a mapping (Anthropic's, Gemini's). Arguments that are not a JSON object are
     kept as ``{}`` with ``invalid`` saying why, so that the tool can answer the model with
-    an error instead of the case failing."""
+    an error instead of the case failing. A JSON text is also kept as it was written
+    (``ToolCall.text``): it goes back to the model unchanged."""
     invalid = None
+    text = arguments if isinstance(arguments, str) else None
     if isinstance(arguments, str):
         try:
             arguments = json.loads(arguments) if arguments.strip() else {}
@@ -647,7 +649,7 @@ def tool_call(call_id: str, name: str, arguments: Any) -> ToolCall:
     if not isinstance(arguments, dict):
         invalid = invalid or f"the arguments are not a JSON object: {json_text(arguments)[:200]}"
         arguments = {}
-    return ToolCall(str(call_id), str(name), arguments, invalid)
+    return ToolCall(str(call_id), str(name), arguments, invalid, text)
 
 
 def http_url(value: Any) -> Any:

@@ -15,7 +15,7 @@ from urllib.parse import quote, urlsplit
 import orjson
 from pydantic import Field, field_validator
 
-from agentv.messages import ChatMessage
+from agentv.messages import ChatMessage, ToolCall
 from agentv.providers.base import ProviderRequest, Usage
 from agentv.providers.llm import (
     Answer,
@@ -167,13 +167,20 @@ def to_openai_messages(messages: list[ChatMessage]) -> list[dict[str, Any]]:
                 {
                     "id": call.id,
                     "type": "function",
-                    "function": {"name": call.name, "arguments": json_text(call.arguments)},
+                    "function": {"name": call.name, "arguments": _arguments(call)},
                 }
                 for call in msg.tool_calls
             ]
             called.update(call.id for call in msg.tool_calls)
         out.append(item)
     return out
+
+
+def _arguments(call: ToolCall) -> str:
+    """A tool call's arguments as chat completions carry them: the text the model wrote,
+    unchanged (spacing, key order, even text that is not JSON: the tool's answer says so),
+    else the arguments as compact JSON (calls written in an eval file)."""
+    return call.text if call.text is not None else json_text(call.arguments)
 
 
 #: chat completions' finish reasons (``function_call`` is the legacy form of tool calls)

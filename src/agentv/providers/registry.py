@@ -74,7 +74,9 @@ def require_sdk(module: str, *, target: str, kind: str) -> object:
         return importlib.import_module(module)
     except ImportError:
         extra = _EXTRAS.get(module, kind)
+        from agentv.system.extras import install_line
+
         raise SetupError(
             f"target {target!r} ({kind}) needs the {module!r} package, which is not installed; "
-            f"install it with: pip install 'agentv[{extra}]'"
+            f"install agentv's `{extra}` extra: {install_line(extra)}"
         ) from None

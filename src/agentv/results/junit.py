@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from agentv.results.reader import read_results
-from agentv.results.record import EvalResult
+from agentv.results.record import EvalResult, repeat_label
 from agentv.results.summary import SummaryCollector
 
 #: what a test case keeps of a record (a run of 100,000 cases keeps little)
@@ -47,11 +47,13 @@ def read_records(path: Path) -> Iterator[dict[str, Any]]:
 
 
 def _name(record: Mapping[str, Any]) -> str:
+    """``id [target] #N``: the repeat as people count it, for a repeat after the first
+    (the first gets its ``#1`` once the file shows the case has others: ``junit_xml``)."""
     name = str(record.get("eval_id") or f"line {record.get('line', '?')}")
     if record.get("target"):
         name += f" [{record['target']}]"
     if record.get("repeat"):
-        name += f" #{int(record['repeat']) + 1}"
+        name += f" {repeat_label(int(record['repeat']))}"
     return name
 
 
@@ -76,6 +78,9 @@ def junit_xml(records: Iterable[Mapping[str, Any]]) -> str:
     suites: dict[str, ET.Element] = {}
     collector = SummaryCollector()
     root = ET.Element("testsuites", name="agentv")
+    # the first run of each case, and the cases that have other runs: their first is #1
+    firsts: dict[tuple[Any, ...], ET.Element] = {}
+    repeated: set[tuple[Any, ...]] = set()
     for record in records:
         collector.add_record(record)
         dataset = _suite_name(record.get("dataset"))
@@ -90,6 +95,11 @@ def junit_xml(records: Iterable[Mapping[str, Any]]) -> str:
             name=_clean(_name(record)),
             time=f"{seconds:.3f}",
         )
+        run = (record.get("dataset"), record.get("eval_id"), record.get("target"))
+        if record.get("repeat"):
+            repeated.add(run)
+        else:
+            firsts.setdefault(run, case)
         if record.get("eval_file"):
             case.set("file", _clean(str(record["eval_file"])))
             if record.get("line"):
@@ -127,6 +137,9 @@ def junit_xml(records: Iterable[Mapping[str, Any]]) -> str:
             ET.SubElement(case, "skipped", message=_clean(error.strip().splitlines()[0]))
         elif status == "skipped":  # not run: the run's budget was reached first
             ET.SubElement(case, "skipped", message=_clean(str(record.get("skip_reason") or "")))
+    for run in repeated & firsts.keys():
+        first = firsts[run]
+        first.set("name", f"{first.get('name')} {repeat_label(0)}")
     summary = collector.summary()
     # datasets "" and "eval" are one suite: sum what the summary says of each
     counts: dict[str, list[float]] = {}

@@ -424,6 +424,8 @@ class LiveFacts:
     trajectory: Trajectory | None = None  # every turn's tool calls, in order
     trajectory_error: str | None = None
     own_tools: bool = False  # the trajectory is written even without a step
+    skip_reason: str | None = None  # why the run's budget stopped it (it is ``skipped``)
+    resumed: dict[str, Any] | None = None  # what was taken up from an earlier record
 
 
 def live_record(
@@ -472,6 +474,8 @@ def live_record(
     rec["aggregation"] = facts.aggregation
     if facts.stopped is not None:
         rec["stopped"] = facts.stopped
+    if facts.resumed is not None:
+        rec["resumed"] = facts.resumed
     if facts.user is not None:
         rec["user"] = facts.user
     _trajectory(rec, facts.trajectory, facts.trajectory_error, facts.own_tools)
@@ -481,6 +485,8 @@ def live_record(
         rec["workspace"] = workspace
     rec["duration_ms"] = round(duration_ms, 3)
     _tail(rec, case, attempts, facts.error, queued_ms=queued_ms, cached=facts.cached)
+    if facts.skip_reason is not None:
+        rec["skip_reason"] = facts.skip_reason
     return rec
 
 

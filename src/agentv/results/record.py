@@ -127,18 +127,23 @@ class EvalResult(BaseModel):
     honour it (``max_tokens_param`` names the limit as the server knows it)."""
     turns: list[dict[str, Any]] | None = None
     """A live conversation's turns, in order: what the user said (``content``), the
-    ``answer``, the ``tool_calls`` with their results, each request (``requests``: how many
-    messages of ``raw_request.chat_prompt`` it sent, its ``usage``, ``latency_ms`` and
-    ``finish_reason``) and the turn's grade (``status``, ``score``, ``hits``, ``misses``,
-    ``evaluator_results``)."""
+    ``answer``, the ``tool_calls`` with their results (and ``arguments_text`` where the
+    model wrote its arguments otherwise than they read), each request (``requests``: how
+    many messages of ``raw_request.chat_prompt`` it sent, its ``usage``, ``latency_ms`` and
+    ``finish_reason``, and the ``text`` said with tool calls) and the turn's grade
+    (``status``, ``score``, ``hits``, ``misses``, ``evaluator_results``)."""
     aggregation: str | None = None
     """How a live conversation's score was made of its turns' and its own: mean, min, max."""
     stopped: dict[str, Any] | None = None
     """Where a live conversation stopped before its last turn, and why (``turn``,
-    ``reason``)."""
+    ``reason``); a ``skipped`` one, where the run's budget stopped it."""
+    resumed: dict[str, Any] | None = None
+    """A live conversation that went on from a ``skipped`` record of the budget's
+    (``--resume``): where that record is (``from``: results file and line) and how many of
+    its ``turns`` were taken up again, nothing sent for them."""
     user: dict[str, Any] | None = None
     """A simulated user's part of the conversation: its ``target``, how the conversation
-    ``ended`` (goal, stop_when, max_turns, user_error, turn_failed, error), its ``usage``
+    ``ended`` (goal, stop_when, max_turns, user_error, turn_failed, error, budget), its ``usage``
     (apart from the candidate's), and ``replay`` when its turns were replayed."""
     trajectory: list[dict[str, Any]] | None = None
     """The tools the candidate called, in order (docs/results.md, "Trajectories"): each
@@ -240,6 +245,23 @@ class EvalResult(BaseModel):
         if record.get("large_content"):
             record = answers_put_back(record)
         return cls.model_construct(**record)
+
+
+#: decimal places of US dollars in JSON (records, --summary-json, estimate and runs
+#: --format json): a ten-billionth of a dollar, far below any price, never a float's noise
+#: such as 0.010069999999999999 (docs/results.md)
+USD_DIGITS = 10
+
+
+def usd(value: float | None) -> float | None:
+    """US dollars as JSON holds them: rounded to ``USD_DIGITS`` places (None stays None)."""
+    return None if value is None else round(value, USD_DIGITS)
+
+
+def repeat_label(repeat: int) -> str:
+    """A run's repeat as people count it: ``#1`` for the record's ``repeat`` 0 (records
+    count from 0; the console, the summary, the report and JUnit all say ``#N``)."""
+    return f"#{repeat + 1}"
 
 
 def utc_timestamp() -> str:

@@ -31,7 +31,8 @@ from itertools import filterfalse
 from typing import TYPE_CHECKING, Any
 
 from agentv.results import stats
-from agentv.results.record import GRADED, STATUSES
+from agentv.results.record import GRADED, STATUSES, repeat_label
+from agentv.results.record import usd as dollars
 from agentv.results.settled import AutoRule, Outcome, verdict
 
 if TYPE_CHECKING:
@@ -133,9 +134,9 @@ class Spend:
     reused_usd: float = 0.0
 
     def to_dict(self) -> dict[str, float]:
-        data = {"usd": round(self.usd, 10)}
+        data = {"usd": dollars(self.usd)}
         if self.reused_usd:
-            data["reused_usd"] = round(self.reused_usd, 10)
+            data["reused_usd"] = dollars(self.reused_usd)
         return data
 
 
@@ -429,7 +430,7 @@ class Summary:
     slowest: tuple[tuple[str, float], ...] = ()
     """``(eval_id, seconds)``, slowest first; runs that took no time (invalid) left out.
     Where a case ran more than once, its label names the target and the repeat
-    (``id [target, repeat 2]``)."""
+    (``id [target, #3]``: ``repeat_label``)."""
     error_details: tuple[tuple[str, str, str], ...] = field(default=())
     """``(eval_id, status, message)`` of every ``error`` and ``invalid`` case, by id."""
     tokens: tuple[tuple[str, Tokens], ...] = ()
@@ -643,7 +644,7 @@ class SummaryCollector:
             )
         self._grading(record)
         self._gates(record, status)
-        if get("turns") is not None:
+        if get("turns") is not None and _live(record):
             self._conversation(record)
         cost = get("cost")
         if cost:
@@ -1120,7 +1121,7 @@ class SummaryCollector:
         several = sum(1 for name in names if name != "?") > 1
         parts = [target] if several and target != "?" else []
         if self._most_runs > 1:
-            parts.append(f"repeat {self._row_repeat[row]}")
+            parts.append(repeat_label(self._row_repeat[row]))
         return f"{self._ids[row]} [{', '.join(parts)}]" if parts else self._ids[row]
 
     def _case_stats(self) -> tuple[tuple[str, str, stats.CaseStats], ...]:
@@ -1388,7 +1389,7 @@ def cost_dict(cost: CostSummary | None) -> dict[str, Any] | None:
         **cost.total.to_dict(),
         "by_party": {party: spend.to_dict() for party, spend in cost.parties},
         "unpriced_runs": cost.unpriced_runs,
-        "per_run_usd": cost.per_run_usd,
+        "per_run_usd": dollars(cost.per_run_usd),
     }
 
 
@@ -1481,7 +1482,7 @@ def summary_dict(summary: Summary) -> dict[str, Any]:
                 "user_errors": t.user_errors,
                 "skipped": t.skipped,
                 "tokens": _tokens_dict(t.tokens),
-                "cost": {**t.cost.to_dict(), "per_run_usd": t.cost_per_run},
+                "cost": {**t.cost.to_dict(), "per_run_usd": dollars(t.cost_per_run)},
                 "latency_ms": {"median": t.latency_median_ms, "p95": t.latency_p95_ms},
                 "pass_at_k": {str(k): v for k, v in enumerate(t.pass_at, 1)},
                 "pass_all_k": {str(k): v for k, v in enumerate(t.pass_all, 1)},
@@ -1631,3 +1632,14 @@ def _noise_dict(noise: NoiseSplit | None) -> dict[str, Any] | None:
         "judge_share": noise.judge_share,
         "judge_decided": list(noise.judge_decided),
     }
+
+
+def _live(record: Mapping[str, Any]) -> bool:
+    """Whether a record with ``turns`` is a live conversation: a turn that says what the user
+    said, or a simulated user. A single-turn case whose model called tools also records its
+    rounds as a turn, without ``content`` (its question is its ``input_messages``): it is no
+    conversation."""
+    if isinstance(record.get("user"), dict):
+        return True
+    turns = record.get("turns")
+    return isinstance(turns, list) and any(isinstance(t, dict) and "content" in t for t in turns)

@@ -130,7 +130,8 @@ class ResponseCache:
             "finish_reason": response.finish_reason,
             "finish_reason_raw": response.finish_reason_raw,
             "tool_calls": [
-                {**call.to_dict(), "invalid": call.invalid} for call in response.tool_calls
+                {**call.to_dict(), "invalid": call.invalid, "text": call.text}
+                for call in response.tool_calls
             ],
             "trajectory": (
                 steps_dicts(response.trajectory) if response.trajectory is not None else None
@@ -227,12 +228,12 @@ def _tool_calls(value: Any) -> tuple[ToolCall, ...] | None:
         if not isinstance(item, dict):
             return None
         call_id, name, arguments = item.get("id"), item.get("name"), item.get("arguments")
-        invalid = item.get("invalid")
+        invalid, text = item.get("invalid"), item.get("text")
         if not (isinstance(call_id, str) and isinstance(name, str) and isinstance(arguments, dict)):
             return None
-        if invalid is not None and not isinstance(invalid, str):
+        if not all(v is None or isinstance(v, str) for v in (invalid, text)):
             return None
-        calls.append(ToolCall(call_id, name, arguments, invalid))
+        calls.append(ToolCall(call_id, name, arguments, invalid, text))
     return tuple(calls)
 
 

@@ -30,14 +30,15 @@ case's evaluators (``Sender.grade``); ``live_result`` makes the case's record.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from agentv.cases import EvalCase, EvaluatorConfig, Turn
-from agentv.errors import ProviderError
+from agentv.errors import BudgetReached, ProviderError
 from agentv.evaluators.base import CaseGrade
-from agentv.messages import Message, TextSegment
+from agentv.messages import Message, TextSegment, ToolCall
 from agentv.prompts.builder import Memo, Prompt, PromptSettings, build_prompt
 from agentv.providers.base import ProviderResponse, Usage, total_usage
 from agentv.results.outcome import (
@@ -49,18 +50,18 @@ from agentv.results.outcome import (
     required_fields,
     uncertain_fields,
 )
-from agentv.results.record import UNCERTAIN, USER_ERROR
-from agentv.run.costs import case_cost
+from agentv.results.record import SKIPPED, UNCERTAIN, USER_ERROR
+from agentv.run.costs import CASE_COST, case_cost
 from agentv.run.resume import plan_digest, turn_text
 from agentv.run.sending import Sender, describe
-from agentv.run.simulator import Simulator, UserFailure
-from agentv.run.tools import ToolRun, answer_call
+from agentv.run.simulator import Simulator, UserFailure, UserTurn
+from agentv.run.tools import ToolRun, ToolTime, answer_call
 from agentv.trajectory import ToolStep, Trajectory
 
 if TYPE_CHECKING:
     from agentv.providers.base import Provider
     from agentv.run.plan import CaseJob
-    from agentv.run.simulator import UserTurn
+    from agentv.run.resume import Unfinished
 
 
 @dataclass
@@ -79,7 +80,7 @@ class TurnOutcome:
 
     index: int  # 1-based
     turn: Turn | None  # None: a case with tools and no turns (its one implicit turn)
-    prompt: Prompt | None = None  # the last request's
+    prompt: Prompt | None = None  # the last request's (the last turn's only, once it is over)
     rounds: list[Round] = field(default_factory=list)
     answer: str = ""
     grade: CaseGrade | None = None
@@ -91,6 +92,16 @@ class TurnOutcome:
     steps: list[ToolStep] = field(default_factory=list)  # the tools called, in order
     untold: bool = False  # the target could not say which tools it called
     trajectory_error: str | None = None  # ... and why, when it should have
+    done: bool = False  # answered and, when graded, graded: the turn is whole
+    #: the grade an earlier run recorded for it (``--resume``), in place of ``grade``
+    kept_grade: dict[str, Any] | None = None
+
+    @property
+    def score(self) -> float | None:
+        """The turn's score (None: not graded)."""
+        if self.grade is not None:
+            return self.grade.score
+        return self.kept_grade["score"] if self.kept_grade is not None else None
 
     def usage(self) -> Usage | None:
         """The turn's tokens, its rounds' summed."""
@@ -116,6 +127,11 @@ class Conversation:
     simulator: Simulator | None = None  # the simulated user, when one plays the user
     user_error: str | None = None  # why the simulated user could not go on
     check_error: str | None = None  # why the stop_when check could not grade
+    budget: str | None = None  # why the run's budget stopped it (it is ``skipped``)
+    turns_over: bool = False  # no more turns: the conversation's grade was next
+    #: what was taken up from an earlier run's record (``--resume``): ``from``, ``turns``
+    resumed: dict[str, Any] | None = None
+    kept_aspects: int = 0  # the expected aspects of the turns graded in that run
     #: each earlier message as rendered: a request repeats them all, built once each
     memo: Memo = field(default_factory=Memo)
     #: the judge any of its grades may ask, once looked up (``judge_of``)
@@ -157,27 +173,40 @@ class _Scripted:
         index = len(run.turns)
         return self.turns[index] if index < len(self.turns) else END
 
-    def stop_reason(self, index: int) -> str | None:
+    def stop_reason(self, index: int, what: str) -> str | None:
         left = len(self.turns) - index
         if left <= 0:
             return None
-        return f"turn {index} failed (on_turn_failure: stop): {left} turn(s) not sent"
+        return f"turn {index} {what}: {left} turn(s) not sent"
 
 
 class _Simulated:
     """Turns a simulated user says (``agentv.run.simulator``), until it is done, the
     ``stop_when`` check passes on an answer, or ``max_turns``."""
 
-    def __init__(self, sender: Sender, job: CaseJob, threshold: float, run: Conversation) -> None:
+    def __init__(
+        self,
+        sender: Sender,
+        job: CaseJob,
+        threshold: float,
+        run: Conversation,
+        kept: _Kept | None = None,
+    ) -> None:
         self.sender, self.job, self.threshold = sender, job, threshold
         self.user = job.case.user
         assert self.user is not None
         replays = sender.settings.replay_user
         replay = replays.get((job.case.dataset, job.case.id, job.repeat)) if replays else None
-        self.simulator = run.simulator = Simulator(sender, job, replay)
+        said = kept.user_turns() if kept is not None else ()
+        self.simulator = run.simulator = Simulator(sender, job, replay, said)
+        # how the recorded turns ended, when only the conversation's grade was left
+        self.ended = (len(said), kept.unfinished.ended) if kept is not None else None
 
     async def next(self, run: Conversation, history: list[Message]) -> Turn | _End | None:
         side = self.simulator.side
+        if self.ended is not None and self.ended[1] is not None and len(run.turns) == self.ended[0]:
+            side.ended = self.ended[1]  # as the run that recorded them ended them
+            return END
         if run.turns:  # after an answer: is the conversation over?
             if await self._stop_check(run, history):
                 side.ended = "stop_when"
@@ -200,6 +229,8 @@ class _Simulated:
         if not user.stop_when and not user.stop_when_judge:
             return False
         last = run.turns[-1]
+        if last.stop_check is not None:  # checked in the run that recorded the turn
+            return last.stop_check.get("passed") is True
         case = replace(
             self.job.case,
             outcome=user.stop_when_judge or self.job.case.outcome,
@@ -226,10 +257,10 @@ class _Simulated:
             raise StopCheckFailed(f"the stop_when check could not grade: {error}")
         return grade.score >= self.threshold
 
-    def stop_reason(self, index: int) -> str | None:
+    def stop_reason(self, index: int, what: str) -> str | None:
         if index >= self.user.max_turns:
             return None
-        return f"turn {index} failed (on_turn_failure: stop): the conversation ended there"
+        return f"turn {index} {what}: the conversation ended there"
 
 
 class StopCheckFailed(Exception):
@@ -242,11 +273,147 @@ class _End:
 
 END = _End()
 
+#: what a turn's record holds of its grade
+_GRADE_KEYS = (
+    "status",
+    "score",
+    "hits",
+    "misses",
+    "reasoning",
+    "evaluator_results",
+    "evaluator_raw_request",
+    "failed_required",
+    "uncertain",
+    "error",
+)
+
+
+class _Kept:
+    """The turns of a conversation the budget stopped, as its record holds them
+    (``--resume``): taken up again in order, nothing sent or paid for them again, before
+    the conversation goes on. What they cost is counted as reused."""
+
+    def __init__(self, unfinished: Unfinished, run: Conversation) -> None:
+        self.unfinished = unfinished
+        run.resumed = {"from": unfinished.origin, "turns": len(unfinished.turns)}
+        run.kept_aspects = unfinished.aspects
+        cost = CASE_COST.get()
+        if cost is not None and unfinished.cost:
+            cost.carry(unfinished.cost)
+
+    def user_turns(self) -> tuple[UserTurn, ...]:
+        """What the simulated user said in the recorded turns."""
+        return tuple(
+            UserTurn.recorded(turn["content"], turn.get("user")) for turn in self.unfinished.turns
+        )
+
+    def take_up(self, outcome: TurnOutcome) -> _KeptTurn | None:
+        """The record of ``outcome``'s turn (None past the recorded ones); the tools it
+        called and its ``stop_when`` verdict are set on ``outcome`` from it."""
+        turns = self.unfinished.turns
+        if outcome.index > len(turns):
+            return None
+        record = turns[outcome.index - 1]
+        steps = self.unfinished.steps
+        if steps is None:
+            outcome.untold = True
+            outcome.trajectory_error = self.unfinished.trajectory_error
+        else:
+            outcome.steps.extend(steps.get(outcome.index, ()))
+        if isinstance(record.get("stop_check"), dict):
+            outcome.stop_check = record["stop_check"]
+        return _KeptTurn(record, _kept_grade(record))
+
+
+def _kept_grade(record: dict[str, Any]) -> dict[str, Any] | None:
+    """A recorded turn's grade, when it has one that reads as a grade (else the turn is
+    graded again)."""
+    score = record.get("score")
+    if record.get("status") not in ("ok", "failed", UNCERTAIN, "error") or _amount(score) is None:
+        return None
+    texts = [*record.get("hits", ()), *record.get("misses", ())]
+    if not all(isinstance(t, str) for t in texts) or (score or 0) > 1:
+        return None
+    return {key: record[key] for key in _GRADE_KEYS if key in record}
+
+
+@dataclass(frozen=True, slots=True)
+class _KeptTurn:
+    """One recorded turn taken up again: its requests' answers and its tool calls'
+    results, in order; its ``grade`` when it was graded."""
+
+    record: dict[str, Any]
+    grade: dict[str, Any] | None
+
+    @property
+    def exhausted(self) -> bool:
+        """Its last answer called tools that were left unanswered (the rounds ran out)."""
+        return self.record.get("tool_rounds_exhausted") is True
+
+    def answer(self, index: int) -> ProviderResponse | None:
+        """The answer to its request ``index`` (0-based), as recorded; None past them."""
+        requests = self.record["requests"]
+        if index >= len(requests):
+            return None
+        request = requests[index]
+        calls = self._calls(index)
+        finish = request.get("finish_reason")
+        return ProviderResponse(
+            # a request that called tools says its own text; the last one is the answer
+            text=request.get("text", "") if calls else self.record["answer"],
+            usage=Usage.from_dict(request.get("usage")),
+            latency_ms=_amount(request.get("latency_ms")),
+            cached=True,  # nothing was sent for it this time
+            tool_calls=tuple(_call(c) for c in calls),
+            finish_reason=finish if isinstance(finish, str) else None,
+            cost_usd=_amount(request.get("cost_usd")),
+        )
+
+    def result(self, index: int, number: int) -> ToolRun:
+        """How call ``number`` of request ``index`` was answered."""
+        call = self._calls(index)[number]
+        error = call.get("error")
+        return ToolRun(
+            _call(call),
+            call["result"],
+            error if isinstance(error, str) else None,
+            _amount(call.get("duration_ms")) or 0.0,
+            index,
+        )
+
+    def _calls(self, index: int) -> list[dict[str, Any]]:
+        return [c for c in self.record.get("tool_calls", ()) if c["round"] == index]
+
+
+def _call(record: dict[str, Any]) -> ToolCall:
+    """A recorded tool call, its arguments as the model wrote them."""
+    return ToolCall(
+        record["id"], record["name"], record["arguments"], text=record.get("arguments_text")
+    )
+
+
+def _amount(value: Any) -> float | None:
+    """A finite number that is not negative, as a float (None for anything else)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) and value >= 0 else None
+
 
 async def converse(sender: Sender, job: CaseJob, threshold: float) -> Conversation:
     """Run ``job``'s live case on its target: every turn (scripted, or said by a simulated
     user) until the turns end, one fails under ``on_turn_failure: stop``, the target or the
-    simulated user fails; then the conversation's grade."""
+    simulated user fails, or the run's budget is reached; then the conversation's grade.
+    A conversation the budget stopped part-way keeps what it had done (``budget``); one
+    ``--resume`` goes on from (``job.resumed``) takes its recorded turns up again first."""
+    run = Conversation()
+    try:
+        await _converse(sender, job, threshold, run)
+    except BudgetReached as exc:
+        _budget_stop(run, exc)
+    return run
+
+
+async def _converse(sender: Sender, job: CaseJob, threshold: float, run: Conversation) -> None:
     case, target = job.case, job.target
     settings = PromptSettings.of(target.provider)
     tools = {t.name: t for t in case.tools}
@@ -254,8 +421,8 @@ async def converse(sender: Sender, job: CaseJob, threshold: float) -> Conversati
     history = list(case.input_messages)
     guidelines = list(case.guideline_files)
     inputs = list(case.input_files)
-    run = Conversation()
-    source = _Simulated(sender, job, threshold, run) if case.user else _Scripted(case)
+    kept = _Kept(job.resumed, run) if job.resumed is not None else None
+    source = _Simulated(sender, job, threshold, run, kept) if case.user else _Scripted(case)
     while True:
         index = len(run.turns) + 1
         try:
@@ -266,25 +433,40 @@ async def converse(sender: Sender, job: CaseJob, threshold: float) -> Conversati
             run.stopped = {"turn": index, "reason": f"the simulated user failed: {exc.reason}"}
             if run.simulator is not None:
                 run.simulator.side.ended = "user_error"
-            return run
+            return
         except StopCheckFailed as exc:
             run.check_error = str(exc)
             run.stopped = {"turn": index - 1, "reason": str(exc)}
-            return run
+            if run.simulator is not None:
+                run.simulator.side.ended = "error"
+            return
         if isinstance(turn, _End):
             break
         if turn is not None:
             history.append(turn.message)
             guidelines += turn.guideline_files
             inputs += [p for p in turn.input_files if p not in inputs]
+        if run.turns:  # a request holds the whole conversation: only the last is kept
+            run.turns[-1].prompt = None
         outcome = TurnOutcome(index, turn)
         if run.simulator is not None:
             outcome.user = run.simulator.side.said[-1]
         run.turns.append(outcome)
+        recorded = kept.take_up(outcome) if kept is not None else None
         before = len(history)  # the history the target saw when the turn began
         try:
             await _take_turn(
-                sender, job, outcome, history, guidelines, inputs, settings, specs, tools, run
+                sender,
+                job,
+                outcome,
+                history,
+                guidelines,
+                inputs,
+                settings,
+                specs,
+                tools,
+                run,
+                recorded,
             )
         except ProviderError as exc:
             outcome.error = describe(exc)
@@ -292,8 +474,11 @@ async def converse(sender: Sender, job: CaseJob, threshold: float) -> Conversati
             run.stopped = {"turn": index, "reason": f"the target failed: {outcome.error}"}
             if run.simulator is not None:
                 run.simulator.side.ended = "error"
-            return run
-        if turn is not None and turn.graded:
+            return
+        if turn is not None and turn.graded and recorded is not None and recorded.grade:
+            outcome.kept_grade = recorded.grade  # graded in the run that recorded it
+            outcome.status = recorded.grade["status"]
+        elif turn is not None and turn.graded:
             outcome.grade = await _grade(
                 sender,
                 job,
@@ -307,13 +492,17 @@ async def converse(sender: Sender, job: CaseJob, threshold: float) -> Conversati
                 evaluators=turn.evaluators,
             )
             outcome.status = grade_status(outcome.grade, threshold)
-            if outcome.status == "failed" and case.stop_on_failure:
-                reason = source.stop_reason(index)
+            what = _turn_failure(outcome) if case.stop_on_failure else None
+            if what is not None:
+                reason = source.stop_reason(index, what)
                 if reason is not None:
+                    outcome.done = True
                     run.stopped = {"turn": index, "reason": reason}
                     if run.simulator is not None:
                         run.simulator.side.ended = "turn_failed"
                     break
+        outcome.done = True
+    run.turns_over = True
     whole = replace(
         case,
         input_messages=tuple(history),
@@ -325,7 +514,7 @@ async def converse(sender: Sender, job: CaseJob, threshold: float) -> Conversati
         whole = replace(whole, outcome=f"{case.outcome}\n\nThe user's goal: {case.user.goal}")
     run.final = build_prompt(whole, settings, run.memo)
     if not run.turns:  # the simulated user was done before it said anything
-        return run
+        return
     if case.evaluators or not (case.turns or case.user):
         # the conversation's grade (a case with tools and no turns: its only grade); the
         # question is the whole transcript, the answer the last one
@@ -354,7 +543,51 @@ async def converse(sender: Sender, job: CaseJob, threshold: float) -> Conversati
             run.trajectory,
             run.trajectory_error,
         )
-    return run
+
+
+def _budget_stop(run: Conversation, exc: BudgetReached) -> None:
+    """The run's budget stopped the conversation: what it had done is kept, and said where
+    it stopped (``--resume`` goes on from there). One that had sent nothing is not run,
+    as any case the budget stops before its request."""
+    last = run.turns[-1] if run.turns else None
+    if last is not None and not last.rounds and last.user is None:
+        run.turns.pop()  # nothing of it was sent (a simulated user's message is kept)
+        last = run.turns[-1] if run.turns else None
+    if last is None:
+        run.budget = str(exc)
+        return
+    spent = f"the run's spend reached its budget (${exc.spent:.4f} of ${exc.budget:g})"
+    if run.turns_over:
+        turn, where = last.index, "before the conversation's grade was asked for"
+    elif not last.done:
+        turn, where = last.index, f"during turn {last.index}"
+    else:
+        turn, where = last.index + 1, f"before turn {last.index + 1}"
+    run.budget = (
+        f"not finished: {spent} {where}; what it had done is kept, and `agentv eval "
+        "--resume` goes on from there"
+    )
+    run.stopped = {"turn": turn, "reason": run.budget}
+    if run.simulator is not None and not run.turns_over:
+        run.simulator.side.ended = "budget"
+
+
+def _turn_failure(outcome: TurnOutcome) -> str | None:
+    """How a graded turn went wrong, for ``on_turn_failure: stop`` (None: it did not):
+    it failed, or a required evaluator could not grade it (then it cannot have passed)."""
+    if outcome.status == "failed":
+        return "failed (on_turn_failure: stop)"
+    grade = outcome.grade
+    crashed = (
+        [s for s in (grade.evaluator_results or ()) if s.required and s.error] if grade else []
+    )
+    if outcome.status == "error" and crashed:
+        first = crashed[0]
+        return (
+            "could not be graded (on_turn_failure: stop): the required evaluator "
+            f"{first.name!r} could not grade: {first.error}"
+        )
+    return None
 
 
 async def _take_turn(
@@ -368,33 +601,56 @@ async def _take_turn(
     specs: tuple[dict[str, Any], ...],
     tools: dict[str, Any],
     run: Conversation,
+    recorded: _KeptTurn | None = None,
 ) -> None:
     """One turn: requests until the model answers without calling a tool (or the rounds run
-    out); the answer joins ``history``."""
+    out); the answer joins ``history``. ``recorded``: the turn as an earlier run recorded
+    it (``--resume``): its requests' answers and its calls' results are taken from there,
+    in order, and the turn goes on from where the record ends."""
     case = job.case
     timeout = sender.settings.agent_timeout or None
+    tool_time = ToolTime(timeout)  # the turn's scripts share the time limit
     rounds = 0
     while True:
         prompt = build_prompt(case, settings, run.memo, so_far=(history, guidelines, inputs))
-        outcome.prompt = run.last_request = prompt
-        response, attempts = await sender.answer(job, prompt, specs)
-        run.attempts += attempts
-        run.last_response = response
-        sender.note_ending(job, response)
-        this = Round(len(prompt.messages), response, attempts)
+        outcome.prompt = prompt
+        replayed = recorded.answer(rounds) if recorded is not None else None
+        if replayed is None:
+            try:
+                response, attempts = await sender.answer(job, prompt, specs)
+            except BudgetReached:
+                raise  # not sent: the record's request stays the last one sent
+            except ProviderError:
+                run.last_request = prompt  # sent, and failed: the record shows it
+                raise
+            run.attempts += attempts
+            sender.note_ending(job, response)
+        else:
+            response, attempts = replayed, 0
+        run.last_request, run.last_response = prompt, response
+        this = Round(len(prompt.messages), _settled(response), attempts)
         outcome.rounds.append(this)
-        if response.trajectory is None:  # what the target ran itself, before the run answers
+        if replayed is not None:
+            pass  # the turn's tools are the record's (``_Kept.take_up``)
+        elif response.trajectory is None:  # what the target ran itself, before the run answers
             outcome.untold = True
             outcome.trajectory_error = outcome.trajectory_error or response.trajectory_error
         else:
             outcome.steps.extend(step.in_turn(outcome.index) for step in response.trajectory)
         calls = response.tool_calls
-        if calls and rounds < case.max_tool_rounds:
-            history.append(Message("assistant", (TextSegment(response.text),), tool_calls=calls))
-            for call in calls:
-                done = await answer_call(call, tools, timeout=timeout, round_=rounds)
+        # a recorded round that called tools had its calls answered then, whatever the
+        # case's max_tool_rounds says now
+        if calls and (replayed is not None or rounds < case.max_tool_rounds):
+            history.append(Message("assistant", (_said(response.text),), tool_calls=calls))
+            for number, call in enumerate(calls):
+                if replayed is not None and recorded is not None:
+                    done = recorded.result(rounds, number)
+                else:
+                    done = await answer_call(
+                        call, tools, timeout=timeout, round_=rounds, tool_time=tool_time
+                    )
+                    outcome.steps.append(done.step(outcome.index))
                 this.calls.append(done)
-                outcome.steps.append(done.step(outcome.index))
                 history.append(
                     Message(
                         "tool", (TextSegment(done.result),), tool_call_id=call.id, name=call.name
@@ -404,10 +660,26 @@ async def _take_turn(
             continue
         # the answer counts: with calls left unanswered (the rounds ran out) only its text
         # is carried forward, since no API takes calls without their results
-        outcome.tool_rounds_exhausted = bool(calls)
+        outcome.tool_rounds_exhausted = bool(calls) or (
+            replayed is not None and recorded is not None and recorded.exhausted
+        )
         outcome.answer = response.text
-        history.append(Message("assistant", (TextSegment(response.text),)))
+        history.append(Message("assistant", (_said(response.text),)))
         return
+
+
+def _settled(response: ProviderResponse) -> ProviderResponse:
+    """What a turn keeps of an answer once it is in the history: neither what was sent
+    (a request carries the whole conversation so far, so keeping each would grow with the
+    square of the turns) nor the API's raw reply. The record takes what was sent from the
+    last request only (``Conversation.last_response``)."""
+    return replace(response, sent={}, raw=None)
+
+
+def _said(text: str) -> TextSegment:
+    """A model's answer as the history carries it forward: byte for byte (its whitespace
+    is its own, not text written in a file: docs/prompt-rules.md, section 5)."""
+    return TextSegment(text, verbatim=True)
 
 
 async def _grade(
@@ -460,15 +732,11 @@ def live_result(
     turn was sent."""
     case, target = job.case, job.target
     turns = [turn_record(t, threshold) for t in run.turns]
-    hits = [f"turn {t.index}: {h}" for t in run.turns if t.grade for h in t.grade.hits]
+    hits = [f"turn {t['turn']}: {h}" for t in turns for h in t.get("hits", ())]
     misses = [f"turn {t['turn']}: {m}" for t in turns for m in t.get("misses", ())]
     # a required evaluator that missed fails the case, in a turn or over the conversation
     gates = [f"turn {t['turn']}: {name}" for t in turns for name in t.get("failed_required", ())]
-    errors = [
-        f"turn {t.index}: {text}"
-        for t in run.turns
-        if (text := t.error or (t.grade and evaluator_error_text(t.grade)))
-    ]
+    errors = [f"turn {t['turn']}: {t['error']}" for t in turns if t.get("error")]
     if run.check_error is not None:
         errors.append(run.check_error)
     # judges whose samples disagreed where a turn's or the conversation's verdict hangs on
@@ -489,7 +757,10 @@ def live_result(
         if (text := evaluator_error_text(run.grade)) is not None:
             errors.append(text)
     score = aggregate_score(run, case.aggregation)
-    if run.user_error is not None:
+    if run.budget is not None:  # not finished: never a score (``--resume`` goes on)
+        status, score = SKIPPED, None
+        misses = [f"Skipped: {run.budget}", *misses]
+    elif run.user_error is not None:
         status = USER_ERROR  # the simulated user's failure, not the model's
         errors = [f"the simulated user failed: {run.user_error}"]
     elif errors:
@@ -516,7 +787,8 @@ def live_result(
         failed_required=gates,
         uncertain=unsure if status in (UNCERTAIN, "ok", "failed") and unsure else None,
         reasoning=reasoning,
-        expected_aspect_count=sum(
+        expected_aspect_count=run.kept_aspects
+        + sum(
             g.expected_aspect_count
             for g in [*(t.grade for t in run.turns), run.grade]
             if g is not None
@@ -532,6 +804,8 @@ def live_result(
         trajectory=run.trajectory,
         trajectory_error=run.trajectory_error,
         own_tools=bool(case.tools) or target.provider.reports_trajectory,
+        skip_reason=run.budget,
+        resumed=run.resumed,
     )
     return live_record(
         case,
@@ -588,7 +862,7 @@ def _sum(values: Any) -> float | None:
 def aggregate_score(run: Conversation, how: str) -> float | None:
     """The case's score: the graded turns' scores and the conversation's, combined by
     ``how`` (mean, min, max); None when nothing was graded."""
-    scores = [t.grade.score for t in run.turns if t.grade is not None]
+    scores = [score for t in run.turns if (score := t.score) is not None]
     if run.grade is not None:
         scores.append(run.grade.score)
     if not scores:
@@ -643,6 +917,8 @@ def turn_record(outcome: TurnOutcome, threshold: float) -> dict[str, Any]:
         error = evaluator_error_text(outcome.grade)
         if error is not None:
             rec["error"] = error
+    elif outcome.kept_grade is not None:
+        rec.update(outcome.kept_grade)
     if outcome.error is not None:
         rec["status"] = "error"
         rec["error"] = outcome.error
@@ -663,6 +939,8 @@ def _round_record(r: Round) -> dict[str, Any]:
         rec["cached"] = True
     if r.calls:
         rec["tool_calls"] = len(r.calls)
+        if r.response.text:  # what it said with its calls (the history carries it forward)
+            rec["text"] = r.response.text
     return rec
 
 

@@ -20,6 +20,7 @@ is priced the same way, from its usage and the target that answered it, and kept
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from typing import Any
 from agentv.errors import BudgetReached
 from agentv.providers.base import Provider, ProviderRequest, ProviderResponse, ProviderWrapper
 from agentv.providers.pricing import Cost, Pricer, target_model
+from agentv.results.record import usd as dollars
 
 #: a request's party -> its key in a record's ``cost`` (a party not listed keeps its name)
 PARTY_KEYS = {"candidate": "target", "judge": "judge"}
@@ -53,6 +55,24 @@ class CaseCost:
         if not priced:
             entry[2] = True
 
+    def carry(self, cost: dict[str, Any]) -> None:
+        """What a record's ``cost`` says an earlier run paid for answers this run takes
+        from it (a conversation ``--resume`` goes on from), counted as reused: nothing is
+        paid for them again. Anything that is not a price is left out."""
+        for key, entry in cost.items():
+            if not isinstance(key, str) or not isinstance(entry, dict):
+                continue
+            amounts = [entry.get("usd"), entry.get("reused_usd")]
+            usd = [a for a in amounts if _price(a)]
+            if not usd and entry.get("unpriced") is not True:
+                continue
+            kept = self.parties.setdefault(key, [0.0, 0.0, False, False])
+            if usd:
+                kept[1] += sum(usd)
+                kept[3] = True
+            if entry.get("unpriced") is True:
+                kept[2] = True
+
     def to_dict(self) -> dict[str, Any] | None:
         """The record's ``cost``: ``{party: {usd, reused_usd, unpriced}}`` (None: no answer
         reported tokens)."""
@@ -62,13 +82,23 @@ class CaseCost:
         for key, (usd, reused, unpriced, priced) in self.parties.items():
             entry: dict[str, Any] = {}
             if priced:
-                entry["usd"] = round(usd, 10)
+                entry["usd"] = dollars(usd)
                 if reused:
-                    entry["reused_usd"] = round(reused, 10)
+                    entry["reused_usd"] = dollars(reused)
             if unpriced:
                 entry["unpriced"] = True
             out[key] = entry
         return out
+
+
+def _price(value: Any) -> bool:
+    """Whether ``value`` is an amount of US dollars a record may hold."""
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value >= 0
+    )
 
 
 #: the cost of the case being run (set by ``CasePipeline.run`` for the case's task)

@@ -21,6 +21,7 @@ conversation is taken at its longest (``max_turns``), each user message
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -32,12 +33,21 @@ from agentv.evalfile.loader import LoadContext, iter_cases, load_eval_file
 from agentv.evaluators.grading import DEFAULT_JUDGE, needs_judge
 from agentv.evaluators.llm_judge import LlmJudgeSpec, judge_prompts
 from agentv.evaluators.samples import SampleRule
-from agentv.prompts.builder import PromptSettings, build_prompt
+from agentv.messages import GuidelineFile, Message, TextSegment
+from agentv.prompts.builder import (
+    Memo,
+    Prompt,
+    PromptSettings,
+    build_guidelines,
+    build_prompt,
+    request_chars,
+)
 from agentv.providers.base import Provider, Usage, request_for_case
 from agentv.providers.pricing import Pricer
+from agentv.results.record import usd as dollars
 from agentv.run.plan import CaseJob
 from agentv.run.preview import first_request
-from agentv.run.scheduling import estimate_tokens
+from agentv.run.scheduling import estimate_tokens, tokens_of
 from agentv.run.sending import grading_context
 from agentv.targets import DEFAULT_TARGET, RunTarget, TargetPool, choose_target
 
@@ -75,7 +85,7 @@ class Line:
             "requests": self.requests,
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
-            "usd": self.usd,
+            "usd": dollars(self.usd),
             "price": self.price,
         }
 
@@ -140,7 +150,7 @@ class Estimate(DiagnosticsView):
             "user_message_tokens": self.user_message_tokens,
             "method": self.method,
             "lines": [line.to_dict() for line in self.lines],
-            "total_usd": self.total_usd,
+            "total_usd": dollars(self.total_usd),
             "unpriced": self.unpriced,
         }
 
@@ -196,66 +206,86 @@ class _Estimator:
     ) -> None:
         provider = target.provider
         target_line = self.line(provider, "target", None)
+        settings = PromptSettings.of(provider)
         answer = capped(provider, self.answer)
         if case.user is not None and user is not None:
-            asked = self._simulated(case, user, runs, answer)
+            asked = self._simulated(case, user, runs, settings, answer)
         elif case.turns:
-            asked = self._turns(case, answer)
+            asked = self._turns(case, settings, answer)
         else:
-            asked = [(case, True, _judges(case))]
+            prompt = build_prompt(case, settings)
+            tokens = estimate_tokens(request_for_case(case, prompt))
+            asked = [(tokens, lambda: (case, prompt), True, _judges(case))]
         for _ in range(runs):
-            for view, graded, configs in asked:
-                prompt = build_prompt(view, PromptSettings.of(provider))
-                tokens = estimate_tokens(request_for_case(view, prompt))
+            for tokens, view, graded, configs in asked:
                 self.add(target_line, provider, None, tokens, answer)
-                if judge is None or not graded:
+                if judge is None or not graded or not configs:
                     continue
+                seen, prompt = view()
                 for config in configs:
-                    self._judge(CaseJob(view, target), prompt, judge, config, answer)
+                    self._judge(CaseJob(seen, target), prompt, judge, config, answer)
 
-    def _turns(
-        self, case: EvalCase, length: int
-    ) -> list[tuple[EvalCase, bool, list[EvaluatorConfig]]]:
+    def _turns(self, case: EvalCase, settings: PromptSettings, length: int) -> list[_Request]:
         """Each turn's request (the earlier answers ``length`` tokens long), whether it is
-        graded and by which judges; the conversation's own judges with the last turn."""
-        out: list[tuple[EvalCase, bool, list[EvaluatorConfig]]] = []
-        view = first_request(case)
-        from agentv.messages import Message, TextSegment
+        graded and by which judges; the conversation's own judges with the last turn.
 
-        answer = Message("assistant", (TextSegment("word " * length),))
+        The requests are counted as the run builds them, grown by each turn's new messages
+        (``request_chars``): nothing is rebuilt per turn, so a conversation of thousands of
+        turns is counted in time and memory linear in its length. A turn's view of the case
+        (the conversation so far, as a judge sees it) is made only when a judge grades it."""
+        first = first_request(case)
+        history = list(first.input_messages)
+        guidelines = list(first.guideline_files)
+        inputs = list(first.input_files)
+        memo = Memo()
+        # carried forward byte for byte, as the run carries an answer
+        answer = Message("assistant", (TextSegment("word " * length, verbatim=True),))
+        guideline_text = (-1, "")  # (files, their text): made again only when files join
+        out: list[_Request] = []
         for i, turn in enumerate(case.turns):
             if i:
-                view = replace(
-                    view,
-                    input_messages=(*view.input_messages, answer, turn.message),
-                    guideline_files=(*view.guideline_files, *turn.guideline_files),
-                    input_files=(*view.input_files, *turn.input_files),
-                )
+                history += (answer, turn.message)
+                guidelines += turn.guideline_files
+                inputs += turn.input_files
+            if guideline_text[0] != len(guidelines):
+                guideline_text = (len(guidelines), build_guidelines(guidelines))
+            chars = request_chars(history, guideline_text[1], settings, memo)
+            view = _view_of(case, settings, history, guidelines, inputs)
+            if chars is None:  # the question joins the messages: the whole prompt
+                seen, prompt = view()
+                tokens = estimate_tokens(request_for_case(seen, prompt))
+            else:
+                tokens = tokens_of(chars)
             judges = [e for e in turn.evaluators if e.type == "llm_judge"]
             if turn.outcome.strip() and not turn.evaluators:
                 judges = [DEFAULT_JUDGE]
-            out.append((view, True, judges))
+            out.append((tokens, view, True, judges))
         last = [e for e in case.evaluators if e.type == "llm_judge"]
         if last:
-            out[-1] = (out[-1][0], True, [*out[-1][2], *last])
+            tokens, view, _, judges = out[-1]
+            out[-1] = (tokens, view, True, [*judges, *last])
         return out
 
     def _simulated(
-        self, case: EvalCase, user: Provider, runs: int, length: int
-    ) -> list[tuple[EvalCase, bool, list[EvaluatorConfig]]]:
+        self,
+        case: EvalCase,
+        user: Provider,
+        runs: int,
+        settings: PromptSettings,
+        length: int,
+    ) -> list[_Request]:
         """A simulated conversation at its longest (``max_turns``), each user message
         ``USER_MESSAGE_TOKENS`` long (at most its target's limit), each answer ``length``;
         the simulator's own requests go on its target's line."""
-        from agentv.messages import Message, TextSegment
         from agentv.run.simulator import simulator_messages
 
         spec = case.user
         assert spec is not None
         message = capped(user, USER_MESSAGE_TOKENS)
         said = Message("user", (TextSegment("word " * message),))
-        answer = Message("assistant", (TextSegment("word " * length),))
+        answer = Message("assistant", (TextSegment("word " * length, verbatim=True),))
         line = self.line(user, "user", None)
-        out: list[tuple[EvalCase, bool, list[EvaluatorConfig]]] = []
+        out: list[_Request] = []
         history = list(case.input_messages)
         graders = [e for e in case.turn_evaluators if e.type == "llm_judge"]
         for turn in range(spec.max_turns):
@@ -264,9 +294,13 @@ class _Estimator:
                 for _ in range(runs):
                     self.add(line, user, None, asked, message)
             history.append(said)
-            out.append((replace(case, input_messages=tuple(history)), bool(graders), graders))
+            seen = replace(case, input_messages=tuple(history))
+            prompt = build_prompt(seen, settings)
+            tokens = estimate_tokens(request_for_case(seen, prompt))
+            out.append((tokens, _made(seen, prompt), bool(graders), graders))
             history.append(answer)
-        out[-1] = (out[-1][0], True, [*out[-1][2], *_judges(case)])
+        tokens, view, _, judges = out[-1]
+        out[-1] = (tokens, view, True, [*judges, *_judges(case)])
         return out
 
     def _judge(
@@ -295,6 +329,39 @@ def capped(provider: Provider, tokens: int) -> int:
     if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
         return min(tokens, limit)
     return tokens
+
+
+#: one request of a case: its input tokens, what makes the case and prompt a judge of its
+#: answer sees, whether it is graded, and by which judges
+_Request = tuple[int, Callable[[], tuple[EvalCase, Prompt]], bool, list[EvaluatorConfig]]
+
+
+def _made(case: EvalCase, prompt: Prompt) -> Callable[[], tuple[EvalCase, Prompt]]:
+    return lambda: (case, prompt)
+
+
+def _view_of(
+    case: EvalCase,
+    settings: PromptSettings,
+    history: list[Message],
+    guidelines: list[GuidelineFile],
+    inputs: list[Path],
+) -> Callable[[], tuple[EvalCase, Prompt]]:
+    """What makes the case and prompt of a turn's request, as the lists stand now (they
+    only grow: what they hold now is their start)."""
+    known = (len(history), len(guidelines), len(inputs))
+
+    def make() -> tuple[EvalCase, Prompt]:
+        seen = replace(
+            case,
+            input_messages=tuple(history[: known[0]]),
+            guideline_files=tuple(guidelines[: known[1]]),
+            input_files=tuple(inputs[: known[2]]),
+            turns=(),
+        )
+        return seen, build_prompt(seen, settings)
+
+    return make
 
 
 def _judges(case: EvalCase) -> list[EvaluatorConfig]:

@@ -27,6 +27,7 @@ from agentv.errors import ProviderError
 from agentv.evaluators.base import CaseGrade
 from agentv.providers.base import Provider, ProviderResponse, request_for_case
 from agentv.results.outcome import error_record, invalid_record
+from agentv.results.record import repeat_label
 from agentv.run.pipeline import CasePipeline
 from agentv.run.plan import CaseJob, InvalidJob, Lane
 from agentv.run.scheduling import DEFAULT_WORKERS, Gates, lane_size
@@ -264,7 +265,8 @@ class Orchestrator:
         target_label = self._labels.get(id(target))
         if target_label is None:
             target_label = self._labels[id(target)] = target.label
-        label = f"{case.id} | {target_label}" + (f" #{job.repeat + 1}" if job.repeat else "")
+        several = job.repeat or job.repeats > 1
+        label = f"{case.id} | {target_label}" + (f" {repeat_label(job.repeat)}" if several else "")
         if response is None:
             ready = await self._setup(job)
             if isinstance(ready, dict):  # its file's before_all failed

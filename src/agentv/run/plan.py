@@ -9,6 +9,7 @@ are decided there, and nothing changes the ``Plan`` afterwards (it is frozen).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -30,6 +31,7 @@ from agentv.results.record import DEFAULT_PASS_THRESHOLD, CaseKey, RunKey
 from agentv.run.resume import (
     RETRIED,
     ResultsState,
+    Unfinished,
     plan_digest,
     prompt_changed,
     workspace_changed,
@@ -46,9 +48,12 @@ class CaseJob:
     pass_threshold: float | None = None  # the case's config's, else the run's (None: the run's)
     repeat: int = 0
     user: RunTarget | None = None  # the target playing the case's simulated user
+    repeats: int = 1  # the runs of that pair the plan holds (how the run is numbered)
     #: a run of ``--repeat auto``: its rule, threshold and why it is made (its record's
     #: ``auto_repeat``; ``agentv.run.repeats``)
     auto: dict[str, Any] | None = None
+    #: a conversation the budget stopped part-way, which ``--resume`` goes on from
+    resumed: Unfinished | None = None
     #: what ran before the case's workspace was made, once for its file (``before_all``),
     #: as its record keeps it
     setup: tuple[dict[str, Any], ...] = ()
@@ -93,8 +98,16 @@ class _Memo:
     simulated users' targets, and the decision for each resumed run."""
 
     decided: dict[RunKey, bool] = field(default_factory=dict)
+    #: the runs to go on from where the budget stopped them (their plan unchanged)
+    unfinished: dict[RunKey, Unfinished] = field(default_factory=dict)
     changed_since: int = 0  # resumed runs whose prompt changed since their record
     retried: int = 0  # resumed runs run again because their latest record was an error
+    #: resumed runs whose latest record is an error, left as they are (no ``retry_errors``):
+    #: their key, the repeat None for a case the file has one run of
+    errors_left: list[tuple[str, str, str, int | None]] = field(default_factory=list)
+    #: the (dataset, eval id, target) of which the resumed file has more than one run
+    repeated: set[CaseKey] | None = None
+    taken_up: int = 0  # resumed conversations going on from where the budget stopped them
     #: (eval file, target name) -> why that target, or its judge, cannot be used
     broken_targets: dict[tuple[Path, str], str] = field(default_factory=dict)
     broken_judges: dict[int, str] = field(default_factory=dict)
@@ -142,6 +155,10 @@ class Plan:
     total: int = 0  # runs the run sends: ``planned`` less what resume or rerun leave out
     changed_since: int = 0  # resumed runs whose prompt changed since their record
     retried: int = 0  # resumed runs run again because their latest record was an error
+    #: resumed runs whose latest record is an error, not run again (no ``retry_errors``):
+    #: (dataset, eval id, target, repeat), the repeat None for a case run once
+    errors_left: tuple[tuple[str, str, str, int | None], ...] = ()
+    taken_up: int = 0  # resumed conversations going on from where the budget stopped them
     thresholds: frozenset[float] = frozenset()  # the pass thresholds in force
     _memo: _Memo = field(default_factory=_Memo, repr=False, compare=False)
 
@@ -149,6 +166,14 @@ class Plan:
     def invalid_count(self) -> int:
         """Cases known to be invalid when the plan was made (their targets aside)."""
         return sum(len(loaded.invalid) for loaded in self.files)
+
+    def simulated(self) -> Iterator[tuple[str, str]]:
+        """The dataset and id of each case of the plan with a simulated user (a large
+        file's from its spool)."""
+        for loaded in self.files:
+            for case in iter_cases(loaded, eval_id=self.eval_id, context=self.context):
+                if case.user is not None:
+                    yield case.dataset, case.id
 
     @property
     def cli_target(self) -> str | None:
@@ -260,11 +285,14 @@ class Plan:
                     if count == 1
                     else (f"{count} cases cannot run (the first is {case.id!r})")
                 )
+                named = case.user.target if case.user is not None else None
+                named = named if reason in users.values() else case.target or loaded.target
+                line = None if self.cli_targets else _target_line(loaded.path, case, named)
                 out.append(
                     Diagnostic(
                         loaded.path,
                         f"{cases}: {reason}",
-                        line=case.line,
+                        line=line or case.line,
                         hint="`agentv eval` would record them as invalid; fix the target "
                         "or pick another one",
                     )
@@ -349,10 +377,12 @@ class Plan:
                 if not filtered and len(runs) == 1:
                     yield CaseJob(case, lane.target, threshold, 0, user)
                     continue
+                count = max(len(runs), self.repeats(loaded, case.repeat))
                 for r in runs:
                     key = (case.dataset, case.id, name, r)
                     if not filtered or self._wanted(key, case, lane.target):
-                        yield CaseJob(case, lane.target, threshold, r, user)
+                        resumed = self._memo.unfinished.get(key)
+                        yield CaseJob(case, lane.target, threshold, r, user, count, resumed=resumed)
 
     def _load_failures(self, loaded: LoadedEvalFile) -> Iterator[InvalidJob]:
         """The cases of ``loaded`` that could not be loaded: a result for each run they were
@@ -420,6 +450,14 @@ class Plan:
                 if changed:
                     decided = True
                     memo.changed_since += 1
+                elif previous.unfinished is not None and case.live:
+                    memo.unfinished[key] = previous.unfinished
+                    memo.taken_up += 1
+            if not decided and previous is not None and previous.status in RETRIED:
+                if memo.repeated is None:
+                    memo.repeated = {k[:3] for k in self.resume.runs if k[3]}
+                several = key[3] or key[:3] in memo.repeated
+                memo.errors_left.append((*key[:3], key[3] if several else None))
             memo.decided[key] = decided
         return decided
 
@@ -452,6 +490,35 @@ def _no_workspace(target: RunTarget | None) -> str | None:
 def _invalid(loaded: LoadedEvalFile, case: EvalCase, reason: str) -> InvalidCase:
     diag = Diagnostic(loaded.path, reason, line=case.line)
     return InvalidCase(loaded.path, case.dataset, -1, case.id, case.line, (diag,))
+
+
+def _target_line(path: Path, case: EvalCase, name: str | None) -> int | None:
+    """The line where ``target: NAME`` is written for ``case``: in the case itself (its
+    ``execution``, its simulated ``user``), else at the top of the file (``target:``,
+    ``user_target:``, ``execution:``). None when it cannot be told (a data row's case)."""
+    if not name:
+        return None
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    said = re.compile(rf"""\b(user_)?target:\s*["']?{re.escape(name)}["']?\s*(?:[,}}#]|$)""")
+    start = (case.line or 1) - 1
+    item = lines[start] if 0 <= start < len(lines) else ""
+    indent = len(item) - len(item.lstrip(" -"))
+    for number in range(start, len(lines)):
+        text = lines[number]
+        body = text.lstrip(" ")
+        if number > start and body.startswith("- ") and len(text) - len(body) + 2 <= indent:
+            break  # the next case
+        if said.search(text):
+            return number + 1
+    for number, text in enumerate(lines):
+        if text.startswith("evalcases:"):
+            break
+        if said.search(text):
+            return number + 1
+    return None
 
 
 def same_cases(files: list[LoadedEvalFile]) -> list[Diagnostic]:
@@ -581,5 +648,7 @@ def plan_run(
         total=total,
         changed_since=plan._memo.changed_since,
         retried=plan._memo.retried,
+        errors_left=tuple(plan._memo.errors_left),
+        taken_up=plan._memo.taken_up,
         thresholds=frozenset(found or {plan.pass_threshold}),
     )

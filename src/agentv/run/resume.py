@@ -3,8 +3,8 @@ record is one run of a case (dataset, eval id, target, repeat: ``EvalResult.run_
 the latest record of a run supersedes the earlier ones (docs/after-the-run.md).
 
 ``--resume`` runs every planned run the file has no record of, and every run whose prompt
-changed since its record was written (the run says how many); with ``--retry-errors`` also
-the runs whose latest record is ``error`` or ``invalid``. ``--rerun-failed`` /
+changed since its record was written (the run says how many); with ``--rerun-errors`` of
+the same file also the runs whose latest record is ``error`` or ``invalid``. ``--rerun-failed`` /
 ``--rerun-errors`` run again exactly the runs whose latest record went wrong. Both append
 to the file, so it keeps holding the whole truth.
 
@@ -32,8 +32,9 @@ from agentv.errors import Diagnostic, InputError
 from agentv.messages import chat_to_dicts
 from agentv.prompts.builder import Prompt, build_prompt, build_question
 from agentv.results.reader import MAX_RECORD_BYTES, read_results, results_format, yaml_record
-from agentv.results.record import CaseKey, RunKey, put_back_large_content
+from agentv.results.record import CaseKey, EvalResult, RunKey, put_back_large_content
 from agentv.system.readfile import special
+from agentv.trajectory import ToolStep, read_transcript
 
 if TYPE_CHECKING:
     from agentv.cases import EvalCase, Turn
@@ -42,8 +43,25 @@ if TYPE_CHECKING:
 #: its judge gets another say)
 RERUN_FAILED = frozenset({"failed", "uncertain", "error", "invalid", "user_error"})
 RERUN_ERRORS = frozenset({"error", "invalid", "user_error"})
-#: what --resume --retry-errors runs again
+#: what --resume with --rerun-errors of the same file runs again
 RETRIED = RERUN_ERRORS
+
+
+@dataclass(frozen=True, slots=True)
+class Unfinished:
+    """A live conversation the run's budget stopped, as its ``skipped`` record holds it:
+    ``--resume`` goes on from where it stopped, taking each recorded request's answer and
+    each tool call's result from here instead of sending them again (docs/after-the-run.md,
+    "Resume and rerun")."""
+
+    turns: tuple[dict[str, Any], ...]  # the turns taken, as recorded (answers, grades)
+    #: the tools called, by turn (None: the target could not say, ``trajectory_error``)
+    steps: dict[int, tuple[ToolStep, ...]] | None
+    trajectory_error: str | None
+    cost: dict[str, Any] | None  # what the record says it cost (spent and reused)
+    aspects: int  # the expected aspects of its graded turns
+    ended: str | None  # how a simulated user's turns ended (``user.ended``), when they did
+    origin: str  # where it is recorded (results file and line), for the record
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +75,7 @@ class Previous:
     score: float | None = None
     #: a run of ``--repeat auto``: its rule, threshold and reason (``agentv.run.repeats``)
     auto: dict[str, Any] | None = None
+    unfinished: Unfinished | None = None  # a conversation the budget stopped part-way
     workspace_digest: str | None = None  # its workspace's settings (``Workspace.digest``)
 
 
@@ -198,7 +217,7 @@ def read_state(path: Path, *, repair: bool) -> ResultsState:
                 state.set_aside = _set_aside(path, fh, start)
     reader = read_results(path)
     named = False  # a record names its case, or why it has none: one agentv wrote
-    for _, result in reader:  # in file order: a later record of a run replaces the earlier
+    for line, result in reader:  # in file order: a later record of a run replaces the earlier
         named = named or result.eval_id is not None or result.error is not None
         raw = put_back_large_content(result.raw_request or {}, result.large_content or {})
         digest = raw.get("plan_digest")
@@ -210,6 +229,7 @@ def read_state(path: Path, *, repair: bool) -> ResultsState:
             plan_digest=digest if isinstance(digest, str) else None,
             score=result.score,
             auto=result.auto_repeat,
+            unfinished=unfinished_of(result, f"{path}:{line}"),
             workspace_digest=workspace if isinstance(workspace, str) else None,
         )
     state.diagnostics = [*reader.diagnostics, *reader.notes]
@@ -225,6 +245,98 @@ def read_state(path: Path, *, repair: bool) -> ResultsState:
             "file that agentv eval wrote"
         )
     return state
+
+
+def eval_files_named(path: Path) -> list[str]:
+    """The eval files a results file's records name (``eval_file``, a full path), each once,
+    in the order they first come."""
+    check_results_file(path)
+    named: dict[str, None] = {}
+    for _, result in read_results(path):
+        if result.eval_file:
+            named.setdefault(result.eval_file)
+    return list(named)
+
+
+#: how a simulated user's turns ended when only the conversation's grade was left
+_TURNS_OVER = frozenset({"goal", "stop_when", "max_turns"})
+
+
+def unfinished_of(result: EvalResult, origin: str) -> Unfinished | None:
+    """What ``--resume`` goes on from in a conversation the budget stopped part-way: its
+    ``skipped`` record with the turns it took. None for any other record, and for one
+    whose turns do not hold what a conversation takes up again (a record written by hand,
+    or damaged, or whose texts were cut to fit a results file): that conversation is run
+    again from its start."""
+    turns = result.turns
+    if result.status != "skipped" or not result.skip_reason or not turns:
+        return None
+    if result.shortened:  # texts were cut to fit the file: not what was said
+        return None
+    if not isinstance(result.stopped, dict):
+        return None
+    store = result.large_content or {}
+    kept = put_back_large_content(turns, store) if store else turns
+    if not all(_takes_up(turn, number) for number, turn in enumerate(kept, 1)):
+        return None
+    simulated = isinstance(result.user, dict)  # its user turns are taken up too
+    if simulated and not all(isinstance(turn.get("content"), str) for turn in kept):
+        return None
+    steps: dict[int, tuple[ToolStep, ...]] | None = {}
+    if result.trajectory is not None:
+        try:
+            found = read_transcript(put_back_large_content(result.trajectory, store))
+        except ValueError:
+            return None
+        by_turn: dict[int, list[ToolStep]] = {}
+        for entry, step in zip(result.trajectory, found, strict=True):
+            turn = entry.get("turn")
+            if not isinstance(turn, int) or isinstance(turn, bool):
+                return None
+            by_turn.setdefault(turn, []).append(step.in_turn(turn))
+        steps = {turn: tuple(taken) for turn, taken in by_turn.items()}
+    elif result.trajectory_error is not None:
+        steps = None
+    ended = result.user.get("ended") if simulated else None
+    return Unfinished(
+        turns=tuple(kept),
+        steps=steps,
+        trajectory_error=result.trajectory_error,
+        cost=result.cost if isinstance(result.cost, dict) else None,
+        aspects=result.expected_aspect_count,
+        ended=ended if ended in _TURNS_OVER else None,
+        origin=origin,
+    )
+
+
+def _takes_up(turn: Any, number: int) -> bool:
+    """Whether a recorded turn holds what taking it up again needs: its number, its answer,
+    its requests, and its tool calls each with its round, arguments and result."""
+    if not isinstance(turn, dict) or turn.get("turn") != number:
+        return False
+    if not isinstance(turn.get("answer"), str):
+        return False
+    requests = turn.get("requests")
+    if not isinstance(requests, list) or not all(isinstance(r, dict) for r in requests):
+        return False
+    if any(not isinstance(r.get("text", ""), str) for r in requests):
+        return False
+    calls = turn.get("tool_calls", [])
+    if not isinstance(calls, list):
+        return False
+    for call in calls:
+        if not isinstance(call, dict):
+            return False
+        if not isinstance(call.get("id"), str) or not isinstance(call.get("name"), str):
+            return False
+        if not isinstance(call.get("arguments"), dict) or not isinstance(call.get("result"), str):
+            return False
+        place = call.get("round")
+        if not isinstance(place, int) or isinstance(place, bool) or not 0 <= place < len(requests):
+            return False
+        if not isinstance(call.get("arguments_text", ""), str):
+            return False
+    return True
 
 
 def _last_document(fh: BinaryIO, size: int) -> int:
@@ -294,18 +406,100 @@ def read_replays(path: Path) -> dict[tuple[str, str, int], Replay]:
     """The user turns of each simulated conversation recorded in the results file at
     ``path`` (the latest record of each run), by ``(dataset, eval_id, repeat)``. Where the
     file holds a run on several targets, the first target's recording in file order is
-    used, so that every target is sent the same user turns (``--replay-user``)."""
+    used, so that every target is sent the same user turns (``--replay-user``).
+
+    Raises:
+        InputError: the file is not a whole results file (a line that is not a record,
+            a cut last line, a ``user`` that is not a mapping), a simulated conversation's
+            record has turns that cannot be replayed, or no record is a simulated
+            conversation's: each said with its file and line.
+    """
+    reader = read_results(path)
     found: dict[tuple[str, str, int], Replay] = {}
-    for line, result in read_results(path).latest():
+    records = 0
+    for line, result in reader.latest():
+        records += 1
         user, turns = result.user, result.turns
-        if not isinstance(user, dict) or not isinstance(turns, list) or not result.eval_id:
+        if user is None or not result.eval_id:
             continue
         key = (result.dataset or "", result.eval_id, result.repeat or 0)
+        said = _replayable(turns)
+        if isinstance(said, str):
+            raise InputError(
+                f"{path}:{line}: the record of case {result.eval_id!r} cannot be replayed: "
+                f"{said}; {REPLAY_HINT}"
+            )
         if key in found:
             continue
-        said = [t.get("content") for t in turns if isinstance(t, dict)]
-        if not all(isinstance(text, str) for text in said):
-            continue
         origin = f"{path}:{line} (target {result.target!r})"
-        found[key] = Replay(tuple(said), user.get("ended"), origin)  # type: ignore[arg-type]
+        ended = user.get("ended")
+        found[key] = Replay(said, ended if isinstance(ended, str) else None, origin)
+    if reader.diagnostics:
+        first = reader.diagnostics[0]
+        raise InputError(f"{path}:{first.line}: {first.message}; {REPLAY_HINT}")
+    if not records:
+        raise InputError(f"{path} is empty: it holds no recorded conversation; {REPLAY_HINT}")
+    if not found:
+        raise InputError(
+            f"{path} holds no simulated user's conversation (none of its {records} "
+            f"record(s) has a `user`); {REPLAY_HINT}"
+        )
     return found
+
+
+def match_replays(
+    path: Path,
+    replays: dict[tuple[str, str, int], Replay],
+    simulated: Iterable[tuple[str, str]],
+) -> Diagnostic | None:
+    """Whether the recording at ``path`` is of this run's ``simulated`` conversations
+    (their datasets and ids): an ``InputError`` when it records none of them, a warning
+    naming those it does not record (the simulator plays them), else None."""
+    cases = dict.fromkeys(simulated)
+    if not cases:
+        return Diagnostic(
+            path,
+            "no case of this run has a simulated `user`: --replay-user has nothing to replay",
+            severity="warning",
+        )
+    recorded = dict.fromkeys((dataset, case) for dataset, case, _ in replays)
+    missing = [key for key in cases if key not in recorded]
+    if len(missing) == len(cases):
+        raise InputError(
+            f"{path} records none of this run's simulated conversations (it records "
+            f"{_names(recorded)}; the run has {_names(cases)}); {REPLAY_HINT}"
+        )
+    if missing:
+        return Diagnostic(
+            path,
+            f"{len(missing)} of this run's {len(cases)} simulated conversations are not "
+            f"recorded here, and the simulator plays them: {_names(dict.fromkeys(missing))}",
+            severity="warning",
+        )
+    return None
+
+
+def _names(keys: dict[tuple[str, str], None], shown: int = 5) -> str:
+    names = [f"{dataset}/{case}" for dataset, case in keys]
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
+
+
+#: what ``--replay-user`` takes, said with each refusal
+REPLAY_HINT = (
+    "--replay-user takes a results file that agentv eval wrote for cases with a simulated "
+    "`user`, whole"
+)
+
+
+def _replayable(turns: Any) -> tuple[str, ...] | str:
+    """The user turns a record's ``turns`` hold, or why they cannot be replayed."""
+    if turns is None:
+        return "it has no `turns`"
+    said = []
+    for number, turn in enumerate(turns, 1):
+        content = turn.get("content") if isinstance(turn, dict) else None
+        if not isinstance(content, str):
+            return f"its turn {number} has no `content` text"
+        said.append(content)
+    return tuple(said)

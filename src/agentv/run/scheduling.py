@@ -850,7 +850,11 @@ class TargetGate:
 
 def estimate_tokens(request: ProviderRequest) -> int:
     """A request's input tokens, guessed before the call: about 4 characters a token."""
-    chars = sum(len(m.content) for m in request.messages) or len(request.question)
+    return tokens_of(sum(len(m.content) for m in request.messages) or len(request.question))
+
+
+def tokens_of(chars: int) -> int:
+    """The tokens guessed for ``chars`` characters of a request (about 4 a token)."""
     return chars // 4 + 1
 
 

@@ -56,19 +56,17 @@ _ENDING = (
     f"your goal is reached, or you are sure it cannot be reached, reply with {DONE} alone."
 )
 
-# messages that are the assistant's side, not a user's
-_AS_ASSISTANT = re.compile(
-    r"^\s*(?:@\[)?(?:assistant|ai|bot|agent|system)\]?\s*:"
-    r"|^\s*(?:how (?:can|may) i (?:help|assist)|as an ai\b|i(?:'m| am) an ai\b"
-    r"|i(?:'m| am) (?:an? |your )?(?:ai |virtual )?assistant\b)",
-    re.IGNORECASE,
-)
-_TRANSCRIPT = re.compile(r"@\[(?:system|user|assistant|tool)\]:", re.IGNORECASE)
-_REVEALS = re.compile(
-    r"\b(?:simulated user|my (?:persona|instructions|system prompt)|system prompt"
-    r"|(?:i am|i'm) (?:role-?playing|playing (?:the|a) (?:part|role) of))\b",
-    re.IGNORECASE,
-)
+# The built-in checks flag only what no user message is: the assistant's own role marker
+# at the start, a transcript holding both parties' markers, or the simulator speaking of
+# itself as the simulated user or repeating its instructions. A user may well ask "How can
+# I help my daughter...", say "I'm an AI researcher" or ask for a system prompt (a common
+# red-team persona): whether such a message stays in role is the role judge's question.
+_ASSISTANT_MARK = r"(?:@\[\s*assistant\s*\]|\[\s*assistant\s*\]|assistant)\s*:"
+_USER_MARK = r"(?:@\[\s*user\s*\]|\[\s*user\s*\]|user|human)\s*:"
+_AS_ASSISTANT = re.compile(rf"^\s*{_ASSISTANT_MARK}", re.IGNORECASE)
+_ASSISTANT_LINE = re.compile(rf"^\s*{_ASSISTANT_MARK}", re.IGNORECASE | re.MULTILINE)
+_USER_LINE = re.compile(rf"^\s*{_USER_MARK}", re.IGNORECASE | re.MULTILINE)
+_REVEALS = re.compile(r"\b(?:as|i am|i'm)\s+(?:the|a)\s+simulated\s+user\b", re.IGNORECASE)
 
 
 class UserFailure(Exception):
@@ -91,6 +89,23 @@ class UserTurn:
     cached: bool = False
     attempts: int = 0
     role_check: dict[str, Any] | None = None  # the role judge's verdict, when asked
+
+    @classmethod
+    def recorded(cls, text: str, entry: Any) -> UserTurn:
+        """A message the simulated user said in an earlier run, as its turn recorded it
+        (``text``, and the turn's ``user`` entry: where it came from, what it cost)."""
+        data = entry if isinstance(entry, dict) else {}
+        source = data.get("source")
+        latency = data.get("latency_ms")
+        check = data.get("role_check")
+        return cls(
+            text=text,
+            source=source if source in ("first_message", "simulator", "replay") else "simulator",
+            usage=Usage.from_dict(data.get("usage")),
+            latency_ms=float(latency) if isinstance(latency, int | float) else None,
+            cached=data.get("cached") is True,
+            role_check=check if isinstance(check, dict) else None,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The ``user`` entry of a turn in the record."""
@@ -165,14 +180,17 @@ def transcript(messages: Iterable[ChatMessage]) -> str:
 
 
 def role_problem(text: str, user: SimulatedUser) -> str | None:
-    """Why ``text`` is no message from this user, or None. The rules: not empty; not
-    written as the assistant; no transcript of several turns; no word of its instructions."""
+    """Why ``text`` is no message from this user, or None. Only unambiguous breaks: an
+    empty message; one that starts with the assistant's role marker (``Assistant:``,
+    ``@[Assistant]:``); a transcript (lines marked as the user's and as the assistant's);
+    one that calls itself the simulated user or repeats the simulator's instructions.
+    Subtler breaks are the role judge's to find (``role_judge``)."""
     said = text.strip()
     if not said:
         return "it returned no message"
     if _AS_ASSISTANT.search(said):
         return f"it answered as the assistant: {_excerpt(said)!r}"
-    if _TRANSCRIPT.search(said):
+    if _ASSISTANT_LINE.search(said) and _USER_LINE.search(said):
         return f"it wrote a transcript of several turns, not one message: {_excerpt(said)!r}"
     if _REVEALS.search(said) or _copies_instructions(said):
         return f"it revealed its instructions: {_excerpt(said)!r}"
@@ -240,12 +258,20 @@ def read_role_verdict(text: str) -> tuple[bool, str] | None:
 class Simulator:
     """The simulated user of one conversation: each of its messages, checked."""
 
-    def __init__(self, sender: Sender, job: CaseJob, replay: Replay | None = None) -> None:
+    def __init__(
+        self,
+        sender: Sender,
+        job: CaseJob,
+        replay: Replay | None = None,
+        kept: tuple[UserTurn, ...] = (),
+    ) -> None:
         assert job.case.user is not None and job.user is not None
         self.sender = sender
         self.job = job
         self.user = job.case.user
         self.replay = replay
+        #: its messages of an earlier run that a resumed conversation takes up again
+        self.kept = kept
         self.side = UserSide()
         self.spent: list[UserTurn] = []  # calls that gave no message (the last "done")
         if replay is not None:
@@ -255,11 +281,16 @@ class Simulator:
         """The user's next message, or None when it is done (its goal reached, or given
         up); raises ``UserFailure`` when it cannot give one."""
         index = len(self.side.said)  # 0-based: the turn about to be taken
-        said = self._replayed(index)
+        said = self.kept[index] if index < len(self.kept) else self._replayed(index)
         if said is None:
             if index == 0 and self.user.first_message is not None:
                 said = UserTurn(self.user.first_message, "first_message")
             elif self.replay is not None and self._replay_done(index):
+                if index == 0:  # as a simulator done before its first message
+                    raise UserFailure(
+                        "the recording it replays ends before its first message "
+                        f"({self.replay.origin})"
+                    )
                 return None  # the recording ended here, the simulator having said so
             else:
                 said = await self._ask(history)

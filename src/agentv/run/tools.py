@@ -8,6 +8,11 @@ killed on timeout, no vendor key variable unless its ``inherit_env`` names it). 
 object or do not fit the tool's parameters, no canned answer for them, a script that fails
 — is answered to the model as an error (``Error: ...``) and recorded; it never fails the
 case. Each call is recorded with its arguments, its result, its error and its time.
+
+Bounds: a script's output keeps its first ``MAX_RESULT_CHARS`` characters (at most
+``MAX_RESULT_BYTES`` are read) and says how much there was; the scripts a turn runs share
+the run's time limit (``ToolTime``): once it is spent, the calls left are answered an
+error without running.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from typing import Any
 
 from agentv.cases import Tool
 from agentv.messages import ToolCall
+from agentv.providers.llm import json_text
 from agentv.system.env import child_environment
 from agentv.system.process import run_process
 from agentv.trajectory import ToolStep
@@ -28,6 +34,29 @@ from agentv.trajectory import ToolStep
 STDERR_SHOWN = 500
 #: the longest result sent back to a model from a script (the rest is cut, and said)
 MAX_RESULT_CHARS = 100_000
+#: what is read of a script's output: room for ``MAX_RESULT_CHARS`` characters of any
+#: UTF-8 text (the rest is read and dropped as it comes)
+MAX_RESULT_BYTES = 4 * MAX_RESULT_CHARS
+
+
+@dataclass(slots=True)
+class ToolTime:
+    """The time a turn's tool scripts may take together: ``limit`` seconds (the run's
+    ``--agent-timeout``; None: no limit), of which ``spent`` are gone."""
+
+    limit: float | None
+    spent: float = 0.0
+
+    def left(self) -> float | None:
+        """Seconds left (None: no limit)."""
+        return None if self.limit is None else max(0.0, self.limit - self.spent)
+
+    def out_of_time(self) -> str:
+        """Why a call was not run, once the time is spent."""
+        return (
+            f"the time for this turn's tool calls ran out ({self.limit:g} s, the run's "
+            "--agent-timeout): the call was not run"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,9 +70,15 @@ class ToolRun:
     round: int = 0  # which round of the turn's tool loop (0: the first)
 
     def to_dict(self) -> dict[str, Any]:
-        """The record of the call: ``id``, ``name``, ``arguments``, ``result``, ``error``
-        when there is one, ``duration_ms`` and ``round``."""
-        out: dict[str, Any] = {**self.call.to_dict(), "result": self.result}
+        """The record of the call: ``id``, ``name``, ``arguments`` (and ``arguments_text``,
+        what the model wrote, when it is not what the arguments write as: not JSON, or
+        spaced its own way), ``result``, ``error`` when there is one, ``duration_ms`` and
+        ``round``."""
+        out: dict[str, Any] = self.call.to_dict()
+        text = self.call.text
+        if text is not None and text != json_text(self.call.arguments):
+            out["arguments_text"] = text
+        out["result"] = self.result
         if self.error is not None:
             out["error"] = self.error
         out["duration_ms"] = round(self.duration_ms, 3)
@@ -76,19 +111,30 @@ async def answer_call(
     *,
     timeout: float | None = None,
     round_: int = 0,
+    tool_time: ToolTime | None = None,
 ) -> ToolRun:
     """Answer one call with its tool's mock (never raises for a call that cannot be
-    answered: the model is told why)."""
+    answered: the model is told why).
+
+    Args:
+        call: The model's call.
+        tools: The case's tools, by name.
+        timeout: Seconds a script may take, unless its tool says (None: no limit).
+        round_: Which round of the turn's tool loop the call was made in.
+        tool_time: The time the turn's scripts share (the call's time is added to it).
+    """
     started = time.perf_counter()
-    result, error = await _answer(call, tools, timeout)
+    result, error = await _answer(call, tools, timeout, tool_time or ToolTime(None))
     if error is not None:
         result = f"Error: {error}"
-    elapsed = (time.perf_counter() - started) * 1000
-    return ToolRun(call, result, error, elapsed, round_)
+    elapsed = time.perf_counter() - started
+    if tool_time is not None:
+        tool_time.spent += elapsed
+    return ToolRun(call, result, error, elapsed * 1000, round_)
 
 
 async def _answer(
-    call: ToolCall, tools: Mapping[str, Tool], timeout: float | None
+    call: ToolCall, tools: Mapping[str, Tool], timeout: float | None, tool_time: ToolTime
 ) -> tuple[str, str | None]:
     tool = tools.get(call.name)
     if tool is None:
@@ -105,7 +151,7 @@ async def _answer(
     if tool.has_result:
         return result_text(tool.result), None
     if tool.script is not None:
-        return await _run_script(tool, call.arguments, timeout)
+        return await _run_script(tool, call.arguments, timeout, tool_time)
     shown = json.dumps(call.arguments, ensure_ascii=False, sort_keys=True)
     return "", f"{tool.name!r} has no answer for the arguments {shown}"
 
@@ -116,6 +162,8 @@ def _arguments_problem(arguments: dict[str, Any], parameters: dict[str, Any]) ->
 
     try:
         validators.validator_for(parameters)(parameters).validate(arguments)
+    except RecursionError:  # a recursive schema followed as deep as the arguments nest
+        return "they nest too deep to be checked against its schema"
     except exceptions.ValidationError as exc:
         where = "/".join(str(p) for p in exc.absolute_path)
         return f"{exc.message}" + (f" (at `{where}`)" if where else "")
@@ -125,10 +173,16 @@ def _arguments_problem(arguments: dict[str, Any], parameters: dict[str, Any]) ->
 
 
 async def _run_script(
-    tool: Tool, arguments: dict[str, Any], timeout: float | None
+    tool: Tool, arguments: dict[str, Any], timeout: float | None, tool_time: ToolTime
 ) -> tuple[str, str | None]:
     assert tool.script is not None
-    limit = tool.timeout_seconds if tool.timeout_seconds is not None else timeout
+    own = tool.timeout_seconds if tool.timeout_seconds is not None else timeout
+    left = tool_time.left()
+    if left is not None and left <= 0:
+        return "", tool_time.out_of_time()
+    # the turn's time left bounds the call when it is shorter than the call's own limit
+    bounded = left is not None and (own is None or left < own)
+    limit = left if bounded else own
     stdin = json.dumps(arguments, ensure_ascii=False).encode("utf-8")
     try:
         done = await run_process(
@@ -136,6 +190,7 @@ async def _run_script(
             cwd=tool.cwd,
             stdin=stdin,
             timeout=limit,
+            stdout_head=MAX_RESULT_BYTES,
             # as a code evaluator's: what it prints goes to the model, so no vendor key
             # reaches it unless the tool names it
             env=child_environment(inherit=tool.inherit_env),
@@ -143,12 +198,29 @@ async def _run_script(
     except OSError as exc:
         return "", f"the tool's script `{tool.script}` could not start: {exc.strerror or exc}"
     if done.timed_out:
+        if bounded:
+            return "", (
+                f"the tool's script `{tool.script}` was stopped: the time for this turn's "
+                f"tool calls ran out ({tool_time.limit:g} s, the run's --agent-timeout)"
+            )
+        assert limit is not None
         return "", f"the tool's script `{tool.script}` took more than {limit:g} s and was stopped"
     if done.exit_code != 0:
         tail = done.stderr_tail(STDERR_SHOWN)
         said = f": {tail}" if tail else ""
         return "", f"the tool's script `{tool.script}` {done.describe_exit()}{said}"
-    text = done.stdout.strip()
-    if len(text) > MAX_RESULT_CHARS:
-        text = text[:MAX_RESULT_CHARS] + f"\n[cut at {MAX_RESULT_CHARS:,} characters]"
-    return text, None
+    return _result_of(done.stdout, done.stdout_bytes), None
+
+
+def _result_of(stdout: str, size: int) -> str:
+    """What a script printed (``stdout``, the start of ``size`` bytes) as the result the
+    model gets: stripped, or, when longer than ``MAX_RESULT_CHARS`` characters, its start
+    and a line saying how much there was."""
+    text = stdout.strip()
+    if len(text) <= MAX_RESULT_CHARS and size <= MAX_RESULT_BYTES:
+        return text
+    kept = stdout.lstrip()[:MAX_RESULT_CHARS]
+    return (
+        f"{kept}\n[agentv: the tool's output was {size:,} bytes: only its first "
+        f"{len(kept):,} characters are kept, the rest was left out]"
+    )

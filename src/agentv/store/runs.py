@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 
+from agentv.results.record import usd as dollars
 from agentv.results.record import utc_timestamp
 from agentv.store.db import read, write
 from agentv.store.index import Indexed, index_results
@@ -160,7 +161,7 @@ class StoredRun:
             "statuses": self.statuses,
             "pass_rate": self.pass_rate,
             "mean": self.mean,
-            "cost_usd": self.cost_usd,
+            "cost_usd": dollars(self.cost_usd),
             "wall_seconds": self.wall_seconds,
             "invocations": self.invocations,
         }

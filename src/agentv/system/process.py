@@ -77,6 +77,7 @@ class ProcessResult:
     duration_s: float = 0.0
     stdout_truncated: bool = False
     stderr_truncated: bool = False
+    stdout_bytes: int = 0  # how much the child printed on stdout, kept or not
 
     @property
     def ok(self) -> bool:
@@ -800,4 +801,5 @@ async def run_process(
         duration_s=time.monotonic() - started,
         stdout_truncated=out.truncated,
         stderr_truncated=err.truncated,
+        stdout_bytes=out.received,
     )

@@ -37,7 +37,10 @@ from agentv.targets.schema_errors import (
 )
 
 _PLACEHOLDER = re.compile(r"<unset:[A-Za-z_][A-Za-z0-9_]*>")  # see `unset_placeholder`
-_ENV_HINT = "set it in the environment, or in a .env file at the repository root"
+_ENV_HINT = (
+    "set it in the environment, or in a .env file at the project's root (the repository's, "
+    "else the folder holding .agentv/)"
+)
 
 
 def unset_placeholder(var: str) -> str:

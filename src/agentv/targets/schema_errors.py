@@ -18,7 +18,7 @@ from pydantic import (
 )
 
 from agentv.errors import Diagnostic
-from agentv.evalfile.schema_errors import unknown_key
+from agentv.evalfile.schema_errors import block_model, closest_key, unknown_key
 from agentv.providers import registry
 from agentv.targets.schema import (
     COMMON_KEYS,
@@ -56,6 +56,12 @@ def translate_errors(
         errors = sorted(errors, key=lambda e: rank.get(e["loc"][0], 1) if e["loc"] else 0)
     out: list[Diagnostic] = []
     seen: set[Any] = set()
+    if model not in (TargetsDocument, TargetEntry) and isinstance(data, dict):
+        # a misspelt required key is one mistake: its "unknown key" says it all
+        meant = _meant(errors, model, data)
+        errors = [
+            e for e in errors if not (e["type"] == "missing" and _where(model, e, data) in meant)
+        ]
     for err in errors:
         if model is TargetsDocument:
             diag = _document_problem(src, err, data)
@@ -68,6 +74,34 @@ def translate_errors(
             seen.add((diag.location, diag.message))
             out.append(diag)
     return out
+
+
+def _where(model: type[BaseModel], err: Any, data: Any) -> tuple[PathKey, str]:
+    """The block an error is in (its path in the data) and the key it is about."""
+    path, _ = block_model(model, tuple(err["loc"]), data)
+    return path[:-1], str(path[-1]) if path else ""
+
+
+def _meant(errors: list[Any], settings_cls: type[BaseModel], data: Any) -> set[tuple[PathKey, str]]:
+    """The keys the unknown keys among ``errors`` are typos of: ``(block, key)``, every
+    spelling of each."""
+    found: set[tuple[PathKey, str]] = set()
+    for err in errors:
+        if err["type"] != "extra_forbidden" or not err["loc"]:
+            continue
+        path, block = block_model(settings_cls, tuple(err["loc"]), data)
+        if block is None:
+            continue
+        allowed = settings_keys(block) + (list(COMMON_KEYS) if len(path) == 1 else [])
+        close = closest_key(str(path[-1]), allowed)
+        if close is not None:
+            found.update((path[:-1], key) for key in spellings(block, close))
+    return found
+
+
+def _names(settings_cls: type[BaseModel]) -> list[str]:
+    """The keys a target of ``settings_cls`` may hold, one spelling each (snake_case)."""
+    return [*settings_cls.model_fields, *dict.fromkeys(COMMON_KEYS.values())]
 
 
 def _document_problem(src: YamlSource, err: Any, data: Any) -> Diagnostic | None:
@@ -172,6 +206,18 @@ def _settings_problem(
     loc = err["loc"]
     key = str(loc[0]) if loc else None
     value = fields.get(key) if key is not None else None
+    if err["type"] == "extra_forbidden" and key is not None and len(loc) > 1:
+        # a key inside a block of a setting (`healthcheck: {type: http, ...}`)
+        path, block = block_model(settings_cls, tuple(loc), fields)
+        if block is not None:
+            return unknown_key(
+                src,
+                (*base, *path),
+                str(path[-1]),
+                settings_keys(block),
+                f"{label}: unknown key {path[-1]!r} in `{format_key(path[:-1])}`",
+                shown=list(block.model_fields),
+            )
     if err["type"] == "extra_forbidden" and key is not None:
         return unknown_key(
             src,
@@ -179,6 +225,14 @@ def _settings_problem(
             key,
             [*settings_keys(settings_cls), *COMMON_KEYS],
             f"{label}: unknown setting {key!r} for {provider} targets",
+            shown=_names(settings_cls),
+        )
+    if err["type"] == "missing" and key is not None and len(loc) > 1:
+        path, _ = block_model(settings_cls, tuple(loc), fields)
+        return src.diagnostic(
+            (*base, *path[:-1]),
+            f"{label}: `{format_key(path[:-1])}` has no `{path[-1]}`",
+            hint=f"add `{path[-1]}: ...` to it",
         )
     if err["type"] == "missing" and key is not None:
         others = [k for k in spellings(settings_cls, key) if k != key]
@@ -264,6 +318,8 @@ def _price_problem(
     if err["type"] == "extra_forbidden":
         return unknown_key(src, (*where, key), key, _PRICE_KEYS, f"{label}: unknown price {key!r}")
     if err["type"] == "missing":
+        if any(closest_key(str(k), _PRICE_KEYS) == key for k in value if k not in _PRICE_KEYS):
+            return None  # misspelt: its "unknown price" says it
         return src.diagnostic(where, f"{label}: `price` has no `{key}`", hint=hint)
     return src.diagnostic(
         (*where, key),

@@ -384,7 +384,7 @@ def make_app(settings: Settings) -> Any:
         chart = line_chart(
             [
                 Point(
-                    f"run {r.run_id} #{r.repeat}",
+                    f"run {r.run_id} #{r.repeat + 1}",  # repeats as people count them
                     r.score,
                     f"/runs/{r.run_id}/records/{r.seq}",
                 )

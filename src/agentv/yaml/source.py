@@ -28,6 +28,7 @@ from agentv.yaml.stream import (
     StreamResult,
     stream_yaml,
 )
+from agentv.yaml.syntax_hints import Lines, syntax_hint
 
 try:  # libyaml is bundled with PyYAML's wheels; the pure-Python loader is the fallback.
     _Loader: type = yaml.CSafeLoader
@@ -324,20 +325,16 @@ def _compose_events(events: list[yaml.Event]) -> yaml.Node | None:
 
 
 def _syntax_diagnostic(path: Path, result: StreamResult, exc: yaml.MarkedYAMLError) -> Diagnostic:
-    """``invalid YAML: ...`` at the error's place, from what the reader kept of the text."""
+    """``invalid YAML: ...`` at the error's place, with the hint that fits the lines around
+    it (``syntax_hints``)."""
     problem = exc.problem or str(exc)
     mark = exc.problem_mark or exc.context_mark
-    hint = "fix the YAML syntax at this position (indentation, quotes, colons)"
     at_end = mark is not None and mark.index >= result.text_end
-    if at_end or "end of stream" in problem:
-        # The parser only noticed at the end of the file; what is unfinished started earlier.
-        if exc.context_mark is not None and exc.context_mark.index < result.text_end:
-            mark = exc.context_mark
-        hint = "the file ends inside something never closed: a quote, a [ or a {"
-    elif mark is not None and result.error_char == "\t":
-        hint = "YAML does not allow tabs for indentation; use spaces"
-    elif "mapping values are not allowed" in problem:
-        hint = "quote a value that contains ': ' (for example value: \"a: b\")"
+    ctx = exc.context_mark
+    if (at_end or "end of stream" in problem) and ctx is not None and ctx.index < result.text_end:
+        mark = ctx  # noticed only at the end of the file: what is unfinished started earlier
+    first = exc.problem_mark.line + 2 - len(result.error_lines) if exc.problem_mark else 0
+    hint = syntax_hint(exc, Lines(result.error_lines, first), at_end=at_end, char=result.error_char)
     if exc.context:
         ctx = exc.context_mark
         if ctx is not None and mark is not None and ctx.line != mark.line:

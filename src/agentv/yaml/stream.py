@@ -75,6 +75,10 @@ class NestingTooDeepError(yaml.MarkedYAMLError):
         super().__init__(problem=problem, problem_mark=mark)
 
 
+#: lines above a syntax error kept to describe it (``agentv.yaml.syntax_hints``)
+CONTEXT_LINES = 60
+
+
 @dataclass(slots=True)
 class StreamResult:
     """The document with the streamed list replaced by its length, and what was noticed."""
@@ -94,6 +98,9 @@ class StreamResult:
     #: on a syntax error: where the text's last non-blank character ends (the text as parsed)
     text_end: int = 0
     error_char: str = ""  # ... and the character at the error's mark
+    #: ... and the error's line with up to ``CONTEXT_LINES`` lines above it, as far as the
+    #: reader still had them (the error's line last; empty when it had not)
+    error_lines: tuple[str, ...] = ()
 
 
 class NotUtf8Error(ValueError):
@@ -180,6 +187,22 @@ class _TextReader:
     def _end_of(start: int, piece: str, end: int) -> int:
         kept = len(piece.rstrip())
         return start + kept if kept else end
+
+    def lines_to(self, index: int, above: int) -> tuple[str, ...]:
+        """The line holding ``index`` and up to ``above`` whole lines before it, as far as
+        still kept (the line holding ``index`` last; () when it is no longer kept)."""
+        if not self._pieces:
+            return ()
+        start = self._pieces[0][0]
+        text = "".join(piece for _, piece in self._pieces)
+        at = index - start
+        if not 0 <= at <= len(text):
+            return ()
+        end = text.find("\n", at)
+        lines = text[: len(text) if end < 0 else end].split("\n")
+        if start > 0:
+            lines = lines[1:]  # the first kept line may be cut: left out
+        return tuple(lines[-(above + 1) :])
 
     def char_at(self, index: int) -> str:
         """The character at ``index``, if still kept ("" otherwise)."""
@@ -413,6 +436,8 @@ def _iter_stream(
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         result.error_char = reader.char_at(mark.index) if mark is not None else ""
+        if exc.problem_mark is not None:
+            result.error_lines = reader.lines_to(exc.problem_mark.index, CONTEXT_LINES)
         reader.drain()  # bytes that are not UTF-8 are reported first, wherever they are
         result.text_end = reader.text_end()
         raise

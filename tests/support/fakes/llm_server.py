@@ -280,9 +280,11 @@ class Every:
 @dataclass(frozen=True)
 class ToolCalls:
     """A reply that calls tools, in each API's own form: ``calls`` are (name, arguments)
-    pairs, each given an id (``call_<request>_<i>``); ``text`` may come with them."""
+    pairs, each given an id (``call_<request>_<i>``); ``text`` may come with them. Arguments
+    given as text are sent as that very text where the API writes them as text (OpenAI's
+    ``arguments``), so a test can have a model write them its own way, or not as JSON."""
 
-    calls: tuple[tuple[str, dict[str, Any]], ...]
+    calls: tuple[tuple[str, dict[str, Any] | str], ...]
     text: str = ""
 
 
@@ -724,7 +726,7 @@ def _limit(api: str, body: Any, known: tuple[str, ...]) -> int | None:
 
 
 def _call_tools(
-    api: str, payload: dict[str, Any], calls: tuple[tuple[str, dict[str, Any]], ...], n: int
+    api: str, payload: dict[str, Any], calls: tuple[tuple[str, dict[str, Any] | str], ...], n: int
 ) -> None:
     """Make a success payload call ``calls``, as the API writes tool calls."""
     ids = [f"call_{n}_{i}" for i in range(len(calls))]
@@ -735,7 +737,10 @@ def _call_tools(
             {
                 "id": call_id,
                 "type": "function",
-                "function": {"name": name, "arguments": json.dumps(args)},
+                "function": {
+                    "name": name,
+                    "arguments": args if isinstance(args, str) else json.dumps(args),
+                },
             }
             for call_id, (name, args) in zip(ids, calls, strict=True)
         ]

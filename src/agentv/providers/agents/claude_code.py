@@ -15,6 +15,7 @@ installed version does not know) become errors that say what to do.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
@@ -268,9 +269,10 @@ def extract_cost(events: list[dict[str, Any]]) -> float | None:
     """What Claude Code says the session cost (US dollars), None when it does not say."""
     result = _result_event(events)
     value = result.get("total_cost_usd") if result is not None else None
-    if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
-        return float(value)
-    return None
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    # never a price of infinity, or a negative one
+    return float(value) if math.isfinite(value) and value >= 0 else None
 
 
 class EventClock:

@@ -37,7 +37,7 @@ FORMATS: dict[str, type[JsonlWriter] | type[YamlWriter]] = {
     "jsonl": JsonlWriter,
     "yaml": YamlWriter,
 }
-"""Output formats by name (``--output-format``)."""
+"""Output formats by name (``--format``)."""
 
 _ALIASES = {"yml": "yaml", "json-lines": "jsonl", "jsonlines": "jsonl"}
 

@@ -13,12 +13,12 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from agentv.errors import ConfigError, SetupError
+from agentv.system.extras import install_line
 
 if TYPE_CHECKING:
     from agentv.run.orchestrator import Executor
 
 EXECUTORS = ("local", "ray")
-RAY_INSTALL_HINT = "pip install 'agentv[ray]'"
 
 
 def make_executor(
@@ -40,7 +40,8 @@ def make_executor(
         raise ConfigError(f"--ray-cpus-per-case must be above 0 (got {ray_cpus_per_case:g})")
     if importlib.util.find_spec("ray") is None:
         raise SetupError(
-            f"--executor ray needs Ray, which is not installed; install it with: {RAY_INSTALL_HINT}"
+            "--executor ray needs Ray, which is not installed; install agentv's `ray` extra: "
+            + install_line("ray")
         )
     from agentv.run.executors.ray_cluster import RayExecutor
 

@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from agentv.providers.base import Provider
     from agentv.run.orchestrator import Orchestrator
     from agentv.run.plan import Lane
+    from agentv.run.resume import Unfinished
 
 #: tries a case gets when the worker running it dies (the first included)
 LOST_WORKER_TRIES = 3
@@ -126,6 +127,7 @@ class CasePayload:
     pass_threshold: float | None
     repeat: int
     user: int | None = None  # the key of the target playing its simulated user
+    resumed: Unfinished | None = None  # a conversation the budget stopped, to go on from
     #: what ran on the driver before the case's workspace was made (its file's before_all)
     setup: tuple[dict[str, Any], ...] = ()
 
@@ -231,6 +233,7 @@ class _Worker:
             pass_threshold=payload.pass_threshold,
             repeat=payload.repeat,
             user=self.targets[payload.user] if payload.user is not None else None,
+            resumed=payload.resumed,
             setup=payload.setup,
         )
         stats = self.stats
@@ -470,6 +473,7 @@ class RayExecutor:
             pass_threshold=job.pass_threshold,
             repeat=job.repeat,
             user=id(job.user) if job.user is not None else None,
+            resumed=job.resumed,
             setup=job.setup,
         )
         started = time.perf_counter()

@@ -44,6 +44,8 @@
 
   function pre(value, className) { return el("pre", className, text(value)); }
 
+  // a record's repeat as people count runs: repeat 0 is #1 (as the console, summary and JUnit say)
+  function fmtRepeat(x) { return typeof x === "number" && isFinite(x) ? "#" + (x + 1) : null; }
   function fmtScore(x) { return typeof x === "number" && isFinite(x) ? x.toFixed(3) : "–"; }
   function fmtPct(x) { return typeof x === "number" && isFinite(x) ? (100 * x).toFixed(1) + "%" : "–"; }
   function fmtInt(x) { return typeof x === "number" && isFinite(x) ? Math.round(x).toLocaleString("en-US") : "–"; }
@@ -164,7 +166,7 @@
   ];
   if (!multi) {
     columns.push(
-      { key: "repeat", label: "repeat", num: true, get: function (row) { return row.repeat; } },
+      { key: "repeat", label: "repeat", num: true, get: function (row) { return row.repeat; }, show: fmtRepeat },
       { key: "score", label: "score", num: true, get: function (row) { return row.score; }, show: fmtScore },
       { key: "status", label: "status", get: function (row) { return row.status; }, node: statusNode },
       { key: "duration", label: "duration", num: true, get: function (row) { return row.duration; }, show: fmtMs },
@@ -607,11 +609,29 @@
       if (t.stop_check && typeof t.stop_check === "object") part.appendChild(el("p", "note", "stop_when check: " + (t.stop_check.passed ? "met, the conversation ends here" : "not met") + " (score " + fmtScore(t.stop_check.score) + ")"));
       if (t.tool_rounds_exhausted) part.appendChild(el("p", "warn", "The tool rounds ran out: the answer counted with tool calls left unanswered."));
       if (t.error) part.appendChild(pre(t.error, "error-text"));
-      var misses = list(t.misses, "misses");
-      if (misses) part.appendChild(el("div", null, el("b", null, "misses"), misses));
-      if (Array.isArray(t.evaluator_results)) t.evaluator_results.forEach(function (r) { part.appendChild(evaluator(r, large)); });
+      if (Array.isArray(t.evaluator_results) && t.evaluator_results.length) {
+        var misses = list(t.misses, "misses");
+        if (misses) part.appendChild(el("div", null, el("b", null, "misses"), misses));
+        t.evaluator_results.forEach(function (r) { part.appendChild(evaluator(r, large)); });
+      } else {
+        // a turn graded by its outcome: the judge's verdict is the turn's own grade
+        part.appendChild(turnVerdict(t, large));
+      }
       box.appendChild(part);
     });
+    return box;
+  }
+
+  // a turn's grade without evaluator entries (a judge of its `outcome`): hits, misses,
+  // reasoning and the judge's request, as the case's own grade shows them
+  function turnVerdict(t, large) {
+    var box = el("div", "verdict");
+    var hits = list(t.hits, "hits"), misses = list(t.misses, "misses");
+    if (hits) box.appendChild(el("div", null, el("b", null, "hits"), hits));
+    if (misses) box.appendChild(el("div", null, el("b", null, "misses"), misses));
+    if (t.reasoning) box.appendChild(el("div", null, el("b", null, "reasoning"), pre(t.reasoning)));
+    var judge = judgeRequest(t.evaluator_raw_request, large);
+    if (judge) box.appendChild(el("details", null, el("summary", null, "the judge's request"), judge));
     return box;
   }
 
@@ -657,7 +677,7 @@
       ["score", fmtScore(x[SCORE])],
       ["dataset", run.datasets[x[DATASET]]],
       ["target", run.targets[x[TARGET]] || null],
-      ["repeat", x[REPEAT] === null ? null : String(x[REPEAT])],
+      ["repeat", fmtRepeat(x[REPEAT])],
       ["conversation", d.conversation_id ? text(d.conversation_id) : null],
       ["duration", fmtMs(x[DURATION])],
       ["target latency", d.latency_ms !== undefined ? fmtMs(d.latency_ms) : null],
@@ -746,7 +766,7 @@
         part.appendChild(el("p", null, "mean score " + fmtScore(cell.score) + " over " + cell.n + " run(s) · worst status ", statusNode(cell.status)));
         cell.refs.forEach(function (ref, n) {
           var x = run.rows[ref[1]];
-          var box = el("details", null, el("summary", null, "repeat " + (x[REPEAT] === null ? n : x[REPEAT]) + " · ", statusNode(run.statuses[x[STATUS]]), " · score " + fmtScore(x[SCORE])));
+          var box = el("details", null, el("summary", null, "repeat " + fmtRepeat(x[REPEAT] === null ? n : x[REPEAT]) + " · ", statusNode(run.statuses[x[STATUS]]), " · score " + fmtScore(x[SCORE])));
           var filled = false;
           box.addEventListener("toggle", function () { if (box.open && !filled) { filled = true; renderRecord(box, ref[0], ref[1]); } });
           part.appendChild(box);
