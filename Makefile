@@ -20,7 +20,7 @@ export UV_PROJECT_ENVIRONMENT := $(VENV)
 export UV_COMPILE_BYTECODE := 1
 unexport VIRTUAL_ENV
 
-.PHONY: install lock lock-upgrade dist test test-fast test-latest lint docs docs-serve demo bench bench-peers bench-ray bench-report bench-rows bench-view screenshots browser clean mutation
+.PHONY: install lock lock-upgrade dist test test-fast test-latest lint docs docs-serve demo bench bench-peers bench-ray bench-report bench-rows bench-view screenshots browser sandbox clean mutation
 
 install: $(STAMP)
 
@@ -54,7 +54,7 @@ dist: $(UV)
 
 # On every core, each test file in one worker: a file's fixtures (a local Ray, a browser)
 # start once, and its tests never race each other.
-test: install lint browser docs
+test: install lint browser sandbox docs
 	$(BIN)/python -m pytest -n auto --dist loadfile
 
 # The inner loop: the tests that start no process, Ray, browser or npm (not marked slow,
@@ -64,7 +64,7 @@ test-fast: install
 
 # The suite against the newest versions pyproject.toml allows (no lock), in its own venv:
 # drift in a dependency shows here before a user's fresh install meets it.
-test-latest: $(UV) browser
+test-latest: $(UV) browser sandbox
 	rm -rf $(LATEST)
 	$(UV) venv --quiet $(LATEST)
 	VIRTUAL_ENV=$(LATEST) $(UV) pip install --quiet --upgrade -e '.[all,ray]' --group dev
@@ -84,6 +84,12 @@ browser:
 	@command -v chromium >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || \
 		(apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium) || \
 		echo "could not install chromium: apt-get update && apt-get install -y chromium"
+
+# Bubblewrap, the sandbox of `isolation: bwrap`: its tests run it for real.
+sandbox:
+	@command -v bwrap >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || \
+		(apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q bubblewrap) || \
+		echo "could not install bubblewrap: apt-get update && apt-get install -y bubblewrap"
 
 # The example suite on an offline example agent: no API key, no network.
 demo: install

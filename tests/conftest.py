@@ -23,7 +23,9 @@ _SECRET_PREFIXES = ("OPENAI_", "AZURE_OPENAI_", "ANTHROPIC_", "GEMINI_", "GOOGLE
 
 
 @pytest.fixture(autouse=True)
-def _no_real_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+def _no_real_credentials(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     for name in list(os.environ):
         upper = name.upper()
         if any(m in upper for m in _SECRET_MARKERS) or upper.startswith(_SECRET_PREFIXES):
@@ -31,6 +33,10 @@ def _no_real_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
     # Plain output from rich in CLI tests, whatever terminal runs them.
     monkeypatch.setenv("NO_COLOR", "1")
     monkeypatch.delenv("FORCE_COLOR", raising=False)
+    # Workspaces and their repository cache under the tests' own temp folder, never in
+    # the user's ~/.cache/agentv (docs/eval-files.md, "Workspaces").
+    root = tmp_path_factory.getbasetemp() / "agentv-workspaces"
+    monkeypatch.setenv("AGENTV_WORKSPACE_ROOT", str(root))
 
 
 @pytest.fixture

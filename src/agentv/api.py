@@ -1037,12 +1037,14 @@ def _target_names(target: Any, pool: TargetPool) -> list[str]:
 
 def _driver_env(env: dict[str, str], env_file: Path | None) -> dict[str, str]:
     """What a case running elsewhere needs of the run's environment: the vendors' key
-    variables and what ``.env`` set (a cluster's nodes have neither)."""
+    variables and what ``.env`` set (a cluster's nodes have neither), and where workspaces
+    go when the run says (else each node's own default)."""
     from dotenv import dotenv_values
 
+    from agentv.run.workspaces import ROOT_VARIABLE
     from agentv.system.env import VENDOR_KEY_VARIABLES
 
-    names = set(VENDOR_KEY_VARIABLES)
+    names = {*VENDOR_KEY_VARIABLES, ROOT_VARIABLE}
     if env_file is not None:
         names.update(dotenv_values(env_file, encoding="utf-8"))
     return {name: env[name] for name in sorted(names) if name in env}

@@ -1,9 +1,12 @@
 """``EvalCase``: one loaded, resolved test case, ready for prompt building; a live
-conversation's ``Turn``s and the ``Tool``s a model may call come with it."""
+conversation's ``Turn``s, the ``Tool``s a model may call and the ``Workspace`` an agent
+works in come with it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+import json
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -132,6 +135,94 @@ class SimulatedUser:
         }
 
 
+#: the hooks a workspace may have, in the order they run
+HOOK_NAMES = ("before_all", "before_each", "after_each", "after_all")
+WorkspaceMode = Literal["temp", "pooled", "static"]
+KeepWhen = Literal["never", "on_failure", "always"]
+IsolationKind = Literal["none", "bwrap", "docker"]
+
+
+@dataclass(frozen=True, slots=True)
+class Repo:
+    """A git repository checked out into a workspace: ``repo`` (a local path, made
+    absolute, or a URL) at ``commit`` (a branch, a tag or a SHA), at ``path`` inside the
+    workspace (``.``: the workspace itself), only ``sparse`` paths when given."""
+
+    path: str
+    repo: str
+    commit: str = "HEAD"
+    sparse: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Hook:
+    """A shell command run at one point of a workspace's life (``HOOK_NAMES``)."""
+
+    command: str
+    timeout_seconds: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Isolation:
+    """Where the agent and the workspace's graders run: on the machine (``none``), under
+    bubblewrap or in a Docker container (``image``); ``network`` lets them connect out,
+    ``writable`` names folders besides the workspace they may write."""
+
+    kind: IsolationKind = "none"
+    network: bool = False
+    image: str | None = None
+    writable: tuple[Path, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Workspace:
+    """The folder an agent works in for one run of a case (docs/eval-files.md,
+    "Workspaces"): made from a ``template`` folder and ``repos`` pinned to commits, fresh
+    for each run (``temp``), reused and reset (``pooled``), or an existing folder
+    (``static``: ``path``); with its hooks, its sandbox and what the record keeps of it."""
+
+    mode: WorkspaceMode = "temp"
+    template: Path | None = None
+    repos: tuple[Repo, ...] = ()
+    path: Path | None = None  # static: the folder itself
+    keep: KeepWhen = "never"  # temp: keep the folder after the run (its path is recorded)
+    hooks: dict[str, Hook] = field(default_factory=dict)
+    isolation: Isolation = Isolation()
+    #: the most of the workspace's diff a record keeps (bytes)
+    max_diff_bytes: int = 262_144
+    #: the most disk the run's workspaces may take together (bytes; None: no limit)
+    disk_limit: int | None = None
+    eval_file: Path | None = None  # where it is written (hooks before_all/after_all run there)
+
+    def spec(self) -> dict[str, Any]:
+        """Everything that decides what the agent starts from and runs in (``digest``)."""
+        return {
+            "mode": self.mode,
+            "template": str(self.template) if self.template else None,
+            "repos": [
+                {"path": r.path, "repo": r.repo, "commit": r.commit, "sparse": list(r.sparse)}
+                for r in self.repos
+            ],
+            "path": str(self.path) if self.path else None,
+            "hooks": {
+                name: hook.command
+                for name, hook in self.hooks.items()
+                if name in ("before_all", "before_each")
+            },
+            "isolation": {
+                "kind": self.isolation.kind,
+                "network": self.isolation.network,
+                "image": self.isolation.image,
+                "writable": [str(p) for p in self.isolation.writable],
+            },
+        }
+
+    def digest(self) -> str:
+        """A fingerprint of ``spec``: ``--resume`` runs a case again when it changed."""
+        text = json.dumps(self.spec(), sort_keys=True)
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 @dataclass(frozen=True, slots=True)
 class RowRef:
     """The data row a case was made from (docs/eval-files.md, "Cases from data")."""
@@ -180,6 +271,8 @@ class EvalCase:
     row: RowRef | None = None  # the data row the case was made from
     #: the variables of this case's combination (``vars:``), in the order written
     vars: dict[str, Any] | None = None
+    #: the folder the agent works in, made for each run (None: the target's own folder)
+    workspace: Workspace | None = None
 
     @property
     def live(self) -> bool:

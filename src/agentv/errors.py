@@ -17,6 +17,8 @@ what is wrong, where, and what to do. Nothing below ever shows a traceback to a 
         ProviderTimeout     no answer in time
         AgentProcessError   an agent or command exited badly
       EvaluatorError        an evaluator could not grade (recorded, never fatal)
+      WorkspaceError        a case's workspace could not be made or set up (a repository,
+                            a hook, the disk limit): its case is an error, never fatal
       BudgetReached         the run's spend reached ``--budget-usd``: a request was not
                             sent (its case is recorded ``skipped``, never fatal)
       ClusterLostError      the run stopped: the Ray cluster it ran on was lost (what it
@@ -246,6 +248,21 @@ class AgentProcessError(ProviderError):
 
 class EvaluatorError(AgentVError):
     """An evaluator could not grade an answer; recorded on the result, never fatal."""
+
+
+class WorkspaceError(AgentVError):
+    """A case's workspace could not be made, reset or set up: a repository that cannot be
+    cloned or has no such commit, a hook that failed, the run's workspaces over their disk
+    limit. Recorded on its case (status ``error``), never fatal to the run.
+
+    Attributes:
+        record: What the workspace got to before it failed (its hooks), for the case's
+            record (None: nothing yet).
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.record: dict[str, object] | None = None
 
 
 class BudgetReached(AgentVError):

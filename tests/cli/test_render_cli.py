@@ -493,3 +493,40 @@ def test_eval_still_needs_the_variables(repo: Path, monkeypatch: pytest.MonkeyPa
     assert "field 'response' uses environment variable RENDER_ANSWER, which is not set" in (
         result.stderr
     )
+
+
+@pytest.mark.slow  # git makes the repository and answers for its commit
+def test_a_case_with_a_workspace_says_what_each_run_starts_from(repo: Path) -> None:
+    from support.gitrepo import commit, git
+
+    commit(repo / "app", {"a.py": "x = 1\n"})
+    git(repo / "app", "tag", "v1")
+    write(repo, "evals/tpl/README.md", "task\n")
+    path = write(
+        repo,
+        "evals/ws.yaml",
+        """$schema: agentv-eval-v2
+workspace:
+  template: tpl
+  repos: [{path: src, repo: ../app, commit: v1}]
+  isolation: bwrap
+evalcases:
+  - id: fix
+    outcome: fixed
+    input_messages: [{role: user, content: fix it}]
+""",
+    )
+    (view,) = render_json(str(path))
+    assert view["workspace"] == {
+        "mode": "temp",
+        "template": str(repo / "evals" / "tpl"),
+        "repos": [{"path": "src", "repo": str(repo / "app"), "commit": "v1", "sparse": []}],
+        "path": None,
+        "hooks": {},
+        "isolation": {"kind": "bwrap", "network": False, "image": None, "writable": []},
+    }
+    shown = invoke_cli("render", str(path)).stdout
+    assert (
+        f"workspace: temp: {repo / 'app'}@v1 in src, template {repo / 'evals' / 'tpl'}, "
+        "isolation bwrap (made for each run)"
+    ) in " ".join(shown.split())

@@ -552,7 +552,8 @@ def test_file_execution_problems_make_the_file_unusable(repo: Path) -> None:
             "`execution.evaluators[0].type`: unknown evaluator type 'contain'",
             "did you mean 'contains'? valid choices: llm_judge, code, contains, icontains, "
             "equals, regex, is_json, latency, cost, tool_used, tool_not_used, tool_trajectory, "
-            "tool_call_f1, step_count, repeated_calls",
+            "tool_call_f1, step_count, repeated_calls, file_exists, file_contains, command, "
+            "diff",
         ),
         (
             3,

@@ -46,9 +46,9 @@ def package(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (listed,) = [x for x in line.splitlines() if x.strip() == "StartsWithSpec,"]
     registry = src / "agentv" / "evaluators" / "registry.py"
     text = registry.read_text(encoding="utf-8")
-    assert "KINDS: tuple" in text and "    RepeatedCallsSpec,\n)" in text
+    assert "KINDS: tuple" in text and "    DiffSpec,\n)" in text
     text = text.replace("KINDS: tuple", f"{import_line}\n\nKINDS: tuple", 1)
-    text = text.replace("    RepeatedCallsSpec,\n)", f"    RepeatedCallsSpec,\n{listed}\n)", 1)
+    text = text.replace("    DiffSpec,\n)", f"    DiffSpec,\n{listed}\n)", 1)
     registry.write_text(text, encoding="utf-8")
     return src
 
@@ -85,7 +85,7 @@ def test_a_new_evaluator_is_checked_like_every_other(package: Path, repo: Path) 
     assert "✗ evals/bad.yaml:9:16: case 'capital': unknown evaluator type 'start_with'" in lines
     assert any(
         line.startswith("hint: did you mean 'starts_with'? valid choices: llm_judge, code,")
-        and line.endswith(", repeated_calls, starts_with")
+        and line.endswith(", command, diff, starts_with")
         for line in lines
     )
     # the schema errors come first; once they are fixed, the evaluator's own check speaks

@@ -31,6 +31,10 @@ MINIMAL = {
     "tool_call_f1": {"expected": ["search"]},
     "step_count": {"max": 3},
     "repeated_calls": {},
+    "file_exists": {"path": "a.txt"},
+    "file_contains": {"path": "a.txt", "value": "x"},
+    "command": {"command": "exit 0"},
+    "diff": {"must_change": ["a.txt"]},
 }
 COMMON = "name, weight, required, threshold, type"
 #: each kind's keys, as "valid keys here" lists them
@@ -50,6 +54,10 @@ KEYS = {
     "tool_call_f1": f"{COMMON}, expected, metric",
     "step_count": f"{COMMON}, min, max, tool",
     "repeated_calls": f"{COMMON}, max, tool",
+    "file_exists": f"{COMMON}, path",
+    "file_contains": f"{COMMON}, path, value, pattern, flags",
+    "command": f"{COMMON}, command, cwd, timeout_seconds, score_pattern, inherit_env",
+    "diff": f"{COMMON}, must_change, must_not_change",
 }
 
 
@@ -70,6 +78,10 @@ def test_the_types_in_the_order_messages_list_them() -> None:
         "tool_call_f1",
         "step_count",
         "repeated_calls",
+        "file_exists",
+        "file_contains",
+        "command",
+        "diff",
     )
     assert list(MINIMAL) == list(EVALUATOR_TYPES)  # every kind is tried below
     assert [BY_TYPE[t].__name__ for t in ("contains", "icontains")] == ["ContainsSpec"] * 2
@@ -112,7 +124,9 @@ def _problems(tmp_path: Path, case: str) -> list[tuple[str, str | None]]:
         tmp_path,
         "evals/e.yaml",
         "$schema: agentv-eval-v2\nevalcases:\n"
-        "  - id: a\n    outcome: ok\n    input_messages: [{role: user, content: hi}]\n" + case,
+        "  - id: a\n    outcome: ok\n    input_messages: [{role: user, content: hi}]\n"
+        # a workspace, for the kinds that grade one
+        "    workspace: {isolation: none}\n" + case,
     )
     return [(d.message, d.hint) for d in load_eval_file(path).errors]
 

@@ -10,9 +10,10 @@ from pathlib import Path
 
 from support.paths import SUPPORT
 
-#: stand-ins for the ``codex`` and VS Code's ``code`` executables (their docstrings say
-#: what they do), installed on PATH by ``install_script``
+#: stand-ins for the ``codex``, ``claude`` and VS Code's ``code`` executables (their
+#: docstrings say what they do), installed on PATH by ``install_script``
 FAKE_CODEX = SUPPORT / "fakes" / "codex_cli.py"
+FAKE_CLAUDE = SUPPORT / "fakes" / "claude_cli.py"
 FAKE_CODE = SUPPORT / "fakes" / "vscode_cli.py"
 
 

@@ -272,6 +272,8 @@ def _print_text(cases: list[dict[str, Any]], out: Console) -> None:
         facts = [("mode", view["mode"]), ("outcome", view["outcome"])]
         if "target" in view:
             facts.insert(0, ("target", f"{view['target']} ({view['provider']})"))
+        if "workspace" in view:
+            facts.append(("workspace", _workspace_line(view["workspace"])))
         for label, value in facts:
             out.print(Text(f"{label:>9}: ", style="dim") + Text(str(value)))
         for label, paths, style in (
@@ -344,3 +346,16 @@ def _print_plan(out: Console, view: dict[str, Any]) -> None:
         out.print(line)
     for tool in view.get("tools", []):
         out.print(Text("     tool: ", style="dim") + Text(tool["name"], style="magenta"))
+
+
+def _workspace_line(spec: dict[str, Any]) -> str:
+    """A case's workspace in one line: ``temp: app@v1 in app/, template t, isolation bwrap``
+    (the agent runs there, not in the request's folder shown below)."""
+    parts = [f"{r['repo']}@{r['commit']} in {r['path']}" for r in spec.get("repos") or []]
+    if spec.get("template"):
+        parts.append(f"template {spec['template']}")
+    if spec.get("path"):
+        parts.append(str(spec["path"]))
+    isolation = spec.get("isolation") or {}
+    parts.append(f"isolation {isolation.get('kind', 'none')}")
+    return f"{spec.get('mode', 'temp')}: " + ", ".join(parts) + " (made for each run)"

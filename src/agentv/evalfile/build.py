@@ -19,13 +19,14 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from agentv.cases import EvalCase, EvaluatorConfig, RowRef, SimulatedUser, Tool, Turn
+from agentv.cases import EvalCase, EvaluatorConfig, RowRef, SimulatedUser, Tool, Turn, Workspace
 from agentv.errors import Diagnostic
 from agentv.evalfile import schema as sc
 from agentv.evalfile.context import LoadContext
 from agentv.evalfile.files import is_within
 from agentv.evalfile.guidelines import is_guideline
 from agentv.evalfile.schema_errors import closest_key, translate
+from agentv.evalfile.workspace import WorkspaceReader, merged
 from agentv.evaluators.base import EvaluatorSpec
 from agentv.evaluators.schemas import check_schema
 from agentv.messages import (
@@ -144,6 +145,42 @@ class CaseBuilder:
         self.tools_seen = False
         self.default_tools: tuple[Tool, ...] = ()
         self.tools_diags: list[Diagnostic] = []
+        #: the file-level `workspace:` (as written: a case's own block is merged over it),
+        #: the workspace of every case without its own, its problems
+        self.workspace_seen = False
+        self.file_workspace: dict[str, Any] | None = None
+        self.default_workspace: Workspace | None = None
+        self.workspace_diags: list[Diagnostic] = []
+        self._workspaces = WorkspaceReader(self, src.path)
+        self._said_unsandboxed = False  # the file's agents run without a sandbox: said once
+        #: cases built before any file-level `workspace:` was read whose graders need one:
+        #: by index, the problem the loader reports if the file has none after all
+        self.deferred: dict[int, Diagnostic] = {}
+
+    def adopt_file_defaults(self, file: CaseBuilder) -> None:
+        """Take the file-level defaults ``file`` read (target, evaluators, tools,
+        workspace): this builder builds the same file's cases from data rows."""
+        self.default_target = file.default_target
+        self.default_evaluators = file.default_evaluators
+        self.default_tools = file.default_tools
+        self.workspace_seen = True  # the whole header is read before any row
+        self.file_workspace = file.file_workspace
+        self.default_workspace = file.default_workspace
+        self._said_unsandboxed = file._said_unsandboxed or file.file_workspace is not None
+
+    # --- what the workspace reader asks of the builder -----------------------------------
+
+    def memo(self, key: Hashable, make: Callable[[], T]) -> T:
+        """``make()``, once per eval file for each ``key``."""
+        if key not in self._memo:
+            self._memo[key] = make()
+        return self._memo[key]  # type: ignore[no-any-return]
+
+    def folder(
+        self, raw: str | None, key: PathKey, diags: list[Diagnostic], what: str
+    ) -> Path | None:
+        """A folder the file names, relative to its folder (inside the repository root)."""
+        return self._script_folder(raw, key, diags, what)
 
     def set_file_execution(self, value: Any) -> None:
         """Read the file-level ``execution:`` block: its ``target`` and ``evaluators``."""
@@ -261,6 +298,18 @@ class CaseBuilder:
         tools = self.default_tools
         if raw.tools is not None:
             tools = tuple(self._tools(raw.tools, (*base, "tools"), diags))
+        workspace = self.default_workspace
+        if raw.workspace is not None:
+            workspace = self._case_workspace(entry["workspace"], base, diags)
+        has_block = raw.workspace is not None or self.file_workspace is not None
+        problem = None
+        if not has_block:  # a block with an error is said with it
+            problem = self._grader_problem(workspace, evaluators, turns, turn_evaluators, base)
+        if problem is not None:
+            if self.workspace_seen:
+                diags.append(problem)
+            else:  # the file's `workspace:` may come after the cases: the loader decides
+                self.deferred[index] = problem
         if turns and not evaluators and not any(t.graded for t in turns):
             diags.append(
                 self.src.diagnostic(
@@ -298,8 +347,100 @@ class CaseBuilder:
             turn_evaluators=tuple(turn_evaluators),
             row=row,
             vars=variables,
+            workspace=workspace,
         )
         return case, diags
+
+    def set_file_workspace(self, value: Any) -> None:
+        """Read the file-level ``workspace:``: every case's workspace, or the defaults a
+        case's own block is merged over."""
+        self.workspace_seen = True
+        self.file_workspace, self.default_workspace, self.workspace_diags = None, None, []
+        if value is None:
+            return
+        wrapped = {"workspace": value}  # so that its errors are located under `workspace`
+        try:
+            raw = sc.RawFileWorkspace.model_validate(wrapped)
+        except ValidationError as exc:
+            self.workspace_diags = translate(self.src, exc, wrapped, ())
+            return
+        self.file_workspace = dict(value)
+        places = {key: ("workspace",) for key in value}
+        self.default_workspace = self._workspaces.read(raw.workspace, places, self.workspace_diags)
+        if self.default_workspace is not None:
+            self._unsandboxed(self.default_workspace, value, ("workspace",), self.workspace_diags)
+
+    def _case_workspace(
+        self, own: dict[str, Any], base: PathKey, diags: list[Diagnostic]
+    ) -> Workspace | None:
+        """A case's own ``workspace:`` merged over the file's."""
+        for name in ("before_all", "after_all"):
+            hooks = own.get("hooks")
+            if isinstance(hooks, dict) and name in hooks:
+                diags.append(
+                    self.src.diagnostic(
+                        (*base, "workspace", "hooks", name),
+                        f"`{name}` runs once for the whole file, not for one case",
+                        hint="write it in the file's `workspace:` block (at the top level)",
+                        at_key=True,
+                    )
+                )
+        combined = merged(self.file_workspace, own)
+        try:
+            raw = sc.RawWorkspace.model_validate(combined)
+        except ValidationError:
+            return None  # the file's block is broken: said with it
+        own_place = (*base, "workspace")
+        places = {key: own_place if key in own else ("workspace",) for key in combined}
+        from_file = frozenset(key for key in combined if key not in own)
+        found = self._workspaces.read(raw, places, diags, file_keys=from_file)
+        if found is not None:
+            self._unsandboxed(found, combined, own_place, diags)
+        return found
+
+    def _unsandboxed(
+        self, workspace: Workspace, written: dict[str, Any], key: PathKey, diags: list[Diagnostic]
+    ) -> None:
+        """Say once per file that an agent runs on this machine without a sandbox (unless
+        the file says so itself: `isolation: none`)."""
+        if workspace.isolation.kind != "none" or "isolation" in written:
+            return
+        if self._said_unsandboxed:
+            return
+        self._said_unsandboxed = True
+        diags.append(
+            self.src.diagnostic(
+                key,
+                "the agent works in this workspace without a sandbox: it can read and change "
+                "anything you can on this machine",
+                hint="set `isolation: bwrap` (Linux) or `isolation: docker` to confine it to "
+                "its workspace, or `isolation: none` to say you mean it",
+                severity="warning",
+                at_key=True,
+            )
+        )
+
+    def _grader_problem(
+        self,
+        workspace: Workspace | None,
+        evaluators: list[EvaluatorConfig],
+        turns: list[Turn],
+        turn_evaluators: list[EvaluatorConfig],
+        base: PathKey,
+    ) -> Diagnostic | None:
+        """An evaluator that grades the workspace, on a case that has none."""
+        if workspace is not None:
+            return None
+        graders = [*evaluators, *turn_evaluators, *(e for t in turns for e in t.evaluators)]
+        needing = next((c for c in graders if getattr(c.spec, "needs_workspace", False)), None)
+        if needing is None:
+            return None
+        return self.src.diagnostic(
+            base,
+            f"evaluator {needing.name!r} ({needing.type}) grades the workspace the agent "
+            "left, but this case has no `workspace:`",
+            hint="give the case (or the file) a `workspace:` block",
+        )
 
     def _missing_input(self, entry: dict[str, Any], base: PathKey) -> list[Diagnostic]:
         """``input_messages`` is required unless ``turns`` or a simulated ``user`` say the
@@ -864,7 +1005,8 @@ class CaseBuilder:
                 self.src.diagnostic(
                     key,
                     f"{what} not found: {raw}",
-                    hint=f"`cwd` is relative to the eval file's folder ({self.src.path.parent})",
+                    hint=f"`{_key_name(key)}` is relative to the eval file's folder "
+                    f"({self.src.path.parent})",
                 )
             )
             return None
@@ -874,7 +1016,7 @@ class CaseBuilder:
                 self.src.diagnostic(
                     key,
                     f"{what} {raw} resolves outside the repository root ({res.resolved})",
-                    hint=f"keep `cwd` inside {self.repo_root}, or pass "
+                    hint=f"keep `{_key_name(key)}` inside {self.repo_root}, or pass "
                     "--allow-outside-root if you trust this eval file",
                 )
             )
@@ -918,6 +1060,11 @@ class _EvaluatorLoading:
         return self._builder._read_reference(
             raw, (*self._key, key), self._diags, what, must_exist=must_exist
         )
+
+
+def _key_name(key: PathKey) -> str:
+    """The last named key of ``key`` (``repo`` of ``workspace.repos[0].repo``)."""
+    return next((part for part in reversed(key) if isinstance(part, str)), "cwd")
 
 
 def _reference_answer(expected: list[Message]) -> str:

@@ -167,9 +167,12 @@ class _FileLoad:
         self._builder: CaseBuilder | None = None
         self.config_diags: list[Diagnostic] = []
         self.cases: list[EvalCase] = []
-        # for each kept case: whether it uses the file's `evaluator`, `execution.evaluators`
-        # and `tools` (`_add`)
-        self._flags: list[tuple[bool, bool, bool]] = []
+        # for each kept case: whether it uses the file's `evaluator`, `execution.evaluators`,
+        # `tools` and `workspace` (`_add`)
+        self._flags: list[tuple[bool, bool, bool, bool]] = []
+        self.own_workspaces = 0  # usable cases with a `workspace:` of their own
+        #: cases whose graders need a workspace, built before any file-level one was read
+        self._deferred: list[tuple[EvalCase, int, int, Diagnostic]] = []
         self.invalid: list[InvalidCase] = []
         self.diags: list[Diagnostic] = []
         self.count = 0  # usable cases seen
@@ -207,7 +210,7 @@ class _FileLoad:
             raise InputError(f"{self.path}: not a usable eval file", header_diags)
         self._settle(data)
         builder = self.builder()
-        header_diags += builder.default_diags + builder.tools_diags
+        header_diags += builder.default_diags + builder.tools_diags + builder.workspace_diags
         target = text_or_none(data.get("target"))
         if target and builder.default_target and builder.default_target != target:
             # Both name the file's target: the top-level `target` wins (it is agentv's own
@@ -384,6 +387,8 @@ class _FileLoad:
                 self._builder.set_file_execution(header["execution"])
             if isinstance(header, dict) and "tools" in header:
                 self._builder.set_file_tools(header["tools"])
+            if isinstance(header, dict) and "workspace" in header:
+                self._builder.set_file_workspace(header["workspace"])
         return self._builder
 
     def _build(
@@ -416,6 +421,9 @@ class _FileLoad:
                 case = None
                 case_diags.append(_duplicate_id(self.src, index, entry_id, first[1]))
         self.diags.extend(case_diags)
+        problem = builder.deferred.pop(index, None)
+        if problem is not None and case is not None:
+            self._deferred.append((case, index, line, problem))
         if case is None:
             usable_id = entry_id if isinstance(entry_id, str) and entry_id.strip() else None
             if not any(d.severity == "error" for d in case_diags):  # never an unexplained skip
@@ -502,10 +510,13 @@ class _FileLoad:
         self.case_repeats[case.repeat] = self.case_repeats.get(case.repeat, 0) + 1
         # whether the file's `evaluator`, `execution.evaluators` and `tools` apply to it (a
         # header key written after the cases changes those that use it: `_settle`)
+        own_workspace = isinstance(entry, dict) and "workspace" in entry
+        self.own_workspaces += own_workspace
         flags = (
             not (isinstance(entry, dict) and entry.get("evaluator")),
             not _has_own_evaluators(entry),
             not (isinstance(entry, dict) and "tools" in entry),
+            not own_workspace,
         )
         spool = self.spool
         if spool is None and self.keep_limit is not None and self.count > self.keep_limit:
@@ -537,19 +548,38 @@ class _FileLoad:
         if not builder.execution_seen and data.get("execution") is not None:
             builder.set_file_execution(data["execution"])
             evaluators = builder.default_evaluators
+        workspace = None
+        if not builder.workspace_seen and data.get("workspace") is not None:
+            builder.set_file_workspace(data["workspace"])  # written after the cases
+            workspace = builder.default_workspace
+            if self.own_workspaces:
+                # a case's own block was read before the file's it is merged over
+                builder.workspace_diags.append(
+                    self.src.diagnostic(
+                        ("workspace",),
+                        "the file's `workspace:` is written after cases that have a "
+                        "`workspace:` of their own, which are merged over it",
+                        hint="move the file's `workspace:` above `evalcases:`",
+                        at_key=True,
+                    )
+                )
         dataset, default = _dataset(data, self.path), _default_evaluator(data)
         renamed = (dataset, default) != (builder.dataset, builder.default_evaluator)
         if renamed:
             builder.dataset, builder.default_evaluator = dataset, default
             self.invalid = [replace(bad, dataset=dataset) for bad in self.invalid]
-        if tools is None and evaluators is None and not renamed:
+        if builder.default_workspace is None:
+            self._without_workspace(builder.dataset)
+        if tools is None and evaluators is None and workspace is None and not renamed:
             return
 
         def settle(case: EvalCase, flags: tuple[bool, ...]) -> EvalCase:
-            uses_default, uses_evaluators, uses_tools = flags
+            uses_default, uses_evaluators, uses_tools, uses_workspace = flags
             changes: dict[str, Any] = {}
             if tools is not None and uses_tools:
                 changes["tools"] = tools
+            if workspace is not None and uses_workspace:
+                changes["workspace"] = workspace
             if evaluators is not None and uses_evaluators:
                 changes["evaluators"] = evaluators
             if renamed:
@@ -564,6 +594,35 @@ class _FileLoad:
         self.cases = [
             settle(case, flags) for case, flags in zip(self.cases, self._flags, strict=True)
         ]
+
+    def _without_workspace(self, dataset: str) -> None:
+        """The cases whose graders grade a workspace the file turned out not to give them:
+        invalid, said at the case (a case already in the spool keeps the problem for its
+        evaluator to say when it grades)."""
+        if not self._deferred or self.spool is not None:
+            return
+        bad = {id(case): (case, index, line, d) for case, index, line, d in self._deferred}
+        kept = [(c, f) for c, f in zip(self.cases, self._flags, strict=True) if id(c) not in bad]
+        for case, index, line, diag in bad.values():
+            diag.message = f"case {case.id!r}: {diag.message}"
+            self.diags.append(diag)
+            self.count -= 1
+            self.case_repeats[case.repeat] -= 1
+            self.invalid.append(
+                InvalidCase(
+                    eval_file=self.path,
+                    dataset=self.builder().dataset,
+                    index=index,
+                    id=case.id,
+                    line=line,
+                    diagnostics=(diag,),
+                    target=case.target or self.builder().default_target,
+                    repeat=case.repeat,
+                )
+            )
+        self.cases = [c for c, _ in kept]
+        self._flags = [f for _, f in kept]
+        self._deferred = []
 
 
 def _without(entry: Any, key: str) -> Any:

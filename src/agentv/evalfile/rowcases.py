@@ -815,9 +815,7 @@ def plan_rows(
         default_evaluator=builder.default_evaluator,
         user_target=builder.user_target,
     )
-    row_builder.default_target = builder.default_target
-    row_builder.default_evaluators = builder.default_evaluators
-    row_builder.default_tools = builder.default_tools
+    row_builder.adopt_file_defaults(builder)
     user_target = None
     if isinstance(user, dict):
         user_target = text_or_none(user.get("target")) or builder.user_target

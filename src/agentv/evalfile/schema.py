@@ -108,6 +108,61 @@ class RawUser(_Strict):
     role_judge: bool = False
 
 
+class RawRepo(_Strict):
+    """A git repository checked out into a workspace: ``repo`` (a local path or a URL) at
+    ``commit`` (``base_commit``, as SWE-bench-style data names it), at ``path``."""
+
+    path: Annotated[str, Field(min_length=1)] = "."
+    repo: Annotated[str, Field(min_length=1)]
+    commit: Annotated[str, Field(min_length=1)] | None = None
+    base_commit: Annotated[str, Field(min_length=1)] | None = None
+    sparse: list[Annotated[str, Field(min_length=1)]] | None = None
+
+
+class RawHook(_Strict):
+    """A hook with a time limit of its own."""
+
+    command: Annotated[str, Field(min_length=1)]
+    timeout_seconds: Annotated[float, Field(gt=0)] | None = None
+
+
+HookValue = Annotated[str, Field(min_length=1)] | RawHook
+
+
+class RawHooks(_Strict):
+    """The commands run around a workspace: once before and after the run's cases
+    (``before_all``, ``after_all``), and around each run of a case."""
+
+    before_all: HookValue | None = None
+    before_each: HookValue | None = None
+    after_each: HookValue | None = None
+    after_all: HookValue | None = None
+
+
+class RawWorkspace(_Strict):
+    """A case's workspace (docs/eval-files.md, "Workspaces"); at file level, the defaults a
+    case's own block is merged over, key by key."""
+
+    mode: Literal["temp", "pooled", "static"] | None = None
+    template: Annotated[str, Field(min_length=1)] | None = None
+    repos: list[RawRepo] | None = None
+    path: Annotated[str, Field(min_length=1)] | None = None
+    keep: Literal["never", "on_failure", "always"] | None = None
+    hooks: RawHooks | None = None
+    isolation: Literal["none", "bwrap", "docker"] | None = None
+    network: bool | None = None
+    image: Annotated[str, Field(min_length=1)] | None = None
+    writable: list[Annotated[str, Field(min_length=1)]] | None = None
+    max_diff_bytes: Annotated[int, Field(ge=0)] | None = None
+    disk_limit_mb: Annotated[float, Field(gt=0)] | None = None
+
+
+class RawFileWorkspace(_Strict):
+    """The file-level ``workspace:`` block alone, so that its errors are located under it."""
+
+    workspace: RawWorkspace
+
+
 class RawExecution(_Strict):
     """Execution settings of a case, or of the whole file (the defaults of its cases)."""
 
@@ -140,6 +195,8 @@ class RawEvalCase(_Strict):
     turn_evaluators: list[AnyEvaluatorSpec] | None = None
     # simulated users (docs/eval-files.md, "Simulated users")
     user: RawUser | None = None
+    # the folder an agent works in (docs/eval-files.md, "Workspaces")
+    workspace: RawWorkspace | None = None
 
     @field_validator("id", "outcome")
     @classmethod
@@ -165,6 +222,9 @@ class RawEvalFileHeader(_Strict):
     # The original AgentV's file-level defaults: `target` and `evaluators` of every case
     # that has none of its own. Checked on its own (`RawFileExecution`), as the cases are.
     execution: Any = None
+    # The workspace of every case (a case's own block is merged over it, key by key),
+    # checked on its own (`RawFileWorkspace`), as the cases are.
+    workspace: Any = None
     # Variables every case runs over (`evalfile.variables`), and cases from data: a source
     # of rows (`RawRows`) and the case each row fills (`evalfile.rowcases`).
     vars: Any = None

@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     from agentv.evaluators.samples import SampleRule, Spread
     from agentv.prompts.builder import Prompt
     from agentv.providers.base import Provider, Usage
+    from agentv.system.git import Changes
+    from agentv.system.process import ProcessResult
     from agentv.trajectory import Trajectory
 
 T = TypeVar("T")
@@ -191,6 +193,29 @@ class CaseGrade:
         ]
 
 
+class WorkspaceView(Protocol):
+    """What an evaluator sees of the workspace the agent worked in (``agentv.run.workspaces``
+    makes it): the folder, what changed in it, and a way to run a command there, in its
+    sandbox."""
+
+    @property
+    def path(self) -> Path: ...
+
+    @property
+    def changes(self) -> Changes | None:
+        """What the agent changed since the start (None: unknown, ``diff_error`` says why)."""
+        ...
+
+    @property
+    def diff_error(self) -> str | None: ...
+
+    async def run(
+        self, command: str, *, cwd: Path | None, timeout: float | None, env: Mapping[str, str]
+    ) -> ProcessResult:
+        """Run a shell command in the workspace, as the agent ran (its sandbox)."""
+        ...
+
+
 class EvaluationContext:
     """Everything an evaluator may look at for one case.
 
@@ -215,6 +240,7 @@ class EvaluationContext:
         "timeout",
         "trajectory",
         "trajectory_error",
+        "workspace",
     )
 
     def __init__(
@@ -234,6 +260,7 @@ class EvaluationContext:
         pass_threshold: float = 0.8,  # the default pass threshold (docs/results.md)
         judge_samples: SampleRule | None = None,
         on_uncertain: str | None = None,
+        workspace: WorkspaceView | None = None,
     ) -> None:
         self._case = case
         #: built for the candidate's target: ``prompt.question`` is exactly what it got
@@ -259,6 +286,9 @@ class EvaluationContext:
         #: the run's judge samples and ``on_uncertain``, for judges that set none
         self.judge_samples = judge_samples
         self.on_uncertain = on_uncertain
+        #: the workspace the agent worked in, as it left it (None: the case has none, or
+        #: the answer is a recorded one: a regrade)
+        self.workspace = workspace
 
     @property
     def case(self) -> EvalCase:
@@ -344,6 +374,8 @@ class EvaluatorSpec(BaseModel):
     item_errors: ClassVar[Mapping[str, tuple[str, str]]] = {}
     #: grading asks the case's judge target (the run builds one for its cases)
     uses_judge: ClassVar[bool] = False
+    #: grading reads the case's workspace (a case without one is refused when loaded)
+    needs_workspace: ClassVar[bool] = False
 
     def resolve(self, name: str, at: Loading) -> EvaluatorConfig:
         """This evaluator as a case holds it, named ``name``: the files and folders its

@@ -30,6 +30,7 @@ from agentv.evaluators.trajectory import (
     ToolTrajectorySpec,
     ToolUsedSpec,
 )
+from agentv.evaluators.workspace import CommandSpec, DiffSpec, FileContainsSpec, FileExistsSpec
 
 KINDS: tuple[type[EvaluatorSpec], ...] = (
     LlmJudgeSpec,
@@ -46,6 +47,10 @@ KINDS: tuple[type[EvaluatorSpec], ...] = (
     ToolCallF1Spec,
     StepCountSpec,
     RepeatedCallsSpec,
+    FileExistsSpec,
+    FileContainsSpec,
+    CommandSpec,
+    DiffSpec,
 )
 
 

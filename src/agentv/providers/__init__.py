@@ -6,5 +6,6 @@ comes back.
 - ``registry``: provider kinds and aliases, imported on first use;
 - ``llm``: what the LM API providers share; ``openai``, ``anthropic``, ``gemini``: each
   vendor's converter and client; ``mock``: answers without a network;
-- ``agents/``: programs run as child processes (``cli``, ``codex``, ``vscode``).
+- ``agents/``: programs run as child processes (``cli``, ``codex``, ``claude-code``,
+  ``vscode``).
 """

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     import asyncio
 
     from agentv.providers.pricing import TargetPrice
+    from agentv.system.sandbox import Sandbox
 
 #: HTTP statuses that mean "too much load": the target's throttle slows it down and pauses it
 THROTTLE_STATUSES = frozenset({429, 503, 529})
@@ -103,6 +104,10 @@ class ProviderRequest:
     #: tools the model may call: ``{name, description, parameters}`` (a JSON Schema); LM
     #: API providers send them natively, other targets have tools of their own
     tools: tuple[dict[str, Any], ...] = ()
+    #: the case's workspace (docs/eval-files.md, "Workspaces"): an agent works there, in
+    #: ``sandbox`` (None: the target's own folder, on the machine)
+    workspace: Path | None = None
+    sandbox: Sandbox | None = None
 
 
 class _Case(Protocol):
@@ -136,8 +141,11 @@ def request_for_case(
     timeout: float | None = None,
     repeat: int = 0,
     tools: tuple[dict[str, Any], ...] = (),
+    workspace: Path | None = None,
+    sandbox: Sandbox | None = None,
 ) -> ProviderRequest:
-    """The request a candidate target gets for one case (one turn of a live one)."""
+    """The request a candidate target gets for one case (one turn of a live one), in its
+    workspace when it has one."""
     return ProviderRequest(
         question=prompt.question,
         messages=prompt.messages,
@@ -149,6 +157,8 @@ def request_for_case(
         timeout=timeout,
         repeat=repeat,
         tools=tools,
+        workspace=workspace,
+        sandbox=sandbox,
     )
 
 
@@ -267,6 +277,10 @@ class ProviderResponse:
     finish_reason_raw: str | None = None  # the API's own word for it
     #: US dollars of ``usage`` at the target's price, set by the run (None: unknown)
     cost_usd: float | None = None
+    #: US dollars the target itself says the answer cost (an agent that prices its own
+    #: calls, across the models it used: Claude Code); the run takes it unless the target
+    #: has a ``price:`` of its own
+    reported_cost_usd: float | None = None
     #: the tools the target called on its own while answering, in order (an agent's:
     #: Codex's event stream, a command line's {TRAJECTORY_FILE}); a model target calls
     #: none of its own (its ``tool_calls`` are answered by the run). None: the target
@@ -324,6 +338,9 @@ class Provider(ABC):
     needs_user_turn: ClassVar[bool] = False
     #: what ``artifacts`` holds, as the run's summary names it
     artifacts_label: ClassVar[str] = "Logs"
+    #: it runs where a case's workspace is (``ProviderRequest.workspace``): an agent or a
+    #: command line; a model API has no folder to work in
+    works_in_workspace: ClassVar[bool] = False
 
     def __init__(self, name: str, settings: ProviderSettings) -> None:
         self.name = name
@@ -440,6 +457,10 @@ class ProviderWrapper(Provider):
     @property
     def artifacts_label(self) -> str:
         return self.wrapped.artifacts_label
+
+    @property
+    def works_in_workspace(self) -> bool:
+        return self.wrapped.works_in_workspace
 
     @property
     def innermost(self) -> Provider:

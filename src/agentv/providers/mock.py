@@ -106,6 +106,8 @@ class MockProvider(Provider):
     kind = "mock"
     Settings = MockSettings
     settings: MockSettings
+    #: a dry run stands it in for an agent: the case's workspace is still made
+    works_in_workspace = True
 
     def __init__(self, name: str, settings: ProviderSettings) -> None:
         super().__init__(name, settings)

@@ -23,6 +23,7 @@ _KINDS: dict[str, str] = {
     "mock": "agentv.providers.mock:MockProvider",
     "cli": "agentv.providers.agents.cli:CliProvider",
     "codex": "agentv.providers.agents.codex:CodexProvider",
+    "claude-code": "agentv.providers.agents.claude_code:ClaudeCodeProvider",
     "vscode": "agentv.providers.agents.vscode:VSCodeProvider",
     "vscode-insiders": "agentv.providers.agents.vscode:VSCodeInsidersProvider",
 }
@@ -32,6 +33,7 @@ ALIASES: dict[str, str] = {
     "google": "gemini",
     "google-gemini": "gemini",
     "codex-cli": "codex",
+    "claude-cli": "claude-code",
     "openai-compatible": "openai",
 }
 

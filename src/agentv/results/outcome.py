@@ -328,9 +328,11 @@ def result_record(
     repeat: int = 0,
     cost: dict[str, Any] | None = None,
     own_tools: bool = False,
+    workspace: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The record of a case that got an answer and was graded. ``own_tools``: the target
-    reports the tools it calls (its ``trajectory`` is written even without a step)."""
+    reports the tools it calls (its ``trajectory`` is written even without a step);
+    ``workspace``: what the record keeps of the case's workspace."""
     errors = grade.evaluator_errors()
     rec = _head(case, _status(grade, pass_threshold, errors))
     gates, gate_misses = required_fields(grade, pass_threshold)
@@ -353,6 +355,8 @@ def result_record(
     if unsure:
         rec["uncertain"] = unsure
     _answer_fields(rec, response, cost, own_tools)
+    if workspace is not None:
+        rec["workspace"] = workspace
     rec["duration_ms"] = round(duration_ms, 3)
     _tail(rec, case, attempts, _error_text(errors), queued_ms=queued_ms, cached=response.cached)
     return rec
@@ -436,6 +440,7 @@ def live_record(
     queued_ms: float | None = None,
     attempts: int = 0,
     repeat: int = 0,
+    workspace: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The record of a live conversation: one run, holding every turn (``turns``), its
     last request as ``raw_request`` (each turn's request is a prefix of its messages), the
@@ -476,6 +481,8 @@ def live_record(
     _trajectory(rec, facts.trajectory, facts.trajectory_error, facts.own_tools)
     if facts.latency_ms is not None:
         rec["latency_ms"] = round(facts.latency_ms, 3)
+    if workspace is not None:
+        rec["workspace"] = workspace
     rec["duration_ms"] = round(duration_ms, 3)
     _tail(rec, case, attempts, facts.error, queued_ms=queued_ms, cached=facts.cached)
     if facts.skip_reason is not None:
@@ -495,6 +502,7 @@ def error_record(
     attempts: int = 0,
     repeat: int = 0,
     cost: dict[str, Any] | None = None,
+    workspace: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The record of a case that failed before it could be graded (score 0, ``error`` set)."""
     rec = _head(case, ERROR)
@@ -513,6 +521,8 @@ def error_record(
         rec.update(_requests(prompt, provider, None, error))
     if cost:
         rec["cost"] = cost
+    if workspace is not None:
+        rec["workspace"] = workspace
     rec["duration_ms"] = round(duration_ms, 3)
     _tail(rec, case, attempts, error, queued_ms=queued_ms)
     return rec
@@ -530,6 +540,7 @@ def skipped_record(
     attempts: int = 0,
     repeat: int = 0,
     cost: dict[str, Any] | None = None,
+    workspace: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The record of a run that was not run (``skipped``, never a score): the run's budget
     was reached before its request was sent or, when ``response`` is given, before its
@@ -551,6 +562,8 @@ def skipped_record(
         _answer_fields(rec, response, cost)
     elif cost:
         rec["cost"] = cost
+    if workspace is not None:
+        rec["workspace"] = workspace
     rec["duration_ms"] = round(duration_ms, 3)
     cached = response is not None and response.cached
     _tail(rec, case, attempts, None, cached=cached)

@@ -155,6 +155,12 @@ class EvalResult(BaseModel):
     no trajectory for this run."""
     latency_ms: float | None = None
     """How long the target took to answer."""
+    workspace: dict[str, Any] | None = None
+    """The folder the agent worked in (docs/results.md, "Workspaces"): its ``mode``, the
+    ``repos`` at the commits checked out, the sandbox (``isolation``, ``network``, what it
+    refused: ``writes_refused``, ``network_refused``), each hook's run (``hooks``), what
+    the agent changed (``changes``: ``added``, ``modified``, ``deleted``, ``binary``, the
+    ``diff``), the ``path`` of one kept or reused, and the ``digest`` of its settings."""
     duration_ms: float | None = None
     """From the moment the run got its first turn at its target to its record."""
     queued_ms: float | None = None

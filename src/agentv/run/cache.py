@@ -138,6 +138,8 @@ class ResponseCache:
             ),
             "trajectory_error": response.trajectory_error,
         }
+        if response.reported_cost_usd is not None:
+            data["reported_cost_usd"] = response.reported_cost_usd
         tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
         try:
             _make_folder(path.parent)
@@ -198,6 +200,7 @@ def _response(data: Any) -> ProviderResponse | None:
         tool_calls=calls,
         trajectory=trajectory,
         trajectory_error=trajectory_error,
+        reported_cost_usd=_optional(data.get("reported_cost_usd"), (int, float)),
     )
 
 
@@ -258,7 +261,10 @@ class CachedProvider(ProviderWrapper):
 
     async def invoke(self, request: ProviderRequest) -> ProviderResponse:
         """The cached answer to ``request`` (``cached`` set), else the wrapped provider's
-        (then stored)."""
+        (then stored). A request in a workspace is never answered from the cache, nor
+        stored: the agent's work is what it leaves in the workspace, not only its answer."""
+        if request.workspace is not None:
+            return await self.wrapped.invoke(request)
         key = cache_key(self, request)
         hit = self.cache.reuse(key, self._stored)
         if hit is not None:

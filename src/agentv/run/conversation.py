@@ -725,6 +725,7 @@ def live_result(
     *,
     duration_ms: float,
     queued_ms: float | None,
+    workspace: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A live case's record: its conversation (``converse``), scored by its
     ``aggregation``; ``prompt``: the case's opening prompt, the record's request when no
@@ -817,6 +818,7 @@ def live_result(
         queued_ms=queued_ms,
         attempts=run.attempts,
         repeat=job.repeat,
+        workspace=workspace,
     )
 
 

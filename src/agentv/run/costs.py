@@ -28,7 +28,7 @@ from typing import Any
 
 from agentv.errors import BudgetReached
 from agentv.providers.base import Provider, ProviderRequest, ProviderResponse, ProviderWrapper
-from agentv.providers.pricing import Pricer, target_model
+from agentv.providers.pricing import Cost, Pricer, target_model
 from agentv.results.record import usd as dollars
 
 #: a request's party -> its key in a record's ``cost`` (a party not listed keeps its name)
@@ -149,7 +149,11 @@ class Meter:
         """Price ``response`` (an answer of ``provider`` to a request of ``party``, with
         its own ``model`` when it named one), and add it to the case's cost and, when it was
         sent, to the run's spend."""
-        cost = self.pricer.cost(provider, response.usage, model)
+        if response.reported_cost_usd is not None and provider.price is None:
+            # the agent priced its own calls (it knows which models it used): its word
+            cost = Cost(response.reported_cost_usd, priced=True)
+        else:
+            cost = self.pricer.cost(provider, response.usage, model)
         response.cost_usd = cost.usd
         if cost.usd is not None:
             if response.cached:
@@ -213,7 +217,12 @@ class MeteredProvider(ProviderWrapper):
 
     async def invoke(self, request: ProviderRequest) -> ProviderResponse:
         response = await self.wrapped.invoke(request)
-        if response.usage is not None and not self.meter.pricer.known(self, request.model):
+        priced_by_itself = response.reported_cost_usd is not None and self.price is None
+        if (
+            response.usage is not None
+            and not priced_by_itself
+            and not self.meter.pricer.known(self, request.model)
+        ):
             # the price table loads once per run, in a thread: the other requests in flight
             # must not wait for it (their time is measured)
             await asyncio.to_thread(self.meter.pricer.rates, self, request.model)

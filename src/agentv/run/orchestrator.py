@@ -20,17 +20,19 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any, Protocol
 
 from agentv.errors import ProviderError
 from agentv.evaluators.base import CaseGrade
 from agentv.providers.base import Provider, ProviderResponse, request_for_case
-from agentv.results.outcome import invalid_record
+from agentv.results.outcome import error_record, invalid_record
 from agentv.results.record import repeat_label
 from agentv.run.pipeline import CasePipeline
 from agentv.run.plan import CaseJob, InvalidJob, Lane
 from agentv.run.scheduling import DEFAULT_WORKERS, Gates, lane_size
 from agentv.run.sending import RunSettings, RunStats, Sender, target_workers
+from agentv.run.workspaces import WorkspaceManager
 from agentv.system.masking import Masker
 from agentv.targets import RunTarget, TargetPool
 
@@ -100,8 +102,11 @@ class Orchestrator:
         self.gates = Gates()
         self._labels: dict[int, str] = {}
         self.masker = Masker()  # the run's known secrets (set when it starts)
+        #: the run's workspaces here: the files' before_all / after_all, and the cases'
+        #: own when they run in this process
+        self.workspaces = WorkspaceManager()
         self.sender = self._sender()
-        self.pipeline = CasePipeline(self.sender)
+        self.pipeline = CasePipeline(self.sender, self.workspaces)
 
     def _sender(self) -> Sender:
         return Sender(
@@ -130,16 +135,19 @@ class Orchestrator:
         # every target and judge is built by now: their secrets are known
         self.masker = Masker(self.pool.run_secrets())
         self.sender = self._sender()  # with the stats and secrets of this run
-        self.pipeline = CasePipeline(self.sender)
+        self.pipeline = CasePipeline(self.sender, self.workspaces)
         # the targets playing simulated users: their retries are seen as any target's
         users = lanes[0].plan.user_targets() if lanes else []
         for t in [*targets, *users]:
             self.sender.watch(t)
         for t in targets:
             await t.provider.healthcheck()  # a ProviderError here stops the run, by design
-        await self._run_lanes(lanes)
-        while more is not None and (lanes := more() or []):
+        try:
             await self._run_lanes(lanes)
+            while more is not None and (lanes := more() or []):
+                await self._run_lanes(lanes)
+        finally:
+            await self._after_all()
         return self.stats
 
     async def _run_lanes(self, lanes: list[Lane]) -> None:
@@ -174,6 +182,43 @@ class Orchestrator:
                 w.cancel()
             if executor is not None:
                 await executor.stop()
+
+    async def _after_all(self) -> None:
+        """The files' ``after_all`` hooks, once every case has ended (also when the run was
+        stopped): each is noted, a failed one with its reason."""
+        try:
+            for run in await self.workspaces.after_all():
+                self.stats.hooks.append(run.to_dict())
+                if not run.ok:
+                    self.progress.note(run.failure())
+        finally:
+            self.workspaces.close()
+
+    async def _setup(self, job: CaseJob) -> CaseJob | dict[str, Any]:
+        """``job`` with its file's ``before_all`` run (once per run, the first time a case
+        of the file is handed out, wherever it then runs), or the record of a case that
+        cannot run because that hook failed."""
+        spec = job.case.workspace
+        if spec is None:
+            return job
+        run = await self.workspaces.before_all(spec)
+        if run is None:
+            return job
+        if run.ok:
+            return replace(job, setup=(run.to_dict(),))
+        if not any(h.get("hook") == "before_all" for h in self.stats.hooks):
+            self.stats.hooks.append(run.to_dict())
+            self.progress.note(run.failure())
+        return error_record(
+            job.case,
+            target=job.target.name,
+            provider=job.target.provider,
+            prompt=None,
+            error=run.failure(),
+            duration_ms=0.0,
+            repeat=job.repeat,
+            workspace={"mode": spec.mode, "hooks": [run.to_dict()], "digest": spec.digest()},
+        )
 
     async def _worker(self, queue: Iterator[CaseJob | InvalidJob]) -> None:
         for job in queue:
@@ -222,6 +267,12 @@ class Orchestrator:
             target_label = self._labels[id(target)] = target.label
         several = job.repeat or job.repeats > 1
         label = f"{case.id} | {target_label}" + (f" {repeat_label(job.repeat)}" if several else "")
+        if response is None:
+            ready = await self._setup(job)
+            if isinstance(ready, dict):  # its file's before_all failed
+                self._finish(key, label, ready)
+                return
+            job = ready
         if self.executor is not None and response is None and not target.batching:
             self.progress.case_started(key, label)  # its turns are taken in another process
             record, _ = await self.executor.run_case(job)

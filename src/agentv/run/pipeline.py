@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from agentv.errors import BudgetReached
+from agentv.errors import BudgetReached, WorkspaceError
 from agentv.evaluators.base import CaseGrade
 from agentv.prompts.builder import Prompt, PromptSettings, build_prompt
 from agentv.providers.base import ProviderResponse
@@ -28,6 +28,7 @@ from agentv.run.costs import CASE_COST, CaseCost, case_cost
 from agentv.run.plan import CaseJob
 from agentv.run.scheduling import TURN_TAKEN
 from agentv.run.sending import Sender, describe
+from agentv.run.workspaces import Lease, WorkspaceManager
 from agentv.system.masking import masking_scope
 
 
@@ -60,9 +61,11 @@ class _StartClock:
 class CasePipeline:
     """One case at a time, from its job to its result record (and grade)."""
 
-    def __init__(self, sender: Sender) -> None:
+    def __init__(self, sender: Sender, workspaces: WorkspaceManager | None = None) -> None:
         self.sender = sender
         self.settings = sender.settings
+        #: the workspaces of the cases run here (docs/eval-files.md, "Workspaces")
+        self.workspaces = workspaces or WorkspaceManager()
         if self.settings.dumper is not None:
             self.settings.dumper.masker = sender.masker
         self._prompt_settings: dict[int, PromptSettings] = {}
@@ -99,7 +102,58 @@ class CasePipeline:
     async def _run(
         self, job: CaseJob, response: ProviderResponse | None, clock: _StartClock
     ) -> tuple[dict[str, Any], CaseGrade | None]:
+        spec = job.case.workspace
+        if spec is None or response is not None:
+            return await self._line(job, response, clock, None)
+        case, target = job.case, job.target
+        try:
+            self.sender.meter.check()  # the budget is spent: no workspace is made either
+            async with self.workspaces.lease(
+                spec,
+                eval_id=case.id,
+                target=target.name,
+                repeat=job.repeat,
+                setup=job.setup,
+            ) as lease:
+                record, grade = await self._line(job, None, clock, lease)
+                await self.workspaces.finish(lease, passed=record["status"] == "ok")
+                record["workspace"] = lease.record()
+                for note in lease.notes:
+                    self.sender.progress.note(f"{case.id} | {target.name}: {note}")
+            return record, grade
+        except BudgetReached as exc:
+            record = skipped_record(
+                case,
+                target=target.name,
+                provider=target.provider,
+                prompt=None,
+                reason=str(exc),
+                repeat=job.repeat,
+            )
+        except WorkspaceError as exc:  # the workspace could not be made: the run's error
+            record = error_record(
+                case,
+                target=target.name,
+                provider=target.provider,
+                prompt=None,
+                error=str(exc),
+                duration_ms=clock.duration_ms(),
+                queued_ms=clock.queued_ms,
+                repeat=job.repeat,
+                workspace=exc.record,
+            )
+        return record, None
+
+    async def _line(
+        self,
+        job: CaseJob,
+        response: ProviderResponse | None,
+        clock: _StartClock,
+        lease: Lease | None,
+    ) -> tuple[dict[str, Any], CaseGrade | None]:
+        """build -> send -> grade -> record, in ``lease``'s workspace when the case has one."""
         case, target, sender = job.case, job.target, self.sender
+        workspace = lease.record() if lease is not None else None  # its place in the record
         prompt: Prompt | None = None
         attempts = 0 if response is None else response.attempts
         threshold = (
@@ -112,7 +166,13 @@ class CasePipeline:
                 clock.start()
                 duration_ms = clock.duration_ms()
                 record = live_result(
-                    run, job, prompt, threshold, duration_ms=duration_ms, queued_ms=clock.queued_ms
+                    run,
+                    job,
+                    prompt,
+                    threshold,
+                    duration_ms=duration_ms,
+                    queued_ms=clock.queued_ms,
+                    workspace=workspace,
                 )
                 return record, None
             if response is None:  # send
@@ -148,6 +208,7 @@ class CasePipeline:
                 repeat=job.repeat,
                 cost=case_cost(),
                 own_tools=target.provider.reports_trajectory,
+                workspace=workspace,
             )
             if masked:
                 record["masked_secrets"] = True
@@ -166,6 +227,7 @@ class CasePipeline:
                 attempts=attempts,
                 repeat=job.repeat,
                 cost=case_cost(),
+                workspace=workspace,
             )
         except Exception as exc:  # a case must never take the run down
             grade = None
@@ -180,6 +242,7 @@ class CasePipeline:
                 attempts=attempts + getattr(exc, "attempts", 0),
                 repeat=job.repeat,
                 cost=case_cost(),
+                workspace=workspace,
             )
         return record, grade
 

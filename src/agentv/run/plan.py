@@ -28,7 +28,14 @@ from agentv.evalfile.loader import (
 from agentv.evaluators.grading import needs_judge
 from agentv.prompts.builder import PromptSettings, build_prompt
 from agentv.results.record import DEFAULT_PASS_THRESHOLD, CaseKey, RunKey
-from agentv.run.resume import RETRIED, ResultsState, Unfinished, plan_digest, prompt_changed
+from agentv.run.resume import (
+    RETRIED,
+    ResultsState,
+    Unfinished,
+    plan_digest,
+    prompt_changed,
+    workspace_changed,
+)
 from agentv.targets import DEFAULT_TARGET, RunTarget, TargetPool, choose_target
 
 
@@ -47,6 +54,9 @@ class CaseJob:
     auto: dict[str, Any] | None = None
     #: a conversation the budget stopped part-way, which ``--resume`` goes on from
     resumed: Unfinished | None = None
+    #: what ran before the case's workspace was made, once for its file (``before_all``),
+    #: as its record keeps it
+    setup: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(slots=True)
@@ -355,6 +365,8 @@ class Plan:
                 user = None
                 if reason is None and case.user is not None:
                     user, reason = self._user_target(loaded, case.user.target)
+                if reason is None and case.workspace is not None:
+                    reason = _no_workspace(lane.target)
                 if reason is not None:
                     invalid = _invalid(loaded, case, reason)
                     for r in runs:
@@ -434,6 +446,7 @@ class Plan:
                 else:
                     prompt = build_prompt(case, PromptSettings.of(target.provider))
                     changed = prompt_changed(previous, prompt, is_agent=target.provider.is_agent)
+                changed = changed or workspace_changed(previous, case)
                 if changed:
                     decided = True
                     memo.changed_since += 1
@@ -462,6 +475,16 @@ class Plan:
         runs = sum(count * self.repeats(loaded, r) for r, count in loaded.case_repeats.items())
         failed = sum(self.repeats(loaded, invalid.repeat) for invalid in loaded.invalid)
         return (runs + failed) * targets
+
+
+def _no_workspace(target: RunTarget | None) -> str | None:
+    """Why ``target`` cannot run a case that has a workspace (None: it can)."""
+    if target is None or target.provider.works_in_workspace:
+        return None
+    return (
+        f"target {target.name!r} ({target.kind}) cannot work in the case's workspace: only "
+        "an agent or a command line runs in a folder (cli, codex, claude-code)"
+    )
 
 
 def _invalid(loaded: LoadedEvalFile, case: EvalCase, reason: str) -> InvalidCase:

@@ -186,6 +186,8 @@ class Previewer:
         }
         if case.tools:
             view["tools"] = [t.spec() for t in case.tools]
+        if case.workspace is not None:  # made for each run: its settings, not a folder
+            view["workspace"] = case.workspace.spec()
         if plan is not None:
             view.update(plan)
         if provider is not None:

@@ -76,6 +76,7 @@ class Previous:
     #: a run of ``--repeat auto``: its rule, threshold and reason (``agentv.run.repeats``)
     auto: dict[str, Any] | None = None
     unfinished: Unfinished | None = None  # a conversation the budget stopped part-way
+    workspace_digest: str | None = None  # its workspace's settings (``Workspace.digest``)
 
 
 @dataclass
@@ -220,6 +221,7 @@ def read_state(path: Path, *, repair: bool) -> ResultsState:
         named = named or result.eval_id is not None or result.error is not None
         raw = put_back_large_content(result.raw_request or {}, result.large_content or {})
         digest = raw.get("plan_digest")
+        workspace = result.workspace.get("digest") if isinstance(result.workspace, dict) else None
         state.runs[result.run_key] = Previous(
             status=result.status,
             question=raw.get("question"),
@@ -228,6 +230,7 @@ def read_state(path: Path, *, repair: bool) -> ResultsState:
             score=result.score,
             auto=result.auto_repeat,
             unfinished=unfinished_of(result, f"{path}:{line}"),
+            workspace_digest=workspace if isinstance(workspace, str) else None,
         )
     state.diagnostics = [*reader.diagnostics, *reader.notes]
     if not state.runs and any(d.hint for d in reader.diagnostics):
@@ -349,6 +352,13 @@ def _last_document(fh: BinaryIO, size: int) -> int:
             return begin + at + 1
         end = begin
     return 0
+
+
+def workspace_changed(previous: Previous, case: EvalCase) -> bool:
+    """Whether a case's workspace (its repositories, commits, template, hooks, sandbox)
+    differs from the one its record was made in."""
+    now = case.workspace.digest() if case.workspace is not None else None
+    return previous.workspace_digest != now
 
 
 def prompt_changed(previous: Previous, prompt: Prompt, *, is_agent: bool) -> bool:

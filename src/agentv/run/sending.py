@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agentv.errors import AgentVError, ProviderError, ProviderTimeout
-from agentv.evaluators.base import CaseGrade, EvaluationContext
+from agentv.evaluators.base import CaseGrade, EvaluationContext, WorkspaceView
 from agentv.evaluators.grading import grade_case, needs_judge
 from agentv.providers.base import Provider, ProviderRequest, ProviderResponse, request_for_case
 from agentv.results.dumps import PromptDumper
@@ -36,6 +36,7 @@ from agentv.results.record import DEFAULT_PASS_THRESHOLD
 from agentv.run.cache import CachedProvider, ResponseCache
 from agentv.run.costs import BudgetGate, Meter, MeteredProvider
 from agentv.run.scheduling import DEFAULT_WORKERS, Gate, GatedProvider, Gates
+from agentv.run.workspaces import CASE_WORKSPACE
 from agentv.system.masking import Masker
 
 if TYPE_CHECKING:
@@ -92,6 +93,8 @@ class RunStats:
     statuses: Counter[str] = field(default_factory=Counter)
     #: target name -> HTTP status (None: no answer) -> retries made
     retries: dict[str, Counter[int | None]] = field(default_factory=dict)
+    #: the run's own workspace hooks (a file's before_all that failed, every after_all)
+    hooks: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def errors(self) -> int:
@@ -176,6 +179,7 @@ def grading_context(
     trajectory: Trajectory | None = None,
     trajectory_error: str | None = None,
     settings: RunSettings | None = None,
+    workspace: WorkspaceView | None = None,
 ) -> EvaluationContext:
     """What the evaluators see of ``answer``, the answer of ``job``'s target to ``prompt``.
 
@@ -196,6 +200,7 @@ def grading_context(
         trajectory_error: Why the target could not say which tools it called.
         settings: The run's settings: its pass threshold (unless the case's config sets
             one), judge samples and ``on_uncertain`` (default: a run's defaults).
+        workspace: The workspace the target worked in, as it left it.
 
     Returns:
         The context the evaluators grade.
@@ -217,6 +222,7 @@ def grading_context(
         pass_threshold=threshold if threshold is not None else settings.pass_threshold,
         judge_samples=settings.judge_samples,
         on_uncertain=settings.on_uncertain,
+        workspace=workspace,
     )
 
 
@@ -318,22 +324,38 @@ class Sender:
         case); ``tools``: what the model may call (a live case's)."""
         sender, gate = self._target(job.target)
         timeout = self.settings.agent_timeout or None
-        tries = self.settings.max_retries + 1
+        workspace = CASE_WORKSPACE.get()
+        # an agent that timed out in a workspace left its changes there: a second try would
+        # not start where the first did, so it is not retried (docs/eval-files.md)
+        tries = self.settings.max_retries + 1 if workspace is None else 1
         attempts = 0
         last: ProviderTimeout | None = None
         for attempt in range(tries):
             request = request_for_case(
-                job.case, prompt, attempt=attempt, timeout=timeout, repeat=job.repeat, tools=tools
+                job.case,
+                prompt,
+                attempt=attempt,
+                timeout=timeout,
+                repeat=job.repeat,
+                tools=tools,
+                workspace=workspace.path if workspace is not None else None,
+                sandbox=workspace.sandbox if workspace is not None else None,
             )
             try:
                 response = await sender.invoke(request)
             except ProviderTimeout as exc:
                 attempts += exc.attempts
                 last = exc
+                if workspace is not None:
+                    await workspace.settle()  # what it changed before it was stopped
                 continue
             except ProviderError as exc:
                 exc.attempts += attempts
+                if workspace is not None:
+                    await workspace.settle()  # what it changed before it failed
                 raise
+            if workspace is not None:
+                await workspace.settle()  # what the agent changed, before anything grades it
             if response.cached:
                 return response, attempts
             if gate.waiting:
@@ -414,5 +436,6 @@ class Sender:
             trajectory=trajectory,
             trajectory_error=trajectory_error,
             settings=self.settings,
+            workspace=CASE_WORKSPACE.get(),
         )
         return await grade_case(ctx, evaluators)

@@ -768,3 +768,57 @@ def test_simulated_users_run_on_ray_through_their_own_target(
     assert _by_key(remote) == _by_key(local)
     assert {r.user["ended"] for r in remote.results} == {"goal"}
     assert {r.status for r in remote.results} == {"ok"}
+
+
+WORKSPACE_AGENT = """\
+import os, sys
+from pathlib import Path
+calc = Path("calc.py")
+calc.write_text(calc.read_text().replace("a - b", "a + b"))
+print(f"fixed in {os.getcwd()} by pid {os.getpid()} under {os.getppid()}")
+"""
+
+
+def test_cases_in_workspaces_run_in_ray_workers_each_in_its_own(
+    local_ray: str, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from support.gitrepo import commit
+
+    root = repo / "workspaces"
+    monkeypatch.setenv("AGENTV_WORKSPACE_ROOT", str(root))  # the driver's, passed on
+    commit(repo / "calc", {"calc.py": "def add(a, b):\n    return a - b\n"}, "one")
+    write(repo, "agent.py", WORKSPACE_AGENT)
+    write(
+        repo,
+        ".agentv/targets.yaml",
+        f"""$schema: agentv-targets-v2.2
+targets:
+  - name: default
+    provider: cli
+    command_template: {sys.executable} {repo / "agent.py"}
+""",
+    )
+    cases = "".join(
+        f"""  - id: task{i}
+    outcome: fixed
+    input_messages: [{{role: user, content: fix {i}}}]
+    evaluators: [{{type: file_contains, path: calc.py, value: a + b}}]
+"""
+        for i in range(4)
+    )
+    write(
+        repo,
+        "evals/ws.yaml",
+        "$schema: agentv-eval-v2\nworkspace:\n  repos: [{path: ., repo: ../calc}]\n"
+        f"  isolation: none\nevalcases:\n{cases}",
+    )
+    run = agentv.run_eval("evals/ws.yaml", cwd=repo, executor="ray")
+    assert [r.status for r in run.results] == ["ok"] * 4
+    folders = {r.candidate_answer.split()[2] for r in run.results}
+    assert len(folders) == 4  # a workspace each, made where the case ran, then removed
+    assert all(Path(f).parent.parent == root / "temp" and not Path(f).exists() for f in folders)
+    for record in run.results:
+        assert record.workspace is not None
+        assert record.workspace["changes"]["modified"] == ["calc.py"]
+    # made in Ray's workers, not in this process
+    assert all(int(r.candidate_answer.split()[-1]) != os.getpid() for r in run.results)

@@ -1,4 +1,5 @@
-"""Agent targets: programs run as child processes (``cli``, ``codex``, ``vscode``).
+"""Agent targets: programs run as child processes (``cli``, ``codex``, ``claude-code``,
+``vscode``).
 
 Each reads the agent-mode question and the files itself (docs/prompt-rules.md section 6);
 what would stop one on this machine is said by its settings class

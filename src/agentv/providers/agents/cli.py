@@ -63,6 +63,7 @@ PLACEHOLDERS: tuple[str, ...] = (
     "OUTPUT_FILE",
     "CHAT_PROMPT_FILE",
     "TRAJECTORY_FILE",
+    "WORKSPACE",
 )
 # `${NAME}` is the shell's own expansion, left alone; `{NAME}` is a placeholder.
 _TOKEN = re.compile(r"(?<!\$)\{([A-Z_]+)\}")
@@ -250,6 +251,7 @@ class CliProvider(Provider):
     Settings = CliSettings
     settings: CliSettings
     is_agent = False
+    works_in_workspace = True
 
     def __init__(self, name: str, settings: CliSettings) -> None:
         super().__init__(name, settings)
@@ -331,6 +333,7 @@ class CliProvider(Provider):
                 "OUTPUT_FILE": _quote(str(Path(tmp) / "agentv-healthcheck-output.json")),
                 "CHAT_PROMPT_FILE": _quote(str(chat_file)),
                 "TRAJECTORY_FILE": _quote(str(Path(tmp) / "agentv-healthcheck-trajectory.json")),
+                "WORKSPACE": _quote(str(self._cwd(check.cwd) or Path.cwd())),
             }
             command = render_template(check.command_template, values)
             try:
@@ -352,24 +355,27 @@ class CliProvider(Provider):
     def preview(self, request: ProviderRequest) -> dict[str, Any]:
         """The command that would run, with placeholder paths for the per-call files."""
         scratch = Path(tempfile.gettempdir()) / "agentv-cli-XXXX"
+        folder = request.workspace or Path(self.settings.cwd or ".")
         values = self._values(
             request,
             scratch / "output.json",
             scratch / "chat_prompt.json",
             scratch / "trajectory.json",
+            folder,
         )
         sent: dict[str, Any] = {
             "command": render_template(self.settings.command_template, values),
-            "cwd": self.settings.cwd,
+            "cwd": str(request.workspace) if request.workspace else self.settings.cwd,
         }
         if uses_placeholder(self.settings.command_template, "CHAT_PROMPT_FILE"):
             sent["chat_prompt"] = chat_to_dicts(request.messages)
         return redact(sent, self._secrets())
 
     def _values(
-        self, request: ProviderRequest, output: Path, chat: Path, trajectory: Path
+        self, request: ProviderRequest, output: Path, chat: Path, trajectory: Path, folder: Path
     ) -> dict[str, str]:
         return {
+            "WORKSPACE": _quote(str(folder.absolute())),
             "PROMPT": _quote(request.question),
             "GUIDELINES": _quote(request.guidelines),
             "EVAL_ID": _quote(request.eval_id),
@@ -384,7 +390,7 @@ class CliProvider(Provider):
         """Run the command for one request; the answer is ``{OUTPUT_FILE}`` or stdout."""
         await self.healthcheck()
         settings = self.settings
-        cwd = self._cwd()
+        cwd = request.workspace or self._cwd()  # a case's workspace, else the target's own
         timeout = combined_timeout(settings.timeout_seconds, request.timeout)
         secrets = self._secrets()
         uses_chat = uses_placeholder(settings.command_template, "CHAT_PROMPT_FILE")
@@ -402,7 +408,7 @@ class CliProvider(Provider):
                 )
             command = render_template(
                 settings.command_template,
-                self._values(request, output_file, chat_file, trajectory_file),
+                self._values(request, output_file, chat_file, trajectory_file, cwd or Path.cwd()),
             )
             sent: dict[str, Any] = {
                 "command": command,
@@ -417,17 +423,29 @@ class CliProvider(Provider):
             uses_trajectory = uses_placeholder(settings.command_template, "TRAJECTORY_FILE")
             if uses_trajectory:
                 sent["trajectory_file"] = str(trajectory_file)
+            sandbox = request.sandbox
+            run: Any = command
+            env = self._env()
+            if sandbox is not None:  # confined to the workspace; the call's files writable
+                wrapped, env = sandbox.wrap(command, cwd=cwd, env=env, writable=[Path(tmp)])
+                run, cwd = wrapped.command, wrapped.cwd
+                sent["sandbox"] = sandbox.kind
             try:
                 result = await run_process(
-                    command,
+                    run,
                     cwd=cwd,
-                    env=self._env(),
+                    env=env,
                     timeout=timeout,
                     stdout_head=settings.max_output_bytes,
                     secrets=secrets,
                 )
             except OSError as exc:
                 raise ProviderError(self.name, f"could not run the CLI command: {exc}") from None
+            finally:
+                if sandbox is not None:
+                    await sandbox.finish(wrapped)
+            if sandbox is not None:
+                sandbox.observe(result.stdout, result.stderr)
             if not result.ok:
                 raise process_failure(self.name, "CLI command", result, timeout, secrets)
             cap = settings.max_output_bytes

@@ -501,6 +501,7 @@ class CodexProvider(Provider):
     Settings = CodexSettings
     settings: CodexSettings
     is_agent = True
+    works_in_workspace = True
     artifacts_label = "Codex CLI logs"
     reports_trajectory = True  # its event stream says what it ran
 
@@ -588,6 +589,8 @@ class CodexProvider(Provider):
         argv = self._argv(executable)
         timeout = combined_timeout(self.settings.timeout_seconds, request.timeout)
         cwd = Path(self.settings.cwd).expanduser().absolute() if self.settings.cwd else None
+        if request.workspace is not None:  # the case's workspace, as the agent left it
+            cwd = request.workspace
         if cwd is not None and not cwd.is_dir():
             raise ProviderError(
                 self.name,
@@ -610,20 +613,27 @@ class CodexProvider(Provider):
                 if stream_log is not None:
                     stream_log.line(stream, text)
 
+            run: Any = argv
+            where: Path | None = cwd or workspace
+            env = child_environment(inherit=self.settings.inherit_env, keys=CODEX_KEYS)
+            sandbox = request.sandbox
+            if sandbox is not None:  # confined to the case's workspace
+                wrapped, env = sandbox.wrap(argv, cwd=where, env=env)
+                run, where = wrapped.command, wrapped.cwd
             try:
                 result = await run_process(
-                    argv,
-                    cwd=cwd or workspace,
-                    env=child_environment(inherit=self.settings.inherit_env, keys=CODEX_KEYS),
-                    stdin=prompt,
-                    timeout=timeout,
-                    on_line=on_line,
+                    run, cwd=where, env=env, stdin=prompt, timeout=timeout, on_line=on_line
                 )
             except OSError as exc:
                 raise ProviderError(
                     self.name,
                     f"{missing_executable_message(str(executable), self.name)} ({exc})",
                 ) from None
+            finally:
+                if sandbox is not None:
+                    await sandbox.finish(wrapped)
+            if sandbox is not None:
+                sandbox.observe(result.stdout, result.stderr)
         finally:
             if stream_log is not None:
                 stream_log.close()

@@ -128,6 +128,8 @@ class CasePayload:
     repeat: int
     user: int | None = None  # the key of the target playing its simulated user
     resumed: Unfinished | None = None  # a conversation the budget stopped, to go on from
+    #: what ran on the driver before the case's workspace was made (its file's before_all)
+    setup: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass
@@ -232,6 +234,7 @@ class _Worker:
             repeat=payload.repeat,
             user=self.targets[payload.user] if payload.user is not None else None,
             resumed=payload.resumed,
+            setup=payload.setup,
         )
         stats = self.stats
         dumper = self.pipeline.settings.dumper
@@ -471,6 +474,7 @@ class RayExecutor:
             repeat=job.repeat,
             user=id(job.user) if job.user is not None else None,
             resumed=job.resumed,
+            setup=job.setup,
         )
         started = time.perf_counter()
         lost = 0
