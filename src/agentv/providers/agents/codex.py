@@ -34,6 +34,7 @@ from agentv.providers.agents.common import (
     InheritEnv,
     OptionalText,
     TimeoutSeconds,
+    argument_list,
     combined_timeout,
     missing_folder,
     pending,
@@ -131,20 +132,7 @@ class CodexSettings(ProviderSettings):
     @field_validator("args", mode="before")
     @classmethod
     def _args(cls, value: Any) -> Any:
-        if value is None:
-            return ()
-        if not isinstance(value, list | tuple):
-            raise PydanticCustomError(
-                "args", "must be a list of strings, one command-line argument each"
-            )
-        items = []
-        for item in value:
-            if isinstance(item, int | float) and not isinstance(item, bool):
-                item = str(item)
-            if not isinstance(item, str) or not item.strip():
-                raise PydanticCustomError("args", "every argument must be a non-empty string")
-            items.append(item.strip())
-        return tuple(items)
+        return argument_list(value)
 
     @field_validator("log_format", mode="before")
     @classmethod

@@ -229,3 +229,29 @@ def safe_label(text: str, fallback: str) -> str:
 def normalise_newlines(text: str) -> str:
     """CRLF to LF."""
     return text.replace("\r\n", "\n")
+
+
+def argument_list(value: Any) -> tuple[str, ...]:
+    """An agent target's extra ``args``, checked: a list of non-empty strings (numbers
+    written as such are taken as their text), each stripped; None gives none.
+
+    Args:
+        value: What the targets file holds under ``args``.
+
+    Raises:
+        PydanticCustomError: When it is not such a list (pydantic locates the error).
+    """
+    if value is None:
+        return ()
+    if not isinstance(value, list | tuple):
+        raise PydanticCustomError(
+            "args", "must be a list of strings, one command-line argument each"
+        )
+    items = []
+    for item in value:
+        if isinstance(item, int | float) and not isinstance(item, bool):
+            item = str(item)
+        if not isinstance(item, str) or not item.strip():
+            raise PydanticCustomError("args", "every argument must be a non-empty string")
+        items.append(item.strip())
+    return tuple(items)
