@@ -11,7 +11,6 @@ with the one command that fixes it.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -30,90 +29,29 @@ from agentv.providers.agents.claude_code import (
 )
 from agentv.system.sandbox import Sandbox
 from agentv.trajectory import ToolStep
-from support.paths import ROOT
+from support.npm_cli import PinnedNpmCli
 from support.providers import ask
 
 pytestmark = pytest.mark.slow  # npm, and the real CLI
 
 #: The Claude Code release this test runs; bump it on purpose, with the test passing.
 CLAUDE_VERSION = "2.1.332"
-# At the repository root, not under tests/ (mutmut copies tests/ for every run).
-CACHE = ROOT / ".cache" / "claude-code"
-EXECUTABLE = CACHE / "node_modules" / ".bin" / "claude"
-INSTALLED_MANIFEST = CACHE / "node_modules" / "@anthropic-ai" / "claude-code" / "package.json"
-INSTALL = [
-    "npm",
-    "install",
-    "--prefix",
-    str(CACHE),
-    "--no-audit",
-    "--no-fund",
-    "--no-save",
-    f"@anthropic-ai/claude-code@{CLAUDE_VERSION}",
-]
-INSTALL_COMMAND = " ".join(INSTALL)
+CLAUDE = PinnedNpmCli(
+    "@anthropic-ai/claude-code",
+    CLAUDE_VERSION,
+    "claude",
+    "claude-code",
+    "Claude Code CLI",
+    install_minutes=10,
+)
 API_KEY = "sk-ant-agentv-test-dummy"
 ANSWER = "Fixed add() in calc.py: it now returns a + b."
-
-
-def _installed_version() -> str | None:
-    try:
-        return json.loads(INSTALLED_MANIFEST.read_text(encoding="utf-8")).get("version")
-    except (OSError, ValueError):
-        return None
-
-
-def _install() -> None:
-    npm = shutil.which("npm")
-    if npm is None:
-        pytest.fail(
-            "npm is not installed, so the pinned Claude Code CLI cannot be installed; "
-            "fix: apt-get install -y nodejs npm",
-            pytrace=False,
-        )
-    CACHE.mkdir(parents=True, exist_ok=True)
-    try:
-        done = subprocess.run(
-            [npm, *INSTALL[1:]], capture_output=True, text=True, timeout=600, check=False
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail(
-            f"npm did not install @anthropic-ai/claude-code@{CLAUDE_VERSION} within 10 "
-            f"minutes; fix (then rerun): {INSTALL_COMMAND}",
-            pytrace=False,
-        )
-    if done.returncode != 0 or _installed_version() != CLAUDE_VERSION or not EXECUTABLE.exists():
-        tail = (done.stderr or done.stdout).strip()[-800:]
-        pytest.fail(
-            f"npm could not install @anthropic-ai/claude-code@{CLAUDE_VERSION} "
-            f"(exit {done.returncode}): {tail}\nfix (then rerun): {INSTALL_COMMAND}",
-            pytrace=False,
-        )
 
 
 @pytest.fixture(scope="module")
 def real_claude() -> Path:
     """The pinned Claude Code CLI, installed once into the git-ignored cache."""
-    if _installed_version() != CLAUDE_VERSION or not EXECUTABLE.exists():
-        _install()
-    try:
-        version = subprocess.run(
-            [str(EXECUTABLE), "--version"], capture_output=True, text=True, timeout=120
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        pytest.fail(
-            f"the installed Claude Code does not start: {exc}; fix: rm -rf {CACHE} && "
-            f"{INSTALL_COMMAND}",
-            pytrace=False,
-        )
-    output = (version.stdout + version.stderr).strip()
-    if version.returncode != 0 or CLAUDE_VERSION not in output:
-        pytest.fail(
-            f"`claude --version` said {output!r} (exit {version.returncode}); "
-            f"fix: rm -rf {CACHE} && {INSTALL_COMMAND}",
-            pytrace=False,
-        )
-    return EXECUTABLE
+    return CLAUDE.ensure()
 
 
 def _turns(workspace: Path) -> list[list[dict[str, Any]]]:

@@ -9,8 +9,6 @@ one command that fixes it.
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -20,7 +18,7 @@ from typing import Any
 import pytest
 
 from agentv.providers.agents.codex import CodexProvider, CodexSettings
-from support.paths import ROOT
+from support.npm_cli import PinnedNpmCli
 from support.providers import ask
 
 #: every test here installs the Codex CLI with npm and runs it: left out of `make test-fast`
@@ -28,83 +26,15 @@ pytestmark = pytest.mark.slow
 
 #: The Codex CLI release this test runs; bump it on purpose, with the test passing.
 CODEX_VERSION = "0.169.0"
-# At the repository root, not under tests/ (mutmut copies tests/ for every run).
-CACHE = ROOT / ".cache" / "codex"
-EXECUTABLE = CACHE / "node_modules" / ".bin" / "codex"
-INSTALLED_MANIFEST = CACHE / "node_modules" / "@openai" / "codex" / "package.json"
-INSTALL = [
-    "npm",
-    "install",
-    "--prefix",
-    str(CACHE),
-    "--no-audit",
-    "--no-fund",
-    "--no-save",
-    f"@openai/codex@{CODEX_VERSION}",
-]
-INSTALL_COMMAND = " ".join(INSTALL)
+CODEX = PinnedNpmCli("@openai/codex", CODEX_VERSION, "codex", "codex", "Codex CLI")
 ANSWER = "The answer is 42."
 API_KEY = "agentv-test-dummy-key"
-
-
-def _installed_version() -> str | None:
-    try:
-        return json.loads(INSTALLED_MANIFEST.read_text(encoding="utf-8")).get("version")
-    except (OSError, ValueError):
-        return None
-
-
-def _install() -> None:
-    npm = shutil.which("npm")
-    if npm is None:
-        pytest.fail(
-            "npm is not installed, so the pinned Codex CLI cannot be installed; "
-            "fix: apt-get install -y nodejs npm",
-            pytrace=False,
-        )
-    CACHE.mkdir(parents=True, exist_ok=True)
-    try:
-        done = subprocess.run(
-            [npm, *INSTALL[1:]], capture_output=True, text=True, timeout=300, check=False
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail(
-            f"npm did not install @openai/codex@{CODEX_VERSION} within 5 minutes; "
-            f"fix (then rerun): {INSTALL_COMMAND}",
-            pytrace=False,
-        )
-    if done.returncode != 0 or _installed_version() != CODEX_VERSION or not EXECUTABLE.exists():
-        tail = (done.stderr or done.stdout).strip()[-800:]
-        pytest.fail(
-            f"npm could not install @openai/codex@{CODEX_VERSION} (exit {done.returncode}): "
-            f"{tail}\nfix (then rerun): {INSTALL_COMMAND}",
-            pytrace=False,
-        )
 
 
 @pytest.fixture(scope="module")
 def real_codex() -> Path:
     """The pinned Codex CLI, installed once into the git-ignored cache."""
-    if _installed_version() != CODEX_VERSION or not EXECUTABLE.exists():
-        _install()
-    try:
-        version = subprocess.run(
-            [str(EXECUTABLE), "--version"], capture_output=True, text=True, timeout=60
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        pytest.fail(
-            f"the installed Codex CLI does not start: {exc}; fix: rm -rf {CACHE} && "
-            f"{INSTALL_COMMAND}",
-            pytrace=False,
-        )
-    output = (version.stdout + version.stderr).strip()
-    if version.returncode != 0 or CODEX_VERSION not in output:
-        pytest.fail(
-            f"`codex --version` said {output!r} (exit {version.returncode}); "
-            f"fix: rm -rf {CACHE} && {INSTALL_COMMAND}",
-            pytrace=False,
-        )
-    return EXECUTABLE
+    return CODEX.ensure(version_timeout=60)
 
 
 class _ResponsesAPI(BaseHTTPRequestHandler):
